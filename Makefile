@@ -1,0 +1,30 @@
+# The two commands the README starts with. Each does its own setup.
+BUILD ?= build/release
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps configure build test demo asan clean
+
+all: build
+
+deps:
+	@scripts/setup-deps.sh
+
+configure: deps
+	@test -f $(BUILD)/CMakeCache.txt || cmake --preset release >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+asan: deps
+	@test -f build/asan/CMakeCache.txt || cmake --preset asan >/dev/null
+	@cmake --build build/asan -j $(JOBS)
+	@cd build/asan && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf build

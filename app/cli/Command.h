@@ -1,0 +1,34 @@
+#pragma once
+// Subcommands register themselves: each cmd_<name>.cpp defines a static
+// RegisterCommand whose setup adds its options to the CLI11 subcommand and
+// returns the function that runs it. Run functions return the exit code and
+// may throw pipescope::Error (printed as one line, exit 1).
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pipescope::cli {
+
+using RunFn = std::function<int()>;
+
+struct CommandSpec {
+    std::string name;
+    std::string summary;
+    int order = 100; // position in --help
+    std::function<RunFn(CLI::App&)> setup;
+};
+
+std::vector<CommandSpec>& commands();
+
+struct RegisterCommand {
+    explicit RegisterCommand(CommandSpec spec) { commands().push_back(std::move(spec)); }
+};
+
+// Exit codes shared by all subcommands.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1; // bad input, unwritable output, failed run
+inline constexpr int kExitUsage = 2; // bad flags
+
+} // namespace pipescope::cli

@@ -1,0 +1,57 @@
+#pragma once
+// Importers turn traces users already have into store records. Each format
+// lives in its own folder (kineto/, nsys/, capture/) and exposes one function
+// with this shape; importJob() drives them for `pipescope import`.
+#include "model/Types.h"
+#include "store/StoreWriter.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope {
+
+struct ImportOptions {
+    std::optional<int> rank;  // force the rank of a single-rank file
+    bool progress = true;     // progress line on stderr for long imports
+};
+
+// What one importer call added to the store.
+struct ImportedSource {
+    int64_t sourceId = 0;
+    std::vector<int> ranks;   // global ranks found in the file
+    TimeNs timeBase = 0;      // absolute time (ns since the epoch, when known) of the file's zero
+    bool absoluteClock = false; // true when times are on a clock shared across hosts (e.g. epoch)
+    int64_t records = 0;      // records stored
+};
+
+// Kineto / PyTorch profiler JSON (.json or .json.gz). Throws FormatError when
+// the file as a whole is unusable; counts bad records in diagnostics.
+ImportedSource importKineto(const std::string& path, StoreWriter& writer, const ImportOptions& options);
+
+// Nsight Systems SQLite export (schema 2.x or 3.x).
+ImportedSource importNsys(const std::string& path, StoreWriter& writer, const ImportOptions& options);
+
+enum class Alignment { None, TimeBase, Collectives };
+
+struct ImportJobOptions {
+    std::vector<std::string> inputs; // files or directories
+    std::string output;
+    Alignment alignment = Alignment::TimeBase;
+    std::optional<int> rank; // only with a single input file
+    bool progress = true;
+};
+
+struct ImportJobReport {
+    std::vector<ImportedSource> sources;
+    std::vector<std::string> files;
+    std::vector<std::pair<int, TimeNs>> offsets; // per rank: offset applied
+    Alignment alignmentUsed = Alignment::None;
+};
+
+ImportJobReport importJob(const ImportJobOptions& options);
+
+// The format of a file, from its first bytes ("kineto", "nsys", "capture", or "" when unknown).
+std::string detectFormat(const std::string& path);
+
+} // namespace pipescope

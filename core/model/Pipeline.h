@@ -1,0 +1,66 @@
+#pragma once
+// The pipeline as the analysis measured it: the hand-off between
+// core/analysis (which fills it from a trace) and core/whatif (which builds a
+// cost model from it and replays other configurations). Plain values only.
+#include "model/Types.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope {
+
+// F = forward, B = full backward, I = backward for inputs only, W = backward
+// for weights only (zero-bubble schedules split B into I and W).
+enum class StepKind : uint8_t { F = 0, B = 1, I = 2, W = 3 };
+
+inline char toChar(StepKind k) { return "FBIW"[static_cast<int>(k)]; }
+
+struct PipelineStep {
+    int rank = 0;
+    int stage = 0;       // pipeline stage (virtual stage = chunk * pp + stage for interleaved)
+    int chunk = 0;       // virtual chunk on this rank (0 when not interleaved)
+    int microbatch = 0;
+    StepKind kind = StepKind::F;
+    TimeNs start = 0;
+    TimeNs end = 0;
+    TimeNs computeNs = 0; // compute-kernel time inside [start, end)
+};
+
+// One measured point-to-point transfer between neighbouring stages.
+struct MeasuredTransfer {
+    int srcRank = 0;
+    int dstRank = 0;
+    int64_t bytes = 0;
+    TimeNs transferNs = 0; // kernel time minus waiting: what the bytes needed
+};
+
+// Per-layer measured cost, when annotations attribute kernels to layers.
+struct LayerCost {
+    std::string name;
+    int stage = 0;
+    TimeNs forwardNs = 0;
+    TimeNs backwardNs = 0;
+    std::optional<TimeNs> backwardInputNs;
+    std::optional<TimeNs> backwardWeightNs;
+};
+
+struct MeasuredPipeline {
+    int pipelineDegree = 1;   // p
+    int dataParallel = 1;
+    int chunks = 1;           // v
+    int microbatches = 0;     // m
+    std::string schedule;     // gpipe | 1f1b | interleaved-1f1b | zb-h1 | ... | unknown
+    double scheduleConfidence = 0.0;
+    std::vector<int> stageOfRank;        // indexed by rank; -1 when unmapped
+    std::vector<PipelineStep> steps;     // one iteration
+    std::vector<MeasuredTransfer> transfers;
+    std::vector<LayerCost> layers;       // empty when layers cannot be attributed
+    TimeNs iterationNs = 0;              // measured iteration time (max over ranks)
+    std::vector<TimeNs> idleNsPerStage;  // measured idle inside the iteration
+    TimeNs dataParallelSyncNs = 0;       // gradient all-reduce at iteration end
+    TimeNs optimizerNs = 0;
+    std::optional<int64_t> gpuMemoryBytes;
+};
+
+} // namespace pipescope

@@ -1,0 +1,149 @@
+#pragma once
+// A job loaded from the store into memory for analysis: plain value types,
+// no SQLite. Activities are sorted by (rank, start).
+#include "model/Types.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope {
+
+struct RankInfo {
+    int rank = 0;
+    std::optional<int> worldSize;
+    std::string host;
+    std::optional<int64_t> pid;
+    std::optional<int> device;
+    std::optional<int64_t> sourceId;
+};
+
+struct GpuInfo {
+    int rank = 0;
+    int device = 0;
+    std::string name;
+    std::string uuid;
+    std::optional<int64_t> memoryBytes;
+    std::optional<int> smCount;
+    std::string computeCapability;
+};
+
+struct StreamInfo {
+    int64_t id = 0; // store id
+    int rank = 0;
+    int device = 0;
+    int64_t stream = 0; // the trace's own stream id
+    std::string name;
+};
+
+struct Activity {
+    int64_t id = 0;
+    TimeNs start = 0;
+    TimeNs end = 0;
+    int rank = 0;
+    int64_t streamId = 0;
+    ActivityKind kind = ActivityKind::Kernel;
+    StringId name = 0;
+    std::optional<int64_t> correlation;
+    std::optional<TimeNs> launchStart; // start of the CPU call that launched it
+    std::optional<int64_t> bytes;
+    CopyKind copyKind = CopyKind::Unknown;
+    int64_t ncclIndex = -1; // index into Trace::ncclOps, -1 if none
+};
+
+struct NcclOp {
+    int64_t id = 0;
+    int rank = 0;
+    std::optional<int64_t> activityId;
+    std::string kind; // AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, Send, Recv, SendRecv, ...
+    bool isP2p = false;
+    std::optional<int64_t> inNelems;
+    std::optional<int64_t> outNelems;
+    std::optional<int64_t> bytes;
+    std::string dtype;
+    std::string groupName;
+    std::string groupDesc;
+    std::vector<int> groupRanks;
+    std::optional<int> groupSize;
+    std::optional<int> peer;
+    std::optional<int64_t> seq;
+    std::optional<TimeNs> start;
+    std::optional<TimeNs> end;
+    std::optional<int64_t> streamId;
+};
+
+struct CpuRange {
+    int64_t id = 0;
+    int rank = 0;
+    int64_t tid = 0;
+    CpuRangeKind kind = CpuRangeKind::Annotation;
+    TimeNs start = 0;
+    TimeNs end = 0;
+    StringId name = 0;
+    std::optional<StringId> domain;
+    int depth = 0;
+    std::optional<int64_t> parentId;
+    std::optional<int64_t> correlation;
+};
+
+struct ProcessGroup {
+    int rank = 0; // reporting rank
+    std::string name;
+    std::string desc;
+    std::vector<int> ranks;
+    std::optional<int> size;
+};
+
+struct MemoryEvent {
+    int rank = 0;
+    int device = 0;
+    TimeNs ts = 0;
+    int64_t bytes = 0;
+    std::optional<int64_t> address;
+};
+
+struct Diagnostic {
+    std::optional<int64_t> sourceId;
+    Severity severity = Severity::Warning;
+    std::string kind;
+    int64_t count = 0;
+    std::string example;
+};
+
+struct SourceInfo {
+    int64_t id = 0;
+    std::string path;
+    std::string format;
+    std::optional<int> rank;
+    TimeNs timeBase = 0;
+    TimeNs clockOffset = 0;
+    std::string alignment;
+    std::string details; // JSON text
+};
+
+struct Trace {
+    std::map<std::string, std::string> meta;
+    std::vector<SourceInfo> sources;
+    std::vector<RankInfo> ranks;
+    std::vector<GpuInfo> gpus;
+    std::vector<StreamInfo> streams;
+    std::vector<Activity> activities; // sorted by (rank, start, end)
+    std::vector<NcclOp> ncclOps;
+    std::vector<CpuRange> cpuRanges;  // sorted by (rank, tid, start)
+    std::vector<ProcessGroup> processGroups;
+    std::vector<MemoryEvent> memoryEvents;
+    std::vector<Diagnostic> diagnostics;
+    std::vector<std::string> strings; // indexed by StringId; strings[0] is ""
+
+    const std::string& str(StringId id) const
+    {
+        static const std::string empty;
+        return id >= 0 && static_cast<size_t>(id) < strings.size() ? strings[static_cast<size_t>(id)] : empty;
+    }
+    const StreamInfo* stream(int64_t id) const;
+    bool simulated() const;
+};
+
+} // namespace pipescope

@@ -1,0 +1,391 @@
+#include "store/Store.h"
+
+#include "store/Schema.h"
+#include "util/Error.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+namespace pipescope {
+
+namespace {
+
+std::vector<int> parseRanks(std::string_view text)
+{
+    std::vector<int> out;
+    if (text.empty())
+        return out;
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_array())
+        return out;
+    for (const auto& v : j)
+        if (v.is_number_integer())
+            out.push_back(v.get<int>());
+    return out;
+}
+
+std::optional<int> optInt(const sql::Statement& st, int c)
+{
+    if (st.isNull(c))
+        return std::nullopt;
+    return static_cast<int>(st.int64(c));
+}
+
+} // namespace
+
+Store::Store(const std::string& path)
+{
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec))
+        throw Error(path + ": no such file");
+    if (std::filesystem::is_directory(path, ec))
+        throw Error(path + ": is a directory, expected a .pipescope store");
+    db_ = sql::Database(path, sql::Database::Mode::ReadOnly);
+    int appId = 0;
+    try {
+        auto st = db_.prepare("PRAGMA application_id");
+        st.step();
+        appId = static_cast<int>(st.int64(0));
+        version_ = db_.userVersion();
+    } catch (const Error&) {
+        throw FormatError(path + ": not a pipescope store (not a SQLite database); import traces with `pipescope import`");
+    }
+    if (appId != kApplicationId || !db_.tableExists("meta"))
+        throw FormatError(path + ": not a pipescope store; import traces into one with `pipescope import`");
+    if (version_ > kSchemaVersion)
+        throw FormatError(path + ": written by a newer pipescope (store schema " + std::to_string(version_) +
+                          ", this build reads up to " + std::to_string(kSchemaVersion) + "); upgrade pipescope");
+    if (version_ < 1)
+        throw FormatError(path + ": store has no schema version; it is damaged or was not finished, re-import it");
+}
+
+std::optional<std::string> Store::cached(const std::string& key)
+{
+    auto st = db_.prepare("SELECT value FROM cache WHERE key = ?1");
+    st.bind(1, key);
+    if (!st.step())
+        return std::nullopt;
+    return st.string(0);
+}
+
+namespace {
+
+std::map<std::string, std::string> readMeta(sql::Database& db)
+{
+    std::map<std::string, std::string> meta;
+    auto st = db.prepare("SELECT key, value FROM meta");
+    while (st.step())
+        meta.emplace(st.string(0), st.string(1));
+    return meta;
+}
+
+std::vector<SourceInfo> readSources(sql::Database& db)
+{
+    std::vector<SourceInfo> out;
+    auto st = db.prepare("SELECT id, path, format, rank, time_base_ns, clock_offset_ns, alignment, details FROM sources ORDER BY id");
+    while (st.step()) {
+        SourceInfo s;
+        s.id = st.int64(0);
+        s.path = st.string(1);
+        s.format = st.string(2);
+        s.rank = optInt(st, 3);
+        s.timeBase = st.int64(4);
+        s.clockOffset = st.int64(5);
+        s.alignment = st.string(6);
+        s.details = st.string(7);
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+std::vector<RankInfo> readRanks(sql::Database& db)
+{
+    std::vector<RankInfo> out;
+    auto st = db.prepare("SELECT rank, world_size, host, pid, device, source_id FROM ranks ORDER BY rank");
+    while (st.step()) {
+        RankInfo r;
+        r.rank = static_cast<int>(st.int64(0));
+        r.worldSize = optInt(st, 1);
+        r.host = st.string(2);
+        r.pid = st.optInt64(3);
+        r.device = optInt(st, 4);
+        r.sourceId = st.optInt64(5);
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::vector<GpuInfo> readGpus(sql::Database& db)
+{
+    std::vector<GpuInfo> out;
+    auto st = db.prepare("SELECT rank, device, name, uuid, memory_bytes, sm_count, compute_capability FROM gpus ORDER BY rank, device");
+    while (st.step()) {
+        GpuInfo g;
+        g.rank = static_cast<int>(st.int64(0));
+        g.device = static_cast<int>(st.int64(1));
+        g.name = st.string(2);
+        g.uuid = st.string(3);
+        g.memoryBytes = st.optInt64(4);
+        g.smCount = optInt(st, 5);
+        g.computeCapability = st.string(6);
+        out.push_back(std::move(g));
+    }
+    return out;
+}
+
+std::vector<StreamInfo> readStreams(sql::Database& db)
+{
+    std::vector<StreamInfo> out;
+    auto st = db.prepare("SELECT id, rank, device, stream, name FROM streams ORDER BY id");
+    while (st.step()) {
+        StreamInfo s;
+        s.id = st.int64(0);
+        s.rank = static_cast<int>(st.int64(1));
+        s.device = static_cast<int>(st.int64(2));
+        s.stream = st.int64(3);
+        s.name = st.string(4);
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+std::vector<Diagnostic> readDiagnostics(sql::Database& db)
+{
+    std::vector<Diagnostic> out;
+    auto st = db.prepare("SELECT source_id, severity, kind, count, example FROM diagnostics ORDER BY id");
+    while (st.step()) {
+        Diagnostic d;
+        d.sourceId = st.optInt64(0);
+        auto sev = st.text(1);
+        d.severity = sev == "error" ? Severity::Error : sev == "info" ? Severity::Info : Severity::Warning;
+        d.kind = st.string(2);
+        d.count = st.int64(3);
+        d.example = st.string(4);
+        out.push_back(std::move(d));
+    }
+    return out;
+}
+
+} // namespace
+
+StoreSummary Store::summary()
+{
+    StoreSummary s;
+    s.schemaVersion = version_;
+    s.meta = readMeta(db_);
+    s.sources = readSources(db_);
+    s.ranks = readRanks(db_);
+    s.gpus = readGpus(db_);
+    s.streams = readStreams(db_);
+    s.diagnostics = readDiagnostics(db_);
+    int64_t totals[4] = {0, 0, 0, 0};
+    auto st = db_.prepare("SELECT rank, device, kernels, memcpys, memsets, syncs, kernel_first_ns, kernel_last_ns,"
+                          " kernel_busy_ns, gpu_first_ns, gpu_last_ns, gpu_busy_ns FROM gpu_summary ORDER BY rank, device");
+    while (st.step()) {
+        GpuSummary g;
+        g.rank = static_cast<int>(st.int64(0));
+        g.device = static_cast<int>(st.int64(1));
+        g.kernels = st.int64(2);
+        g.memcpys = st.int64(3);
+        g.memsets = st.int64(4);
+        g.syncs = st.int64(5);
+        g.kernelFirst = st.optInt64(6);
+        g.kernelLast = st.optInt64(7);
+        g.kernelBusy = st.int64(8);
+        g.gpuFirst = st.optInt64(9);
+        g.gpuLast = st.optInt64(10);
+        g.gpuBusy = st.int64(11);
+        totals[0] += g.kernels;
+        totals[1] += g.memcpys;
+        totals[2] += g.memsets;
+        totals[3] += g.syncs;
+        if (g.gpuFirst && (!s.first || *g.gpuFirst < *s.first))
+            s.first = g.gpuFirst;
+        if (g.gpuLast && (!s.last || *g.gpuLast > *s.last))
+            s.last = g.gpuLast;
+        s.gpuSummaries.push_back(g);
+    }
+    for (int k = 0; k < 4; ++k)
+        s.activityCounts.emplace_back(std::string(toString(static_cast<ActivityKind>(k))), totals[k]);
+    auto nccl = db_.prepare("SELECT kind, COUNT(*) FROM nccl_ops GROUP BY kind ORDER BY COUNT(*) DESC, kind");
+    while (nccl.step())
+        s.ncclCounts.emplace_back(nccl.string(0), nccl.int64(1));
+    if (auto it = s.meta.find("count.cpu_ranges"); it != s.meta.end()) {
+        auto j = nlohmann::json::parse(it->second, nullptr, false);
+        if (j.is_object())
+            for (auto& [k, v] : j.items())
+                if (v.is_number_integer())
+                    s.cpuRangeCounts.emplace_back(k, v.get<int64_t>());
+    }
+    return s;
+}
+
+Trace Store::load(const LoadOptions& options)
+{
+    Trace t;
+    t.meta = readMeta(db_);
+    t.sources = readSources(db_);
+    t.ranks = readRanks(db_);
+    t.gpus = readGpus(db_);
+    t.streams = readStreams(db_);
+    t.diagnostics = readDiagnostics(db_);
+
+    {
+        auto st = db_.prepare("SELECT id, value FROM strings ORDER BY id");
+        while (st.step()) {
+            auto id = static_cast<size_t>(st.int64(0));
+            if (id >= t.strings.size())
+                t.strings.resize(id + 1);
+            t.strings[id] = st.string(1);
+        }
+        if (t.strings.empty())
+            t.strings.emplace_back();
+    }
+
+    auto wantRank = [&](int rank) {
+        return !options.ranks || std::find(options.ranks->begin(), options.ranks->end(), rank) != options.ranks->end();
+    };
+    const TimeNs from = options.from.value_or(std::numeric_limits<TimeNs>::min());
+    const TimeNs to = options.to.value_or(std::numeric_limits<TimeNs>::max());
+
+    {
+        auto st = db_.prepare(
+            "SELECT a.id, a.rank, a.stream_id, a.kind, a.start_ns, a.end_ns, a.name_id, a.correlation, c.start_ns,"
+            " a.bytes, a.copy_kind FROM activities a LEFT JOIN cpu_ranges c ON c.id = a.launch_id"
+            " WHERE a.end_ns >= ?1 AND a.start_ns < ?2 ORDER BY a.rank, a.start_ns");
+        st.bind(1, from).bind(2, to);
+        auto count = db_.prepare("SELECT COUNT(*) FROM activities");
+        count.step();
+        t.activities.reserve(static_cast<size_t>(count.int64(0)));
+        while (st.step()) {
+            int rank = static_cast<int>(st.int64(1));
+            if (!wantRank(rank))
+                continue;
+            Activity a;
+            a.id = st.int64(0);
+            a.rank = rank;
+            a.streamId = st.int64(2);
+            a.kind = static_cast<ActivityKind>(st.int64(3));
+            a.start = st.int64(4);
+            a.end = st.int64(5);
+            a.name = st.int64(6);
+            a.correlation = st.optInt64(7);
+            a.launchStart = st.optInt64(8);
+            a.bytes = st.optInt64(9);
+            if (!st.isNull(10))
+                a.copyKind = static_cast<CopyKind>(st.int64(10));
+            t.activities.push_back(a);
+        }
+        std::stable_sort(t.activities.begin(), t.activities.end(), [](const Activity& x, const Activity& y) {
+            if (x.rank != y.rank)
+                return x.rank < y.rank;
+            if (x.start != y.start)
+                return x.start < y.start;
+            return x.end < y.end;
+        });
+    }
+
+    {
+        auto st = db_.prepare("SELECT id, rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name,"
+                              " group_desc, group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id FROM nccl_ops"
+                              " ORDER BY rank, start_ns, id");
+        while (st.step()) {
+            NcclOp op;
+            op.id = st.int64(0);
+            op.rank = static_cast<int>(st.int64(1));
+            if (!wantRank(op.rank))
+                continue;
+            op.activityId = st.optInt64(2);
+            op.kind = st.string(3);
+            op.isP2p = st.int64(4) != 0;
+            op.inNelems = st.optInt64(5);
+            op.outNelems = st.optInt64(6);
+            op.bytes = st.optInt64(7);
+            op.dtype = st.string(8);
+            op.groupName = st.string(9);
+            op.groupDesc = st.string(10);
+            op.groupRanks = parseRanks(st.text(11));
+            op.groupSize = optInt(st, 12);
+            op.peer = optInt(st, 13);
+            op.seq = st.optInt64(14);
+            op.start = st.optInt64(15);
+            op.end = st.optInt64(16);
+            op.streamId = st.optInt64(17);
+            if (op.end && *op.end < from)
+                continue;
+            if (op.start && *op.start >= to)
+                continue;
+            t.ncclOps.push_back(std::move(op));
+        }
+        std::unordered_map<int64_t, int64_t> byActivity;
+        for (size_t i = 0; i < t.ncclOps.size(); ++i)
+            if (t.ncclOps[i].activityId)
+                byActivity.emplace(*t.ncclOps[i].activityId, static_cast<int64_t>(i));
+        if (!byActivity.empty())
+            for (auto& a : t.activities)
+                if (auto it = byActivity.find(a.id); it != byActivity.end())
+                    a.ncclIndex = it->second;
+    }
+
+    {
+        std::string kinds = "0, 1, 5";
+        if (options.cpuOps)
+            kinds += ", 2";
+        if (options.runtimeCalls)
+            kinds += ", 3, 4";
+        auto st = db_.prepare("SELECT id, rank, tid, kind, start_ns, end_ns, name_id, domain_id, depth, parent_id, correlation"
+                              " FROM cpu_ranges WHERE kind IN (" + kinds + ") AND end_ns >= ?1 AND start_ns < ?2"
+                              " ORDER BY rank, tid, start_ns");
+        st.bind(1, from).bind(2, to);
+        while (st.step()) {
+            CpuRange r;
+            r.id = st.int64(0);
+            r.rank = static_cast<int>(st.int64(1));
+            if (!wantRank(r.rank))
+                continue;
+            r.tid = st.int64(2);
+            r.kind = static_cast<CpuRangeKind>(st.int64(3));
+            r.start = st.int64(4);
+            r.end = st.int64(5);
+            r.name = st.int64(6);
+            r.domain = st.optInt64(7);
+            r.depth = static_cast<int>(st.int64(8));
+            r.parentId = st.optInt64(9);
+            r.correlation = st.optInt64(10);
+            t.cpuRanges.push_back(r);
+        }
+    }
+
+    {
+        auto st = db_.prepare("SELECT rank, name, desc, ranks, size FROM process_groups ORDER BY rank, name");
+        while (st.step()) {
+            ProcessGroup g;
+            g.rank = static_cast<int>(st.int64(0));
+            g.name = st.string(1);
+            g.desc = st.string(2);
+            g.ranks = parseRanks(st.text(3));
+            g.size = optInt(st, 4);
+            t.processGroups.push_back(std::move(g));
+        }
+    }
+
+    {
+        auto st = db_.prepare("SELECT rank, device, ts_ns, bytes, address FROM memory_events ORDER BY rank, device, ts_ns");
+        while (st.step()) {
+            MemoryEvent e;
+            e.rank = static_cast<int>(st.int64(0));
+            if (!wantRank(e.rank))
+                continue;
+            e.device = static_cast<int>(st.int64(1));
+            e.ts = st.int64(2);
+            e.bytes = st.int64(3);
+            e.address = st.optInt64(4);
+            t.memoryEvents.push_back(e);
+        }
+    }
+    return t;
+}
+
+} // namespace pipescope

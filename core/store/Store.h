@@ -1,0 +1,66 @@
+#pragma once
+// Read access to a store file. Opening never modifies the file; a file
+// written by a newer pipescope is refused with a message saying so.
+#include "model/Trace.h"
+#include "store/Sqlite.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope {
+
+struct GpuSummary {
+    int rank = 0;
+    int device = 0;
+    int64_t kernels = 0, memcpys = 0, memsets = 0, syncs = 0;
+    std::optional<TimeNs> kernelFirst, kernelLast;
+    TimeNs kernelBusy = 0; // union of kernel intervals
+    std::optional<TimeNs> gpuFirst, gpuLast;
+    TimeNs gpuBusy = 0; // union of kernel + memcpy + memset intervals
+};
+
+struct StoreSummary {
+    int schemaVersion = 0;
+    std::map<std::string, std::string> meta;
+    std::vector<SourceInfo> sources;
+    std::vector<RankInfo> ranks;
+    std::vector<GpuInfo> gpus;
+    std::vector<StreamInfo> streams;
+    std::vector<std::pair<std::string, int64_t>> activityCounts;   // per kind name
+    std::vector<std::pair<std::string, int64_t>> ncclCounts;       // per NCCL kind
+    std::vector<std::pair<std::string, int64_t>> cpuRangeCounts;   // per cpu range kind
+    std::vector<GpuSummary> gpuSummaries;
+    std::vector<Diagnostic> diagnostics;
+    std::optional<TimeNs> first, last; // over all GPU activities
+};
+
+struct LoadOptions {
+    std::optional<std::vector<int>> ranks; // all when unset
+    std::optional<TimeNs> from, to;        // activities overlapping [from, to)
+    bool cpuOps = false;                   // also load cpu_op ranges (large)
+    bool runtimeCalls = false;             // also load runtime/driver call ranges
+};
+
+class Store {
+public:
+    // Throws FormatError when the file is not a pipescope store or is newer than this build.
+    explicit Store(const std::string& path);
+
+    StoreSummary summary();
+    Trace load(const LoadOptions& options = {});
+
+    // Cached results (e.g. analysis JSON). get() reads; put() needs a writable
+    // store and is only done when the user asks for caching.
+    std::optional<std::string> cached(const std::string& key);
+
+    sql::Database& database() { return db_; }
+    const std::string& path() const { return db_.path(); }
+    int schemaVersion() const { return version_; }
+
+private:
+    sql::Database db_;
+    int version_ = 0;
+};
+
+} // namespace pipescope

@@ -1,0 +1,444 @@
+#include "store/StoreWriter.h"
+
+#include "Version.h"
+#include "store/Schema.h"
+#include "util/Error.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+namespace pipescope {
+
+namespace {
+
+std::string utcNow()
+{
+    std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+template <typename T>
+void fill(std::optional<T>& into, const std::optional<T>& from)
+{
+    if (!into && from)
+        into = from;
+}
+
+void fill(std::string& into, const std::string& from)
+{
+    if (into.empty() && !from.empty())
+        into = from;
+}
+
+std::string ranksJson(const std::vector<int>& ranks)
+{
+    return nlohmann::json(ranks).dump();
+}
+
+} // namespace
+
+StoreWriter::StoreWriter(const std::string& path) : out_(path), db_(out_.tempPath(), sql::Database::Mode::Create)
+{
+    // The file is private until finish() renames it, so durability during the
+    // build buys nothing: no journal, no fsync, one long transaction.
+    db_.exec("PRAGMA page_size = 8192");
+    db_.exec("PRAGMA journal_mode = OFF");
+    db_.exec("PRAGMA synchronous = OFF");
+    db_.exec("PRAGMA locking_mode = EXCLUSIVE");
+    db_.exec("PRAGMA temp_store = MEMORY");
+    db_.exec("PRAGMA cache_size = -131072");
+    db_.exec("BEGIN");
+    db_.exec(kSchemaSql);
+    db_.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+    db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+    insString_ = db_.prepare("INSERT INTO strings(id, value) VALUES (?1, ?2)");
+    insActivity_ = db_.prepare(
+        "INSERT INTO activities(rank, stream_id, kind, start_ns, end_ns, name_id, correlation, bytes, copy_kind, grid, block)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+    insCpu_ = db_.prepare("INSERT INTO cpu_ranges(rank, tid, kind, start_ns, end_ns, name_id, domain_id, correlation)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    insNccl_ = db_.prepare(
+        "INSERT INTO nccl_ops(rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name, group_desc,"
+        " group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
+    insMemory_ = db_.prepare("INSERT INTO memory_events(rank, device, ts_ns, bytes, address) VALUES (?1, ?2, ?3, ?4, ?5)");
+    insString_.bind(1, int64_t{0}).bind(2, std::string_view{}).run();
+    strings_.emplace(std::string(), 0);
+}
+
+StoreWriter::~StoreWriter() = default;
+
+StringId StoreWriter::intern(std::string_view text)
+{
+    auto it = strings_.find(text);
+    if (it != strings_.end())
+        return it->second;
+    StringId id = static_cast<StringId>(strings_.size());
+    insString_.bind(1, id).bind(2, text).run();
+    strings_.emplace(std::string(text), id);
+    return id;
+}
+
+int64_t StoreWriter::addSource(const SourceRecord& s)
+{
+    auto st = db_.prepare("INSERT INTO sources(path, format, rank, time_base_ns, details) VALUES (?1, ?2, ?3, ?4, ?5)");
+    st.bind(1, s.path).bind(2, s.format).bind(3, s.rank).bind(4, s.timeBase);
+    if (s.details.empty())
+        st.bindNull(5);
+    else
+        st.bind(5, s.details);
+    st.run();
+    return db_.lastInsertRowid();
+}
+
+void StoreWriter::setSourceAlignment(int64_t sourceId, TimeNs clockOffset, std::string_view alignment)
+{
+    auto st = db_.prepare("UPDATE sources SET clock_offset_ns = ?2, alignment = ?3 WHERE id = ?1");
+    st.bind(1, sourceId).bind(2, clockOffset).bind(3, alignment).run();
+}
+
+void StoreWriter::setMeta(std::string_view key, std::string_view value)
+{
+    auto st = db_.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");
+    st.bind(1, key).bind(2, value).run();
+}
+
+void StoreWriter::addRank(const RankInfo& r)
+{
+    auto [it, inserted] = ranks_.try_emplace(r.rank, r);
+    if (inserted)
+        return;
+    RankInfo& have = it->second;
+    fill(have.worldSize, r.worldSize);
+    fill(have.host, r.host);
+    fill(have.pid, r.pid);
+    fill(have.device, r.device);
+    fill(have.sourceId, r.sourceId);
+}
+
+void StoreWriter::addGpu(const GpuInfo& g)
+{
+    auto [it, inserted] = gpus_.try_emplace({g.rank, g.device}, g);
+    if (inserted)
+        return;
+    GpuInfo& have = it->second;
+    fill(have.name, g.name);
+    fill(have.uuid, g.uuid);
+    fill(have.memoryBytes, g.memoryBytes);
+    fill(have.smCount, g.smCount);
+    fill(have.computeCapability, g.computeCapability);
+}
+
+void StoreWriter::addProcessGroup(const ProcessGroup& g)
+{
+    groups_.insert_or_assign({g.rank, g.name}, g);
+}
+
+int64_t StoreWriter::stream(int rank, int device, int64_t streamNo, std::string_view name)
+{
+    auto key = std::make_tuple(rank, device, streamNo);
+    auto it = streams_.find(key);
+    if (it != streams_.end())
+        return it->second;
+    auto st = db_.prepare("INSERT INTO streams(rank, device, stream, name) VALUES (?1, ?2, ?3, ?4)");
+    st.bind(1, rank).bind(2, device).bind(3, streamNo);
+    if (name.empty())
+        st.bindNull(4);
+    else
+        st.bind(4, name);
+    st.run();
+    int64_t id = db_.lastInsertRowid();
+    streams_.emplace(key, id);
+    return id;
+}
+
+int64_t StoreWriter::addActivity(const ActivityRecord& a)
+{
+    auto& st = insActivity_;
+    st.bind(1, a.rank).bind(2, a.streamId).bind(3, static_cast<int>(a.kind)).bind(4, a.start).bind(5, a.end);
+    st.bind(6, a.name).bind(7, a.correlation).bind(8, a.bytes);
+    if (a.copyKind)
+        st.bind(9, static_cast<int>(*a.copyKind));
+    if (!a.grid.empty())
+        st.bind(10, a.grid);
+    if (!a.block.empty())
+        st.bind(11, a.block);
+    st.run();
+    return db_.lastInsertRowid();
+}
+
+int64_t StoreWriter::addCpuRange(const CpuRangeRecord& r)
+{
+    auto& st = insCpu_;
+    st.bind(1, r.rank).bind(2, r.tid).bind(3, static_cast<int>(r.kind)).bind(4, r.start).bind(5, r.end);
+    st.bind(6, r.name).bind(7, r.domain).bind(8, r.correlation);
+    st.run();
+    return db_.lastInsertRowid();
+}
+
+int64_t StoreWriter::addNcclOp(const NcclRecord& op)
+{
+    auto& st = insNccl_;
+    st.bind(1, op.rank).bind(2, op.activityId).bind(3, op.kind).bind(4, op.isP2p ? 1 : 0);
+    st.bind(5, op.inNelems).bind(6, op.outNelems).bind(7, op.bytes);
+    auto optText = [&](int i, const std::string& s) {
+        if (!s.empty())
+            st.bind(i, s);
+    };
+    optText(8, op.dtype);
+    optText(9, op.groupName);
+    optText(10, op.groupDesc);
+    optText(11, op.groupRanks);
+    st.bind(12, op.groupSize).bind(13, op.peer).bind(14, op.seq).bind(15, op.start).bind(16, op.end);
+    st.bind(17, op.streamId);
+    st.run();
+    return db_.lastInsertRowid();
+}
+
+void StoreWriter::addMemoryEvent(const MemoryEvent& e)
+{
+    insMemory_.bind(1, e.rank).bind(2, e.device).bind(3, e.ts).bind(4, e.bytes).bind(5, e.address).run();
+}
+
+void StoreWriter::diagnostic(std::optional<int64_t> sourceId, Severity severity, std::string_view kind,
+                             std::string_view example)
+{
+    auto& d = diags_[{sourceId.value_or(0), std::string(kind)}];
+    if (d.count == 0) {
+        d.severity = severity;
+        d.example = std::string(example.substr(0, 500));
+    }
+    d.severity = std::max(d.severity, severity);
+    ++d.count;
+}
+
+void StoreWriter::shiftRank(int rank, TimeNs offset)
+{
+    if (offset == 0)
+        return;
+    auto run = [&](const char* sqlText) {
+        auto st = db_.prepare(sqlText);
+        st.bind(1, offset).bind(2, rank).run();
+    };
+    run("UPDATE activities SET start_ns = start_ns + ?1, end_ns = end_ns + ?1 WHERE rank = ?2");
+    run("UPDATE cpu_ranges SET start_ns = start_ns + ?1, end_ns = end_ns + ?1 WHERE rank = ?2");
+    run("UPDATE nccl_ops SET start_ns = start_ns + ?1, end_ns = end_ns + ?1 WHERE rank = ?2");
+    run("UPDATE memory_events SET ts_ns = ts_ns + ?1 WHERE rank = ?2");
+}
+
+void StoreWriter::flushDiagnostics()
+{
+    auto st = db_.prepare("INSERT INTO diagnostics(source_id, severity, kind, count, example) VALUES (?1, ?2, ?3, ?4, ?5)");
+    for (const auto& [key, d] : diags_) {
+        if (key.first == 0)
+            st.bindNull(1);
+        else
+            st.bind(1, key.first);
+        st.bind(2, toString(d.severity)).bind(3, key.second).bind(4, d.count).bind(5, d.example).run();
+    }
+    diags_.clear();
+}
+
+void StoreWriter::linkLaunches()
+{
+    // One indexed lookup per correlated activity; the first runtime/driver
+    // call with the same correlation id on the same rank is the launch.
+    db_.exec("UPDATE activities SET launch_id = (SELECT c.id FROM cpu_ranges c"
+             " WHERE c.rank = activities.rank AND c.correlation = activities.correlation AND c.kind IN (3, 4)"
+             " ORDER BY c.id LIMIT 1) WHERE correlation IS NOT NULL");
+}
+
+void StoreWriter::nestCpuRanges()
+{
+    // Ranges of one thread nest when one contains the other; a stack walk in
+    // start order (longer first on ties) finds each range's parent.
+    auto sel = db_.prepare("SELECT id, rank, tid, start_ns, end_ns FROM cpu_ranges ORDER BY rank, tid, start_ns, end_ns DESC");
+    auto upd = db_.prepare("UPDATE cpu_ranges SET depth = ?2, parent_id = ?3 WHERE id = ?1");
+    struct Open {
+        int64_t id;
+        TimeNs end;
+    };
+    std::vector<Open> stack;
+    int64_t curRank = -1, curTid = -1;
+    bool first = true;
+    std::vector<std::tuple<int64_t, int, int64_t>> updates;
+    while (sel.step()) {
+        int64_t id = sel.int64(0), rank = sel.int64(1), tid = sel.int64(2);
+        TimeNs start = sel.int64(3), end = sel.int64(4);
+        if (first || rank != curRank || tid != curTid) {
+            stack.clear();
+            curRank = rank;
+            curTid = tid;
+            first = false;
+        }
+        while (!stack.empty() && stack.back().end <= start)
+            stack.pop_back();
+        // A range that starts inside the top but ends after it is a partial
+        // overlap, not nesting: treat it as a sibling of the top.
+        while (!stack.empty() && end > stack.back().end)
+            stack.pop_back();
+        if (!stack.empty())
+            updates.emplace_back(id, static_cast<int>(stack.size()), stack.back().id);
+        stack.push_back({id, end});
+    }
+    sel.reset();
+    for (const auto& [id, depth, parent] : updates)
+        upd.bind(1, id).bind(2, depth).bind(3, parent).run();
+}
+
+void StoreWriter::summarise()
+{
+    db_.exec("INSERT OR IGNORE INTO ranks(rank) SELECT DISTINCT rank FROM streams");
+    db_.exec("INSERT OR IGNORE INTO gpus(rank, device) SELECT DISTINCT rank, device FROM streams");
+
+    auto pairs = db_.prepare("SELECT DISTINCT rank, device FROM streams ORDER BY rank, device");
+    auto acts = db_.prepare("SELECT kind, start_ns, end_ns FROM activities WHERE rank = ?1 AND stream_id IN"
+                            " (SELECT id FROM streams WHERE rank = ?1 AND device = ?2) ORDER BY start_ns");
+    auto ins = db_.prepare("INSERT INTO gpu_summary(rank, device, kernels, memcpys, memsets, syncs, kernel_first_ns,"
+                           " kernel_last_ns, kernel_busy_ns, gpu_first_ns, gpu_last_ns, gpu_busy_ns)"
+                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+    struct Union {
+        std::optional<TimeNs> first, last;
+        TimeNs busy = 0;
+        TimeNs blockStart = 0, blockEnd = 0;
+        bool open = false;
+        void add(TimeNs s, TimeNs e)
+        {
+            if (!first || s < *first)
+                first = s;
+            if (!last || e > *last)
+                last = e;
+            if (open && s <= blockEnd) {
+                blockEnd = std::max(blockEnd, e);
+                return;
+            }
+            close();
+            blockStart = s;
+            blockEnd = e;
+            open = true;
+        }
+        void close()
+        {
+            if (open)
+                busy += blockEnd - blockStart;
+            open = false;
+        }
+    };
+    std::vector<std::pair<int64_t, int64_t>> keys;
+    while (pairs.step())
+        keys.emplace_back(pairs.int64(0), pairs.int64(1));
+    for (auto [rank, device] : keys) {
+        int64_t counts[4] = {0, 0, 0, 0};
+        Union kernels, gpu;
+        acts.bind(1, rank).bind(2, device);
+        while (acts.step()) {
+            int kind = static_cast<int>(acts.int64(0));
+            TimeNs s = acts.int64(1), e = acts.int64(2);
+            if (kind >= 0 && kind < 4)
+                ++counts[kind];
+            if (kind == static_cast<int>(ActivityKind::Kernel))
+                kernels.add(s, e);
+            if (kind != static_cast<int>(ActivityKind::Sync))
+                gpu.add(s, e);
+        }
+        acts.reset();
+        kernels.close();
+        gpu.close();
+        ins.bind(1, rank).bind(2, device).bind(3, counts[0]).bind(4, counts[1]).bind(5, counts[2]).bind(6, counts[3]);
+        ins.bind(7, kernels.first).bind(8, kernels.last).bind(9, kernels.busy);
+        ins.bind(10, gpu.first).bind(11, gpu.last).bind(12, gpu.busy).run();
+    }
+
+    // Counts that `pipescope info` shows, so it never scans the big tables.
+    auto cpu = db_.prepare("SELECT kind, COUNT(*) FROM cpu_ranges GROUP BY kind");
+    nlohmann::json cpuCounts = nlohmann::json::object();
+    while (cpu.step()) {
+        auto k = static_cast<int>(cpu.int64(0));
+        std::string name = k >= 0 && k <= 6 ? std::string(toString(static_cast<CpuRangeKind>(k))) : std::to_string(k);
+        cpuCounts[name] = cpu.int64(1);
+    }
+    cpu.reset();
+    setMeta("count.cpu_ranges", cpuCounts.dump());
+    auto launches = db_.prepare("SELECT COUNT(*) FROM activities WHERE launch_id IS NOT NULL");
+    launches.step();
+    setMeta("count.activities_with_launch", std::to_string(launches.int64(0)));
+}
+
+void StoreWriter::finish()
+{
+    if (finished_)
+        return;
+    auto step = [&](std::string_view s) {
+        if (progress_)
+            progress_(s);
+    };
+    flushDiagnostics();
+    {
+        auto st = db_.prepare("INSERT OR REPLACE INTO ranks(rank, world_size, host, pid, device, source_id)"
+                              " VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+        for (const auto& [rank, r] : ranks_) {
+            st.bind(1, rank).bind(2, r.worldSize);
+            if (r.host.empty())
+                st.bindNull(3);
+            else
+                st.bind(3, r.host);
+            st.bind(4, r.pid).bind(5, r.device).bind(6, r.sourceId).run();
+        }
+    }
+    {
+        auto st = db_.prepare("INSERT OR REPLACE INTO gpus(rank, device, name, uuid, memory_bytes, sm_count, compute_capability)"
+                              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+        for (const auto& [key, g] : gpus_) {
+            st.bind(1, g.rank).bind(2, g.device);
+            auto optText = [&](int i, const std::string& s) {
+                if (s.empty())
+                    st.bindNull(i);
+                else
+                    st.bind(i, s);
+            };
+            optText(3, g.name);
+            optText(4, g.uuid);
+            st.bind(5, g.memoryBytes).bind(6, g.smCount);
+            optText(7, g.computeCapability);
+            st.run();
+        }
+    }
+    {
+        auto st = db_.prepare("INSERT OR REPLACE INTO process_groups(rank, name, desc, ranks, size) VALUES (?1, ?2, ?3, ?4, ?5)");
+        for (const auto& [key, g] : groups_) {
+            st.bind(1, g.rank).bind(2, g.name).bind(3, g.desc).bind(4, ranksJson(g.ranks)).bind(5, g.size).run();
+        }
+    }
+    step("indexing");
+    db_.exec(kIndexSql);
+    step("linking launches");
+    linkLaunches();
+    step("nesting ranges");
+    nestCpuRanges();
+    step("summarising");
+    summarise();
+    auto meta = db_.prepare("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)");
+    meta.bind(1, "schema_version").bind(2, std::to_string(kSchemaVersion)).run();
+    meta.bind(1, "created_by").bind(2, std::string("pipescope ") + kVersion).run();
+    meta.bind(1, "created_at").bind(2, utcNow()).run();
+    meta.bind(1, "time_unit").bind(2, "ns").run();
+    insActivity_ = {};
+    insCpu_ = {};
+    insNccl_ = {};
+    insString_ = {};
+    insMemory_ = {};
+    meta = {};
+    db_.exec("COMMIT");
+    db_.exec("PRAGMA optimize");
+    db_.close();
+    out_.commit();
+    finished_ = true;
+}
+
+} // namespace pipescope

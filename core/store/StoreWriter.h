@@ -1,0 +1,145 @@
+#pragma once
+// Builds a store file. Importers and the capture merge feed records in any
+// order; finish() resolves launch correlations, nests CPU ranges, builds the
+// indexes and summaries, and atomically renames the file into place. A writer
+// destroyed without finish() leaves nothing behind.
+#include "model/Trace.h"
+#include "store/Sqlite.h"
+#include "util/AtomicOutput.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace pipescope {
+
+struct SourceRecord {
+    std::string path;
+    std::string format; // kineto | nsys | capture | simulated
+    std::optional<int> rank;
+    TimeNs timeBase = 0;
+    std::string details; // JSON object text, may be empty
+};
+
+struct ActivityRecord {
+    int rank = 0;
+    int64_t streamId = 0; // from StoreWriter::stream()
+    ActivityKind kind = ActivityKind::Kernel;
+    TimeNs start = 0;
+    TimeNs end = 0;
+    StringId name = 0;
+    std::optional<int64_t> correlation;
+    std::optional<int64_t> bytes;
+    std::optional<CopyKind> copyKind;
+    std::string grid; // "x,y,z" or empty
+    std::string block;
+};
+
+struct CpuRangeRecord {
+    int rank = 0;
+    int64_t tid = 0;
+    CpuRangeKind kind = CpuRangeKind::Annotation;
+    TimeNs start = 0;
+    TimeNs end = 0;
+    StringId name = 0;
+    std::optional<StringId> domain;
+    std::optional<int64_t> correlation;
+};
+
+struct NcclRecord {
+    int rank = 0;
+    std::optional<int64_t> activityId;
+    std::string kind;
+    bool isP2p = false;
+    std::optional<int64_t> inNelems;
+    std::optional<int64_t> outNelems;
+    std::optional<int64_t> bytes;
+    std::string dtype;
+    std::string groupName;
+    std::string groupDesc;
+    std::string groupRanks; // JSON array text, may be empty
+    std::optional<int> groupSize;
+    std::optional<int> peer;
+    std::optional<int64_t> seq;
+    std::optional<TimeNs> start;
+    std::optional<TimeNs> end;
+    std::optional<int64_t> streamId;
+};
+
+class StoreWriter {
+public:
+    // Throws Error when the output path cannot be written.
+    explicit StoreWriter(const std::string& path);
+    ~StoreWriter();
+    StoreWriter(const StoreWriter&) = delete;
+    StoreWriter& operator=(const StoreWriter&) = delete;
+
+    StringId intern(std::string_view text);
+    int64_t addSource(const SourceRecord& source);
+    void setSourceAlignment(int64_t sourceId, TimeNs clockOffset, std::string_view alignment);
+    void setMeta(std::string_view key, std::string_view value);
+
+    // Ranks and GPUs are upserted: later calls fill fields that were unknown.
+    void addRank(const RankInfo& rank);
+    void addGpu(const GpuInfo& gpu);
+    void addProcessGroup(const ProcessGroup& group);
+    // Returns the store id of (rank, device, stream), creating it on first use.
+    int64_t stream(int rank, int device, int64_t stream, std::string_view name = {});
+
+    int64_t addActivity(const ActivityRecord& a);
+    int64_t addCpuRange(const CpuRangeRecord& r);
+    int64_t addNcclOp(const NcclRecord& op);
+    void addMemoryEvent(const MemoryEvent& e);
+
+    // Counts one bad record of `kind` from `sourceId`; keeps the first example message.
+    void diagnostic(std::optional<int64_t> sourceId, Severity severity, std::string_view kind,
+                    std::string_view example);
+
+    // Adds offset to every time of a rank (activities, ranges, NCCL ops, memory).
+    void shiftRank(int rank, TimeNs offset);
+
+    // Direct access for importers that need a query the writer does not offer
+    // (e.g. collective matching for clock alignment). Data written so far is visible.
+    sql::Database& database() { return db_; }
+
+    // Optional progress callback for the long steps of finish().
+    void setProgress(std::function<void(std::string_view step)> progress) { progress_ = std::move(progress); }
+
+    // Links, indexes, summarises and renames the file into place.
+    void finish();
+    const std::string& path() const { return out_.finalPath(); }
+
+private:
+    void flushDiagnostics();
+    void linkLaunches();
+    void nestCpuRanges();
+    void summarise();
+
+    AtomicOutput out_;
+    sql::Database db_;
+    sql::Statement insActivity_, insCpu_, insNccl_, insString_, insMemory_;
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, StringId, StringHash, std::equal_to<>> strings_;
+    std::map<std::tuple<int, int, int64_t>, int64_t> streams_;
+    std::map<int, RankInfo> ranks_;
+    std::map<std::pair<int, int>, GpuInfo> gpus_;
+    std::map<std::pair<int, std::string>, ProcessGroup> groups_;
+    struct DiagEntry {
+        Severity severity;
+        int64_t count = 0;
+        std::string example;
+    };
+    std::map<std::pair<int64_t, std::string>, DiagEntry> diags_;
+    std::function<void(std::string_view)> progress_;
+    bool finished_ = false;
+};
+
+} // namespace pipescope

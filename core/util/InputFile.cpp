@@ -1,0 +1,121 @@
+#include "util/InputFile.h"
+
+#include "util/Error.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
+#include <zlib.h>
+
+namespace pipescope {
+
+namespace {
+constexpr size_t kChunk = 1 << 20;
+}
+
+struct InputFile::GzState {
+    z_stream z{};
+    bool ended = false; // saw Z_STREAM_END on the last member
+};
+
+InputFile::InputFile(std::string path) : path_(std::move(path))
+{
+    struct stat st{};
+    if (::stat(path_.c_str(), &st) != 0)
+        throw Error(path_ + ": cannot open: " + std::strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        throw Error(path_ + ": is a directory, expected a trace file");
+    size_ = static_cast<uint64_t>(st.st_size);
+    file_ = std::fopen(path_.c_str(), "rb");
+    if (!file_)
+        throw Error(path_ + ": cannot open: " + std::strerror(errno));
+    raw_.resize(kChunk);
+    unsigned char magic[2] = {0, 0};
+    size_t n = std::fread(magic, 1, 2, file_);
+    std::rewind(file_);
+    if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+        gz_ = std::make_unique<GzState>();
+        if (inflateInit2(&gz_->z, 15 + 32) != Z_OK)
+            throw Error(path_ + ": cannot initialise gzip decoder");
+        out_.resize(kChunk * 4);
+    }
+}
+
+InputFile::~InputFile()
+{
+    if (gz_)
+        inflateEnd(&gz_->z);
+    if (file_)
+        std::fclose(file_);
+}
+
+uint64_t InputFile::bytesOnDisk() const
+{
+    long pos = file_ ? std::ftell(file_) : 0;
+    return pos < 0 ? 0 : static_cast<uint64_t>(pos);
+}
+
+std::string_view InputFile::read()
+{
+    if (eof_)
+        return {};
+    if (!gz_) {
+        size_t n = std::fread(raw_.data(), 1, raw_.size(), file_);
+        if (n == 0) {
+            if (std::ferror(file_))
+                throw Error(path_ + ": read error: " + std::strerror(errno));
+            eof_ = true;
+        }
+        return {raw_.data(), n};
+    }
+    z_stream& z = gz_->z;
+    for (;;) {
+        if (z.avail_in == 0) {
+            size_t n = std::fread(raw_.data(), 1, raw_.size(), file_);
+            if (n == 0) {
+                if (std::ferror(file_))
+                    throw Error(path_ + ": read error: " + std::strerror(errno));
+                eof_ = true;
+                if (!gz_->ended)
+                    throw FormatError(path_ + ": truncated gzip data (the file ends inside the compressed stream); "
+                                              "re-copy or re-export the trace");
+                return {};
+            }
+            z.next_in = reinterpret_cast<Bytef*>(raw_.data());
+            z.avail_in = static_cast<uInt>(n);
+        }
+        if (gz_->ended) {
+            // Concatenated gzip members are valid gzip; start the next one.
+            if (inflateReset(&z) != Z_OK)
+                throw FormatError(path_ + ": corrupt gzip data");
+            gz_->ended = false;
+        }
+        z.next_out = reinterpret_cast<Bytef*>(out_.data());
+        z.avail_out = static_cast<uInt>(out_.size());
+        int rc = inflate(&z, Z_NO_FLUSH);
+        size_t produced = out_.size() - z.avail_out;
+        if (rc == Z_STREAM_END) {
+            gz_->ended = true;
+        } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            throw FormatError(path_ + ": corrupt gzip data (" + (z.msg ? z.msg : "inflate failed") +
+                              "); re-copy or re-export the trace");
+        }
+        if (produced > 0)
+            return {out_.data(), produced};
+        if (gz_->ended && z.avail_in == 0) {
+            // Peek for another member or the end of the file.
+            continue;
+        }
+    }
+}
+
+std::string InputFile::readAll(const std::string& path)
+{
+    InputFile f(path);
+    std::string all;
+    for (auto chunk = f.read(); !chunk.empty(); chunk = f.read())
+        all.append(chunk);
+    return all;
+}
+
+} // namespace pipescope

@@ -1,0 +1,43 @@
+#pragma once
+// Reads a file in chunks, transparently gunzipping it when it starts with the
+// gzip magic. Truncated or corrupt gzip data is a FormatError naming the file.
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pipescope {
+
+class InputFile {
+public:
+    explicit InputFile(std::string path); // throws Error when it cannot be opened
+    ~InputFile();
+    InputFile(const InputFile&) = delete;
+    InputFile& operator=(const InputFile&) = delete;
+
+    // Next chunk of decompressed bytes; empty at end of file.
+    std::string_view read();
+
+    bool compressed() const { return gz_ != nullptr; }
+    const std::string& path() const { return path_; }
+    // Bytes consumed from disk so far and the file's size, for progress reports.
+    uint64_t bytesOnDisk() const;
+    uint64_t sizeOnDisk() const { return size_; }
+
+    // Whole (decompressed) contents; for small files and tests.
+    static std::string readAll(const std::string& path);
+
+private:
+    struct GzState;
+    std::string path_;
+    std::FILE* file_ = nullptr;
+    std::unique_ptr<GzState> gz_;
+    std::vector<char> raw_;
+    std::vector<char> out_;
+    uint64_t size_ = 0;
+    bool eof_ = false;
+};
+
+} // namespace pipescope

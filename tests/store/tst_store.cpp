@@ -1,0 +1,295 @@
+// The store: round trip, launch linking, range nesting, busy unions,
+// version checks, and that reading leaves the file untouched.
+#include "TestSupport.h"
+#include "store/Schema.h"
+#include "store/Store.h"
+#include "store/StoreWriter.h"
+#include "util/Error.h"
+
+#include <QCryptographicHash>
+#include <QFile>
+#include <QFileInfo>
+
+using namespace pipescope;
+
+namespace {
+
+QByteArray sha(const std::string& path)
+{
+    QFile f(QString::fromStdString(path));
+    f.open(QIODevice::ReadOnly);
+    return QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256);
+}
+
+// Two ranks, rank 0 with two streams on device 0, kernels that overlap,
+// a memcpy, nested annotations and launches linked by correlation.
+void writeSmallJob(const std::string& path)
+{
+    StoreWriter w(path);
+    auto src = w.addSource({"r0.json", "kineto", 0, 1000, R"({"note":"test"})"});
+    w.setMeta("simulated", "1");
+    w.addRank({0, 2, "host-a", 42, 0, src});
+    w.addRank({1, 2, "host-b", 43, 0, std::nullopt});
+    w.addGpu({0, 0, "NVIDIA H200", "", int64_t(141) << 30, 132, "9.0"});
+    auto s7 = w.stream(0, 0, 7);
+    auto s20 = w.stream(0, 0, 20, "nccl");
+    auto r1s7 = w.stream(1, 0, 7);
+    QCOMPARE(w.stream(0, 0, 7), s7);
+    auto gemm = w.intern("sm90_gemm");
+    QCOMPARE(w.intern("sm90_gemm"), gemm);
+    QCOMPARE(w.intern(""), StringId(0));
+    auto launch = w.intern("cudaLaunchKernel");
+    // Kernels [100,200) and [150,300) overlap on two streams, [400,450) later: union 200+50.
+    w.addActivity({0, s7, ActivityKind::Kernel, 100, 200, gemm, 1});
+    auto k2 = w.addActivity({0, s20, ActivityKind::Kernel, 150, 300, w.intern("ncclDevKernel_SendRecv"), 2});
+    w.addActivity({0, s7, ActivityKind::Kernel, 400, 450, gemm, 3});
+    // A memcpy touching the last kernel: counted in the GPU union, not the kernel union.
+    w.addActivity({0, s7, ActivityKind::Memcpy, 450, 500, w.intern("Memcpy DtoD"), std::nullopt, 4096, CopyKind::DtoD});
+    w.addActivity({0, s7, ActivityKind::Sync, 500, 900, w.intern("cudaStreamSynchronize")});
+    w.addActivity({1, r1s7, ActivityKind::Kernel, 1000, 1100, gemm, 1});
+    // Launch calls; rank 1's correlation 1 must not link to rank 0's call.
+    w.addCpuRange({0, 11, CpuRangeKind::Runtime, 90, 95, launch, std::nullopt, 1});
+    w.addCpuRange({0, 11, CpuRangeKind::Runtime, 140, 145, launch, std::nullopt, 2});
+    w.addCpuRange({1, 11, CpuRangeKind::Runtime, 990, 995, launch, std::nullopt, 1});
+    // Nested annotations on one thread: step > forward > (layer0, layer1).
+    w.addCpuRange({0, 11, CpuRangeKind::Annotation, 0, 1000, w.intern("ProfilerStep#1")});
+    w.addCpuRange({0, 11, CpuRangeKind::Annotation, 10, 500, w.intern("forward_step")});
+    w.addCpuRange({0, 11, CpuRangeKind::Nvtx, 20, 100, w.intern("layer0")});
+    w.addCpuRange({0, 11, CpuRangeKind::Nvtx, 100, 200, w.intern("layer1")});
+    NcclRecord op;
+    op.rank = 0;
+    op.activityId = k2;
+    op.kind = "SendRecv";
+    op.isP2p = true;
+    op.bytes = 1 << 20;
+    op.dtype = "BFloat16";
+    op.groupName = "1";
+    op.groupDesc = "pp";
+    op.groupRanks = "[0, 1]";
+    op.peer = 1;
+    op.start = 150;
+    op.end = 300;
+    op.streamId = s20;
+    w.addNcclOp(op);
+    w.addProcessGroup({0, "1", "pp", {0, 1}, 2});
+    w.diagnostic(src, Severity::Warning, "missing_field:ts", "event 12 has no ts");
+    w.diagnostic(src, Severity::Warning, "missing_field:ts", "event 13 has no ts");
+    w.finish();
+}
+
+} // namespace
+
+class TstStore : public QObject {
+    Q_OBJECT
+private slots:
+    void roundTrip()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p);
+        Store store(p);
+        QCOMPARE(store.schemaVersion(), kSchemaVersion);
+        Trace t = store.load(LoadOptions{.cpuOps = true, .runtimeCalls = true});
+        QVERIFY(t.simulated());
+        QCOMPARE(t.ranks.size(), size_t(2));
+        QCOMPARE(t.ranks[0].host, std::string("host-a"));
+        QCOMPARE(t.ranks[1].pid.value_or(0), int64_t(43));
+        QCOMPARE(t.streams.size(), size_t(3));
+        QCOMPARE(t.activities.size(), size_t(6));
+        QCOMPARE(t.str(t.activities[0].name), std::string("sm90_gemm"));
+        // Launch linking is per rank.
+        QCOMPARE(t.activities[0].launchStart.value_or(-1), TimeNs(90));
+        QCOMPARE(t.activities[1].launchStart.value_or(-1), TimeNs(140));
+        QVERIFY(!t.activities[2].launchStart);
+        QCOMPARE(t.activities[5].rank, 1);
+        QCOMPARE(t.activities[5].launchStart.value_or(-1), TimeNs(990));
+        // NCCL op attached to its kernel.
+        QCOMPARE(t.ncclOps.size(), size_t(1));
+        QCOMPARE(t.activities[1].ncclIndex, int64_t(0));
+        QCOMPARE(t.ncclOps[0].groupRanks, (std::vector<int>{0, 1}));
+        QCOMPARE(t.ncclOps[0].peer.value_or(-1), 1);
+        QCOMPARE(t.processGroups.size(), size_t(1));
+        QCOMPARE(t.processGroups[0].desc, std::string("pp"));
+        QCOMPARE(t.gpus.size(), size_t(2)); // the explicit one plus rank 1's from its stream
+        QCOMPARE(t.gpus[0].memoryBytes.value_or(0), int64_t(141) << 30);
+        QCOMPARE(t.diagnostics.size(), size_t(1));
+        QCOMPARE(t.diagnostics[0].count, int64_t(2));
+        QCOMPARE(t.diagnostics[0].example, std::string("event 12 has no ts"));
+    }
+
+    void nesting()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p);
+        Trace t = Store(p).load();
+        std::map<std::string, const CpuRange*> byName;
+        for (const auto& r : t.cpuRanges)
+            byName[t.str(r.name)] = &r;
+        QCOMPARE(byName["ProfilerStep#1"]->depth, 0);
+        QCOMPARE(byName["forward_step"]->depth, 1);
+        QCOMPARE(byName["forward_step"]->parentId.value_or(-1), byName["ProfilerStep#1"]->id);
+        QCOMPARE(byName["layer0"]->depth, 2);
+        QCOMPARE(byName["layer1"]->depth, 2);
+        QCOMPARE(byName["layer1"]->parentId.value_or(-1), byName["forward_step"]->id);
+    }
+
+    void summaryUnions()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p);
+        auto s = Store(p).summary();
+        QCOMPARE(s.gpuSummaries.size(), size_t(2));
+        const auto& g = s.gpuSummaries[0];
+        QCOMPARE(g.kernels, int64_t(3));
+        QCOMPARE(g.memcpys, int64_t(1));
+        QCOMPARE(g.syncs, int64_t(1));
+        QCOMPARE(g.kernelFirst.value_or(-1), TimeNs(100));
+        QCOMPARE(g.kernelLast.value_or(-1), TimeNs(450));
+        QCOMPARE(g.kernelBusy, TimeNs(250));
+        QCOMPARE(g.gpuLast.value_or(-1), TimeNs(500));
+        QCOMPARE(g.gpuBusy, TimeNs(300)); // sync is not busy time
+        QCOMPARE(s.ncclCounts.size(), size_t(1));
+        QCOMPARE(s.ncclCounts[0].second, int64_t(1));
+        QCOMPARE(s.first.value_or(-1), TimeNs(100));
+        QCOMPARE(s.last.value_or(-1), TimeNs(1100));
+    }
+
+    void shiftRank()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        {
+            StoreWriter w(p);
+            auto s = w.stream(3, 0, 7);
+            w.addActivity({3, s, ActivityKind::Kernel, 100, 200, w.intern("k")});
+            w.addCpuRange({3, 1, CpuRangeKind::Annotation, 50, 250, w.intern("a")});
+            w.shiftRank(3, -50);
+            w.finish();
+        }
+        Trace t = Store(p).load();
+        QCOMPARE(t.activities[0].start, TimeNs(50));
+        QCOMPARE(t.cpuRanges[0].start, TimeNs(0));
+        QCOMPARE(t.ranks.size(), size_t(1));
+        QCOMPARE(t.ranks[0].rank, 3);
+    }
+
+    void readingDoesNotModify()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p);
+        auto before = sha(p);
+        auto mtime = QFileInfo(QString::fromStdString(p)).lastModified();
+        {
+            Store s(p);
+            s.summary();
+            s.load();
+        }
+        QCOMPARE(sha(p), before);
+        QCOMPARE(QFileInfo(QString::fromStdString(p)).lastModified(), mtime);
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 1);
+    }
+
+    void unfinishedWriterLeavesNothing()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        {
+            StoreWriter w(p);
+            auto s = w.stream(0, 0, 7);
+            w.addActivity({0, s, ActivityKind::Kernel, 1, 2, w.intern("k")});
+        }
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 0);
+    }
+
+    void newerVersionRefused()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p);
+        {
+            sql::Database db(p, sql::Database::Mode::ReadWrite);
+            db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion + 1));
+        }
+        try {
+            Store s(p);
+            QFAIL("expected FormatError");
+        } catch (const FormatError& e) {
+            QVERIFY(QString(e.what()).contains("newer pipescope"));
+            QVERIFY(QString(e.what()).contains(QString::fromStdString(p)));
+        }
+    }
+
+    void notAStore_data()
+    {
+        QTest::addColumn<QByteArray>("contents");
+        QTest::newRow("empty file") << QByteArray();
+        QTest::newRow("text") << QByteArray("{\"traceEvents\": []}");
+        QTest::newRow("random bytes") << QByteArray(4096, '\x5a');
+    }
+    void notAStore()
+    {
+        QFETCH(QByteArray, contents);
+        QTemporaryDir dir;
+        auto p = test::path(dir, "x.pipescope");
+        QFile f(QString::fromStdString(p));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(contents);
+        f.close();
+        QVERIFY_THROWS_EXCEPTION(FormatError, Store s(p));
+    }
+
+    void otherSqliteRefused()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "other.sqlite");
+        {
+            sql::Database db(p, sql::Database::Mode::Create);
+            db.exec("CREATE TABLE t(x)");
+        }
+        try {
+            Store s(p);
+            QFAIL("expected FormatError");
+        } catch (const FormatError& e) {
+            QVERIFY(QString(e.what()).contains("not a pipescope store"));
+        }
+    }
+
+    void missingFile() { QVERIFY_THROWS_EXCEPTION(Error, Store s("/nonexistent/job.pipescope")); }
+
+    void loadWindowAndRanks()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p);
+        Store store(p);
+        Trace t = store.load(LoadOptions{.ranks = std::vector<int>{1}});
+        QCOMPARE(t.activities.size(), size_t(1));
+        QCOMPARE(t.activities[0].rank, 1);
+        Trace w = store.load(LoadOptions{.from = 160, .to = 420});
+        // Overlapping [160, 420): kernels [100,200), [150,300), [400,450).
+        QCOMPARE(w.activities.size(), size_t(3));
+    }
+
+    void stringsAreBoundNotSpliced()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        const std::string evil = "x'); DROP TABLE activities; --";
+        {
+            StoreWriter w(p);
+            auto s = w.stream(0, 0, 7);
+            w.addActivity({0, s, ActivityKind::Kernel, 1, 2, w.intern(evil)});
+            w.setMeta(evil, evil);
+            w.finish();
+        }
+        Trace t = Store(p).load();
+        QCOMPARE(t.activities.size(), size_t(1));
+        QCOMPARE(t.str(t.activities[0].name), evil);
+    }
+};
+
+QTEST_GUILESS_MAIN(TstStore)
+#include "tst_store.moc"

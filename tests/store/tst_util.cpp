@@ -1,0 +1,141 @@
+// Exact time parsing, gzip input and atomic output.
+#include "TestSupport.h"
+#include "util/AtomicOutput.h"
+#include "util/Error.h"
+#include "util/InputFile.h"
+#include "util/TimeParse.h"
+
+#include <QFile>
+#include <zlib.h>
+
+using namespace pipescope;
+
+class TstUtil : public QObject {
+    Q_OBJECT
+private slots:
+    void parseMicros_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<qint64>("ns");
+        QTest::newRow("integer") << "12" << qint64(12000);
+        QTest::newRow("fraction") << "12.5" << qint64(12500);
+        QTest::newRow("three decimals") << "1712195495505582.988" << qint64(1712195495505582988LL);
+        QTest::newRow("beyond ns rounds half up") << "0.0015" << qint64(2);
+        QTest::newRow("beyond ns rounds down") << "0.0014" << qint64(1);
+        QTest::newRow("integral float") << "606519.0" << qint64(606519000);
+        QTest::newRow("negative") << "-3.25" << qint64(-3250);
+        QTest::newRow("exponent") << "1.5e3" << qint64(1500000);
+        QTest::newRow("negative exponent") << "15e-1" << qint64(1500);
+        QTest::newRow("zero") << "0" << qint64(0);
+        QTest::newRow("many fraction digits") << "4458677083276.40462345" << qint64(4458677083276405LL);
+    }
+    void parseMicros()
+    {
+        QFETCH(QString, text);
+        QFETCH(qint64, ns);
+        auto v = parseMicrosToNanos(text.toStdString());
+        QVERIFY(v.has_value());
+        QCOMPARE(qint64(*v), ns);
+    }
+    void parseMicrosRejects_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::newRow("empty") << "";
+        QTest::newRow("letters") << "abc";
+        QTest::newRow("trailing") << "12x";
+        QTest::newRow("sign only") << "-";
+        QTest::newRow("overflow") << "99999999999999999999";
+        QTest::newRow("bad exponent") << "1e";
+    }
+    void parseMicrosRejects()
+    {
+        QFETCH(QString, text);
+        QVERIFY(!parseMicrosToNanos(text.toStdString()).has_value());
+    }
+
+    void gzipRoundTrip()
+    {
+        QTemporaryDir dir;
+        std::string payload;
+        for (int i = 0; i < 200000; ++i)
+            payload += "line " + std::to_string(i) + "\n";
+        auto p = test::path(dir, "a.gz");
+        gzFile gz = gzopen(p.c_str(), "wb");
+        gzwrite(gz, payload.data(), static_cast<unsigned>(payload.size()));
+        gzclose(gz);
+        QCOMPARE(InputFile::readAll(p), payload);
+        InputFile f(p);
+        QVERIFY(f.compressed());
+    }
+
+    void gzipTruncatedIsFormatError()
+    {
+        QTemporaryDir dir;
+        std::string payload(100000, 'x');
+        for (size_t i = 0; i < payload.size(); ++i)
+            payload[i] = static_cast<char>('a' + (i * 7919) % 26);
+        auto p = test::path(dir, "t.gz");
+        gzFile gz = gzopen(p.c_str(), "wb");
+        gzwrite(gz, payload.data(), static_cast<unsigned>(payload.size()));
+        gzclose(gz);
+        QFile f(QString::fromStdString(p));
+        QVERIFY(f.open(QIODevice::ReadWrite));
+        f.resize(f.size() / 2);
+        f.close();
+        try {
+            InputFile::readAll(p);
+            QFAIL("expected FormatError");
+        } catch (const FormatError& e) {
+            QVERIFY(QString(e.what()).contains("truncated"));
+            QVERIFY(QString(e.what()).contains(QString::fromStdString(p)));
+        }
+    }
+
+    void gzipCorruptIsFormatError()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "c.gz");
+        QFile f(QString::fromStdString(p));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray("\x1f\x8b\x08\x00garbage-not-deflate-data-at-all", 36));
+        f.close();
+        QVERIFY_THROWS_EXCEPTION(FormatError, InputFile::readAll(p));
+    }
+
+    void missingFileNamesIt()
+    {
+        try {
+            InputFile f("/nonexistent/trace.json");
+            QFAIL("expected Error");
+        } catch (const Error& e) {
+            QVERIFY(QString(e.what()).startsWith("/nonexistent/trace.json"));
+        }
+    }
+
+    void atomicOutputLeavesNothingWithoutCommit()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "out.txt");
+        {
+            AtomicOutput out(p);
+            QFile f(QString::fromStdString(out.tempPath()));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("partial");
+        }
+        QVERIFY(!QFile::exists(QString::fromStdString(p)));
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 0);
+        AtomicOutput::writeFile(p, "done");
+        QCOMPARE(InputFile::readAll(p), std::string("done"));
+    }
+
+    void atomicOutputRefusesBadFolder()
+    {
+        QVERIFY_THROWS_EXCEPTION(Error, AtomicOutput("/nonexistent-dir/out.pipescope"));
+        if (::geteuid() != 0) {
+            QVERIFY_THROWS_EXCEPTION(Error, AtomicOutput("/proc/out.pipescope"));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TstUtil)
+#include "tst_util.moc"
