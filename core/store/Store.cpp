@@ -212,6 +212,14 @@ StoreSummary Store::summary()
     auto nccl = db_.prepare("SELECT kind, COUNT(*) FROM nccl_ops GROUP BY kind ORDER BY COUNT(*) DESC, kind");
     while (nccl.step())
         s.ncclCounts.emplace_back(nccl.string(0), nccl.int64(1));
+    if (auto it = s.meta.find("count.streams"); it != s.meta.end()) {
+        auto j = nlohmann::json::parse(it->second, nullptr, false);
+        if (j.is_object())
+            for (auto& [k, v] : j.items())
+                if (v.is_array() && v.size() == 4)
+                    s.streamCounts[std::stoll(k)] = {v[0].get<int64_t>(), v[1].get<int64_t>(), v[2].get<int64_t>(),
+                                                     v[3].get<int64_t>()};
+    }
     if (auto it = s.meta.find("count.cpu_ranges"); it != s.meta.end()) {
         auto j = nlohmann::json::parse(it->second, nullptr, false);
         if (j.is_object())

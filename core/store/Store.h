@@ -4,6 +4,7 @@
 #include "model/Trace.h"
 #include "store/Sqlite.h"
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct StoreSummary {
     std::vector<std::pair<std::string, int64_t>> ncclCounts;       // per NCCL kind
     std::vector<std::pair<std::string, int64_t>> cpuRangeCounts;   // per cpu range kind
     std::vector<GpuSummary> gpuSummaries;
+    std::map<int64_t, std::array<int64_t, 4>> streamCounts; // stream id -> count per ActivityKind
     std::vector<Diagnostic> diagnostics;
     std::optional<TimeNs> first, last; // over all GPU activities
 };

@@ -5,6 +5,7 @@
 #include "util/Error.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -298,7 +299,7 @@ void StoreWriter::summarise()
     db_.exec("INSERT OR IGNORE INTO gpus(rank, device) SELECT DISTINCT rank, device FROM streams");
 
     auto pairs = db_.prepare("SELECT DISTINCT rank, device FROM streams ORDER BY rank, device");
-    auto acts = db_.prepare("SELECT kind, start_ns, end_ns FROM activities WHERE rank = ?1 AND stream_id IN"
+    auto acts = db_.prepare("SELECT kind, start_ns, end_ns, stream_id FROM activities WHERE rank = ?1 AND stream_id IN"
                             " (SELECT id FROM streams WHERE rank = ?1 AND device = ?2) ORDER BY start_ns");
     auto ins = db_.prepare("INSERT INTO gpu_summary(rank, device, kernels, memcpys, memsets, syncs, kernel_first_ns,"
                            " kernel_last_ns, kernel_busy_ns, gpu_first_ns, gpu_last_ns, gpu_busy_ns)"
@@ -333,6 +334,7 @@ void StoreWriter::summarise()
     std::vector<std::pair<int64_t, int64_t>> keys;
     while (pairs.step())
         keys.emplace_back(pairs.int64(0), pairs.int64(1));
+    std::map<int64_t, std::array<int64_t, 4>> perStream;
     for (auto [rank, device] : keys) {
         int64_t counts[4] = {0, 0, 0, 0};
         Union kernels, gpu;
@@ -340,8 +342,10 @@ void StoreWriter::summarise()
         while (acts.step()) {
             int kind = static_cast<int>(acts.int64(0));
             TimeNs s = acts.int64(1), e = acts.int64(2);
-            if (kind >= 0 && kind < 4)
+            if (kind >= 0 && kind < 4) {
                 ++counts[kind];
+                ++perStream[acts.int64(3)][static_cast<size_t>(kind)];
+            }
             if (kind == static_cast<int>(ActivityKind::Kernel))
                 kernels.add(s, e);
             if (kind != static_cast<int>(ActivityKind::Sync))
@@ -356,6 +360,10 @@ void StoreWriter::summarise()
     }
 
     // Counts that `pipescope info` shows, so it never scans the big tables.
+    nlohmann::json streamCounts = nlohmann::json::object();
+    for (const auto& [id, c] : perStream)
+        streamCounts[std::to_string(id)] = c;
+    setMeta("count.streams", streamCounts.dump());
     auto cpu = db_.prepare("SELECT kind, COUNT(*) FROM cpu_ranges GROUP BY kind");
     nlohmann::json cpuCounts = nlohmann::json::object();
     while (cpu.step()) {

@@ -1,0 +1,82 @@
+// pipescope import INPUTS... -o job.pipescope
+#include "Command.h"
+#include "import/Import.h"
+#include "util/Error.h"
+#include "util/Format.h"
+
+#include <iostream>
+
+namespace pipescope::cli {
+namespace {
+
+struct ImportArgs {
+    std::vector<std::string> inputs;
+    std::string output;
+    std::string align = "time-base";
+    std::optional<int> rank;
+    bool quiet = false;
+};
+
+int runImport(const ImportArgs& a)
+{
+    ImportJobOptions o;
+    o.inputs = a.inputs;
+    o.output = a.output;
+    o.rank = a.rank;
+    o.progress = !a.quiet;
+    if (a.align == "none")
+        o.alignment = Alignment::None;
+    else if (a.align == "time-base")
+        o.alignment = Alignment::TimeBase;
+    else
+        o.alignment = Alignment::Collectives;
+    auto report = importJob(o);
+    if (a.quiet)
+        return kExitOk;
+    std::cout << "Imported " << report.files.size() << (report.files.size() == 1 ? " file" : " files") << " into "
+              << a.output << "\n";
+    TextTable files({"file", ">ranks", ">records"});
+    for (size_t i = 0; i < report.files.size(); ++i) {
+        std::string ranks;
+        for (int r : report.sources[i].ranks)
+            ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+        files.add({report.files[i], ranks.empty() ? "-" : ranks, formatCount(report.sources[i].records)});
+    }
+    std::cout << files.render();
+    const char* how = report.alignmentUsed == Alignment::Collectives ? "matched collectives"
+                      : report.alignmentUsed == Alignment::TimeBase ? "each file's time base"
+                                                                     : "none";
+    std::cout << "Clock alignment: " << how << "\n";
+    if (report.alignmentUsed != Alignment::None && report.offsets.size() > 0) {
+        TextTable offsets({">rank", ">offset applied (ns)"});
+        for (auto [r, off] : report.offsets)
+            offsets.add({std::to_string(r), std::to_string(off)});
+        std::cout << offsets.render();
+    }
+    std::cout << "Next: pipescope info " << a.output << "   or   pipescope analyze " << a.output << "\n";
+    return kExitOk;
+}
+
+RegisterCommand reg{{"import", "Import Kineto JSON or Nsight Systems SQLite traces into one store", 10,
+                     [](CLI::App& app) -> RunFn {
+                         auto a = std::make_shared<ImportArgs>();
+                         app.add_option("inputs", a->inputs,
+                                        "Trace files (.json, .json.gz, .sqlite) or directories of per-rank traces")
+                             ->required();
+                         app.add_option("-o,--output", a->output, "Store file to write (e.g. job.pipescope)")->required();
+                         app.add_option("--align", a->align,
+                                        "Clock alignment across ranks: none, time-base (each file's absolute time base), "
+                                        "or collectives (time base, then matched NCCL collective ends)")
+                             ->check(CLI::IsMember({"none", "time-base", "collectives"}))
+                             ->capture_default_str();
+                         app.add_option("--rank", a->rank, "Rank of a single input file that does not say its rank")
+                             ->check(CLI::NonNegativeNumber);
+                         app.add_flag("-q,--quiet", a->quiet, "No summary and no progress output");
+                         app.footer("Examples:\n  pipescope import traces/ -o job.pipescope\n"
+                                    "  pipescope import rank-0.json.gz rank-1.json.gz --align collectives -o job.pipescope\n"
+                                    "  pipescope import report.sqlite -o job.pipescope");
+                         return [a] { return runImport(*a); };
+                     }}};
+
+} // namespace
+} // namespace pipescope::cli

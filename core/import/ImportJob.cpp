@@ -1,0 +1,276 @@
+// `pipescope import`: expands inputs, picks the importer per file, checks
+// that ranks are distinct, aligns the ranks' clocks and finishes the store.
+#include "import/Import.h"
+
+#include "store/Schema.h"
+#include "util/Error.h"
+
+#if __has_include("import/capture/ImportCapture.h")
+#include "import/capture/ImportCapture.h"
+#define PIPESCOPE_HAVE_CAPTURE_IMPORT 1
+#endif
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sqlite3.h>
+
+namespace pipescope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool hasSuffix(const std::string& s, std::string_view suffix)
+{
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool looksLikeTraceName(const std::string& name)
+{
+    return hasSuffix(name, ".json") || hasSuffix(name, ".json.gz") || hasSuffix(name, ".sqlite") ||
+           hasSuffix(name, ".pt.trace.json") || hasSuffix(name, ".pt.trace.json.gz");
+}
+
+std::vector<std::string> expandInputs(const std::vector<std::string>& inputs)
+{
+    std::vector<std::string> files;
+    for (const auto& in : inputs) {
+        std::error_code ec;
+        if (!fs::exists(in, ec))
+            throw Error(in + ": no such file or directory");
+        if (!fs::is_directory(in, ec)) {
+            files.push_back(in);
+            continue;
+        }
+        std::vector<std::string> found;
+        for (const auto& entry : fs::directory_iterator(in, ec)) {
+            if (!entry.is_regular_file())
+                continue;
+            auto name = entry.path().filename().string();
+            if (name.starts_with("."))
+                continue;
+            if (looksLikeTraceName(name))
+                found.push_back(entry.path().string());
+        }
+        if (ec)
+            throw Error(in + ": cannot list directory: " + ec.message());
+        if (found.empty())
+            throw Error(in + ": directory holds no traces (*.json, *.json.gz, *.sqlite); pass trace files or another directory");
+        std::sort(found.begin(), found.end());
+        files.insert(files.end(), found.begin(), found.end());
+    }
+    return files;
+}
+
+} // namespace
+
+std::string detectFormat(const std::string& path)
+{
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f)
+        throw Error(path + ": cannot open: " + std::strerror(errno));
+    char head[64] = {};
+    size_t n = std::fread(head, 1, sizeof head, f);
+    std::fclose(f);
+    if (n == 0)
+        throw FormatError(path + ": file is empty; expected a Kineto JSON trace or an Nsight Systems SQLite export");
+    if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b)
+        return "kineto";
+    if (n >= 16 && std::memcmp(head, "SQLite format 3", 16) == 0) {
+        sqlite3* db = nullptr;
+        std::string kind;
+        if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+            auto has = [&](const char* table) {
+                sqlite3_stmt* st = nullptr;
+                bool found = false;
+                if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1", -1, &st, nullptr) ==
+                    SQLITE_OK) {
+                    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+                    found = sqlite3_step(st) == SQLITE_ROW;
+                }
+                sqlite3_finalize(st);
+                return found;
+            };
+            if (has("META_DATA_EXPORT") || has("EXPORT_META_DATA") || has("CUPTI_ACTIVITY_KIND_KERNEL") ||
+                has("StringIds"))
+                kind = "nsys";
+            else if (has("gpu_summary") && has("activities"))
+                kind = "store";
+            else if (has("capture_info"))
+                kind = "capture";
+        }
+        sqlite3_close_v2(db);
+        if (kind.empty())
+            throw FormatError(path + ": SQLite file is neither an Nsight Systems export nor a pipescope capture; "
+                                     "export Nsight reports with `nsys export --type sqlite`");
+        return kind;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        char c = head[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n')
+            continue;
+        if (c == '{' || c == '[')
+            return "kineto";
+        break;
+    }
+    if (hasSuffix(path, ".nsys-rep") || hasSuffix(path, ".qdrep"))
+        throw FormatError(path + ": Nsight Systems report files cannot be read directly; export them first with "
+                                 "`nsys export --type sqlite " + path + "`");
+    throw FormatError(path + ": unknown trace format; expected Kineto JSON (.json, .json.gz) or an Nsight Systems SQLite export");
+}
+
+namespace {
+
+struct CollectiveEnd {
+    int rank;
+    std::string key; // group + kind + sequence (or ordinal)
+    TimeNs end;
+};
+
+// Offsets that make the ends of the same collective coincide across ranks.
+// The end of a collective is the moment the last participant's data arrived,
+// which all members observe together (to within the transfer of the last
+// chunk), so the median difference of ends is a robust clock offset.
+std::map<int, TimeNs> collectiveOffsets(sql::Database& db, const std::vector<int>& ranks)
+{
+    auto st = db.prepare("SELECT rank, kind, COALESCE(group_name, ''), seq, end_ns FROM nccl_ops"
+                         " WHERE is_p2p = 0 AND end_ns IS NOT NULL ORDER BY rank, start_ns, id");
+    std::map<int, std::map<std::string, TimeNs>> endsByRank;
+    std::map<std::pair<int, std::string>, int64_t> ordinal;
+    while (st.step()) {
+        int rank = static_cast<int>(st.int64(0));
+        std::string group = st.string(2);
+        std::string kind = st.string(1);
+        std::string seq;
+        if (!st.isNull(3))
+            seq = "s" + std::to_string(st.int64(3));
+        else
+            seq = "o" + std::to_string(ordinal[{rank, group + "/" + kind}]++);
+        endsByRank[rank][group + "/" + kind + "/" + seq] = st.int64(4);
+    }
+    std::map<int, TimeNs> offsets;
+    if (ranks.empty())
+        return offsets;
+    // Breadth-first from the lowest rank over ranks that share collectives.
+    std::set<int> done{ranks.front()};
+    offsets[ranks.front()] = 0;
+    std::vector<int> queue{ranks.front()};
+    while (!queue.empty()) {
+        int ref = queue.back();
+        queue.pop_back();
+        for (int r : ranks) {
+            if (done.count(r))
+                continue;
+            std::vector<TimeNs> diffs;
+            for (const auto& [key, end] : endsByRank[r]) {
+                auto it = endsByRank[ref].find(key);
+                if (it != endsByRank[ref].end())
+                    diffs.push_back(it->second - end);
+            }
+            if (diffs.empty())
+                continue;
+            std::nth_element(diffs.begin(), diffs.begin() + static_cast<long>(diffs.size() / 2), diffs.end());
+            offsets[r] = offsets[ref] + diffs[diffs.size() / 2];
+            done.insert(r);
+            queue.push_back(r);
+        }
+    }
+    return offsets;
+}
+
+} // namespace
+
+ImportJobReport importJob(const ImportJobOptions& options)
+{
+    if (options.inputs.empty())
+        throw Error("no input traces given; pass trace files or a directory of per-rank traces");
+    ImportJobReport report;
+    report.files = expandInputs(options.inputs);
+    if (options.rank && report.files.size() != 1)
+        throw Error("--rank applies to a single input file, but " + std::to_string(report.files.size()) +
+                    " were given; name ranks in the file names (rank-N) instead");
+    std::vector<std::string> formats;
+    for (const auto& f : report.files) {
+        auto fmt = detectFormat(f);
+        if (fmt == "store")
+            throw FormatError(f + ": is already a pipescope store; open it with `pipescope info` or `pipescope analyze`");
+        formats.push_back(fmt);
+    }
+
+    StoreWriter writer(options.output);
+    ImportOptions io;
+    io.rank = options.rank;
+    io.progress = options.progress;
+    std::map<int, std::string> rankOwner;
+    for (size_t i = 0; i < report.files.size(); ++i) {
+        const auto& file = report.files[i];
+        ImportedSource src;
+        if (formats[i] == "kineto")
+            src = importKineto(file, writer, io);
+        else if (formats[i] == "nsys")
+            src = importNsys(file, writer, io);
+#ifdef PIPESCOPE_HAVE_CAPTURE_IMPORT
+        else if (formats[i] == "capture")
+            src = importCapture(file, writer, io);
+#endif
+        else
+            throw FormatError(file + ": " + formats[i] + " files are not supported by this build");
+        for (int r : src.ranks) {
+            auto [it, fresh] = rankOwner.emplace(r, file);
+            if (!fresh)
+                throw Error(file + ": holds rank " + std::to_string(r) + ", which " + it->second +
+                            " also holds; import each rank once (name files rank-N, or import them separately)");
+        }
+        report.sources.push_back(src);
+    }
+
+    // Clock alignment. Time-base alignment puts every source on the epoch
+    // clock; collective alignment then corrects each rank by matched
+    // collectives (hosts' clocks disagree by more than kernels last).
+    std::vector<int> ranks;
+    for (const auto& [r, f] : rankOwner)
+        ranks.push_back(r);
+    std::map<int, TimeNs> offsets;
+    report.alignmentUsed = Alignment::None;
+    if (options.alignment != Alignment::None) {
+        bool any = false;
+        for (const auto& src : report.sources) {
+            TimeNs off = src.absoluteClock ? 0 : src.timeBase;
+            for (int r : src.ranks)
+                offsets[r] = off;
+            any = any || off != 0;
+            writer.setSourceAlignment(src.sourceId, off, "time_base");
+        }
+        for (auto& [r, off] : offsets)
+            writer.shiftRank(r, off);
+        report.alignmentUsed = Alignment::TimeBase;
+        (void)any;
+    }
+    if (options.alignment == Alignment::Collectives && ranks.size() > 1) {
+        auto corr = collectiveOffsets(writer.database(), ranks);
+        if (corr.size() < 2) {
+            writer.diagnostic(std::nullopt, Severity::Warning, "alignment:no_shared_collectives",
+                              "no collective is seen by two ranks; clocks aligned by time base only");
+        } else {
+            for (const auto& [r, delta] : corr) {
+                writer.shiftRank(r, delta);
+                offsets[r] += delta;
+            }
+            for (const auto& src : report.sources) {
+                if (src.ranks.size() == 1 && corr.count(src.ranks[0]))
+                    writer.setSourceAlignment(src.sourceId, offsets[src.ranks[0]], "collectives");
+            }
+            report.alignmentUsed = Alignment::Collectives;
+        }
+    }
+    for (int r : ranks)
+        report.offsets.emplace_back(r, offsets.count(r) ? offsets[r] : 0);
+    writer.finish();
+    return report;
+}
+
+} // namespace pipescope

@@ -1,0 +1,108 @@
+#include "util/Format.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
+namespace pipescope {
+
+std::string formatDuration(int64_t ns)
+{
+    char buf[64];
+    int64_t a = std::llabs(ns);
+    if (a < 1000)
+        std::snprintf(buf, sizeof buf, "%" PRId64 " ns", ns);
+    else if (a < 1000000)
+        std::snprintf(buf, sizeof buf, "%.3f us", double(ns) / 1e3);
+    else if (a < 1000000000)
+        std::snprintf(buf, sizeof buf, "%.3f ms", double(ns) / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%.3f s", double(ns) / 1e9);
+    return buf;
+}
+
+std::string formatBytes(int64_t bytes)
+{
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = double(bytes);
+    int u = 0;
+    while (std::abs(v) >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[64];
+    if (u == 0)
+        std::snprintf(buf, sizeof buf, "%" PRId64 " B", bytes);
+    else
+        std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+std::string formatPercent(double fraction)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f%%", fraction * 100.0);
+    return buf;
+}
+
+std::string formatCount(int64_t n)
+{
+    std::string digits = std::to_string(std::llabs(n));
+    std::string out;
+    int k = 0;
+    for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+        if (k > 0 && k % 3 == 0)
+            out.push_back(',');
+        out.push_back(*it);
+        ++k;
+    }
+    if (n < 0)
+        out.push_back('-');
+    std::reverse(out.begin(), out.end());
+    return out;
+}
+
+TextTable::TextTable(std::vector<std::string> header)
+{
+    for (auto& h : header) {
+        bool right = !h.empty() && h[0] == '>';
+        right_.push_back(right);
+        header_.push_back(right ? h.substr(1) : h);
+    }
+}
+
+void TextTable::add(std::vector<std::string> row)
+{
+    row.resize(header_.size());
+    rows_.push_back(std::move(row));
+}
+
+std::string TextTable::render(const std::string& indent) const
+{
+    std::vector<size_t> width(header_.size(), 0);
+    for (size_t c = 0; c < header_.size(); ++c) {
+        width[c] = header_[c].size();
+        for (const auto& r : rows_)
+            width[c] = std::max(width[c], r[c].size());
+    }
+    std::string out;
+    auto line = [&](const std::vector<std::string>& cells) {
+        std::string l = indent;
+        for (size_t c = 0; c < cells.size(); ++c) {
+            std::string pad(width[c] - cells[c].size(), ' ');
+            l += right_[c] ? pad + cells[c] : cells[c] + (c + 1 < cells.size() ? pad : "");
+            if (c + 1 < cells.size())
+                l += "  ";
+        }
+        while (!l.empty() && l.back() == ' ')
+            l.pop_back();
+        out += l + "\n";
+    };
+    line(header_);
+    for (const auto& r : rows_)
+        line(r);
+    return out;
+}
+
+} // namespace pipescope

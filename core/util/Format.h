@@ -1,0 +1,32 @@
+#pragma once
+// Human-readable numbers and aligned text tables for the CLI's default output.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pipescope {
+
+// "1.234 ms", "850 ns", "12.5 s": three significant decimals in the best unit.
+std::string formatDuration(int64_t ns);
+// "1.5 GiB", "512 B".
+std::string formatBytes(int64_t bytes);
+// "12.34%".
+std::string formatPercent(double fraction);
+// "1,234,567".
+std::string formatCount(int64_t n);
+
+class TextTable {
+public:
+    explicit TextTable(std::vector<std::string> header);
+    // Columns whose header starts with '>' (stripped) are right-aligned; numbers usually are.
+    void add(std::vector<std::string> row);
+    std::string render(const std::string& indent = "  ") const;
+    bool empty() const { return rows_.empty(); }
+
+private:
+    std::vector<std::string> header_;
+    std::vector<bool> right_;
+    std::vector<std::vector<std::string>> rows_;
+};
+
+} // namespace pipescope
