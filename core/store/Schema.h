@@ -86,6 +86,7 @@ CREATE TABLE activities (
   name_id     INTEGER NOT NULL REFERENCES strings(id),
   correlation INTEGER,               -- launch correlation id as recorded
   launch_id   INTEGER,               -- cpu_ranges.id of the runtime/driver call that launched it
+  launch_ns   INTEGER,               -- start of that call (copied so readers need no join)
   bytes       INTEGER,               -- memcpy/memset size
   copy_kind   INTEGER,               -- memcpy direction (CUPTI numbering)
   grid        TEXT,                  -- "x,y,z" for kernels, when known

@@ -59,6 +59,9 @@ Store::Store(const std::string& path)
                           ", this build reads up to " + std::to_string(kSchemaVersion) + "); upgrade pipescope");
     if (version_ < 1)
         throw FormatError(path + ": store has no schema version; it is damaged or was not finished, re-import it");
+    // Memory-mapped reads skip a copy per page; stores are read far more than written.
+    db_.exec("PRAGMA mmap_size = 17179869184");
+    db_.exec("PRAGMA cache_size = -65536");
 }
 
 std::optional<std::string> Store::cached(const std::string& key)
@@ -260,9 +263,10 @@ Trace Store::load(const LoadOptions& options)
 
     {
         auto st = db_.prepare(
-            "SELECT a.id, a.rank, a.stream_id, a.kind, a.start_ns, a.end_ns, a.name_id, a.correlation, c.start_ns,"
-            " a.bytes, a.copy_kind FROM activities a LEFT JOIN cpu_ranges c ON c.id = a.launch_id"
-            " WHERE a.end_ns >= ?1 AND a.start_ns < ?2 ORDER BY a.rank, a.start_ns");
+            // A plain table scan in row order, sorted here: far faster than
+            // walking the time index with a lookup per row.
+            "SELECT a.id, a.rank, a.stream_id, a.kind, a.start_ns, a.end_ns, a.name_id, a.correlation, a.launch_ns,"
+            " a.bytes, a.copy_kind FROM activities a WHERE a.end_ns >= ?1 AND a.start_ns < ?2");
         st.bind(1, from).bind(2, to);
         auto count = db_.prepare("SELECT COUNT(*) FROM activities");
         count.step();

@@ -227,7 +227,7 @@ void StoreWriter::shiftRank(int rank, TimeNs offset)
         auto st = db_.prepare(sqlText);
         st.bind(1, offset).bind(2, rank).run();
     };
-    run("UPDATE activities SET start_ns = start_ns + ?1, end_ns = end_ns + ?1 WHERE rank = ?2");
+    run("UPDATE activities SET start_ns = start_ns + ?1, end_ns = end_ns + ?1, launch_ns = launch_ns + ?1 WHERE rank = ?2");
     run("UPDATE cpu_ranges SET start_ns = start_ns + ?1, end_ns = end_ns + ?1 WHERE rank = ?2");
     run("UPDATE nccl_ops SET start_ns = start_ns + ?1, end_ns = end_ns + ?1 WHERE rank = ?2");
     run("UPDATE memory_events SET ts_ns = ts_ns + ?1 WHERE rank = ?2");
@@ -250,7 +250,7 @@ void StoreWriter::linkLaunches()
 {
     // One indexed lookup per correlated activity; the first runtime/driver
     // call with the same correlation id on the same rank is the launch.
-    db_.exec("UPDATE activities SET launch_id = (SELECT c.id FROM cpu_ranges c"
+    db_.exec("UPDATE activities SET (launch_id, launch_ns) = (SELECT c.id, c.start_ns FROM cpu_ranges c"
              " WHERE c.rank = activities.rank AND c.correlation = activities.correlation AND c.kind IN (3, 4)"
              " ORDER BY c.id LIMIT 1) WHERE correlation IS NOT NULL");
 }
