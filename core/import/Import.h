@@ -14,14 +14,15 @@ namespace pipescope {
 struct ImportOptions {
     std::optional<int> rank;  // force the rank of a single-rank file
     bool progress = true;     // progress line on stderr for long imports
+    bool shortKernelNames = false; // Nsight exports: name kernels by shortName, not demangledName
 };
 
 // What one importer call added to the store.
 struct ImportedSource {
     int64_t sourceId = 0;
     std::vector<int> ranks;   // global ranks found in the file
-    TimeNs timeBase = 0;      // absolute time (ns since the epoch, when known) of the file's zero
-    bool absoluteClock = false; // true when times are on a clock shared across hosts (e.g. epoch)
+    TimeNs timeBase = 0;        // added to the file's times to reach its absolute clock (0: already there)
+    bool absoluteClock = false; // true when times plus timeBase are Unix-epoch ns (comparable across files)
     int64_t records = 0;      // records stored
 };
 

@@ -32,7 +32,7 @@ bool hasSuffix(const std::string& s, std::string_view suffix)
 bool looksLikeTraceName(const std::string& name)
 {
     return hasSuffix(name, ".json") || hasSuffix(name, ".json.gz") || hasSuffix(name, ".sqlite") ||
-           hasSuffix(name, ".pt.trace.json") || hasSuffix(name, ".pt.trace.json.gz");
+           hasSuffix(name, ".pscap");
 }
 
 std::vector<std::string> expandInputs(const std::vector<std::string>& inputs)
@@ -59,7 +59,7 @@ std::vector<std::string> expandInputs(const std::vector<std::string>& inputs)
         if (ec)
             throw Error(in + ": cannot list directory: " + ec.message());
         if (found.empty())
-            throw Error(in + ": directory holds no traces (*.json, *.json.gz, *.sqlite); pass trace files or another directory");
+            throw Error(in + ": directory holds no traces (*.json, *.json.gz, *.sqlite, *.pscap); pass trace files or another directory");
         std::sort(found.begin(), found.end());
         files.insert(files.end(), found.begin(), found.end());
     }
@@ -95,13 +95,19 @@ std::string detectFormat(const std::string& path)
                 sqlite3_finalize(st);
                 return found;
             };
-            if (has("META_DATA_EXPORT") || has("EXPORT_META_DATA") || has("CUPTI_ACTIVITY_KIND_KERNEL") ||
+            int appId = 0;
+            sqlite3_stmt* st = nullptr;
+            if (sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+                appId = sqlite3_column_int(st, 0);
+            sqlite3_finalize(st);
+            if (appId == 0x50534343) // "PSCC": a per-rank capture file (import/capture/CaptureSchema.h)
+                kind = "capture";
+            else if (appId == kApplicationId)
+                kind = "store";
+            else if (has("META_DATA_EXPORT") || has("EXPORT_META_DATA") || has("CUPTI_ACTIVITY_KIND_KERNEL") ||
                 has("StringIds"))
                 kind = "nsys";
-            else if (has("gpu_summary") && has("activities"))
-                kind = "store";
-            else if (has("capture_info"))
-                kind = "capture";
+
         }
         sqlite3_close_v2(db);
         if (kind.empty())
@@ -237,18 +243,15 @@ ImportJobReport importJob(const ImportJobOptions& options)
     std::map<int, TimeNs> offsets;
     report.alignmentUsed = Alignment::None;
     if (options.alignment != Alignment::None) {
-        bool any = false;
         for (const auto& src : report.sources) {
-            TimeNs off = src.absoluteClock ? 0 : src.timeBase;
+            TimeNs off = src.timeBase;
             for (int r : src.ranks)
                 offsets[r] = off;
-            any = any || off != 0;
             writer.setSourceAlignment(src.sourceId, off, "time_base");
         }
         for (auto& [r, off] : offsets)
             writer.shiftRank(r, off);
         report.alignmentUsed = Alignment::TimeBase;
-        (void)any;
     }
     if (options.alignment == Alignment::Collectives && ranks.size() > 1) {
         auto corr = collectiveOffsets(writer.database(), ranks);

@@ -1,0 +1,197 @@
+// The command-line tool end to end: import and info on real traces, exit
+// codes, and one clear error line for each kind of bad input.
+#include "TestSupport.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+using namespace pipescope::test;
+
+namespace {
+
+QJsonObject infoJson(const QString& store)
+{
+    auto r = runCli({"info", store, "--json"});
+    if (r.exitCode != 0)
+        qWarning() << r.err;
+    return QJsonDocument::fromJson(r.out.toUtf8()).object();
+}
+
+QString writeFile(const QTemporaryDir& dir, const char* name, const QByteArray& contents)
+{
+    QString p = dir.path() + "/" + name;
+    QFile f(p);
+    f.open(QIODevice::WriteOnly);
+    f.write(contents);
+    return p;
+}
+
+int filesIn(const QTemporaryDir& dir)
+{
+    return QDir(dir.path()).entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot).size();
+}
+
+} // namespace
+
+class TstCli : public QObject {
+    Q_OBJECT
+private slots:
+    void helpListsCommands()
+    {
+        auto r = runCli({"--help"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.contains("import"));
+        QVERIFY(r.out.contains("info"));
+        auto sub = runCli({"import", "--help"});
+        QCOMPARE(sub.exitCode, 0);
+        QVERIFY(sub.out.contains("--align"));
+    }
+
+    void usageErrorsExitTwo_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::newRow("no command") << QStringList{};
+        QTest::newRow("unknown command") << QStringList{"frobnicate"};
+        QTest::newRow("import without output") << QStringList{"import", "x.json"};
+        QTest::newRow("bad align") << QStringList{"import", "x.json", "-o", "y", "--align", "sideways"};
+        QTest::newRow("unknown flag") << QStringList{"info", "x", "--colour"};
+    }
+    void usageErrorsExitTwo()
+    {
+        QFETCH(QStringList, args);
+        auto r = runCli(args);
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY(!r.err.isEmpty());
+    }
+
+    void importTwoRanksAndInfo()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        QTemporaryDir dir;
+        QString out = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", QString::fromStdString(externalData("kineto/hta-sampled-128rank-r0.json.gz")),
+                         QString::fromStdString(externalData("kineto/hta-sampled-128rank-r1.json.gz")), "-o", out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(r.out.contains("Imported 2 files"));
+        auto j = infoJson(out);
+        QCOMPARE(j["schema"].toString(), QString("pipescope.info/1"));
+        QCOMPARE(j["ranks"].toArray().size(), 2);
+        QCOMPARE(j["ranks"].toArray()[0].toObject()["world_size"].toInt(), 128);
+        QCOMPARE(j["activities"].toObject()["kernel"].toInteger(), qint64(1154 + 1104));
+        QCOMPARE(j["nccl_ops"].toObject()["SendRecv"].toInteger(), qint64(20));
+        QCOMPARE(j["simulated"].toBool(), false);
+        // Busy union per GPU, exact (README facts: 547303 us and 575496 us).
+        auto busy = j["gpu_busy"].toArray();
+        QCOMPARE(busy.size(), 2);
+        QCOMPARE(busy[0].toObject()["kernel_busy_ns"].toInteger(), qint64(547303000));
+        QCOMPARE(busy[1].toObject()["kernel_busy_ns"].toInteger(), qint64(575496000));
+        auto text = runCli({"info", out});
+        QCOMPARE(text.exitCode, 0);
+        QVERIFY(text.out.contains("GPU busy time"));
+    }
+
+    void sameRankTwiceIsRefused()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        QTemporaryDir dir;
+        QString out = dir.path() + "/job.pipescope";
+        QString in = QString::fromStdString(externalData("kineto/hta-sampled-128rank-r0.json.gz"));
+        QString copy = dir.path() + "/copy-r0.json.gz";
+        QVERIFY(QFile::copy(in, copy));
+        auto r = runCli({"import", in, copy, "-o", out});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY(r.err.contains("rank 0"));
+        QCOMPARE(r.err.count('\n'), 1);
+        QVERIFY(!QFile::exists(out));
+        QCOMPARE(filesIn(dir), 1); // only the copy: no temporary file left
+    }
+
+    void badInputsGiveOneLine_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QByteArray>("contents");
+        QTest::addColumn<QString>("mentions");
+        QTest::newRow("empty file") << "rank-0.json" << QByteArray() << "empty";
+        QTest::newRow("nsys report") << "profile.nsys-rep" << QByteArray("QDSTRM\x01\x02", 8) << "nsys export";
+        QTest::newRow("binary junk") << "junk.bin" << QByteArray(64, '\x07') << "unknown trace format";
+        QTest::newRow("sqlite that is not nsys") << "other.sqlite" << QByteArray() << "";
+    }
+    void badInputsGiveOneLine()
+    {
+        QFETCH(QString, name);
+        QFETCH(QByteArray, contents);
+        QFETCH(QString, mentions);
+        QTemporaryDir dir;
+        QString in = writeFile(dir, qPrintable(name), contents);
+        if (name == "other.sqlite") {
+            QFile::remove(in);
+            QProcess::execute("sqlite3", {in, "CREATE TABLE t(x);"});
+            if (!QFile::exists(in))
+                QSKIP("sqlite3 command not available");
+            mentions = "neither";
+        }
+        QString out = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", in, "-o", out});
+        QCOMPARE(r.exitCode, 1);
+        QCOMPARE(r.err.count('\n'), 1);
+        QVERIFY2(r.err.contains(in), qPrintable(r.err));
+        QVERIFY2(r.err.contains(mentions), qPrintable(r.err));
+        QVERIFY(!QFile::exists(out));
+    }
+
+    void directoryWithoutTraces()
+    {
+        QTemporaryDir dir;
+        writeFile(dir, "notes.txt", "hello");
+        auto r = runCli({"import", dir.path(), "-o", dir.path() + "/job.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY(r.err.contains("no traces"));
+    }
+
+    void unwritableOutput()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        auto r = runCli({"import", QString::fromStdString(externalData("kineto/hta-alexnet-1rank.json.gz")), "-o",
+                         "/nonexistent-folder/job.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY(r.err.contains("/nonexistent-folder/job.pipescope"));
+        QCOMPARE(r.err.count('\n'), 1);
+    }
+
+    void infoOnNonStore()
+    {
+        QTemporaryDir dir;
+        QString p = writeFile(dir, "trace.json", "{\"traceEvents\": []}");
+        auto r = runCli({"info", p});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY(r.err.contains("not a pipescope store"));
+        auto missing = runCli({"info", dir.path() + "/none.pipescope"});
+        QCOMPARE(missing.exitCode, 1);
+        QVERIFY(missing.err.contains("no such file"));
+    }
+
+    void nsysImportKeepsSessionTimeBase()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        QTemporaryDir dir;
+        QString out = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", QString::fromStdString(externalData("nsys/pipit-cloverleaf.sqlite")), "-o", out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        auto j = infoJson(out);
+        auto busy = j["gpu_busy"].toArray();
+        QCOMPARE(busy.size(), 1);
+        // Times are aligned on the session's epoch start: 1696392839587175550 + 533338240.
+        QCOMPARE(busy[0].toObject()["kernel_first_ns"].toInteger(), qint64(1696392839587175550LL + 533338240LL));
+        QCOMPARE(busy[0].toObject()["kernel_busy_ns"].toInteger(), qint64(294404540));
+        auto none = runCli({"import", QString::fromStdString(externalData("nsys/pipit-cloverleaf.sqlite")), "-o",
+                            dir.path() + "/raw.pipescope", "--align", "none"});
+        QCOMPARE(none.exitCode, 0);
+        QCOMPARE(infoJson(dir.path() + "/raw.pipescope")["gpu_busy"].toArray()[0].toObject()["kernel_first_ns"].toInteger(),
+                 qint64(533338240));
+    }
+};
+
+QTEST_GUILESS_MAIN(TstCli)
+#include "tst_cli.moc"
