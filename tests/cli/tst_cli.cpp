@@ -172,6 +172,45 @@ private slots:
         QVERIFY(missing.err.contains("no such file"));
     }
 
+    void alignByCollectives()
+    {
+        // Two ranks run the same 5 all-reduces; rank 1's clock reads 5 ms late
+        // (plus a little jitter on each end). Alignment must find -5 ms.
+        QTemporaryDir dir;
+        const qint64 skewUs = 5000;
+        const int jitterUs[] = {3, -2, 0, 4, -1};
+        for (int rank = 0; rank < 2; ++rank) {
+            QJsonArray events;
+            for (int k = 0; k < 5; ++k) {
+                qint64 start = 1700000000000000LL + k * 10000 + (rank == 1 ? skewUs + jitterUs[k] : 0);
+                QJsonObject args{{"device", rank}, {"stream", 20}, {"correlation", k + 1},
+                                 {"Collective name", "allreduce"}, {"Process Group Name", "0"},
+                                 {"Process Group Description", "default_pg"}, {"Group size", 2},
+                                 {"In msg nelems", 1024}, {"Out msg nelems", 1024}, {"dtype", "Float"}};
+                events.append(QJsonObject{{"ph", "X"}, {"cat", "kernel"}, {"name", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"},
+                                          {"pid", rank}, {"tid", 20}, {"ts", start}, {"dur", 100}, {"args", args}});
+            }
+            QJsonObject trace{{"distributedInfo", QJsonObject{{"rank", rank}, {"world_size", 2}, {"backend", "nccl"}}},
+                              {"traceEvents", events}};
+            QFile f(dir.path() + QString("/rank-%1.json").arg(rank));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(QJsonDocument(trace).toJson());
+        }
+        QString out = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", dir.path(), "--align", "collectives", "-o", out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(r.out.contains("matched collectives"));
+        auto j = infoJson(out);
+        auto sources = j["sources"].toArray();
+        QCOMPARE(sources.size(), 2);
+        QCOMPARE(sources[0].toObject()["clock_offset_ns"].toInteger(), qint64(0));
+        // Median of ends' differences: -(5000 + median{3,-2,0,4,-1}) us = -5000 us.
+        QCOMPARE(sources[1].toObject()["clock_offset_ns"].toInteger(), qint64(-5000000));
+        QCOMPARE(sources[1].toObject()["alignment"].toString(), QString("collectives"));
+        auto busy = j["gpu_busy"].toArray();
+        QCOMPARE(busy[1].toObject()["kernel_first_ns"].toInteger(), busy[0].toObject()["kernel_first_ns"].toInteger() + 3000);
+    }
+
     void nsysImportKeepsSessionTimeBase()
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();
