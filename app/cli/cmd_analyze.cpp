@@ -1,0 +1,294 @@
+// pipescope analyze FILE: where the pipeline loses time, and why.
+#include "Command.h"
+#include "analysis/Analysis.h"
+#include "analysis/AnalysisJson.h"
+#include "store/Sqlite.h"
+#include "store/Store.h"
+#include "util/AtomicOutput.h"
+#include "util/Error.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace pipescope::cli {
+
+namespace {
+
+std::string fmtTime(TimeNs ns)
+{
+    char buf[64];
+    double v = static_cast<double>(ns);
+    double a = std::abs(v);
+    if (a >= 1e9)
+        std::snprintf(buf, sizeof buf, "%.3f s", v / 1e9);
+    else if (a >= 1e6)
+        std::snprintf(buf, sizeof buf, "%.3f ms", v / 1e6);
+    else if (a >= 1e3)
+        std::snprintf(buf, sizeof buf, "%.1f us", v / 1e3);
+    else
+        std::snprintf(buf, sizeof buf, "%" PRId64 " ns", static_cast<int64_t>(ns));
+    return buf;
+}
+
+std::string fmtPct(double f)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
+    return buf;
+}
+
+std::string fmtUs(TimeNs ns)
+{
+    char buf[48];
+    if (ns % 1000 == 0)
+        std::snprintf(buf, sizeof buf, "%" PRId64, static_cast<int64_t>(ns / 1000));
+    else
+        std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1e3);
+    return buf;
+}
+
+// Columns aligned to their widest cell; the first column left-aligned, the rest right-aligned.
+class Table {
+public:
+    explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+    void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+    void print(std::ostream& os, const std::string& indent = "  ") const
+    {
+        std::vector<size_t> w;
+        for (const auto& r : rows_)
+            for (size_t i = 0; i < r.size(); ++i) {
+                if (w.size() <= i)
+                    w.push_back(0);
+                w[i] = std::max(w[i], r[i].size());
+            }
+        for (size_t ri = 0; ri < rows_.size(); ++ri) {
+            os << indent;
+            for (size_t i = 0; i < rows_[ri].size(); ++i) {
+                const std::string& c = rows_[ri][i];
+                std::string pad(w[i] - c.size(), ' ');
+                os << (i == 0 ? c + pad : pad + c) << (i + 1 < rows_[ri].size() ? "  " : "");
+            }
+            os << "\n";
+        }
+    }
+
+private:
+    std::vector<std::vector<std::string>> rows_;
+};
+
+void printText(std::ostream& os, const std::string& file, const AnalysisResult& r)
+{
+    os << "pipescope analyze " << file << "\n\n";
+    os << "ranks: " << r.ranks.size();
+    if (r.worldSize)
+        os << " of " << *r.worldSize;
+    os << "    iterations: " << r.iterations.size();
+    if (!r.iterations.empty())
+        os << " (from " << r.iterations.front().source << ")";
+    os << "\n";
+    if (r.selectedIteration >= 0) {
+        const auto& it = r.iterations[static_cast<size_t>(r.selectedIteration)];
+        os << "selected iteration: " << it.index << " (" << it.label << "), " << fmtTime(it.end - it.start) << "\n";
+    }
+
+    const auto& p = r.pipeline;
+    os << "\nPipeline\n";
+    if (!p.found) {
+        os << "  no pipeline found: " << p.reason << "\n  (generic idle analysis below; give --pp N or --stage-map if the job is pipeline-parallel)\n";
+    } else {
+        char conf[16];
+        std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100);
+        os << "  stages " << p.pp << ", data-parallel replicas " << p.dp << ", chunks " << p.chunks << ", microbatches "
+           << p.microbatches << "    (stages from " << p.stageSource << ", steps " << p.labelsFrom << ")\n";
+        os << "  schedule: " << p.schedule << " (confidence " << conf << "): " << p.scheduleEvidence << "\n";
+        if (r.imbalance.idealBubbleFraction > 0)
+            os << "  ideal bubble fraction (p-1)/(v*m+p-1): " << fmtPct(r.imbalance.idealBubbleFraction) << "\n";
+        os << "  stage map:";
+        for (const auto& a : p.stageMap)
+            os << " " << a.rank << ":" << (a.stage >= 0 ? std::to_string(a.stage) : "-");
+        os << "\n";
+    }
+
+    os << "\nIdle time per rank (selected iteration)\n";
+    std::vector<std::string> head{"rank", "stage", "iteration", "busy", "idle", "idle %"};
+    for (int c = 0; c < kBubbleCauses; ++c)
+        head.emplace_back(toString(static_cast<BubbleCause>(c)));
+    Table idle(head);
+    std::array<TimeNs, kBubbleCauses> tot{};
+    TimeNs win = 0, idl = 0;
+    for (const auto& ri : r.idle) {
+        if (ri.iteration != r.selectedIteration)
+            continue;
+        std::vector<std::string> row{std::to_string(ri.rank), ri.stage >= 0 ? std::to_string(ri.stage) : "-",
+                                     fmtTime(ri.windowNs), fmtTime(ri.busyNs), fmtTime(ri.idleNs),
+                                     fmtPct(ri.windowNs ? static_cast<double>(ri.idleNs) / static_cast<double>(ri.windowNs) : 0)};
+        for (int c = 0; c < kBubbleCauses; ++c) {
+            row.push_back(fmtTime(ri.byCause[static_cast<size_t>(c)]));
+            tot[static_cast<size_t>(c)] += ri.byCause[static_cast<size_t>(c)];
+        }
+        win += ri.windowNs;
+        idl += ri.idleNs;
+        idle.add(row);
+    }
+    std::vector<std::string> total{"all", "", fmtTime(win), fmtTime(win - idl), fmtTime(idl),
+                                   fmtPct(win ? static_cast<double>(idl) / static_cast<double>(win) : 0)};
+    for (TimeNs v : tot)
+        total.push_back(fmtTime(v));
+    idle.add(total);
+    idle.print(os);
+
+    const auto& im = r.imbalance;
+    if (p.found && !im.stages.empty()) {
+        os << "\nImbalance per stage (compute per microbatch)\n";
+        Table t({"stage", "ranks", "busy", "F mean", "F p50", "F p95", "B mean", "B p50", "B p95"});
+        for (const auto& s : im.stages) {
+            std::string ranks;
+            for (int x : s.ranks)
+                ranks += (ranks.empty() ? "" : ",") + std::to_string(x);
+            auto d = [](const Distribution& x, double v) { return x.count ? fmtTime(static_cast<TimeNs>(v)) : std::string("-"); };
+            t.add({std::to_string(s.stage), ranks, fmtTime(s.busyNs), d(s.forwardNs, s.forwardNs.mean), d(s.forwardNs, s.forwardNs.p50),
+                   d(s.forwardNs, s.forwardNs.p95), d(s.backwardNs, s.backwardNs.mean), d(s.backwardNs, s.backwardNs.p50),
+                   d(s.backwardNs, s.backwardNs.p95)});
+        }
+        t.print(os);
+        char mm[32];
+        std::snprintf(mm, sizeof mm, "%.3f", im.maxOverMean);
+        os << "  busiest/mean stage: " << mm << "    bottleneck stage: " << im.bottleneckStage
+           << "\n  iteration " << fmtTime(im.iterationNs) << ", balanced-partition lower bound " << fmtTime(im.balancedLowerBoundNs)
+           << "\n";
+        for (const auto& s : im.stragglers) {
+            char ratio[32];
+            std::snprintf(ratio, sizeof ratio, "%.3f", s.ratioToMedian);
+            os << "  straggler: rank " << s.rank << " (stage " << s.stage << ") busy " << fmtTime(s.busyNs) << ", " << ratio
+               << "x its stage's median\n";
+        }
+    }
+    if (!im.overlap.empty()) {
+        os << "\nCompute/communication overlap (selected iteration)\n";
+        Table t({"rank", "communication", "overlapped", "share"});
+        for (const auto& o : im.overlap)
+            t.add({std::to_string(o.rank), fmtTime(o.commNs), fmtTime(o.overlappedNs),
+                   o.commNs ? fmtPct(static_cast<double>(o.overlappedNs) / static_cast<double>(o.commNs)) : "-"});
+        t.print(os);
+    }
+
+    const auto& cp = r.criticalPath;
+    if (!cp.segments.empty()) {
+        TimeNs len = cp.end - cp.start;
+        os << "\nCritical path (" << fmtTime(len) << ", " << cp.segments.size() << " segments)\n";
+        Table t({"stage", "time", "share"});
+        for (const auto& [stage, ns] : cp.byStage)
+            t.add({stage >= 0 ? std::to_string(stage) : "-", fmtTime(ns), fmtPct(len ? static_cast<double>(ns) / static_cast<double>(len) : 0)});
+        t.print(os);
+        Table k({"kind", "time", "share"});
+        for (const auto& [kind, ns] : cp.byKind)
+            k.add({kind, fmtTime(ns), fmtPct(len ? static_cast<double>(ns) / static_cast<double>(len) : 0)});
+        k.print(os);
+    }
+
+    const auto& h = r.hta;
+    if (!h.temporal.empty()) {
+        bool us = h.htaCompatible;
+        os << "\nHTA temporal breakdown (" << (us ? "HTA-compatible, us" : "exact, us") << ")\n";
+        Table t({"rank", "kernel_time", "idle", "idle %", "compute", "compute %", "non_compute", "non-compute %", "comm/comp overlap"});
+        for (const auto& x : h.temporal) {
+            auto pct = [&](TimeNs v) { return fmtPct(x.kernelTimeNs ? static_cast<double>(v) / static_cast<double>(x.kernelTimeNs) : 0); };
+            char ov[32] = "-";
+            if (x.commCompOverlapPct)
+                std::snprintf(ov, sizeof ov, "%.2f%%", *x.commCompOverlapPct);
+            t.add({std::to_string(x.rank), fmtUs(x.kernelTimeNs), fmtUs(x.idleTimeNs), pct(x.idleTimeNs), fmtUs(x.computeTimeNs),
+                   pct(x.computeTimeNs), fmtUs(x.nonComputeTimeNs), pct(x.nonComputeTimeNs), ov});
+        }
+        t.print(os);
+        os << "\nHTA idle time per stream (us)\n";
+        Table s({"rank", "stream", "host wait", "kernel wait", "other"});
+        for (const auto& x : h.idle)
+            s.add({std::to_string(x.rank), std::to_string(x.stream), fmtUs(x.hostWaitNs), fmtUs(x.kernelWaitNs), fmtUs(x.otherNs)});
+        s.print(os);
+    }
+
+    if (!r.warnings.empty()) {
+        os << "\nWarnings\n";
+        for (const auto& w : r.warnings)
+            os << "  " << w.message << "\n";
+    }
+}
+
+} // namespace
+
+static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: steps, bubbles by cause, imbalance, critical path", 30,
+                            [](CLI::App& app) -> RunFn {
+                                struct Opts {
+                                    std::string file, output, stageMap, iterationRange;
+                                    std::optional<int> iteration, pp;
+                                    bool json = false, hta = false, all = false, cache = false;
+                                };
+                                auto o = std::make_shared<Opts>();
+                                app.add_option("FILE", o->file, "pipescope store (from pipescope import or capture)")->required();
+                                app.add_option("--iteration", o->iteration, "iteration to analyse (index; default: a representative one)");
+                                app.add_option("--pp", o->pp, "pipeline degree: rank r is stage r / (world / N)")->check(CLI::PositiveNumber);
+                                app.add_option("--stage-map", o->stageMap, "explicit rank:stage list, e.g. 0:0,1:0,2:1,3:1");
+                                app.add_option("--iteration-range", o->iterationRange, "name of the annotation or NVTX range that marks iterations");
+                                app.add_flag("--json", o->json, "print the analysis as JSON (schema pipescope.analysis/1)");
+                                app.add_flag("--hta-compatible", o->hta, "HTA views in HTA's own arithmetic (whole us, last profiler step dropped)");
+                                app.add_flag("--all-iterations", o->all, "steps and bubbles of every iteration, not only the selected one");
+                                app.add_option("-o,--output", o->output, "write to this file instead of standard output");
+                                app.add_flag("--cache", o->cache, "with --json: reuse or store the result in the store's cache table");
+                                return [o]() -> int {
+                                    AnalyzeOptions ao;
+                                    ao.iteration = o->iteration;
+                                    ao.pipelineDegree = o->pp;
+                                    if (!o->stageMap.empty())
+                                        ao.stageMap = parseStageMap(o->stageMap);
+                                    ao.iterationRange = o->iterationRange;
+                                    ao.htaCompatible = o->hta;
+                                    ao.allIterations = o->all;
+
+                                    std::string text;
+                                    std::string cacheKey;
+                                    {
+                                        Store store(o->file);
+                                        if (o->cache && o->json) {
+                                            nlohmann::json k = toJson(AnalysisResult{}, ao)["options"];
+                                            k["stage_map"] = o->stageMap;
+                                            cacheKey = std::string("analysis/v1/") + k.dump();
+                                            if (auto hit = store.cached(cacheKey))
+                                                text = *hit;
+                                        }
+                                        if (text.empty()) {
+                                            Trace trace = store.load();
+                                            AnalysisResult r;
+                                            try {
+                                                r = analyze(trace, ao);
+                                            } catch (const Error& e) {
+                                                throw Error(o->file + ": " + e.what());
+                                            }
+                                            if (o->json) {
+                                                text = toJson(r, ao).dump(1) + "\n";
+                                            } else {
+                                                std::ostringstream os;
+                                                printText(os, o->file, r);
+                                                text = os.str();
+                                            }
+                                        } else {
+                                            cacheKey.clear(); // already cached
+                                        }
+                                    }
+                                    if (!cacheKey.empty()) {
+                                        // Only with --cache does analysis write to the store.
+                                        sql::Database db(o->file, sql::Database::Mode::ReadWrite);
+                                        auto st = db.prepare("INSERT OR REPLACE INTO cache(key, value) VALUES (?1, ?2)");
+                                        st.bind(1, cacheKey).bind(2, text);
+                                        st.step();
+                                    }
+                                    if (o->output.empty())
+                                        std::cout << text;
+                                    else
+                                        AtomicOutput::writeFile(o->output, text);
+                                    return kExitOk;
+                                };
+                            }}};
+
+} // namespace pipescope::cli

@@ -1,0 +1,328 @@
+#include "analysis/Analysis.h"
+
+#include "analysis/Classify.h"
+#include "analysis/MeasuredPipeline.h"
+#include "analysis/detail/Context.h"
+#include "util/Error.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <unordered_map>
+
+namespace pipescope {
+
+namespace {
+constexpr std::array<std::string_view, 7> kWork = {"compute", "p2p", "collective", "memcpy", "memset", "sync", "other"};
+constexpr std::array<std::string_view, 4> kRole = {"compute", "communication", "copy", "idle"};
+constexpr std::array<std::string_view, kBubbleCauses> kCause = {"fill_drain", "wait_neighbor", "p2p_transfer", "dp_sync",
+                                                               "host_bound", "launch_gap", "other"};
+} // namespace
+
+std::string_view toString(WorkClass c) { return kWork.at(static_cast<size_t>(c)); }
+std::string_view toString(StreamRole r) { return kRole.at(static_cast<size_t>(r)); }
+std::string_view toString(BubbleCause c) { return kCause.at(static_cast<size_t>(c)); }
+
+const RankIdle* AnalysisResult::idleOf(int iteration, int rank) const
+{
+    for (const auto& r : idle)
+        if (r.iteration == iteration && r.rank == rank)
+            return &r;
+    return nullptr;
+}
+
+std::map<int, int> parseStageMap(const std::string& text)
+{
+    std::map<int, int> out;
+    auto fail = [&]() {
+        return Error("--stage-map '" + text + "' is not a list of rank:stage pairs; write it as e.g. 0:0,1:0,2:1,3:1");
+    };
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t comma = text.find(',', pos);
+        std::string_view item(text.data() + pos, (comma == std::string::npos ? text.size() : comma) - pos);
+        auto colon = item.find(':');
+        if (colon == std::string_view::npos)
+            throw fail();
+        int rank = -1, stage = -1;
+        auto r1 = std::from_chars(item.data(), item.data() + colon, rank);
+        auto r2 = std::from_chars(item.data() + colon + 1, item.data() + item.size(), stage);
+        if (r1.ec != std::errc() || r1.ptr != item.data() + colon || r2.ec != std::errc()
+            || r2.ptr != item.data() + item.size() || rank < 0 || stage < 0)
+            throw fail();
+        out[rank] = stage;
+        if (comma == std::string::npos)
+            break;
+        pos = comma + 1;
+    }
+    if (out.empty())
+        throw fail();
+    return out;
+}
+
+namespace detail {
+
+double percentile(const std::vector<double>& v, double q)
+{
+    if (v.empty())
+        return 0;
+    double idx = q * static_cast<double>(v.size() - 1);
+    auto lo = static_cast<size_t>(std::floor(idx));
+    auto hi = std::min(lo + 1, v.size() - 1);
+    double f = idx - static_cast<double>(lo);
+    return v[lo] + (v[hi] - v[lo]) * f;
+}
+
+P2pDir Context::direction(uint32_t a) const
+{
+    std::string kind;
+    if (const NcclOp* op = ncclOf(a))
+        kind = op->kind;
+    else
+        kind = ncclKindFromName(trace.str(act(a).name));
+    if (kind == "Send")
+        return P2pDir::Send;
+    if (kind == "Recv")
+        return P2pDir::Recv;
+    return P2pDir::Unknown;
+}
+
+std::optional<int> Context::peer(uint32_t a) const
+{
+    if (const NcclOp* op = ncclOf(a))
+        return op->peer;
+    return std::nullopt;
+}
+
+void classifyActivities(Context& ctx, AnalysisResult& out)
+{
+    const Trace& t = ctx.trace;
+    const size_t n = t.activities.size();
+    ctx.cls.assign(n, static_cast<uint8_t>(WorkClass::Other));
+
+    // Names repeat: classify each name once (per activity kind).
+    std::vector<int8_t> kernelClassByName(t.strings.size() + 1, -1);
+    int maxRank = -1;
+    bool sorted = true;
+    for (size_t i = 0; i < n; ++i) {
+        const Activity& a = t.activities[i];
+        WorkClass c;
+        const NcclOp* op = ctx.ncclOf(static_cast<uint32_t>(i));
+        if (op || a.kind != ActivityKind::Kernel || a.name < 0
+            || static_cast<size_t>(a.name) >= kernelClassByName.size()) {
+            c = classify(a.kind, t.str(a.name), op);
+        } else {
+            auto& cached = kernelClassByName[static_cast<size_t>(a.name)];
+            if (cached < 0)
+                cached = static_cast<int8_t>(classify(a.kind, t.str(a.name), nullptr));
+            c = static_cast<WorkClass>(cached);
+        }
+        ctx.cls[i] = static_cast<uint8_t>(c);
+        maxRank = std::max(maxRank, a.rank);
+        if (i > 0) {
+            const Activity& p = t.activities[i - 1];
+            if (p.rank > a.rank || (p.rank == a.rank && p.start > a.start))
+                sorted = false;
+        }
+    }
+    for (const auto& r : t.ranks)
+        maxRank = std::max(maxRank, r.rank);
+
+    std::vector<uint32_t> order;
+    if (!sorted) {
+        order.resize(n);
+        for (size_t i = 0; i < n; ++i)
+            order[i] = static_cast<uint32_t>(i);
+        std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+            const auto& a = t.activities[x];
+            const auto& b = t.activities[y];
+            return a.rank != b.rank ? a.rank < b.rank : a.start < b.start;
+        });
+    }
+
+    ctx.slot.assign(static_cast<size_t>(maxRank + 1), -1);
+    for (size_t k = 0; k < n; ++k) {
+        uint32_t i = sorted ? static_cast<uint32_t>(k) : order[k];
+        const Activity& a = t.activities[i];
+        if (a.rank < 0)
+            continue;
+        int& s = ctx.slot[static_cast<size_t>(a.rank)];
+        if (s < 0) {
+            s = static_cast<int>(ctx.ranks.size());
+            ctx.ranks.push_back({});
+            ctx.ranks.back().rank = a.rank;
+        }
+        RankData& rd = ctx.ranks[static_cast<size_t>(s)];
+        rd.acts.push_back(i);
+        auto c = static_cast<WorkClass>(ctx.cls[i]);
+        if (c == WorkClass::Compute) {
+            if (rd.compute.empty())
+                rd.firstCompute = a.start;
+            rd.compute.push_back(i);
+            detail::unionAppend(rd.busy, a.start, a.end);
+        } else if (c == WorkClass::P2p || c == WorkClass::Collective) {
+            rd.comm.push_back(i);
+        }
+        ++out.kernelCounts[static_cast<size_t>(c)];
+    }
+    // Ranks come in rank order only when the input was sorted; keep the slot map consistent.
+    std::sort(ctx.ranks.begin(), ctx.ranks.end(), [](const RankData& a, const RankData& b) { return a.rank < b.rank; });
+    for (size_t k = 0; k < ctx.ranks.size(); ++k)
+        ctx.slot[static_cast<size_t>(ctx.ranks[k].rank)] = static_cast<int>(k);
+    for (const auto& rd : ctx.ranks)
+        out.ranks.push_back(rd.rank);
+
+    // Stream roles.
+    std::unordered_map<int64_t, StreamClass> streams;
+    for (size_t i = 0; i < n; ++i) {
+        const Activity& a = t.activities[i];
+        auto [it, inserted] = streams.try_emplace(a.streamId);
+        StreamClass& sc = it->second;
+        if (inserted) {
+            sc.storeId = a.streamId;
+            sc.rank = a.rank;
+            if (const StreamInfo* si = t.stream(a.streamId))
+                sc.stream = si->stream;
+            else
+                sc.stream = a.streamId;
+        }
+        ++sc.count[ctx.cls[i]];
+        sc.timeNs[ctx.cls[i]] += a.end - a.start;
+    }
+    for (auto& [id, sc] : streams) {
+        TimeNs comp = sc.timeNs[0], comm = sc.timeNs[1] + sc.timeNs[2], copy = sc.timeNs[3] + sc.timeNs[4];
+        int64_t cnt = sc.count[0] + sc.count[1] + sc.count[2] + sc.count[3] + sc.count[4];
+        if (cnt == 0)
+            sc.role = StreamRole::Idle;
+        else if (comm > comp && comm >= copy)
+            sc.role = StreamRole::Communication;
+        else if (copy > comp && copy > comm)
+            sc.role = StreamRole::Copy;
+        else if (sc.count[0] == 0 && sc.count[1] + sc.count[2] > 0)
+            sc.role = StreamRole::Communication;
+        else
+            sc.role = StreamRole::Compute;
+        out.streams.push_back(sc);
+    }
+    std::sort(out.streams.begin(), out.streams.end(), [](const StreamClass& a, const StreamClass& b) {
+        return a.rank != b.rank ? a.rank < b.rank : a.stream < b.stream;
+    });
+}
+
+} // namespace detail
+
+AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
+{
+    AnalysisResult out;
+    detail::Context ctx(trace, options, out.warnings);
+    detail::classifyActivities(ctx, out);
+    if (ctx.ranks.empty())
+        throw Error("the trace holds no GPU activity (no kernels, copies or memsets) to analyse; "
+                    "import a trace recorded with GPU activity enabled");
+
+    for (const auto& r : trace.ranks)
+        if (r.worldSize)
+            out.worldSize = std::max(out.worldSize.value_or(0), *r.worldSize);
+    if (out.worldSize && static_cast<int>(ctx.ranks.size()) < *out.worldSize) {
+        std::string missing;
+        int count = 0;
+        for (int r = 0; r < *out.worldSize; ++r)
+            if (!ctx.rankData(r)) {
+                if (count < 16)
+                    missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+                ++count;
+            }
+        ctx.warn("missing_ranks", std::to_string(count) + " of " + std::to_string(*out.worldSize)
+                                      + " ranks have no GPU activity in the trace (" + missing + (count > 16 ? ", ..." : "")
+                                      + "); the analysis covers the others");
+    }
+
+    detail::detectIterations(ctx, out);
+    detail::mapStages(ctx, out);
+    std::vector<Step> allSteps;
+    detail::buildSteps(ctx, out, allSteps);
+    std::vector<Step> selected;
+    for (const auto& s : allSteps)
+        if (s.iteration == out.selectedIteration)
+            selected.push_back(s);
+    detail::inferSchedule(ctx, out, selected);
+    std::vector<Bubble> allBubbles;
+    detail::findBubbles(ctx, out, allSteps, allBubbles);
+    detail::measureImbalance(ctx, out, selected);
+    detail::traceCriticalPath(ctx, out, selected);
+    detail::computeHtaViews(ctx, out);
+
+    if (options.allIterations) {
+        out.steps = std::move(allSteps);
+        out.bubbles = std::move(allBubbles);
+    } else {
+        out.steps = std::move(selected);
+        for (auto& b : allBubbles)
+            if (b.iteration == out.selectedIteration)
+                out.bubbles.push_back(b);
+    }
+    return out;
+}
+
+MeasuredPipeline measurePipeline(const Trace& trace, const MeasureOptions& options)
+{
+    AnalyzeOptions ao;
+    ao.iteration = options.iteration;
+    ao.pipelineDegree = options.pipelineDegree;
+    ao.iterationRange = options.iterationRange;
+    AnalysisResult r = analyze(trace, ao);
+    if (!r.pipeline.found)
+        throw Error("no pipeline found in the trace (" + r.pipeline.reason
+                    + "); give the pipeline degree with --pp N if the job is pipeline-parallel");
+
+    MeasuredPipeline mp;
+    mp.pipelineDegree = r.pipeline.pp;
+    mp.dataParallel = r.pipeline.dp;
+    mp.chunks = r.pipeline.chunks;
+    mp.microbatches = r.pipeline.microbatches;
+    mp.schedule = r.pipeline.schedule;
+    mp.scheduleConfidence = r.pipeline.scheduleConfidence;
+    int maxRank = r.ranks.empty() ? -1 : r.ranks.back();
+    if (r.worldSize)
+        maxRank = std::max(maxRank, *r.worldSize - 1);
+    mp.stageOfRank.assign(static_cast<size_t>(maxRank + 1), -1);
+    for (const auto& a : r.pipeline.stageMap)
+        if (a.rank >= 0 && a.rank <= maxRank)
+            mp.stageOfRank[static_cast<size_t>(a.rank)] = a.stage;
+    for (const auto& s : r.steps) {
+        PipelineStep ps;
+        ps.rank = s.rank;
+        ps.stage = s.stage;
+        ps.chunk = s.chunk;
+        ps.microbatch = s.microbatch;
+        ps.kind = s.kind;
+        ps.start = s.start;
+        ps.end = s.end;
+        ps.computeNs = s.computeNs;
+        mp.steps.push_back(ps);
+    }
+    if (r.selectedIteration >= 0) {
+        const Iteration& it = r.iterations[static_cast<size_t>(r.selectedIteration)];
+        mp.iterationNs = it.end - it.start;
+    }
+    mp.idleNsPerStage.assign(static_cast<size_t>(mp.pipelineDegree), 0);
+    std::vector<int> perStage(static_cast<size_t>(mp.pipelineDegree), 0);
+    for (const auto& ri : r.idle) {
+        if (ri.iteration != r.selectedIteration || ri.stage < 0 || ri.stage >= mp.pipelineDegree)
+            continue;
+        mp.idleNsPerStage[static_cast<size_t>(ri.stage)] += ri.idleNs;
+        ++perStage[static_cast<size_t>(ri.stage)];
+        mp.dataParallelSyncNs = std::max(mp.dataParallelSyncNs, ri.byCause[static_cast<size_t>(BubbleCause::DpSync)]);
+    }
+    for (size_t s = 0; s < perStage.size(); ++s)
+        if (perStage[s] > 1)
+            mp.idleNsPerStage[s] /= perStage[s];
+    mp.transfers = r.transfers;
+    // Compute on the critical path outside F/B/I/W steps is the optimizer and the like.
+    if (auto it = r.criticalPath.byKind.find("compute"); it != r.criticalPath.byKind.end())
+        mp.optimizerNs = it->second;
+    return mp;
+}
+
+} // namespace pipescope

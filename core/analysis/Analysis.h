@@ -1,0 +1,232 @@
+#pragma once
+// Pipeline analysis of a loaded job: iterations, stages and steps, the
+// schedule, bubbles by cause, imbalance, the critical path across ranks and
+// views comparable with Holistic Trace Analysis. Plain values only, so the
+// CLI, the desktop app and the HTML report share one result
+// (see docs/analysis.md for the definitions, docs/analysis-json.md for the
+// JSON form).
+#include "model/Pipeline.h"
+#include "model/Trace.h"
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope {
+
+// ---- classification -------------------------------------------------------
+
+enum class WorkClass : uint8_t { Compute = 0, P2p = 1, Collective = 2, Memcpy = 3, Memset = 4, Sync = 5, Other = 6 };
+std::string_view toString(WorkClass c);
+
+enum class StreamRole : uint8_t { Compute = 0, Communication = 1, Copy = 2, Idle = 3 };
+std::string_view toString(StreamRole r);
+
+struct StreamClass {
+    int rank = 0;
+    int64_t storeId = 0;
+    int64_t stream = 0; // the trace's own stream id
+    StreamRole role = StreamRole::Compute;
+    std::array<int64_t, 7> count{};  // per WorkClass
+    std::array<TimeNs, 7> timeNs{};  // per WorkClass, sum of durations
+};
+
+// ---- options ---------------------------------------------------------------
+
+struct AnalyzeOptions {
+    std::optional<int> iteration;      // index among detected iterations; default: a representative one
+    std::optional<int> pipelineDegree; // --pp N: stage = rank / (world / N)
+    std::map<int, int> stageMap;       // --stage-map rank:stage,...; wins over everything
+    std::string iterationRange;        // annotation / NVTX range name marking iterations
+    bool htaCompatible = false;        // HTA views in HTA's own arithmetic (whole us, last step dropped)
+    bool allIterations = false;        // steps and bubbles of every iteration, not only the selected one
+    TimeNs launchGapNs = 30'000;       // unexplained gaps up to this long are launch gaps
+};
+
+// ---- iterations ------------------------------------------------------------
+
+struct RankSpan {
+    int rank = 0;
+    TimeNs start = 0;
+    TimeNs end = 0;
+};
+
+struct Iteration {
+    int index = 0;
+    std::string label;      // e.g. "ProfilerStep#5"
+    std::string source;     // profiler_step | range | periodic | whole_trace
+    TimeNs start = 0;       // over all ranks
+    TimeNs end = 0;
+    std::vector<RankSpan> ranks;
+};
+
+// ---- pipeline structure ----------------------------------------------------
+
+struct StageAssignment {
+    int rank = 0;
+    int stage = -1;   // -1: not in the pipeline
+    int replica = 0;  // data-parallel replica (which pipeline the rank belongs to)
+};
+
+struct Step {
+    int iteration = 0;
+    int rank = 0;
+    int stage = 0;
+    int chunk = 0;
+    int microbatch = 0;
+    StepKind kind = StepKind::F;
+    TimeNs start = 0;
+    TimeNs end = 0;
+    TimeNs computeNs = 0;
+    bool annotated = false; // label taken from an annotation, not inferred
+};
+
+struct PipelineStructure {
+    bool found = false;
+    std::string reason;          // why no pipeline was found, or how it was found
+    std::string stageSource;     // user | process_group | peers | timing
+    int pp = 1, dp = 1, chunks = 1, microbatches = 0;
+    std::vector<StageAssignment> stageMap;
+    std::string labelsFrom;      // annotations | inferred | none
+    std::string schedule = "unknown"; // gpipe | 1f1b | interleaved-1f1b | zb-h1 | zb-h2 | zb-v | unknown
+    double scheduleConfidence = 0.0;
+    std::string scheduleEvidence;
+};
+
+// ---- bubbles ---------------------------------------------------------------
+
+enum class BubbleCause : uint8_t { FillDrain = 0, WaitNeighbor = 1, P2pTransfer = 2, DpSync = 3, HostBound = 4, LaunchGap = 5, Other = 6 };
+inline constexpr int kBubbleCauses = 7;
+std::string_view toString(BubbleCause c);
+
+struct Bubble {
+    int iteration = 0;
+    int rank = 0;
+    TimeNs start = 0;
+    TimeNs end = 0;
+    BubbleCause cause = BubbleCause::Other;
+};
+
+struct RankIdle {
+    int iteration = 0;
+    int rank = 0;
+    int stage = -1;
+    TimeNs windowNs = 0;  // the iteration window
+    TimeNs busyNs = 0;    // union of compute kernels inside it
+    TimeNs idleNs = 0;    // windowNs - busyNs
+    std::array<TimeNs, kBubbleCauses> byCause{}; // sums exactly to idleNs
+};
+
+// ---- imbalance -------------------------------------------------------------
+
+struct Distribution {
+    int64_t count = 0;
+    double mean = 0, p50 = 0, p95 = 0;
+};
+
+struct StageBalance {
+    int stage = 0;
+    std::vector<int> ranks;
+    Distribution forwardNs, backwardNs, backwardInputNs, backwardWeightNs;
+    TimeNs busyNs = 0; // mean over the stage's replicas
+};
+
+struct Straggler {
+    int stage = 0;
+    int rank = 0;
+    TimeNs busyNs = 0;
+    double ratioToMedian = 1.0;
+};
+
+struct Imbalance {
+    std::vector<StageBalance> stages;
+    double maxOverMean = 1.0;
+    int bottleneckStage = -1;
+    std::vector<Straggler> stragglers;   // replicas >= 5% slower than their stage's median
+    TimeNs iterationNs = 0;
+    TimeNs balancedLowerBoundNs = 0;     // mean busy / (1 - ideal bubble fraction)
+    double idealBubbleFraction = 0;      // (p-1)/(v*m+p-1)
+    struct Overlap { int rank = 0; TimeNs commNs = 0; TimeNs overlappedNs = 0; };
+    std::vector<Overlap> overlap;        // compute/communication overlap per rank
+};
+
+// ---- critical path ---------------------------------------------------------
+
+struct PathSegment {
+    int rank = 0;
+    int stage = -1;
+    std::string kind; // F B I W compute p2p collective memcpy memset idle
+    TimeNs start = 0;
+    TimeNs end = 0;
+};
+
+struct CriticalPath {
+    int iteration = 0;
+    TimeNs start = 0, end = 0;
+    std::vector<PathSegment> segments; // in time order, contiguous, covering [start, end)
+    std::map<int, TimeNs> byStage;      // -1: ranks outside the pipeline
+    std::map<std::string, TimeNs> byKind;
+};
+
+// ---- HTA-compatible views --------------------------------------------------
+
+// Times in ns; in HTA-compatible mode they are whole microseconds (multiples
+// of 1000 ns) wherever HTA rounds.
+struct HtaTemporal {
+    int rank = 0;
+    TimeNs kernelTimeNs = 0, idleTimeNs = 0, computeTimeNs = 0, nonComputeTimeNs = 0;
+    std::optional<double> commCompOverlapPct; // none without communication
+    bool rounded = false;       // HTA rounded this rank's times to whole us
+    bool lastStepDropped = false;
+};
+
+struct HtaStreamIdle {
+    int rank = 0;
+    int64_t stream = 0;
+    TimeNs hostWaitNs = 0, kernelWaitNs = 0, otherNs = 0;
+};
+
+struct HtaViews {
+    bool htaCompatible = false;
+    std::vector<HtaTemporal> temporal;
+    std::vector<HtaStreamIdle> idle;
+    std::vector<std::string> notes;
+};
+
+// ---- the whole result ------------------------------------------------------
+
+struct Warning {
+    std::string kind;
+    std::string message;
+};
+
+struct AnalysisResult {
+    std::vector<int> ranks;
+    std::optional<int> worldSize;
+    std::vector<StreamClass> streams;
+    std::array<int64_t, 7> kernelCounts{}; // per WorkClass over the job
+    std::vector<Iteration> iterations;
+    int selectedIteration = -1;
+    PipelineStructure pipeline;
+    std::vector<Step> steps;         // the selected iteration (all with allIterations)
+    std::vector<Bubble> bubbles;     // same
+    std::vector<RankIdle> idle;      // every iteration and rank
+    Imbalance imbalance;             // selected iteration
+    CriticalPath criticalPath;       // selected iteration
+    HtaViews hta;
+    std::vector<MeasuredTransfer> transfers; // point-to-point transfers of the selected iteration
+    std::vector<Warning> warnings;
+
+    // Totals of the selected iteration.
+    const RankIdle* idleOf(int iteration, int rank) const;
+};
+
+// Throws Error when the trace holds no GPU activity at all.
+AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options = {});
+
+// Parses "0:0,1:0,2:1" into rank -> stage; throws Error naming the text.
+std::map<int, int> parseStageMap(const std::string& text);
+
+} // namespace pipescope

@@ -1,0 +1,246 @@
+// Bubbles: every idle interval of a rank's compute timeline inside an
+// iteration, cut into parts by cause so that the parts sum exactly to the
+// idle time. See docs/analysis.md for the rules.
+#include "analysis/detail/Context.h"
+
+#include <cmath>
+#include <unordered_map>
+
+namespace pipescope::detail {
+
+namespace {
+
+struct CommIndex {
+    std::vector<uint32_t> byStart; // rank's comm ops, start order
+    std::vector<uint32_t> byEnd;   // same, end order
+    TimeNs maxDuration = 0;
+};
+
+} // namespace
+
+void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& steps, std::vector<Bubble>& bubbles)
+{
+    const Trace& t = ctx.trace;
+    const bool pipeline = out.pipeline.found;
+    const TimeNs launchGap = ctx.options.launchGapNs;
+
+    // What a point-to-point op needs for its bytes: the best bandwidth seen between the
+    // same two ranks (the fastest transfer did not wait), else the fastest op of the rank.
+    std::map<std::pair<int, int>, double> bestNsPerByte; // (min rank, max rank) -> fastest ns per byte
+    std::unordered_map<int, TimeNs> fastest;      // rank -> shortest p2p op
+    auto bytesOf = [&](uint32_t a) -> int64_t {
+        if (const NcclOp* op = ctx.ncclOf(a); op && op->bytes)
+            return *op->bytes;
+        return ctx.act(a).bytes.value_or(0);
+    };
+    for (const auto& rd : ctx.ranks)
+        for (uint32_t c : rd.comm) {
+            if (ctx.classOf(c) != WorkClass::P2p)
+                continue;
+            const Activity& a = ctx.act(c);
+            TimeNs d = a.end - a.start;
+            auto [f, inserted] = fastest.try_emplace(rd.rank, d);
+            if (!inserted)
+                f->second = std::min(f->second, d);
+            auto peer = ctx.peer(c);
+            int64_t bytes = bytesOf(c);
+            if (peer && bytes > 0) {
+                auto key = std::minmax(rd.rank, *peer);
+                double nsPerByte = static_cast<double>(d) / static_cast<double>(bytes);
+                auto [b, ins] = bestNsPerByte.try_emplace({key.first, key.second}, nsPerByte);
+                if (!ins)
+                    b->second = std::min(b->second, nsPerByte);
+            }
+        }
+    auto transferNeed = [&](uint32_t c, int rank) -> TimeNs {
+        const Activity& a = ctx.act(c);
+        TimeNs d = a.end - a.start;
+        auto peer = ctx.peer(c);
+        int64_t bytes = bytesOf(c);
+        if (peer && bytes > 0) {
+            auto key = std::minmax(rank, *peer);
+            auto it = bestNsPerByte.find({key.first, key.second});
+            if (it != bestNsPerByte.end())
+                return std::min(d, static_cast<TimeNs>(std::llround(static_cast<double>(bytes) * it->second)));
+        }
+        auto f = fastest.find(rank);
+        return f == fastest.end() ? 0 : std::min(d, f->second);
+    };
+
+    // Steps per (iteration, rank): where the rank's fill ends and its drain begins.
+    struct Phases {
+        TimeNs fillEnd = std::numeric_limits<TimeNs>::min();
+        TimeNs drainStart = std::numeric_limits<TimeNs>::max();
+        bool any = false;
+    };
+    std::map<std::pair<int, int>, Phases> phases;
+    {
+        std::map<std::pair<int, int>, std::pair<TimeNs, TimeNs>> firstB, lastF; // value, found flag via sentinel
+        for (const Step& s : steps) {
+            Phases& ph = phases[{s.iteration, s.rank}];
+            if (!ph.any) {
+                ph.any = true;
+                ph.fillEnd = std::numeric_limits<TimeNs>::max();
+                ph.drainStart = std::numeric_limits<TimeNs>::min();
+            }
+            if (s.kind != StepKind::F)
+                ph.fillEnd = std::min(ph.fillEnd, s.start);
+            else
+                ph.drainStart = std::max(ph.drainStart, s.end);
+        }
+        for (auto& [key, ph] : phases) {
+            // A rank with only forwards (or only backwards) is all fill/drain around them.
+            if (ph.fillEnd == std::numeric_limits<TimeNs>::max())
+                ph.fillEnd = ph.drainStart;
+            if (ph.drainStart == std::numeric_limits<TimeNs>::min())
+                ph.drainStart = ph.fillEnd;
+        }
+    }
+
+    for (const auto& rd : ctx.ranks) {
+        CommIndex ci;
+        ci.byStart = rd.comm;
+        ci.byEnd = rd.comm;
+        std::sort(ci.byEnd.begin(), ci.byEnd.end(), [&](uint32_t x, uint32_t y) { return ctx.act(x).end < ctx.act(y).end; });
+        for (uint32_t c : rd.comm)
+            ci.maxDuration = std::max(ci.maxDuration, ctx.act(c).end - ctx.act(c).start);
+
+        for (const Iteration& it : out.iterations) {
+            bool present = false;
+            for (const auto& rs : it.ranks)
+                present = present || rs.rank == rd.rank;
+            if (!present)
+                continue;
+            const TimeNs ws = it.start, we = it.end;
+            RankIdle ri;
+            ri.iteration = it.index;
+            ri.rank = rd.rank;
+            ri.stage = rd.stage;
+            ri.windowNs = we - ws;
+            ri.busyNs = busyWithin(rd.busy, ws, we);
+            ri.idleNs = ri.windowNs - ri.busyNs;
+
+            Phases ph;
+            bool inPipeline = pipeline && rd.stage >= 0;
+            if (inPipeline) {
+                auto pit = phases.find({it.index, rd.rank});
+                if (pit != phases.end())
+                    ph = pit->second;
+            }
+            const bool wantBubbles = ctx.options.allIterations || it.index == out.selectedIteration;
+
+            auto emit = [&](TimeNs s, TimeNs e, BubbleCause c, bool fillRegion) {
+                if (e <= s)
+                    return;
+                if (fillRegion && (c == BubbleCause::WaitNeighbor || c == BubbleCause::Other))
+                    c = BubbleCause::FillDrain;
+                ri.byCause[static_cast<size_t>(c)] += e - s;
+                if (!wantBubbles)
+                    return;
+                if (!bubbles.empty() && bubbles.back().rank == rd.rank && bubbles.back().iteration == it.index
+                    && bubbles.back().end == s && bubbles.back().cause == c) {
+                    bubbles.back().end = e;
+                    return;
+                }
+                bubbles.push_back({it.index, rd.rank, s, e, c});
+            };
+
+            // One idle gap [a, b) before compute kernel `next` (none for the trailing gap).
+            auto explain = [&](TimeNs a, TimeNs b, const Activity* next) {
+                bool fillRegion = inPipeline && (!ph.any || b <= ph.fillEnd || a >= ph.drainStart);
+                // The communication the next kernel waited for: the latest op ending in (a, b].
+                TimeNs dep = a;
+                auto e1 = std::upper_bound(ci.byEnd.begin(), ci.byEnd.end(), b,
+                                           [&](TimeNs v, uint32_t c) { return v < ctx.act(c).end; });
+                if (e1 != ci.byEnd.begin()) {
+                    const Activity& g = ctx.act(*std::prev(e1));
+                    if (g.end > a)
+                        dep = g.end;
+                }
+                if (dep > a) {
+                    // Ops overlapping [a, dep), in start order, explain it piece by piece.
+                    auto hi = std::lower_bound(ci.byStart.begin(), ci.byStart.end(), dep,
+                                               [&](uint32_t c, TimeNs v) { return ctx.act(c).start < v; });
+                    auto lo = hi;
+                    while (lo != ci.byStart.begin() && ctx.act(*std::prev(lo)).start >= a - ci.maxDuration)
+                        --lo;
+                    TimeNs cur = a;
+                    for (auto p = lo; p != hi; ++p) {
+                        const Activity& o = ctx.act(*p);
+                        if (o.end <= cur)
+                            continue;
+                        TimeNs s = std::max(o.start, cur), e = std::min(o.end, dep);
+                        if (e <= s)
+                            continue;
+                        if (s > cur)
+                            emit(cur, s, BubbleCause::Other, fillRegion);
+                        if (ctx.classOf(*p) == WorkClass::P2p) {
+                            TimeNs xferStart = o.end - transferNeed(*p, rd.rank);
+                            TimeNs mid = std::clamp(xferStart, s, e);
+                            emit(s, mid, BubbleCause::WaitNeighbor, fillRegion);
+                            emit(mid, e, BubbleCause::P2pTransfer, fillRegion);
+                        } else {
+                            emit(s, e, BubbleCause::DpSync, fillRegion);
+                        }
+                        cur = e;
+                    }
+                    if (cur < dep)
+                        emit(cur, dep, BubbleCause::Other, fillRegion);
+                }
+                TimeNs from = dep;
+                if (next && next->launchStart && *next->launchStart > from) {
+                    TimeNs h = std::min(*next->launchStart, b);
+                    emit(from, h, BubbleCause::HostBound, fillRegion);
+                    from = h;
+                }
+                if (from < b) {
+                    bool shortGap = next && b - from <= launchGap;
+                    emit(from, b, shortGap ? BubbleCause::LaunchGap : BubbleCause::Other, fillRegion);
+                }
+            };
+
+            // The gaps of the compute-busy union inside the window are the idle intervals.
+            auto nextKernelAt = [&](TimeNs when) -> const Activity* {
+                auto k = std::lower_bound(rd.compute.begin(), rd.compute.end(), when,
+                                          [&](uint32_t x, TimeNs v) { return ctx.act(x).start < v; });
+                return k == rd.compute.end() ? nullptr : &ctx.act(*k);
+            };
+            auto bi = std::lower_bound(rd.busy.begin(), rd.busy.end(), ws,
+                                       [](const Interval& i, TimeNs v) { return i.end <= v; });
+            TimeNs covered = ws;
+            for (; bi != rd.busy.end() && bi->start < we; ++bi) {
+                if (bi->start > covered)
+                    explain(covered, bi->start, nextKernelAt(bi->start));
+                covered = std::max(covered, std::min(bi->end, we));
+            }
+            if (covered < we)
+                explain(covered, we, nullptr);
+
+            TimeNs sum = 0;
+            for (TimeNs v : ri.byCause)
+                sum += v;
+            if (sum != ri.idleNs) {
+                // Cannot happen with consistent inputs; keep the totals exact regardless.
+                ri.byCause[static_cast<size_t>(BubbleCause::Other)] += ri.idleNs - sum;
+            }
+            out.idle.push_back(ri);
+
+            if (it.index == out.selectedIteration) {
+                for (uint32_t c : rd.comm) {
+                    if (ctx.classOf(c) != WorkClass::P2p)
+                        continue;
+                    const Activity& a = ctx.act(c);
+                    if (a.start < ws || a.start >= we)
+                        continue;
+                    auto peer = ctx.peer(c);
+                    if (!peer || ctx.direction(c) == P2pDir::Send)
+                        continue;
+                    out.transfers.push_back({*peer, rd.rank, bytesOf(c), transferNeed(c, rd.rank)});
+                }
+            }
+        }
+    }
+    (void)t;
+}
+
+} // namespace pipescope::detail

@@ -1,0 +1,122 @@
+#include "analysis/Classify.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+namespace pipescope {
+
+namespace {
+
+bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+
+bool iequalsPrefix(std::string_view s, std::string_view p)
+{
+    if (s.size() < p.size())
+        return false;
+    for (size_t i = 0; i < p.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(s[i])) != std::tolower(static_cast<unsigned char>(p[i])))
+            return false;
+    return true;
+}
+
+size_t ifind(std::string_view s, std::string_view p)
+{
+    if (p.size() > s.size())
+        return std::string_view::npos;
+    for (size_t i = 0; i + p.size() <= s.size(); ++i)
+        if (iequalsPrefix(s.substr(i), p))
+            return i;
+    return std::string_view::npos;
+}
+
+// Longest first, so "ReduceScatter" wins over "Reduce" and "SendRecv" over "Send".
+constexpr std::array<std::string_view, 12> kOps = {"ReduceScatter", "AllReduce", "AllGather", "AllToAll", "Broadcast",
+                                                   "SendRecv", "Generic", "Reduce", "Send", "Recv", "Gather", "Scatter"};
+
+std::string opAt(std::string_view rest)
+{
+    for (auto op : kOps)
+        if (iequalsPrefix(rest, op))
+            return std::string(op);
+    return {};
+}
+
+} // namespace
+
+std::string ncclKindFromName(std::string_view name)
+{
+    // Demangled names may carry "void " or a namespace before the kernel.
+    for (std::string_view marker : {"ncclDevKernel_", "ncclKernel_", "ncclDevKernelDebug_", "ncclKernelDebug_"}) {
+        auto at = name.find(marker);
+        if (at != std::string_view::npos) {
+            std::string op = opAt(name.substr(at + marker.size()));
+            return op.empty() ? std::string("Unknown") : op;
+        }
+    }
+    // NCCL before 2.6 and RCCL: nccl<Op>...Kernel..., e.g. ncclAllReduceRingLLKernel_sum_f32,
+    // ncclSendRecvKernel_copy_i8.
+    auto at = ifind(name, "nccl");
+    if (at == std::string_view::npos || ifind(name, "kernel") == std::string_view::npos)
+        return {};
+    std::string op = opAt(name.substr(at + 4));
+    return op.empty() ? std::string("Unknown") : op;
+}
+
+bool isP2pKind(std::string_view kind)
+{
+    return iequalsPrefix(kind, "send") || iequalsPrefix(kind, "recv") || iequalsPrefix(kind, "p2p");
+}
+
+HtaKernelKind htaKernelKind(std::string_view n)
+{
+    if (startsWith(n, "nccl") || startsWith(n, "hip") || startsWith(n, "hccl") || contains(n, "ncclKernel"))
+        return HtaKernelKind::Communication;
+    if (startsWith(n, "Memcpy") || startsWith(n, "hipMemcpy") || startsWith(n, "Memset") || startsWith(n, "hipMemset")
+        || startsWith(n, "dma"))
+        return HtaKernelKind::Memory;
+    bool launch = false;
+    if (startsWith(n, "cuda")) {
+        launch = contains(n.substr(4), "LaunchKernel");
+    }
+    bool notCompute = startsWith(n, "nccl") || contains(n, "Memcpy") || contains(n, "Memset") || contains(n, "dma")
+                      || contains(n, "Sync") || startsWith(n, "Stream Wait Event") || launch
+                      || startsWith(n, "runFunction") || startsWith(n, "hip") || startsWith(n, "job_exe")
+                      || startsWith(n, "packet") || startsWith(n, "pe_exe") || startsWith(n, "cpum_exe_subgraph")
+                      || startsWith(n, "hccl") || startsWith(n, "collective_subgraph_execution");
+    return notCompute ? HtaKernelKind::Other : HtaKernelKind::Computation;
+}
+
+bool isOptimizerKernel(std::string_view name)
+{
+    for (std::string_view w : {"multi_tensor_apply", "adam", "sgd", "lamb", "optimizer", "adagrad", "rmsprop"})
+        if (ifind(name.substr(0, 256), w) != std::string_view::npos)
+            return true;
+    return false;
+}
+
+WorkClass classify(ActivityKind kind, std::string_view name, const NcclOp* nccl)
+{
+    switch (kind) {
+    case ActivityKind::Memcpy:
+        return WorkClass::Memcpy;
+    case ActivityKind::Memset:
+        return WorkClass::Memset;
+    case ActivityKind::Sync:
+        return WorkClass::Sync;
+    case ActivityKind::Kernel:
+        break;
+    }
+    if (nccl) {
+        if (nccl->isP2p || isP2pKind(nccl->kind))
+            return WorkClass::P2p;
+        return WorkClass::Collective;
+    }
+    std::string op = ncclKindFromName(name);
+    if (!op.empty())
+        return isP2pKind(op) ? WorkClass::P2p : WorkClass::Collective;
+    return WorkClass::Compute;
+}
+
+} // namespace pipescope

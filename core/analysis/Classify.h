@@ -1,0 +1,31 @@
+#pragma once
+// What a GPU activity is doing, from its kind, its NCCL record and its name.
+#include "analysis/Analysis.h"
+
+#include <string>
+#include <string_view>
+
+namespace pipescope {
+
+// The collective or point-to-point operation a NCCL/RCCL kernel name runs
+// ("AllReduce", "SendRecv", "Generic", ...), or "" when the name is not a
+// NCCL kernel. Knows ncclKernel_*, ncclDevKernel_*, the older
+// nccl<Op>...Kernel* names and RCCL's spellings.
+std::string ncclKindFromName(std::string_view kernelName);
+
+// True for Send, Recv and SendRecv (any case).
+bool isP2pKind(std::string_view ncclKind);
+
+// Kernel kinds as Holistic Trace Analysis names them (its regexes, first
+// match): communication, memory, computation, other.
+enum class HtaKernelKind : uint8_t { Communication, Memory, Computation, Other };
+HtaKernelKind htaKernelKind(std::string_view name);
+
+// Optimizer kernels (multi_tensor_apply, Adam, SGD, ...): once per iteration,
+// outside the pipeline's forward and backward steps.
+bool isOptimizerKernel(std::string_view name);
+
+// Classifies one activity. `nccl` is the op linked to it, when any.
+WorkClass classify(ActivityKind kind, std::string_view name, const NcclOp* nccl);
+
+} // namespace pipescope

@@ -1,0 +1,360 @@
+// Iterations: from ProfilerStep#N annotations, a user-named range, NVTX /
+// annotation ranges named like iterations, or else the job's own periodic
+// structure (the kernels that run exactly once per iteration).
+#include "analysis/Classify.h"
+#include "analysis/detail/Context.h"
+#include "util/Error.h"
+
+#include <cctype>
+#include <cmath>
+#include <unordered_map>
+
+namespace pipescope::detail {
+
+namespace {
+
+struct RangeMark {
+    TimeNs start = 0, end = 0;
+    int64_t key = 0;
+    std::string label;
+};
+
+struct RankIter {
+    int64_t key = 0;
+    std::string label;
+    TimeNs start = 0, end = 0;
+    bool any = false;
+};
+
+std::optional<int64_t> trailingNumber(std::string_view s)
+{
+    size_t e = s.size();
+    size_t b = e;
+    while (b > 0 && std::isdigit(static_cast<unsigned char>(s[b - 1])))
+        --b;
+    if (b == e || e - b > 15)
+        return std::nullopt;
+    return std::stoll(std::string(s.substr(b)));
+}
+
+bool iequals(std::string_view a, std::string_view b)
+{
+    if (a.size() != b.size())
+        return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+            return false;
+    return true;
+}
+
+// "name", "name#3", "name 3", "name_3", "name:3".
+bool matchesRangeName(std::string_view name, std::string_view wanted)
+{
+    if (name.size() < wanted.size() || !iequals(name.substr(0, wanted.size()), wanted))
+        return false;
+    auto rest = name.substr(wanted.size());
+    if (rest.empty())
+        return true;
+    if (rest[0] != '#' && rest[0] != ' ' && rest[0] != '_' && rest[0] != ':' && rest[0] != '=')
+        return false;
+    rest.remove_prefix(1);
+    while (!rest.empty() && (rest[0] == ' ' || rest[0] == '#'))
+        rest.remove_prefix(1);
+    if (rest.empty())
+        return false;
+    for (char c : rest)
+        if (!std::isdigit(static_cast<unsigned char>(c)))
+            return false;
+    return true;
+}
+
+bool isProfilerStep(std::string_view name)
+{
+    return name.size() > 13 && name.substr(0, 13) == "ProfilerStep#"
+           && name.find_first_not_of("0123456789", 13) == std::string_view::npos;
+}
+
+// Names frameworks and pipescope's own annotations give whole training iterations.
+bool isIterationRangeName(std::string_view name)
+{
+    for (std::string_view w : {"pipescope/iteration", "iteration", "train_step", "training_step", "train_batch"})
+        if (matchesRangeName(name, w))
+            return true;
+    return false;
+}
+
+std::vector<RankIter> assignToRanges(const Context& ctx, const RankData& rd, std::vector<RangeMark>& marks)
+{
+    std::sort(marks.begin(), marks.end(), [](const RangeMark& a, const RangeMark& b) { return a.start < b.start; });
+    // Keep the outermost ranges: nested or repeated marks of the same iteration collapse.
+    std::vector<RangeMark> top;
+    for (auto& m : marks) {
+        if (!top.empty() && m.start < top.back().end) {
+            top.back().end = std::max(top.back().end, m.end);
+            continue;
+        }
+        top.push_back(m);
+    }
+    std::vector<RankIter> iters(top.size());
+    for (size_t i = 0; i < top.size(); ++i) {
+        iters[i].key = top[i].key;
+        iters[i].label = top[i].label;
+    }
+    for (uint32_t a : rd.acts) {
+        const Activity& act = ctx.act(a);
+        TimeNs t = act.launchStart.value_or(act.start);
+        auto it = std::upper_bound(top.begin(), top.end(), t, [](TimeNs v, const RangeMark& m) { return v < m.start; });
+        if (it == top.begin())
+            continue;
+        --it;
+        if (t >= it->end)
+            continue;
+        RankIter& ri = iters[static_cast<size_t>(it - top.begin())];
+        if (!ri.any) {
+            ri.start = act.start;
+            ri.end = act.end;
+            ri.any = true;
+        } else {
+            ri.start = std::min(ri.start, act.start);
+            ri.end = std::max(ri.end, act.end);
+        }
+    }
+    std::vector<RankIter> kept;
+    for (auto& ri : iters)
+        if (ri.any)
+            kept.push_back(std::move(ri));
+    return kept;
+}
+
+// Kernels that run exactly once per iteration (the data-parallel collectives,
+// the optimizer) repeat with a steady period; the fewest-times-repeating
+// steady name gives the iteration count, and the last of those names within a
+// period marks the iteration's end. Step kernels are not used: a single
+// iteration's microbatches repeat just as steadily.
+std::vector<RankIter> periodicIterations(const Context& ctx, const RankData& rd)
+{
+    std::unordered_map<StringId, bool> eligible;
+    struct Stat {
+        int64_t count = 0;
+        TimeNs first = 0, second = 0, lastStart = 0;
+        double sumGap = 0, sumGap2 = 0;
+    };
+    std::unordered_map<StringId, Stat> stats;
+    if (rd.acts.empty())
+        return {};
+    TimeNs rankStart = ctx.act(rd.acts.front()).start;
+    TimeNs rankEnd = rankStart;
+    for (uint32_t a : rd.acts) {
+        const Activity& act = ctx.act(a);
+        rankEnd = std::max(rankEnd, act.end);
+        if (act.kind != ActivityKind::Kernel)
+            continue;
+        auto [el, inserted] = eligible.try_emplace(act.name, false);
+        if (inserted)
+            el->second = ctx.classOf(a) == WorkClass::Collective
+                         || (ctx.classOf(a) == WorkClass::Compute && isOptimizerKernel(ctx.trace.str(act.name)));
+        if (!el->second)
+            continue;
+        Stat& s = stats[act.name];
+        if (s.count == 0)
+            s.first = act.start;
+        else {
+            if (s.count == 1)
+                s.second = act.start;
+            double g = static_cast<double>(act.start - s.lastStart);
+            s.sumGap += g;
+            s.sumGap2 += g * g;
+        }
+        s.lastStart = act.start;
+        ++s.count;
+    }
+    const double span = static_cast<double>(rankEnd - rankStart);
+    int64_t best = 0;
+    for (const auto& [name, s] : stats) {
+        if (s.count < 3)
+            continue;
+        double n = static_cast<double>(s.count - 1);
+        double mean = s.sumGap / n;
+        double var = std::max(0.0, s.sumGap2 / n - mean * mean);
+        if (mean <= 0 || std::sqrt(var) > 0.1 * mean || mean * static_cast<double>(s.count) < 0.5 * span)
+            continue;
+        if (best == 0 || s.count < best)
+            best = s.count;
+    }
+    if (best == 0)
+        return {};
+    TimeNs minSecond = std::numeric_limits<TimeNs>::max();
+    for (const auto& [name, s] : stats)
+        if (s.count == best)
+            minSecond = std::min(minSecond, s.second);
+    StringId marker = 0;
+    TimeNs markerFirst = std::numeric_limits<TimeNs>::min();
+    for (const auto& [name, s] : stats)
+        if (s.count == best && s.first < minSecond && (s.first > markerFirst || (s.first == markerFirst && name < marker))) {
+            markerFirst = s.first;
+            marker = name;
+        }
+    std::vector<TimeNs> bounds; // end of each marker occurrence
+    for (uint32_t a : rd.acts)
+        if (ctx.act(a).name == marker && ctx.act(a).kind == ActivityKind::Kernel)
+            bounds.push_back(ctx.act(a).end);
+    std::vector<RankIter> iters(bounds.size());
+    size_t k = 0;
+    for (uint32_t a : rd.acts) {
+        const Activity& act = ctx.act(a);
+        while (k < bounds.size() && act.start >= bounds[k])
+            ++k;
+        if (k >= bounds.size())
+            break;
+        RankIter& ri = iters[k];
+        if (!ri.any) {
+            ri.start = act.start;
+            ri.end = act.end;
+            ri.any = true;
+        } else {
+            ri.start = std::min(ri.start, act.start);
+            ri.end = std::max(ri.end, act.end);
+        }
+    }
+    for (size_t i = 0; i < iters.size(); ++i) {
+        iters[i].key = static_cast<int64_t>(i);
+        iters[i].label = "period " + std::to_string(i);
+    }
+    return iters;
+}
+
+} // namespace
+
+void detectIterations(Context& ctx, AnalysisResult& out)
+{
+    const Trace& t = ctx.trace;
+    const std::string& wanted = ctx.options.iterationRange;
+
+    // Which kind of range marks iterations: the user's name, else ProfilerStep#N, else iteration-like names.
+    enum Method { User = 0, ProfilerStep = 1, Named = 2 };
+    std::vector<std::vector<RangeMark>> byMethod[3];
+    for (auto& v : byMethod)
+        v.resize(ctx.ranks.size());
+    std::vector<int64_t> seqPerRank(ctx.ranks.size() * 3, 0);
+    for (const CpuRange& r : t.cpuRanges) {
+        if (r.kind != CpuRangeKind::Annotation && r.kind != CpuRangeKind::Nvtx && r.kind != CpuRangeKind::Other)
+            continue;
+        const RankData* rd = ctx.rankData(r.rank);
+        if (!rd)
+            continue;
+        auto slot = static_cast<size_t>(&*rd - ctx.ranks.data());
+        const std::string& name = t.str(r.name);
+        int method = -1;
+        if (!wanted.empty() && matchesRangeName(name, wanted))
+            method = User;
+        else if (isProfilerStep(name))
+            method = ProfilerStep;
+        else if (isIterationRangeName(name))
+            method = Named;
+        if (method < 0)
+            continue;
+        auto num = trailingNumber(name);
+        RangeMark m{r.start, r.end, num ? *num : -1, name};
+        byMethod[method][slot].push_back(std::move(m));
+    }
+    int chosen = -1;
+    for (int m = wanted.empty() ? 1 : 0; m < 3 && chosen < 0; ++m)
+        for (const auto& v : byMethod[m])
+            if (!v.empty()) {
+                chosen = m;
+                break;
+            }
+    if (!wanted.empty() && chosen != User)
+        ctx.warn("iteration_range_not_found", "no annotation or NVTX range named '" + wanted
+                                                  + "' was found; iterations were detected another way");
+
+    std::vector<std::vector<RankIter>> perRank(ctx.ranks.size());
+    std::string source;
+    if (chosen >= 0) {
+        source = chosen == ProfilerStep ? "profiler_step" : "range";
+        bool numbered = true;
+        for (size_t s = 0; s < ctx.ranks.size(); ++s)
+            for (const auto& m : byMethod[chosen][s])
+                numbered = numbered && m.key >= 0;
+        for (size_t s = 0; s < ctx.ranks.size(); ++s) {
+            auto& marks = byMethod[chosen][s];
+            if (!numbered) {
+                std::sort(marks.begin(), marks.end(), [](const RangeMark& a, const RangeMark& b) { return a.start < b.start; });
+                for (size_t i = 0; i < marks.size(); ++i)
+                    marks[i].key = static_cast<int64_t>(i);
+            }
+            perRank[s] = assignToRanges(ctx, ctx.ranks[s], marks);
+            if (perRank[s].empty())
+                ctx.warn("rank_without_iterations", "rank " + std::to_string(ctx.ranks[s].rank)
+                                                        + " has no GPU work inside the iteration ranges; it is left out of the per-iteration analysis");
+        }
+    } else {
+        source = "periodic";
+        bool any = false;
+        for (size_t s = 0; s < ctx.ranks.size(); ++s) {
+            perRank[s] = periodicIterations(ctx, ctx.ranks[s]);
+            any = any || !perRank[s].empty();
+        }
+        if (!any) {
+            source = "whole_trace";
+            ctx.warn("no_iterations", "no iteration markers (ProfilerStep#N, NVTX ranges) and no periodic structure were "
+                                      "found; the whole trace is analysed as one iteration");
+        }
+        for (size_t s = 0; s < ctx.ranks.size(); ++s) {
+            if (!perRank[s].empty())
+                continue;
+            if (any)
+                ctx.warn("rank_without_iterations", "no periodic structure was found on rank "
+                                                        + std::to_string(ctx.ranks[s].rank) + "; it is analysed as one iteration");
+            const RankData& rd = ctx.ranks[s];
+            RankIter ri;
+            ri.any = true;
+            ri.label = "whole trace";
+            ri.start = ctx.act(rd.acts.front()).start;
+            for (uint32_t a : rd.acts)
+                ri.end = std::max(ri.end, ctx.act(a).end);
+            perRank[s].push_back(ri);
+        }
+    }
+
+    std::map<int64_t, Iteration> byKey;
+    for (size_t s = 0; s < ctx.ranks.size(); ++s)
+        for (const auto& ri : perRank[s]) {
+            auto [it, inserted] = byKey.try_emplace(ri.key);
+            Iteration& itn = it->second;
+            if (inserted) {
+                itn.label = ri.label;
+                itn.source = source;
+                itn.start = ri.start;
+                itn.end = ri.end;
+            }
+            itn.start = std::min(itn.start, ri.start);
+            itn.end = std::max(itn.end, ri.end);
+            itn.ranks.push_back({ctx.ranks[s].rank, ri.start, ri.end});
+        }
+    for (auto& [key, itn] : byKey) {
+        itn.index = static_cast<int>(out.iterations.size());
+        out.iterations.push_back(std::move(itn));
+    }
+
+    const int n = static_cast<int>(out.iterations.size());
+    if (ctx.options.iteration) {
+        int k = *ctx.options.iteration;
+        if (k < 0 || k >= n)
+            throw Error("--iteration " + std::to_string(k) + " is out of range: the trace has " + std::to_string(n)
+                        + " iteration" + (n == 1 ? "" : "s") + " (0.." + std::to_string(n - 1) + ")");
+        out.selectedIteration = k;
+    } else if (n > 0) {
+        // Skip the first (warm-up) when there are enough, then take the median duration.
+        std::vector<int> cand;
+        for (int i = n >= 3 ? 1 : 0; i < n; ++i)
+            cand.push_back(i);
+        std::stable_sort(cand.begin(), cand.end(), [&](int a, int b) {
+            return out.iterations[static_cast<size_t>(a)].end - out.iterations[static_cast<size_t>(a)].start
+                   < out.iterations[static_cast<size_t>(b)].end - out.iterations[static_cast<size_t>(b)].start;
+        });
+        out.selectedIteration = cand[(cand.size() - 1) / 2];
+    }
+}
+
+} // namespace pipescope::detail

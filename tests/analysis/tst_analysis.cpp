@@ -1,0 +1,397 @@
+// Pipeline analysis on hand-built traces whose answers are known.
+#include "SyntheticTrace.h"
+#include "analysis/Analysis.h"
+#include "analysis/AnalysisJson.h"
+#include "analysis/MeasuredPipeline.h"
+#include "util/Error.h"
+
+#include <QtTest>
+
+using namespace pipescope;
+using namespace pipescope::test;
+
+namespace {
+
+TimeNs cause(const RankIdle& ri, BubbleCause c) { return ri.byCause[static_cast<size_t>(c)]; }
+
+bool hasWarning(const AnalysisResult& r, const std::string& kind)
+{
+    for (const auto& w : r.warnings)
+        if (w.kind == kind)
+            return true;
+    return false;
+}
+
+int countSteps(const AnalysisResult& r, int rank, StepKind k)
+{
+    int n = 0;
+    for (const auto& s : r.steps)
+        n += s.rank == rank && s.kind == k;
+    return n;
+}
+
+} // namespace
+
+class TestAnalysis : public QObject {
+    Q_OBJECT
+private slots:
+    void bubbleFraction_data();
+    void bubbleFraction();
+    void stepsWithoutDirection();
+    void stageOrderFromTiming();
+    void hostStall();
+    void straggler();
+    void iterationsFromProfilerSteps();
+    void iterationsFromPeriodicStructure();
+    void singleRankNotPipeline();
+    void missingRank();
+    void htaViewsExact();
+    void jsonSchema();
+    void measuredPipelineHandOff();
+    void stageMapOption();
+};
+
+void TestAnalysis::bubbleFraction_data()
+{
+    QTest::addColumn<QString>("schedule");
+    QTest::addColumn<int>("p");
+    QTest::addColumn<int>("m");
+    QTest::addColumn<bool>("annotate");
+    for (const char* sched : {"gpipe", "1f1b"})
+        for (auto [p, m] : std::vector<std::pair<int, int>>{{2, 4}, {4, 8}, {4, 4}, {3, 7}})
+            for (bool ann : {false, true})
+                QTest::newRow(QString("%1 p=%2 m=%3 %4").arg(sched).arg(p).arg(m).arg(ann ? "annotated" : "bare").toUtf8())
+                    << QString(sched) << p << m << ann;
+}
+
+// Equal stage times, zero communication: every rank idles (p-1)(F+B) of an
+// iteration of (m+p-1)(F+B), all of it pipeline fill and drain.
+void TestAnalysis::bubbleFraction()
+{
+    QFETCH(QString, schedule);
+    QFETCH(int, p);
+    QFETCH(int, m);
+    QFETCH(bool, annotate);
+    PipelineSpec spec;
+    spec.schedule = schedule.toStdString();
+    spec.stages = p;
+    spec.microbatches = m;
+    spec.annotate = annotate;
+    auto built = pipelineTrace(spec);
+    AnalysisResult r = analyze(built.trace);
+
+    QVERIFY(r.pipeline.found);
+    QCOMPARE(r.pipeline.pp, p);
+    QCOMPARE(r.pipeline.microbatches, m);
+    QCOMPARE(r.pipeline.schedule, spec.schedule);
+    QVERIFY(r.pipeline.scheduleConfidence > 0.4);
+    QCOMPARE(r.pipeline.labelsFrom, std::string(annotate ? "annotations" : "inferred"));
+    const TimeNs fb = spec.forwardNs + spec.backwardNs;
+    TimeNs idle = 0, window = 0;
+    for (int rank = 0; rank < p; ++rank) {
+        const RankIdle* ri = r.idleOf(r.selectedIteration, rank);
+        QVERIFY(ri);
+        QCOMPARE(ri->windowNs, (m + p - 1) * fb);
+        QCOMPARE(ri->idleNs, (p - 1) * fb);
+        QCOMPARE(cause(*ri, BubbleCause::FillDrain), ri->idleNs);
+        QCOMPARE(countSteps(r, rank, StepKind::F), m);
+        QCOMPARE(countSteps(r, rank, StepKind::B), m);
+        idle += ri->idleNs;
+        window += ri->windowNs;
+    }
+    // (p-1)/(m+p-1), exactly.
+    QCOMPARE(idle * (m + p - 1), window * (p - 1));
+    // Steps carry the microbatch numbers 0..m-1 and their compute time.
+    for (const auto& s : r.steps) {
+        QVERIFY(s.microbatch >= 0 && s.microbatch < m);
+        QCOMPARE(s.computeNs, s.kind == StepKind::F ? spec.forwardNs : spec.backwardNs);
+        QCOMPARE(s.stage, s.rank);
+    }
+    // Bubbles tile the idle time.
+    std::map<int, TimeNs> fromBubbles;
+    for (const auto& b : r.bubbles)
+        fromBubbles[b.rank] += b.end - b.start;
+    for (int rank = 0; rank < p; ++rank)
+        QCOMPARE(fromBubbles[rank], (p - 1) * fb);
+    // The critical path covers the iteration.
+    TimeNs cpLen = 0;
+    for (const auto& s : r.criticalPath.segments)
+        cpLen += s.end - s.start;
+    QCOMPARE(cpLen, (m + p - 1) * fb);
+    QCOMPARE(r.imbalance.bottleneckStage >= 0, true);
+    QCOMPARE(r.imbalance.maxOverMean, 1.0);
+    QCOMPARE(r.imbalance.balancedLowerBoundNs, (m + p - 1) * fb);
+}
+
+// NCCL records that do not say which side sends (SendRecv kernels for every
+// transfer): forward/backward still come out right, by balancing each rank's counts.
+void TestAnalysis::stepsWithoutDirection()
+{
+    for (const char* sched : {"gpipe", "1f1b"}) {
+        PipelineSpec spec;
+        spec.schedule = sched;
+        spec.directional = false;
+        spec.commNs = 10'000;
+        auto built = pipelineTrace(spec);
+        AnalysisResult r = analyze(built.trace);
+        QVERIFY(r.pipeline.found);
+        for (int rank = 0; rank < spec.stages; ++rank) {
+            QCOMPARE(countSteps(r, rank, StepKind::F), spec.microbatches);
+            QCOMPARE(countSteps(r, rank, StepKind::B), spec.microbatches);
+        }
+        QCOMPARE(r.pipeline.schedule, std::string(sched));
+    }
+}
+
+void TestAnalysis::stageOrderFromTiming()
+{
+    PipelineSpec spec;
+    spec.peers = false;
+    TraceBuilder partial;
+    pipelineTrace(spec, &partial);
+    partial.worldSize(8); // half the job: bare SendRecv kernels could be all-to-all
+    AnalysisResult none = analyze(partial.build());
+    QVERIFY(!none.pipeline.found);
+    QVERIFY(none.pipeline.reason.find("--pp") != std::string::npos);
+
+    TraceBuilder tb;
+    pipelineTrace(spec, &tb);
+    tb.worldSize(spec.stages);
+    AnalysisResult r = analyze(tb.build());
+    QVERIFY(r.pipeline.found);
+    QCOMPARE(r.pipeline.stageSource, std::string("timing"));
+    QVERIFY(hasWarning(r, "stage_order_from_timing"));
+    for (const auto& a : r.pipeline.stageMap)
+        QCOMPARE(a.stage, a.rank);
+}
+
+// A launch that reaches the GPU late is host-bound, to the nanosecond.
+void TestAnalysis::hostStall()
+{
+    PipelineSpec spec;
+    spec.stages = 2;
+    spec.microbatches = 4;
+    const TimeNs stall = 200'000;
+    spec.hostStall[{1, 3, 0}] = stall; // rank 1, its fourth step (B1, right after F1)
+    auto built = pipelineTrace(spec);
+    AnalysisResult r = analyze(built.trace);
+    const RankIdle* ri = r.idleOf(r.selectedIteration, 1);
+    QVERIFY(ri);
+    QCOMPARE(cause(*ri, BubbleCause::HostBound), stall);
+    TimeNs sum = 0;
+    for (TimeNs v : ri->byCause)
+        sum += v;
+    QCOMPARE(sum, ri->idleNs);
+    const RankIdle* r0 = r.idleOf(r.selectedIteration, 0);
+    QCOMPARE(cause(*r0, BubbleCause::HostBound), TimeNs(0));
+    bool found = false;
+    for (const auto& b : r.bubbles)
+        found = found || (b.rank == 1 && b.cause == BubbleCause::HostBound && b.end - b.start == stall);
+    QVERIFY(found);
+}
+
+// Two data-parallel pipelines; one replica of stage 0 runs 20% slower.
+void TestAnalysis::straggler()
+{
+    PipelineSpec spec;
+    spec.stages = 2;
+    spec.replicas = 2;
+    spec.microbatches = 4;
+    spec.allReduceNs = 100'000;
+    spec.optimizerNs = 50'000;
+    spec.slowdown[{1, 0}] = 1.2;
+    auto built = pipelineTrace(spec);
+    AnalysisResult r = analyze(built.trace);
+    QVERIFY(r.pipeline.found);
+    QCOMPARE(r.pipeline.stageSource, std::string("process_group"));
+    QCOMPARE(r.pipeline.pp, 2);
+    QCOMPARE(r.pipeline.dp, 2);
+    // rank = stage * replicas + replica
+    for (const auto& a : r.pipeline.stageMap) {
+        QCOMPARE(a.stage, a.rank / 2);
+        QCOMPARE(a.replica, a.rank % 2);
+    }
+    QCOMPARE(r.imbalance.stragglers.size(), size_t(1));
+    QCOMPARE(r.imbalance.stragglers[0].rank, 1);
+    QCOMPARE(r.imbalance.stragglers[0].stage, 0);
+    const TimeNs fastBusy = 4 * (spec.forwardNs + spec.backwardNs) + spec.optimizerNs;
+    const TimeNs slowBusy = 4 * static_cast<TimeNs>(1.2 * static_cast<double>(spec.forwardNs + spec.backwardNs)) + spec.optimizerNs;
+    QCOMPARE(r.imbalance.stragglers[0].busyNs, slowBusy);
+    QVERIFY(std::abs(r.imbalance.stragglers[0].ratioToMedian - 2.0 * slowBusy / static_cast<double>(slowBusy + fastBusy)) < 1e-9);
+    // The slow replica arrives last at the all-reduce and only pays for it; the
+    // fast one waits there for the slow one as well.
+    const RankIdle* fast = r.idleOf(r.selectedIteration, 0);
+    const RankIdle* slow = r.idleOf(r.selectedIteration, 1);
+    QCOMPARE(cause(*slow, BubbleCause::DpSync), spec.allReduceNs);
+    QVERIFY(cause(*fast, BubbleCause::DpSync) > spec.allReduceNs);
+}
+
+void TestAnalysis::iterationsFromProfilerSteps()
+{
+    PipelineSpec spec;
+    spec.iterations = 3;
+    spec.profilerSteps = true;
+    spec.optimizerNs = 30'000;
+    auto built = pipelineTrace(spec);
+    AnalysisResult r = analyze(built.trace);
+    QCOMPARE(r.iterations.size(), size_t(3));
+    for (size_t i = 0; i < 3; ++i) {
+        QCOMPARE(r.iterations[i].source, std::string("profiler_step"));
+        QCOMPARE(r.iterations[i].label, "ProfilerStep#" + std::to_string(i + 1));
+        QCOMPARE(r.iterations[i].start, built.iterationStart[i]);
+        QCOMPARE(r.iterations[i].end, built.iterationEnd[i]);
+    }
+    QCOMPARE(r.selectedIteration, 1);
+    AnalyzeOptions o;
+    o.iteration = 2;
+    QCOMPARE(analyze(built.trace, o).selectedIteration, 2);
+    o.iteration = 3;
+    QVERIFY_THROWS_EXCEPTION(Error, analyze(built.trace, o));
+}
+
+void TestAnalysis::iterationsFromPeriodicStructure()
+{
+    PipelineSpec spec;
+    spec.iterations = 4;
+    spec.optimizerNs = 30'000;
+    auto built = pipelineTrace(spec);
+    AnalysisResult r = analyze(built.trace);
+    QCOMPARE(r.iterations.size(), size_t(4));
+    for (size_t i = 0; i < 4; ++i) {
+        QCOMPARE(r.iterations[i].source, std::string("periodic"));
+        QCOMPARE(r.iterations[i].start, built.iterationStart[i]);
+        QCOMPARE(r.iterations[i].end, built.iterationEnd[i]);
+    }
+    QCOMPARE(r.pipeline.schedule, std::string("1f1b"));
+    QCOMPARE(r.pipeline.microbatches, spec.microbatches);
+}
+
+// One rank, no communication: no pipeline, and the generic idle analysis.
+void TestAnalysis::singleRankNotPipeline()
+{
+    TraceBuilder tb;
+    tb.kernel(0, 7, "gemm", 0, 10'000, -5'000);
+    tb.kernel(0, 7, "gemm", 15'000, 20'000, 1'000);
+    tb.kernel(0, 7, "relu", 100'000, 110'000, 60'000);
+    AnalysisResult r = analyze(tb.build());
+    QVERIFY(!r.pipeline.found);
+    QVERIFY(r.pipeline.reason.find("single rank") != std::string::npos);
+    QVERIFY(r.steps.empty());
+    QCOMPARE(r.iterations.size(), size_t(1));
+    const RankIdle* ri = r.idleOf(0, 0);
+    QVERIFY(ri);
+    QCOMPARE(ri->windowNs, TimeNs(110'000));
+    QCOMPARE(ri->idleNs, TimeNs(85'000));
+    QCOMPARE(cause(*ri, BubbleCause::LaunchGap), TimeNs(5'000));
+    QCOMPARE(cause(*ri, BubbleCause::HostBound), TimeNs(40'000));
+    QCOMPARE(cause(*ri, BubbleCause::Other), TimeNs(40'000));
+    QCOMPARE(cause(*ri, BubbleCause::FillDrain), TimeNs(0));
+    QCOMPARE(r.bubbles.size(), size_t(3));
+    QVERIFY_THROWS_EXCEPTION(Error, measurePipeline(tb.build()));
+}
+
+void TestAnalysis::missingRank()
+{
+    PipelineSpec spec;
+    TraceBuilder tb;
+    pipelineTrace(spec, &tb);
+    tb.worldSize(4);
+    tb.dropRank(2);
+    AnalysisResult r = analyze(tb.build());
+    QVERIFY(hasWarning(r, "missing_ranks"));
+    QVERIFY(hasWarning(r, "missing_stage"));
+    QVERIFY(r.pipeline.found);
+    QCOMPARE(r.ranks, (std::vector<int>{0, 1, 3}));
+    for (const auto& a : r.pipeline.stageMap)
+        QCOMPARE(a.stage, a.rank);
+    QVERIFY(r.idleOf(r.selectedIteration, 3));
+}
+
+// HTA's temporal and per-stream idle breakdown on a small trace, exact mode.
+void TestAnalysis::htaViewsExact()
+{
+    TraceBuilder tb;
+    tb.kernel(0, 7, "gemm", 0, 10'000, -1'000);
+    tb.nccl(0, 20, "AllReduce", 5'000, 20'000, std::nullopt, 1024);
+    tb.kernel(0, 30, "Memcpy DtoD", 30'000, 40'000, 25'000, ActivityKind::Memcpy);
+    tb.kernel(0, 7, "gemm", 50'000, 60'000, 5'000);    // gap 40us, launched long before: other
+    tb.kernel(0, 7, "gemm", 70'000, 80'000, 55'000);   // gap 10us: kernel wait
+    tb.kernel(0, 7, "gemm", 120'000, 130'000, 90'000); // launched after the previous end: host wait
+    AnalysisResult r = analyze(tb.build());
+    QCOMPARE(r.hta.temporal.size(), size_t(1));
+    const auto& t = r.hta.temporal[0];
+    QCOMPARE(t.kernelTimeNs, TimeNs(130'000));
+    QCOMPARE(t.idleTimeNs, TimeNs(130'000 - 60'000));
+    QCOMPARE(t.computeTimeNs, TimeNs(40'000));
+    QCOMPARE(t.nonComputeTimeNs, TimeNs(20'000));
+    QVERIFY(t.commCompOverlapPct.has_value());
+    QCOMPARE(*t.commCompOverlapPct, 100.0 / 3.0);
+    bool seen = false;
+    for (const auto& s : r.hta.idle)
+        if (s.stream == 7) {
+            seen = true;
+            QCOMPARE(s.otherNs, TimeNs(40'000));
+            QCOMPARE(s.kernelWaitNs, TimeNs(10'000));
+            QCOMPARE(s.hostWaitNs, TimeNs(40'000));
+        }
+    QVERIFY(seen);
+    QCOMPARE(r.kernelCounts[static_cast<size_t>(WorkClass::Collective)], int64_t(1));
+    QCOMPARE(r.kernelCounts[static_cast<size_t>(WorkClass::Memcpy)], int64_t(1));
+}
+
+void TestAnalysis::jsonSchema()
+{
+    PipelineSpec spec;
+    spec.annotate = true;
+    auto built = pipelineTrace(spec);
+    AnalyzeOptions o;
+    AnalysisResult r = analyze(built.trace, o);
+    auto j = toJson(r, o);
+    QCOMPARE(j["schema"].get<std::string>(), std::string("pipescope.analysis/1"));
+    QCOMPARE(j["pipeline"]["schedule"]["name"].get<std::string>(), std::string("1f1b"));
+    QCOMPARE(j["steps"].size(), size_t(2 * spec.stages * spec.microbatches));
+    for (const auto& pr : j["idle"]["per_rank"]) {
+        int64_t sum = 0;
+        for (auto& [k, v] : pr["by_cause"].items())
+            sum += v.get<int64_t>();
+        QCOMPARE(sum, pr["idle_ns"].get<int64_t>());
+    }
+    QVERIFY(j.contains("critical_path") && j.contains("hta") && j.contains("imbalance") && j.contains("warnings"));
+    QCOMPARE(j["steps"][0]["kind"].get<std::string>(), std::string("F"));
+}
+
+void TestAnalysis::measuredPipelineHandOff()
+{
+    PipelineSpec spec;
+    spec.commNs = 20'000;
+    auto built = pipelineTrace(spec);
+    MeasuredPipeline mp = measurePipeline(built.trace);
+    QCOMPARE(mp.pipelineDegree, 4);
+    QCOMPARE(mp.microbatches, 8);
+    QCOMPARE(mp.schedule, std::string("1f1b"));
+    QCOMPARE(mp.steps.size(), size_t(2 * 4 * 8));
+    QCOMPARE(mp.stageOfRank, (std::vector<int>{0, 1, 2, 3}));
+    QVERIFY(!mp.transfers.empty());
+    for (const auto& t : mp.transfers)
+        QCOMPARE(t.transferNs, TimeNs(20'000));
+}
+
+void TestAnalysis::stageMapOption()
+{
+    QCOMPARE(parseStageMap("0:0,1:0,2:1"), (std::map<int, int>{{0, 0}, {1, 0}, {2, 1}}));
+    QVERIFY_THROWS_EXCEPTION(Error, parseStageMap("0-1"));
+    QVERIFY_THROWS_EXCEPTION(Error, parseStageMap(""));
+    PipelineSpec spec;
+    spec.peers = false;
+    auto built = pipelineTrace(spec);
+    AnalyzeOptions o;
+    o.pipelineDegree = 4;
+    AnalysisResult r = analyze(built.trace, o);
+    QCOMPARE(r.pipeline.stageSource, std::string("user"));
+    QCOMPARE(r.pipeline.pp, 4);
+    o.pipelineDegree = 3;
+    QVERIFY_THROWS_EXCEPTION(Error, analyze(built.trace, o));
+}
+
+QTEST_GUILESS_MAIN(TestAnalysis)
+#include "tst_analysis.moc"
