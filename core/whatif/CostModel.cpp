@@ -1,0 +1,603 @@
+#include "whatif/CostModel.h"
+
+#include "util/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace pipescope::whatif {
+
+namespace {
+
+// Defaults for planning without a trace: an InfiniBand-class link between
+// pipeline stages and a ring all-reduce over the same fabric.
+constexpr double kDefaultP2pLatencyUs = 20.0;
+constexpr double kDefaultP2pGBps = 25.0;
+constexpr double kDefaultAllReduceLatencyUs = 30.0;
+constexpr double kDefaultAllReduceGBps = 40.0;
+// Adam touches ~36 bytes per parameter; at ~2 TB/s that is ~0.02 ns each.
+constexpr double kDefaultOptimizerNsPerParam = 0.02;
+
+TimeNs toNs(double ns) { return static_cast<TimeNs>(std::llround(std::max(0.0, ns))); }
+
+double median(std::vector<double> v)
+{
+    if (v.empty())
+        return 0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Megatron's per-layer forward FLOPs of a transformer layer.
+double transformerLayerFlops(const ModelDescription& m)
+{
+    const double b = m.microbatchSize, s = m.sequenceLength, h = m.hiddenSize;
+    return 24.0 * b * s * h * h + 4.0 * b * s * s * h;
+}
+
+} // namespace
+
+Partition evenPartition(int layers, int stages)
+{
+    if (stages < 1)
+        throw Error("a pipeline needs at least one stage");
+    if (layers < stages)
+        throw Error(std::to_string(layers) + " layers cannot fill " + std::to_string(stages) +
+                    " stages; use fewer stages (--pp, --v)");
+    if (layers % stages != 0)
+        throw Error(std::to_string(layers) + " layers do not split evenly over " + std::to_string(stages) +
+                    " stages (pp x v); give --boundaries, use --auto-balance, or choose --pp/--v that divide the layers");
+    Partition p;
+    for (int s = 0; s <= stages; ++s)
+        p.firstLayer.push_back(s * (layers / stages));
+    return p;
+}
+
+Partition partitionFromBoundaries(const std::vector<int>& boundaries, int layers, int stages)
+{
+    if (static_cast<int>(boundaries.size()) != stages - 1)
+        throw Error("--boundaries has " + std::to_string(boundaries.size()) + " values; " + std::to_string(stages) +
+                    " stages (pp x v) need " + std::to_string(stages - 1) +
+                    ", the first layer of each stage after the first");
+    Partition p;
+    p.firstLayer.push_back(0);
+    for (size_t i = 0; i < boundaries.size(); ++i) {
+        const int b = boundaries[i];
+        if (b <= p.firstLayer.back())
+            throw Error("--boundaries must be increasing and above 0: value " + std::to_string(i + 1) + " (" +
+                        std::to_string(b) + ") does not exceed " + std::to_string(p.firstLayer.back()));
+        if (b >= layers)
+            throw Error("--boundaries value " + std::to_string(b) + " leaves no layer for the last stage (the model has " +
+                        std::to_string(layers) + " layers, numbered 0.." + std::to_string(layers - 1) + ")");
+        p.firstLayer.push_back(b);
+    }
+    p.firstLayer.push_back(layers);
+    return p;
+}
+
+double CostModel::microbatchScale(int microbatches) const
+{
+    if (!keepGlobalBatch || microbatches <= 0 || referenceMicrobatches <= 0)
+        return 1.0;
+    return static_cast<double>(referenceMicrobatches) / microbatches;
+}
+
+std::vector<int64_t> CostModel::stageParams(const Partition& partition) const
+{
+    const int S = partition.stages();
+    std::vector<int64_t> out(static_cast<size_t>(S), 0);
+    for (int s = 0; s < S; ++s)
+        for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
+            out[size_t(s)] += layers[size_t(l)].params;
+    if (S > 0) {
+        out.front() += firstStageExtra.params;
+        out.back() += lastStageExtra.params;
+    }
+    return out;
+}
+
+std::vector<int64_t> CostModel::stageActivationBytes(const Partition& partition, int microbatches) const
+{
+    const int S = partition.stages();
+    const double scale = microbatchScale(microbatches);
+    std::vector<int64_t> out(static_cast<size_t>(S), 0);
+    for (int s = 0; s < S; ++s) {
+        double bytes = 0;
+        for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
+            bytes += static_cast<double>(layers[size_t(l)].activationBytes);
+        if (s == 0)
+            bytes += static_cast<double>(firstStageExtra.activationBytes);
+        if (s == S - 1)
+            bytes += static_cast<double>(lastStageExtra.activationBytes);
+        out[size_t(s)] = static_cast<int64_t>(std::llround(bytes * scale));
+    }
+    return out;
+}
+
+ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& schedule) const
+{
+    const int S = schedule.stages;
+    if (partition.stages() != S)
+        throw Error("the partition has " + std::to_string(partition.stages()) + " stages, the schedule " +
+                    std::to_string(S));
+    if (partition.firstLayer.back() != layerCount())
+        throw Error("the partition covers " + std::to_string(partition.firstLayer.back()) + " layers, the model has " +
+                    std::to_string(layerCount()));
+    const double scale = microbatchScale(schedule.microbatches);
+    ReplayCosts c;
+    c.stages.resize(static_cast<size_t>(S));
+    auto add = [](double& f, double& i, double& w, const LayerCostModel& l) {
+        f += l.forwardNs;
+        i += l.backwardNs * l.backwardInputShare;
+        w += l.backwardNs * (1.0 - l.backwardInputShare);
+    };
+    for (int s = 0; s < S; ++s) {
+        double f = 0, i = 0, w = 0;
+        for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
+            add(f, i, w, layers[size_t(l)]);
+        if (s == 0)
+            add(f, i, w, firstStageExtra);
+        if (s == S - 1)
+            add(f, i, w, lastStageExtra);
+        StageCost& sc = c.stages[size_t(s)];
+        sc.forward = toNs(f * scale);
+        sc.backwardInput = toNs(i * scale);
+        sc.backwardWeight = toNs(w * scale);
+        sc.backward = toNs((i + w) * scale);
+    }
+    c.boundaryBytes.assign(S > 1 ? size_t(S - 1) : 0, static_cast<int64_t>(std::llround(static_cast<double>(p2pBytes) * scale)));
+    c.p2pLatencyNs = p2pLatencyNs;
+    c.p2pBytesPerNs = p2pBytesPerNs;
+    c.launchGapNs = launchGapNs;
+
+    // Per rank: what its stages hold, in parameters when known, else in layers.
+    const std::vector<int64_t> params = stageParams(partition);
+    const bool haveParams = std::accumulate(params.begin(), params.end(), int64_t(0)) > 0;
+    std::vector<double> units(static_cast<size_t>(schedule.pp), 0.0);
+    std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0);
+    for (int s = 0; s < S; ++s) {
+        const size_t r = static_cast<size_t>(schedule.rankOfStage[size_t(s)]);
+        rankParams[r] += params[size_t(s)];
+        units[r] += haveParams ? static_cast<double>(params[size_t(s)]) : partition.layersOf(s);
+    }
+    c.allReduceNs.assign(static_cast<size_t>(schedule.pp), 0);
+    c.optimizerNs.assign(static_cast<size_t>(schedule.pp), 0);
+    const double dp = std::max(1, dataParallel);
+    for (size_t r = 0; r < units.size(); ++r) {
+        if (measuredAllReduceNs && measuredUnits > 0)
+            c.allReduceNs[r] = toNs(static_cast<double>(*measuredAllReduceNs) * units[r] / measuredUnits);
+        else if (dataParallel > 1 && allReduceBytesPerNs > 0)
+            c.allReduceNs[r] = allReduceLatencyNs +
+                               toNs(2.0 * (dp - 1) / dp * static_cast<double>(rankParams[r]) * gradCommBytesPerParam /
+                                    allReduceBytesPerNs);
+        if (measuredOptimizerNs && measuredUnits > 0)
+            c.optimizerNs[r] = toNs(static_cast<double>(*measuredOptimizerNs) * units[r] / measuredUnits);
+        else
+            c.optimizerNs[r] =
+                toNs(optimizerNsPerParam * static_cast<double>(rankParams[r]) / (memory.zeroStage >= 1 ? dp : 1.0));
+    }
+    return c;
+}
+
+CostModel CostModel::fromModel(const ModelDescription& m)
+{
+    CostModel c;
+    c.name = m.name;
+    const bool flopsKnown = m.hiddenSize > 0 && m.sequenceLength > 0;
+    const double layerFlops = flopsKnown ? transformerLayerFlops(m) : 0.0;
+    // Reference forward time of a layer with cost 1.0.
+    std::optional<double> refNs;
+    if (m.layerForwardMs)
+        refNs = *m.layerForwardMs * 1e6;
+    else if (m.gpuTflops && flopsKnown)
+        refNs = layerFlops / (*m.gpuTflops * 1e3);
+    const double h = m.hiddenSize, s = m.sequenceLength, b = m.microbatchSize;
+
+    // flopsRatio: the layer's FLOPs relative to a transformer layer's, for
+    // extras whose time is derived rather than given.
+    auto convert = [&](const LayerSpec& spec, const std::string& where, double flopsRatio, int64_t defaultParams,
+                       int64_t defaultActivation) {
+        LayerCostModel l;
+        l.name = spec.name;
+        if (spec.forwardMs)
+            l.forwardNs = *spec.forwardMs * 1e6;
+        else if (refNs)
+            l.forwardNs = spec.cost * *refNs * flopsRatio;
+        else
+            throw FormatError(m.source + ": " + where +
+                              " has no forward_ms; give forward_ms, a top-level layer_forward_ms, or gpu_tflops with "
+                              "hidden_size and sequence_length");
+        l.backwardNs = spec.backwardMs ? *spec.backwardMs * 1e6 : l.forwardNs * m.backwardRatio;
+        l.backwardInputShare = spec.backwardInputShare.value_or(m.backwardInputShare);
+        l.params = spec.params.value_or(defaultParams);
+        l.activationBytes = spec.activationBytes.value_or(defaultActivation);
+        return l;
+    };
+    // Korthikanti et al.: 34 s b h bytes per transformer layer in 16-bit with
+    // flash attention (no stored attention matrix), no recomputation.
+    const int64_t layerActivation = flopsKnown ? static_cast<int64_t>(34.0 * s * b * h) : 0;
+    const int64_t layerParams = m.hiddenSize > 0 ? static_cast<int64_t>(12.0 * h * h + 13.0 * h) : 0;
+    for (size_t i = 0; i < m.layers.size(); ++i)
+        c.layers.push_back(convert(m.layers[i], "layers[" + std::to_string(i) + "] (" + m.layers[i].name + ")", 1.0,
+                                   layerParams, layerActivation));
+
+    const double V = m.vocabSize;
+    if (m.firstStage) {
+        c.firstStageExtra = convert(*m.firstStage, "first_stage", 1.0, 0, 0);
+    } else if (V > 0 && h > 0) {
+        // Embedding lookup: parameters and one hidden state, negligible compute.
+        c.firstStageExtra.name = "embedding";
+        c.firstStageExtra.params = static_cast<int64_t>(V * h);
+        c.firstStageExtra.activationBytes = static_cast<int64_t>(s * b * h * m.dtypeBytes());
+    }
+    if (m.lastStage) {
+        c.lastStageExtra = convert(*m.lastStage, "last_stage", 1.0, 0, 0);
+    } else if (V > 0 && h > 0) {
+        // Output projection and loss: 2 b s h V FLOPs forward, fp32 logits kept for the loss.
+        LayerSpec head;
+        head.name = "head+loss";
+        c.lastStageExtra = refNs && flopsKnown ? convert(head, "last_stage", 2.0 * b * s * h * V / layerFlops, 0, 0)
+                                               : LayerCostModel{};
+        c.lastStageExtra.name = "head+loss";
+        c.lastStageExtra.params = static_cast<int64_t>(V * h);
+        c.lastStageExtra.activationBytes = static_cast<int64_t>(s * b * V * 4.0);
+    }
+
+    c.p2pBytes = m.p2pBytes.value_or(flopsKnown ? static_cast<int64_t>(s * b * h * m.dtypeBytes()) : 0);
+    c.p2pLatencyNs = toNs(m.p2pLatencyUs.value_or(kDefaultP2pLatencyUs) * 1e3);
+    c.p2pBytesPerNs = m.p2pBandwidthGBps.value_or(kDefaultP2pGBps); // 1 GB/s = 1 byte/ns
+    c.allReduceLatencyNs = toNs(m.allReduceLatencyUs.value_or(kDefaultAllReduceLatencyUs) * 1e3);
+    c.allReduceBytesPerNs = m.allReduceBandwidthGBps.value_or(kDefaultAllReduceGBps);
+    c.gradCommBytesPerParam = m.dtypeBytes();
+    c.dataParallel = m.dp.value_or(1);
+    c.memory = m.memory;
+    c.memory.dataParallel = c.dataParallel;
+    int64_t totalParams = c.firstStageExtra.params + c.lastStageExtra.params;
+    for (const auto& l : c.layers)
+        totalParams += l.params;
+    c.optimizerNsPerParam = m.optimizerMs && totalParams > 0 ? *m.optimizerMs * 1e6 / static_cast<double>(totalParams)
+                                                             : kDefaultOptimizerNsPerParam;
+    c.launchGapNs = toNs(m.launchGapUs.value_or(0.0) * 1e3);
+    c.referenceMicrobatches = m.microbatches.value_or(1);
+    c.keepGlobalBatch = false;
+    return c;
+}
+
+CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescription* model,
+                                  const FromMeasuredOptions& options)
+{
+    const int p = std::max(1, mp.pipelineDegree), v = std::max(1, mp.chunks), S = p * v;
+    const int m = std::max(1, mp.microbatches);
+    const ScheduleKind kind = scheduleKindFromString(mp.schedule).value_or(ScheduleKind::OneFOneB);
+
+    // Mean step time per virtual stage and kind.
+    std::vector<double> sum(static_cast<size_t>(S) * 4, 0.0), count(static_cast<size_t>(S) * 4, 0.0);
+    for (const PipelineStep& st : mp.steps) {
+        int vs = st.stage >= p ? st.stage : virtualStage(kind, p, st.stage, std::clamp(st.chunk, 0, v - 1));
+        if (v == 1)
+            vs = st.stage;
+        if (vs < 0 || vs >= S || st.end < st.start)
+            continue;
+        const size_t k = static_cast<size_t>(vs) * 4 + static_cast<size_t>(st.kind);
+        sum[k] += static_cast<double>(st.end - st.start);
+        count[k] += 1;
+    }
+    std::vector<double> meanF(static_cast<size_t>(S), -1), meanB(static_cast<size_t>(S), -1),
+        share(static_cast<size_t>(S), -1);
+    for (int s = 0; s < S; ++s) {
+        auto mean = [&](StepKind k) {
+            const size_t i = static_cast<size_t>(s) * 4 + static_cast<size_t>(k);
+            return count[i] > 0 ? sum[i] / count[i] : -1.0;
+        };
+        meanF[size_t(s)] = mean(StepKind::F);
+        const double B = mean(StepKind::B), I = mean(StepKind::I), W = mean(StepKind::W);
+        if (I >= 0 && W >= 0 && I + W > 0) {
+            meanB[size_t(s)] = B >= 0 ? B : I + W;
+            share[size_t(s)] = I / (I + W);
+        } else if (B >= 0) {
+            meanB[size_t(s)] = B;
+        } else if (I >= 0) {
+            meanB[size_t(s)] = I;
+        }
+    }
+    // Stages without measured steps take the mean of the others.
+    auto fill = [&](std::vector<double>& v_, const char* what) {
+        double total = 0, n = 0;
+        for (double x : v_)
+            if (x >= 0) {
+                total += x;
+                n += 1;
+            }
+        if (n == 0)
+            throw Error(std::string("the measured pipeline has no ") + what +
+                        " steps, so it cannot calibrate a replay; check that the trace covers a whole iteration");
+        for (double& x : v_)
+            if (x < 0)
+                x = total / n;
+    };
+    fill(meanF, "forward");
+    fill(meanB, "backward");
+
+    CostModel c;
+    c.name = model ? model->name : "measured";
+    const double defaultShare = model ? model->backwardInputShare : 0.5;
+    if (!mp.layers.empty()) {
+        // Layers attributed by annotations: their own times, scaled so each
+        // stage adds up to its measured step; first/last stage residue is the extra.
+        std::vector<LayerCost> ls = mp.layers;
+        std::stable_sort(ls.begin(), ls.end(), [](const LayerCost& a, const LayerCost& b) { return a.stage < b.stage; });
+        Partition measured;
+        measured.firstLayer.assign(static_cast<size_t>(S) + 1, 0);
+        std::vector<int> perStage(static_cast<size_t>(S), 0);
+        for (const LayerCost& l : ls) {
+            if (l.stage < 0 || l.stage >= S)
+                throw Error("the measured layer '" + l.name + "' is on stage " + std::to_string(l.stage) +
+                            ", outside the pipeline's " + std::to_string(S) + " stages");
+            ++perStage[size_t(l.stage)];
+        }
+        for (int s = 0; s < S; ++s)
+            measured.firstLayer[size_t(s) + 1] = measured.firstLayer[size_t(s)] + perStage[size_t(s)];
+        for (const LayerCost& l : ls) {
+            LayerCostModel lc;
+            lc.name = l.name;
+            lc.forwardNs = static_cast<double>(l.forwardNs);
+            if (l.backwardInputNs && l.backwardWeightNs && *l.backwardInputNs + *l.backwardWeightNs > 0) {
+                lc.backwardNs = static_cast<double>(*l.backwardInputNs + *l.backwardWeightNs);
+                lc.backwardInputShare = static_cast<double>(*l.backwardInputNs) / lc.backwardNs;
+            } else {
+                lc.backwardNs = static_cast<double>(l.backwardNs);
+                lc.backwardInputShare = share[size_t(l.stage)] >= 0 ? share[size_t(l.stage)] : defaultShare;
+            }
+            c.layers.push_back(lc);
+        }
+        for (int s = 0; s < S; ++s) {
+            double f = 0, b = 0;
+            for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l) {
+                f += c.layers[size_t(l)].forwardNs;
+                b += c.layers[size_t(l)].backwardNs;
+            }
+            const bool edge = s == 0 || s == S - 1;
+            LayerCostModel& extra = s == 0 ? c.firstStageExtra : c.lastStageExtra;
+            auto settle = [&](double layersSum, double target, double LayerCostModel::*field) {
+                if (edge && target >= layersSum) {
+                    extra.*field += target - layersSum;
+                    return;
+                }
+                if (layersSum > 0)
+                    for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l)
+                        c.layers[size_t(l)].*field *= target / layersSum;
+                else if (edge)
+                    extra.*field += target;
+            };
+            settle(f, meanF[size_t(s)], &LayerCostModel::forwardNs);
+            settle(b, meanB[size_t(s)], &LayerCostModel::backwardNs);
+        }
+        c.firstStageExtra.backwardInputShare = share[0] >= 0 ? share[0] : defaultShare;
+        c.lastStageExtra.backwardInputShare = share[size_t(S - 1)] >= 0 ? share[size_t(S - 1)] : defaultShare;
+        c.firstStageExtra.name = "first-stage extra";
+        c.lastStageExtra.name = "last-stage extra";
+        c.measuredPartition = measured;
+    } else {
+        // Each stage's measured time split over its layers by weight.
+        int L = S;
+        if (model)
+            L = static_cast<int>(model->layers.size());
+        if (options.layers)
+            L = *options.layers;
+        if (!options.layerWeights.empty() && static_cast<int>(options.layerWeights.size()) != L)
+            throw Error("--weights has " + std::to_string(options.layerWeights.size()) + " values for " +
+                        std::to_string(L) + " layers");
+        const Partition measured = options.measuredBoundaries.empty()
+                                       ? evenPartition(L, S)
+                                       : partitionFromBoundaries(options.measuredBoundaries, L, S);
+        std::vector<double> weight(static_cast<size_t>(L), 1.0);
+        for (int l = 0; l < L; ++l) {
+            if (!options.layerWeights.empty())
+                weight[size_t(l)] = options.layerWeights[size_t(l)];
+            else if (model && l < static_cast<int>(model->layers.size()))
+                weight[size_t(l)] = model->layers[size_t(l)].cost;
+        }
+        const double firstW = model && model->firstStage && model->firstStageGiven ? model->firstStage->cost : 0.0;
+        const double lastW = model && model->lastStage && model->lastStageGiven ? model->lastStage->cost : 0.0;
+        c.layers.resize(static_cast<size_t>(L));
+        for (int s = 0; s < S; ++s) {
+            double total = 0;
+            for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l)
+                total += weight[size_t(l)];
+            if (s == 0)
+                total += firstW;
+            if (s == S - 1)
+                total += lastW;
+            if (total <= 0)
+                throw Error("the layer weights of stage " + std::to_string(s) + " add up to zero; give positive weights");
+            const double sh = share[size_t(s)] >= 0 ? share[size_t(s)] : defaultShare;
+            for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l) {
+                LayerCostModel& lc = c.layers[size_t(l)];
+                lc.name = model && l < static_cast<int>(model->layers.size()) ? model->layers[size_t(l)].name
+                                                                             : "layer " + std::to_string(l);
+                lc.forwardNs = meanF[size_t(s)] * weight[size_t(l)] / total;
+                lc.backwardNs = meanB[size_t(s)] * weight[size_t(l)] / total;
+                lc.backwardInputShare = sh;
+            }
+            if (s == 0) {
+                c.firstStageExtra.forwardNs = meanF[0] * firstW / total;
+                c.firstStageExtra.backwardNs = meanB[0] * firstW / total;
+                c.firstStageExtra.backwardInputShare = sh;
+            }
+            if (s == S - 1) {
+                c.lastStageExtra.forwardNs = meanF[size_t(s)] * lastW / total;
+                c.lastStageExtra.backwardNs = meanB[size_t(s)] * lastW / total;
+                c.lastStageExtra.backwardInputShare = sh;
+            }
+        }
+        c.firstStageExtra.name = model && model->firstStage ? model->firstStage->name : "first-stage extra";
+        c.lastStageExtra.name = model && model->lastStage ? model->lastStage->name : "last-stage extra";
+        c.measuredPartition = measured;
+    }
+
+    // Parameters and activations come from the model description when it has them.
+    if (model) {
+        const CostModel planned = [&] {
+            try {
+                return fromModel(*model);
+            } catch (const Error&) {
+                // A description without times still has structure; take what it gives.
+                ModelDescription copy = *model;
+                copy.layerForwardMs = 1.0;
+                return fromModel(copy);
+            }
+        }();
+        if (planned.layers.size() == c.layers.size())
+            for (size_t l = 0; l < c.layers.size(); ++l) {
+                c.layers[l].params = planned.layers[l].params;
+                c.layers[l].activationBytes = planned.layers[l].activationBytes;
+            }
+        c.firstStageExtra.params = planned.firstStageExtra.params;
+        c.firstStageExtra.activationBytes = planned.firstStageExtra.activationBytes;
+        c.lastStageExtra.params = planned.lastStageExtra.params;
+        c.lastStageExtra.activationBytes = planned.lastStageExtra.activationBytes;
+        c.p2pBytes = planned.p2pBytes;
+        c.memory = model->memory;
+        c.gradCommBytesPerParam = planned.gradCommBytesPerParam;
+        c.optimizerNsPerParam = planned.optimizerNsPerParam;
+    }
+
+    // Point-to-point: fit latency + bytes / bandwidth to the measured transfers.
+    std::vector<double> bytes, ns;
+    for (const MeasuredTransfer& t : mp.transfers)
+        if (t.transferNs > 0 && t.bytes >= 0) {
+            bytes.push_back(static_cast<double>(t.bytes));
+            ns.push_back(static_cast<double>(t.transferNs));
+        }
+    if (!bytes.empty()) {
+        const double mb = median(bytes), mt = median(ns);
+        const double xm = std::accumulate(bytes.begin(), bytes.end(), 0.0) / static_cast<double>(bytes.size());
+        const double ym = std::accumulate(ns.begin(), ns.end(), 0.0) / static_cast<double>(ns.size());
+        double sxx = 0, sxy = 0;
+        for (size_t i = 0; i < bytes.size(); ++i) {
+            sxx += (bytes[i] - xm) * (bytes[i] - xm);
+            sxy += (bytes[i] - xm) * (ns[i] - ym);
+        }
+        const double slope = sxx > 0 ? sxy / sxx : 0.0;
+        if (slope > 0 && ym - slope * xm >= 0) {
+            c.p2pBytesPerNs = 1.0 / slope;
+            c.p2pLatencyNs = toNs(ym - slope * xm);
+        } else if (mb > 0) {
+            // One message size: all of it is attributed to bandwidth, so
+            // larger or smaller microbatches scale the transfer time.
+            c.p2pLatencyNs = 0;
+            c.p2pBytesPerNs = mb / std::max(1.0, mt);
+        } else {
+            c.p2pLatencyNs = toNs(mt);
+            c.p2pBytesPerNs = 0;
+        }
+        c.p2pBytes = static_cast<int64_t>(std::llround(mb));
+    }
+    if (model) {
+        if (model->p2pLatencyUs)
+            c.p2pLatencyNs = toNs(*model->p2pLatencyUs * 1e3);
+        if (model->p2pBandwidthGBps)
+            c.p2pBytesPerNs = *model->p2pBandwidthGBps;
+        if (model->p2pBytes)
+            c.p2pBytes = *model->p2pBytes;
+        if (model->launchGapUs)
+            c.launchGapNs = toNs(*model->launchGapUs * 1e3);
+    }
+
+    // Host time between steps: the smallest gap a rank leaves between two
+    // consecutive steps (a wait on data is longer), median over ranks.
+    {
+        std::vector<std::vector<std::pair<TimeNs, TimeNs>>> byRank;
+        for (const PipelineStep& st : mp.steps) {
+            if (st.rank < 0 || st.rank > 100000)
+                continue;
+            if (byRank.size() <= size_t(st.rank))
+                byRank.resize(size_t(st.rank) + 1);
+            byRank[size_t(st.rank)].emplace_back(st.start, st.end);
+        }
+        std::vector<double> gaps;
+        for (auto& steps : byRank) {
+            std::sort(steps.begin(), steps.end());
+            std::optional<TimeNs> best;
+            for (size_t i = 1; i < steps.size(); ++i) {
+                const TimeNs g = steps[i].first - steps[i - 1].second;
+                if (g >= 0 && (!best || g < *best))
+                    best = g;
+            }
+            if (best)
+                gaps.push_back(static_cast<double>(*best));
+        }
+        if (!(model && model->launchGapUs))
+            c.launchGapNs = toNs(median(gaps));
+    }
+
+    c.dataParallel = std::max(1, mp.dataParallel);
+    c.memory.dataParallel = c.dataParallel;
+    if (!c.memory.gpuMemoryBytes)
+        c.memory.gpuMemoryBytes = mp.gpuMemoryBytes;
+    if (mp.dataParallelSyncNs > 0)
+        c.measuredAllReduceNs = mp.dataParallelSyncNs;
+    if (mp.optimizerNs > 0)
+        c.measuredOptimizerNs = mp.optimizerNs;
+    // Time after the last step that neither the all-reduce nor the optimizer
+    // explains (e.g. an optimizer the analysis could not name) still belongs
+    // to every iteration: carry it as optimizer time.
+    if (mp.iterationNs > 0 && !mp.steps.empty()) {
+        TimeNs first = mp.steps.front().start, last = mp.steps.front().end;
+        for (const PipelineStep& st : mp.steps) {
+            first = std::min(first, st.start);
+            last = std::max(last, st.end);
+        }
+        const TimeNs critical = mp.iterationNs - (last - first); // after the last step of the iteration
+        const TimeNs tail = critical - mp.dataParallelSyncNs - mp.optimizerNs;
+        if (tail > 0) {
+            c.measuredOptimizerNs = mp.optimizerNs + tail;
+        } else if (critical >= 0) {
+            // The measured all-reduce is the longest of any rank; the rank
+            // that finishes last had at most this much after its last step.
+            const TimeNs opt = std::min(mp.optimizerNs, critical);
+            if (opt > 0)
+                c.measuredOptimizerNs = opt;
+            else
+                c.measuredOptimizerNs.reset();
+            if (critical - opt > 0)
+                c.measuredAllReduceNs = critical - opt;
+            else
+                c.measuredAllReduceNs.reset();
+        }
+    }
+    if (model && model->allReduceBandwidthGBps) {
+        c.measuredAllReduceNs.reset();
+        c.allReduceBytesPerNs = *model->allReduceBandwidthGBps;
+        c.allReduceLatencyNs = toNs(model->allReduceLatencyUs.value_or(0.0) * 1e3);
+    }
+    if (model && model->optimizerMs)
+        c.measuredOptimizerNs.reset();
+    // The measured all-reduce and optimizer belong to the busiest rank.
+    {
+        const Partition& part = *c.measuredPartition;
+        const std::vector<int64_t> params = c.stageParams(part);
+        const bool haveParams = std::accumulate(params.begin(), params.end(), int64_t(0)) > 0;
+        std::vector<double> units(static_cast<size_t>(p), 0.0);
+        for (int s = 0; s < S; ++s) {
+            const int r = isVShaped(kind) ? (s < p ? s : 2 * p - 1 - s) : s % p;
+            units[size_t(r)] += haveParams ? static_cast<double>(params[size_t(s)]) : part.layersOf(s);
+        }
+        c.measuredUnits = *std::max_element(units.begin(), units.end());
+    }
+
+    c.referenceMicrobatches = m;
+    c.keepGlobalBatch = true;
+    if (mp.iterationNs > 0)
+        c.measuredIterationNs = mp.iterationNs;
+    c.measuredIdleNsPerStage = mp.idleNsPerStage;
+    c.measuredSchedule = mp.schedule;
+    c.measuredPp = p;
+    c.measuredV = v;
+    c.measuredMicrobatches = m;
+    return c;
+}
+
+} // namespace pipescope::whatif

@@ -1,0 +1,101 @@
+#pragma once
+// What each layer costs: per-microbatch F, B, I and W times, parameters and
+// stored activations, plus the first and last stage extras (embedding, head,
+// loss), point-to-point and all-reduce costs and the memory configuration.
+// Built from a model description, from a measured pipeline, or both; turned
+// into per-stage replay costs for any partition of the layers.
+#include "model/Pipeline.h"
+#include "whatif/Memory.h"
+#include "whatif/ModelDescription.h"
+#include "whatif/Replay.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope::whatif {
+
+struct LayerCostModel {
+    std::string name;
+    double forwardNs = 0, backwardNs = 0; // per microbatch at the reference microbatch count
+    double backwardInputShare = 0.5;      // I = share x B, W = the rest
+    int64_t params = 0;
+    int64_t activationBytes = 0;
+};
+
+// First layer of each virtual stage, plus the layer count at the end:
+// firstLayer.size() == stages + 1, firstLayer.front() == 0, strictly increasing.
+struct Partition {
+    std::vector<int> firstLayer;
+
+    int stages() const { return static_cast<int>(firstLayer.size()) - 1; }
+    int layersOf(int stage) const { return firstLayer[size_t(stage) + 1] - firstLayer[size_t(stage)]; }
+    std::vector<int> boundaries() const { return {firstLayer.begin() + 1, firstLayer.end() - 1}; }
+};
+
+// Layers split evenly; throws Error when `layers` is not a multiple of `stages`.
+Partition evenPartition(int layers, int stages);
+// From user boundaries (first layer of stages 1..S-1); throws Error naming the
+// problem: wrong count, not increasing, outside 1..layers-1.
+Partition partitionFromBoundaries(const std::vector<int>& boundaries, int layers, int stages);
+
+struct FromMeasuredOptions {
+    std::optional<int> layers;             // layer count when the trace does not attribute layers
+    std::vector<int> measuredBoundaries;   // the measured run's partition (default: even split)
+    std::vector<double> layerWeights;      // relative cost per layer (default: model's, else equal)
+};
+
+struct CostModel {
+    std::string name;
+    std::vector<LayerCostModel> layers;
+    LayerCostModel firstStageExtra; // on virtual stage 0
+    LayerCostModel lastStageExtra;  // on the last virtual stage
+
+    int64_t p2pBytes = 0;           // activation crossing a boundary, per microbatch
+    TimeNs p2pLatencyNs = 0;
+    double p2pBytesPerNs = 0;       // 0: transfers take only the latency
+
+    int dataParallel = 1;
+    // Gradient all-reduce: from bandwidth, or scaled from a measured one.
+    TimeNs allReduceLatencyNs = 0;
+    double allReduceBytesPerNs = 0;
+    double gradCommBytesPerParam = 2.0;
+    std::optional<TimeNs> measuredAllReduceNs; // for the measured rank holding `measuredUnits`
+    std::optional<TimeNs> measuredOptimizerNs;
+    double measuredUnits = 0;                  // parameters (or layers) of the measured busiest rank
+    double optimizerNsPerParam = 0;
+    TimeNs launchGapNs = 0;
+
+    MemoryConfig memory;
+
+    // Costs are per microbatch at this count; with keepGlobalBatch, another
+    // count scales each microbatch (and its activations and transfers) by
+    // referenceMicrobatches / m.
+    int referenceMicrobatches = 1;
+    bool keepGlobalBatch = false;
+
+    // The measured run, when built from a trace.
+    std::optional<TimeNs> measuredIterationNs;
+    std::vector<TimeNs> measuredIdleNsPerStage; // per pipeline stage (rank of the pipeline)
+    std::optional<Partition> measuredPartition;
+    std::string measuredSchedule;
+    int measuredPp = 0, measuredV = 1, measuredMicrobatches = 0;
+
+    int layerCount() const { return static_cast<int>(layers.size()); }
+
+    static CostModel fromModel(const ModelDescription& model);
+    // Calibrates on a measured pipeline; `model` (optional) supplies layer
+    // structure, relative costs, parameters, activations, memory settings and
+    // communication overrides. Throws Error when the measurement is unusable.
+    static CostModel fromMeasured(const MeasuredPipeline& measured, const ModelDescription* model = nullptr,
+                                  const FromMeasuredOptions& options = {});
+
+    // Per-stage replay costs for a partition over a schedule's stages.
+    ReplayCosts replayCosts(const Partition& partition, const Schedule& schedule) const;
+    // Parameters and stored activation bytes per microbatch, per virtual stage.
+    std::vector<int64_t> stageParams(const Partition& partition) const;
+    std::vector<int64_t> stageActivationBytes(const Partition& partition, int microbatches) const;
+    double microbatchScale(int microbatches) const;
+};
+
+} // namespace pipescope::whatif

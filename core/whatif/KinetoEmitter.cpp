@@ -1,0 +1,357 @@
+#include "whatif/KinetoEmitter.h"
+
+#include "util/AtomicOutput.h"
+#include "util/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <random>
+
+namespace pipescope::whatif {
+
+namespace {
+
+// Unix time of the simulated run (2024-01-01), so timestamps look real.
+constexpr int64_t kBaseTimeNs = 1'704'067'200'000'000'000;
+constexpr TimeNs kLeadNs = 20'000;     // the CPU runs this far ahead of the GPU
+constexpr TimeNs kKernelGapNs = 1'000; // between kernels of one step
+constexpr TimeNs kIterationGapNs = 400'000;
+constexpr int kComputeStream = 7;
+constexpr int kCommStream = 20;
+
+struct KernelShape {
+    const char* name;
+    double share;
+};
+
+// Kernel mixes of a transformer layer's steps (Hopper, bf16).
+const std::vector<KernelShape>& kernelsOf(StepKind k)
+{
+    static const std::vector<KernelShape> f{
+        {"void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>", 0.06},
+        {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas", 0.38},
+        {"flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>, false, true, false, false, true, true, false, false>", 0.22},
+        {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas", 0.29},
+        {"void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl, at::detail::Array<char*, 2> >", 0.05}};
+    static const std::vector<KernelShape> b{
+        {"void at::native::vectorized_elementwise_kernel<4, at::native::GeluBackwardCUDAKernelImpl, at::detail::Array<char*, 3> >", 0.05},
+        {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas", 0.33},
+        {"flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, true, false, false, false, false, false>", 0.25},
+        {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", 0.31},
+        {"void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, float>", 0.06}};
+    static const std::vector<KernelShape> i{
+        {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas", 0.55},
+        {"flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, true, false, false, false, false, false>", 0.35},
+        {"void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, float>", 0.10}};
+    static const std::vector<KernelShape> w{
+        {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", 0.9},
+        {"void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >", 0.1}};
+    switch (k) {
+    case StepKind::F: return f;
+    case StepKind::B: return b;
+    case StepKind::I: return i;
+    case StepKind::W: return w;
+    }
+    return f;
+}
+
+const char* annotationOf(StepKind k)
+{
+    switch (k) {
+    case StepKind::F: return "forward_step";
+    case StepKind::B: return "backward_step";
+    case StepKind::I: return "backward_step";
+    case StepKind::W: return "backward_weight_step";
+    }
+    return "forward_step";
+}
+
+class Rng {
+public:
+    explicit Rng(uint64_t seed) : g_(seed) {}
+    double uniform() { return static_cast<double>(g_() >> 11) * (1.0 / 9007199254740992.0); } // [0, 1)
+    double symmetric() { return 2.0 * uniform() - 1.0; }
+
+private:
+    std::mt19937_64 g_;
+};
+
+std::string us(TimeNs ns)
+{
+    char buf[40];
+    const bool neg = ns < 0;
+    const int64_t a = neg ? -ns : ns;
+    std::snprintf(buf, sizeof buf, "%s%" PRId64 ".%03" PRId64, neg ? "-" : "", a / 1000, a % 1000);
+    return buf;
+}
+
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+
+class EventWriter {
+public:
+    void begin() { out_ = "{\n"; }
+    std::string& raw() { return out_; }
+
+    void event(const std::string& body)
+    {
+        out_ += first_ ? "  " : ",\n  ";
+        first_ = false;
+        out_ += body;
+    }
+    void complete(const std::string& cat, const std::string& name, int pid, int tid, TimeNs ts, TimeNs dur,
+                  const std::string& args)
+    {
+        event("{\"ph\": \"X\", \"cat\": " + quoted(cat) + ", \"name\": " + quoted(name) + ", \"pid\": " +
+              std::to_string(pid) + ", \"tid\": " + std::to_string(tid) + ", \"ts\": " + us(ts) + ", \"dur\": " +
+              us(std::max<TimeNs>(dur, 0)) + ", \"args\": {" + args + "}}");
+    }
+    void flow(char ph, int64_t id, int pid, int tid, TimeNs ts)
+    {
+        event(std::string("{\"ph\": \"") + ph + "\", \"id\": " + std::to_string(id) + ", \"pid\": " +
+              std::to_string(pid) + ", \"tid\": " + std::to_string(tid) + ", \"ts\": " + us(ts) +
+              ", \"cat\": \"ac2g\", \"name\": \"ac2g\"" + (ph == 'f' ? ", \"bp\": \"e\"" : "") + "}");
+    }
+
+private:
+    std::string out_;
+    bool first_ = true;
+};
+
+std::string ranksText(const std::vector<int>& ranks)
+{
+    std::string s = "[";
+    for (size_t i = 0; i < ranks.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(ranks[i]);
+    return s + "]";
+}
+
+} // namespace
+
+KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& options, const std::string& dir)
+{
+    if (options.iterations < 1 || options.iterations > 1000)
+        throw Error("--iterations must be between 1 and 1000");
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir))
+        throw Error("cannot create the output folder " + dir + " (" + ec.message() + "); choose a writable path");
+
+    const Schedule& s = p.schedule;
+    const int P = s.pp, D = std::max(1, p.dataParallel), W = P * D;
+    if (W > 4096)
+        throw Error("the simulated job would have more than 4096 ranks; reduce --pp or the data-parallel degree");
+
+    // Replay each iteration with jittered step times; every data-parallel
+    // replica shares it (their all-reduce keeps them in step).
+    Rng rng(options.seed);
+    Replay replay;
+    std::vector<ReplayResult> iterations(static_cast<size_t>(options.iterations));
+    std::vector<TimeNs> starts;
+    KinetoEmitSummary summary;
+    TimeNs cursor = 1'000'000; // leave room before the first step for the CPU lead
+    for (int it = 0; it < options.iterations; ++it) {
+        ReplayCosts c = p.costs;
+        c.launchGapNs = std::max(c.launchGapNs, options.launchGapNs);
+        auto jitter = [&](TimeNs& t) {
+            t = std::max<TimeNs>(0, static_cast<TimeNs>(static_cast<double>(t) * (1.0 + options.jitter * rng.symmetric())));
+        };
+        for (StageCost& sc : c.stages) {
+            jitter(sc.forward);
+            jitter(sc.backward);
+            jitter(sc.backwardInput);
+            jitter(sc.backwardWeight);
+        }
+        for (TimeNs& t : c.allReduceNs)
+            jitter(t);
+        for (TimeNs& t : c.optimizerNs)
+            t = std::max<TimeNs>(t, 50'000);
+        replay.run(s, c, iterations[size_t(it)]);
+        starts.push_back(cursor);
+        summary.iterationNs.push_back(iterations[size_t(it)].iterationNs);
+        cursor += iterations[size_t(it)].iterationNs + kIterationGapNs;
+    }
+
+    std::vector<int> allRanks(static_cast<size_t>(W));
+    for (int g = 0; g < W; ++g)
+        allRanks[size_t(g)] = g;
+    const std::string scheduleName = s.name();
+    for (int g = 0; g < W; ++g) {
+        // Megatron's layout with tensor parallelism 1: rank = stage * dp + replica.
+        const int r = g / D, replica = g % D;
+        std::vector<int> ppRanks, dpRanks;
+        for (int q = 0; q < P; ++q)
+            ppRanks.push_back(q * D + replica);
+        for (int d = 0; d < D; ++d)
+            dpRanks.push_back(r * D + d);
+        const std::string ppText = ranksText(ppRanks);
+        Rng kr(options.seed * 7919 + static_cast<uint64_t>(g) + 1);
+        int64_t corr = 1000;
+        int64_t kernels = 0;
+
+        EventWriter w;
+        w.begin();
+        std::string& out = w.raw();
+        nlohmann::json pg = nlohmann::json::array();
+        pg.push_back({{"pg_name", "0"}, {"pg_desc", "default_pg"}, {"backend_config", "cuda:nccl"}, {"pg_size", W}, {"ranks", allRanks}});
+        pg.push_back({{"pg_name", "1"}, {"pg_desc", "pp"}, {"backend_config", "cuda:nccl"}, {"pg_size", P}, {"ranks", ppRanks}});
+        if (D > 1)
+            pg.push_back({{"pg_name", "2"}, {"pg_desc", "dp"}, {"backend_config", "cuda:nccl"}, {"pg_size", D}, {"ranks", dpRanks}});
+        nlohmann::json head{{"schemaVersion", 1},
+                            {"deviceProperties",
+                             {{{"id", g}, {"name", options.gpuName}, {"totalGlobalMem", p.gpuMemoryBytes.value_or(85'520'809'984)}}}},
+                            {"distributedInfo",
+                             {{"backend", "nccl"}, {"rank", g}, {"world_size", W}, {"pg_count", pg.size()}, {"pg_config", pg}}},
+                            {"pipescope",
+                             {{"simulated", true},
+                              {"generator", "pipescope simulate"},
+                              {"model", options.modelName},
+                              {"schedule", scheduleName},
+                              {"pp", P},
+                              {"v", s.chunks()},
+                              {"dp", D},
+                              {"microbatches", s.microbatches}}},
+                            {"baseTimeNanoseconds", kBaseTimeNs}};
+        const std::string headText = head.dump(1);
+        out += headText.substr(2, headText.size() - 4); // the members, without the braces
+        out += ",\n  \"traceEvents\": [\n";
+
+        auto launch = [&](TimeNs ts, TimeNs dur, int64_t id) {
+            w.complete("cuda_runtime", "cudaLaunchKernel", g, 1, ts, dur, "\"correlation\": " + std::to_string(id));
+            w.flow('s', id, g, 1, ts);
+        };
+        auto kernel = [&](const std::string& name, int stream, TimeNs ts, TimeNs dur, int64_t id, const std::string& extra) {
+            w.complete("kernel", name, g, stream, ts, dur,
+                       "\"device\": " + std::to_string(g) + ", \"stream\": " + std::to_string(stream) +
+                           ", \"correlation\": " + std::to_string(id) + extra);
+            w.flow('f', id, g, stream, ts);
+            ++kernels;
+        };
+        auto p2p = [&](bool send, int peerStage, int64_t bytes) {
+            const int peer = peerStage * D + replica;
+            const int64_t nelems = bytes / 2;
+            return std::string(", \"Collective name\": \"") + (send ? "send" : "recv") + "\", \"In msg nelems\": " +
+                   std::to_string(nelems) + ", \"Out msg nelems\": " + std::to_string(nelems) +
+                   ", \"dtype\": \"BFloat16\", \"Group size\": " + std::to_string(P) +
+                   ", \"Process Group Name\": \"1\", \"Process Group Description\": \"pp\", \"Process Group Ranks\": \"" +
+                   ppText + "\", \"" + (send ? "Dst Rank" : "Src Rank") + "\": " + std::to_string(peer);
+        };
+        const std::string sendRecv = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)";
+        // NCCL kernels go on stream 20; one that would overlap a running one
+        // (a send and a receive with different peers) takes the next free stream.
+        std::vector<TimeNs> commBusyUntil;
+        auto commStream = [&](TimeNs start, TimeNs end) {
+            for (size_t i = 0;; ++i) {
+                if (i == commBusyUntil.size())
+                    commBusyUntil.push_back(std::numeric_limits<TimeNs>::min());
+                if (commBusyUntil[i] <= start) {
+                    commBusyUntil[i] = end;
+                    return kCommStream + static_cast<int>(i);
+                }
+            }
+        };
+
+        for (int it = 0; it < options.iterations; ++it) {
+            const ReplayResult& res = iterations[size_t(it)];
+            const RankReplay& rr = res.ranks[size_t(r)];
+            const TimeNs base = starts[size_t(it)];
+            w.complete("user_annotation", "ProfilerStep#" + std::to_string(options.firstStepNumber + it), g, 1,
+                       base - kLeadNs - 100'000, res.iterationNs + 200'000, "");
+            // Transfers this rank sends and receives, by producing / consuming step.
+            TimeNs previousEnd = -1; // GPU end of the rank's previous step; the receive is posted then
+            for (const TimedAction& a : rr.actions) {
+                const TimeNs g0 = base + a.start, g1 = base + a.end;
+                std::string args = "\"microbatch\": " + std::to_string(a.microbatch) + ", \"chunk\": " + std::to_string(a.chunk);
+                if (a.kind == StepKind::I)
+                    args += ", \"part\": \"input\"";
+                w.complete("user_annotation", annotationOf(a.kind), g, 1, g0 - kLeadNs, g1 - g0 + 3'000, args);
+                // Receives this step waits for, posted as the previous step ends
+                // (so the kernel shows the wait) or as this one starts.
+                for (const TimedTransfer& t : res.transfers) {
+                    if (t.dstRank != r || t.dstStage != a.stage || t.microbatch != a.microbatch ||
+                        t.backward != (a.kind != StepKind::F))
+                        continue;
+                    // Before the rank's first step the receive is posted as the iteration begins.
+                    const TimeNs l = previousEnd >= 0 ? previousEnd - kLeadNs + 2'200 : base - kLeadNs - 50'000;
+                    const int64_t id = corr++;
+                    launch(l, 500, id);
+                    // PyTorch orders NCCL work after the compute stream's
+                    // current work; the kernel then waits for the sender.
+                    const TimeNs ks = std::max(l + 5'000, previousEnd >= 0 ? previousEnd : base);
+                    const TimeNs ke = std::max(base + t.end, ks + 1'000);
+                    kernel(sendRecv, commStream(ks, ke), ks, ke - ks, id,
+                           p2p(false, s.rankOfStage[size_t(t.srcStage)], t.bytes));
+                }
+                // Compute kernels: the step's time split by the kernel mix.
+                const auto& mix = kernelsOf(a.kind);
+                const TimeNs gaps = kKernelGapNs * static_cast<TimeNs>(mix.size() - 1);
+                const TimeNs work = std::max<TimeNs>(g1 - g0 - gaps, static_cast<TimeNs>(mix.size()) * 3'000);
+                std::vector<double> shares;
+                double total = 0;
+                for (const KernelShape& k : mix) {
+                    shares.push_back(k.share * (1.0 + 0.1 * kr.symmetric()));
+                    total += shares.back();
+                }
+                TimeNs ks = g0;
+                for (size_t k = 0; k < mix.size(); ++k) {
+                    TimeNs dur = k + 1 == mix.size() ? std::max<TimeNs>(g0 + gaps + work - ks, 3'000)
+                                                     : std::max<TimeNs>(static_cast<TimeNs>(static_cast<double>(work) * shares[k] / total), 3'000);
+                    const int64_t id = corr++;
+                    launch(ks - kLeadNs + 3'000, 2'500, id);
+                    kernel(mix[k].name, kComputeStream, ks, dur, id, "");
+                    ks += dur + kKernelGapNs;
+                }
+                // Sends this step produces, launched as it ends.
+                for (const TimedTransfer& t : res.transfers) {
+                    if (t.srcRank != r || t.srcStage != a.stage || t.microbatch != a.microbatch ||
+                        t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
+                        continue;
+                    const TimeNs l = g1 - kLeadNs + 1'000;
+                    const int64_t id = corr++;
+                    launch(l, 1'000, id);
+                    const TimeNs kst = std::max(g1, l + 5'000); // posted as the step ends, waits for the receiver
+                    const TimeNs ke = std::max(base + t.end, kst + 2'000);
+                    kernel(sendRecv, commStream(kst, ke), kst, ke - kst, id,
+                           p2p(true, s.rankOfStage[size_t(t.dstStage)], t.bytes));
+                }
+                previousEnd = g1;
+            }
+            const TimeNs end = base + rr.computeEnd;
+            if (D > 1 && rr.allReduceEnd > rr.allReduceStart) {
+                const int64_t id = corr++;
+                const TimeNs l = end - kLeadNs + 5'000;
+                launch(l, 2'000, id);
+                const int64_t nelems = p.memory.size() > size_t(r) ? p.memory[size_t(r)].parameters : 0;
+                const TimeNs ks = std::max(base + rr.allReduceStart, l + 5'000);
+                const TimeNs ke = std::max<TimeNs>(base + rr.allReduceEnd, ks + 2'000);
+                kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", commStream(ks, ke), ks,
+                       ke - ks, id,
+                       ", \"Collective name\": \"allreduce\", \"In msg nelems\": " + std::to_string(nelems) +
+                           ", \"Out msg nelems\": " + std::to_string(nelems) + ", \"dtype\": \"BFloat16\", \"Group size\": " +
+                           std::to_string(D) + ", \"Process Group Name\": \"2\", \"Process Group Description\": \"dp\", "
+                           "\"Process Group Ranks\": \"" + ranksText(dpRanks) + "\"");
+            }
+            {
+                const TimeNs l = std::max(base + rr.optimizerStart - kLeadNs + 8'000, end - kLeadNs + 8'000);
+                const int64_t id = corr++;
+                w.complete("user_annotation", "Optimizer.step#AdamW.step", g, 1, l - 1'000, 6'000, "");
+                launch(l, 2'000, id);
+                const TimeNs ks = std::max(base + rr.optimizerStart, l + 5'000);
+                kernel("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, double*, double*>",
+                       kComputeStream, ks, std::max<TimeNs>(base + rr.optimizerEnd - ks, 2'000), id, "");
+            }
+        }
+        out += "\n  ]\n}\n";
+        const std::string path = (std::filesystem::path(dir) / ("rank-" + std::to_string(g) + ".json")).string();
+        AtomicOutput::writeFile(path, out);
+        summary.files.push_back(path);
+        summary.kernelsPerRank.push_back(kernels);
+    }
+    return summary;
+}
+
+} // namespace pipescope::whatif

@@ -1,0 +1,35 @@
+#pragma once
+// Writes a simulated pipeline job as per-rank PyTorch profiler (Kineto) JSON
+// files, DIR/rank-<r>.json, so the importer, the analysis and the app can be
+// shown a pipeline without a cluster. Every file says it is simulated (a
+// top-level "pipescope" object). Timings come from replaying the prediction
+// once per iteration with small seeded jitter: deterministic, yet uneven
+// like a measurement.
+#include "whatif/WhatIf.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pipescope::whatif {
+
+struct KinetoEmitOptions {
+    int iterations = 2;
+    uint64_t seed = 1;
+    double jitter = 0.03;        // relative spread of step times per iteration
+    TimeNs launchGapNs = 15'000; // host time between steps
+    std::string modelName = "model";
+    std::string gpuName = "NVIDIA H100 80GB HBM3";
+    int firstStepNumber = 10;    // ProfilerStep#<n> of the first iteration
+};
+
+struct KinetoEmitSummary {
+    std::vector<std::string> files;        // one per global rank
+    std::vector<int64_t> kernelsPerRank;   // compute + NCCL + optimizer kernels
+    std::vector<TimeNs> iterationNs;       // replayed length of each iteration
+};
+
+// Throws Error when the folder cannot be created or written.
+KinetoEmitSummary emitKineto(const Prediction& prediction, const KinetoEmitOptions& options, const std::string& dir);
+
+} // namespace pipescope::whatif

@@ -1,0 +1,90 @@
+#include "whatif/Memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pipescope::whatif {
+
+int64_t staticMemoryBytes(int64_t params, const MemoryConfig& c)
+{
+    const double dp = std::max(1, c.dataParallel);
+    double weights = c.weightBytesPerParam, grads = c.gradBytesPerParam, opt = c.optimizerBytesPerParam;
+    if (c.zeroStage >= 1)
+        opt /= dp;
+    if (c.zeroStage >= 2)
+        grads /= dp;
+    if (c.zeroStage >= 3)
+        weights /= dp;
+    return static_cast<int64_t>(std::llround(static_cast<double>(params) * (weights + grads + opt))) + c.reservedBytes;
+}
+
+std::vector<int> peakInFlight(const ReplayResult& replay, bool untilWeightGradient)
+{
+    std::vector<int> out;
+    out.reserve(replay.ranks.size());
+    for (const RankReplay& rr : replay.ranks) {
+        int now = 0, peak = 0;
+        for (const TimedAction& a : rr.actions) {
+            switch (a.kind) {
+            case StepKind::F: peak = std::max(peak, ++now); break;
+            case StepKind::B: --now; break;
+            case StepKind::I:
+                if (!untilWeightGradient)
+                    --now;
+                break;
+            case StepKind::W:
+                if (untilWeightGradient)
+                    --now;
+                break;
+            }
+        }
+        out.push_back(peak);
+    }
+    return out;
+}
+
+std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::vector<int64_t>& paramsPerRank,
+                                       const std::vector<int64_t>& activationBytes, const MemoryConfig& config)
+{
+    std::vector<RankMemory> out(replay.ranks.size());
+    const std::vector<int> inFlight = peakInFlight(replay);
+    const double share = std::clamp(config.weightGradActivationShare, 0.0, 1.0);
+    for (size_t r = 0; r < replay.ranks.size(); ++r) {
+        RankMemory& m = out[r];
+        m.parameters = r < paramsPerRank.size() ? paramsPerRank[r] : 0;
+        m.staticBytes = staticMemoryBytes(m.parameters, config);
+        m.peakInFlight = inFlight[r];
+        int64_t act = 0;
+        m.overTime.clear();
+        m.overTime.push_back(MemoryPoint{0, m.staticBytes});
+        m.peakBytes = m.staticBytes;
+        auto at = [&](TimeNs t) {
+            const int64_t total = m.staticBytes + act;
+            if (!m.overTime.empty() && m.overTime.back().t == t)
+                m.overTime.back().bytes = total;
+            else if (m.overTime.back().bytes != total)
+                m.overTime.push_back(MemoryPoint{t, total});
+            if (total > m.peakBytes) {
+                m.peakBytes = total;
+                m.peakAt = t;
+            }
+            m.peakActivationBytes = std::max(m.peakActivationBytes, act);
+        };
+        for (const TimedAction& a : replay.ranks[r].actions) {
+            const int64_t bytes = static_cast<size_t>(a.stage) < activationBytes.size()
+                                      ? activationBytes[static_cast<size_t>(a.stage)]
+                                      : 0;
+            const int64_t kept = static_cast<int64_t>(std::llround(static_cast<double>(bytes) * share));
+            switch (a.kind) {
+            case StepKind::F: act += bytes; at(a.start); break;
+            case StepKind::B: act -= bytes; at(a.end); break;
+            case StepKind::I: act -= bytes - kept; at(a.end); break;
+            case StepKind::W: act -= kept; at(a.end); break;
+            }
+        }
+        m.outOfMemory = config.gpuMemoryBytes && m.peakBytes > *config.gpuMemoryBytes;
+    }
+    return out;
+}
+
+} // namespace pipescope::whatif

@@ -1,0 +1,223 @@
+#include "whatif/Replay.h"
+
+#include "util/Error.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pipescope::whatif {
+
+std::string_view toString(BubbleCause cause)
+{
+    switch (cause) {
+    case BubbleCause::FillDrain: return "fill_drain";
+    case BubbleCause::WaitNeighbor: return "wait_neighbor";
+    case BubbleCause::DpSync: return "dp_sync";
+    case BubbleCause::HostBound: return "host_bound";
+    case BubbleCause::LaunchGap: return "launch_gap";
+    case BubbleCause::Other: return "other";
+    }
+    return "other";
+}
+
+TimeNs ReplayCosts::transferNs(int64_t bytes) const
+{
+    if (p2pBytesPerNs <= 0.0)
+        return p2pLatencyNs;
+    return p2pLatencyNs + static_cast<TimeNs>(std::llround(static_cast<double>(bytes) / p2pBytesPerNs));
+}
+
+TimeNs ReplayCosts::stepNs(int stage, StepKind kind) const
+{
+    const StageCost& c = stages[static_cast<size_t>(stage)];
+    switch (kind) {
+    case StepKind::F: return c.forward;
+    case StepKind::B: return c.backward;
+    case StepKind::I: return c.backwardInput;
+    case StepKind::W: return c.backwardWeight;
+    }
+    return 0;
+}
+
+void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options)
+{
+    const int P = s.pp, S = s.stages, M = s.microbatches;
+    if (static_cast<int>(costs.stages.size()) != S)
+        throw Error("replay: the cost model has " + std::to_string(costs.stages.size()) + " stages, the schedule " +
+                    std::to_string(S));
+    const size_t SM = static_cast<size_t>(S) * static_cast<size_t>(M);
+    arriveF_.assign(SM, -1);
+    arriveG_.assign(SM, -1);
+    rankFree_.assign(static_cast<size_t>(P), 0);
+    linkFree_.assign(static_cast<size_t>(P) * static_cast<size_t>(P), 0);
+    next_.assign(static_cast<size_t>(P), 0);
+    inStack_.assign(static_cast<size_t>(P), 1);
+    stack_.clear();
+    for (int r = P - 1; r >= 0; --r)
+        stack_.push_back(r);
+
+    out.ranks.resize(static_cast<size_t>(P));
+    out.transfers.clear();
+    for (int r = 0; r < P; ++r) {
+        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+        rr.actions.clear();
+        rr.actions.reserve(s.ranks[static_cast<size_t>(r)].size());
+        rr.bubbles.clear();
+        rr.bubbleNs.fill(0);
+    }
+    // Per boundary, so the loop does no floating point.
+    boundaryNs_.assign(S > 1 ? static_cast<size_t>(S - 1) : 0, costs.transferNs(0));
+    for (size_t b = 0; b < boundaryNs_.size() && b < costs.boundaryBytes.size(); ++b)
+        boundaryNs_[b] = costs.transferNs(costs.boundaryBytes[b]);
+
+    const TimeNs gap = costs.launchGapNs;
+    while (!stack_.empty()) {
+        const int r = stack_.back();
+        stack_.pop_back();
+        inStack_[static_cast<size_t>(r)] = 0;
+        const auto& list = s.ranks[static_cast<size_t>(r)];
+        size_t& n = next_[static_cast<size_t>(r)];
+        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+        TimeNs& free = rankFree_[static_cast<size_t>(r)];
+        while (n < list.size()) {
+            const Action& a = list[n];
+            const size_t key = static_cast<size_t>(a.stage) * static_cast<size_t>(M) + static_cast<size_t>(a.microbatch);
+            // Input from a neighbour stage: its producer's end time, then the
+            // transfer, which starts once the data is ready, the link is free
+            // and this rank has posted the receive (its previous step ended).
+            TimeNs ready = 0;
+            int srcStage = -1;
+            if (a.kind == StepKind::F) {
+                if (a.stage > 0) {
+                    if ((ready = arriveF_[key - static_cast<size_t>(M)]) < 0)
+                        break;
+                    srcStage = a.stage - 1;
+                }
+            } else if (a.kind != StepKind::W) {
+                if (a.stage < S - 1) {
+                    if ((ready = arriveG_[key + static_cast<size_t>(M)]) < 0)
+                        break;
+                    srcStage = a.stage + 1;
+                }
+            }
+            if (srcStage >= 0) {
+                const int src = s.rankOfStage[static_cast<size_t>(srcStage)];
+                if (src != r) {
+                    const int boundary = std::min(a.stage, srcStage);
+                    TimeNs& link = linkFree_[static_cast<size_t>(src) * static_cast<size_t>(P) + static_cast<size_t>(r)];
+                    const TimeNs tStart = std::max(std::max(ready, link), free);
+                    const TimeNs tEnd = tStart + boundaryNs_[static_cast<size_t>(boundary)];
+                    link = tEnd;
+                    if (options.timeline) {
+                        const int64_t bytes = static_cast<size_t>(boundary) < costs.boundaryBytes.size()
+                                                  ? costs.boundaryBytes[static_cast<size_t>(boundary)]
+                                                  : 0;
+                        out.transfers.push_back(TimedTransfer{src, r, srcStage, a.stage, a.microbatch,
+                                                              a.kind != StepKind::F, bytes, tStart, tEnd});
+                    }
+                    ready = tEnd;
+                }
+            }
+            const TimeNs start = std::max(n > 0 ? free + gap : free, ready);
+            const TimeNs end = start + costs.stepNs(a.stage, a.kind);
+            rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
+                                             start, end});
+            free = end;
+            ++n;
+
+            // Output for a neighbour stage: record when it is ready and wake its rank.
+            if (a.kind == StepKind::F && a.stage < S - 1) {
+                arriveF_[key] = end;
+                const int dst = s.rankOfStage[static_cast<size_t>(a.stage + 1)];
+                if (dst != r && !inStack_[static_cast<size_t>(dst)]) {
+                    inStack_[static_cast<size_t>(dst)] = 1;
+                    stack_.push_back(dst);
+                }
+            } else if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage > 0) {
+                arriveG_[key] = end;
+                const int dst = s.rankOfStage[static_cast<size_t>(a.stage - 1)];
+                if (dst != r && !inStack_[static_cast<size_t>(dst)]) {
+                    inStack_[static_cast<size_t>(dst)] = 1;
+                    stack_.push_back(dst);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < P; ++r) {
+        const auto& list = s.ranks[static_cast<size_t>(r)];
+        const size_t n = next_[static_cast<size_t>(r)];
+        if (n < list.size())
+            throw Error("replay: the schedule deadlocks at rank " + std::to_string(r) + ", step " +
+                        std::to_string(n + 1) + " (" + actionLabel(list[n]) + "); validate it first");
+    }
+
+    // Iteration end: every rank's all-reduce and optimizer done.
+    TimeNs iteration = 0;
+    for (int r = 0; r < P; ++r) {
+        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+        rr.computeEnd = rr.actions.empty() ? 0 : rr.actions.back().end;
+        rr.allReduceStart = rr.computeEnd;
+        rr.allReduceEnd = rr.allReduceStart + (static_cast<size_t>(r) < costs.allReduceNs.size() ? costs.allReduceNs[static_cast<size_t>(r)] : 0);
+        rr.optimizerStart = rr.allReduceEnd;
+        rr.optimizerEnd = rr.optimizerStart + (static_cast<size_t>(r) < costs.optimizerNs.size() ? costs.optimizerNs[static_cast<size_t>(r)] : 0);
+        iteration = std::max(iteration, rr.optimizerEnd);
+    }
+    out.iterationNs = iteration;
+    out.bubbleNs.fill(0);
+
+    // Gaps before a rank's first backward or after its last forward are the
+    // pipeline filling and draining; gaps in between are waits on a
+    // neighbour (imbalance or transfers). Up to one launch gap of each is host time.
+    TimeNs idleTotal = 0;
+    for (int r = 0; r < P; ++r) {
+        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+        auto addBubble = [&](TimeNs b, TimeNs e, BubbleCause c) {
+            if (e <= b)
+                return;
+            rr.bubbleNs[static_cast<size_t>(c)] += e - b;
+            if (options.timeline)
+                rr.bubbles.push_back(Bubble{b, e, c});
+        };
+        const auto& acts = rr.actions;
+        size_t firstBackward = acts.size(), lastForward = 0;
+        bool anyForward = false;
+        for (size_t j = 0; j < acts.size(); ++j) {
+            if (firstBackward == acts.size() && (acts[j].kind == StepKind::B || acts[j].kind == StepKind::I))
+                firstBackward = j;
+            if (acts[j].kind == StepKind::F) {
+                lastForward = j;
+                anyForward = true;
+            }
+        }
+        TimeNs busy = 0;
+        TimeNs cursor = 0;
+        for (size_t j = 0; j < acts.size(); ++j) {
+            const TimedAction& a = acts[j];
+            if (a.start > cursor) {
+                if (j == 0) {
+                    addBubble(cursor, a.start, BubbleCause::FillDrain);
+                } else {
+                    const TimeNs host = std::min(a.start - cursor, gap);
+                    addBubble(cursor, cursor + host, BubbleCause::LaunchGap);
+                    const bool edge = j <= firstBackward || (anyForward && j - 1 >= lastForward);
+                    addBubble(cursor + host, a.start, edge ? BubbleCause::FillDrain : BubbleCause::WaitNeighbor);
+                }
+            }
+            busy += a.end - a.start;
+            cursor = a.end;
+        }
+        addBubble(rr.allReduceStart, rr.allReduceEnd, BubbleCause::DpSync);
+        busy += rr.optimizerEnd - rr.optimizerStart;
+        addBubble(rr.optimizerEnd, iteration, BubbleCause::FillDrain);
+        rr.busyNs = busy;
+        for (int c = 0; c < kBubbleCauseCount; ++c) {
+            out.bubbleNs[static_cast<size_t>(c)] += rr.bubbleNs[static_cast<size_t>(c)];
+            idleTotal += rr.bubbleNs[static_cast<size_t>(c)];
+        }
+    }
+    out.bubbleFraction = iteration > 0 && P > 0
+                             ? static_cast<double>(idleTotal) / (static_cast<double>(iteration) * P)
+                             : 0.0;
+}
+
+} // namespace pipescope::whatif

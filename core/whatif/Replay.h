@@ -1,0 +1,118 @@
+#pragma once
+// Discrete-event replay of a schedule: each rank runs its steps in order on
+// one compute stream; activations and gradients cross ranks as
+// point-to-point transfers (latency + bytes / bandwidth), one at a time per
+// link, overlapping compute. As with NCCL, a transfer starts when both sides
+// are there: the data is ready and the receiver has posted its receive (its
+// previous step has ended); the sender computes on. At the end of the iteration each
+// rank all-reduces its gradients across data-parallel replicas, then runs
+// the optimizer. Idle compute time is attributed to the same bubble causes
+// the analysis uses.
+//
+// Replay keeps its scratch buffers between runs: re-running on a schedule of
+// the same size allocates nothing, so it can follow a mouse drag.
+#include "whatif/Schedule.h"
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace pipescope::whatif {
+
+enum class BubbleCause : uint8_t { FillDrain = 0, WaitNeighbor, DpSync, HostBound, LaunchGap, Other };
+inline constexpr int kBubbleCauseCount = 6;
+// "fill_drain", "wait_neighbor", "dp_sync", "host_bound", "launch_gap", "other"
+std::string_view toString(BubbleCause cause);
+using BubbleTotals = std::array<TimeNs, kBubbleCauseCount>;
+
+// Time of one step of one microbatch on one virtual stage.
+struct StageCost {
+    TimeNs forward = 0;
+    TimeNs backward = 0;       // full backward (B)
+    TimeNs backwardInput = 0;  // I
+    TimeNs backwardWeight = 0; // W
+};
+
+struct ReplayCosts {
+    std::vector<StageCost> stages;      // [virtual stage]
+    std::vector<int64_t> boundaryBytes; // [s]: bytes between stage s and s + 1, each way, per microbatch
+    TimeNs p2pLatencyNs = 0;
+    double p2pBytesPerNs = 0.0;         // 0: transfers take only the latency
+    TimeNs launchGapNs = 0;             // host time between back-to-back steps on a rank
+    std::vector<TimeNs> allReduceNs;    // [rank] gradient all-reduce at the end (empty: none)
+    std::vector<TimeNs> optimizerNs;    // [rank] optimizer step (empty: none)
+
+    TimeNs transferNs(int64_t bytes) const;
+    TimeNs stepNs(int stage, StepKind kind) const;
+};
+
+struct TimedAction {
+    StepKind kind = StepKind::F;
+    int stage = 0;
+    int chunk = 0;
+    int microbatch = 0;
+    TimeNs start = 0;
+    TimeNs end = 0;
+};
+
+struct TimedTransfer {
+    int srcRank = 0;
+    int dstRank = 0;
+    int srcStage = 0;
+    int dstStage = 0;
+    int microbatch = 0;
+    bool backward = false; // gradient (true) or activation (false)
+    int64_t bytes = 0;
+    TimeNs start = 0;
+    TimeNs end = 0;
+};
+
+struct Bubble {
+    TimeNs start = 0;
+    TimeNs end = 0;
+    BubbleCause cause = BubbleCause::Other;
+};
+
+struct RankReplay {
+    std::vector<TimedAction> actions; // in execution order
+    std::vector<Bubble> bubbles;      // filled when ReplayOptions::timeline
+    TimeNs computeEnd = 0;            // end of the last step
+    TimeNs allReduceStart = 0, allReduceEnd = 0;
+    TimeNs optimizerStart = 0, optimizerEnd = 0;
+    TimeNs busyNs = 0;                // steps + optimizer
+    BubbleTotals bubbleNs{};
+};
+
+struct ReplayResult {
+    std::vector<RankReplay> ranks;
+    std::vector<TimedTransfer> transfers; // filled when ReplayOptions::timeline
+    TimeNs iterationNs = 0;
+    BubbleTotals bubbleNs{};              // summed over ranks
+    double bubbleFraction = 0.0;          // idle / (ranks x iteration)
+};
+
+struct ReplayOptions {
+    bool timeline = true; // record bubbles and transfers; off for searches
+};
+
+class Replay {
+public:
+    // Throws Error when the costs do not fit the schedule or the schedule deadlocks.
+    void run(const Schedule& schedule, const ReplayCosts& costs, ReplayResult& out,
+             const ReplayOptions& options = {});
+    ReplayResult run(const Schedule& schedule, const ReplayCosts& costs, const ReplayOptions& options = {})
+    {
+        ReplayResult r;
+        run(schedule, costs, r, options);
+        return r;
+    }
+
+private:
+    std::vector<TimeNs> arriveF_, arriveG_, rankFree_, linkFree_, boundaryNs_;
+    std::vector<size_t> next_;
+    std::vector<int> stack_;
+    std::vector<char> inStack_;
+};
+
+} // namespace pipescope::whatif

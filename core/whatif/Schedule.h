@@ -1,0 +1,79 @@
+#pragma once
+// A pipeline schedule: for each rank, the ordered list of compute steps it
+// runs in one iteration. Stages are virtual stages (pp * v of them); each
+// lives on one rank as one of its chunks.
+#include "model/Pipeline.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pipescope::whatif {
+
+enum class ScheduleKind : uint8_t {
+    GPipe,
+    OneFOneB,
+    Interleaved1F1B, // Megatron-LM's order
+    LoopedBFS,
+    ZeroBubbleH1,    // ZB-H1 (v = 1), interleaved zero bubble (v > 1), torch's ZB1P order
+    ZeroBubbleH2,
+    ZeroBubbleV,
+    DualPipeV,
+    Custom,          // loaded from a CSV file
+};
+
+// Canonical names: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipev, custom.
+std::string_view toString(ScheduleKind kind);
+// Accepts canonical names and common spellings (interleaved, zbh1, ZBVZeroBubble, ...); nullopt if unknown.
+std::optional<ScheduleKind> scheduleKindFromString(std::string_view name);
+// All built-in kinds, for searches and help texts.
+const std::vector<ScheduleKind>& builtinScheduleKinds();
+// ZB-V and DualPipeV place two chunks per rank in a V; the others loop.
+bool isVShaped(ScheduleKind kind);
+bool splitsBackward(ScheduleKind kind); // uses I and W instead of B
+
+struct Action {
+    StepKind kind = StepKind::F;
+    int stage = 0;      // virtual stage
+    int microbatch = 0;
+};
+
+struct Schedule {
+    ScheduleKind kind = ScheduleKind::Custom;
+    int pp = 1;           // ranks in the pipeline
+    int stages = 1;       // virtual stages = pp * v
+    int microbatches = 1;
+    std::vector<int> rankOfStage;  // [stage]
+    std::vector<int> chunkOfStage; // [stage]
+    std::vector<std::vector<Action>> ranks; // per rank, in execution order
+
+    int chunks() const { return pp > 0 ? stages / pp : 0; }
+    size_t actionCount() const;
+    std::string name() const { return std::string(toString(kind)); }
+};
+
+// Human-readable step label in torch's notation: stage, kind, microbatch ("2F3").
+std::string actionLabel(const Action& a);
+
+// Builds a built-in schedule. Throws Error with one sentence when the
+// combination is not supported (e.g. ZB-V with v != 2, DualPipeV with m < 2p).
+Schedule makeSchedule(ScheduleKind kind, int pp, int v, int microbatches);
+
+// The virtual stage of (pipeline stage/rank, chunk) under a kind's placement.
+int virtualStage(ScheduleKind kind, int pp, int rank, int chunk);
+
+// Parses torch.distributed.pipelining's compute-only schedule CSV: one row per
+// rank, cells like "0F0", "1I3", "1W3", "2B0", empty cells for idle steps;
+// "(0F4;1B2)OVERLAP_F_B" cells run their sub-steps in order; communication
+// and FSDP cells (SEND_F, RECV_B, UNSHARD, ...) are ignored. The result is
+// validated (see validateSchedule). `source` names the input in errors.
+Schedule parseScheduleCsv(std::string_view text, const std::string& source);
+Schedule loadScheduleCsv(const std::string& path);
+
+// Refuses a schedule that breaks a dependency (B before its F, W before its I,
+// a microbatch missing or run twice, a stage on two ranks) or deadlocks, with
+// a message naming the first bad step. Throws Error.
+void validateSchedule(const Schedule& schedule, const std::string& source);
+
+} // namespace pipescope::whatif

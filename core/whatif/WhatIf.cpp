@@ -1,0 +1,420 @@
+#include "whatif/WhatIf.h"
+
+#include "util/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace pipescope::whatif {
+
+std::optional<double> Prediction::speedup() const
+{
+    if (!measuredIterationNs || replay.iterationNs <= 0)
+        return std::nullopt;
+    return static_cast<double>(*measuredIterationNs) / static_cast<double>(replay.iterationNs);
+}
+
+bool Prediction::outOfMemory() const
+{
+    return std::any_of(memory.begin(), memory.end(), [](const RankMemory& m) { return m.outOfMemory; });
+}
+
+int64_t Prediction::peakBytes() const
+{
+    int64_t peak = 0;
+    for (const RankMemory& m : memory)
+        peak = std::max(peak, m.peakBytes);
+    return peak;
+}
+
+Scenario measuredScenario(const CostModel& model)
+{
+    Scenario s;
+    s.label = "measured configuration";
+    s.schedule = scheduleKindFromString(model.measuredSchedule).value_or(ScheduleKind::OneFOneB);
+    if (s.schedule == ScheduleKind::Custom)
+        s.schedule = ScheduleKind::OneFOneB;
+    s.pp = std::max(1, model.measuredPp);
+    s.v = std::max(1, model.measuredV);
+    if (isVShaped(s.schedule))
+        s.v = 2;
+    else if (s.v > 1 && (s.schedule == ScheduleKind::OneFOneB || s.schedule == ScheduleKind::GPipe))
+        s.schedule = ScheduleKind::Interleaved1F1B;
+    else if (s.v == 1 && s.schedule == ScheduleKind::Interleaved1F1B)
+        s.schedule = ScheduleKind::OneFOneB;
+    s.microbatches = std::max(1, model.measuredMicrobatches);
+    if (model.measuredPartition)
+        s.boundaries = model.measuredPartition->boundaries();
+    return s;
+}
+
+Scenario applyChanges(Scenario s, const ScenarioChanges& c)
+{
+    const int oldStages = s.pp * s.v;
+    if (c.schedule) {
+        const auto kind = scheduleKindFromString(*c.schedule);
+        if (!kind || *kind == ScheduleKind::Custom) {
+            std::string names;
+            for (ScheduleKind k : builtinScheduleKinds())
+                names += (names.empty() ? "" : ", ") + std::string(toString(k));
+            throw Error("unknown schedule '" + *c.schedule + "'; choose one of " + names +
+                        ", or give --schedule-csv FILE");
+        }
+        s.schedule = *kind;
+        if (!c.v) {
+            if (isVShaped(*kind))
+                s.v = 2;
+            else if ((*kind == ScheduleKind::Interleaved1F1B || *kind == ScheduleKind::LoopedBFS) && s.v < 2)
+                s.v = 2;
+            else if (*kind == ScheduleKind::GPipe || *kind == ScheduleKind::OneFOneB || *kind == ScheduleKind::ZeroBubbleH2)
+                s.v = 1;
+        }
+    }
+    if (c.pp) {
+        if (*c.pp < 1 || *c.pp > 4096)
+            throw Error("--pp must be between 1 and 4096 (got " + std::to_string(*c.pp) + ")");
+        s.pp = *c.pp;
+    }
+    if (c.v) {
+        if (*c.v < 1 || *c.v > 64)
+            throw Error("--v must be between 1 and 64 (got " + std::to_string(*c.v) + ")");
+        s.v = *c.v;
+    }
+    if (c.microbatches) {
+        if (*c.microbatches < 1 || *c.microbatches > 100000)
+            throw Error("--microbatches must be between 1 and 100000 (got " + std::to_string(*c.microbatches) + ")");
+        s.microbatches = *c.microbatches;
+    }
+    if (s.pp * s.v != oldStages)
+        s.boundaries.reset();
+    if (c.boundaries)
+        s.boundaries = *c.boundaries;
+    if (c.scheduleCsv) {
+        s.custom = loadScheduleCsv(*c.scheduleCsv);
+        s.schedule = ScheduleKind::Custom;
+        const int stages = s.custom->stages;
+        if (stages != s.pp * s.v && !c.boundaries)
+            s.boundaries.reset();
+        s.pp = s.custom->pp;
+        s.v = std::max(1, s.custom->chunks());
+        s.microbatches = s.custom->microbatches;
+    }
+    return s;
+}
+
+namespace {
+
+Schedule scheduleFor(const Scenario& sc)
+{
+    if (sc.custom)
+        return *sc.custom;
+    return makeSchedule(sc.schedule, sc.pp, sc.v, sc.microbatches);
+}
+
+Partition partitionFor(const CostModel& model, const Scenario& sc, int stages)
+{
+    const int L = model.layerCount();
+    if (sc.boundaries)
+        return partitionFromBoundaries(*sc.boundaries, L, stages);
+    if (model.measuredPartition && model.measuredPartition->stages() == stages)
+        return *model.measuredPartition;
+    return evenPartition(L, stages);
+}
+
+Prediction finish(const CostModel& model, std::string label, Schedule schedule, Partition partition,
+                  const ReplayOptions& options, Replay& replay)
+{
+    Prediction p;
+    p.label = std::move(label);
+    p.costs = model.replayCosts(partition, schedule);
+    replay.run(schedule, p.costs, p.replay, options);
+    std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0);
+    const std::vector<int64_t> params = model.stageParams(partition);
+    for (int s = 0; s < schedule.stages; ++s)
+        rankParams[size_t(schedule.rankOfStage[size_t(s)])] += params[size_t(s)];
+    p.memory = memoryOverTime(p.replay, rankParams, model.stageActivationBytes(partition, schedule.microbatches),
+                              model.memory);
+    p.dataParallel = model.dataParallel;
+    p.gpuMemoryBytes = model.memory.gpuMemoryBytes;
+    p.measuredIterationNs = model.measuredIterationNs;
+    p.schedule = std::move(schedule);
+    p.partition = std::move(partition);
+    return p;
+}
+
+// Microbatches each stage stores at once under a schedule, whatever the costs.
+std::vector<int> stageInFlight(const Schedule& schedule)
+{
+    ReplayCosts unit;
+    unit.stages.assign(size_t(schedule.stages), StageCost{1, 2, 1, 1});
+    ReplayOptions o;
+    o.timeline = false;
+    const ReplayResult r = Replay().run(schedule, unit, o);
+    const std::vector<int> perRank = peakInFlight(r);
+    const int v = std::max(1, schedule.chunks());
+    std::vector<int> out(size_t(schedule.stages));
+    for (int s = 0; s < schedule.stages; ++s)
+        out[size_t(s)] = (perRank[size_t(schedule.rankOfStage[size_t(s)])] + v - 1) / v;
+    return out;
+}
+
+struct StageMemoryCheck {
+    const CostModel& model;
+    std::vector<int> inFlight;
+    std::optional<int64_t> limit; // per stage
+    double scale;
+
+    bool fits(int s, int64_t params, int64_t activation) const
+    {
+        if (!limit)
+            return true;
+        const double act = static_cast<double>(activation) * scale * inFlight[size_t(s)];
+        return static_cast<double>(staticMemoryBytes(params, model.memory)) + act <= static_cast<double>(*limit);
+    }
+};
+
+} // namespace
+
+Prediction predict(const CostModel& model, const Scenario& sc, const ReplayOptions& options)
+{
+    if (model.layers.empty())
+        throw Error("the cost model has no layers");
+    Schedule schedule = scheduleFor(sc);
+    Partition partition = partitionFor(model, sc, schedule.stages);
+    Replay replay;
+    std::string label = sc.label.empty() ? "requested" : sc.label;
+    return finish(model, std::move(label), std::move(schedule), std::move(partition), options, replay);
+}
+
+std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vector<int>& inFlight,
+                                 std::optional<int64_t> memoryLimitPerStage, int microbatches, TimeNs* bottleneck)
+{
+    const int L = model.layerCount();
+    if (S < 1 || L < S)
+        return {};
+    // Prefix sums over layers: time (F + B), parameters, activations.
+    std::vector<double> t(size_t(L) + 1, 0.0);
+    std::vector<int64_t> prm(size_t(L) + 1, 0), act(size_t(L) + 1, 0);
+    for (int l = 0; l < L; ++l) {
+        const LayerCostModel& lc = model.layers[size_t(l)];
+        t[size_t(l) + 1] = t[size_t(l)] + lc.forwardNs + lc.backwardNs;
+        prm[size_t(l) + 1] = prm[size_t(l)] + lc.params;
+        act[size_t(l) + 1] = act[size_t(l)] + lc.activationBytes;
+    }
+    const LayerCostModel& first = model.firstStageExtra;
+    const LayerCostModel& last = model.lastStageExtra;
+    StageMemoryCheck mem{model, inFlight, memoryLimitPerStage, model.microbatchScale(microbatches)};
+    auto stageTime = [&](int s, int a, int b) {
+        double x = t[size_t(b)] - t[size_t(a)];
+        if (s == 0)
+            x += first.forwardNs + first.backwardNs;
+        if (s == S - 1)
+            x += last.forwardNs + last.backwardNs;
+        return x;
+    };
+    auto feasible = [&](int s, int a, int b) {
+        int64_t p = prm[size_t(b)] - prm[size_t(a)], ac = act[size_t(b)] - act[size_t(a)];
+        if (s == 0) {
+            p += first.params;
+            ac += first.activationBytes;
+        }
+        if (s == S - 1) {
+            p += last.params;
+            ac += last.activationBytes;
+        }
+        return mem.fits(s, p, ac);
+    };
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    const size_t W = size_t(L) + 1;
+    std::vector<double> best(size_t(S + 1) * W, kInf);
+    std::vector<int> from(size_t(S + 1) * W, -1);
+    best[0] = 0.0;
+    for (int s = 1; s <= S; ++s) {
+        const int jLo = s, jHi = L - (S - s);
+        for (int j = jLo; j <= jHi; ++j) {
+            double bj = kInf;
+            int arg = -1;
+            // Walking i down, the last stage grows: once it alone exceeds the
+            // best found, no smaller i can do better.
+            for (int i = j - 1; i >= s - 1; --i) {
+                const double prev = best[size_t(s - 1) * W + size_t(i)];
+                const double cost = stageTime(s - 1, i, j);
+                if (cost >= bj)
+                    break;
+                if (prev == kInf || !feasible(s - 1, i, j))
+                    continue;
+                const double v = std::max(prev, cost);
+                if (v < bj) {
+                    bj = v;
+                    arg = i;
+                }
+            }
+            best[size_t(s) * W + size_t(j)] = bj;
+            from[size_t(s) * W + size_t(j)] = arg;
+        }
+    }
+    if (best[size_t(S) * W + size_t(L)] == kInf)
+        return {};
+    std::vector<int> firstLayer(size_t(S) + 1, 0);
+    firstLayer[size_t(S)] = L;
+    for (int s = S, j = L; s > 0; --s) {
+        j = from[size_t(s) * W + size_t(j)];
+        firstLayer[size_t(s) - 1] = j;
+    }
+    if (bottleneck)
+        *bottleneck = static_cast<TimeNs>(std::llround(best[size_t(S) * W + size_t(L)]));
+    return {firstLayer.begin() + 1, firstLayer.end() - 1};
+}
+
+BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const BalanceOptions& options)
+{
+    if (model.layers.empty())
+        throw Error("the cost model has no layers");
+    const Schedule schedule = scheduleFor(sc);
+    const int S = schedule.stages, L = model.layerCount();
+    if (L < S)
+        throw Error(std::to_string(L) + " layers cannot fill " + std::to_string(S) +
+                    " stages (pp x v); use a smaller --pp or --v");
+    const std::vector<int> inFlight = stageInFlight(schedule);
+    const std::optional<int64_t> limit = options.memoryLimitBytes ? options.memoryLimitBytes : model.memory.gpuMemoryBytes;
+    const int v = std::max(1, schedule.chunks());
+    std::optional<int64_t> perStage;
+    if (limit)
+        perStage = *limit / v;
+
+    BalanceResult result;
+    std::vector<int> bounds = minMaxPartition(model, S, inFlight, perStage, schedule.microbatches, &result.bottleneckNs);
+    if (bounds.empty() && S > 1) {
+        result.memoryFeasible = false;
+        perStage.reset();
+        bounds = minMaxPartition(model, S, inFlight, perStage, schedule.microbatches, &result.bottleneckNs);
+    }
+    if (bounds.empty() && S > 1)
+        throw Error("no partition of " + std::to_string(L) + " layers over " + std::to_string(S) + " stages exists");
+
+    Replay replay;
+    ReplayOptions fast;
+    fast.timeline = false;
+    ReplayResult scratch;
+    auto timeOf = [&](const std::vector<int>& b) {
+        const Partition part = partitionFromBoundaries(b, L, S);
+        const ReplayCosts costs = model.replayCosts(part, schedule);
+        replay.run(schedule, costs, scratch, fast);
+        ++result.replays;
+        return scratch.iterationNs;
+    };
+    if (options.refineWithReplay && S > 1) {
+        // Prefix sums for the memory check of a moved boundary.
+        std::vector<int64_t> prm(size_t(L) + 1, 0), act(size_t(L) + 1, 0);
+        for (int l = 0; l < L; ++l) {
+            prm[size_t(l) + 1] = prm[size_t(l)] + model.layers[size_t(l)].params;
+            act[size_t(l) + 1] = act[size_t(l)] + model.layers[size_t(l)].activationBytes;
+        }
+        StageMemoryCheck mem{model, inFlight, perStage, model.microbatchScale(schedule.microbatches)};
+        auto fits = [&](const std::vector<int>& b) {
+            for (int s = 0; s < S; ++s) {
+                const int lo = s == 0 ? 0 : b[size_t(s) - 1], hi = s == S - 1 ? L : b[size_t(s)];
+                int64_t p = prm[size_t(hi)] - prm[size_t(lo)], a = act[size_t(hi)] - act[size_t(lo)];
+                if (s == 0) {
+                    p += model.firstStageExtra.params;
+                    a += model.firstStageExtra.activationBytes;
+                }
+                if (s == S - 1) {
+                    p += model.lastStageExtra.params;
+                    a += model.lastStageExtra.activationBytes;
+                }
+                if (!mem.fits(s, p, a))
+                    return false;
+            }
+            return true;
+        };
+        TimeNs best = timeOf(bounds);
+        for (int round = 0; round < options.maxRefineRounds; ++round) {
+            bool improved = false;
+            for (size_t i = 0; i < bounds.size(); ++i)
+                for (int d : {-1, +1}) {
+                    std::vector<int> cand = bounds;
+                    cand[i] += d;
+                    const int lo = i == 0 ? 0 : cand[i - 1], hi = i + 1 == cand.size() ? L : cand[i + 1];
+                    if (cand[i] <= lo || cand[i] >= hi || !fits(cand))
+                        continue;
+                    const TimeNs t = timeOf(cand);
+                    if (t < best) {
+                        best = t;
+                        bounds = std::move(cand);
+                        improved = true;
+                    }
+                }
+            if (!improved)
+                break;
+        }
+    }
+    if (options.memoryLimitBytes) {
+        // Flag out-of-memory against the limit balanced for.
+        CostModel limited = model;
+        limited.memory.gpuMemoryBytes = options.memoryLimitBytes;
+        result.prediction = finish(limited, sc.label.empty() ? "auto-balance" : sc.label, schedule,
+                                   partitionFromBoundaries(bounds, L, S), ReplayOptions{}, replay);
+    } else {
+        result.prediction = finish(model, sc.label.empty() ? "auto-balance" : sc.label, schedule,
+                                   partitionFromBoundaries(bounds, L, S), ReplayOptions{}, replay);
+    }
+    ++result.replays;
+    return result;
+}
+
+std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenario& base, const SearchSpace& space,
+                                            const BalanceOptions& options)
+{
+    const std::vector<ScheduleKind> schedules = space.schedules.empty() ? builtinScheduleKinds() : space.schedules;
+    const std::vector<int> vs = space.vs.empty() ? std::vector<int>{1, 2, 3, 4} : space.vs;
+    std::vector<int> ms = space.microbatches;
+    if (ms.empty()) {
+        std::set<int> set;
+        for (int k : {base.microbatches / 2, base.microbatches, base.microbatches * 2, base.microbatches * 4})
+            if (k >= 1)
+                set.insert(k);
+        ms.assign(set.begin(), set.end());
+    }
+    const int pp = space.pp > 0 ? space.pp : base.pp;
+    std::vector<SearchRow> rows;
+    for (ScheduleKind kind : schedules)
+        for (int v : vs)
+            for (int m : ms) {
+                Scenario sc;
+                sc.schedule = kind;
+                sc.pp = pp;
+                sc.v = v;
+                sc.microbatches = m;
+                sc.label = std::string(toString(kind)) + " v" + std::to_string(v) + " m" + std::to_string(m);
+                if (pp * v > model.layerCount())
+                    continue;
+                try {
+                    (void)makeSchedule(kind, pp, v, m);
+                } catch (const Error&) {
+                    continue; // not a combination this schedule accepts
+                }
+                BalanceOptions o = options;
+                o.maxRefineRounds = std::min(o.maxRefineRounds, 4);
+                BalanceResult b = autoBalance(model, sc, o);
+                SearchRow row;
+                row.scenario = sc;
+                row.boundaries = b.prediction.partition.boundaries();
+                row.iterationNs = b.prediction.iterationNs();
+                row.bubbleFraction = b.prediction.replay.bubbleFraction;
+                row.peakBytes = b.prediction.peakBytes();
+                row.outOfMemory = b.prediction.outOfMemory();
+                row.speedup = b.prediction.speedup();
+                rows.push_back(std::move(row));
+            }
+    std::stable_sort(rows.begin(), rows.end(), [](const SearchRow& a, const SearchRow& b) {
+        if (a.outOfMemory != b.outOfMemory)
+            return !a.outOfMemory;
+        return a.iterationNs < b.iterationNs;
+    });
+    return rows;
+}
+
+} // namespace pipescope::whatif

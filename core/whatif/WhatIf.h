@@ -1,0 +1,111 @@
+#pragma once
+// What-if questions: a scenario (schedule, pipeline degree, v, microbatches,
+// stage boundaries) replayed on a cost model, answered with the predicted
+// iteration time, speed-up against the measured run, bubble fraction and
+// per-stage memory; auto-balance of the partition under memory limits; and a
+// ranked search over schedule x v x microbatches.
+#include "whatif/CostModel.h"
+#include "whatif/Memory.h"
+#include "whatif/Replay.h"
+#include "whatif/Schedule.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope::whatif {
+
+struct Scenario {
+    std::string label;
+    ScheduleKind schedule = ScheduleKind::OneFOneB;
+    int pp = 1;
+    int v = 1;
+    int microbatches = 1;
+    std::optional<std::vector<int>> boundaries; // unset: the measured partition if it fits, else an even split
+    std::optional<Schedule> custom;              // a loaded CSV order; overrides schedule, pp, v, microbatches
+};
+
+struct Prediction {
+    std::string label;
+    Schedule schedule;
+    Partition partition;
+    ReplayCosts costs;
+    ReplayResult replay;
+    std::vector<RankMemory> memory;
+    int dataParallel = 1;
+    std::optional<int64_t> gpuMemoryBytes;
+    std::optional<TimeNs> measuredIterationNs;
+
+    TimeNs iterationNs() const { return replay.iterationNs; }
+    std::optional<double> speedup() const; // measured / predicted
+    bool outOfMemory() const;
+    int64_t peakBytes() const; // over ranks
+};
+
+// The configuration the cost model was measured in (pp, v, m, schedule, partition).
+Scenario measuredScenario(const CostModel& model);
+
+// What the user asked to change (command-line flags, the app's editor).
+struct ScenarioChanges {
+    std::optional<std::string> schedule; // a name scheduleKindFromString accepts
+    std::optional<std::string> scheduleCsv; // path of a torch schedule CSV
+    std::optional<int> pp, v, microbatches;
+    std::optional<std::vector<int>> boundaries;
+};
+
+// Applies changes to a base scenario. A schedule that needs two chunks per
+// rank gets v = 2 unless v is given; changing pp or v drops the base
+// boundaries (the layers are re-split). Throws Error naming a bad value.
+Scenario applyChanges(Scenario base, const ScenarioChanges& changes);
+
+// Throws Error with one sentence for a scenario that cannot run (bad
+// boundaries, a v that does not divide the layers, ...).
+Prediction predict(const CostModel& model, const Scenario& scenario, const ReplayOptions& options = {});
+
+struct BalanceOptions {
+    std::optional<int64_t> memoryLimitBytes; // default: the cost model's GPU memory, if known
+    bool refineWithReplay = true;            // hill-climb the min-max partition on replayed time
+    int maxRefineRounds = 16;
+};
+
+struct BalanceResult {
+    Prediction prediction;
+    TimeNs bottleneckNs = 0; // slowest stage's F + B per microbatch under the min-max partition
+    int replays = 0;
+    bool memoryFeasible = true; // a partition within the memory limit exists
+};
+
+// The partition minimising predicted iteration time for the scenario's
+// schedule: min-max dynamic programming over heterogeneous layers with each
+// stage's memory limit, then checked and refined by replay.
+BalanceResult autoBalance(const CostModel& model, const Scenario& scenario, const BalanceOptions& options = {});
+
+// Just the min-max step: boundaries minimising the slowest stage (F + B per
+// microbatch, extras included) with each stage's memory at most its limit
+// (inFlight[s] microbatches stored on stage s). Empty when infeasible.
+std::vector<int> minMaxPartition(const CostModel& model, int stages, const std::vector<int>& inFlight,
+                                 std::optional<int64_t> memoryLimitPerStage, int microbatches, TimeNs* bottleneck = nullptr);
+
+struct SearchSpace {
+    std::vector<ScheduleKind> schedules; // default: all built-in
+    std::vector<int> vs;                 // default: 1, 2, 3, 4 (what each schedule accepts)
+    std::vector<int> microbatches;       // default: around the scenario's count
+    int pp = 0;                          // default: the scenario's
+};
+
+struct SearchRow {
+    Scenario scenario;
+    std::vector<int> boundaries;
+    TimeNs iterationNs = 0;
+    double bubbleFraction = 0;
+    int64_t peakBytes = 0;
+    bool outOfMemory = false;
+    std::optional<double> speedup;
+};
+
+// Every valid combination auto-balanced and replayed, fastest first; those
+// that run out of memory come last.
+std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenario& base, const SearchSpace& space,
+                                            const BalanceOptions& options = {});
+
+} // namespace pipescope::whatif

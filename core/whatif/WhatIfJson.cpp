@@ -1,0 +1,198 @@
+#include "whatif/WhatIfJson.h"
+
+#include "Version.h"
+
+namespace pipescope::whatif {
+
+using nlohmann::json;
+
+namespace {
+
+json causes(const BubbleTotals& t)
+{
+    json o = json::object();
+    for (int c = 0; c < kBubbleCauseCount; ++c)
+        o[std::string(toString(static_cast<BubbleCause>(c)))] = t[size_t(c)];
+    return o;
+}
+
+json layerJson(const LayerCostModel& l)
+{
+    return json{{"name", l.name},
+                {"forward_ns", l.forwardNs},
+                {"backward_ns", l.backwardNs},
+                {"backward_input_share", l.backwardInputShare},
+                {"params", l.params},
+                {"activation_bytes", l.activationBytes}};
+}
+
+json optionalNumber(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+json configJson(const Prediction& p)
+{
+    std::vector<int> layersPerStage;
+    for (int s = 0; s < p.partition.stages(); ++s)
+        layersPerStage.push_back(p.partition.layersOf(s));
+    std::vector<int> stageRank(p.schedule.rankOfStage.begin(), p.schedule.rankOfStage.end());
+    return json{{"schedule", p.schedule.name()},
+                {"pp", p.schedule.pp},
+                {"v", p.schedule.chunks()},
+                {"stages", p.schedule.stages},
+                {"microbatches", p.schedule.microbatches},
+                {"dp", p.dataParallel},
+                {"boundaries", p.partition.boundaries()},
+                {"layers_per_stage", layersPerStage},
+                {"rank_of_stage", stageRank}};
+}
+
+} // namespace
+
+json costModelToJson(const CostModel& m)
+{
+    json layers = json::array();
+    for (const auto& l : m.layers)
+        layers.push_back(layerJson(l));
+    return json{{"name", m.name},
+                {"layers", std::move(layers)},
+                {"first_stage_extra", layerJson(m.firstStageExtra)},
+                {"last_stage_extra", layerJson(m.lastStageExtra)},
+                {"p2p", {{"latency_ns", m.p2pLatencyNs}, {"bytes_per_ns", m.p2pBytesPerNs}, {"bytes", m.p2pBytes}}},
+                {"launch_gap_ns", m.launchGapNs},
+                {"dp", m.dataParallel},
+                {"reference_microbatches", m.referenceMicrobatches},
+                {"keep_global_batch", m.keepGlobalBatch},
+                {"memory",
+                 {{"weight_bytes_per_param", m.memory.weightBytesPerParam},
+                  {"grad_bytes_per_param", m.memory.gradBytesPerParam},
+                  {"optimizer_bytes_per_param", m.memory.optimizerBytesPerParam},
+                  {"zero_stage", m.memory.zeroStage},
+                  {"reserved_bytes", m.memory.reservedBytes},
+                  {"gpu_memory_bytes", optionalNumber(m.memory.gpuMemoryBytes)}}}};
+}
+
+json predictionToJson(const Prediction& p, const JsonOptions& options)
+{
+    const auto speedup = p.speedup();
+    json ranks = json::array();
+    for (size_t r = 0; r < p.replay.ranks.size(); ++r) {
+        const RankReplay& rr = p.replay.ranks[r];
+        std::vector<int> stages;
+        for (int s = 0; s < p.schedule.stages; ++s)
+            if (p.schedule.rankOfStage[size_t(s)] == static_cast<int>(r))
+                stages.push_back(s);
+        json jr{{"rank", r},
+                {"stages", stages},
+                {"busy_ns", rr.busyNs},
+                {"compute_end_ns", rr.computeEnd},
+                {"all_reduce", {{"start_ns", rr.allReduceStart}, {"end_ns", rr.allReduceEnd}}},
+                {"optimizer", {{"start_ns", rr.optimizerStart}, {"end_ns", rr.optimizerEnd}}},
+                {"bubbles_by_cause_ns", causes(rr.bubbleNs)}};
+        if (r < p.memory.size()) {
+            const RankMemory& m = p.memory[r];
+            json mem{{"parameters", m.parameters},
+                     {"static_bytes", m.staticBytes},
+                     {"peak_activation_bytes", m.peakActivationBytes},
+                     {"peak_bytes", m.peakBytes},
+                     {"peak_at_ns", m.peakAt},
+                     {"peak_in_flight", m.peakInFlight},
+                     {"out_of_memory", m.outOfMemory}};
+            if (options.timeline) {
+                json pts = json::array();
+                for (const MemoryPoint& pt : m.overTime)
+                    pts.push_back(json::array({pt.t, pt.bytes}));
+                mem["over_time"] = std::move(pts);
+            }
+            jr["memory"] = std::move(mem);
+        }
+        if (options.timeline) {
+            json acts = json::array();
+            for (const TimedAction& a : rr.actions)
+                acts.push_back(json{{"kind", std::string(1, toChar(a.kind))},
+                                    {"stage", a.stage},
+                                    {"chunk", a.chunk},
+                                    {"microbatch", a.microbatch},
+                                    {"start_ns", a.start},
+                                    {"end_ns", a.end}});
+            jr["actions"] = std::move(acts);
+            json bubbles = json::array();
+            for (const Bubble& b : rr.bubbles)
+                bubbles.push_back(json{{"start_ns", b.start}, {"end_ns", b.end}, {"cause", std::string(toString(b.cause))}});
+            jr["bubbles"] = std::move(bubbles);
+        }
+        ranks.push_back(std::move(jr));
+    }
+    json out{{"label", p.label},
+             {"config", configJson(p)},
+             {"iteration_ns", p.replay.iterationNs},
+             {"measured_iteration_ns", optionalNumber(p.measuredIterationNs)},
+             {"speedup", speedup ? json(*speedup) : json(nullptr)},
+             {"bubble_fraction", p.replay.bubbleFraction},
+             {"bubbles_by_cause_ns", causes(p.replay.bubbleNs)},
+             {"peak_bytes", p.peakBytes()},
+             {"gpu_memory_bytes", optionalNumber(p.gpuMemoryBytes)},
+             {"out_of_memory", p.outOfMemory()},
+             {"ranks", std::move(ranks)}};
+    if (options.timeline) {
+        json transfers = json::array();
+        for (const TimedTransfer& t : p.replay.transfers)
+            transfers.push_back(json{{"src_rank", t.srcRank},
+                                     {"dst_rank", t.dstRank},
+                                     {"src_stage", t.srcStage},
+                                     {"dst_stage", t.dstStage},
+                                     {"microbatch", t.microbatch},
+                                     {"direction", t.backward ? "backward" : "forward"},
+                                     {"bytes", t.bytes},
+                                     {"start_ns", t.start},
+                                     {"end_ns", t.end}});
+        out["transfers"] = std::move(transfers);
+    }
+    return out;
+}
+
+json searchToJson(const std::vector<SearchRow>& rows)
+{
+    json out = json::array();
+    int rank = 1;
+    for (const SearchRow& r : rows)
+        out.push_back(json{{"rank", rank++},
+                           {"schedule", std::string(toString(r.scenario.schedule))},
+                           {"pp", r.scenario.pp},
+                           {"v", r.scenario.v},
+                           {"microbatches", r.scenario.microbatches},
+                           {"boundaries", r.boundaries},
+                           {"iteration_ns", r.iterationNs},
+                           {"bubble_fraction", r.bubbleFraction},
+                           {"peak_bytes", r.peakBytes},
+                           {"out_of_memory", r.outOfMemory},
+                           {"speedup", r.speedup ? json(*r.speedup) : json(nullptr)}});
+    return out;
+}
+
+json whatIfDocument(const WhatIfSource& source, const CostModel& model, const std::vector<Prediction>& predictions,
+                    const std::vector<SearchRow>* search, const JsonOptions& options)
+{
+    json doc{{"schema", kWhatIfSchema},
+             {"generator", std::string("pipescope ") + kVersion},
+             {"source", {{"kind", source.kind}, {"path", source.path}, {"simulated", source.simulated}}},
+             {"cost_model", costModelToJson(model)}};
+    if (model.measuredIterationNs) {
+        doc["measured"] = json{{"iteration_ns", *model.measuredIterationNs},
+                               {"schedule", model.measuredSchedule},
+                               {"pp", model.measuredPp},
+                               {"v", model.measuredV},
+                               {"microbatches", model.measuredMicrobatches},
+                               {"idle_ns_per_stage", model.measuredIdleNsPerStage},
+                               {"boundaries", model.measuredPartition ? json(model.measuredPartition->boundaries())
+                                                                      : json(nullptr)}};
+    } else {
+        doc["measured"] = nullptr;
+    }
+    json preds = json::array();
+    for (const Prediction& p : predictions)
+        preds.push_back(predictionToJson(p, options));
+    doc["predictions"] = std::move(preds);
+    doc["search"] = search ? searchToJson(*search) : json(nullptr);
+    return doc;
+}
+
+} // namespace pipescope::whatif

@@ -1,0 +1,105 @@
+#include "whatif/WhatIfText.h"
+
+#include "util/Format.h"
+
+#include <sstream>
+
+namespace pipescope::whatif {
+
+namespace {
+
+std::string joinInts(const std::vector<int>& v)
+{
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i)
+        s += (i ? "," : "") + std::to_string(v[i]);
+    return s.empty() ? "-" : s;
+}
+
+std::string ratio(double x)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fx", x);
+    return buf;
+}
+
+} // namespace
+
+std::string describeConfig(const Prediction& p)
+{
+    std::ostringstream o;
+    o << p.schedule.name() << ", pp " << p.schedule.pp;
+    if (p.schedule.chunks() > 1)
+        o << ", v " << p.schedule.chunks();
+    o << ", " << p.schedule.microbatches << " microbatches";
+    if (p.dataParallel > 1)
+        o << ", dp " << p.dataParallel;
+    o << ", boundaries " << joinInts(p.partition.boundaries());
+    return o.str();
+}
+
+std::string predictionText(const Prediction& p)
+{
+    std::ostringstream o;
+    o << p.label << ": " << describeConfig(p) << "\n";
+    o << "  iteration  " << formatDuration(p.iterationNs());
+    if (p.measuredIterationNs) {
+        o << "   (measured " << formatDuration(*p.measuredIterationNs);
+        if (auto s = p.speedup())
+            o << ", speed-up " << ratio(*s);
+        o << ")";
+    }
+    o << "\n  bubble     " << formatPercent(p.replay.bubbleFraction) << " of rank time";
+    const double total = static_cast<double>(p.iterationNs()) * static_cast<double>(p.replay.ranks.size());
+    std::string causes;
+    for (int c = 0; c < kBubbleCauseCount; ++c) {
+        const TimeNs t = p.replay.bubbleNs[size_t(c)];
+        if (t > 0 && total > 0)
+            causes += (causes.empty() ? "" : ", ") + std::string(toString(static_cast<BubbleCause>(c))) + " " +
+                      formatPercent(static_cast<double>(t) / total);
+    }
+    if (!causes.empty())
+        o << " (" << causes << ")";
+    o << "\n";
+    TextTable t({"rank", "stages", ">layers", ">busy", ">idle", ">peak memory", ">in flight", "OOM"});
+    for (size_t r = 0; r < p.replay.ranks.size(); ++r) {
+        const RankReplay& rr = p.replay.ranks[r];
+        std::vector<int> stages;
+        int layers = 0;
+        for (int s = 0; s < p.schedule.stages; ++s)
+            if (p.schedule.rankOfStage[size_t(s)] == static_cast<int>(r)) {
+                stages.push_back(s);
+                layers += p.partition.layersOf(s);
+            }
+        TimeNs idle = 0;
+        for (TimeNs x : rr.bubbleNs)
+            idle += x;
+        const RankMemory* m = r < p.memory.size() ? &p.memory[r] : nullptr;
+        t.add({std::to_string(r), joinInts(stages), std::to_string(layers), formatDuration(rr.busyNs),
+               formatDuration(idle), m && m->peakBytes > 0 ? formatBytes(m->peakBytes) : "-",
+               m ? std::to_string(m->peakInFlight) : "-", m && m->outOfMemory ? "yes" : ""});
+    }
+    o << t.render();
+    if (p.outOfMemory())
+        o << "  WARNING: peak memory exceeds the GPU's " << formatBytes(p.gpuMemoryBytes.value_or(0)) << "\n";
+    return o.str();
+}
+
+std::string searchText(const std::vector<SearchRow>& rows, size_t maxRows)
+{
+    TextTable t({">#", "schedule", ">v", ">microbatches", ">iteration", ">speed-up", ">bubble", ">peak memory", "OOM",
+                 "boundaries"});
+    for (size_t i = 0; i < rows.size() && i < maxRows; ++i) {
+        const SearchRow& r = rows[i];
+        t.add({std::to_string(i + 1), std::string(toString(r.scenario.schedule)), std::to_string(r.scenario.v),
+               std::to_string(r.scenario.microbatches), formatDuration(r.iterationNs),
+               r.speedup ? ratio(*r.speedup) : "-", formatPercent(r.bubbleFraction),
+               r.peakBytes > 0 ? formatBytes(r.peakBytes) : "-", r.outOfMemory ? "yes" : "", joinInts(r.boundaries)});
+    }
+    std::string out = t.render();
+    if (rows.size() > maxRows)
+        out += "  ... " + std::to_string(rows.size() - maxRows) + " more (see --json)\n";
+    return out;
+}
+
+} // namespace pipescope::whatif

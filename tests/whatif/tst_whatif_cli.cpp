@@ -1,0 +1,187 @@
+// `pipescope simulate` and `pipescope whatif` from the command line: tables,
+// JSON, simulated Kineto traces, and one clear error for each bad flag.
+#include "TestSupport.h"
+
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using pipescope::test::runCli;
+
+namespace {
+
+QString model(const char* name) { return QString::fromUtf8(PIPESCOPE_SOURCE_DIR) + "/resources/models/" + name; }
+
+} // namespace
+
+class TestWhatIfCli : public QObject {
+    Q_OBJECT
+private slots:
+    void simulateTable();
+    void simulateJson();
+    void simulateAutoBalanceAndSearch();
+    void badFlags_data();
+    void badFlags();
+    void scheduleCsv();
+    void emitKineto();
+    void whatIfOnSimulatedTrace();
+};
+
+void TestWhatIfCli::simulateTable()
+{
+    const auto r = runCli({"simulate", model("gpt-32l.json")});
+    QCOMPARE(r.exitCode, 0);
+    QVERIFY2(r.out.contains("simulated: 1f1b, pp 4, 8 microbatches, boundaries 8,16,24"), qPrintable(r.out));
+    QVERIFY(r.out.contains("iteration"));
+    QVERIFY(r.out.contains("bubble"));
+    QVERIFY(r.out.contains("peak memory"));
+}
+
+void TestWhatIfCli::simulateJson()
+{
+    const auto r = runCli({"simulate", model("gpt-32l.json"), "--schedule", "interleaved", "--microbatches", "8", "--json"});
+    QCOMPARE(r.exitCode, 0);
+    const QJsonObject doc = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(doc["schema"].toString(), QString("pipescope.whatif/1"));
+    const QJsonObject p = doc["predictions"].toArray()[0].toObject();
+    QCOMPARE(p["config"].toObject()["schedule"].toString(), QString("interleaved-1f1b"));
+    QCOMPARE(p["config"].toObject()["v"].toInt(), 2);
+    QCOMPARE(p["ranks"].toArray().size(), 4);
+    // 4 ranks x 2 chunks x 8 microbatches x (F + B) steps.
+    int steps = 0;
+    for (const auto& rank : p["ranks"].toArray())
+        steps += rank.toObject()["actions"].toArray().size();
+    QCOMPARE(steps, 4 * 2 * 8 * 2);
+    QVERIFY(p["iteration_ns"].toDouble() > 0);
+}
+
+void TestWhatIfCli::simulateAutoBalanceAndSearch()
+{
+    const auto r = runCli({"simulate", model("moe-24l.json"), "--auto-balance", "--search", "--json", "--summary"});
+    QCOMPARE(r.exitCode, 0);
+    const QJsonObject doc = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    const QJsonObject p = doc["predictions"].toArray()[0].toObject();
+    QCOMPARE(p["label"].toString(), QString("auto-balance"));
+    // The heavy MoE layers at the end and the head push boundaries back from 6,12,18.
+    const QJsonArray b = p["config"].toObject()["boundaries"].toArray();
+    QCOMPARE(b.size(), 3);
+    QVERIFY(b[2].toInt() > 18);
+    const QJsonArray search = doc["search"].toArray();
+    QVERIFY(search.size() > 4);
+    QCOMPARE(search[0].toObject()["rank"].toInt(), 1);
+    QVERIFY(search[0].toObject()["iteration_ns"].toDouble() <= search[1].toObject()["iteration_ns"].toDouble());
+}
+
+void TestWhatIfCli::badFlags_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<int>("exitCode");
+    QTest::addColumn<QString>("message");
+    const QString m = model("gpt-32l.json");
+    QTest::newRow("boundaries not increasing") << QStringList{"simulate", m, "--boundaries", "8,4,20"} << 1
+                                               << "--boundaries must be increasing";
+    QTest::newRow("boundaries count") << QStringList{"simulate", m, "--boundaries", "8,16"} << 1
+                                      << "--boundaries has 2 values; 4 stages (pp x v) need 3";
+    QTest::newRow("v does not divide") << QStringList{"simulate", m, "--schedule", "interleaved", "--v", "3"} << 1
+                                       << "32 layers do not split evenly over 12 stages";
+    QTest::newRow("unknown schedule") << QStringList{"simulate", m, "--schedule", "2f2b"} << 1 << "unknown schedule '2f2b'";
+    QTest::newRow("zb-v needs v 2") << QStringList{"simulate", m, "--schedule", "zb-v", "--v", "4"} << 1
+                                    << "zb-v places exactly two chunks per rank";
+    QTest::newRow("pp zero") << QStringList{"simulate", m, "--pp", "0"} << 2 << "--pp";
+    QTest::newRow("missing model") << QStringList{"simulate", "/nonexistent/model.json"} << 1 << "/nonexistent/model.json";
+    QTest::newRow("missing store") << QStringList{"whatif", "/nonexistent/job.pipescope"} << 1
+                                   << "/nonexistent/job.pipescope";
+}
+
+void TestWhatIfCli::badFlags()
+{
+    QFETCH(QStringList, args);
+    QFETCH(int, exitCode);
+    QFETCH(QString, message);
+    const auto r = runCli(args);
+    QCOMPARE(r.exitCode, exitCode);
+    QVERIFY2(r.err.contains(message), qPrintable(r.err));
+    QVERIFY2(r.err.trimmed().count('\n') < 3, qPrintable(r.err)); // one clear message, not a dump
+    QVERIFY(r.out.isEmpty() || exitCode == 2);
+}
+
+void TestWhatIfCli::scheduleCsv()
+{
+    QTemporaryDir dir;
+    const QString good = dir.path() + "/good.csv", bad = dir.path() + "/bad.csv";
+    {
+        QFile f(good);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+    }
+    {
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("0F0,0B0,0F1,0B1\n1F0,1F1,1B0,1B1\n");
+    }
+    const auto ok = runCli({"simulate", model("gpt-32l.json"), "--schedule-csv", good});
+    QCOMPARE(ok.exitCode, 0);
+    QVERIFY2(ok.out.contains("custom, pp 2, 2 microbatches, boundaries 16"), qPrintable(ok.out));
+    const auto r = runCli({"simulate", model("gpt-32l.json"), "--schedule-csv", bad});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("rank 0, step 2 (0B0) waits for 1B0") && r.err.contains("deadlocks"), qPrintable(r.err));
+}
+
+void TestWhatIfCli::emitKineto()
+{
+    QTemporaryDir dir;
+    const auto r = runCli({"simulate", model("gpt-32l.json"), "--emit-kineto", dir.path() + "/trace"});
+    QCOMPARE(r.exitCode, 0);
+    for (int rank = 0; rank < 4; ++rank) {
+        QFile f(dir.path() + "/trace/rank-" + QString::number(rank) + ".json");
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+        QCOMPARE(doc["distributedInfo"].toObject()["rank"].toInt(), rank);
+        QCOMPARE(doc["pipescope"].toObject()["simulated"].toBool(), true);
+        QCOMPARE(doc["pipescope"].toObject()["schedule"].toString(), QString("1f1b"));
+        int kernels = 0;
+        for (const auto& e : doc["traceEvents"].toArray())
+            if (e.toObject()["cat"].toString() == "kernel")
+                ++kernels;
+        // 2 iterations x (16 steps x 5 kernels + optimizer) + 2 x 16 (rank 1, 2) or 2 x 8 (rank 0, 3) transfers.
+        QCOMPARE(kernels, 2 * (16 * 5 + 1) + ((rank == 0 || rank == 3) ? 2 * 16 : 2 * 32));
+    }
+}
+
+// The round trip the demo uses: simulate a job, import its traces, ask what-if.
+void TestWhatIfCli::whatIfOnSimulatedTrace()
+{
+    QTemporaryDir dir;
+    QCOMPARE(runCli({"simulate", model("gpt-32l.json"), "--emit-kineto", dir.path() + "/t"}).exitCode, 0);
+    const QString store = dir.path() + "/job.pipescope";
+    const auto imp = runCli({"import", dir.path() + "/t", "-o", store, "-q"});
+    if (imp.exitCode != 0)
+        QSKIP(qPrintable("import failed: " + imp.err));
+    const auto noLayers = runCli({"whatif", store, "--boundaries", "1,2,3"});
+    QCOMPARE(noLayers.exitCode, 1);
+    QVERIFY2(noLayers.err.contains("--layers N"), qPrintable(noLayers.err));
+
+    const auto r = runCli({"whatif", store, "--layers", "32", "--boundaries", "6,14,22", "--json", "--summary"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    const QJsonObject doc = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(doc["source"].toObject()["simulated"].toBool(), true);
+    const QJsonArray preds = doc["predictions"].toArray();
+    QCOMPARE(preds.size(), 2);
+    const QJsonObject measured = preds[0].toObject(), requested = preds[1].toObject();
+    QCOMPARE(measured["label"].toString(), QString("measured configuration"));
+    // Replaying the measured configuration lands within 2% of the measurement.
+    const double err = measured["iteration_ns"].toDouble() / doc["measured"].toObject()["iteration_ns"].toDouble() - 1;
+    QVERIFY2(std::abs(err) < 0.02, qPrintable(QString::number(err)));
+    QCOMPARE(requested["config"].toObject()["boundaries"].toArray().size(), 3);
+    QVERIFY(requested["speedup"].toDouble() > 0);
+
+    const auto t = runCli({"whatif", store, "--layers", "32", "--auto-balance", "--schedule", "interleaved"});
+    QVERIFY2(t.exitCode == 0, qPrintable(t.err));
+    QVERIFY(t.out.contains("auto-balance: interleaved-1f1b, pp 4, v 2"));
+    QVERIFY(t.out.contains("SIMULATED"));
+}
+
+QTEST_GUILESS_MAIN(TestWhatIfCli)
+#include "tst_whatif_cli.moc"
