@@ -1,4 +1,5 @@
 # The two commands the README starts with. Each does its own setup.
+MAKEFLAGS += --no-print-directory
 BUILD ?= build/release
 JOBS ?= $(shell nproc)
 

@@ -143,7 +143,9 @@ struct CollectiveEnd {
 // chunk), so the median difference of ends is a robust clock offset.
 std::map<int, TimeNs> collectiveOffsets(sql::Database& db, const std::vector<int>& ranks)
 {
-    auto st = db.prepare("SELECT rank, kind, COALESCE(group_name, ''), seq, end_ns FROM nccl_ops"
+    // A group is named by its name and, when known, its members: some traces
+    // reuse one name for several disjoint groups (e.g. every data-parallel group).
+    auto st = db.prepare("SELECT rank, kind, COALESCE(group_name, '') || '|' || COALESCE(group_ranks, ''), seq, end_ns FROM nccl_ops"
                          " WHERE is_p2p = 0 AND end_ns IS NOT NULL ORDER BY rank, start_ns, id");
     std::map<int, std::map<std::string, TimeNs>> endsByRank;
     std::map<std::pair<int, std::string>, int64_t> ordinal;
