@@ -1,5 +1,6 @@
 // pipescope analyze FILE: where the pipeline loses time, and why.
 #include "Command.h"
+#include "util/JsonText.h"
 #include "analysis/Analysis.h"
 #include "analysis/AnalysisJson.h"
 #include "store/Sqlite.h"
@@ -266,7 +267,7 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                                 throw Error(o->file + ": " + e.what());
                                             }
                                             if (o->json) {
-                                                text = toJson(r, ao).dump(1) + "\n";
+                                                text = jsonText(toJson(r, ao), 1) + "\n";
                                             } else {
                                                 std::ostringstream os;
                                                 printText(os, o->file, r);

@@ -1,5 +1,6 @@
 // pipescope info FILE [--json]
 #include "Command.h"
+#include "util/JsonText.h"
 #include "store/Store.h"
 #include "util/Error.h"
 #include "util/Format.h"
@@ -153,7 +154,7 @@ RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, t
                              Store store(*file);
                              auto s = store.summary();
                              if (*asJson)
-                                 std::cout << infoJson(*file, s).dump(2) << "\n";
+                                 std::cout << jsonText(infoJson(*file, s), 2) << "\n";
                              else
                                  printInfo(*file, s);
                              return kExitOk;

@@ -2,6 +2,7 @@
 //                  [--boundaries L1,L2,...] [--auto-balance] [--search] [--json] [--emit-kineto DIR]
 // Plans a pipeline run from a model description alone (no trace).
 #include "Command.h"
+#include "util/JsonText.h"
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
 #include "util/Format.h"
@@ -95,9 +96,9 @@ int runSimulate(const SimulateArgs& a)
     const nlohmann::json doc =
         whatIfDocument(WhatIfSource{"model", a.model, true}, model, predictions, a.search ? &rows : nullptr, jo);
     if (!a.output.empty())
-        AtomicOutput::writeFile(a.output, doc.dump(1) + "\n");
+        AtomicOutput::writeFile(a.output, jsonText(doc, 1) + "\n");
     if (a.json) {
-        std::cout << doc.dump(1) << "\n";
+        std::cout << jsonText(doc, 1) << "\n";
         return kExitOk;
     }
     std::cout << "model " << md.name << " (" << model.layerCount() << " layers), simulated without a trace\n\n";

@@ -2,6 +2,7 @@
 //                 [--auto-balance] [--search] [--model MODEL.json] [--json]
 // Replays other configurations of a measured pipeline, calibrated on the trace.
 #include "Command.h"
+#include "util/JsonText.h"
 #include "analysis/MeasuredPipeline.h"
 #include "store/Store.h"
 #include "util/AtomicOutput.h"
@@ -99,9 +100,9 @@ int runWhatIf(const WhatIfArgs& a)
     const nlohmann::json doc = whatIfDocument(WhatIfSource{"trace", a.file, simulated}, model, predictions,
                                               a.search ? &rows : nullptr, jo);
     if (!a.output.empty())
-        AtomicOutput::writeFile(a.output, doc.dump(1) + "\n");
+        AtomicOutput::writeFile(a.output, jsonText(doc, 1) + "\n");
     if (a.json) {
-        std::cout << doc.dump(1) << "\n";
+        std::cout << jsonText(doc, 1) << "\n";
         return kExitOk;
     }
     std::cout << a.file << ": measured " << (measured.schedule.empty() ? "unknown" : measured.schedule) << ", pp "

@@ -1,4 +1,5 @@
 #include "import/capture/ImportCapture.h"
+#include "util/JsonText.h"
 
 #include "import/capture/CaptureSchema.h"
 #include "store/Sqlite.h"
@@ -222,7 +223,7 @@ ImportedSource importOne(const std::string& path, sql::Database& db, const FileF
     sr.format = "capture";
     sr.rank = rank;
     sr.timeBase = facts.startNs;
-    sr.details = details.dump();
+    sr.details = jsonText(details);
     src.sourceId = writer.addSource(sr);
 
     for (auto& [source, n] : dropped) {

@@ -1,0 +1,1078 @@
+// Kineto (PyTorch profiler) JSON -> store records. docs/import-kineto.md
+// describes the mapping; this file keeps the decisions next to the code.
+#include "import/Import.h"
+#include "import/kineto/KinetoNames.h"
+#include "import/kineto/KinetoReader.h"
+#include "util/Error.h"
+#include "util/InputFile.h"
+#include "util/Progress.h"
+#include "util/TimeParse.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+namespace pipescope {
+
+namespace {
+
+using kineto::Event;
+using kineto::Field;
+using kineto::Value;
+using json = nlohmann::json;
+
+constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+std::optional<TimeNs> toNanos(const Value& v)
+{
+    switch (v.type) {
+    case Value::Type::Int:
+        if (v.i > kMaxInt64 / 1000 || v.i < -kMaxInt64 / 1000)
+            return std::nullopt;
+        return v.i * 1000;
+    case Value::Type::Float: {
+        // Kineto writes "1712195495505582.988": up to 15 integer digits and 3
+        // decimals fit int64 nanoseconds directly; anything else (exponents,
+        // more decimals to round) takes the general exact parser.
+        const std::string& t = v.text;
+        size_t dot = t.find('.');
+        if (dot != std::string::npos && dot > 0 && dot <= 15 && t.size() - dot - 1 <= 3 && t.size() - dot - 1 >= 1) {
+            int64_t whole = 0;
+            bool ok = true;
+            for (size_t k = 0; k < dot && ok; ++k) {
+                ok = t[k] >= '0' && t[k] <= '9';
+                whole = whole * 10 + (t[k] - '0');
+            }
+            int64_t frac = 0;
+            size_t decimals = t.size() - dot - 1;
+            for (size_t k = dot + 1; k < t.size() && ok; ++k) {
+                ok = t[k] >= '0' && t[k] <= '9';
+                frac = frac * 10 + (t[k] - '0');
+            }
+            if (ok) {
+                for (size_t k = decimals; k < 3; ++k)
+                    frac *= 10;
+                return whole * 1000 + frac;
+            }
+        }
+        return parseMicrosToNanos(t);
+    }
+    default:
+        return std::nullopt;
+    }
+}
+
+std::optional<int> toInt(std::optional<int64_t> v)
+{
+    if (!v || *v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max())
+        return std::nullopt;
+    return static_cast<int>(*v);
+}
+
+std::optional<int64_t> jsonInt(const json& j, const char* key)
+{
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer())
+        return std::nullopt;
+    if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(kMaxInt64))
+        return std::nullopt;
+    return it->get<int64_t>();
+}
+
+std::string jsonString(const json& j, const char* key)
+{
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// Process group member lists come as a JSON array or as its text ("[0, 1]").
+std::optional<std::vector<int>> rankList(const json& j)
+{
+    const json* list = &j;
+    json parsed;
+    if (j.is_string()) {
+        parsed = json::parse(j.get<std::string>(), nullptr, false);
+        list = &parsed;
+    }
+    if (!list->is_array())
+        return std::nullopt;
+    std::vector<int> ranks;
+    for (const json& r : *list) {
+        if (!r.is_number_integer())
+            return std::nullopt;
+        auto v = toInt(r.get<int64_t>());
+        if (!v)
+            return std::nullopt;
+        ranks.push_back(*v);
+    }
+    return ranks;
+}
+
+enum class Category {
+    Kernel, Memcpy, Memset, Sync, Runtime, Driver, CpuOp, UserAnnotation, GpuUserAnnotation, PythonFunction,
+    Trace, Other
+};
+
+Category category(std::string_view cat)
+{
+    if (cat == "kernel") return Category::Kernel;
+    if (cat == "cpu_op") return Category::CpuOp;
+    if (cat == "cuda_runtime") return Category::Runtime;
+    if (cat == "gpu_memcpy") return Category::Memcpy;
+    if (cat == "gpu_memset") return Category::Memset;
+    if (cat == "user_annotation") return Category::UserAnnotation;
+    if (cat == "gpu_user_annotation") return Category::GpuUserAnnotation;
+    if (cat == "cuda_driver") return Category::Driver;
+    if (cat == "cuda_sync") return Category::Sync;
+    if (cat == "python_function") return Category::PythonFunction;
+    if (cat == "Trace") return Category::Trace;
+    // Other accelerators' launch APIs (xpu_runtime, mtia_runtime, privateuse1_driver, ...)
+    // play the same part as CUDA's.
+    auto endsWith = [&](std::string_view suffix) {
+        return cat.size() > suffix.size() && cat.substr(cat.size() - suffix.size()) == suffix;
+    };
+    if (endsWith("_runtime")) return Category::Runtime;
+    if (endsWith("_driver")) return Category::Driver;
+    return Category::Other;
+}
+
+// NCCL facts from a kernel's or a CPU op's args.
+struct CommArgs {
+    std::string kind;     // from a `Collective name` arg
+    std::string nameKind; // from a CPU op's name (nccl:all_reduce, c10d::allreduce_)
+    std::optional<int64_t> inNelems, outNelems, seq;
+    std::optional<int> groupSize, src, dst;
+    std::string dtype, groupName, groupDesc, groupRanks;
+
+    bool hasArgs() const
+    {
+        return inNelems || outNelems || seq || groupSize || src || dst || !dtype.empty() || !groupName.empty() ||
+               !groupRanks.empty();
+    }
+    bool useful() const { return hasArgs() || !kind.empty() || !nameKind.empty(); }
+    // How much a CPU op can tell a kernel: a named collective with sizes beats sizes alone.
+    int score() const { return (hasArgs() ? 2 : 0) + (!kind.empty() ? 1 : 0); }
+    void fillFrom(const CommArgs& o)
+    {
+        auto fillStr = [](std::string& a, const std::string& b) {
+            if (a.empty())
+                a = b;
+        };
+        auto fillOpt = [](auto& a, const auto& b) {
+            if (!a)
+                a = b;
+        };
+        fillStr(kind, o.kind);
+        fillStr(nameKind, o.nameKind);
+        fillOpt(inNelems, o.inNelems);
+        fillOpt(outNelems, o.outNelems);
+        fillOpt(seq, o.seq);
+        fillOpt(groupSize, o.groupSize);
+        fillOpt(src, o.src);
+        fillOpt(dst, o.dst);
+        fillStr(dtype, o.dtype);
+        fillStr(groupName, o.groupName);
+        fillStr(groupDesc, o.groupDesc);
+        fillStr(groupRanks, o.groupRanks);
+    }
+};
+
+// An NCCL kernel waiting for the end of the file, where the CPU op that
+// launched it (record_param_comms) can lend it the args it lacks.
+struct PendingNccl {
+    int64_t activityId = 0;
+    TimeNs start = 0, end = 0;
+    int64_t streamId = 0;
+    std::optional<int64_t> externalId, correlation;
+    std::string kernelKind; // from the kernel's name
+    CommArgs args;
+};
+
+// A collective seen on the CPU side (record_param_comms, nccl:*, c10d::*).
+struct CpuComm {
+    std::optional<int64_t> externalId;
+    int64_t tid = 0;
+    TimeNs start = 0, end = 0;
+    CommArgs args;
+    bool paramComms = false; // record_param_comms: the op that carries the args
+};
+
+// A flow event (ac2g, async_cpu_to_gpu) kept to give a correlation to
+// activities or launch calls that were written without one.
+struct Flow {
+    int64_t pid, tid;
+    TimeNs ts;
+    int64_t id;
+    bool start; // 's': the CPU side
+    auto key() const { return std::tie(pid, tid, ts); }
+};
+
+struct PendingFlow {
+    bool activity; // activities row, else cpu_ranges row
+    int64_t rowId;
+    int64_t pid, tid;
+    TimeNs ts;
+};
+
+struct DeviceUse {
+    int64_t kernels = 0;
+    int64_t activities = 0;
+};
+
+class KinetoImporter final : public kineto::EventSink {
+public:
+    KinetoImporter(const std::string& path, StoreWriter& writer, const ImportOptions& options)
+        : path_(path), writer_(writer), options_(options), progress_("importing " + path, 0, options.progress)
+    {
+    }
+
+    ImportedSource run();
+
+    void onEvent(const Event& e) override;
+    void onBadEvent(std::string_view what) override
+    {
+        ++events_;
+        diag(Severity::Warning, "bad_event", what);
+    }
+    void onTopLevel(std::string_view key, const json& value) override;
+    void onProgress(uint64_t bytes) override { progress_.update(bytes); }
+
+private:
+    void diag(Severity s, std::string_view kind, std::string_view example)
+    {
+        writer_.diagnostic(sourceId_, s, kind, std::string(path_) + ": " + std::string(example));
+    }
+    int rank();
+    int64_t streamId(int device, int64_t stream);
+    void complete(const Event& e);
+    void gpuActivity(const Event& e, Category cat, TimeNs start, TimeNs end, std::string_view name);
+    void cpuRange(const Event& e, Category cat, TimeNs start, TimeNs end, std::string_view name);
+    void flow(const Event& e, char phase);
+    void instant(const Event& e);
+    CommArgs commArgs(const Event& e);
+    std::string normaliseRanks(const Value& v);
+    void noteGroup(const CommArgs& a);
+    void writeNccl(int64_t activityId, TimeNs start, TimeNs end, int64_t streamId, const CommArgs& a,
+                   const std::string& kernelKind);
+    void resolveFlows();
+    void joinPendingNccl();
+    void finishRank();
+    void checkTime(TimeNs ns) { minTs_ = std::min(minTs_, ns); }
+
+    std::string path_;
+    StoreWriter& writer_;
+    ImportOptions options_;
+    Progress progress_;
+    int64_t sourceId_ = 0;
+
+    // Rank: final once known; otherwise records carry a provisional rank that
+    // finishRank() rewrites (see run()).
+    std::optional<int> rank_;
+    bool provisional_ = false;
+    std::optional<int> distRank_, worldSize_;
+    int64_t firstActivity_ = 0, firstCpu_ = 0, firstNccl_ = 0, firstMemory_ = 0;
+    std::vector<int64_t> myStreams_;
+
+    struct StreamKey {
+        int device;
+        int64_t stream;
+        int64_t id;
+    };
+    std::vector<StreamKey> streams_;
+    std::map<int, DeviceUse> devices_;
+    std::map<int, GpuInfo> deviceProps_;
+    std::map<std::string, ProcessGroup> groups_;
+    std::string host_;
+    std::optional<int64_t> cpuPid_;
+    std::optional<TimeNs> baseTime_;
+    json details_ = json::object();
+
+    ActivityRecord activity_;
+    CpuRangeRecord range_;
+
+    std::vector<Flow> flows_;
+    std::vector<PendingFlow> pendingFlows_;
+    struct LastCorrelated {
+        std::optional<int64_t> correlation, pid, tid;
+        TimeNs ts = 0;
+    } last_;
+    void noteCorrelated(const Event& e, std::optional<int64_t> correlation, TimeNs ts)
+    {
+        last_.correlation = correlation;
+        last_.pid = e[Field::Pid].asLenientInt();
+        last_.tid = e[Field::Tid].asLenientInt();
+        last_.ts = ts;
+    }
+    std::vector<PendingNccl> pendingNccl_;
+    std::vector<CpuComm> cpuComms_;
+    std::string lastRanksIn_, lastRanksOut_;
+
+    TimeNs minTs_ = kMaxInt64;
+    int64_t events_ = 0, records_ = 0, ncclKernels_ = 0;
+    bool simulated_ = false;
+    std::string simulatedBy_;
+};
+
+void KinetoImporter::onTopLevel(std::string_view key, const json& v)
+{
+    if (key == "distributedInfo") {
+        if (!v.is_object()) {
+            diag(Severity::Warning, "bad_type:distributedInfo", "distributedInfo is not an object");
+            return;
+        }
+        if (v.contains("rank")) {
+            distRank_ = toInt(jsonInt(v, "rank"));
+            if (!distRank_)
+                diag(Severity::Warning, "bad_type:distributedInfo.rank", "distributedInfo.rank is not an integer");
+        }
+        worldSize_ = toInt(jsonInt(v, "world_size"));
+        for (const char* k : {"backend", "nccl_version"}) {
+            if (v.contains(k) && v[k].is_primitive())
+                details_[k] = v[k];
+        }
+        auto pgs = v.find("pg_config");
+        if (pgs != v.end() && pgs->is_array()) {
+            for (const json& pg : *pgs) {
+                if (!pg.is_object())
+                    continue;
+                ProcessGroup g;
+                g.name = jsonString(pg, "pg_name");
+                if (g.name.empty()) {
+                    if (auto n = jsonInt(pg, "pg_name"))
+                        g.name = std::to_string(*n);
+                    else
+                        continue;
+                }
+                g.desc = jsonString(pg, "pg_desc");
+                g.size = toInt(jsonInt(pg, "pg_size"));
+                if (auto r = pg.find("ranks"); r != pg.end()) {
+                    if (auto ranks = rankList(*r))
+                        g.ranks = *ranks;
+                }
+                groups_[g.name] = g;
+            }
+        }
+    } else if (key == "deviceProperties") {
+        if (!v.is_array())
+            return;
+        for (const json& d : v) {
+            if (!d.is_object())
+                continue;
+            auto id = toInt(jsonInt(d, "id"));
+            if (!id)
+                continue;
+            GpuInfo g;
+            g.device = *id;
+            g.name = jsonString(d, "name");
+            g.memoryBytes = jsonInt(d, "totalGlobalMem");
+            g.smCount = toInt(jsonInt(d, "numSms"));
+            auto major = jsonInt(d, "computeMajor"), minor = jsonInt(d, "computeMinor");
+            if (major && minor)
+                g.computeCapability = std::to_string(*major) + "." + std::to_string(*minor);
+            deviceProps_[*id] = g;
+        }
+    } else if (key == "baseTimeNanoseconds") {
+        if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kMaxInt64)))
+            baseTime_ = v.get<int64_t>();
+        else
+            diag(Severity::Warning, "bad_type:baseTimeNanoseconds", "baseTimeNanoseconds is not an integer");
+    } else if (key == "host_name" || key == "hostname") {
+        if (v.is_string())
+            host_ = v.get<std::string>();
+    } else if (key == "pipescope") {
+        if (v.is_object()) {
+            auto sim = v.find("simulated");
+            simulated_ = sim != v.end() && ((sim->is_boolean() && sim->get<bool>()) || (sim->is_number() && *sim != 0));
+            for (const char* k : {"simulated_by", "generator", "by"}) {
+                if (simulatedBy_.empty())
+                    simulatedBy_ = jsonString(v, k);
+            }
+        }
+    } else if (v.is_primitive()) {
+        // traceName, schemaVersion, displayTimeUnit: kept for `pipescope info`.
+        details_[std::string(key)] = v;
+    }
+}
+
+int KinetoImporter::rank()
+{
+    if (rank_)
+        return *rank_;
+    if (options_.rank) {
+        rank_ = options_.rank;
+    } else if (distRank_) {
+        rank_ = distRank_;
+    } else {
+        // distributedInfo may still come after traceEvents. A rank no other
+        // source can have keeps this file's rows apart until then.
+        rank_ = static_cast<int>(-1000000 - std::min<int64_t>(sourceId_, 1000000000));
+        provisional_ = true;
+    }
+    return *rank_;
+}
+
+int64_t KinetoImporter::streamId(int device, int64_t stream)
+{
+    // A handful of streams per file: a linear scan beats hashing, and the
+    // last hit is usually the next one.
+    for (auto& s : streams_) {
+        if (s.device == device && s.stream == stream)
+            return s.id;
+    }
+    int64_t id = writer_.stream(rank(), device, stream);
+    streams_.push_back({device, stream, id});
+    myStreams_.push_back(id);
+    return id;
+}
+
+void KinetoImporter::onEvent(const Event& e)
+{
+    ++events_;
+    const Value& ph = e[Field::Ph];
+    if (ph.type != Value::Type::String || ph.text.size() != 1) {
+        diag(Severity::Warning, ph.present() ? "bad_type:ph" : "missing_field:ph",
+             "an event without a one-letter \"ph\" (phase) was skipped");
+        return;
+    }
+    switch (ph.text[0]) {
+    case 'X':
+        complete(e);
+        break;
+    case 's':
+    case 'f':
+    case 't':
+        flow(e, ph.text[0]);
+        break;
+    case 'i':
+    case 'I':
+        instant(e);
+        break;
+    case 'B':
+    case 'E':
+        diag(Severity::Info, "unsupported_phase:B/E",
+             "begin/end (\"B\"/\"E\") events are not imported; Kineto writes complete (\"X\") events");
+        break;
+    default: // metadata (M), counters, async and other phases carry nothing pipescope uses
+        break;
+    }
+}
+
+void KinetoImporter::complete(const Event& e)
+{
+    const Value& catValue = e[Field::Cat];
+    Category cat = category(catValue.str());
+    if (cat == Category::Trace)
+        return; // the profiler's own span
+    if (cat == Category::PythonFunction) {
+        diag(Severity::Info, "skipped:python_function", "python_function events (Python stacks) are not imported");
+        return;
+    }
+    auto start = toNanos(e[Field::Ts]);
+    if (!start) {
+        diag(Severity::Warning, e[Field::Ts].present() ? "bad_value:ts" : "missing_field:ts",
+             e[Field::Ts].present() ? "an event whose \"ts\" is not a number of microseconds was skipped"
+                                    : "an event without \"ts\" was skipped");
+        return;
+    }
+    const Value& durValue = e[Field::Dur];
+    auto dur = toNanos(durValue);
+    if (!dur) {
+        diag(Severity::Warning, durValue.present() ? "bad_value:dur" : "missing_field:dur",
+             durValue.present() ? "a complete event whose \"dur\" is not a number of microseconds was skipped"
+                                : "a complete (\"X\") event without \"dur\" was skipped");
+        return;
+    }
+    if (*dur < 0) {
+        diag(Severity::Warning, "negative_duration", "an event with a negative \"dur\" was skipped");
+        return;
+    }
+    if (*start > kMaxInt64 - *dur) {
+        diag(Severity::Warning, "bad_value:ts", "an event ending beyond the representable time range was skipped");
+        return;
+    }
+    TimeNs end = *start + *dur;
+    std::string_view name = e[Field::Name].str();
+    if (e[Field::Name].type != Value::Type::String)
+        diag(Severity::Info, e[Field::Name].present() ? "bad_type:name" : "missing_field:name",
+             "an event without a \"name\" string was imported with an empty name");
+    switch (cat) {
+    case Category::Kernel:
+    case Category::Memcpy:
+    case Category::Memset:
+        gpuActivity(e, cat, *start, end, name);
+        break;
+    case Category::Sync:
+        // cuda_sync on a GPU lane (args.device/stream) is the GPU waiting; without
+        // them it is the host's view of a synchronisation.
+        if (e[Field::Device].present() || e[Field::Stream].present())
+            gpuActivity(e, cat, *start, end, name);
+        else
+            cpuRange(e, Category::Other, *start, end, name);
+        break;
+    default:
+        if (cat == Category::Other) {
+            std::string example = "events of category \"" + std::string(catValue.str().substr(0, 60)) +
+                                  "\" were imported as CPU ranges of kind other";
+            diag(Severity::Info, "other_category", example);
+        }
+        cpuRange(e, cat, *start, end, name);
+        break;
+    }
+}
+
+void KinetoImporter::gpuActivity(const Event& e, Category cat, TimeNs start, TimeNs end, std::string_view name)
+{
+    auto device = toInt(e[Field::Device].asInt());
+    if (!device)
+        device = toInt(e[Field::Pid].asLenientInt());
+    auto stream = e[Field::Stream].asInt();
+    if (!stream)
+        stream = e[Field::Tid].asLenientInt();
+    // Context-wide synchronisations are written on stream 0xFFFFFFFF (tid -1):
+    // one lane, named -1 as the tid does.
+    if (stream && *stream == 0xFFFFFFFFLL)
+        stream = -1;
+    if (!device || !stream) {
+        diag(Severity::Warning, !device ? "missing_field:device" : "missing_field:stream",
+             "a GPU event without a device (args.device or an integer pid) or stream (args.stream or tid) was skipped");
+        return;
+    }
+    ActivityRecord& a = activity_;
+    a.rank = rank();
+    a.streamId = streamId(*device, *stream);
+    a.start = start;
+    a.end = end;
+    a.name = writer_.intern(name);
+    a.correlation = e[Field::Correlation].asInt();
+    a.bytes.reset();
+    a.copyKind.reset();
+    a.grid.clear();
+    a.block.clear();
+    switch (cat) {
+    case Category::Kernel: {
+        a.kind = ActivityKind::Kernel;
+        const Value& grid = e[Field::Grid];
+        const Value& block = e[Field::Block];
+        if (grid.type == Value::Type::Array)
+            a.grid = grid.text;
+        if (block.type == Value::Type::Array)
+            a.block = block.text;
+        break;
+    }
+    case Category::Memcpy: {
+        a.kind = ActivityKind::Memcpy;
+        a.bytes = e[Field::Bytes].asInt();
+        CopyKind k = kineto::copyKindFromName(name);
+        if (k == CopyKind::Unknown)
+            k = kineto::copyKindFromName(e[Field::CopyKindArg].str());
+        a.copyKind = k;
+        break;
+    }
+    case Category::Memset:
+        a.kind = ActivityKind::Memset;
+        a.bytes = e[Field::Bytes].asInt();
+        break;
+    default:
+        a.kind = ActivityKind::Sync;
+        break;
+    }
+    int64_t id = writer_.addActivity(a);
+    ++records_;
+    checkTime(start);
+    DeviceUse& use = devices_[*device];
+    ++use.activities;
+    if (a.kind == ActivityKind::Kernel)
+        ++use.kernels;
+    noteCorrelated(e, a.correlation, start);
+    if (!a.correlation) {
+        auto pid = e[Field::Pid].asLenientInt(), tid = e[Field::Tid].asLenientInt();
+        if (pid && tid)
+            pendingFlows_.push_back({true, id, *pid, *tid, start});
+    }
+    if (a.kind == ActivityKind::Kernel && kineto::isNcclKernel(name)) {
+        ++ncclKernels_;
+        CommArgs args = commArgs(e);
+        std::string kernelKind = kineto::ncclKindFromKernelName(name);
+        if (!args.kind.empty() && args.hasArgs()) {
+            writeNccl(id, start, end, a.streamId, args, kernelKind);
+        } else {
+            PendingNccl p;
+            p.activityId = id;
+            p.start = start;
+            p.end = end;
+            p.streamId = a.streamId;
+            p.externalId = e[Field::ExternalId].asInt();
+            p.correlation = a.correlation;
+            p.kernelKind = std::move(kernelKind);
+            p.args = std::move(args);
+            pendingNccl_.push_back(std::move(p));
+        }
+    }
+}
+
+void KinetoImporter::cpuRange(const Event& e, Category cat, TimeNs start, TimeNs end, std::string_view name)
+{
+    auto tid = e[Field::Tid].asLenientInt();
+    if (!tid) {
+        diag(Severity::Warning, "bad_value:tid", "a CPU event without an integer \"tid\" was skipped");
+        return;
+    }
+    CpuRangeRecord& r = range_;
+    r.rank = rank();
+    r.tid = *tid;
+    r.start = start;
+    r.end = end;
+    r.name = writer_.intern(name);
+    r.correlation.reset();
+    switch (cat) {
+    case Category::Runtime:
+        r.kind = CpuRangeKind::Runtime;
+        r.correlation = e[Field::Correlation].asInt();
+        break;
+    case Category::Driver:
+        r.kind = CpuRangeKind::Driver;
+        r.correlation = e[Field::Correlation].asInt();
+        break;
+    case Category::CpuOp:
+        r.kind = CpuRangeKind::CpuOp;
+        break;
+    case Category::UserAnnotation:
+        r.kind = CpuRangeKind::Annotation;
+        break;
+    case Category::GpuUserAnnotation:
+        r.kind = CpuRangeKind::GpuAnnotation;
+        break;
+    default:
+        r.kind = CpuRangeKind::Other;
+        break;
+    }
+    int64_t id = writer_.addCpuRange(r);
+    ++records_;
+    checkTime(start);
+    if (r.kind == CpuRangeKind::Runtime || r.kind == CpuRangeKind::Driver) {
+        noteCorrelated(e, r.correlation, start);
+        if (!r.correlation) {
+            if (auto pid = e[Field::Pid].asLenientInt())
+                pendingFlows_.push_back({false, id, *pid, *tid, start});
+        }
+    }
+    if (!cpuPid_ && (r.kind == CpuRangeKind::CpuOp || r.kind == CpuRangeKind::Runtime))
+        cpuPid_ = e[Field::Pid].asLenientInt();
+
+    if (r.kind == CpuRangeKind::CpuOp || r.kind == CpuRangeKind::Annotation) {
+        bool paramComms = name == "record_param_comms";
+        bool named = name.rfind("nccl:", 0) == 0 || name.rfind("c10d::", 0) == 0;
+        if (paramComms || named) {
+            CpuComm c;
+            c.args = commArgs(e);
+            if (named)
+                c.args.nameKind = kineto::normaliseCollective(name.substr(name.find(':') + 1));
+            if (c.args.useful()) {
+                c.externalId = e[Field::ExternalId].asInt();
+                c.tid = *tid;
+                c.start = start;
+                c.end = end;
+                c.paramComms = paramComms;
+                cpuComms_.push_back(std::move(c));
+            }
+        }
+    }
+}
+
+void KinetoImporter::flow(const Event& e, char phase)
+{
+    std::string_view cat = e[Field::Cat].str();
+    if (cat != "ac2g" && cat != "async_cpu_to_gpu")
+        return; // fwdbwd and other flows do not link launches
+    auto id = e[Field::Id].asLenientInt();
+    auto pid = e[Field::Pid].asLenientInt(), tid = e[Field::Tid].asLenientInt();
+    auto ts = toNanos(e[Field::Ts]);
+    if (!id || !pid || !tid || !ts) {
+        diag(Severity::Info, "bad_flow", "a launch flow event without integer id/pid/tid or a ts was skipped");
+        return;
+    }
+    // Kineto writes a flow right after the event it binds to (same pid, tid
+    // and ts), with that event's correlation as its id; such flows add
+    // nothing and are not kept, so memory stays small.
+    if (last_.correlation && *last_.correlation == *id && last_.pid == pid && last_.tid == tid && last_.ts == *ts)
+        return;
+    flows_.push_back({*pid, *tid, *ts, *id, phase == 's'});
+}
+
+void KinetoImporter::instant(const Event& e)
+{
+    // The allocator's "[memory]" events: Device Type 1 is CUDA (HIP builds too).
+    if (e[Field::Name].str() != "[memory]")
+        return;
+    auto type = e[Field::MemDeviceType].asInt();
+    auto device = toInt(e[Field::MemDeviceId].asInt());
+    auto bytes = e[Field::MemBytes].asInt();
+    auto ts = toNanos(e[Field::Ts]);
+    if (!type || *type != 1)
+        return;
+    if (!device || !bytes || !ts) {
+        diag(Severity::Info, "bad_memory_event", "a [memory] event without Device Id, Bytes or ts was skipped");
+        return;
+    }
+    MemoryEvent m;
+    m.rank = rank();
+    m.device = *device;
+    m.ts = *ts;
+    m.bytes = *bytes;
+    m.address = e[Field::MemAddr].asInt();
+    writer_.addMemoryEvent(m);
+}
+
+std::string KinetoImporter::normaliseRanks(const Value& v)
+{
+    if (v.type == Value::Type::Array)
+        return "[" + v.text + "]";
+    if (v.type != Value::Type::String || v.text.empty())
+        return {};
+    // Every NCCL kernel of a group repeats the same text; parse it once.
+    if (v.text == lastRanksIn_)
+        return lastRanksOut_;
+    lastRanksIn_ = v.text;
+    auto ranks = rankList(json(v.text));
+    if (!ranks) {
+        diag(Severity::Info, "bad_value:Process Group Ranks", "a \"Process Group Ranks\" that is not a list of ranks was ignored");
+        lastRanksOut_.clear();
+    } else {
+        lastRanksOut_ = json(*ranks).dump();
+    }
+    return lastRanksOut_;
+}
+
+CommArgs KinetoImporter::commArgs(const Event& e)
+{
+    CommArgs a;
+    a.kind = kineto::normaliseCollective(e[Field::CollectiveName].str());
+    a.inNelems = e[Field::InNelems].asLenientInt();
+    a.outNelems = e[Field::OutNelems].asLenientInt();
+    a.seq = e[Field::Seq].asLenientInt();
+    a.groupSize = toInt(e[Field::GroupSize].asLenientInt());
+    a.src = toInt(e[Field::SrcRank].asLenientInt());
+    a.dst = toInt(e[Field::DstRank].asLenientInt());
+    a.dtype = std::string(e[Field::Dtype].str());
+    const Value& g = e[Field::GroupName];
+    if (g.type == Value::Type::String)
+        a.groupName = g.text;
+    else if (g.type == Value::Type::Int)
+        a.groupName = std::to_string(g.i);
+    a.groupDesc = std::string(e[Field::GroupDesc].str());
+    a.groupRanks = normaliseRanks(e[Field::GroupRanks]);
+    return a;
+}
+
+void KinetoImporter::noteGroup(const CommArgs& a)
+{
+    if (a.groupName.empty())
+        return;
+    ProcessGroup& g = groups_[a.groupName];
+    g.name = a.groupName;
+    if (g.desc.empty())
+        g.desc = a.groupDesc;
+    if (!g.size)
+        g.size = a.groupSize;
+    if (g.ranks.empty() && !a.groupRanks.empty()) {
+        if (auto ranks = rankList(json::parse(a.groupRanks, nullptr, false)))
+            g.ranks = *ranks;
+    }
+}
+
+void KinetoImporter::writeNccl(int64_t activityId, TimeNs start, TimeNs end, int64_t stream, const CommArgs& a,
+                               const std::string& kernelKind)
+{
+    NcclRecord r;
+    r.rank = rank();
+    r.activityId = activityId;
+    // An explicit `Collective name` says what the user called; the kernel's
+    // name says how NCCL ran it (all_to_all runs SendRecv kernels); a CPU
+    // op's name is the last resort (NCCL >= 2.19 names every kernel Generic).
+    r.kind = !a.kind.empty() ? a.kind : !kernelKind.empty() ? kernelKind : !a.nameKind.empty() ? a.nameKind : "Unknown";
+    r.isP2p = kineto::isPointToPoint(r.kind);
+    r.inNelems = a.inNelems;
+    r.outNelems = a.outNelems;
+    // The message size as nccl-tests counts it: the larger of the two buffers
+    // (all-gather's output, reduce-scatter's input).
+    auto size = kineto::dtypeSize(a.dtype);
+    std::optional<int64_t> nelems = a.inNelems;
+    if (a.outNelems && (!nelems || *a.outNelems > *nelems))
+        nelems = a.outNelems;
+    if (size && nelems && *nelems >= 0 && *nelems <= kMaxInt64 / 16)
+        r.bytes = *nelems * *size;
+    r.dtype = a.dtype;
+    r.groupName = a.groupName;
+    r.groupDesc = a.groupDesc;
+    r.groupRanks = a.groupRanks;
+    r.groupSize = a.groupSize;
+    if (r.kind == "Send")
+        r.peer = a.dst ? a.dst : a.src;
+    else if (r.kind == "Recv")
+        r.peer = a.src ? a.src : a.dst;
+    else if (r.isP2p)
+        r.peer = a.dst ? a.dst : a.src;
+    r.seq = a.seq;
+    r.start = start;
+    r.end = end;
+    r.streamId = stream;
+    writer_.addNcclOp(r);
+    ++records_;
+    noteGroup(a);
+}
+
+void KinetoImporter::resolveFlows()
+{
+    if (pendingFlows_.empty())
+        return;
+    std::sort(flows_.begin(), flows_.end(), [](const Flow& a, const Flow& b) { return a.key() < b.key(); });
+    auto updActivity = writer_.database().prepare("UPDATE activities SET correlation = ?2 WHERE id = ?1");
+    auto updCpu = writer_.database().prepare("UPDATE cpu_ranges SET correlation = ?2 WHERE id = ?1");
+    std::unordered_map<int64_t, size_t> ncclByActivity;
+    for (size_t i = 0; i < pendingNccl_.size(); ++i)
+        ncclByActivity.emplace(pendingNccl_[i].activityId, i);
+    int64_t unresolved = 0;
+    for (const PendingFlow& p : pendingFlows_) {
+        Flow probe{p.pid, p.tid, p.ts, 0, false};
+        auto it = std::lower_bound(flows_.begin(), flows_.end(), probe,
+                                   [](const Flow& a, const Flow& b) { return a.key() < b.key(); });
+        std::optional<int64_t> id;
+        // A GPU activity binds the flow's end ('f'), a launch call its start ('s').
+        for (; it != flows_.end() && it->key() == probe.key(); ++it) {
+            if (it->start != p.activity) {
+                id = it->id;
+                break;
+            }
+            if (!id)
+                id = it->id;
+        }
+        if (!id) {
+            ++unresolved;
+            continue;
+        }
+        (p.activity ? updActivity : updCpu).bind(1, p.rowId).bind(2, *id).run();
+        if (p.activity) {
+            if (auto n = ncclByActivity.find(p.rowId); n != ncclByActivity.end())
+                pendingNccl_[n->second].correlation = id;
+        }
+    }
+    if (unresolved > 0)
+        diag(Severity::Info, "no_correlation",
+             std::to_string(unresolved) + " GPU activities or launch calls have neither args.correlation nor a launch flow");
+    std::vector<Flow>().swap(flows_);
+    std::vector<PendingFlow>().swap(pendingFlows_);
+}
+
+void KinetoImporter::joinPendingNccl()
+{
+    if (pendingNccl_.empty())
+        return;
+    // 1. The kernel's External id names the CPU op that launched it; with
+    // record_param_comms that is the op carrying the args.
+    std::unordered_map<int64_t, size_t> byExternal;
+    for (size_t i = 0; i < cpuComms_.size(); ++i) {
+        if (!cpuComms_[i].externalId)
+            continue;
+        auto [it, inserted] = byExternal.emplace(*cpuComms_[i].externalId, i);
+        if (!inserted && cpuComms_[i].paramComms && !cpuComms_[it->second].paramComms)
+            it->second = i;
+    }
+    std::vector<size_t> unmatched;
+    for (size_t k = 0; k < pendingNccl_.size(); ++k) {
+        PendingNccl& p = pendingNccl_[k];
+        auto it = p.externalId ? byExternal.find(*p.externalId) : byExternal.end();
+        if (it != byExternal.end() && cpuComms_[it->second].args.useful())
+            p.args.fillFrom(cpuComms_[it->second].args);
+        else if (p.correlation && !cpuComms_.empty())
+            unmatched.push_back(k);
+    }
+    // 2. Otherwise the launch call (same correlation) runs inside the
+    // collective's CPU op on the same thread. One pass over this file's launch
+    // calls finds them all.
+    if (!unmatched.empty()) {
+        auto& db = writer_.database();
+        db.exec("CREATE TEMP TABLE IF NOT EXISTS kineto_pending(correlation INTEGER PRIMARY KEY, k INTEGER)");
+        db.exec("DELETE FROM temp.kineto_pending");
+        {
+            auto ins = db.prepare("INSERT OR IGNORE INTO temp.kineto_pending(correlation, k) VALUES (?1, ?2)");
+            for (size_t k : unmatched)
+                ins.bind(1, *pendingNccl_[k].correlation).bind(2, static_cast<int64_t>(k)).run();
+        }
+        auto sel = db.prepare("SELECT p.k, c.tid, c.start_ns FROM cpu_ranges c JOIN temp.kineto_pending p"
+                              " ON p.correlation = c.correlation WHERE c.id > ?1 AND c.kind IN (3, 4)");
+        sel.bind(1, firstCpu_);
+        while (sel.step()) {
+            PendingNccl& p = pendingNccl_[static_cast<size_t>(sel.int64(0))];
+            int64_t tid = sel.int64(1);
+            TimeNs at = sel.int64(2);
+            const CpuComm* best = nullptr;
+            for (const CpuComm& c : cpuComms_) {
+                if (c.tid != tid || c.start > at || c.end < at)
+                    continue;
+                // Prefer the op that tells most, then the innermost.
+                if (!best || c.args.score() > best->args.score() ||
+                    (c.args.score() == best->args.score() && c.start >= best->start))
+                    best = &c;
+            }
+            if (best)
+                p.args.fillFrom(best->args);
+        }
+        sel.reset();
+        db.exec("DROP TABLE temp.kineto_pending");
+    }
+    for (const PendingNccl& p : pendingNccl_)
+        writeNccl(p.activityId, p.start, p.end, p.streamId, p.args, p.kernelKind);
+    std::vector<PendingNccl>().swap(pendingNccl_);
+}
+
+void KinetoImporter::finishRank()
+{
+    int finalRank = 0;
+    std::string rankFrom = "default";
+    if (options_.rank) {
+        finalRank = *options_.rank;
+        rankFrom = "option";
+    } else if (distRank_) {
+        finalRank = *distRank_;
+        rankFrom = "distributedInfo";
+    } else if (auto fromName = kineto::rankFromFileName(path_)) {
+        finalRank = *fromName;
+        rankFrom = "file_name";
+    } else {
+        diag(Severity::Info, "rank_unknown",
+             "no distributedInfo.rank and no rank-N in the file name; the trace was imported as rank 0");
+    }
+    details_["rank_from"] = rankFrom;
+    if (provisional_ && rank_ && *rank_ != finalRank) {
+        auto& db = writer_.database();
+        auto update = [&](const char* table, int64_t after) {
+            auto st = db.prepare(std::string("UPDATE ") + table + " SET rank = ?1 WHERE id > ?2 AND rank = ?3");
+            st.bind(1, finalRank).bind(2, after).bind(3, *rank_).run();
+        };
+        update("activities", firstActivity_);
+        update("cpu_ranges", firstCpu_);
+        update("nccl_ops", firstNccl_);
+        update("memory_events", firstMemory_);
+        auto st = db.prepare("UPDATE streams SET rank = ?1 WHERE id = ?2");
+        for (int64_t id : myStreams_) {
+            try {
+                st.bind(1, finalRank).bind(2, id).run();
+            } catch (const Error&) {
+                throw FormatError(path_ + ": rank " + std::to_string(finalRank) +
+                                  " was already imported from another file; import each rank once");
+            }
+        }
+    }
+    rank_ = finalRank;
+}
+
+ImportedSource KinetoImporter::run()
+{
+    InputFile file(path_);
+    progress_.setTotal(file.sizeOnDisk());
+    SourceRecord source;
+    source.path = path_;
+    source.format = "kineto";
+    sourceId_ = writer_.addSource(source);
+    auto& db = writer_.database();
+    auto maxId = [&](const char* table) {
+        auto st = db.prepare(std::string("SELECT COALESCE(MAX(id), 0) FROM ") + table);
+        st.step();
+        int64_t v = st.int64(0);
+        st.reset();
+        return v;
+    };
+    firstActivity_ = maxId("activities");
+    firstCpu_ = maxId("cpu_ranges");
+    firstNccl_ = maxId("nccl_ops");
+    firstMemory_ = maxId("memory_events");
+
+    auto result = kineto::readTrace(file, *this);
+    if (!result.sawTraceEvents)
+        throw FormatError(path_ + ": no \"traceEvents\" array; expected a PyTorch profiler (Kineto) JSON trace");
+    if (records_ == 0)
+        throw FormatError(path_ + ": no usable events (" + std::to_string(events_) +
+                          " in traceEvents, none a GPU activity or CPU range with valid times); "
+                          "check that the profiler recorded activities");
+
+    resolveFlows();
+    joinPendingNccl();
+    if (ncclKernels_ == 0 && !cpuComms_.empty())
+        diag(Severity::Info, "nccl_without_kernels",
+             std::to_string(cpuComms_.size()) + " collective calls on the CPU side, but no NCCL kernels on a GPU");
+    std::vector<CpuComm>().swap(cpuComms_);
+    finishRank();
+    int r = *rank_;
+
+    // The rank's GPU is the one that ran the most kernels; GPUs are those with
+    // activities (deviceProperties lists every GPU on the host).
+    std::optional<int> mainDevice;
+    int64_t most = -1;
+    for (const auto& [device, use] : devices_) {
+        GpuInfo g;
+        if (auto it = deviceProps_.find(device); it != deviceProps_.end())
+            g = it->second;
+        g.rank = r;
+        g.device = device;
+        writer_.addGpu(g);
+        if (use.kernels > most) {
+            most = use.kernels;
+            mainDevice = device;
+        }
+    }
+    RankInfo info;
+    info.rank = r;
+    info.worldSize = worldSize_;
+    if (host_.empty()) {
+        // torch.profiler's tensorboard handler names files after the host.
+        if (auto fromName = kineto::hostFromFileName(path_))
+            host_ = fromName->host;
+    }
+    info.host = host_;
+    info.pid = cpuPid_;
+    info.device = mainDevice;
+    info.sourceId = sourceId_;
+    writer_.addRank(info);
+    for (auto& [name, g] : groups_) {
+        g.rank = r;
+        writer_.addProcessGroup(g);
+    }
+    if (simulated_) {
+        writer_.setMeta("simulated", "1");
+        writer_.setMeta("simulated_by", simulatedBy_.empty() ? std::string("pipescope simulate") : simulatedBy_);
+    }
+
+    ImportedSource out;
+    out.sourceId = sourceId_;
+    out.ranks = {r};
+    out.records = records_;
+    // Kineto writes microseconds since the epoch, or since baseTimeNanoseconds
+    // when the trace has it (to keep doubles precise). Both are the host's
+    // wall clock, shared across hosts as far as NTP keeps them in step. Times
+    // that are neither (an older profiler's process-relative clock) start
+    // before 2001 when read as epoch microseconds.
+    out.timeBase = baseTime_.value_or(0);
+    out.absoluteClock = baseTime_.has_value() || (minTs_ != kMaxInt64 && minTs_ >= 1'000'000'000'000'000'000);
+    details_["events"] = events_;
+    details_["compressed"] = file.compressed();
+    details_["absolute_clock"] = out.absoluteClock;
+    if (baseTime_)
+        details_["baseTimeNanoseconds"] = *baseTime_;
+    auto st = db.prepare("UPDATE sources SET rank = ?2, time_base_ns = ?3, details = ?4 WHERE id = ?1");
+    st.bind(1, sourceId_).bind(2, r).bind(3, out.timeBase).bind(4, details_.dump(-1, ' ', false, json::error_handler_t::replace));
+    st.run();
+    progress_.done();
+    return out;
+}
+
+} // namespace
+
+ImportedSource importKineto(const std::string& path, StoreWriter& writer, const ImportOptions& options)
+{
+    KinetoImporter importer(path, writer, options);
+    return importer.run();
+}
+
+} // namespace pipescope

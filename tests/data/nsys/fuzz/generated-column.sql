@@ -1,0 +1,1 @@
+CREATE TABLE t AS SELECT * FROM CUPTI_ACTIVITY_KIND_MEMSET; DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET; CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, streamId, globalPid, bytes AS (zeroblob(100000000)), memKind); INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, streamId, globalPid, memKind) SELECT start, end, deviceId, streamId, globalPid, memKind FROM t;

@@ -1,0 +1,1 @@
+INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId) VALUES (5, 4, 59, X'00FF', 7, NULL, 99), (1, 2, 60, NULL, NULL, 123456, 1), (0, NULL, 75, NULL, 1, NULL, 1); INSERT INTO MPI_RANKS VALUES ((1 << 48) | (100 << 24) | 101, 0), (NULL, -5);
