@@ -1,7 +1,7 @@
 // Store benchmark: writes a synthetic store of N GPU activities (plus launch
 // calls and annotations), then times finish(), Store::summary() (what
 // `pipescope info` reads) and Store::load() (what the analysis reads).
-//   bench_store [activities=10000000] [dir=/tmp]
+//   bench_store [activities=10000000] [dir=/tmp] [keep]   (keep: leave the store for timing `pipescope info`)
 #include "store/Store.h"
 #include "store/StoreWriter.h"
 
@@ -84,6 +84,9 @@ int main(int argc, char** argv)
                     double(trace.activities.size()) / secondsSince(t3) / 1e6);
     }
     std::printf("peak RSS %ld MiB\n", peakRssMiB());
-    std::filesystem::remove(path);
+    if (argc > 3 && std::string(argv[3]) == "keep")
+        std::printf("kept %s\n", path.c_str());
+    else
+        std::filesystem::remove(path);
     return 0;
 }

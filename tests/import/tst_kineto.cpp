@@ -591,7 +591,7 @@ void TestKineto::badFiles_data()
     QTest::newRow("only metadata") << QByteArray("{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"process_name\"}]}")
                                    << "no usable events";
     QTest::newRow("invalid UTF-8") << QByteArray("{\"traceEvents\": [{\"name\": \"\xff\xfe\"}]}") << "invalid JSON";
-    QTest::newRow("binary") << QByteArray("\x00\x01\x02\x03 not json", 15) << "invalid JSON";
+    QTest::newRow("binary") << QByteArray("\x00\x01\x02\x03 not json", 13) << "invalid JSON";
     QTest::newRow("trailing garbage") << good + " }" << "invalid JSON";
     QTest::newRow("truncated gzip") << gzipBytes(good).left(20) << "truncated gzip";
     QTest::newRow("corrupt gzip") << QByteArray("\x1f\x8b\x08\x00garbage-garbage-garbage", 27) << "corrupt gzip";
