@@ -15,6 +15,7 @@ struct ImportArgs {
     std::string align = "time-base";
     std::optional<int> rank;
     bool quiet = false;
+    bool shortNames = false;
 };
 
 int runImport(const ImportArgs& a)
@@ -24,6 +25,7 @@ int runImport(const ImportArgs& a)
     o.output = a.output;
     o.rank = a.rank;
     o.progress = !a.quiet;
+    o.shortKernelNames = a.shortNames;
     if (a.align == "none")
         o.alignment = Alignment::None;
     else if (a.align == "time-base")
@@ -72,6 +74,8 @@ RegisterCommand reg{{"import", "Import Kineto JSON or Nsight Systems SQLite trac
                          app.add_option("--rank", a->rank, "Rank of a single input file that does not say its rank")
                              ->check(CLI::NonNegativeNumber);
                          app.add_flag("-q,--quiet", a->quiet, "No summary and no progress output");
+                         app.add_flag("--short-kernel-names", a->shortNames,
+                                      "Nsight Systems exports: name kernels by their short name, not the demangled signature");
                          app.footer("Examples:\n  pipescope import traces/ -o job.pipescope\n"
                                     "  pipescope import rank-0.json.gz rank-1.json.gz --align collectives -o job.pipescope\n"
                                     "  pipescope import report.sqlite -o job.pipescope");

@@ -41,6 +41,7 @@ struct ImportJobOptions {
     Alignment alignment = Alignment::TimeBase;
     std::optional<int> rank; // only with a single input file
     bool progress = true;
+    bool shortKernelNames = false;
 };
 
 struct ImportJobReport {

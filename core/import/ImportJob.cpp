@@ -213,6 +213,7 @@ ImportJobReport importJob(const ImportJobOptions& options)
     ImportOptions io;
     io.rank = options.rank;
     io.progress = options.progress;
+    io.shortKernelNames = options.shortKernelNames;
     std::map<int, std::string> rankOwner;
     for (size_t i = 0; i < report.files.size(); ++i) {
         const auto& file = report.files[i];

@@ -1,6 +1,7 @@
 // The command-line tool end to end: import and info on real traces, exit
 // codes, and one clear error line for each kind of bad input.
 #include "TestSupport.h"
+#include "store/Store.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -209,6 +210,26 @@ private slots:
         QCOMPARE(sources[1].toObject()["alignment"].toString(), QString("collectives"));
         auto busy = j["gpu_busy"].toArray();
         QCOMPARE(busy[1].toObject()["kernel_first_ns"].toInteger(), busy[0].toObject()["kernel_first_ns"].toInteger() + 3000);
+    }
+
+    void nsysShortKernelNames()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        QTemporaryDir dir;
+        QString out = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", QString::fromStdString(externalData("nsys/pipit-cloverleaf.sqlite")),
+                         "--short-kernel-names", "-q", "-o", out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(r.out.isEmpty());
+        auto trace = pipescope::Store(out.toStdString()).load();
+        std::map<std::string, int> byName;
+        for (const auto& a : trace.activities)
+            if (a.kind == pipescope::ActivityKind::Kernel)
+                ++byName[trace.str(a.name)];
+        QCOMPARE(byName.size(), size_t(3));
+        QCOMPARE(byName["par_ranged1d_kernel"], 968);
+        QCOMPARE(byName["par_ranged2d_kernel"], 331);
+        QCOMPARE(byName["par_reduce_kernel"], 13);
     }
 
     void nsysImportKeepsSessionTimeBase()
