@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Checks `pipescope capture` on a machine with an NVIDIA GPU, from the repo root:
 #   1. a CUDA program with known launches (all, and inside an NVTX trigger range)
-#   2. a PyTorch training loop: kernels vs torch.profiler for the same steps, step-time overhead
+#   2. overhead: host time per launch of a tiny kernel, and a PyTorch training loop (kernels vs
+#      torch.profiler for the same steps, step time) plain, under capture and under capture variants
+#      that switch parts off, interleaved; CUPTI's own overhead records summed by kind
 #   3. an NCCL all-reduce across 2 processes, recorded by the NCCL plugin
 #   4. a 4-stage 1F1B pipeline (one process per stage, one GPU), merged into one store
 # Usage: scripts/gpu-check.sh [STAGE_DIR [CHECKS...]]   (CHECKS: 1 2 3 4, default all)
 # STAGE_DIR holds bin/pipescope, lib/pipescope/libpipescope_{cupti,nccl}.so, bin/launches
 # (nvcc -arch=sm_90 tests/collectors/gpu/launches.cu) and, when the machine lacks
 # it, lib/libsqlite3.so.0. Results go to $OUT (default /tmp/pipescope-gpu-check):
-# log, and the merged stores of checks 1, 3 and 4.
+# log, and the merged stores of checks 1, 3 and 4. ROUNDS (default 2) sets the runs per
+# variant in check 2; TRAIN_STEPS (default 60) the measured steps per run.
 set -u -o pipefail
 ROOT=$PWD
 D=$(cd "${1:-.device}" && pwd)
@@ -68,6 +71,13 @@ check "launch calls" 157 "$(capq "$W/c1" "SELECT count(*) FROM api_calls a JOIN 
 check "NVTX range" 1 "$(capq "$W/c1" "SELECT count(*) FROM nvtx_ranges r JOIN strings s ON s.id = r.name_id WHERE s.value = 'pipescope-check/measure'")"
 check "kernels inside the NVTX range" 150 "$(capq "$W/c1" "SELECT count(*) FROM gpu_activities a, nvtx_ranges r JOIN strings s ON s.id = r.name_id WHERE s.value = 'pipescope-check/measure' AND a.kind = 0 AND a.start_ns >= r.start_ns AND a.end_ns <= r.end_ns")"
 check "kernel clock is the host's CLOCK_REALTIME (first kernel within 10 s of start)" 1 "$(capq "$W/c1" "SELECT (SELECT min(start_ns) FROM gpu_activities) - CAST((SELECT value FROM meta WHERE key = 'start_ns') AS INTEGER) BETWEEN 0 AND 10000000000")"
+check "kernels that start before their launch call (GPU and host clocks agree)" 0 "$(capq "$W/c1" "SELECT count(*) FROM gpu_activities g JOIN api_calls a ON a.correlation = g.correlation WHERE g.kind = 0 AND g.start_ns < a.start_ns")"
+python3 - "$W/c1" <<'PY'
+import glob, sqlite3, sys
+f = sorted(glob.glob(sys.argv[1] + "/*.pscap"))[0]
+for k, v in sqlite3.connect(f).execute("SELECT key, value FROM meta WHERE key LIKE 'cupti.%' ORDER BY key"):
+    print("capture setting %s = %s" % (k, v))
+PY
 check "store kernels" 157 "$(storeq "$W/c1/job.pipescope" "SELECT count(*) FROM activities WHERE kind = 0")"
 check "store kernels with their launch" 157 "$(storeq "$W/c1/job.pipescope" "SELECT count(*) FROM activities WHERE kind = 0 AND launch_id IS NOT NULL")"
 "$PS" info "$W/c1/job.pipescope" | head -40
@@ -79,28 +89,80 @@ check "kernels with --delay 30 (program is shorter)" 0 "$(capq "$W/c3" "SELECT c
 fi
 
 if want 2; then
-say "2. PyTorch training loop: ${TRAIN_STEPS:=60} steps after 10 warm-up; runs interleaved"
-export TRAIN_STEPS
-python3 -c 'import time; n=200000; t=time.perf_counter(); [time.clock_gettime_ns(time.CLOCK_REALTIME) for _ in range(n)]; print("clock_gettime(CLOCK_REALTIME) from Python: %.0f ns per call" % ((time.perf_counter()-t)/n*1e9))'
+say "2a. host time per kernel launch (tiny kernels, 20000 launches)"
+: > "$W/rate"
 for i in 1 2; do
+    "$D/bin/launches" --rate 20000 | grep RESULT | sed "s/^/plain: /" | tee -a "$W/rate"
+    "$PS" capture -q -o "$W/r$i" --no-merge -- "$D/bin/launches" --rate 20000 | grep RESULT | sed "s/^/capture: /" | tee -a "$W/rate"
+    PIPESCOPE_CAPTURE_API=none "$PS" capture -q -o "$W/rn$i" --no-merge -- "$D/bin/launches" --rate 20000 | grep RESULT | sed "s/^/capture-no-api: /" | tee -a "$W/rate"
+done
+grep -q RESULT "$W/rate" || echo "bin/launches has no --rate mode: rebuild it from tests/collectors/gpu/launches.cu"
+python3 - "$W/rate" <<'PY'
+import re, statistics, sys
+v = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"([a-z-]+): RESULT.*launch_us=([0-9.]+) total_us=([0-9.]+)", line)
+    if m:
+        v.setdefault(m.group(1), []).append((float(m.group(2)), float(m.group(3))))
+if "plain" in v:
+    base = statistics.median(x[0] for x in v["plain"])
+    for k, xs in v.items():
+        l = statistics.median(x[0] for x in xs)
+        t = statistics.median(x[1] for x in xs)
+        print("SUMMARY launch %-15s %.3f us per launch (host loop), %.3f us until done; capture cost %+.3f us per launch" % (k, l, t, l - base))
+PY
+
+say "2b. PyTorch training loop: ${TRAIN_STEPS:=60} steps after 10 warm-up; ${ROUNDS:=2} rounds, variants interleaved"
+export TRAIN_STEPS
+: > "$W/results"
+# variant name, then the environment it sets: the default capture first; the
+# others each switch one part off (or, for the clock, back to the timestamp
+# callback) to show what that part costs.
+variants=(
+    "capture|"
+    "capture-no-api|PIPESCOPE_CAPTURE_API=none"
+    "capture-kernels-only|PIPESCOPE_CAPTURE_KINDS=minimal PIPESCOPE_CAPTURE_API=none"
+    "capture-clock-callback|PIPESCOPE_CAPTURE_CLOCK=callback"
+    "capture-no-flush|PIPESCOPE_CAPTURE_FLUSH_MS=0"
+)
+for i in $(seq "$ROUNDS"); do
     python3 "$GPU/train_loop.py" plain | grep RESULT | sed "s/^/plain: /" | tee -a "$W/results"
-    "$PS" capture -q -o "$W/t$i" --profiler-api --no-merge -- python3 "$GPU/train_loop.py" plain | grep RESULT | sed "s/^/capture: /" | tee -a "$W/results"
-    echo "capture: kernels=$(capq "$W/t$i" "SELECT count(*) FROM gpu_activities WHERE kind = 0") launch_calls=$(capq "$W/t$i" "SELECT count(*) FROM api_calls") dropped=$(capq "$W/t$i" "SELECT coalesce(sum(count), 0) FROM dropped")"
-    PIPESCOPE_CAPTURE_CLOCK=callback "$PS" capture -q -o "$W/k$i" --profiler-api --no-merge -- python3 "$GPU/train_loop.py" plain | grep RESULT | sed "s/^/capture-clock-callback: /" | tee -a "$W/results"
-    PIPESCOPE_CAPTURE_KINDS=minimal PIPESCOPE_CAPTURE_API=none "$PS" capture -q -o "$W/n$i" --profiler-api --no-merge -- python3 "$GPU/train_loop.py" plain | grep RESULT | sed "s/^/capture-kernels-only: /" | tee -a "$W/results"
+    for v in "${variants[@]}"; do
+        name=${v%%|*}
+        env ${v#*|} "$PS" capture -q -o "$W/$name.$i" --profiler-api --no-merge -- python3 "$GPU/train_loop.py" plain | grep RESULT | sed "s/^/$name: /" | tee -a "$W/results"
+        echo "$name: kernels=$(capq "$W/$name.$i" "SELECT count(*) FROM gpu_activities WHERE kind = 0") launch_calls=$(capq "$W/$name.$i" "SELECT count(*) FROM api_calls") dropped=$(capq "$W/$name.$i" "SELECT coalesce(sum(count), 0) FROM dropped")" | tee -a "$W/counts"
+    done
 done
 python3 "$GPU/train_loop.py" profiler | grep RESULT | sed "s/^/torch.profiler: /" | tee -a "$W/results"
-python3 - "$W/results" <<'PY'
+kernels=$(capq "$W/capture.1" "SELECT count(*) FROM gpu_activities WHERE kind = 0")
+python3 - "$W/results" "$kernels" "$TRAIN_STEPS" <<'PY'
 import re, statistics, sys
 med = {}
 for line in open(sys.argv[1]):
     m = re.match(r"([a-z.-]+): RESULT.*median_step_ms=([0-9.]+)", line)
     if m:
         med.setdefault(m.group(1), []).append(float(m.group(2)))
+per_step = int(sys.argv[2]) / int(sys.argv[3]) if int(sys.argv[2]) else 0
+print("kernels per step: %.1f" % per_step)
 base = statistics.median(med["plain"])
 for k, v in med.items():
     m = statistics.median(v)
-    print("SUMMARY %-15s runs=%d median of medians %.3f ms  overhead %+.2f%%  (%s)" % (k, len(v), m, 100 * (m - base) / base, ", ".join("%.3f" % x for x in v)))
+    extra = "  %.2f us per kernel" % ((m - base) * 1000 / per_step) if per_step and k != "plain" else ""
+    print("SUMMARY %-22s runs=%d median of medians %.3f ms  overhead %+.2f%%%s  (%s)" % (k, len(v), m, 100 * (m - base) / base, extra, ", ".join("%.3f" % x for x in v)))
+PY
+
+say "2c. what CUPTI reports as its own overhead (PIPESCOPE_CAPTURE_OVERHEAD=1, one run)"
+PIPESCOPE_CAPTURE_OVERHEAD=1 "$PS" capture -q -o "$W/ov" --profiler-api --no-merge -- python3 "$GPU/train_loop.py" plain | grep RESULT | sed "s/^/capture-overhead-records: /"
+python3 - "$W/ov" "$TRAIN_STEPS" <<'PY'
+import glob, sqlite3, sys
+for f in sorted(glob.glob(sys.argv[1] + "/*.pscap")):
+    db = sqlite3.connect(f)
+    kernels = db.execute("SELECT count(*) FROM gpu_activities WHERE kind = 0").fetchone()[0]
+    rows = db.execute("SELECT key, value FROM meta WHERE key LIKE 'cupti.overhead.%' ORDER BY key").fetchall()
+    print("%s: %d kernels" % (f.split("/")[-1], kernels))
+    for k, v in rows:
+        per = " (%.3f us per kernel)" % (int(v) / 1000 / kernels) if k.endswith(".ns") and kernels else ""
+        print("  %s = %s%s" % (k, v, per))
 PY
 fi
 

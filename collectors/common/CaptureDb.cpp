@@ -111,8 +111,8 @@ bool CaptureDb::step(sqlite3_stmt* st)
     if (!st || !ok())
         return false;
     int rc = sqlite3_step(st);
+    // Every statement binds all its parameters on each use: no clearing needed.
     sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
         fail("insert failed");
         return false;
@@ -271,8 +271,7 @@ int64_t CaptureDb::intern(std::string_view text)
 {
     if (!ok())
         return 0;
-    std::string key(text);
-    if (auto it = strings_.find(key); it != strings_.end())
+    if (auto it = strings_.find(text); it != strings_.end())
         return it->second;
     // Another connection to the file may have stored the string already.
     bindText(insString_, 1, text);
@@ -287,7 +286,7 @@ int64_t CaptureDb::intern(std::string_view text)
         sqlite3_reset(selString_);
         sqlite3_clear_bindings(selString_);
     }
-    strings_.emplace(std::move(key), id);
+    strings_.emplace(std::string(text), id);
     return id;
 }
 

@@ -4,6 +4,7 @@
 // owns it. Nothing here throws; the first SQLite error is kept and reported
 // once, and later calls become no-ops so the profiled program runs on.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -127,7 +128,12 @@ private:
     std::string path_;
     std::string failed_;
     bool inTransaction_ = false;
-    std::unordered_map<std::string, int64_t> strings_;
+    // Looked up by string_view: no allocation per record for names seen before.
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, int64_t, StringHash, std::equal_to<>> strings_;
     sqlite3_stmt *insString_ = nullptr, *selString_ = nullptr, *insMeta_ = nullptr, *insMetaMax_ = nullptr,
                  *insDevice_ = nullptr, *insContext_ = nullptr, *insGpu_ = nullptr, *insApi_ = nullptr,
                  *insNvtx_ = nullptr, *insMemory_ = nullptr, *insComm_ = nullptr, *insNccl_ = nullptr,

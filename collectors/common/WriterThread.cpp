@@ -45,6 +45,14 @@ bool WriterThread::post(Job job, const char* dropSource, int64_t weight)
     return false;
 }
 
+void WriterThread::countDropped(const char* source, int64_t n)
+{
+    if (n <= 0)
+        return;
+    std::lock_guard lock(dropMutex_);
+    pendingDrops_.emplace_back(source, n);
+}
+
 bool WriterThread::flush(std::chrono::milliseconds timeout)
 {
     std::unique_lock lock(mutex_);

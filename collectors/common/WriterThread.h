@@ -37,6 +37,8 @@ public:
     // queue is full or the writer is not running. `weight` is the number of
     // records the job holds, for the drop count.
     bool post(Job job, const char* dropSource = "writer_queue", int64_t weight = 1);
+    // Counts records lost before they reached the writer; stored with the next batch.
+    void countDropped(const char* source, int64_t n);
 
     // Waits until every job posted before the call is committed, at most `timeout`.
     bool flush(std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));

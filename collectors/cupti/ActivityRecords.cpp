@@ -3,6 +3,7 @@
 #include "import/capture/CaptureSchema.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace pipescope::collect {
 
@@ -54,6 +55,22 @@ std::optional<int64_t> opt32(uint32_t v)
 }
 
 } // namespace
+
+const char* overheadKindName(uint32_t kind)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER: return "driver_compiler";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH: return "buffer_flush";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION: return "instrumentation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE: return "resource";
+    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING: return "module_loading";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING: return "lazy_function_loading";
+    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL: return "command_buffer_full";
+    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST: return "buffer_request";
+    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return "uvm_init";
+    default: return "unknown";
+    }
+}
 
 int64_t ActivityTranslator::apiNameId(int kind, uint32_t cbid, CaptureDb& db)
 {
@@ -220,6 +237,17 @@ bool ActivityTranslator::store(const CUpti_Activity* record, CaptureDb& db)
     case CUPTI_ACTIVITY_KIND_MARKER:
         storeMarker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record), db);
         return true;
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+        // Summed, not stored one by one: a diagnostic of what CUPTI itself costs.
+        const auto& o = *reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
+        OverheadSum& sum = overhead_[static_cast<uint32_t>(o.overheadKind)];
+        ++sum.count;
+        if (o.end > o.start)
+            sum.ns += static_cast<int64_t>(o.end - o.start);
+        // CUPTI allocates the details and leaves them to the client to free.
+        std::free(o.overheadData);
+        break;
+    }
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
         const auto& m = *reinterpret_cast<const CUpti_ActivityMemory4*>(record);
         if (m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
@@ -275,6 +303,11 @@ void ActivityTranslator::finish(CaptureDb& db)
         db.addNvtx(r);
     }
     openMarkers_.clear();
+    for (auto& [kind, sum] : overhead_) {
+        std::string key = std::string("cupti.overhead.") + overheadKindName(kind);
+        db.setMeta(key + ".count", std::to_string(sum.count));
+        db.setMeta(key + ".ns", std::to_string(sum.ns));
+    }
 }
 
 } // namespace pipescope::collect

@@ -26,7 +26,9 @@ public:
     // Keeps only API calls starting at a time for which the filter says yes
     // (recording windows); without one, all are kept.
     void setApiFilter(std::function<bool(int64_t)> keep) { keepApi_ = std::move(keep); }
-    // Writes NVTX ranges that never closed (end NULL); call before closing the file.
+    // Writes NVTX ranges that never closed (end NULL) and the sums of CUPTI's
+    // overhead records (meta cupti.overhead.<kind>.count / .ns); call before
+    // closing the file.
     void finish(CaptureDb& db);
 
     int64_t stored() const { return stored_; }
@@ -44,7 +46,14 @@ private:
     std::function<bool(int64_t)> keepApi_;
     std::unordered_map<uint64_t, int64_t> apiNames_;
     std::map<uint32_t, OpenMarker> openMarkers_;
+    struct OverheadSum {
+        int64_t count = 0, ns = 0;
+    };
+    std::map<uint32_t, OverheadSum> overhead_;
     int64_t stored_ = 0, skipped_ = 0;
 };
+
+// Name of a CUpti_ActivityOverheadKind in meta keys ("instrumentation", ...).
+const char* overheadKindName(uint32_t kind);
 
 } // namespace pipescope::collect

@@ -3,9 +3,12 @@
 // cuInit. Records GPU activities, launch calls, NVTX ranges and memory
 // events into the rank's capture file. Everything here is defensive: on any
 // failure it says so once on stderr and the program runs on untouched.
+#include "ActivityBuffers.h"
 #include "ActivityRecords.h"
 #include "Clock.h"
 #include "Log.h"
+#include "RecordingWindows.h"
+#include "TracePlan.h"
 #include "WriterThread.h"
 #include "import/capture/CaptureEnv.h"
 
@@ -26,7 +29,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,73 +38,35 @@
 namespace pipescope::collect {
 namespace {
 
-constexpr size_t kBufferSize = 4u << 20; // CUPTI's sweet spot (Kineto uses the same)
-constexpr size_t kBufferAlign = 8;
-
-// A bounded pool of activity buffers: when all are in flight, CUPTI gets
-// none and counts the records it had to drop.
-class BufferPool {
-public:
-    void setLimit(size_t n) { limit_ = n; }
-    uint8_t* acquire()
-    {
-        std::lock_guard lock(mutex_);
-        if (!free_.empty()) {
-            uint8_t* b = free_.back();
-            free_.pop_back();
-            return b;
-        }
-        if (allocated_ >= limit_)
-            return nullptr;
-        auto* b = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferSize));
-        if (b)
-            ++allocated_;
-        return b;
-    }
-    void release(uint8_t* b)
-    {
-        std::lock_guard lock(mutex_);
-        free_.push_back(b);
-    }
-
-private:
-    std::mutex mutex_;
-    std::vector<uint8_t*> free_;
-    size_t allocated_ = 0;
-    size_t limit_ = 64;
-};
-
-enum class StartOn { Immediately, Delay, ProfilerApi, Nvtx };
-
+// Cost in the profiled program, by where it is paid (docs/capture.md):
+// - launch path: nothing of ours. Kernels, copies and launch calls come as
+//   activity records that CUPTI writes into our buffers; the callbacks we
+//   subscribe to fire a few times per run (cudaDeviceReset, context
+//   destruction, the start/stop trigger until its window is recorded).
+// - buffer request (a program thread, once per 4 MiB of records): a pooled,
+//   pre-zeroed, pre-faulted buffer.
+// - everything else (translating records, SQLite) on CUPTI's thread and ours.
 struct Collector {
     std::atomic<int> state{0}; // 0 idle, 1 initialising, 2 running, 3 failed, 4 finished
     pid_t pid = 0;
-    BufferPool pool;
+    CaptureOptions opt;
+    TracePlan plan;
+    ActivityBufferPool pool;
     WriterThread writer;
     ActivityTranslator translator{nullptr};
+    RecordingWindows windows;
     CUpti_SubscriberHandle subscriber = nullptr;
-    bool allApi = false;
-    bool noApi = false;
-    bool minimalKinds = false;
-    bool hostClockCallback = false;
-    std::mutex spanMutex; // recording windows, for filtering API records
-    std::vector<std::pair<int64_t, int64_t>> spans;
-    std::optional<int64_t> openSince;
-    std::vector<CUpti_CallbackId> runtimeIds, driverIds;
+    bool clockCallback = false;
 
-    StartOn startOn = StartOn::Immediately;
-    double delayS = 0, durationS = 0;
-    std::string nvtxName;
     std::mutex windowMutex;
     bool recording = false;
-    bool windowUsed = false; // profiler-api / nvtx: only the first window
+    std::atomic<bool> windowUsed{false}; // profiler-api / nvtx: only the first window
     int64_t windowStart = 0;
     std::string windowReason;
     std::thread timer;
     std::condition_variable timerWake;
     bool timerCancel = false;
 
-    std::atomic<int64_t> droppedBuffers{0};
     sem_t flushRequest, flushDone;
     std::thread signalFlusher;
 };
@@ -126,16 +90,6 @@ std::string cuptiError(CUptiResult r)
     return s ? s : ("CUPTI error " + std::to_string(static_cast<int>(r)));
 }
 
-std::string stripVersion(std::string name)
-{
-    // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel"
-    auto pos = name.rfind("_v");
-    if (pos != std::string::npos && pos + 2 < name.size()
-        && name.find_first_not_of("0123456789", pos + 2) == std::string::npos)
-        name.erase(pos);
-    return name;
-}
-
 std::string apiName(int kind, uint32_t cbid)
 {
     const char* name = nullptr;
@@ -145,84 +99,44 @@ std::string apiName(int kind, uint32_t cbid)
     return stripVersion(name);
 }
 
-bool startsWithAny(const std::string& s, std::initializer_list<const char*> prefixes)
+bool nextRecord(uint8_t* buffer, size_t validSize, CUpti_Activity** record)
 {
-    for (const char* p : prefixes)
-        if (s.rfind(p, 0) == 0)
-            return true;
-    return false;
+    return cuptiActivityGetNextRecord(buffer, validSize, record) == CUPTI_SUCCESS;
 }
-
-// The API calls that launch or wait for GPU work, plus allocations: enough
-// to correlate every GPU activity with its CPU call at a fraction of the
-// cost of tracing every runtime call.
-void selectApiCalls(Collector& c)
-{
-    for (uint32_t id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++id) {
-        std::string n = apiName(capture::kRuntime, id);
-        if (startsWithAny(n, {"cudaLaunch", "cudaMemcpy", "cudaMemset", "cudaGraphLaunch", "cudaStreamSynchronize",
-                              "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent", "cudaMalloc",
-                              "cudaFree"}))
-            c.runtimeIds.push_back(id);
-    }
-    for (uint32_t id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
-        std::string n = apiName(capture::kDriver, id);
-        if (startsWithAny(n, {"cuLaunch", "cuMemcpy", "cuMemset", "cuGraphLaunch", "cuStreamSynchronize",
-                              "cuCtxSynchronize", "cuEventSynchronize", "cuStreamWaitEvent", "cuMemAlloc",
-                              "cuMemFree"}))
-            c.driverIds.push_back(id);
-    }
-}
-
-constexpr CUpti_ActivityKind kRecordedKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMCPY2,
-    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_MARKER,
-    CUPTI_ACTIVITY_KIND_MEMORY2,
-};
 
 void enableActivities(Collector& c, bool on)
 {
-    auto toggle = [on](CUpti_ActivityKind k) {
+    for (CUpti_ActivityKind k : c.plan.windowKinds) {
         CUptiResult r = on ? cuptiActivityEnable(k) : cuptiActivityDisable(k);
         if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_NOT_COMPATIBLE && r != CUPTI_ERROR_INVALID_KIND)
             warnOnce(("enable-" + std::to_string(static_cast<int>(k))).c_str(),
                      "could not " + std::string(on ? "enable" : "disable") + " CUPTI activity kind "
                          + std::to_string(static_cast<int>(k)) + ": " + cuptiError(r));
-    };
-    for (auto k : kRecordedKinds)
-        if (!c.minimalKinds || k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_MEMCPY
-            || k == CUPTI_ACTIVITY_KIND_MEMSET)
-            toggle(k);
+    }
 }
 
 // API records are switched on once, at start-up: CUPTI does not take a
-// per-call selection made later from a callback (seen with CUDA 13.0). Calls outside the
-// recording windows are dropped when stored.
+// per-call selection made later from a callback (seen with CUDA 13.0). Calls
+// outside the recording windows are dropped when stored.
 void enableApiRecords(Collector& c)
 {
-    if (c.noApi)
+    for (CUpti_ActivityKind k : c.plan.apiKinds)
+        cuptiActivityEnable(k);
+    if (!c.plan.selectApiCalls)
         return;
-    if (c.allApi) {
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
-        return;
-    }
-    for (auto id : c.runtimeIds)
+    auto name = [](int kind) { return [kind](uint32_t id) { return apiName(kind, id); }; };
+    for (auto id : selectApiCalls(capture::kRuntime, CUPTI_RUNTIME_TRACE_CBID_SIZE, name(capture::kRuntime)))
         cuptiActivityEnableRuntimeApi(id, 1);
-    for (auto id : c.driverIds)
+    for (auto id : selectApiCalls(capture::kDriver, CUPTI_DRIVER_TRACE_CBID_SIZE, name(capture::kDriver)))
         cuptiActivityEnableDriverApi(id, 1);
 }
 
-bool insideWindow(int64_t ts)
+void switchCallbacks(Collector& c, const std::vector<CallbackSite>& sites, bool on)
 {
-    Collector& c = collector();
-    std::lock_guard lock(c.spanMutex);
-    if (c.openSince && ts >= *c.openSince)
-        return true;
-    for (auto& [s, e] : c.spans)
-        if (ts >= s && ts <= e)
-            return true;
-    return false;
+    if (!c.subscriber)
+        return;
+    for (const CallbackSite& s : sites)
+        cuptiEnableCallback(on ? 1 : 0, c.subscriber, s.domain, s.id);
 }
 
 void startRecording(const char* reason)
@@ -234,10 +148,7 @@ void startRecording(const char* reason)
     enableActivities(c, true);
     c.recording = true;
     c.windowStart = nowNs();
-    {
-        std::lock_guard spans(c.spanMutex);
-        c.openSince = c.windowStart;
-    }
+    c.windows.open(c.windowStart);
     c.windowReason = reason;
     info(std::string("recording started (") + reason + ")");
 }
@@ -252,62 +163,35 @@ void stopRecording()
     c.recording = false;
     c.windowUsed = true;
     int64_t start = c.windowStart, end = nowNs();
-    {
-        std::lock_guard spans(c.spanMutex);
-        c.spans.emplace_back(start, end);
-        c.openSince.reset();
-    }
+    c.windows.close(end);
     std::string reason = c.windowReason;
     c.writer.post([start, end, reason](CaptureDb& db) { db.addWindow(start, end, reason); });
+    // Only the first window is recorded: from now on the trigger's callbacks
+    // would cost every push/pop for nothing. Switched off from the writer
+    // thread, outside the callback that got us here.
+    if (!c.plan.triggerCallbacks.empty())
+        c.writer.post([](CaptureDb&) { switchCallbacks(collector(), collector().plan.triggerCallbacks, false); });
     info("recording stopped");
 }
 
 void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords)
 {
+    Collector& c = collector();
     *maxNumRecords = 0;
-    *buffer = collector().pool.acquire();
-    *size = *buffer ? kBufferSize : 0;
+    *buffer = c.pool.acquire();
+    *size = *buffer ? c.pool.bufferSize() : 0;
     if (!*buffer)
         warnOnce("buffers-exhausted", "all CUPTI activity buffers are in use; records are dropped and counted "
                                       "(raise PIPESCOPE_CAPTURE_BUFFERS)");
-}
-
-int64_t countRecords(uint8_t* buffer, size_t validSize)
-{
-    int64_t n = 0;
-    CUpti_Activity* rec = nullptr;
-    while (cuptiActivityGetNextRecord(buffer, validSize, &rec) == CUPTI_SUCCESS)
-        ++n;
-    return n;
 }
 
 void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer, size_t /*size*/, size_t validSize)
 {
     Collector& c = collector();
     size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(ctx, streamId, &dropped) == CUPTI_SUCCESS && dropped > 0) {
-        auto n = static_cast<int64_t>(dropped);
-        c.writer.post([n](CaptureDb& db) { db.addDropped("cupti_records", n); });
-    }
-    if (!buffer)
-        return;
-    if (validSize == 0) {
-        c.pool.release(buffer);
-        return;
-    }
-    bool posted = c.writer.post(
-        [buffer, validSize](CaptureDb& db) {
-            Collector& cc = collector();
-            CUpti_Activity* rec = nullptr;
-            while (cuptiActivityGetNextRecord(buffer, validSize, &rec) == CUPTI_SUCCESS)
-                cc.translator.store(rec, db);
-            cc.pool.release(buffer);
-        },
-        "cupti_buffers", 0);
-    if (!posted) {
-        c.writer.post([n = countRecords(buffer, validSize)](CaptureDb& db) { db.addDropped("writer_queue", n); });
-        c.pool.release(buffer);
-    }
+    if (cuptiActivityGetNumDroppedRecords(ctx, streamId, &dropped) == CUPTI_SUCCESS && dropped > 0)
+        c.writer.countDropped("cupti_records", static_cast<int64_t>(dropped));
+    postCompletedBuffer(c.writer, c.pool, c.translator, nextRecord, buffer, validSize);
 }
 
 // First ASCII message of an NVTX push, or nullptr.
@@ -336,11 +220,12 @@ void onNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* data)
     Collector& c = collector();
     switch (cbid) {
     case CUPTI_CBID_NVTX_nvtxRangePushA:
+    case CUPTI_CBID_NVTX_nvtxRangePushW: // never the trigger (not ASCII), but it nests
     case CUPTI_CBID_NVTX_nvtxRangePushEx:
     case CUPTI_CBID_NVTX_nvtxDomainRangePushEx: {
         ++tlNvtxDepth;
         const char* msg = pushMessage(cbid, data->functionParams);
-        if (msg && !c.windowUsed && !nvtxTriggerOpen.load() && c.nvtxName == msg) {
+        if (msg && !c.windowUsed && !nvtxTriggerOpen.load() && c.opt.nvtxName == msg) {
             nvtxTriggerOpen = true;
             nvtxTriggerThread = pthread_self();
             nvtxTriggerDepth = tlNvtxDepth;
@@ -373,7 +258,8 @@ void flushAll(bool forced)
 void CUPTIAPI onCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata)
 {
     Collector& c = collector();
-    if (c.state.load() != 2 || getpid() != c.pid)
+    // A forked child is turned off by the atfork handler: no getpid() here.
+    if (c.state.load(std::memory_order_acquire) != 2)
         return;
     if (domain == CUPTI_CB_DOMAIN_NVTX) {
         onNvtx(cbid, static_cast<const CUpti_NvtxData*>(cbdata));
@@ -390,18 +276,18 @@ void CUPTIAPI onCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
         if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020 && enter) {
             flushAll(true);
-        } else if (c.startOn == StartOn::ProfilerApi && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000
+        } else if (c.opt.startOn == StartOn::ProfilerApi && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000
                    && !enter && !c.windowUsed) {
             startRecording("profiler-api");
-        } else if (c.startOn == StartOn::ProfilerApi && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000
+        } else if (c.opt.startOn == StartOn::ProfilerApi && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000
                    && enter) {
             stopRecording();
         }
     } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
-        if (c.startOn == StartOn::ProfilerApi && cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart && !enter
+        if (c.opt.startOn == StartOn::ProfilerApi && cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart && !enter
             && !c.windowUsed)
             startRecording("profiler-api");
-        else if (c.startOn == StartOn::ProfilerApi && cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop && enter)
+        else if (c.opt.startOn == StartOn::ProfilerApi && cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop && enter)
             stopRecording();
     }
 }
@@ -503,52 +389,6 @@ void installSignalHandlers(Collector& c)
     sigaction(SIGINT, &sa, &previousInt);
 }
 
-double envSeconds(const char* name)
-{
-    const char* v = std::getenv(name);
-    if (!v || !*v)
-        return 0;
-    char* end = nullptr;
-    double d = std::strtod(v, &end);
-    if (end == v || d < 0) {
-        warnOnce(name, std::string("ignoring ") + name + "=" + v + " (expected seconds)");
-        return 0;
-    }
-    return d;
-}
-
-void readConfig(Collector& c)
-{
-    c.delayS = envSeconds(capture::kEnvDelay);
-    c.durationS = envSeconds(capture::kEnvDuration);
-    const char* startOn = std::getenv(capture::kEnvStartOn);
-    std::string s = startOn ? startOn : "";
-    if (s == "profiler-api")
-        c.startOn = StartOn::ProfilerApi;
-    else if (s.rfind("nvtx:", 0) == 0 && s.size() > 5) {
-        c.startOn = StartOn::Nvtx;
-        c.nvtxName = s.substr(5);
-    } else {
-        if (!s.empty())
-            warnOnce("start-on", "ignoring " + std::string(capture::kEnvStartOn) + "=" + s
-                                     + " (expected profiler-api or nvtx:NAME)");
-        c.startOn = c.delayS > 0 ? StartOn::Delay : StartOn::Immediately;
-    }
-    const char* api = std::getenv(capture::kEnvApi);
-    c.allApi = api && std::strcmp(api, "all") == 0;
-    c.noApi = api && std::strcmp(api, "none") == 0;
-    // Diagnostics for measuring overhead; see docs/capture.md.
-    const char* kinds = std::getenv("PIPESCOPE_CAPTURE_KINDS");
-    c.minimalKinds = kinds && std::strcmp(kinds, "minimal") == 0;
-    const char* clock = std::getenv("PIPESCOPE_CAPTURE_CLOCK");
-    c.hostClockCallback = !(clock && std::strcmp(clock, "cupti") == 0);
-    if (const char* b = std::getenv(capture::kEnvBuffers)) {
-        long n = std::strtol(b, nullptr, 10);
-        if (n >= 2 && n <= 4096)
-            c.pool.setLimit(static_cast<size_t>(n));
-    }
-}
-
 std::string captureDir()
 {
     const char* d = std::getenv(capture::kEnvDir);
@@ -569,25 +409,70 @@ void pointNvtxAtCupti()
         setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
 }
 
+// The attributes as CUPTI holds them after set-up, for the file's meta.
+std::string attributeSummary(const Collector& c)
+{
+    std::string out;
+    auto add = [&out](const char* name, const std::string& value) {
+        out += (out.empty() ? "" : " ") + std::string(name) + "=" + value;
+    };
+    for (const AttributeSetting& a : c.plan.attributes) {
+        uint8_t flag = 0;
+        size_t size = sizeof flag;
+        add(a.name, cuptiActivityGetAttribute(a.attribute, &size, &flag) == CUPTI_SUCCESS ? std::to_string(flag) : "?");
+    }
+    const std::pair<CUpti_ActivityAttribute, const char*> sizes[] = {
+        {CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, "device_buffer_size"},
+        {CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, "device_buffer_pool_limit"},
+        {CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, "device_buffer_pre_allocate"},
+    };
+    for (auto& [attr, name] : sizes) {
+        size_t value = 0, size = sizeof value;
+        add(name, cuptiActivityGetAttribute(attr, &size, &value) == CUPTI_SUCCESS ? std::to_string(value) : "?");
+    }
+    return out;
+}
+
 bool setUp(Collector& c, std::string& error)
 {
     c.pid = getpid();
+    std::vector<OptionWarning> warnings;
+    c.opt = readCaptureOptions(capture::systemGetEnv, &warnings);
+    for (auto& [key, message] : warnings)
+        warnOnce(key.c_str(), message);
+    c.plan = makeTracePlan(c.opt);
     c.translator = ActivityTranslator(apiName);
-    c.translator.setApiFilter(insideWindow);
-    readConfig(c);
+    c.translator.setApiFilter([](int64_t ts) { return collector().windows.contains(ts); });
 
     CUptiResult r = CUPTI_SUCCESS;
-    // Every record is stamped with our CLOCK_REALTIME, the clock of the NCCL
-    // plugin and of the recording windows. PIPESCOPE_CAPTURE_CLOCK=cupti
-    // leaves CUPTI's own (documented as CLOCK_REALTIME on Linux too; an
-    // overhead diagnostic, not the default).
-    if (c.hostClockCallback) {
+    // Every record must be on CLOCK_REALTIME, the clock of the NCCL plugin and
+    // of the recording windows. That is CUPTI's own clock on Linux, so no
+    // callback is needed; where it is not (WSL), CUPTI is given one.
+    c.clockCallback = c.opt.clock == ClockMode::Callback;
+    if (c.opt.clock == ClockMode::Auto) {
+        int64_t before = nowNs();
+        uint64_t cupti = 0;
+        r = cuptiGetTimestamp(&cupti);
+        int64_t after = nowNs();
+        c.clockCallback = r != CUPTI_SUCCESS || !cuptiClockIsRealtime(before, cupti, after);
+    }
+    if (c.clockCallback) {
         r = cuptiActivityRegisterTimestampCallback([]() -> uint64_t { return static_cast<uint64_t>(nowNs()); });
         if (r != CUPTI_SUCCESS) {
             error = "cannot set CUPTI's clock: " + cuptiError(r);
             return false;
         }
     }
+    // Attributes first: CUPTI reads them when the buffer callbacks are registered.
+    for (const AttributeSetting& a : c.plan.attributes) {
+        uint8_t flag = static_cast<uint8_t>(a.value);
+        size_t value = a.value;
+        size_t size = a.isFlag ? sizeof flag : sizeof value;
+        void* data = a.isFlag ? static_cast<void*>(&flag) : static_cast<void*>(&value);
+        // Older CUPTI lacks some: it then does the work itself, as before.
+        cuptiActivitySetAttribute(a.attribute, &size, data);
+    }
+    c.pool.setLimit(c.opt.bufferLimit);
     r = cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted);
     if (r != CUPTI_SUCCESS) {
         error = "cannot register CUPTI buffers: " + cuptiError(r);
@@ -595,15 +480,17 @@ bool setUp(Collector& c, std::string& error)
     }
     // Device and context records come once, at context creation: always on.
     // The first enable is also the test that CUPTI works here at all.
-    r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
-    if (r != CUPTI_SUCCESS) {
-        error = "CUPTI cannot trace in this process: " + cuptiError(r);
-        cuptiActivityFlushAll(0);
-        return false;
+    for (CUpti_ActivityKind k : c.plan.startupKinds) {
+        r = cuptiActivityEnable(k);
+        if (r != CUPTI_SUCCESS && k == c.plan.startupKinds.front()) {
+            error = "CUPTI cannot trace in this process: " + cuptiError(r);
+            cuptiActivityFlushAll(0);
+            return false;
+        }
+        if (k == c.plan.startupKinds.front())
+            c.pool.preallocate(c.plan.preallocatedBuffers);
     }
-    cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONTEXT);
-    if (!c.allApi && !c.noApi)
-        selectApiCalls(c);
+    cuptiActivityEnableAllSyncRecords(c.plan.allSyncRecords ? 1 : 0);
     enableApiRecords(c);
 
     r = cuptiSubscribe(&c.subscriber, onCallback, nullptr);
@@ -615,21 +502,11 @@ bool setUp(Collector& c, std::string& error)
                                               ? "another CUPTI client (a profiler) holds the callback API"
                                               : "the CUPTI callback API is unavailable (" + cuptiError(r) + ")")
                                   + "; cudaProfilerStart/Stop and NVTX triggers are off");
-        if (c.startOn == StartOn::ProfilerApi || c.startOn == StartOn::Nvtx)
-            c.startOn = StartOn::Immediately;
+        if (c.opt.startOn == StartOn::ProfilerApi || c.opt.startOn == StartOn::Nvtx)
+            c.opt.startOn = StartOn::Immediately;
     } else {
-        cuptiEnableCallback(1, c.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
-        cuptiEnableCallback(1, c.subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
-        if (c.startOn == StartOn::ProfilerApi) {
-            cuptiEnableCallback(1, c.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
-            cuptiEnableCallback(1, c.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
-            cuptiEnableCallback(1, c.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
-            cuptiEnableCallback(1, c.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
-        }
-        if (c.startOn == StartOn::Nvtx)
-            cuptiEnableDomain(1, c.subscriber, CUPTI_CB_DOMAIN_NVTX);
+        switchCallbacks(c, c.plan.callbacks, true);
+        switchCallbacks(c, c.plan.triggerCallbacks, true);
     }
     pointNvtxAtCupti();
 
@@ -638,21 +515,37 @@ bool setUp(Collector& c, std::string& error)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    bool started = c.writer.start(path, meta, error, [] { flushAll(false); });
+    // The periodic flush bounds what a killed process loses; it runs on the
+    // writer thread and never holds a lock of ours across CUPTI's flush.
+    std::function<void()> tick;
+    if (c.opt.flushPeriodMs > 0)
+        tick = [] { flushAll(false); };
+    auto period = std::chrono::milliseconds(c.opt.flushPeriodMs > 0 ? c.opt.flushPeriodMs : 1000);
+    bool started = c.writer.start(path, meta, error, tick, period);
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (!started)
         return false;
-    c.writer.post([](CaptureDb& db) {
+    std::string attributes = attributeSummary(c);
+    std::string buffers = std::to_string(c.pool.limit()) + " x " + std::to_string(c.pool.bufferSize() >> 20)
+                          + " MiB, " + std::to_string(c.pool.available()) + " ready at start";
+    c.writer.post([attributes, buffers](CaptureDb& db) {
+        const Collector& cc = collector();
         db.setMeta("cupti.version", std::to_string(CUPTI_API_VERSION));
-        db.setMeta("cupti.clock", collector().hostClockCallback ? "callback" : "cupti");
-        db.setMeta("cupti.api", collector().allApi ? "all" : collector().noApi ? "none" : "launches");
+        db.setMeta("cupti.clock", cc.clockCallback ? "callback" : "cupti");
+        db.setMeta("cupti.api", cc.opt.api == ApiMode::All ? "all" : cc.opt.api == ApiMode::None ? "none" : "launches");
+        db.setMeta("cupti.kinds", cc.opt.minimalKinds ? "minimal" : "all");
+        db.setMeta("cupti.attributes", attributes);
+        db.setMeta("cupti.buffers", buffers);
+        db.setMeta("cupti.flush_ms", std::to_string(cc.opt.flushPeriodMs));
+        if (cc.opt.overheadRecords)
+            db.setMeta("cupti.overhead", "recorded");
     });
     return true;
 }
 
 void startTimer(Collector& c)
 {
-    if (c.startOn != StartOn::Delay && c.durationS <= 0)
+    if (c.opt.startOn != StartOn::Delay && c.opt.durationS <= 0)
         return;
     c.timer = startQuietThread([] {
         Collector& cc = collector();
@@ -660,13 +553,13 @@ void startTimer(Collector& c)
             std::unique_lock lock(cc.windowMutex);
             return !cc.timerWake.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return cc.timerCancel; });
         };
-        if (cc.startOn == StartOn::Delay) {
-            if (!wait(cc.delayS))
+        if (cc.opt.startOn == StartOn::Delay) {
+            if (!wait(cc.opt.delayS))
                 return;
             startRecording("delay");
         }
-        if (cc.durationS > 0 && (cc.startOn == StartOn::Delay || cc.startOn == StartOn::Immediately)) {
-            if (!wait(cc.durationS))
+        if (cc.opt.durationS > 0 && (cc.opt.startOn == StartOn::Delay || cc.opt.startOn == StartOn::Immediately)) {
+            if (!wait(cc.opt.durationS))
                 return;
             stopRecording();
         }
@@ -700,7 +593,7 @@ PIPESCOPE_EXPORT int InitializeInjection(void)
             collector().state = 3;
         });
         installSignalHandlers(c);
-        if (c.startOn == StartOn::Immediately)
+        if (c.opt.startOn == StartOn::Immediately)
             startRecording("start");
         startTimer(c);
         return 1;

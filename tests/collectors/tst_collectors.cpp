@@ -1,19 +1,31 @@
 // The collectors without a GPU: CUPTI-shaped records through the translator
 // into a capture file, and the two libraries loaded the way CUDA and NCCL
 // load them.
+#include "ActivityBuffers.h"
 #include "ActivityRecords.h"
 #include "CaptureDb.h"
 #include "NcclProfilerApi.h"
+#include "RecordingWindows.h"
 #include "TestSupport.h"
+#include "TracePlan.h"
+#include "WriterThread.h"
 #include "import/capture/CaptureSchema.h"
+
+#include <cupti_driver_cbid.h>
+#include <cupti_nvtx_cbid.h>
+#include <cupti_runtime_cbid.h>
 
 #include <QDir>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <map>
+#include <mutex>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -75,6 +87,64 @@ T record(CUpti_ActivityKind kind)
     return r;
 }
 
+// CUPTI-shaped buffers for the buffer path: records back to back, each of
+// its kind's size (CUPTI's own layout is opaque; only its iterator knows it).
+size_t recordSize(uint32_t kind)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
+    default: return 0;
+    }
+}
+
+bool nextPacked(uint8_t* buffer, size_t validSize, CUpti_Activity** rec)
+{
+    uint8_t* p = *rec ? reinterpret_cast<uint8_t*>(*rec) + recordSize((*rec)->kind) : buffer;
+    if (p >= buffer + validSize)
+        return false;
+    *rec = reinterpret_cast<CUpti_Activity*>(p);
+    return true;
+}
+
+// Writes `launches` x (runtime launch record, kernel record) into `buffer`; returns the bytes used.
+size_t fillLaunches(uint8_t* buffer, int launches, uint32_t firstCorrelation)
+{
+    size_t off = 0;
+    for (int i = 0; i < launches; ++i) {
+        auto api = record<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+        api.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+        api.start = 1000 + 100 * static_cast<uint64_t>(i), api.end = api.start + 10;
+        api.correlationId = firstCorrelation + static_cast<uint32_t>(i);
+        std::memcpy(buffer + off, &api, sizeof api);
+        off += sizeof api;
+        auto k = record<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        k.start = api.start + 50, k.end = api.start + 90, k.correlationId = api.correlationId;
+        k.name = i % 2 ? "kernel_odd" : "kernel_even";
+        std::memcpy(buffer + off, &k, sizeof k);
+        off += sizeof k;
+    }
+    return off;
+}
+
+bool allZero(const uint8_t* b, size_t n)
+{
+    return std::all_of(b, b + n, [](uint8_t v) { return v == 0; });
+}
+
+std::map<std::string, std::string> testEnv;
+const char* fakeGetEnv(const char* name)
+{
+    auto it = testEnv.find(name);
+    return it == testEnv.end() ? nullptr : it->second.c_str();
+}
+
+bool hasCallback(const std::vector<CallbackSite>& sites, CUpti_CallbackDomain domain, CUpti_CallbackId id)
+{
+    return std::find(sites.begin(), sites.end(), CallbackSite{domain, id}) != sites.end();
+}
+
 } // namespace
 
 class TestCollectors : public QObject {
@@ -85,6 +155,17 @@ private slots:
     void nvtxRangesPairAcrossBuffers();
     void apiCallsOutsideWindowsAreDropped();
     void writerIsNoOpAfterFailure();
+    void captureOptions_data();
+    void captureOptions();
+    void tracePlanKeepsLaunchPathFree_data();
+    void tracePlanKeepsLaunchPathFree();
+    void apiCallSelection();
+    void cuptiClockCheck();
+    void recordingWindows();
+    void bufferPoolHandsOutZeroedBuffers();
+    void completedBuffersReachTheFile();
+    void fullWriterQueueCountsDroppedRecords();
+    void overheadRecordsAreSummed();
     void cuptiLibraryEntryPoints();
     void ncclPluginSymbolsAndLayout();
     void ncclPluginRecordsOperations();
@@ -275,6 +356,330 @@ void TestCollectors::writerIsNoOpAfterFailure()
     QCOMPARE(db.intern("x"), int64_t(0));
     db.commit();
     QVERIFY(!db.ok());
+}
+
+void TestCollectors::captureOptions_data()
+{
+    QTest::addColumn<QStringList>("env"); // NAME=VALUE
+    QTest::addColumn<int>("startOn");
+    QTest::addColumn<int>("api");
+    QTest::addColumn<int>("clock");
+    QTest::addColumn<int>("flushMs");
+    QTest::addColumn<int>("buffers");
+    QTest::addColumn<int>("warnings");
+    auto so = [](StartOn s) { return static_cast<int>(s); };
+    auto am = [](ApiMode a) { return static_cast<int>(a); };
+    auto cm = [](ClockMode c) { return static_cast<int>(c); };
+    QTest::newRow("defaults") << QStringList{} << so(StartOn::Immediately) << am(ApiMode::Launches)
+                              << cm(ClockMode::Auto) << 1000 << 64 << 0;
+    QTest::newRow("delay") << QStringList{"PIPESCOPE_CAPTURE_DELAY=2.5"} << so(StartOn::Delay)
+                           << am(ApiMode::Launches) << cm(ClockMode::Auto) << 1000 << 64 << 0;
+    QTest::newRow("profiler-api, all calls")
+        << QStringList{"PIPESCOPE_CAPTURE_START_ON=profiler-api", "PIPESCOPE_CAPTURE_API=all"}
+        << so(StartOn::ProfilerApi) << am(ApiMode::All) << cm(ClockMode::Auto) << 1000 << 64 << 0;
+    QTest::newRow("nvtx, no calls, callback clock")
+        << QStringList{"PIPESCOPE_CAPTURE_START_ON=nvtx:steps", "PIPESCOPE_CAPTURE_API=none",
+                       "PIPESCOPE_CAPTURE_CLOCK=callback"}
+        << so(StartOn::Nvtx) << am(ApiMode::None) << cm(ClockMode::Callback) << 1000 << 64 << 0;
+    QTest::newRow("flush off, 8 buffers, CUPTI's clock")
+        << QStringList{"PIPESCOPE_CAPTURE_FLUSH_MS=0", "PIPESCOPE_CAPTURE_BUFFERS=8", "PIPESCOPE_CAPTURE_CLOCK=cupti"}
+        << so(StartOn::Immediately) << am(ApiMode::Launches) << cm(ClockMode::Cupti) << 0 << 8 << 0;
+    QTest::newRow("bad values are ignored, each with a warning")
+        << QStringList{"PIPESCOPE_CAPTURE_START_ON=nvtx:", "PIPESCOPE_CAPTURE_DELAY=soon",
+                       "PIPESCOPE_CAPTURE_API=some",      "PIPESCOPE_CAPTURE_CLOCK=tsc",
+                       "PIPESCOPE_CAPTURE_BUFFERS=1",     "PIPESCOPE_CAPTURE_FLUSH_MS=-5"}
+        << so(StartOn::Immediately) << am(ApiMode::Launches) << cm(ClockMode::Auto) << 1000 << 64 << 6;
+}
+
+void TestCollectors::captureOptions()
+{
+    QFETCH(QStringList, env);
+    QFETCH(int, startOn);
+    QFETCH(int, api);
+    QFETCH(int, clock);
+    QFETCH(int, flushMs);
+    QFETCH(int, buffers);
+    QFETCH(int, warnings);
+    testEnv.clear();
+    for (const QString& kv : env) {
+        qsizetype eq = kv.indexOf('=');
+        testEnv[kv.left(eq).toStdString()] = kv.mid(eq + 1).toStdString();
+    }
+    std::vector<OptionWarning> said;
+    CaptureOptions o = readCaptureOptions(fakeGetEnv, &said);
+    QCOMPARE(static_cast<int>(o.startOn), startOn);
+    QCOMPARE(static_cast<int>(o.api), api);
+    QCOMPARE(static_cast<int>(o.clock), clock);
+    QCOMPARE(o.flushPeriodMs, flushMs);
+    QCOMPARE(static_cast<int>(o.bufferLimit), buffers);
+    QCOMPARE(static_cast<int>(said.size()), warnings);
+    if (o.startOn == StartOn::Nvtx)
+        QCOMPARE(o.nvtxName, std::string("steps"));
+    testEnv.clear();
+}
+
+void TestCollectors::tracePlanKeepsLaunchPathFree_data()
+{
+    QTest::addColumn<QString>("startOn");
+    QTest::addColumn<QString>("api");
+    QTest::addColumn<int>("triggerCallbacks");
+    QTest::newRow("from the start") << "" << "" << 0;
+    QTest::newRow("profiler-api") << "profiler-api" << "" << 4;
+    QTest::newRow("nvtx range") << "nvtx:train" << "" << 6;
+    QTest::newRow("all calls") << "" << "all" << 0;
+    QTest::newRow("no calls") << "" << "none" << 0;
+}
+
+void TestCollectors::tracePlanKeepsLaunchPathFree()
+{
+    QFETCH(QString, startOn);
+    QFETCH(QString, api);
+    QFETCH(int, triggerCallbacks);
+    testEnv.clear();
+    if (!startOn.isEmpty())
+        testEnv["PIPESCOPE_CAPTURE_START_ON"] = startOn.toStdString();
+    if (!api.isEmpty())
+        testEnv["PIPESCOPE_CAPTURE_API"] = api.toStdString();
+    CaptureOptions o = readCaptureOptions(fakeGetEnv);
+    testEnv.clear();
+    TracePlan p = makeTracePlan(o);
+
+    // Concurrent kernel records, never KERNEL (it serialises every kernel).
+    auto has = [](const std::vector<CUpti_ActivityKind>& kinds, CUpti_ActivityKind k) {
+        return std::find(kinds.begin(), kinds.end(), k) != kinds.end();
+    };
+    QVERIFY(has(p.windowKinds, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    for (const auto* kinds : {&p.startupKinds, &p.windowKinds, &p.apiKinds})
+        QVERIFY(!has(*kinds, CUPTI_ACTIVITY_KIND_KERNEL));
+    QVERIFY(!has(p.windowKinds, CUPTI_ACTIVITY_KIND_OVERHEAD)); // a diagnostic, off by default
+    QVERIFY(has(p.startupKinds, CUPTI_ACTIVITY_KIND_DEVICE));
+
+    // Launch calls come as activity records: whole kinds only with --all-api,
+    // CUPTI's per-call selection by default, nothing with none.
+    QCOMPARE(p.apiKinds.size(), size_t(api == "all" ? 2 : 0));
+    QCOMPARE(p.selectApiCalls, api.isEmpty());
+
+    // The callbacks of the whole run: the flush at cudaDeviceReset and at
+    // context destruction, nothing else.
+    QCOMPARE(p.callbacks.size(), size_t(2));
+    QVERIFY(hasCallback(p.callbacks, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020));
+    QVERIFY(hasCallback(p.callbacks, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
+    QCOMPARE(static_cast<int>(p.triggerCallbacks.size()), triggerCallbacks);
+    for (const auto* sites : {&p.callbacks, &p.triggerCallbacks}) {
+        QVERIFY(!hasCallback(*sites, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+        QVERIFY(!hasCallback(*sites, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+        for (const CallbackSite& s : *sites) // NVTX: pushes and pops only, never marks or names
+            if (s.domain == CUPTI_CB_DOMAIN_NVTX)
+                QVERIFY(s.id != CUPTI_CBID_NVTX_nvtxMarkA && s.id != CUPTI_CBID_NVTX_nvtxNameOsThreadA);
+    }
+    if (startOn == "profiler-api") {
+        QVERIFY(hasCallback(p.triggerCallbacks, CUPTI_CB_DOMAIN_RUNTIME_API,
+                            CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000));
+        QVERIFY(hasCallback(p.triggerCallbacks, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop));
+    }
+    if (startOn.startsWith("nvtx")) {
+        QVERIFY(hasCallback(p.triggerCallbacks, CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePushA));
+        QVERIFY(hasCallback(p.triggerCallbacks, CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxDomainRangePop));
+    }
+
+    // Buffers come zeroed and one per thread; sync records only for completed work.
+    auto attribute = [&p](CUpti_ActivityAttribute a) -> std::optional<size_t> {
+        for (const AttributeSetting& s : p.attributes)
+            if (s.attribute == a)
+                return s.value;
+        return std::nullopt;
+    };
+    QCOMPARE(attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER), std::optional<size_t>(1));
+    QCOMPARE(attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER), std::optional<size_t>(1));
+    QVERIFY(!p.allSyncRecords);
+    QVERIFY(p.preallocatedBuffers >= 2 && p.preallocatedBuffers <= o.bufferLimit);
+}
+
+void TestCollectors::apiCallSelection()
+{
+    const std::map<uint32_t, std::string> runtime = {
+        {1, "cudaLaunchKernel"}, {2, "cudaGetDevice"},    {3, "cudaMemcpyAsync"},      {4, "cudaMallocHost"},
+        {5, "cudaEventQuery"},   {6, "cudaStreamQuery"},  {7, "cudaGraphLaunch"},      {8, "cudaStreamWaitEvent"},
+        {9, "cudaFreeAsync"},    {10, "cudaGetLastError"}, {11, "cudaDeviceSynchronize"}};
+    auto name = [](const std::map<uint32_t, std::string>& table) {
+        return [&table](uint32_t id) {
+            auto it = table.find(id);
+            return it == table.end() ? std::string() : it->second;
+        };
+    };
+    QCOMPARE(selectApiCalls(capture::kRuntime, 12, name(runtime)),
+             (std::vector<CUpti_CallbackId>{1, 3, 4, 7, 8, 9, 11}));
+    const std::map<uint32_t, std::string> driver = {
+        {1, "cuLaunchKernelEx"}, {2, "cuCtxGetCurrent"}, {3, "cuMemAlloc"}, {4, "cuStreamQuery"},
+        {5, "cuMemcpyHtoDAsync"}, {6, "cuKernelGetAttribute"}};
+    QCOMPARE(selectApiCalls(capture::kDriver, 7, name(driver)), (std::vector<CUpti_CallbackId>{1, 3, 5}));
+    QCOMPARE(stripVersion("cudaLaunchKernel_v7000"), std::string("cudaLaunchKernel"));
+    QCOMPARE(stripVersion("cuMemAlloc_v2"), std::string("cuMemAlloc"));
+    QCOMPARE(stripVersion("cuLaunchKernel"), std::string("cuLaunchKernel"));
+    QCOMPARE(stripVersion("cu_vfoo"), std::string("cu_vfoo"));
+}
+
+void TestCollectors::cuptiClockCheck()
+{
+    const int64_t before = 1'700'000'000'000'000'000, after = before + 2'000;
+    QVERIFY(cuptiClockIsRealtime(before, uint64_t(before + 1'000), after));
+    QVERIFY(cuptiClockIsRealtime(before, uint64_t(before - 1'000'000), after)); // coarse, within slack
+    QVERIFY(!cuptiClockIsRealtime(before, 123'456'789'000ULL, after));          // CLOCK_MONOTONIC_RAW (WSL)
+    QVERIFY(!cuptiClockIsRealtime(before, 0, after));
+}
+
+void TestCollectors::recordingWindows()
+{
+    RecordingWindows w;
+    QVERIFY(!w.contains(100));
+    QVERIFY(!w.close(50));
+    w.open(100);
+    QVERIFY(w.isOpen());
+    QVERIFY(!w.contains(99));
+    QVERIFY(w.contains(100) && w.contains(1'000'000));
+    w.open(150); // already open: the first start stands
+    QVERIFY(w.contains(120));
+    auto span = w.close(200);
+    QVERIFY(span);
+    QCOMPARE(span->first, int64_t(100));
+    QCOMPARE(span->second, int64_t(200));
+    QVERIFY(!w.isOpen());
+    QVERIFY(w.contains(150) && w.contains(200));
+    QVERIFY(!w.contains(201));
+    w.open(300);
+    QVERIFY(!w.contains(250));
+    QVERIFY(w.contains(400));
+}
+
+void TestCollectors::bufferPoolHandsOutZeroedBuffers()
+{
+    ActivityBufferPool pool(64 * 1024);
+    pool.setLimit(3);
+    QCOMPARE(pool.preallocate(2), size_t(2));
+    QCOMPARE(pool.allocated(), size_t(2));
+    uint8_t* a = pool.acquire();
+    uint8_t* b = pool.acquire();
+    uint8_t* c = pool.acquire(); // the third is allocated on demand
+    QVERIFY(a && b && c);
+    QCOMPARE(reinterpret_cast<uintptr_t>(c) % 8, uintptr_t(0));
+    QVERIFY(!pool.acquire()); // at the limit: CUPTI gets none and counts what it drops
+    QVERIFY(allZero(a, pool.bufferSize()) && allZero(c, pool.bufferSize()));
+    std::memset(a, 0xab, pool.bufferSize());
+    pool.release(a);
+    QCOMPARE(pool.available(), size_t(1));
+    uint8_t* again = pool.acquire();
+    QCOMPARE(again, a);
+    QVERIFY(allZero(again, pool.bufferSize()));
+    // A full 4 MiB buffer holds thousands of launches (kernel + launch call records).
+    QVERIFY(ActivityBufferPool::kBufferSize / (sizeof(CUpti_ActivityKernel10) + 2 * sizeof(CUpti_ActivityAPI))
+            > 10'000);
+}
+
+void TestCollectors::completedBuffersReachTheFile()
+{
+    QTemporaryDir tmp;
+    std::string path = test::path(tmp, "b.pscap");
+    WriterThread writer;
+    std::string error;
+    QVERIFY2(writer.start(path, testMeta(), error), error.c_str());
+    ActivityBufferPool pool(256 * 1024);
+    pool.setLimit(4);
+    pool.preallocate(2);
+    ActivityTranslator tr([](int, uint32_t) { return std::string("cudaLaunchKernel"); });
+    RecordingWindows windows;
+    windows.open(1000 + 100 * 300); // launches 300.. only
+    tr.setApiFilter([&windows](int64_t ts) { return windows.contains(ts); });
+    int launches = 0;
+    for (uint32_t first : {0u, 500u}) {
+        uint8_t* buf = pool.acquire();
+        QVERIFY(buf);
+        size_t used = fillLaunches(buf, 500, first);
+        QVERIFY(used < pool.bufferSize());
+        QVERIFY(postCompletedBuffer(writer, pool, tr, nextPacked, buf, used));
+        launches += 500;
+    }
+    QVERIFY(postCompletedBuffer(writer, pool, tr, nextPacked, pool.acquire(), 0)); // an empty one comes back too
+    QVERIFY(writer.flush());
+    writer.stop();
+    QCOMPARE(pool.available(), pool.allocated()); // every buffer is back in the pool
+    QCOMPARE(queryInt(path, "SELECT count(*) FROM gpu_activities WHERE kind = 0"), int64_t(launches));
+    // Both buffers used the same start times: the window keeps launches 300..499 of each.
+    QCOMPARE(queryInt(path, "SELECT count(*) FROM api_calls"), 400);
+    QCOMPARE(queryInt(path, "SELECT count(DISTINCT name_id) FROM gpu_activities"), 2);
+    QCOMPARE(queryInt(path, "SELECT count(*) FROM dropped"), 0);
+}
+
+void TestCollectors::fullWriterQueueCountsDroppedRecords()
+{
+    QTemporaryDir tmp;
+    std::string path = test::path(tmp, "q.pscap");
+    WriterThread writer;
+    std::string error;
+    QVERIFY(writer.start(path, testMeta(), error, {}, std::chrono::milliseconds(1000), 1));
+    // Hold the writer in a job, fill its one-job queue, then hand it a buffer.
+    std::mutex m;
+    std::condition_variable cv;
+    bool running = false, release = false;
+    QVERIFY(writer.post([&](CaptureDb&) {
+        std::unique_lock lock(m);
+        running = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+    }));
+    {
+        std::unique_lock lock(m);
+        QVERIFY(cv.wait_for(lock, std::chrono::seconds(10), [&] { return running; }));
+    }
+    QVERIFY(writer.post([](CaptureDb&) {}));
+    ActivityBufferPool pool(64 * 1024);
+    ActivityTranslator tr(nullptr);
+    uint8_t* buf = pool.acquire();
+    size_t used = fillLaunches(buf, 100, 0);
+    QVERIFY(!postCompletedBuffer(writer, pool, tr, nextPacked, buf, used));
+    QCOMPARE(pool.available(), size_t(1)); // back at once, not leaked
+    {
+        std::lock_guard lock(m);
+        release = true;
+    }
+    cv.notify_all();
+    QVERIFY(writer.flush());
+    writer.stop();
+    QCOMPARE(queryInt(path, "SELECT count FROM dropped WHERE source = 'writer_queue'"), 200);
+    QCOMPARE(queryInt(path, "SELECT count(*) FROM gpu_activities"), 0);
+}
+
+void TestCollectors::overheadRecordsAreSummed()
+{
+    QTemporaryDir tmp;
+    std::string path = test::path(tmp, "o.pscap");
+    CaptureDb db;
+    std::string error;
+    QVERIFY(db.open(path, testMeta(), error));
+    ActivityTranslator tr(nullptr);
+    db.begin();
+    auto overhead = [&](CUpti_ActivityOverheadKind kind, uint64_t start, uint64_t end, bool details) {
+        auto o = record<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD);
+        o.overheadKind = kind, o.start = start, o.end = end;
+        // CUPTI hands details over for the client to free.
+        o.overheadData = details ? std::malloc(sizeof(CUpti_ActivityOverheadCommandBufferFullData)) : nullptr;
+        QVERIFY(tr.store(reinterpret_cast<CUpti_Activity*>(&o), db));
+    };
+    overhead(CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION, 100, 400, false);
+    overhead(CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION, 1000, 1100, false);
+    overhead(CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL, 2000, 7000, true);
+    overhead(CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH, 0, 0, false); // no times: counted, no duration
+    tr.finish(db);
+    db.commit();
+    db.close();
+    auto meta = [&](const char* key) {
+        return queryText(path, std::string("SELECT value FROM meta WHERE key = '") + key + "'");
+    };
+    QCOMPARE(meta("cupti.overhead.instrumentation.count"), std::string("2"));
+    QCOMPARE(meta("cupti.overhead.instrumentation.ns"), std::string("400"));
+    QCOMPARE(meta("cupti.overhead.command_buffer_full.ns"), std::string("5000"));
+    QCOMPARE(meta("cupti.overhead.buffer_flush.count"), std::string("1"));
+    QCOMPARE(meta("cupti.overhead.buffer_flush.ns"), std::string("0"));
+    QCOMPARE(queryInt(path, "SELECT count(*) FROM gpu_activities"), 0);
 }
 
 void TestCollectors::cuptiLibraryEntryPoints()

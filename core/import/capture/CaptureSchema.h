@@ -22,8 +22,9 @@ enum ApiKind : int { kRuntime = 0, kDriver = 1 };
 enum NvtxKind : int { kPushPop = 0, kStartEnd = 1, kMark = 2 };
 
 // All times are int64 nanoseconds on the host's CLOCK_REALTIME (ns since the
-// Unix epoch), for GPU activities too: CUPTI converts them through its
-// timestamp callback. Strings (kernel names, NVTX messages, API names) are
+// Unix epoch), for GPU activities too: CUPTI's own timestamps are on that clock
+// on Linux (checked at start-up; a timestamp callback is used where they are
+// not). Strings (kernel names, NVTX messages, API names) are
 // interned in `strings`.
 inline constexpr const char* kCaptureSchemaSql = R"SQL(
 CREATE TABLE IF NOT EXISTS meta (
