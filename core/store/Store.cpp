@@ -4,6 +4,7 @@
 #include "util/Error.h"
 
 #include <algorithm>
+#include <tuple>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -290,13 +291,16 @@ Trace Store::load(const LoadOptions& options)
                 a.copyKind = static_cast<CopyKind>(st.int64(10));
             t.activities.push_back(a);
         }
-        std::stable_sort(t.activities.begin(), t.activities.end(), [](const Activity& x, const Activity& y) {
+        auto before = [](const Activity& x, const Activity& y) {
             if (x.rank != y.rank)
                 return x.rank < y.rank;
             if (x.start != y.start)
                 return x.start < y.start;
             return x.end < y.end;
-        });
+        };
+        // Importers mostly write in time order; sorting is then a no-op worth skipping.
+        if (!std::is_sorted(t.activities.begin(), t.activities.end(), before))
+            std::stable_sort(t.activities.begin(), t.activities.end(), before);
     }
 
     {
@@ -348,8 +352,7 @@ Trace Store::load(const LoadOptions& options)
         if (options.runtimeCalls)
             kinds += ", 3, 4";
         auto st = db_.prepare("SELECT id, rank, tid, kind, start_ns, end_ns, name_id, domain_id, depth, parent_id, correlation"
-                              " FROM cpu_ranges WHERE kind IN (" + kinds + ") AND end_ns >= ?1 AND start_ns < ?2"
-                              " ORDER BY rank, tid, start_ns");
+                              " FROM cpu_ranges WHERE kind IN (" + kinds + ") AND end_ns >= ?1 AND start_ns < ?2");
         st.bind(1, from).bind(2, to);
         while (st.step()) {
             CpuRange r;
@@ -368,6 +371,11 @@ Trace Store::load(const LoadOptions& options)
             r.correlation = st.optInt64(10);
             t.cpuRanges.push_back(r);
         }
+        auto before = [](const CpuRange& x, const CpuRange& y) {
+            return std::tie(x.rank, x.tid, x.start, x.id) < std::tie(y.rank, y.tid, y.start, y.id);
+        };
+        if (!std::is_sorted(t.cpuRanges.begin(), t.cpuRanges.end(), before))
+            std::sort(t.cpuRanges.begin(), t.cpuRanges.end(), before);
     }
 
     {
