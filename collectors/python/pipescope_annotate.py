@@ -17,6 +17,14 @@ name microbatches themselves::
     with psa.backward(mb=3, stage=1):
         y.backward(grad)
 
+A range around each training iteration tells the analysis exactly where
+iterations begin and end (otherwise it finds them from the microbatch
+numbers starting over, or from the optimizer's periodic kernels)::
+
+    for step in range(steps):
+        with psa.iteration(step):
+            train_step()
+
 Everything is a no-op when PyTorch or CUDA is missing, or when
 PIPESCOPE_ANNOTATE=0; the ranges cost about a microsecond each and are seen by
 `pipescope capture`, Nsight Systems and the PyTorch profiler alike.
@@ -26,7 +34,7 @@ import contextlib
 import os
 import threading
 
-__all__ = ["annotate", "forward", "backward", "layer", "range", "enabled", "reset_microbatches"]
+__all__ = ["annotate", "forward", "backward", "layer", "iteration", "range", "enabled", "reset_microbatches"]
 
 PREFIX = "pipescope/"
 
@@ -90,6 +98,15 @@ def forward(mb, stage, chunk=0):
 def backward(mb, stage, chunk=0):
     """Range around the backward pass of microbatch `mb` on pipeline `stage`."""
     return range(_step_name("backward", mb, stage, chunk))
+
+
+@contextlib.contextmanager
+def iteration(n):
+    """Range named ``pipescope/iteration <n>`` around one training iteration.
+    Microbatch numbering of annotated models starts again at 0 inside it."""
+    reset_microbatches()
+    with range(PREFIX + "iteration " + str(int(n))):
+        yield
 
 
 def layer(name):

@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <set>
 #include <unordered_map>
 
 namespace pipescope::detail {
@@ -102,6 +103,8 @@ std::vector<RankIter> assignToRanges(const Context& ctx, const RankData& rd, std
     }
     for (uint32_t a : rd.acts) {
         const Activity& act = ctx.act(a);
+        if (act.kind == ActivityKind::Sync)
+            continue; // the host waiting, not GPU work
         TimeNs t = act.launchStart.value_or(act.start);
         auto it = std::upper_bound(top.begin(), top.end(), t, [](TimeNs v, const RangeMark& m) { return v < m.start; });
         if (it == top.begin())
@@ -126,6 +129,108 @@ std::vector<RankIter> assignToRanges(const Context& ctx, const RankData& rd, std
     return kept;
 }
 
+// Step annotations that number microbatches (pipescope's "mb=3", torch's
+// "2F3") start again from the beginning in every iteration: a forward of a
+// (microbatch, chunk) already seen opens the next iteration. Returns, per
+// iteration, the launch-time range of the rank's work in it: from the
+// receives posted for its first step to its last collective or optimizer
+// kernel (the data-parallel sync and optimizer step close an iteration).
+std::vector<RangeMark> stepRestartRanges(const Context& ctx, const RankData& rd, std::vector<std::pair<CpuRange, StepLabel>>& labels)
+{
+    std::sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
+    struct Seq {
+        TimeNs first = 0, last = 0;
+    };
+    std::vector<Seq> seqs;
+    std::set<std::pair<int, int>> seen;
+    for (const auto& [r, l] : labels) {
+        if (l.microbatch < 0)
+            return {};
+        auto key = std::make_pair(l.microbatch, std::max(l.chunk, 0));
+        if (seqs.empty() || (l.kind == StepKind::F && seen.count(key))) {
+            seqs.push_back({r.start, r.end});
+            seen.clear();
+        }
+        if (l.kind == StepKind::F)
+            seen.insert(key);
+        seqs.back().last = std::max(seqs.back().last, r.end);
+    }
+    if (seqs.size() < 2)
+        return {};
+
+    // The rank's GPU work in launch order.
+    std::vector<std::pair<TimeNs, uint32_t>> byLaunch;
+    for (uint32_t a : rd.acts)
+        if (ctx.act(a).kind != ActivityKind::Sync)
+            byLaunch.push_back({ctx.act(a).launchStart.value_or(ctx.act(a).start), a});
+    std::stable_sort(byLaunch.begin(), byLaunch.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    auto closesIteration = [&](uint32_t a) {
+        return ctx.act(a).kind == ActivityKind::Kernel
+               && (ctx.classOf(a) == WorkClass::Collective
+                   || (ctx.classOf(a) == WorkClass::Compute && isOptimizerKernel(ctx.trace.str(ctx.act(a).name))));
+    };
+    auto at = [&](TimeNs t) {
+        return static_cast<size_t>(std::lower_bound(byLaunch.begin(), byLaunch.end(), t,
+                                                    [](const auto& x, TimeNs v) { return x.first < v; })
+                                   - byLaunch.begin());
+    };
+    // Where iteration k's work begins: its first step, moved back over the
+    // receives posted just before it (not over sends: they finish the previous step).
+    auto lead = [&](size_t k, TimeNs notBefore) {
+        TimeNs start = seqs[k].first;
+        for (size_t i = at(seqs[k].first); i > 0; --i) {
+            uint32_t a = byLaunch[i - 1].second;
+            if (byLaunch[i - 1].first <= notBefore || ctx.classOf(a) != WorkClass::P2p || ctx.direction(a) == P2pDir::Send)
+                break;
+            start = byLaunch[i - 1].first;
+        }
+        return start;
+    };
+    std::vector<RangeMark> marks(seqs.size());
+    std::map<StringId, int> tail; // collective and optimizer kernels after the last step of the previous iteration
+    for (size_t k = 0; k < seqs.size(); ++k) {
+        marks[k].key = static_cast<int64_t>(k);
+        marks[k].label = "iteration " + std::to_string(k);
+        if (k == 0)
+            marks[k].start = lead(0, std::numeric_limits<TimeNs>::min());
+        if (k + 1 < seqs.size()) {
+            std::optional<TimeNs> lastClose;
+            std::map<StringId, int> names;
+            for (size_t i = at(seqs[k].last); i < byLaunch.size() && byLaunch[i].first < seqs[k + 1].first; ++i)
+                if (closesIteration(byLaunch[i].second)) {
+                    lastClose = byLaunch[i].first;
+                }
+            for (size_t i = at(seqs[k].last); lastClose && i < byLaunch.size() && byLaunch[i].first <= *lastClose; ++i)
+                if (closesIteration(byLaunch[i].second))
+                    ++names[ctx.act(byLaunch[i].second).name];
+            TimeNs boundary = lastClose ? *lastClose + 1 : lead(k + 1, seqs[k].last);
+            marks[k].end = boundary;
+            marks[k + 1].start = boundary;
+            tail = std::move(names);
+        } else {
+            // The last iteration ends once its tail holds what the previous one's did
+            // (work after that, such as a final barrier, is not part of it).
+            TimeNs end = seqs[k].last;
+            std::map<StringId, int> need = tail;
+            size_t i = at(seqs[k].last);
+            for (; i < byLaunch.size() && !need.empty(); ++i) {
+                uint32_t a = byLaunch[i].second;
+                end = byLaunch[i].first + 1;
+                if (closesIteration(a)) {
+                    auto it = need.find(ctx.act(a).name);
+                    if (it != need.end() && --it->second == 0)
+                        need.erase(it);
+                }
+            }
+            if (tail.empty())
+                for (; i < byLaunch.size() && ctx.classOf(byLaunch[i].second) == WorkClass::P2p; ++i)
+                    end = byLaunch[i].first + 1;
+            marks[k].end = std::max(end, seqs[k].last);
+        }
+    }
+    return marks;
+}
+
 // Kernels that run exactly once per iteration (the data-parallel collectives,
 // the optimizer) repeat with a steady period; the fewest-times-repeating
 // steady name gives the iteration count, and the last of those names within a
@@ -142,11 +247,8 @@ std::vector<RankIter> periodicIterations(const Context& ctx, const RankData& rd)
     std::unordered_map<StringId, Stat> stats;
     if (rd.acts.empty())
         return {};
-    TimeNs rankStart = ctx.act(rd.acts.front()).start;
-    TimeNs rankEnd = rankStart;
     for (uint32_t a : rd.acts) {
         const Activity& act = ctx.act(a);
-        rankEnd = std::max(rankEnd, act.end);
         if (act.kind != ActivityKind::Kernel)
             continue;
         auto [el, inserted] = eligible.try_emplace(act.name, false);
@@ -168,18 +270,26 @@ std::vector<RankIter> periodicIterations(const Context& ctx, const RankData& rd)
         s.lastStart = act.start;
         ++s.count;
     }
-    const double span = static_cast<double>(rankEnd - rankStart);
+    // A steady name marks iterations only when its periods hold most of the rank's compute
+    // (a burst of gradient-bucket all-reduces inside one backward does not).
+    const TimeNs totalBusy = totalLength(rd.busy);
     int64_t best = 0;
+    double period = 0;
     for (const auto& [name, s] : stats) {
         if (s.count < 3)
             continue;
         double n = static_cast<double>(s.count - 1);
         double mean = s.sumGap / n;
         double var = std::max(0.0, s.sumGap2 / n - mean * mean);
-        if (mean <= 0 || std::sqrt(var) > 0.1 * mean || mean * static_cast<double>(s.count) < 0.5 * span)
+        if (mean <= 0 || std::sqrt(var) > 0.1 * mean)
             continue;
-        if (best == 0 || s.count < best)
+        auto reach = static_cast<TimeNs>(mean);
+        if (2 * busyWithin(rd.busy, s.first - reach, s.lastStart + reach) < totalBusy)
+            continue;
+        if (best == 0 || s.count < best) {
             best = s.count;
+            period = mean;
+        }
     }
     if (best == 0)
         return {};
@@ -198,10 +308,32 @@ std::vector<RankIter> periodicIterations(const Context& ctx, const RankData& rd)
     for (uint32_t a : rd.acts)
         if (ctx.act(a).name == marker && ctx.act(a).kind == ActivityKind::Kernel)
             bounds.push_back(ctx.act(a).end);
+    // Process start-up and communicator set-up precede the first iteration: it
+    // begins after the longest idle stretch before its end, when that stretch
+    // is longer than two periods.
+    TimeNs firstStart = std::numeric_limits<TimeNs>::min();
+    {
+        TimeNs reached = std::numeric_limits<TimeNs>::min(), longest = 0;
+        for (uint32_t a : rd.acts) {
+            const Activity& act = ctx.act(a);
+            if (act.kind == ActivityKind::Sync)
+                continue;
+            if (act.start >= bounds.front())
+                break;
+            if (reached != std::numeric_limits<TimeNs>::min() && act.start - reached > longest) {
+                longest = act.start - reached;
+                if (static_cast<double>(longest) > 2 * period)
+                    firstStart = act.start;
+            }
+            reached = std::max(reached, act.end);
+        }
+    }
     std::vector<RankIter> iters(bounds.size());
     size_t k = 0;
     for (uint32_t a : rd.acts) {
         const Activity& act = ctx.act(a);
+        if (act.kind == ActivityKind::Sync || act.start < firstStart)
+            continue;
         while (k < bounds.size() && act.start >= bounds[k])
             ++k;
         if (k >= bounds.size())
@@ -257,6 +389,23 @@ void detectIterations(Context& ctx, AnalysisResult& out)
         RangeMark m{r.start, r.end, num ? *num : -1, name};
         byMethod[method][slot].push_back(std::move(m));
     }
+    auto stepLabels = [&]() {
+        std::vector<std::vector<std::pair<CpuRange, StepLabel>>> labels(ctx.ranks.size());
+        std::unordered_map<StringId, std::optional<StepLabel>> cache;
+        for (const CpuRange& r : t.cpuRanges) {
+            if (r.kind != CpuRangeKind::Annotation && r.kind != CpuRangeKind::Nvtx && r.kind != CpuRangeKind::Other)
+                continue;
+            const RankData* rd = ctx.rankData(r.rank);
+            if (!rd)
+                continue;
+            auto [it, inserted] = cache.try_emplace(r.name);
+            if (inserted)
+                it->second = parseStepLabel(t.str(r.name));
+            if (it->second)
+                labels[static_cast<size_t>(rd - ctx.ranks.data())].push_back({r, *it->second});
+        }
+        return labels;
+    };
     int chosen = -1;
     for (int m = wanted.empty() ? 1 : 0; m < 3 && chosen < 0; ++m)
         for (const auto& v : byMethod[m])
@@ -289,11 +438,25 @@ void detectIterations(Context& ctx, AnalysisResult& out)
                                                         + " has no GPU work inside the iteration ranges; it is left out of the per-iteration analysis");
         }
     } else {
-        source = "periodic";
+        // Microbatch numbers of step annotations starting over, else the periodic structure.
+        auto labels = stepLabels();
+        std::vector<std::vector<RangeMark>> restarts(ctx.ranks.size());
         bool any = false;
         for (size_t s = 0; s < ctx.ranks.size(); ++s) {
-            perRank[s] = periodicIterations(ctx, ctx.ranks[s]);
-            any = any || !perRank[s].empty();
+            restarts[s] = stepRestartRanges(ctx, ctx.ranks[s], labels[s]);
+            any = any || !restarts[s].empty();
+        }
+        if (any) {
+            source = "step_restart";
+            for (size_t s = 0; s < ctx.ranks.size(); ++s)
+                if (!restarts[s].empty())
+                    perRank[s] = assignToRanges(ctx, ctx.ranks[s], restarts[s]);
+        } else {
+            source = "periodic";
+            for (size_t s = 0; s < ctx.ranks.size(); ++s) {
+                perRank[s] = periodicIterations(ctx, ctx.ranks[s]);
+                any = any || !perRank[s].empty();
+            }
         }
         if (!any) {
             source = "whole_trace";
@@ -304,8 +467,9 @@ void detectIterations(Context& ctx, AnalysisResult& out)
             if (!perRank[s].empty())
                 continue;
             if (any)
-                ctx.warn("rank_without_iterations", "no periodic structure was found on rank "
-                                                        + std::to_string(ctx.ranks[s].rank) + "; it is analysed as one iteration");
+                ctx.warn("rank_without_iterations", std::string(source == "periodic" ? "no periodic structure" : "no restarting step annotations")
+                                                        + " was found on rank " + std::to_string(ctx.ranks[s].rank)
+                                                        + "; it is analysed as one iteration");
             const RankData& rd = ctx.ranks[s];
             RankIter ri;
             ri.any = true;

@@ -74,13 +74,6 @@ std::vector<int> orderChain(const std::vector<int>& comp, const std::map<int, st
 
 // ------------------------------------------------------------ step labels
 
-struct StepLabel {
-    StepKind kind = StepKind::F;
-    int microbatch = -1;
-    int stage = -1;
-    int chunk = -1;
-};
-
 std::optional<int> numberAfter(std::string_view s, std::string_view key)
 {
     auto at = s.find(key);
@@ -94,6 +87,8 @@ std::optional<int> numberAfter(std::string_view s, std::string_view key)
         return std::nullopt;
     return std::stoi(std::string(s.substr(at, e - at)));
 }
+
+} // namespace
 
 std::optional<StepLabel> parseStepLabel(std::string_view raw)
 {
@@ -122,6 +117,7 @@ std::optional<StepLabel> parseStepLabel(std::string_view raw)
                 l.stage = std::stoi(std::string(v.substr(0, i)));
                 l.kind = v[i] == 'f' ? StepKind::F : v[i] == 'b' ? StepKind::B : v[i] == 'i' ? StepKind::I : StepKind::W;
                 l.microbatch = std::stoi(std::string(v.substr(i + 1)));
+                l.explicitKind = true;
                 return l;
             }
         }
@@ -135,9 +131,9 @@ std::optional<StepLabel> parseStepLabel(std::string_view raw)
         return !std::isalpha(static_cast<unsigned char>(c)) || c == '_';
     };
     if (word("backward_input") || word("backward-input") || word("backward input") || word("backward_i"))
-        l.kind = StepKind::I;
+        l.kind = StepKind::I, l.explicitKind = true;
     else if (word("backward_weight") || word("backward-weight") || word("backward weight") || word("backward_w"))
-        l.kind = StepKind::W;
+        l.kind = StepKind::W, l.explicitKind = true;
     else if (word("backward"))
         l.kind = StepKind::B;
     else if (word("forward"))
@@ -170,6 +166,8 @@ std::optional<StepLabel> parseStepLabel(std::string_view raw)
     return l;
 }
 
+namespace {
+
 bool backwardHint(std::string_view name)
 {
     std::string s(name.substr(0, 256));
@@ -191,7 +189,6 @@ struct Segment {
     std::vector<uint32_t> kernels;
     Evidence before = Evidence::None, after = Evidence::None;
     bool beforeCertain = false, afterCertain = false;
-    bool beforeFromWrap = false;
     // Resolved: one or two kinds, and where the second begins (index into kernels).
     StepKind first = StepKind::F, second = StepKind::B;
     size_t splitAt = 0; // 0: not split
@@ -205,6 +202,250 @@ TimeNs unionOf(const Context& ctx, const std::vector<uint32_t>& ks, size_t from,
     for (uint32_t k : sorted)
         unionAppend(u, ctx.act(k).start, ctx.act(k).end);
     return totalLength(u);
+}
+
+// A step whose chunk or microbatch may still be unknown (-1).
+struct Draft {
+    Step step;
+    bool plainBackward = false; // a "backward" that did not say whether it is a full B or only I
+};
+
+// Where a step's input came from: the point-to-point receives that ended
+// between the rank's previous step and this one.
+struct Feed {
+    bool fromPrev = false, fromNext = false; // neighbour stages s-1, s+1
+    bool fromWrap = false;                   // stage p-1 into stage 0 or stage 0 into p-1 (a ring)
+    bool knownRecv = false;                  // some feeding op is known to be a receive
+    bool any() const { return fromPrev || fromNext || fromWrap; }
+};
+
+Feed feedOf(const Context& ctx, const RankData& rd, const std::vector<uint32_t>& recvByEnd, TimeNs after, TimeNs before)
+{
+    Feed f;
+    auto it = std::upper_bound(recvByEnd.begin(), recvByEnd.end(), after,
+                               [&](TimeNs v, uint32_t c) { return v < ctx.act(c).end; });
+    for (; it != recvByEnd.end() && ctx.act(*it).end <= before; ++it) {
+        auto peer = ctx.peer(*it);
+        const RankData* pr = peer ? ctx.rankData(*peer) : nullptr;
+        if (!pr || pr->stage < 0 || pr->replica != rd.replica)
+            continue;
+        int d = pr->stage - rd.stage;
+        bool wrap = ctx.ring && ctx.pp > 2 && ((rd.stage == 0 && pr->stage == ctx.pp - 1) || (rd.stage == ctx.pp - 1 && pr->stage == 0));
+        if (wrap)
+            f.fromWrap = true;
+        else if (d == -1)
+            f.fromPrev = true;
+        else if (d == 1)
+            f.fromNext = true;
+        else
+            continue;
+        f.knownRecv = f.knownRecv || ctx.direction(*it) == P2pDir::Recv;
+    }
+    return f;
+}
+
+// Gives every step its chunk and microbatch where annotations did not, from
+// the data flow between stages: which neighbour fed each step. Also tells a
+// split backward's input part (I) from a full backward (B) where names do
+// not, and finds the chunk layout (a ring for interleaved schedules, a V for
+// ZB-V and DualPipeV).
+void labelSteps(Context& ctx, const AnalysisResult& out, std::vector<Draft>& drafts)
+{
+    std::stable_sort(drafts.begin(), drafts.end(), [](const Draft& a, const Draft& b) {
+        const Step &x = a.step, &y = b.step;
+        return x.iteration != y.iteration ? x.iteration < y.iteration : x.rank != y.rank ? x.rank < y.rank : x.start < y.start;
+    });
+    // Runs of drafts per (iteration, rank).
+    std::vector<std::pair<size_t, size_t>> runs;
+    for (size_t i = 0; i < drafts.size();) {
+        size_t j = i;
+        while (j < drafts.size() && drafts[j].step.iteration == drafts[i].step.iteration && drafts[j].step.rank == drafts[i].step.rank)
+            ++j;
+        runs.push_back({i, j});
+        i = j;
+    }
+
+    // A rank that runs W steps splits its backward: of its plain "backward" steps, as many as
+    // it has W are the input halves (I), the shortest ones (a full B does both halves' work).
+    for (auto [b, e] : runs) {
+        size_t nW = 0;
+        std::vector<size_t> plain;
+        for (size_t i = b; i < e; ++i) {
+            nW += drafts[i].step.kind == StepKind::W;
+            if (drafts[i].plainBackward)
+                plain.push_back(i);
+        }
+        if (nW == 0 || plain.empty())
+            continue;
+        std::stable_sort(plain.begin(), plain.end(), [&](size_t x, size_t y) { return drafts[x].step.computeNs < drafts[y].step.computeNs; });
+        for (size_t k = 0; k < plain.size() && k < nW; ++k)
+            drafts[plain[k]].step.kind = StepKind::I;
+    }
+
+    // What fed each step.
+    std::vector<Feed> feeds(drafts.size());
+    std::map<int, std::vector<uint32_t>> recvsOfRank; // receives (and ops of unknown direction), end order
+    for (auto [b, e] : runs) {
+        const RankData* rd = ctx.rankData(drafts[b].step.rank);
+        if (!rd)
+            continue;
+        auto [slot, fresh] = recvsOfRank.try_emplace(rd->rank);
+        std::vector<uint32_t>& recvByEnd = slot->second;
+        if (fresh) {
+            for (uint32_t c : rd->comm)
+                if (ctx.classOf(c) == WorkClass::P2p && ctx.direction(c) != P2pDir::Send)
+                    recvByEnd.push_back(c);
+            std::sort(recvByEnd.begin(), recvByEnd.end(), [&](uint32_t x, uint32_t y) { return ctx.act(x).end < ctx.act(y).end; });
+        }
+        // Receives of the first step ended inside the iteration, not in the one before.
+        TimeNs prevEnd = std::numeric_limits<TimeNs>::min();
+        const int iteration = drafts[b].step.iteration;
+        if (iteration >= 0 && static_cast<size_t>(iteration) < out.iterations.size())
+            for (const RankSpan& rs : out.iterations[static_cast<size_t>(iteration)].ranks)
+                if (rs.rank == rd->rank)
+                    prevEnd = rs.start - 1;
+        for (size_t i = b; i < e; ++i) {
+            const Step& st = drafts[i].step;
+            if (st.kind != StepKind::W)
+                feeds[i] = feedOf(ctx, *rd, recvByEnd, prevEnd, st.start);
+            prevEnd = std::max(prevEnd, st.end);
+        }
+    }
+
+    // The layout: a V when stage 0 receives forward inputs from stage 1.
+    {
+        int fwd0 = 0, fromNext0 = 0;
+        for (size_t i = 0; i < drafts.size(); ++i) {
+            const Step& st = drafts[i].step;
+            if (st.stage == 0 && st.kind == StepKind::F) {
+                ++fwd0;
+                fromNext0 += feeds[i].fromNext && feeds[i].knownRecv;
+            }
+        }
+        ctx.vShape = !ctx.ring && ctx.pp >= 2 && fromNext0 > 0 && 4 * fromNext0 >= fwd0;
+    }
+    const int p = ctx.pp;
+    auto isBackward = [](StepKind k) { return k == StepKind::B || k == StepKind::I; };
+
+    // Chunks.
+    if (ctx.vShape) {
+        // Chunk 0 runs up the stages, chunk 1 back down: a step's feeder says which.
+        for (size_t i = 0; i < drafts.size(); ++i) {
+            Step& st = drafts[i].step;
+            if (st.chunk >= 0 || st.kind == StepKind::W)
+                continue;
+            const Feed& f = feeds[i];
+            bool fwd = st.kind == StepKind::F;
+            if (st.stage == 0)
+                st.chunk = fwd ? (f.fromNext ? 1 : 0) : (f.fromNext ? 0 : 1);
+            else if (st.stage == p - 1)
+                st.chunk = fwd ? (f.fromPrev ? 0 : 1) : (f.fromPrev ? 1 : 0);
+            else
+                st.chunk = fwd ? (f.fromNext ? 1 : 0) : (f.fromPrev ? 1 : 0);
+        }
+    } else if (ctx.ring) {
+        // Around a ring every rank runs its forwards in the order stage 0 does (and its
+        // backwards in the order stage p-1 does): label those two ranks from what fed
+        // each step, then copy the k-th step's labels to every rank's k-th step.
+        std::map<std::pair<int, int>, std::vector<size_t>> byRank[2]; // [forward?][(iteration, rank)] -> drafts
+        for (size_t i = 0; i < drafts.size(); ++i) {
+            const Step& st = drafts[i].step;
+            if (st.kind == StepKind::F)
+                byRank[1][{st.iteration, st.rank}].push_back(i);
+            else if (isBackward(st.kind))
+                byRank[0][{st.iteration, st.rank}].push_back(i);
+        }
+        for (int fwd = 0; fwd < 2; ++fwd) {
+            const int source = fwd ? 0 : p - 1; // the stage whose unfed steps begin each chunk's flow
+            std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> labels; // (iteration, replica) -> (chunk, mb)
+            for (const auto& [key, idx] : byRank[fwd]) {
+                const RankData* rd = ctx.rankData(key.second);
+                if (!rd || rd->stage != source)
+                    continue;
+                auto& seq = labels[{key.first, rd->replica}];
+                // Unfed steps start a chunk's flow (chunk 0 forwards, last-chunk backwards): m of
+                // them, and v = steps / m.
+                int unfed = 0;
+                for (size_t i : idx)
+                    unfed += !feeds[i].fromWrap;
+                const int n = static_cast<int>(idx.size());
+                const int v = unfed > 0 && n % unfed == 0 ? n / unfed : 1;
+                std::deque<size_t> pending; // positions whose output wraps around to the next chunk
+                int fresh = 0;
+                for (size_t i : idx) {
+                    const Step& st = drafts[i].step;
+                    int chunk, mb;
+                    if (st.chunk >= 0 && st.microbatch >= 0) {
+                        chunk = st.chunk;
+                        mb = st.microbatch;
+                    } else if (feeds[i].fromWrap && !pending.empty()) {
+                        auto src = seq[pending.front()];
+                        pending.pop_front();
+                        chunk = fwd ? src.first + 1 : src.first - 1;
+                        mb = src.second;
+                    } else {
+                        chunk = fwd ? 0 : v - 1;
+                        mb = fresh++;
+                    }
+                    seq.push_back({chunk, mb});
+                    if (fwd ? chunk < v - 1 : chunk > 0)
+                        pending.push_back(seq.size() - 1);
+                }
+            }
+            for (const auto& [key, idx] : byRank[fwd]) {
+                const RankData* rd = ctx.rankData(key.second);
+                if (!rd)
+                    continue;
+                auto it = labels.find({key.first, rd->replica});
+                for (size_t k = 0; k < idx.size(); ++k) {
+                    Step& st = drafts[idx[k]].step;
+                    if (it == labels.end() || k >= it->second.size()) {
+                        if (st.chunk < 0)
+                            st.chunk = 0;
+                        continue;
+                    }
+                    if (st.chunk < 0)
+                        st.chunk = it->second[k].first;
+                    if (st.microbatch < 0)
+                        st.microbatch = it->second[k].second;
+                }
+            }
+        }
+    }
+    for (auto& d : drafts)
+        if (d.step.chunk < 0 && d.step.kind != StepKind::W)
+            d.step.chunk = 0;
+
+    // Microbatches still unknown count up per chunk (B and I together); a W belongs to
+    // the earliest I of the rank that has no W yet.
+    for (auto [b, e] : runs) {
+        std::map<std::pair<int, int>, int> next; // (forward?, chunk) -> next microbatch
+        std::deque<size_t> open;                 // I steps waiting for their W
+        for (size_t i = b; i < e; ++i) {
+            Step& st = drafts[i].step;
+            if (st.kind == StepKind::W) {
+                if (!open.empty()) {
+                    const Step& src = drafts[open.front()].step;
+                    open.pop_front();
+                    if (st.chunk < 0)
+                        st.chunk = src.chunk;
+                    if (st.microbatch < 0)
+                        st.microbatch = src.microbatch;
+                }
+                if (st.chunk < 0)
+                    st.chunk = 0;
+                if (st.microbatch < 0)
+                    st.microbatch = next[{2, st.chunk}]++;
+                continue;
+            }
+            int& n = next[{st.kind == StepKind::F ? 1 : 0, st.chunk}];
+            if (st.microbatch < 0)
+                st.microbatch = n;
+            n = st.microbatch + 1;
+            if (st.kind == StepKind::I)
+                open.push_back(i);
+        }
+    }
 }
 
 } // namespace
@@ -480,6 +721,7 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
     };
 
     std::vector<Segment> segments;
+    std::vector<Draft> drafts;
     std::unordered_map<StringId, bool> optimizerName;
     bool anyAnnotated = false, anyInferred = false;
     for (size_t slot = 0; slot < ctx.ranks.size(); ++slot) {
@@ -521,18 +763,15 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
                         }
                     }
                 }
-                std::map<std::pair<int, int>, int> order; // (kind, chunk) -> next microbatch
                 for (auto& [li, ks] : byLabel) {
                     const StepLabel& l = labels[li].label;
                     Step s;
                     s.iteration = it.index;
                     s.rank = rd.rank;
                     s.stage = rd.stage;
-                    s.chunk = std::max(l.chunk, 0);
+                    s.chunk = l.chunk;           // -1 until labelled from the data flow
                     s.kind = l.kind;
-                    int& next = order[{static_cast<int>(l.kind), s.chunk}];
-                    s.microbatch = l.microbatch >= 0 ? l.microbatch : next;
-                    next = s.microbatch + 1;
+                    s.microbatch = l.microbatch; // same
                     s.start = ctx.act(ks.front()).start;
                     s.end = s.start;
                     std::vector<Interval> u;
@@ -542,7 +781,7 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
                     }
                     s.computeNs = totalLength(u);
                     s.annotated = true;
-                    steps.push_back(s);
+                    drafts.push_back({s, l.kind == StepKind::B && !l.explicitKind});
                 }
                 continue;
             }
@@ -583,7 +822,6 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
                         return;
                     seg.before = rel < 0 ? Evidence::F : Evidence::B;
                     seg.beforeCertain = seg.beforeCertain || dir == P2pDir::Recv;
-                    seg.beforeFromWrap = seg.beforeFromWrap || wrap;
                 }
             };
 
@@ -727,11 +965,26 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
         splitAmb[key] = choice;
     }
 
-    auto splitPoint = [&](const Segment& s, double share) -> size_t {
-        // A backward-looking kernel name marks where B begins, when names say so.
-        for (size_t i = 1; i < s.kernels.size(); ++i)
-            if (backwardHint(t.str(ctx.act(s.kernels[i]).name)) && !backwardHint(t.str(ctx.act(s.kernels[i - 1]).name)))
-                return share < 0.5 ? i : 0;
+    auto splitPoint = [&](const Segment& s, double share, bool backwardFirst) -> size_t {
+        // Backward-looking kernel names mark the backward's extent, when names say so: F then B
+        // splits at the first of them, B then F after the last (a backward also runs
+        // un-hinted kernels such as GEMMs, a forward none of the hinted ones).
+        const size_t n = s.kernels.size();
+        if (!backwardFirst) {
+            for (size_t i = 0; i < n; ++i)
+                if (backwardHint(t.str(ctx.act(s.kernels[i]).name))) {
+                    if (i >= 1)
+                        return i;
+                    break;
+                }
+        } else {
+            for (size_t i = n; i > 0; --i)
+                if (backwardHint(t.str(ctx.act(s.kernels[i - 1]).name))) {
+                    if (i < n)
+                        return i;
+                    break;
+                }
+        }
         TimeNs total = unionOf(ctx, s.kernels, 0, s.kernels.size());
         double target = share * static_cast<double>(total);
         size_t best = 1;
@@ -753,7 +1006,6 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
     for (size_t i = 0; i < segments.size(); ++i)
         if (kinds[i] != Unknown)
             evidenced.insert(segments[i].rank);
-    std::vector<Step> inferred;
     for (size_t i = 0; i < segments.size(); ++i) {
         Segment& s = segments[i];
         Kind k = kinds[i];
@@ -785,21 +1037,21 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
             for (size_t q = from; q < to; ++q)
                 st.end = std::max(st.end, ctx.act(s.kernels[q]).end);
             st.computeNs = unionOf(ctx, s.kernels, from, to);
-            // Chunk bookkeeping: a forward fed from the last stage is a later chunk.
-            st.chunk = (kind == StepKind::F && s.beforeFromWrap) ? 1 : 0;
-            inferred.push_back(st);
+            st.chunk = -1;
+            st.microbatch = -1;
+            drafts.push_back({st, kind == StepKind::B});
         };
         switch (k) {
         case SingleF: emit(StepKind::F, 0, s.kernels.size()); break;
         case SingleB: emit(StepKind::B, 0, s.kernels.size()); break;
         case SplitFB: {
-            size_t at = splitPoint(s, fShare);
+            size_t at = splitPoint(s, fShare, false);
             emit(StepKind::F, 0, at);
             emit(StepKind::B, at, s.kernels.size());
             break;
         }
         case SplitBF: {
-            size_t at = splitPoint(s, 1.0 - fShare);
+            size_t at = splitPoint(s, 1.0 - fShare, true);
             emit(StepKind::B, 0, at);
             emit(StepKind::F, at, s.kernels.size());
             break;
@@ -808,43 +1060,9 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
         }
     }
 
-    // Interleaving: on stage 0 the forwards not fed by the last stage are chunk 0,
-    // so their count is m and v = forwards / m.
-    int v = 1;
-    if (ctx.ring) {
-        int fwd = 0, fed = 0;
-        for (const auto& st : inferred)
-            if (st.iteration == out.selectedIteration && st.stage == 0 && st.kind == StepKind::F
-                && ctx.rankData(st.rank)->replica == 0) {
-                ++fwd;
-                fed += st.chunk;
-            }
-        int m = fwd - fed;
-        if (m > 0 && fwd % m == 0)
-            v = fwd / m;
-    }
-    // Microbatch (and chunk) numbering in order of appearance per rank and iteration.
-    std::stable_sort(inferred.begin(), inferred.end(), [](const Step& a, const Step& b) {
-        return a.rank != b.rank ? a.rank < b.rank : a.iteration != b.iteration ? a.iteration < b.iteration : a.start < b.start;
-    });
-    const int p = ctx.pp;
-    std::map<std::tuple<int, int, int>, int> counter;
-    for (auto& st : inferred) {
-        int& n = counter[{st.rank, st.iteration, static_cast<int>(st.kind)}];
-        if (v > 1) {
-            // Megatron's interleaved order: groups of p microbatches per chunk.
-            int group = n / (p * v), within = n % (p * v);
-            st.chunk = within / p;
-            if (st.kind != StepKind::F)
-                st.chunk = v - 1 - st.chunk;
-            st.microbatch = group * p + within % p;
-        } else {
-            st.chunk = 0;
-            st.microbatch = n;
-        }
-        ++n;
-    }
-    steps.insert(steps.end(), inferred.begin(), inferred.end());
+    labelSteps(ctx, out, drafts);
+    for (auto& d : drafts)
+        steps.push_back(d.step);
     std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
         return a.iteration != b.iteration ? a.iteration < b.iteration : a.rank != b.rank ? a.rank < b.rank : a.start < b.start;
     });
@@ -878,82 +1096,127 @@ void inferSchedule(Context& ctx, AnalysisResult& out, const std::vector<Step>& s
     }
     const int p = ps.pp, m = ps.microbatches, v = ps.chunks;
     std::map<int, std::vector<const Step*>> byRank;
-    bool split = false;
+    bool split = false, fullBackward = false;
     for (const auto& s : steps) {
         byRank[s.rank].push_back(&s);
         split = split || s.kind == StepKind::I || s.kind == StepKind::W;
+        fullBackward = fullBackward || s.kind == StepKind::B;
     }
-    int stages = 0, gpipe = 0, onef1b = 0;
+    // Per stage: forwards before the first backward (B or I), compared with what each schedule runs.
+    int stages = 0, gpipe = 0, onef1b = 0, interleaved = 0, looped = 0, zbh1 = 0, zbh2 = 0, twoChunks = 0;
     double onef1bPartial = 0;
-    int maxWarmup = 0;
     for (auto& [rank, seq] : byRank) {
         const RankData* rd = ctx.rankData(rank);
         if (!rd || rd->stage < 0)
             continue;
         ++stages;
-        int s = rd->stage;
-        int fBeforeB = 0, nF = 0;
-        bool seenB = false, allFFirst = true;
+        const int s = rd->stage;
+        int fBeforeB = 0, nF = 0, lastChunk = 0;
+        bool seenB = false, allFFirst = true, chunkMajor = true;
+        std::set<int> chunks;
         for (const Step* st : seq) {
+            chunks.insert(st->chunk);
             if (st->kind == StepKind::F) {
                 ++nF;
                 if (!seenB)
                     ++fBeforeB;
                 else
                     allFFirst = false;
-            } else {
+                chunkMajor = chunkMajor && st->chunk >= lastChunk;
+                lastChunk = st->chunk;
+            } else if (st->kind != StepKind::W) {
                 seenB = true;
             }
         }
-        maxWarmup = std::max(maxWarmup, fBeforeB - (p - s));
-        if (allFFirst)
-            ++gpipe;
-        // 1F1B runs min(m, p-s) forwards before its first backward; Megatron's interleaved
-        // variant 2(p-s-1) + (v-1)p + 1.
-        int expect = v > 1 ? std::min(nF, 2 * (p - s - 1) + (v - 1) * p + 1) : std::min(nF, p - s);
-        if (fBeforeB == expect)
+        twoChunks += chunks.size() == 2;
+        gpipe += allFFirst;
+        looped += allFFirst && chunkMajor;
+        const int one = std::min(nF, p - s);
+        if (fBeforeB == one)
             ++onef1b;
-        else if (std::abs(fBeforeB - expect) == 1)
+        else if (std::abs(fBeforeB - one) == 1)
             onef1bPartial += 0.5;
+        // Megatron's interleaved warm-up: 2(p-s-1) + (v-1)p + 1 forwards.
+        interleaved += fBeforeB == std::min(nF, 2 * (p - s - 1) + (v - 1) * p + 1);
+        zbh1 += fBeforeB == one;
+        zbh2 += fBeforeB == std::min(nF, 2 * (p - s) - 1);
     }
-    double base = ps.labelsFrom == "annotations" ? 1.0 : 0.85;
+    const bool annotated = ps.labelsFrom == "annotations";
+    double base = annotated ? 1.0 : 0.85;
     if (m < 2)
         base *= 0.5;
-    std::string name;
+    auto share = [&](double n) { return stages ? n / stages : 0.0; };
+    auto of = [&](int n) { return std::to_string(n) + " of " + std::to_string(stages) + " pipeline ranks"; };
+    std::string name = "unknown", evidence;
     double score = 0;
-    std::string evidence;
-    if (split) {
-        name = v == 2 ? "zb-v" : (maxWarmup > 1 ? "zb-h2" : "zb-h1");
+    std::string alike; // a schedule that orders this iteration's steps the same way
+    if (split && ctx.vShape) {
+        name = fullBackward ? "dualpipev" : "zb-v";
+        score = share(twoChunks);
+        evidence = "chunks placed in a V (stage 0 also runs the last virtual stage), backward split into I and W"
+                   + std::string(fullBackward ? ", with full backwards overlapped in the middle" : "")
+                   + "; " + of(twoChunks) + " run two chunks";
+    } else if (split && v > 1) {
+        name = "zb-h1";
         score = 0.8;
-        evidence = "backward is split into input (I) and weight (W) steps";
+        evidence = std::to_string(v) + " looped chunks per rank with the backward split into I and W (interleaved zero bubble)";
+    } else if (split) {
+        if (zbh2 > zbh1) {
+            name = "zb-h2";
+            score = share(zbh2);
+            evidence = "backward split into I and W; " + of(zbh2) + " run min(m, 2(p-stage)-1) forwards before their first I";
+        } else {
+            name = "zb-h1";
+            score = share(zbh1);
+            evidence = "backward split into I and W; " + of(zbh1) + " run min(m, p-stage) forwards before their first I";
+            if (zbh1 == zbh2)
+                alike = "zb-h2";
+        }
+    } else if (ctx.vShape) {
+        evidence = "chunks placed in a V but the backward is not split; no known schedule orders steps so";
     } else if (v > 1) {
-        name = "interleaved-1f1b";
-        score = stages ? std::max(0.7, (onef1b + onef1bPartial) / stages) : 0;
-        evidence = std::to_string(v) + " model chunks per rank";
+        if (looped > interleaved) {
+            name = "looped-bfs";
+            score = share(looped);
+            evidence = std::to_string(v) + " chunks per rank; " + of(looped) + " run every forward, chunk by chunk, before any backward";
+        } else {
+            name = "interleaved-1f1b";
+            score = share(interleaved);
+            evidence = std::to_string(v) + " chunks per rank; " + of(interleaved)
+                       + " run Megatron's 2(p-stage-1)+(v-1)p+1 warm-up forwards before their first backward";
+            if (interleaved == looped)
+                alike = "looped-bfs";
+        }
     } else {
-        double g = stages ? static_cast<double>(gpipe) / stages : 0;
-        double o = stages ? (onef1b + onef1bPartial) / stages : 0;
+        double g = share(gpipe), o = share(onef1b + onef1bPartial);
         if (g >= o && g > 0) {
             name = "gpipe";
             score = g;
-            evidence = std::to_string(gpipe) + " of " + std::to_string(stages) + " stages run all forwards before any backward";
+            evidence = of(gpipe) + " run all forwards before any backward";
+            if (g == o)
+                alike = "1f1b";
         } else if (o > 0) {
             name = "1f1b";
             score = o;
-            evidence = std::to_string(onef1b) + " of " + std::to_string(stages)
-                       + " stages run min(m, p-stage) forwards before their first backward, then alternate";
-        } else {
-            name = "unknown";
-            evidence = "the order of forward and backward steps matches no known schedule";
+            evidence = of(onef1b) + " run min(m, p-stage) forwards before their first backward, then alternate";
         }
-        if (g == o && g > 0)
-            evidence += " (GPipe and 1F1B cannot be told apart with so few microbatches)", base *= 0.5;
+    }
+    if (name == "unknown") {
+        if (evidence.empty())
+            evidence = "the order of forward and backward steps matches no known schedule";
+    } else {
+        if (!alike.empty()) {
+            base *= 0.5;
+            evidence += "; " + alike + " orders the steps of " + std::to_string(m) + " microbatches on " + std::to_string(p)
+                        + " stages the same way, so the two cannot be told apart";
+        }
+        if (!annotated)
+            evidence += std::string("; steps ") + (ps.labelsFrom == "inferred" ? "" : "partly ")
+                        + "inferred from kernel order and point-to-point peers, not annotated";
     }
     ps.schedule = name;
-    ps.scheduleConfidence = std::round(std::clamp(score * base, 0.0, 1.0) * 100) / 100;
+    ps.scheduleConfidence = name == "unknown" ? 0.0 : std::round(std::clamp(score * base, 0.0, 1.0) * 100) / 100;
     ps.scheduleEvidence = evidence;
-    if (name == "unknown")
-        ps.scheduleConfidence = 0;
 }
 
 } // namespace pipescope::detail

@@ -69,6 +69,20 @@ inline TimeNs busyWithin(const std::vector<Interval>& u, TimeNs from, TimeNs to)
 // when known, whether this rank sends, receives or both.
 enum class P2pDir : uint8_t { Unknown, Send, Recv, Both };
 
+// What a step annotation's name says; -1 where it says nothing.
+struct StepLabel {
+    StepKind kind = StepKind::F;
+    int microbatch = -1;
+    int stage = -1;
+    int chunk = -1;
+    bool explicitKind = false; // I/W spelled out (backward_input, 1I3), not a plain "backward"
+};
+
+// Reads pipescope's, torch.distributed.pipelining's and Megatron's step names
+// ("pipescope/forward mb=3 stage=1 chunk=0", "2F0", "Backward 3",
+// "forward_step"); nullopt for any other name.
+std::optional<StepLabel> parseStepLabel(std::string_view name);
+
 struct RankData {
     int rank = 0;
     std::vector<uint32_t> acts;    // every activity of the rank, start order
@@ -88,6 +102,7 @@ struct Context {
     std::vector<int> slot;              // rank -> index into ranks, -1 when absent
     std::vector<Warning>& warnings;
     bool ring = false;                  // the last stage sends to the first (interleaved schedules)
+    bool vShape = false;                // chunks placed in a V (stage 0 also holds the last virtual stage)
     int pp = 1;                         // stages, once mapped
 
     Context(const Trace& t, const AnalyzeOptions& o, std::vector<Warning>& w) : trace(t), options(o), warnings(w) {}
