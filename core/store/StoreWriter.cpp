@@ -44,7 +44,18 @@ std::string ranksJson(const std::vector<int>& ranks)
 
 } // namespace
 
-StoreWriter::StoreWriter(const std::string& path) : out_(path), db_(out_.tempPath(), sql::Database::Mode::Create)
+namespace {
+sql::Database createDatabase(const AtomicOutput& out)
+{
+    try {
+        return sql::Database(out.tempPath(), sql::Database::Mode::Create);
+    } catch (const Error&) {
+        throw Error(out.finalPath() + ": cannot write a store there; choose another -o path");
+    }
+}
+} // namespace
+
+StoreWriter::StoreWriter(const std::string& path) : out_(path), db_(createDatabase(out_))
 {
     // The file is private until finish() renames it, so durability during the
     // build buys nothing: no journal, no fsync, one long transaction.
