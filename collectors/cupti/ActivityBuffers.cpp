@@ -103,8 +103,14 @@ bool postCompletedBuffer(WriterThread& writer, ActivityBufferPool& pool, Activit
     }
     bool posted = writer.post(
         [&pool, &translator, next, buffer, validSize](CaptureDb& db) {
+            // Back to the pool even when storing fails: a lost buffer is one
+            // fewer for CUPTI, and once all are lost every record is dropped.
+            struct GiveBack {
+                ActivityBufferPool& pool;
+                uint8_t* buffer;
+                ~GiveBack() { pool.release(buffer); }
+            } giveBack{pool, buffer};
             storeBuffer(translator, db, buffer, validSize, next);
-            pool.release(buffer);
         },
         "cupti_buffers", 0);
     if (!posted) {

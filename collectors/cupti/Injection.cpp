@@ -325,22 +325,30 @@ void atExit() { finishCapture(); }
 
 struct sigaction previousTerm, previousInt;
 
-void onSignal(int sig)
+void onSignal(int sig, siginfo_t* info, void* context)
 {
     const struct sigaction& prev = sig == SIGTERM ? previousTerm : previousInt;
     if (prev.sa_handler == SIG_IGN)
         return;
     if (prev.sa_handler != SIG_DFL) {
         // The program handles it (Python turns SIGINT into KeyboardInterrupt);
-        // its normal exit path then runs our atexit flush.
+        // its normal exit path then runs our atexit flush. A SA_SIGINFO
+        // handler gets the real siginfo: it may read it.
         if (prev.sa_flags & SA_SIGINFO)
-            prev.sa_sigaction(sig, nullptr, nullptr);
+            prev.sa_sigaction(sig, info, context);
         else
             prev.sa_handler(sig);
         return;
     }
-    // Default action is to die: let the flusher thread write first, briefly.
     Collector& c = collector();
+    // A forked child (a DataLoader worker, say) inherits this handler but not
+    // the flusher thread: nobody would answer, and it would hang 5 s before dying.
+    if (getpid() != c.pid || c.state.load() != 2) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    // Default action is to die: let the flusher thread write first, briefly.
     sem_post(&c.flushRequest);
     timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -382,9 +390,9 @@ void installSignalHandlers(Collector& c)
         return;
     c.signalFlusher.detach();
     struct sigaction sa {};
-    sa.sa_handler = onSignal;
+    sa.sa_sigaction = onSignal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigaction(SIGTERM, &sa, &previousTerm);
     sigaction(SIGINT, &sa, &previousInt);
 }

@@ -153,12 +153,15 @@ psNcclResult finalize(void* context)
     auto* comm = static_cast<Communicator*>(context);
     if (!comm)
         return psNcclSuccess;
-    Plugin& p = plugin();
-    {
-        std::lock_guard lock(p.mutex);
-        --p.comms;
+    try {
+        Plugin& p = plugin();
+        {
+            std::lock_guard lock(p.mutex);
+            --p.comms;
+        }
+        p.writer.flush();
+    } catch (...) {
     }
-    p.writer.flush();
     delete comm;
     return psNcclSuccess;
 }
@@ -173,33 +176,39 @@ psNcclResult startOp(void* context, void** eHandle, Descr* d, uint64_t type)
     auto* ev = new (std::nothrow) OpEvent;
     if (!ev)
         return psNcclSuccess;
-    NcclOpRow& r = ev->row;
-    r.commHash = comm->commHash;
-    r.start = nowNs();
-    if (type & psNcclProfileColl) {
-        r.func = d->coll.func ? d->coll.func : "Collective";
-        r.isP2p = false;
-        r.count = static_cast<int64_t>(d->coll.count);
-        r.dtype = d->coll.datatype ? d->coll.datatype : "";
-        if (auto s = dtypeSize(d->coll.datatype))
-            r.bytes = *r.count * *s;
-        r.root = d->coll.root;
-        r.seq = static_cast<int64_t>(d->coll.seqNumber);
-        r.algo = d->coll.algo ? d->coll.algo : "";
-        r.proto = d->coll.proto ? d->coll.proto : "";
-        r.nchannels = d->coll.nChannels;
-    } else {
-        r.func = d->p2p.func ? d->p2p.func : "P2p";
-        r.isP2p = true;
-        r.count = static_cast<int64_t>(d->p2p.count);
-        r.dtype = d->p2p.datatype ? d->p2p.datatype : "";
-        if (auto s = dtypeSize(d->p2p.datatype))
-            r.bytes = *r.count * *s;
-        r.peer = d->p2p.peer;
-        r.nchannels = d->p2p.nChannels;
-        // The n-th Send from a to b pairs with the n-th Recv on b from a.
-        std::lock_guard lock(comm->mutex);
-        r.seq = comm->p2pSeq[{r.func, d->p2p.peer}]++;
+    // Nothing may escape into NCCL: a failure here (out of memory) loses this one operation.
+    try {
+        NcclOpRow& r = ev->row;
+        r.commHash = comm->commHash;
+        r.start = nowNs();
+        if (type & psNcclProfileColl) {
+            r.func = d->coll.func ? d->coll.func : "Collective";
+            r.isP2p = false;
+            r.count = static_cast<int64_t>(d->coll.count);
+            r.dtype = d->coll.datatype ? d->coll.datatype : "";
+            if (auto s = dtypeSize(d->coll.datatype))
+                r.bytes = *r.count * *s;
+            r.root = d->coll.root;
+            r.seq = static_cast<int64_t>(d->coll.seqNumber);
+            r.algo = d->coll.algo ? d->coll.algo : "";
+            r.proto = d->coll.proto ? d->coll.proto : "";
+            r.nchannels = d->coll.nChannels;
+        } else {
+            r.func = d->p2p.func ? d->p2p.func : "P2p";
+            r.isP2p = true;
+            r.count = static_cast<int64_t>(d->p2p.count);
+            r.dtype = d->p2p.datatype ? d->p2p.datatype : "";
+            if (auto s = dtypeSize(d->p2p.datatype))
+                r.bytes = *r.count * *s;
+            r.peer = d->p2p.peer;
+            r.nchannels = d->p2p.nChannels;
+            // The n-th Send from a to b pairs with the n-th Recv on b from a.
+            std::lock_guard lock(comm->mutex);
+            r.seq = comm->p2pSeq[{r.func, d->p2p.peer}]++;
+        }
+    } catch (...) {
+        delete ev;
+        return psNcclSuccess;
     }
     *eHandle = ev;
     return psNcclSuccess;

@@ -158,14 +158,26 @@ int64_t StoreWriter::stream(int rank, int device, int64_t streamNo, std::string_
     auto it = streams_.find(key);
     if (it != streams_.end())
         return it->second;
-    auto st = db_.prepare("INSERT INTO streams(rank, device, stream, name) VALUES (?1, ?2, ?3, ?4)");
+    // The row may exist without being cached: an importer that settles a
+    // file's rank late moves its streams to it in SQL (KinetoImport). Two
+    // sources of one rank then share streams, as when both name it at once,
+    // and importJob reports the clash against the inputs.
+    auto st = db_.prepare("INSERT OR IGNORE INTO streams(rank, device, stream, name) VALUES (?1, ?2, ?3, ?4)");
     st.bind(1, rank).bind(2, device).bind(3, streamNo);
     if (name.empty())
         st.bindNull(4);
     else
         st.bind(4, name);
     st.run();
-    int64_t id = db_.lastInsertRowid();
+    int64_t id = 0;
+    if (db_.changes() > 0) {
+        id = db_.lastInsertRowid();
+    } else {
+        auto find = db_.prepare("SELECT id FROM streams WHERE rank = ?1 AND device = ?2 AND stream = ?3");
+        find.bind(1, rank).bind(2, device).bind(3, streamNo);
+        find.step();
+        id = find.int64(0);
+    }
     streams_.emplace(key, id);
     return id;
 }

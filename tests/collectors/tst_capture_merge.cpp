@@ -194,6 +194,7 @@ private slots:
     void mergeLinksNcclOperations();
     void mergeMapsCommunicatorRanks();
     void importSingleFile();
+    void importKeepsCaptureTimes();
     void refusesBadFiles();
     void cliMerge();
     void cliCaptureRunsCommand();
@@ -413,7 +414,8 @@ void TestCaptureMerge::importSingleFile()
         auto src = importCapture(test::path(tmp, "rank0.node01.100.pscap"), w, io);
         QCOMPARE(src.ranks, std::vector<int>{0});
         QVERIFY(src.absoluteClock);
-        QCOMPARE(src.timeBase, kT0);
+        // Recorded times are epoch ns already: nothing to add to reach the absolute clock.
+        QCOMPARE(src.timeBase, TimeNs(0));
         QCOMPARE(src.records, int64_t(5 + 4 + 2 + 2 + 3));
         w.finish();
     }
@@ -428,6 +430,27 @@ void TestCaptureMerge::importSingleFile()
     forced.rank = 5;
     QCOMPARE(importCapture(test::path(tmp, "rank2.node01.102.pscap"), w2, forced).ranks, std::vector<int>{5});
     QVERIFY(isCaptureFile(test::path(tmp, "rank2.node01.102.pscap")));
+}
+
+void TestCaptureMerge::importKeepsCaptureTimes()
+{
+    // `pipescope import` of capture files (docs/capture.md suggests it for
+    // --align collectives) must keep the recorded epoch times, as merge does.
+    QTemporaryDir tmp;
+    writeJob(tmp.path());
+    ImportJobOptions o;
+    o.inputs = {test::path(tmp, "rank0.node01.100.pscap"), test::path(tmp, "rank2.node01.102.pscap")};
+    o.output = test::path(tmp, "imported.pipescope");
+    o.progress = false;
+    auto report = importJob(o);
+    QCOMPARE(report.offsets.size(), size_t(2));
+    for (auto [rank, offset] : report.offsets)
+        QCOMPARE(offset, TimeNs(0));
+    sql::Database db(o.output, sql::Database::Mode::ReadOnly);
+    QCOMPARE(one(db, "SELECT start_ns FROM activities a JOIN strings s ON s.id = a.name_id WHERE s.value = 'gemm'"),
+             kT0 + 200);
+    QCOMPARE(one(db, "SELECT min(start_ns) FROM activities WHERE rank = 2"), kT0 + 2100);
+    QCOMPARE(one(db, "SELECT start_ns FROM cpu_ranges WHERE rank = 2 AND kind IN (3, 4)"), kT0 + 1950);
 }
 
 void TestCaptureMerge::refusesBadFiles()

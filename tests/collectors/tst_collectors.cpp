@@ -26,6 +26,7 @@
 #include <dlfcn.h>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -165,6 +166,7 @@ private slots:
     void bufferPoolHandsOutZeroedBuffers();
     void completedBuffersReachTheFile();
     void fullWriterQueueCountsDroppedRecords();
+    void failedBufferStillReturnsToPool();
     void overheadRecordsAreSummed();
     void cuptiLibraryEntryPoints();
     void ncclPluginSymbolsAndLayout();
@@ -646,6 +648,32 @@ void TestCollectors::fullWriterQueueCountsDroppedRecords()
     writer.stop();
     QCOMPARE(queryInt(path, "SELECT count FROM dropped WHERE source = 'writer_queue'"), 200);
     QCOMPARE(queryInt(path, "SELECT count(*) FROM gpu_activities"), 0);
+}
+
+// A record iterator that fails mid-buffer (out of memory while storing, say).
+static bool nextThrows(uint8_t*, size_t, CUpti_Activity**)
+{
+    throw std::runtime_error("store failed");
+}
+
+void TestCollectors::failedBufferStillReturnsToPool()
+{
+    QTemporaryDir tmp;
+    WriterThread writer;
+    std::string error;
+    QVERIFY2(writer.start(test::path(tmp, "f.pscap"), testMeta(), error), error.c_str());
+    ActivityBufferPool pool(64 * 1024);
+    pool.setLimit(1);
+    ActivityTranslator tr(nullptr);
+    uint8_t* buf = pool.acquire();
+    QVERIFY(buf);
+    QVERIFY(postCompletedBuffer(writer, pool, tr, nextThrows, buf, 128));
+    QVERIFY(writer.flush());
+    writer.stop();
+    // The writer skips the failed job; the buffer must still come back, or
+    // CUPTI runs out of buffers and drops every later record.
+    QCOMPARE(pool.available(), size_t(1));
+    QVERIFY(pool.acquire() != nullptr);
 }
 
 void TestCollectors::overheadRecordsAreSummed()

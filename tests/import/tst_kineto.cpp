@@ -173,6 +173,7 @@ private slots:
     void gpuInfoFromDeviceProperties();
     void distributedInfoAfterTraceEvents();
     void rankFromFileNameAndOption();
+    void sameRankTwiceNamesTheInput();
     void correlationFromFlows();
     void ncclArgsJoinedFromCpuOps();
     void simulatedTraceMarksStore();
@@ -447,6 +448,33 @@ void TestKineto::rankFromFileNameAndOption()
     Store store(imp.store);
     QCOMPARE(queryInt(store, "SELECT COUNT(*) FROM activities WHERE rank <> 7"), int64_t(0));
     QCOMPARE(queryInt(store, "SELECT MIN(rank) FROM ranks"), int64_t(7));
+}
+
+void TestKineto::sameRankTwiceNamesTheInput()
+{
+    // The first file's rank comes from its name (settled after its events),
+    // the second's from distributedInfo: the clash must be reported against
+    // the inputs, not as a SQL error about the store's temporary file.
+    QTemporaryDir dir;
+    const QByteArray events = R"("traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+        "ts": 1, "dur": 1, "args": {"device": 0, "stream": 7}}])";
+    std::string named = test::path(dir, "job-rank-0.json");
+    std::string second = test::path(dir, "second.json");
+    writeFile(named, "{" + events + "}");
+    writeFile(second, R"({"distributedInfo": {"rank": 0}, )" + events + "}");
+    ImportJobOptions o;
+    o.inputs = {named, second};
+    o.output = test::path(dir, "job.pipescope");
+    o.progress = false;
+    QString message;
+    try {
+        importJob(o);
+    } catch (const Error& e) {
+        message = e.what();
+    }
+    QVERIFY2(message.contains("second.json") && message.contains("rank 0"), qPrintable(message));
+    QVERIFY2(!message.contains(".tmp-"), qPrintable(message));
+    QVERIFY(!QFile::exists(QString::fromStdString(o.output)));
 }
 
 void TestKineto::correlationFromFlows()

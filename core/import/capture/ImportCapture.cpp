@@ -175,7 +175,9 @@ ImportedSource importOne(const std::string& path, sql::Database& db, const FileF
 {
     ImportedSource src;
     src.ranks = {rank};
-    src.timeBase = facts.startNs;
+    // Recorded on CLOCK_REALTIME: times are epoch ns already, nothing to add
+    // (importJob shifts each source by this).
+    src.timeBase = 0;
     src.absoluteClock = true;
 
     // Facts that only go into the source's details.
