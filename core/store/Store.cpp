@@ -216,6 +216,18 @@ StoreSummary Store::summary()
     auto nccl = db_.prepare("SELECT kind, COUNT(*) FROM nccl_ops GROUP BY kind ORDER BY COUNT(*) DESC, kind");
     while (nccl.step())
         s.ncclCounts.emplace_back(nccl.string(0), nccl.int64(1));
+    // Counts are written by StoreWriter::summarise(); a hand-edited store with
+    // malformed counts is reported, not allowed to escape as an internal error.
+    try {
+        readCounts(s);
+    } catch (const std::exception&) {
+        throw FormatError(path() + ": the store's count metadata is damaged; re-import the traces");
+    }
+    return s;
+}
+
+void Store::readCounts(StoreSummary& s)
+{
     if (auto it = s.meta.find("count.streams"); it != s.meta.end()) {
         auto j = nlohmann::json::parse(it->second, nullptr, false);
         if (j.is_object())
@@ -231,7 +243,6 @@ StoreSummary Store::summary()
                 if (v.is_number_integer())
                     s.cpuRangeCounts.emplace_back(k, v.get<int64_t>());
     }
-    return s;
 }
 
 Trace Store::load(const LoadOptions& options)

@@ -61,6 +61,8 @@ public:
     int schemaVersion() const { return version_; }
 
 private:
+    void readCounts(StoreSummary& s);
+
     sql::Database db_;
     int version_ = 0;
 };

@@ -1,6 +1,5 @@
 #include "util/TimeParse.h"
 
-#include <cmath>
 #include <limits>
 
 namespace pipescope {
@@ -99,16 +98,6 @@ std::optional<int64_t> parseMicrosToNanos(std::string_view s)
         return std::nullopt;
     int64_t v = static_cast<int64_t>(ns);
     return negative ? -v : v;
-}
-
-int64_t microsToNanos(int64_t micros)
-{
-    return micros * 1000;
-}
-
-int64_t microsToNanos(double micros)
-{
-    return std::llround(micros * 1000.0);
 }
 
 } // namespace pipescope

@@ -14,9 +14,4 @@ namespace pipescope {
 // does not fit in int64 nanoseconds.
 std::optional<int64_t> parseMicrosToNanos(std::string_view text);
 
-// Same for a value already held as an integer or a double (JSON number tokens
-// that were not kept as text).
-int64_t microsToNanos(int64_t micros);
-int64_t microsToNanos(double micros);
-
 } // namespace pipescope

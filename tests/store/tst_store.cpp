@@ -257,6 +257,19 @@ private slots:
         }
     }
 
+    void damagedCountsAreAFormatError()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p);
+        {
+            sql::Database db(p, sql::Database::Mode::ReadWrite);
+            db.exec("UPDATE meta SET value = '{\"x\": [1, 2, 3, 4]}' WHERE key = 'count.streams'");
+        }
+        Store s(p);
+        QVERIFY_THROWS_EXCEPTION(FormatError, s.summary());
+    }
+
     void missingFile() { QVERIFY_THROWS_EXCEPTION(Error, Store s("/nonexistent/job.pipescope")); }
 
     void loadWindowAndRanks()
