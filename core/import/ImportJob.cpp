@@ -137,10 +137,11 @@ struct CollectiveEnd {
     TimeNs end;
 };
 
-// Offsets that make the ends of the same collective coincide across ranks.
-// The end of a collective is the moment the last participant's data arrived,
-// which all members observe together (to within the transfer of the last
-// chunk), so the median difference of ends is a robust clock offset.
+// Offsets that make the ends of the same collective (or of the two sides of
+// one point-to-point transfer) coincide across ranks. The end of a collective
+// is the moment the last participant's data arrived, which all members
+// observe together (to within the transfer of the last chunk), so the median
+// difference of ends is a robust clock offset.
 std::map<int, TimeNs> collectiveOffsets(sql::Database& db, const std::vector<int>& ranks)
 {
     // A group is named by its name and, when known, its members: some traces
@@ -160,10 +161,24 @@ std::map<int, TimeNs> collectiveOffsets(sql::Database& db, const std::vector<int
             seq = "o" + std::to_string(ordinal[{rank, group + "/" + kind}]++);
         endsByRank[rank][group + "/" + kind + "/" + seq] = st.int64(4);
     }
+    // Point-to-point transfers link ranks that share no collective (pipeline
+    // neighbours): the k-th send from a to b and the k-th receive on b from a
+    // complete together, when the last byte lands.
+    auto p2p = db.prepare("SELECT rank, kind, peer, end_ns FROM nccl_ops WHERE is_p2p = 1 AND peer IS NOT NULL"
+                          " AND end_ns IS NOT NULL AND kind IN ('Send', 'Recv') ORDER BY rank, start_ns, id");
+    std::map<std::tuple<int, int, bool>, int64_t> transfers;
+    while (p2p.step()) {
+        int rank = static_cast<int>(p2p.int64(0));
+        bool send = p2p.text(1) == "Send";
+        int peer = static_cast<int>(p2p.int64(2));
+        int from = send ? rank : peer, to = send ? peer : rank;
+        int64_t k = transfers[{rank, peer, send}]++;
+        endsByRank[rank]["p2p/" + std::to_string(from) + ">" + std::to_string(to) + "/" + std::to_string(k)] = p2p.int64(3);
+    }
     std::map<int, TimeNs> offsets;
     if (ranks.empty())
         return offsets;
-    // Breadth-first from the lowest rank over ranks that share collectives.
+    // Breadth-first from the lowest rank over ranks that share operations.
     std::set<int> done{ranks.front()};
     offsets[ranks.front()] = 0;
     std::vector<int> queue{ranks.front()};

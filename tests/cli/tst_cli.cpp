@@ -212,6 +212,50 @@ private slots:
         QCOMPARE(busy[1].toObject()["kernel_first_ns"].toInteger(), busy[0].toObject()["kernel_first_ns"].toInteger() + 3000);
     }
 
+    void alignPipelineNeighboursByTransfers()
+    {
+        // A 3-stage pipeline with no collective: rank r sends to r+1 four times.
+        // Clocks are skewed by +2 ms (rank 1) and -7 ms (rank 2); receives end
+        // with the sends, give or take a microsecond.
+        QTemporaryDir dir;
+        const qint64 skewUs[] = {0, 2000, -7000};
+        const int jitterUs[] = {1, 0, -1, 0};
+        for (int rank = 0; rank < 3; ++rank) {
+            QJsonArray events;
+            int corr = 1;
+            auto add = [&](const char* name, int peer, qint64 endUs) {
+                QJsonObject args{{"device", rank}, {"stream", 20}, {"correlation", corr++},
+                                 {"Collective name", name}, {"Group size", 3}, {"Process Group Name", "1"},
+                                 {"Process Group Description", "pp"}, {"Process Group Ranks", "[0, 1, 2]"},
+                                 {"In msg nelems", 4096}, {"Out msg nelems", 4096}, {"dtype", "BFloat16"}};
+                args[QString(name) == "send" ? "Dst Rank" : "Src Rank"] = peer;
+                events.append(QJsonObject{{"ph", "X"}, {"cat", "kernel"}, {"name", "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"},
+                                          {"pid", rank}, {"tid", 20}, {"ts", endUs - 50}, {"dur", 50}, {"args", args}});
+            };
+            for (int k = 0; k < 4; ++k) {
+                qint64 base = 1700000000000000LL + k * 10000;
+                if (rank > 0) // receive from rank-1 of transfer k on link (rank-1 -> rank)
+                    add("recv", rank - 1, base + rank * 1000 + skewUs[rank] + jitterUs[k]);
+                if (rank < 2)
+                    add("send", rank + 1, base + (rank + 1) * 1000 + skewUs[rank]);
+            }
+            QJsonObject trace{{"distributedInfo", QJsonObject{{"rank", rank}, {"world_size", 3}, {"backend", "nccl"}}},
+                              {"traceEvents", events}};
+            QFile f(dir.path() + QString("/rank-%1.json").arg(rank));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(QJsonDocument(trace).toJson());
+        }
+        QString out = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", dir.path(), "--align", "collectives", "-o", out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        auto sources = infoJson(out)["sources"].toArray();
+        QCOMPARE(sources.size(), 3);
+        // Median over k of (send end - recv end): rank 1 by -(2000 + median{1,0,-1,0}) us.
+        QCOMPARE(sources[1].toObject()["clock_offset_ns"].toInteger(), qint64(-2000000));
+        QCOMPARE(sources[2].toObject()["clock_offset_ns"].toInteger(), qint64(7000000));
+        QCOMPARE(sources[2].toObject()["alignment"].toString(), QString("collectives"));
+    }
+
     void nsysShortKernelNames()
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();
