@@ -9,7 +9,10 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace pipescope {
 
@@ -265,6 +268,154 @@ AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
     return out;
 }
 
+namespace {
+
+bool isPointToPoint(const NcclOp& op)
+{
+    return op.isP2p || op.kind == "Send" || op.kind == "Recv" || op.kind == "SendRecv";
+}
+
+// Matches the iteration's point-to-point messages end to end: NCCL delivers
+// the messages between two ranks in order, so the k-th send from a to b is
+// the k-th receive on b from a. A pair whose counts differ (a capture that
+// began or ended mid-exchange) is left out rather than mismatched.
+void measureMessages(const Trace& trace, const Iteration& it, MeasuredPipeline& mp)
+{
+    std::unordered_map<int64_t, const Activity*> kernelOf;
+    for (const Activity& a : trace.activities)
+        if (a.ncclIndex >= 0)
+            kernelOf.emplace(a.id, &a);
+    struct End {
+        TimeNs start, end;
+        int64_t bytes, op;
+    };
+    std::map<std::pair<int, int>, std::vector<End>> sends, recvs; // by (sender, receiver)
+    for (const NcclOp& op : trace.ncclOps) {
+        if (!op.activityId || !op.peer || (op.kind != "Send" && op.kind != "Recv"))
+            continue;
+        auto k = kernelOf.find(*op.activityId);
+        if (k == kernelOf.end())
+            continue;
+        const End e{k->second->start, k->second->end, op.bytes.value_or(0), op.id};
+        if (op.kind == "Send")
+            sends[{op.rank, *op.peer}].push_back(e);
+        else
+            recvs[{*op.peer, op.rank}].push_back(e);
+    }
+    auto byStart = [](const End& a, const End& b) { return a.start != b.start ? a.start < b.start : a.op < b.op; };
+    for (auto& [pair, ss] : sends) {
+        auto rv = recvs.find(pair);
+        if (rv == recvs.end() || rv->second.size() != ss.size())
+            continue;
+        std::sort(ss.begin(), ss.end(), byStart);
+        std::sort(rv->second.begin(), rv->second.end(), byStart);
+        for (size_t i = 0; i < ss.size(); ++i) {
+            const End& snd = ss[i];
+            const End& rcv = rv->second[i];
+            if (rcv.start < it.start || rcv.start >= it.end || rcv.end < snd.start)
+                continue;
+            mp.messages.push_back(
+                {pair.first, pair.second, snd.bytes > 0 ? snd.bytes : rcv.bytes, snd.start, rcv.start, rcv.end});
+        }
+    }
+}
+
+// When each pipeline rank began the iteration: the receive it posted for its
+// first step (its earliest receive kernel inside the iteration that starts
+// before that step), else, on the first stage, whose first forward waits for
+// no one, that forward's start.
+void measureRankStarts(const Trace& trace, const Iteration& it, MeasuredPipeline& mp)
+{
+    std::map<int, TimeNs> firstStep;
+    for (const PipelineStep& st : mp.steps) {
+        auto [e, inserted] = firstStep.try_emplace(st.rank, st.start);
+        if (!inserted)
+            e->second = std::min(e->second, st.start);
+    }
+    std::unordered_set<int64_t> receiving; // kernels carrying a receive (a fused send + receive lists both)
+    for (const NcclOp& op : trace.ncclOps)
+        if (op.activityId && op.kind == "Recv")
+            receiving.insert(*op.activityId);
+    mp.rankStartNs.assign(mp.stageOfRank.size(), 0);
+    std::unordered_set<int> found;
+    for (const Activity& a : trace.activities) {
+        if (a.ncclIndex < 0 || a.rank < 0 || static_cast<size_t>(a.rank) >= mp.rankStartNs.size())
+            continue;
+        auto fs = firstStep.find(a.rank);
+        if (fs == firstStep.end() || a.start < it.start || a.start > fs->second || !receiving.count(a.id))
+            continue;
+        TimeNs& start = mp.rankStartNs[static_cast<size_t>(a.rank)];
+        start = start > 0 ? std::min(start, a.start - it.start) : a.start - it.start;
+        found.insert(a.rank);
+    }
+    for (const auto& [rank, first] : firstStep)
+        if (!found.count(rank) && rank >= 0 && static_cast<size_t>(rank) < mp.rankStartNs.size()
+            && mp.stageOfRank[static_cast<size_t>(rank)] == 0)
+            mp.rankStartNs[static_cast<size_t>(rank)] = std::max<TimeNs>(0, first - it.start);
+}
+
+// The collective over ranks of several stages that each pipeline rank runs
+// after its last step (a loss or gradient-norm all-reduce, a barrier): it
+// ends only once the last rank has joined, so the replay needs it as one
+// synchronisation, not as per-rank time. Sets mp.pipelineSyncNs (last join to
+// last leave) and returns, per rank, the time such collectives cover inside
+// the iteration window (including the previous iteration's, still running as
+// this one begins).
+std::vector<TimeNs> measurePipelineSync(const Trace& trace, const Iteration& it, MeasuredPipeline& mp)
+{
+    std::vector<TimeNs> covered(mp.stageOfRank.size(), 0);
+    std::map<int, TimeNs> lastStep;
+    for (const PipelineStep& st : mp.steps) {
+        auto [e, inserted] = lastStep.try_emplace(st.rank, st.end);
+        if (!inserted)
+            e->second = std::max(e->second, st.end);
+    }
+    std::map<int, TimeNs> spanEnd;
+    for (const RankSpan& rs : it.ranks)
+        spanEnd[rs.rank] = rs.end;
+    auto stageOf = [&](int rank) {
+        return rank >= 0 && static_cast<size_t>(rank) < mp.stageOfRank.size() ? mp.stageOfRank[static_cast<size_t>(rank)] : -1;
+    };
+    std::map<int, std::pair<TimeNs, TimeNs>> joined; // rank -> (join, leave) of its first one after its last step
+    for (const Activity& a : trace.activities) {
+        if (a.ncclIndex < 0 || stageOf(a.rank) < 0)
+            continue;
+        const NcclOp& op = trace.ncclOps[static_cast<size_t>(a.ncclIndex)];
+        if (isPointToPoint(op))
+            continue;
+        int firstStage = -1;
+        bool spans = false;
+        for (int g : op.groupRanks) {
+            const int st = stageOf(g);
+            if (st >= 0 && firstStage >= 0 && st != firstStage)
+                spans = true;
+            if (st >= 0 && firstStage < 0)
+                firstStage = st;
+        }
+        if (!spans)
+            continue;
+        covered[static_cast<size_t>(a.rank)] += std::max<TimeNs>(0, std::min(a.end, it.end) - std::max(a.start, it.start));
+        auto ls = lastStep.find(a.rank);
+        auto se = spanEnd.find(a.rank);
+        if (ls == lastStep.end() || se == spanEnd.end() || a.start < ls->second || a.start >= se->second)
+            continue;
+        auto [j, inserted] = joined.try_emplace(a.rank, a.start, a.end);
+        if (!inserted && a.start < j->second.first)
+            j->second = {a.start, a.end};
+    }
+    if (!joined.empty() && joined.size() == lastStep.size()) {
+        TimeNs join = std::numeric_limits<TimeNs>::min(), leave = std::numeric_limits<TimeNs>::min();
+        for (const auto& [rank, jl] : joined) {
+            join = std::max(join, jl.first);
+            leave = std::max(leave, jl.second);
+        }
+        mp.pipelineSyncNs = std::max<TimeNs>(0, leave - join);
+    }
+    return covered;
+}
+
+} // namespace
+
 MeasuredPipeline measurePipeline(const Trace& trace, const MeasureOptions& options)
 {
     AnalyzeOptions ao;
@@ -305,6 +456,7 @@ MeasuredPipeline measurePipeline(const Trace& trace, const MeasureOptions& optio
     if (r.selectedIteration >= 0) {
         const Iteration& it = r.iterations[static_cast<size_t>(r.selectedIteration)];
         mp.iterationNs = it.end - it.start;
+        mp.iterationStart = it.start;
     }
     mp.idleNsPerStage.assign(static_cast<size_t>(mp.pipelineDegree), 0);
     std::vector<int> perStage(static_cast<size_t>(mp.pipelineDegree), 0);
@@ -315,10 +467,25 @@ MeasuredPipeline measurePipeline(const Trace& trace, const MeasureOptions& optio
         ++perStage[static_cast<size_t>(ri.stage)];
         mp.dataParallelSyncNs = std::max(mp.dataParallelSyncNs, ri.byCause[static_cast<size_t>(BubbleCause::DpSync)]);
     }
+    mp.transfers = r.transfers;
+    if (r.selectedIteration >= 0) {
+        const Iteration& it = r.iterations[static_cast<size_t>(r.selectedIteration)];
+        measureMessages(trace, it, mp);
+        measureRankStarts(trace, it, mp);
+        // Collective time over the pipeline's ranks is not the data-parallel all-reduce.
+        const std::vector<TimeNs> syncOnRank = measurePipelineSync(trace, it, mp);
+        mp.dataParallelSyncNs = 0;
+        for (const auto& ri : r.idle)
+            if (ri.iteration == r.selectedIteration && ri.stage >= 0 && ri.stage < mp.pipelineDegree) {
+                TimeNs dp = ri.byCause[static_cast<size_t>(BubbleCause::DpSync)];
+                if (ri.rank >= 0 && static_cast<size_t>(ri.rank) < syncOnRank.size())
+                    dp = std::max<TimeNs>(0, dp - syncOnRank[static_cast<size_t>(ri.rank)]);
+                mp.dataParallelSyncNs = std::max(mp.dataParallelSyncNs, dp);
+            }
+    }
     for (size_t s = 0; s < perStage.size(); ++s)
         if (perStage[s] > 1)
             mp.idleNsPerStage[s] /= perStage[s];
-    mp.transfers = r.transfers;
     // Compute on the critical path outside F/B/I/W steps is the optimizer and the like.
     if (auto it = r.criticalPath.byKind.find("compute"); it != r.criticalPath.byKind.end())
         mp.optimizerNs = it->second;

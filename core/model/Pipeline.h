@@ -35,6 +35,18 @@ struct MeasuredTransfer {
     TimeNs transferNs = 0; // kernel time minus waiting: what the bytes needed
 };
 
+// One point-to-point message with both ends matched (the k-th send from one
+// rank to another is the k-th receive there): when the sender's and the
+// receiver's kernels started, and when the data had landed (the receive's end).
+struct MeasuredMessage {
+    int srcRank = 0;
+    int dstRank = 0;
+    int64_t bytes = 0;
+    TimeNs sendStart = 0;
+    TimeNs recvStart = 0;
+    TimeNs recvEnd = 0;
+};
+
 // Per-layer measured cost, when annotations attribute kernels to layers.
 struct LayerCost {
     std::string name;
@@ -55,10 +67,20 @@ struct MeasuredPipeline {
     std::vector<int> stageOfRank;        // indexed by rank; -1 when unmapped
     std::vector<PipelineStep> steps;     // one iteration
     std::vector<MeasuredTransfer> transfers;
+    std::vector<MeasuredMessage> messages; // matched sends and receives of the iteration
     std::vector<LayerCost> layers;       // empty when layers cannot be attributed
     TimeNs iterationNs = 0;              // measured iteration time (max over ranks)
+    std::optional<TimeNs> iterationStart; // where that iteration begins on the trace clock
     std::vector<TimeNs> idleNsPerStage;  // measured idle inside the iteration
     TimeNs dataParallelSyncNs = 0;       // gradient all-reduce at iteration end
+    // A collective over the pipeline's ranks after their last step (a loss or
+    // gradient-norm all-reduce, a barrier): from the last rank joining it to
+    // the last leaving. 0 when there is none.
+    TimeNs pipelineSyncNs = 0;
+    // [rank]: when the rank could begin the iteration, from its start: the
+    // receive it posted for its first step (a rank still busy with the
+    // previous iteration posts it late). Empty or 0: at the start.
+    std::vector<TimeNs> rankStartNs;
     TimeNs optimizerNs = 0;
     std::optional<int64_t> gpuMemoryBytes;
 };

@@ -150,7 +150,11 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
     c.boundaryBytes.assign(S > 1 ? size_t(S - 1) : 0, static_cast<int64_t>(std::llround(static_cast<double>(p2pBytes) * scale)));
     c.p2pLatencyNs = p2pLatencyNs;
     c.p2pBytesPerNs = p2pBytesPerNs;
+    c.eagerBytes = p2pEagerBytes;
     c.launchGapNs = launchGapNs;
+    c.pipelineSyncNs = pipelineSyncNs;
+    if (schedule.pp == measuredPp && static_cast<int>(rankStartNs.size()) == schedule.pp)
+        c.rankStartNs = rankStartNs;
 
     // Per rank: what its stages hold, in parameters when known, else in layers.
     const std::vector<int64_t> params = stageParams(partition);
@@ -495,6 +499,22 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
         }
         c.p2pBytes = static_cast<int64_t>(std::llround(mb));
     }
+    // The kernels show what the bytes needed once both sides were there; a
+    // receiver that was already waiting shows how long a message really took
+    // to land after its send began (a slow transport, GPUs time-shared between
+    // processes). Whatever exceeds the bytes' own time is latency.
+    {
+        std::vector<double> landed;
+        for (const MeasuredMessage& msg : mp.messages)
+            if (msg.recvStart <= msg.sendStart && msg.recvEnd >= msg.sendStart)
+                landed.push_back(static_cast<double>(msg.recvEnd - msg.sendStart));
+        if (!landed.empty()) {
+            const double wire = c.p2pBytesPerNs > 0 ? static_cast<double>(c.p2pBytes) / c.p2pBytesPerNs : 0.0;
+            const double latency = median(landed) - wire;
+            if (latency > static_cast<double>(c.p2pLatencyNs))
+                c.p2pLatencyNs = toNs(latency);
+        }
+    }
     if (model) {
         if (model->p2pLatencyUs)
             c.p2pLatencyNs = toNs(*model->p2pLatencyUs * 1e3);
@@ -541,16 +561,37 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
         c.measuredAllReduceNs = mp.dataParallelSyncNs;
     if (mp.optimizerNs > 0)
         c.measuredOptimizerNs = mp.optimizerNs;
-    // Time after the last step that neither the all-reduce nor the optimizer
-    // explains (e.g. an optimizer the analysis could not name) still belongs
-    // to every iteration: carry it as optimizer time.
+    c.pipelineSyncNs = std::max<TimeNs>(0, mp.pipelineSyncNs);
+    // Where each pipeline rank began the measured iteration (median over its replicas).
+    {
+        std::vector<std::vector<double>> starts(static_cast<size_t>(p));
+        for (size_t g = 0; g < mp.rankStartNs.size() && g < mp.stageOfRank.size(); ++g)
+            if (mp.stageOfRank[g] >= 0 && mp.stageOfRank[g] < p)
+                starts[size_t(mp.stageOfRank[g])].push_back(static_cast<double>(mp.rankStartNs[g]));
+        bool any = false;
+        for (const auto& s_ : starts)
+            for (double x : s_)
+                any = any || x > 0;
+        if (any)
+            for (const auto& s_ : starts)
+                c.rankStartNs.push_back(toNs(median(s_)));
+    }
+    // Time after the last step that neither the all-reduce, the pipeline-wide
+    // collective nor the optimizer explains (e.g. an optimizer the analysis
+    // could not name) still belongs to every iteration: carry it as optimizer time.
     if (mp.iterationNs > 0 && !mp.steps.empty()) {
         TimeNs first = mp.steps.front().start, last = mp.steps.front().end;
         for (const PipelineStep& st : mp.steps) {
             first = std::min(first, st.start);
             last = std::max(last, st.end);
         }
-        const TimeNs critical = mp.iterationNs - (last - first); // after the last step of the iteration
+        // With the ranks' starts the replay begins where the iteration does,
+        // not at its first step.
+        if (!c.rankStartNs.empty() && mp.iterationStart && *mp.iterationStart <= first)
+            first = *mp.iterationStart;
+        // After the last step of the iteration, less the pipeline-wide
+        // collective (which the replay starts as the last rank joins it).
+        const TimeNs critical = std::max<TimeNs>(0, mp.iterationNs - (last - first) - c.pipelineSyncNs);
         const TimeNs tail = critical - mp.dataParallelSyncNs - mp.optimizerNs;
         if (tail > 0) {
             c.measuredOptimizerNs = mp.optimizerNs + tail;

@@ -54,6 +54,9 @@ struct CostModel {
     int64_t p2pBytes = 0;           // activation crossing a boundary, per microbatch
     TimeNs p2pLatencyNs = 0;
     double p2pBytesPerNs = 0;       // 0: transfers take only the latency
+    // Bytes a send delivers before the receiver posts its receive: NCCL's
+    // default channel buffer (NCCL_BUFFSIZE, 4 MiB).
+    int64_t p2pEagerBytes = int64_t(4) << 20;
 
     int dataParallel = 1;
     // Gradient all-reduce: from bandwidth, or scaled from a measured one.
@@ -65,6 +68,12 @@ struct CostModel {
     double measuredUnits = 0;                  // parameters (or layers) of the measured busiest rank
     double optimizerNsPerParam = 0;
     TimeNs launchGapNs = 0;
+    // Collective over all pipeline ranks at the iteration end (measured:
+    // from the last rank joining to the last leaving).
+    TimeNs pipelineSyncNs = 0;
+    // [pipeline rank] when each rank began the measured iteration (see
+    // MeasuredPipeline::rankStartNs); used while the pipeline degree is the measured one.
+    std::vector<TimeNs> rankStartNs;
 
     MemoryConfig memory;
 

@@ -65,7 +65,7 @@ const char* annotationOf(StepKind k)
     switch (k) {
     case StepKind::F: return "forward_step";
     case StepKind::B: return "backward_step";
-    case StepKind::I: return "backward_step";
+    case StepKind::I: return "backward_input_step";
     case StepKind::W: return "backward_weight_step";
     }
     return "forward_step";

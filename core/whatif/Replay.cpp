@@ -27,6 +27,15 @@ TimeNs ReplayCosts::transferNs(int64_t bytes) const
     return p2pLatencyNs + static_cast<TimeNs>(std::llround(static_cast<double>(bytes) / p2pBytesPerNs));
 }
 
+TimeNs ReplayCosts::afterPostNs(int64_t bytes) const
+{
+    if (eagerBytes > 0 && bytes <= eagerBytes)
+        return 0;
+    if (p2pBytesPerNs <= 0.0)
+        return p2pLatencyNs;
+    return p2pLatencyNs + static_cast<TimeNs>(std::llround(static_cast<double>(bytes - eagerBytes) / p2pBytesPerNs));
+}
+
 TimeNs ReplayCosts::stepNs(int stage, StepKind kind) const
 {
     const StageCost& c = stages[static_cast<size_t>(stage)];
@@ -49,6 +58,8 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
     arriveF_.assign(SM, -1);
     arriveG_.assign(SM, -1);
     rankFree_.assign(static_cast<size_t>(P), 0);
+    for (size_t r = 0; r < rankFree_.size() && r < costs.rankStartNs.size(); ++r)
+        rankFree_[r] = std::max<TimeNs>(0, costs.rankStartNs[r]);
     linkFree_.assign(static_cast<size_t>(P) * static_cast<size_t>(P), 0);
     next_.assign(static_cast<size_t>(P), 0);
     inStack_.assign(static_cast<size_t>(P), 1);
@@ -67,8 +78,11 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
     }
     // Per boundary, so the loop does no floating point.
     boundaryNs_.assign(S > 1 ? static_cast<size_t>(S - 1) : 0, costs.transferNs(0));
-    for (size_t b = 0; b < boundaryNs_.size() && b < costs.boundaryBytes.size(); ++b)
+    boundaryAfterPostNs_.assign(boundaryNs_.size(), costs.afterPostNs(0));
+    for (size_t b = 0; b < boundaryNs_.size() && b < costs.boundaryBytes.size(); ++b) {
         boundaryNs_[b] = costs.transferNs(costs.boundaryBytes[b]);
+        boundaryAfterPostNs_[b] = costs.afterPostNs(costs.boundaryBytes[b]);
+    }
 
     const TimeNs gap = costs.launchGapNs;
     while (!stack_.empty()) {
@@ -83,8 +97,9 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
             const Action& a = list[n];
             const size_t key = static_cast<size_t>(a.stage) * static_cast<size_t>(M) + static_cast<size_t>(a.microbatch);
             // Input from a neighbour stage: its producer's end time, then the
-            // transfer, which starts once the data is ready, the link is free
-            // and this rank has posted the receive (its previous step ended).
+            // transfer, which starts once the data is ready and the link is
+            // free; what does not fit the receiver's buffer follows its post
+            // (this rank's previous step ended).
             TimeNs ready = 0;
             int srcStage = -1;
             if (a.kind == StepKind::F) {
@@ -105,9 +120,15 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
                 if (src != r) {
                     const int boundary = std::min(a.stage, srcStage);
                     TimeNs& link = linkFree_[static_cast<size_t>(src) * static_cast<size_t>(P) + static_cast<size_t>(r)];
-                    const TimeNs tStart = std::max(std::max(ready, link), free);
-                    const TimeNs tEnd = tStart + boundaryNs_[static_cast<size_t>(boundary)];
-                    link = tEnd;
+                    const TimeNs full = boundaryNs_[static_cast<size_t>(boundary)];
+                    const TimeNs afterPost = boundaryAfterPostNs_[static_cast<size_t>(boundary)];
+                    TimeNs tStart = std::max(ready, link);
+                    const TimeNs tEnd = std::max(tStart + full, free + afterPost);
+                    if (afterPost > 0 && tEnd > tStart + full)
+                        tStart = tEnd - full; // it moved once the receiver was there
+                    // Messages pipeline on a link: the next one's bytes may
+                    // leave while this one's latency runs.
+                    link = std::max(tStart, tEnd - costs.p2pLatencyNs);
                     if (options.timeline) {
                         const int64_t bytes = static_cast<size_t>(boundary) < costs.boundaryBytes.size()
                                                   ? costs.boundaryBytes[static_cast<size_t>(boundary)]
@@ -151,14 +172,21 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
                         std::to_string(n + 1) + " (" + actionLabel(list[n]) + "); validate it first");
     }
 
-    // Iteration end: every rank's all-reduce and optimizer done.
-    TimeNs iteration = 0;
+    // Iteration end: every rank's all-reduce, the pipeline-wide collective
+    // (once the last rank has joined) and the optimizer done.
+    TimeNs iteration = 0, lastJoin = 0;
     for (int r = 0; r < P; ++r) {
         RankReplay& rr = out.ranks[static_cast<size_t>(r)];
         rr.computeEnd = rr.actions.empty() ? 0 : rr.actions.back().end;
         rr.allReduceStart = rr.computeEnd;
         rr.allReduceEnd = rr.allReduceStart + (static_cast<size_t>(r) < costs.allReduceNs.size() ? costs.allReduceNs[static_cast<size_t>(r)] : 0);
-        rr.optimizerStart = rr.allReduceEnd;
+        lastJoin = std::max(lastJoin, rr.allReduceEnd);
+    }
+    for (int r = 0; r < P; ++r) {
+        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+        rr.syncStart = rr.allReduceEnd;
+        rr.syncEnd = costs.pipelineSyncNs > 0 ? lastJoin + costs.pipelineSyncNs : rr.allReduceEnd;
+        rr.optimizerStart = rr.syncEnd;
         rr.optimizerEnd = rr.optimizerStart + (static_cast<size_t>(r) < costs.optimizerNs.size() ? costs.optimizerNs[static_cast<size_t>(r)] : 0);
         iteration = std::max(iteration, rr.optimizerEnd);
     }
@@ -207,6 +235,7 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
             cursor = a.end;
         }
         addBubble(rr.allReduceStart, rr.allReduceEnd, BubbleCause::DpSync);
+        addBubble(rr.syncStart, rr.syncEnd, BubbleCause::DpSync);
         busy += rr.optimizerEnd - rr.optimizerStart;
         addBubble(rr.optimizerEnd, iteration, BubbleCause::FillDrain);
         rr.busyNs = busy;

@@ -2,12 +2,14 @@
 // Discrete-event replay of a schedule: each rank runs its steps in order on
 // one compute stream; activations and gradients cross ranks as
 // point-to-point transfers (latency + bytes / bandwidth), one at a time per
-// link, overlapping compute. As with NCCL, a transfer starts when both sides
-// are there: the data is ready and the receiver has posted its receive (its
-// previous step has ended); the sender computes on. At the end of the iteration each
-// rank all-reduces its gradients across data-parallel replicas, then runs
-// the optimizer. Idle compute time is attributed to the same bubble causes
-// the analysis uses.
+// link, overlapping compute. As with NCCL, a transfer starts as soon as the
+// data is ready and the link is free; the first `eagerBytes` go into the
+// receiver's buffer even before it has posted its receive (its previous step
+// has ended), the rest (and its latency) only after. The sender computes on.
+// At the end of the iteration each rank all-reduces its gradients across
+// data-parallel replicas, joins the collective over all pipeline ranks (when
+// there is one), then runs the optimizer. Idle compute time is attributed to
+// the same bubble causes the analysis uses.
 //
 // Replay keeps its scratch buffers between runs: re-running on a schedule of
 // the same size allocates nothing, so it can follow a mouse drag.
@@ -39,11 +41,19 @@ struct ReplayCosts {
     std::vector<int64_t> boundaryBytes; // [s]: bytes between stage s and s + 1, each way, per microbatch
     TimeNs p2pLatencyNs = 0;
     double p2pBytesPerNs = 0.0;         // 0: transfers take only the latency
+    int64_t eagerBytes = 0;             // sent before the receiver posts (NCCL's buffer); 0: none
     TimeNs launchGapNs = 0;             // host time between back-to-back steps on a rank
     std::vector<TimeNs> allReduceNs;    // [rank] gradient all-reduce at the end (empty: none)
+    // Collective over all pipeline ranks after the all-reduce (loss or
+    // gradient-norm all-reduce, barrier): starts once every rank has joined.
+    TimeNs pipelineSyncNs = 0;
+    // [rank] when the rank can begin (post its first receive); empty: all at 0.
+    std::vector<TimeNs> rankStartNs;
     std::vector<TimeNs> optimizerNs;    // [rank] optimizer step (empty: none)
 
     TimeNs transferNs(int64_t bytes) const;
+    // The part of a transfer that can only follow the receiver's post.
+    TimeNs afterPostNs(int64_t bytes) const;
     TimeNs stepNs(int stage, StepKind kind) const;
 };
 
@@ -79,6 +89,7 @@ struct RankReplay {
     std::vector<Bubble> bubbles;      // filled when ReplayOptions::timeline
     TimeNs computeEnd = 0;            // end of the last step
     TimeNs allReduceStart = 0, allReduceEnd = 0;
+    TimeNs syncStart = 0, syncEnd = 0; // pipeline-wide collective (joined .. left)
     TimeNs optimizerStart = 0, optimizerEnd = 0;
     TimeNs busyNs = 0;                // steps + optimizer
     BubbleTotals bubbleNs{};
@@ -109,7 +120,7 @@ public:
     }
 
 private:
-    std::vector<TimeNs> arriveF_, arriveG_, rankFree_, linkFree_, boundaryNs_;
+    std::vector<TimeNs> arriveF_, arriveG_, rankFree_, linkFree_, boundaryNs_, boundaryAfterPostNs_;
     std::vector<size_t> next_;
     std::vector<int> stack_;
     std::vector<char> inStack_;

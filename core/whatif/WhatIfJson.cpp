@@ -56,8 +56,14 @@ json costModelToJson(const CostModel& m)
                 {"layers", std::move(layers)},
                 {"first_stage_extra", layerJson(m.firstStageExtra)},
                 {"last_stage_extra", layerJson(m.lastStageExtra)},
-                {"p2p", {{"latency_ns", m.p2pLatencyNs}, {"bytes_per_ns", m.p2pBytesPerNs}, {"bytes", m.p2pBytes}}},
+                {"p2p",
+                 {{"latency_ns", m.p2pLatencyNs},
+                  {"bytes_per_ns", m.p2pBytesPerNs},
+                  {"bytes", m.p2pBytes},
+                  {"eager_bytes", m.p2pEagerBytes}}},
                 {"launch_gap_ns", m.launchGapNs},
+                {"pipeline_sync_ns", m.pipelineSyncNs},
+                {"rank_start_ns", m.rankStartNs},
                 {"dp", m.dataParallel},
                 {"reference_microbatches", m.referenceMicrobatches},
                 {"keep_global_batch", m.keepGlobalBatch},
@@ -85,6 +91,7 @@ json predictionToJson(const Prediction& p, const JsonOptions& options)
                 {"busy_ns", rr.busyNs},
                 {"compute_end_ns", rr.computeEnd},
                 {"all_reduce", {{"start_ns", rr.allReduceStart}, {"end_ns", rr.allReduceEnd}}},
+                {"pipeline_sync", {{"start_ns", rr.syncStart}, {"end_ns", rr.syncEnd}}},
                 {"optimizer", {{"start_ns", rr.optimizerStart}, {"end_ns", rr.optimizerEnd}}},
                 {"bubbles_by_cause_ns", causes(rr.bubbleNs)}};
         if (r < p.memory.size()) {

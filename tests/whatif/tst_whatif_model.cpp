@@ -80,6 +80,7 @@ private slots:
     void partitions();
     void fromMeasuredSplitsStages();
     void fromMeasuredWithLayers();
+    void fromMeasuredLatencySyncAndStarts();
     void staticMemoryAndZero();
     void memoryFollowsTheTimeline();
     void outOfMemoryFlag();
@@ -217,6 +218,54 @@ void TestModel::fromMeasuredSplitsStages()
     QVERIFY(p.schedule.kind == ScheduleKind::OneFOneB);
     QCOMPARE(p.partition.boundaries(), (std::vector<int>{2}));
     QVERIFY(p.speedup().has_value());
+}
+
+// Messages a receiver was already waiting for say how long one takes to
+// land; what exceeds the bytes' time (from the kernels) is latency. The
+// collective over the pipeline and each rank's start are carried to the
+// replay, the starts only while the pipeline degree is the measured one.
+void TestModel::fromMeasuredLatencySyncAndStarts()
+{
+    MeasuredPipeline mp;
+    mp.pipelineDegree = 2;
+    mp.microbatches = 2;
+    mp.schedule = "1f1b";
+    auto step = [&](int rank, StepKind k, int mb, TimeNs start, TimeNs dur) {
+        mp.steps.push_back(PipelineStep{rank, rank, 0, mb, k, start, start + dur, dur});
+    };
+    step(0, StepKind::F, 0, 0, 9);
+    step(0, StepKind::F, 1, 9, 11);
+    step(1, StepKind::F, 0, 30, 12);
+    step(1, StepKind::B, 0, 42, 24);
+    step(1, StepKind::F, 1, 66, 12);
+    step(1, StepKind::B, 1, 78, 24);
+    step(0, StepKind::B, 0, 80, 20);
+    step(0, StepKind::B, 1, 110, 20);
+    mp.transfers = {{0, 1, 1000, 15}, {1, 0, 2000, 25}}; // 100 bytes/ns, 5 ns latency
+    mp.messages = {{0, 1, 1000, 10, 0, 60},    // landed 50 after the send
+                   {0, 1, 1000, 20, 0, 80},    // 60
+                   {1, 0, 2000, 100, 0, 170},  // 70
+                   {0, 1, 1000, 50, 70, 75}};  // the receiver came late: not a measure
+    mp.iterationNs = 140;
+    mp.pipelineSyncNs = 4;
+    mp.stageOfRank = {0, 1};
+    mp.rankStartNs = {0, 25};
+    FromMeasuredOptions o;
+    o.layers = 4;
+    const CostModel c = CostModel::fromMeasured(mp, nullptr, o);
+    // Median landing 60, less 1500 bytes at 100 bytes/ns.
+    QCOMPARE(c.p2pLatencyNs, TimeNs(45));
+    QCOMPARE(c.p2pBytesPerNs, 100.0);
+    QCOMPARE(c.pipelineSyncNs, TimeNs(4));
+    // 10 ns after the last step, 4 of them the collective.
+    QCOMPARE(*c.measuredOptimizerNs, TimeNs(6));
+    QCOMPARE(c.rankStartNs, (std::vector<TimeNs>{0, 25}));
+    const ReplayCosts same = c.replayCosts(evenPartition(4, 2), makeSchedule(ScheduleKind::OneFOneB, 2, 1, 2));
+    QCOMPARE(same.rankStartNs, (std::vector<TimeNs>{0, 25}));
+    QCOMPARE(same.pipelineSyncNs, TimeNs(4));
+    QCOMPARE(same.eagerBytes, c.p2pEagerBytes);
+    const ReplayCosts deeper = c.replayCosts(evenPartition(4, 4), makeSchedule(ScheduleKind::OneFOneB, 4, 1, 4));
+    QVERIFY(deeper.rankStartNs.empty());
 }
 
 // Layers named by annotations keep their own times; a stage's remainder on

@@ -28,9 +28,14 @@ private slots:
     void zeroBubbleH1ClosedForm_data();
     void zeroBubbleH1ClosedForm();
     void zeroBubbleH2FillsWarmup();
+    void zeroBubbleBoundByASlowLastStage();
     void bubbleCauses();
     void handWorkedWithCommunication();
     void linkSerialisesTransfers();
+    void latencyPipelinesOnALink();
+    void eagerSendLandsBeforeThePost();
+    void pipelineSyncWaitsForTheLastRank();
+    void rankStartDelaysTheFirstReceive();
     void dataParallelSyncAndOptimizer();
     void launchGap();
     void csvRoundTrip();
@@ -240,6 +245,26 @@ void TestSchedule::zeroBubbleH2FillsWarmup()
     }
 }
 
+// ZB-H2 fills the warm-up that ZB-H1 leaves idle, so with equal stages and
+// W shorter than I it is faster; but when the last stage is slow enough (the
+// head and loss), it runs without a gap from its first forward on and
+// finishes last under both, so both take its fill plus its work.
+void TestSchedule::zeroBubbleBoundByASlowLastStage()
+{
+    const int pp = 4, m = 8;
+    const Schedule h1 = makeSchedule(ScheduleKind::ZeroBubbleH1, pp, 1, m);
+    const Schedule h2 = makeSchedule(ScheduleKind::ZeroBubbleH2, pp, 1, m);
+    const ReplayCosts equal = uniformCosts(pp, 100, 0, 100, 50);
+    QVERIFY(Replay().run(h2, equal).iterationNs < Replay().run(h1, equal).iterationNs);
+    ReplayCosts slowLast = equal;
+    // After its last I the last stage still has the W it deferred (ZB-H1:
+    // four of them, 400), longer than that I's way back to stage 0 and its W (350).
+    slowLast.stages[pp - 1] = StageCost{200, 0, 200, 100};
+    const TimeNs bound = (pp - 1) * 100 + m * (200 + 200 + 100);
+    QCOMPARE(Replay().run(h1, slowLast).iterationNs, bound);
+    QCOMPARE(Replay().run(h2, slowLast).iterationNs, bound);
+}
+
 // Where the idle time of a 1F1B pipeline with one slow stage goes.
 void TestSchedule::bubbleCauses()
 {
@@ -304,19 +329,99 @@ void TestSchedule::handWorkedWithCommunication()
     QCOMPARE(r.ranks[1].bubbleNs[size_t(BubbleCause::FillDrain)], TimeNs(25'000 + 15'000 + 50'000));
 }
 
-// Transfers on one link queue behind each other: the second forward waits
-// for the link (and for rank 1 to post its receive after the first).
+// Transfers on one link queue behind each other while their bytes move: the
+// second forward waits for the link (and for rank 1 to post its receive after
+// the first).
 void TestSchedule::linkSerialisesTransfers()
 {
     ReplayCosts c = uniformCosts(2, 0, 10'000);
     c.stages[0].forward = 1'000;
-    c.p2pLatencyNs = 10'000;
+    c.boundaryBytes = {1000};
+    c.p2pBytesPerNs = 0.1; // 10 us for the bytes
     const ReplayResult r = Replay().run(makeSchedule(ScheduleKind::GPipe, 2, 1, 2), c);
     // F0 ends at 1 us, F1 at 2 us; the link is busy 1..11 then 11..21.
     QCOMPARE(r.transfers[0].end, TimeNs(11'000));
     QCOMPARE(r.transfers[1].start, TimeNs(11'000));
     QCOMPARE(r.transfers[1].end, TimeNs(21'000));
     QCOMPARE(r.ranks[1].actions[1].start, TimeNs(21'000));
+}
+
+// Latency does not hold the link: the second message leaves as soon as it
+// is ready and lands one latency later, behind the first.
+void TestSchedule::latencyPipelinesOnALink()
+{
+    ReplayCosts c = uniformCosts(2, 0, 10'000);
+    c.stages[0].forward = 1'000;
+    c.p2pLatencyNs = 10'000;
+    c.eagerBytes = 1;
+    const ReplayResult r = Replay().run(makeSchedule(ScheduleKind::GPipe, 2, 1, 2), c);
+    QCOMPARE(r.transfers[0].start, TimeNs(1'000));
+    QCOMPARE(r.transfers[0].end, TimeNs(11'000));
+    QCOMPARE(r.transfers[1].start, TimeNs(2'000));
+    QCOMPARE(r.transfers[1].end, TimeNs(12'000));
+    QCOMPARE(r.ranks[1].actions[1].start, TimeNs(12'000));
+}
+
+// The worked example of handWorkedWithCommunication, with the messages
+// fitting the receiver's buffer: they no longer wait for the receive to be
+// posted. F1 leaves at 20 (the link is free from 20, when F0's bytes are
+// through) and lands at 35, as rank 1 finishes F0, instead of moving 35..50.
+//   rank 0: F0 [0,10) F1 [10,20)                    B0 [80,100) B1 [100,120)
+//   rank 1: F0 [25,35) F1 [35,45) B0 [45,65) B1 [65,85)
+void TestSchedule::eagerSendLandsBeforeThePost()
+{
+    ReplayCosts c = uniformCosts(2, 10'000, 20'000);
+    c.boundaryBytes = {1000};
+    c.p2pLatencyNs = 5'000;
+    c.p2pBytesPerNs = 0.1;
+    c.eagerBytes = 1000;
+    const ReplayResult r = Replay().run(makeSchedule(ScheduleKind::GPipe, 2, 1, 2), c);
+    auto times = [](const RankReplay& rr) {
+        QList<qint64> out;
+        for (const TimedAction& a : rr.actions)
+            out << a.start / 1000 << a.end / 1000;
+        return out;
+    };
+    QCOMPARE(times(r.ranks[1]), (QList<qint64>{25, 35, 35, 45, 45, 65, 65, 85}));
+    QCOMPARE(times(r.ranks[0]), (QList<qint64>{0, 10, 10, 20, 80, 100, 100, 120}));
+    QCOMPARE(r.transfers[1].start, TimeNs(20'000));
+    QCOMPARE(r.transfers[1].end, TimeNs(35'000));
+    QCOMPARE(r.iterationNs, TimeNs(120'000));
+}
+
+// A collective over all pipeline ranks at the end starts once the last rank
+// has joined (after its own all-reduce); every rank leaves it together and
+// then runs its optimizer. The wait in it is dp_sync.
+void TestSchedule::pipelineSyncWaitsForTheLastRank()
+{
+    ReplayCosts c = uniformCosts(2, 10, 20);
+    c.allReduceNs = {7, 0};
+    c.optimizerNs = {3, 3};
+    c.pipelineSyncNs = 5;
+    const ReplayResult r = Replay().run(makeSchedule(ScheduleKind::OneFOneB, 2, 1, 2), c);
+    // Compute ends at 90 (rank 0) and 70 (rank 1); rank 0 joins at 97.
+    QCOMPARE(r.ranks[1].syncStart, TimeNs(70));
+    QCOMPARE(r.ranks[0].syncEnd, TimeNs(102));
+    QCOMPARE(r.ranks[1].syncEnd, TimeNs(102));
+    QCOMPARE(r.ranks[1].optimizerEnd, TimeNs(105));
+    QCOMPARE(r.iterationNs, TimeNs(105));
+    QCOMPARE(r.ranks[0].bubbleNs[size_t(BubbleCause::DpSync)], TimeNs(7 + 5));
+    QCOMPARE(r.ranks[1].bubbleNs[size_t(BubbleCause::DpSync)], TimeNs(32));
+}
+
+// A rank that begins the iteration late posts its first receive late: a
+// message in its buffer waits for it.
+void TestSchedule::rankStartDelaysTheFirstReceive()
+{
+    ReplayCosts c = uniformCosts(2, 10, 20);
+    c.p2pLatencyNs = 4;
+    c.eagerBytes = 1;
+    c.rankStartNs = {0, 30};
+    const ReplayResult r = Replay().run(makeSchedule(ScheduleKind::GPipe, 2, 1, 1), c);
+    // F0 lands on rank 1 at 14 but rank 1 only starts at 30.
+    QCOMPARE(r.ranks[1].actions[0].start, TimeNs(30));
+    QCOMPARE(r.ranks[0].actions[1].start, TimeNs(30 + 10 + 20 + 4));
+    QCOMPARE(r.ranks[1].bubbleNs[size_t(BubbleCause::FillDrain)], TimeNs(30 + 24));
 }
 
 // The all-reduce starts when a rank's last backward ends; the optimizer follows;
