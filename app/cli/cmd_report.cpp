@@ -1,0 +1,57 @@
+// pipescope report FILE [-o report.html] [--iteration K]: one self-contained
+// HTML page with the analysis, the timeline and a what-if comparison.
+#include "Command.h"
+#include "report/Report.h"
+#include "store/Store.h"
+#include "util/AtomicOutput.h"
+#include "util/Error.h"
+
+#include <memory>
+#include <optional>
+
+namespace pipescope::cli {
+namespace {
+
+struct ReportArgs {
+    std::string file;
+    std::string output = "report.html";
+    std::optional<int> iteration;
+    bool noWhatIf = false;
+};
+
+int runReport(const ReportArgs& a)
+{
+    // Fail on an unwritable output before the (possibly long) analysis.
+    { AtomicOutput probe(a.output); }
+
+    report::ReportOptions ro;
+    ro.iteration = a.iteration;
+    ro.storePath = a.file;
+    ro.whatIf = !a.noWhatIf;
+    std::string html;
+    {
+        Store store(a.file);
+        const Trace trace = store.load();
+        try {
+            html = report::renderReport(trace, ro);
+        } catch (const Error& e) {
+            throw Error(a.file + ": " + e.what());
+        }
+    }
+    AtomicOutput::writeFile(a.output, html);
+    return kExitOk;
+}
+
+RegisterCommand reg{{"report", "Write a self-contained HTML report: timeline, idle by cause, imbalance, what-if", 70,
+                     [](CLI::App& app) -> RunFn {
+                         auto a = std::make_shared<ReportArgs>();
+                         app.add_option("FILE", a->file, "pipescope store (from pipescope import or capture)")->required();
+                         app.add_option("-o,--output", a->output, "HTML file to write (default report.html)");
+                         app.add_option("--iteration", a->iteration, "iteration to show (index; default: a representative one)")
+                             ->check(CLI::NonNegativeNumber);
+                         app.add_flag("--no-whatif", a->noWhatIf, "leave the what-if comparison out");
+                         return [a] { return runReport(*a); };
+                     }}};
+
+} // namespace
+} // namespace pipescope::cli

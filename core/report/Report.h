@@ -1,0 +1,34 @@
+#pragma once
+// The self-contained HTML report of a job (`pipescope report`): job facts,
+// a zoomable Gantt timeline of one iteration, idle time by cause, stage
+// imbalance, the critical path, HTA-comparable views, warnings and a what-if
+// comparison of the measured partition with an auto-balanced one. One file
+// with inline CSS, JS and data; nothing is loaded from anywhere else.
+// docs/report.md describes every section.
+#include "model/Trace.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope::report {
+
+struct ReportOptions {
+    std::optional<int> iteration; // index among detected iterations; default: a representative one
+    std::string storePath;        // shown in the header
+    // Timeline resolution: intervals shorter than window / foldColumns are
+    // folded with their neighbours into one counted block (a 4K screen has
+    // fewer pixels across than this, so nothing visible is lost at full view).
+    int foldColumns = 4000;
+    // Most blocks drawn per lane and row; the rest are left out and the
+    // report says how many.
+    int maxItemsPerLane = 5000;
+    bool whatIf = true;
+};
+
+// The report as one HTML document. Throws Error when the trace holds no GPU
+// activity (as the analysis does); a what-if engine that cannot calibrate on
+// the trace is not an error: its message is shown in the what-if section.
+std::string renderReport(const Trace& trace, const ReportOptions& options = {});
+
+} // namespace pipescope::report

@@ -1,0 +1,546 @@
+// The HTML report: the numbers a small synthetic pipeline must show,
+// well-formed markup and embedded data, untrusted strings kept inert, the
+// simulated banner, the generic report without a pipeline, folding of huge
+// timelines, and the command line (exit codes, unwritable output, the real
+// bundled capture).
+#include "SyntheticTrace.h"
+#include "TestSupport.h"
+#include "report/Html.h"
+#include "report/Report.h"
+#include "report/Timeline.h"
+#include "store/Store.h"
+#include "store/StoreWriter.h"
+#include "util/Format.h"
+
+#include <QFile>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <vector>
+
+using namespace pipescope;
+using nlohmann::json;
+
+namespace {
+
+const std::string kEvil = "</script><img src=x onerror=alert(1)> & \"quotes\"";
+
+test::PipelineSpec smallPipeline()
+{
+    test::PipelineSpec spec; // 4 stages, 8 microbatches, 1F1B, F 1 ms, B 2 ms, no communication time
+    spec.annotate = true;
+    return spec;
+}
+
+// The JSON inside <script type="application/json" id="ID">...</script>.
+json embedded(const std::string& html, const std::string& id)
+{
+    const std::string open = "<script type=\"application/json\" id=\"" + id + "\">";
+    const size_t a = html.find(open);
+    if (a == std::string::npos)
+        return json();
+    const size_t from = a + open.size();
+    const size_t b = html.find("</script>", from);
+    if (b == std::string::npos)
+        return json();
+    return json::parse(html.substr(from, b - from));
+}
+
+size_t count(const std::string& text, const std::string& what)
+{
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size()))
+        ++n;
+    return n;
+}
+
+// Every non-void element is closed in order; script and style bodies are
+// skipped as raw text. Returns an empty string or the first problem.
+std::string checkTags(const std::string& html)
+{
+    static const std::set<std::string> voids{"meta", "br", "img", "input", "hr", "link", "wbr", "col", "area", "base", "source"};
+    std::vector<std::string> open;
+    size_t i = 0;
+    while ((i = html.find('<', i)) != std::string::npos) {
+        if (html.compare(i, 4, "<!--") == 0) {
+            i = html.find("-->", i);
+            if (i == std::string::npos)
+                return "unclosed comment";
+            continue;
+        }
+        if (html.compare(i, 2, "<!") == 0) {
+            i = html.find('>', i);
+            continue;
+        }
+        const bool closing = html[i + 1] == '/';
+        size_t n = i + (closing ? 2 : 1);
+        size_t e = n;
+        while (e < html.size() && std::isalnum(static_cast<unsigned char>(html[e])))
+            ++e;
+        const std::string name = html.substr(n, e - n);
+        if (name.empty())
+            return "a bare '<' at offset " + std::to_string(i);
+        const size_t gt = html.find('>', e);
+        if (gt == std::string::npos)
+            return "unterminated tag " + name;
+        if (closing) {
+            if (open.empty() || open.back() != name)
+                return "</" + name + "> closes " + (open.empty() ? std::string("nothing") : "<" + open.back() + ">");
+            open.pop_back();
+            i = gt + 1;
+            continue;
+        }
+        i = gt + 1;
+        if (name == "script" || name == "style") {
+            const size_t end = html.find("</" + name + ">", i);
+            if (end == std::string::npos)
+                return "unclosed " + name;
+            i = end + name.size() + 3;
+            continue;
+        }
+        if (!voids.count(name))
+            open.push_back(name);
+    }
+    return open.empty() ? std::string() : "<" + open.back() + "> never closed";
+}
+
+// Writes an in-memory trace into a store file, as an importer would.
+void writeStore(const Trace& t, const std::string& path, const std::map<std::string, std::string>& meta = {},
+                const std::string& host = "node-a", const std::string& sourcePath = "rank-0.json")
+{
+    StoreWriter w(path);
+    auto src = w.addSource({sourcePath, "kineto", 0, 0, ""});
+    for (const auto& [k, v] : meta)
+        w.setMeta(k, v);
+    for (RankInfo ri : t.ranks) {
+        ri.host = host;
+        ri.sourceId = ri.rank == 0 ? std::optional<int64_t>(src) : std::nullopt;
+        w.addRank(ri);
+    }
+    std::map<int64_t, int64_t> streamOf;
+    for (const auto& s : t.streams)
+        streamOf[s.id] = w.stream(s.rank, s.device, s.stream, s.name);
+    std::vector<StringId> nameOf;
+    for (const auto& s : t.strings)
+        nameOf.push_back(w.intern(s));
+    for (const auto& a : t.activities) {
+        const int64_t id = w.addActivity({a.rank, streamOf[a.streamId], a.kind, a.start, a.end, nameOf[static_cast<size_t>(a.name)],
+                                          a.correlation, a.bytes, std::nullopt, {}, {}});
+        if (a.ncclIndex >= 0) {
+            const NcclOp& op = t.ncclOps[static_cast<size_t>(a.ncclIndex)];
+            NcclRecord r;
+            r.rank = op.rank;
+            r.activityId = id;
+            r.kind = op.kind;
+            r.isP2p = op.isP2p;
+            r.bytes = op.bytes;
+            r.peer = op.peer;
+            r.groupRanks = json(op.groupRanks).dump();
+            r.start = op.start;
+            r.end = op.end;
+            r.streamId = streamOf[a.streamId];
+            w.addNcclOp(r);
+        }
+    }
+    for (const auto& c : t.cpuRanges)
+        w.addCpuRange({c.rank, c.tid, c.kind, c.start, c.end, nameOf[static_cast<size_t>(c.name)], std::nullopt, c.correlation});
+    w.finish();
+}
+
+} // namespace
+
+class TestReport : public QObject {
+    Q_OBJECT
+private slots:
+    void escaping();
+    void foldBlocks();
+    void pipelineNumbers();
+    void wellFormed();
+    void untrustedStrings();
+    void simulatedBanner_data();
+    void simulatedBanner();
+    void noPipeline();
+    void capAndFold();
+    void iterationOption();
+    void cliExitCodes();
+    void cliUnwritableOutput();
+    void cliRealCapture();
+    void rendersInBrowser();
+};
+
+void TestReport::escaping()
+{
+    QCOMPARE(QString::fromStdString(report::htmlEscape("a<b>&\"c'")), QString("a&lt;b&gt;&amp;&quot;c&#39;"));
+    const json j{{"k", "</script>\xE2\x80\xA8&"}};
+    const std::string s = report::scriptJson(j);
+    QVERIFY(s.find('<') == std::string::npos);
+    QVERIFY(s.find('>') == std::string::npos);
+    QVERIFY(s.find('&') == std::string::npos);
+    QVERIFY(s.find("\xE2\x80\xA8") == std::string::npos);
+    QCOMPARE(json::parse(s), j);
+}
+
+void TestReport::foldBlocks()
+{
+    using report::Block;
+    // Quantum 10: three narrow blocks 2 apart fold into one; a wide block stays; a narrow one after a wide gap stays.
+    const std::vector<Block> in{{0, 3, 0, 1}, {5, 9, 1, 2}, {11, 13, 1, 3}, {20, 60, 0, 4}, {100, 104, 2, 5}};
+    const auto out = report::foldBlocks(in, 10);
+    QCOMPARE(out.size(), size_t(3));
+    QCOMPARE(out[0].start, TimeNs(0));
+    QCOMPARE(out[0].end, TimeNs(13));
+    QCOMPARE(out[0].count, 3);
+    QCOMPARE(out[0].code, 1); // the longest member, [5, 9)
+    QCOMPARE(out[0].microbatch, -1);
+    QCOMPARE(out[1].count, 1);
+    QCOMPARE(out[1].microbatch, 4);
+    QCOMPARE(out[2].start, TimeNs(100));
+    QCOMPARE(out[2].count, 1);
+}
+
+void TestReport::pipelineNumbers()
+{
+    const test::PipelineSpec spec = smallPipeline();
+    const auto built = test::pipelineTrace(spec);
+    const std::string html = report::renderReport(built.trace, {});
+
+    // Closed forms for equal stages without communication: iteration (m+p-1)(F+B), bubble fraction (p-1)/(m+p-1).
+    const int p = spec.stages, m = spec.microbatches;
+    const TimeNs iteration = (m + p - 1) * (spec.forwardNs + spec.backwardNs);
+    const double bubble = double(p - 1) / double(m + p - 1);
+    QCOMPARE(built.iterationEnd[0] - built.iterationStart[0], iteration);
+    QVERIFY2(html.find(formatDuration(iteration)) != std::string::npos, formatDuration(iteration).c_str());
+    QVERIFY2(html.find(formatPercent(bubble)) != std::string::npos, formatPercent(bubble).c_str());
+
+    const json summary = embedded(html, "report-summary");
+    QCOMPARE(summary["iteration_ns"].get<TimeNs>(), iteration);
+    QVERIFY(std::abs(summary["bubble_fraction"].get<double>() - bubble) < 1e-9);
+    QCOMPARE(summary["ranks"], json({0, 1, 2, 3}));
+    QCOMPARE(summary["pp"].get<int>(), p);
+    QCOMPARE(summary["microbatches"].get<int>(), m);
+    QCOMPARE(summary["schedule"].get<std::string>(), std::string("1f1b"));
+    TimeNs causes = 0;
+    for (const auto& [cause, ns] : summary["idle_by_cause_ns"].items())
+        causes += ns.get<TimeNs>();
+    QCOMPARE(causes, summary["idle_ns"].get<TimeNs>());
+
+    // The timeline: one lane per rank in stage order, each with m forwards and m backwards labelled by microbatch.
+    const json tl = embedded(html, "gantt-measured-data");
+    QCOMPARE(tl["duration_ns"].get<TimeNs>(), iteration);
+    QCOMPARE(tl["lanes"].size(), size_t(p));
+    for (int s = 0; s < p; ++s) {
+        const json& lane = tl["lanes"][size_t(s)];
+        QCOMPARE(lane["stage"].get<int>(), s);
+        QCOMPARE(lane["steps"].size(), size_t(2 * m));
+        std::multiset<int> mbs;
+        int forwards = 0;
+        for (const json& st : lane["steps"]) {
+            mbs.insert(st[3].get<int>());
+            forwards += st[2].get<int>() == 0;
+            QCOMPARE(st[1].get<TimeNs>(), st[2].get<int>() == 0 ? spec.forwardNs : spec.backwardNs);
+        }
+        QCOMPARE(forwards, m);
+        for (int mb = 0; mb < m; ++mb)
+            QCOMPARE(int(mbs.count(mb)), 2);
+    }
+    // Sections of a pipeline report, with the bottleneck flagged and a what-if comparison.
+    for (const char* id : {"id=\"timeline\"", "id=\"idle-table\"", "id=\"imbalance-table\"", "id=\"critical-stage\"", "id=\"warnings\"",
+                           "id=\"whatif\""})
+        QVERIFY2(html.find(id) != std::string::npos, id);
+    QVERIFY(html.find("class=\"hot\"") != std::string::npos);
+    QVERIFY2(html.find("id=\"whatif-table\"") != std::string::npos || html.find("id=\"whatif-error\"") != std::string::npos,
+             "the what-if section shows a table or the engine's message");
+    QVERIFY(html.find("No pipeline found") == std::string::npos);
+}
+
+void TestReport::wellFormed()
+{
+    const auto built = test::pipelineTrace(smallPipeline());
+    const std::string html = report::renderReport(built.trace, {});
+    QVERIFY(html.rfind("<!DOCTYPE html>", 0) == 0);
+    const std::string problem = checkTags(html);
+    QVERIFY2(problem.empty(), problem.c_str());
+    QCOMPARE(count(html, "<script"), count(html, "</script>"));
+    QCOMPARE(count(html, "<section"), count(html, "</section>"));
+    // Self-contained: nothing is fetched.
+    for (const char* ref : {"src=\"http", "href=\"http", "@import", "url(", "<link"})
+        QVERIFY2(html.find(ref) == std::string::npos, ref);
+    // Every embedded data block parses back.
+    for (const char* id : {"report-summary", "gantt-measured-data"})
+        QVERIFY2(embedded(html, id).is_object(), id);
+    if (html.find("gantt-predicted-data") != std::string::npos)
+        QVERIFY(embedded(html, "gantt-predicted-data").is_object());
+}
+
+void TestReport::untrustedStrings()
+{
+    // A collective kernel, a host name, a source file and the store path all carry markup.
+    test::TraceBuilder tb;
+    test::PipelineSpec spec = smallPipeline();
+    spec.peers = true;
+    test::pipelineTrace(spec, &tb);
+    // A collective inside the iteration (which starts at 1 s), so that it is drawn with its name.
+    tb.nccl(0, 23, "AllReduce", 1'000'500'000, 1'000'600'000, std::nullopt, 64, {0}, "ncclDevKernel_AllReduce" + kEvil);
+    Trace t = tb.build();
+    for (auto& r : t.ranks)
+        r.host = kEvil;
+    t.sources.push_back({1, "/data/" + kEvil + ".json", "kineto", 0, 0, 0, "", ""});
+    report::ReportOptions o;
+    o.storePath = kEvil;
+    o.foldColumns = 1'000'000'000; // nothing folded: the kernel keeps its name
+    const std::string html = report::renderReport(t, o);
+
+    QVERIFY2(html.find(kEvil) == std::string::npos, "the raw string must not appear");
+    QVERIFY(html.find("<img") == std::string::npos);
+    QVERIFY(html.find("onerror=alert(1)>") == std::string::npos);
+    QVERIFY(html.find(report::htmlEscape(kEvil)) != std::string::npos);
+    QCOMPARE(count(html, "<script"), count(html, "</script>"));
+    const std::string problem = checkTags(html);
+    QVERIFY2(problem.empty(), problem.c_str());
+    // In the data the name comes back exactly.
+    const json tl = embedded(html, "gantt-measured-data");
+    bool found = false;
+    for (const json& n : tl["names"])
+        found = found || n.get<std::string>() == "ncclDevKernel_AllReduce" + kEvil;
+    QVERIFY(found);
+}
+
+void TestReport::simulatedBanner_data()
+{
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<bool>("banner");
+    QTest::newRow("simulated=1") << "1" << true;
+    QTest::newRow("simulated=0") << "0" << false;
+    QTest::newRow("absent") << "" << false;
+}
+
+void TestReport::simulatedBanner()
+{
+    QFETCH(QString, value);
+    QFETCH(bool, banner);
+    Trace t = test::pipelineTrace(smallPipeline()).trace;
+    if (!value.isEmpty()) {
+        t.meta["simulated"] = value.toStdString();
+        t.meta["simulated_by"] = "pipescope simulate";
+    }
+    const std::string html = report::renderReport(t, {});
+    QCOMPARE(html.find("id=\"simulated-banner\"") != std::string::npos, banner);
+    QCOMPARE(html.find("SIMULATED") != std::string::npos, banner);
+    QCOMPARE(embedded(html, "report-summary")["simulated"].get<bool>(), banner);
+}
+
+void TestReport::noPipeline()
+{
+    // Two ranks computing without talking to each other: no stages to relate.
+    test::TraceBuilder tb;
+    for (int r = 0; r < 2; ++r)
+        for (int k = 0; k < 10; ++k)
+            tb.kernel(r, 7, "sm90_gemm", 1'000'000 + k * 300'000, 1'000'000 + k * 300'000 + 200'000, 1'000'000 + k * 300'000 - 5'000);
+    const std::string html = report::renderReport(tb.build(), {});
+    QVERIFY(html.find("id=\"no-pipeline\"") != std::string::npos);
+    QVERIFY(html.find("No pipeline found") != std::string::npos);
+    QVERIFY(html.find("id=\"idle-table\"") != std::string::npos);
+    QVERIFY(html.find("id=\"timeline\"") != std::string::npos);
+    for (const char* id : {"id=\"imbalance\"", "id=\"critical-path\"", "id=\"whatif\""})
+        QVERIFY2(html.find(id) == std::string::npos, id);
+    const json summary = embedded(html, "report-summary");
+    QCOMPARE(summary["pipeline_found"].get<bool>(), false);
+    // 10 kernels of 200 us every 300 us on each rank: 9 gaps of 100 us idle in a 2.9 ms window.
+    QCOMPARE(summary["idle_ns"].get<TimeNs>(), TimeNs(2 * 9 * 100'000));
+    QCOMPARE(summary["window_ns"].get<TimeNs>(), TimeNs(2 * 2'900'000));
+    const std::string problem = checkTags(html);
+    QVERIFY2(problem.empty(), problem.c_str());
+}
+
+void TestReport::capAndFold()
+{
+    test::PipelineSpec spec = smallPipeline();
+    spec.microbatches = 32;
+    const auto built = test::pipelineTrace(spec);
+    report::ReportOptions o;
+    o.maxItemsPerLane = 5;
+    o.whatIf = false;
+    std::string html = report::renderReport(built.trace, o);
+    json tl = embedded(html, "gantt-measured-data");
+    for (const json& lane : tl["lanes"]) {
+        QVERIFY(lane["steps"].size() <= 5);
+        QVERIFY(lane["truncated"].get<int64_t>() > 0);
+    }
+    QVERIFY(html.find("blocks are left out") != std::string::npos);
+
+    // Folding at 10 columns: each lane's steps are far fewer than its 64 and still account for all of them.
+    o.maxItemsPerLane = 5000;
+    o.foldColumns = 10;
+    html = report::renderReport(built.trace, o);
+    tl = embedded(html, "gantt-measured-data");
+    for (const json& lane : tl["lanes"]) {
+        int64_t steps = 0;
+        for (const json& st : lane["steps"])
+            steps += st[5].get<int64_t>();
+        QCOMPARE(steps, int64_t(64));
+        QVERIFY(lane["steps"].size() < 64);
+    }
+    QVERIFY(html.find("are folded into counted blocks") != std::string::npos);
+}
+
+void TestReport::iterationOption()
+{
+    test::PipelineSpec spec = smallPipeline();
+    spec.iterations = 3;
+    spec.profilerSteps = true;
+    const auto built = test::pipelineTrace(spec);
+    report::ReportOptions o;
+    o.iteration = 1;
+    o.whatIf = false;
+    const json summary = embedded(report::renderReport(built.trace, o), "report-summary");
+    QCOMPARE(summary["selected_iteration"].get<int>(), 1);
+}
+
+void TestReport::cliExitCodes()
+{
+    QTemporaryDir dir;
+    const std::string store = test::path(dir, "job.pipescope");
+    writeStore(test::pipelineTrace(smallPipeline()).trace, store);
+    const QString out = QString::fromStdString(test::path(dir, "r.html"));
+
+    auto r = test::runCli({"report", QString::fromStdString(store), "-o", out});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QFile f(out);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const std::string html = f.readAll().toStdString();
+    QVERIFY(checkTags(html).empty());
+    QCOMPARE(embedded(html, "report-summary")["pp"].get<int>(), 4);
+    QVERIFY(html.find(report::htmlEscape(store)) != std::string::npos);
+
+    r = test::runCli({"report"}); // no FILE
+    QCOMPARE(r.exitCode, 2);
+    r = test::runCli({"report", QString::fromStdString(store), "--no-such-flag"});
+    QCOMPARE(r.exitCode, 2);
+    r = test::runCli({"report", QString::fromStdString(test::path(dir, "missing.pipescope")), "-o",
+                      QString::fromStdString(test::path(dir, "m.html"))});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY(r.err.contains("missing.pipescope"));
+    QVERIFY(!QFile::exists(QString::fromStdString(test::path(dir, "m.html"))));
+
+    // An iteration the trace does not have: the analysis's message, no file.
+    const QString none = QString::fromStdString(test::path(dir, "i.html"));
+    r = test::runCli({"report", QString::fromStdString(store), "--iteration", "99", "-o", none});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("out of range"), qPrintable(r.err));
+    QVERIFY(!QFile::exists(none));
+    r = test::runCli({"report", QString::fromStdString(store), "--iteration", "-1", "-o", none});
+    QCOMPARE(r.exitCode, 2);
+
+    // Not a store: one line naming the file.
+    const std::string junk = test::path(dir, "junk.pipescope");
+    {
+        QFile j(QString::fromStdString(junk));
+        QVERIFY(j.open(QIODevice::WriteOnly));
+        j.write("not a store");
+    }
+    r = test::runCli({"report", QString::fromStdString(junk), "-o", QString::fromStdString(test::path(dir, "j.html"))});
+    QCOMPARE(r.exitCode, 1);
+    QCOMPARE(r.err.trimmed().count('\n'), 0);
+    QVERIFY(!QFile::exists(QString::fromStdString(test::path(dir, "j.html"))));
+}
+
+void TestReport::cliUnwritableOutput()
+{
+    QTemporaryDir dir;
+    const std::string store = test::path(dir, "job.pipescope");
+    writeStore(test::pipelineTrace(smallPipeline()).trace, store);
+    const QString missingDir = dir.path() + "/no-such-folder/report.html";
+    auto r = test::runCli({"report", QString::fromStdString(store), "-o", missingDir});
+    QCOMPARE(r.exitCode, 1);
+    QCOMPARE(r.err.trimmed().count('\n'), 0);
+    QVERIFY2(r.err.contains("no-such-folder"), qPrintable(r.err));
+    QVERIFY(!QFile::exists(missingDir));
+
+    // A directory given as the output file.
+    r = test::runCli({"report", QString::fromStdString(store), "-o", dir.path()});
+    QCOMPARE(r.exitCode, 1);
+    QCOMPARE(r.err.trimmed().count('\n'), 0);
+    // Nothing but the store is left in the folder (no temporary files).
+    QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 1);
+}
+
+void TestReport::cliRealCapture()
+{
+    const QString capture = QString::fromUtf8(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+    if (!QFile::exists(capture))
+        QSKIP("the bundled capture is not in this checkout");
+    QTemporaryDir dir;
+    const QString out = dir.path() + "/report.html";
+    auto r = test::runCli({"report", capture, "-o", out});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QFile f(out);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const std::string html = f.readAll().toStdString();
+    QVERIFY2(checkTags(html).empty(), checkTags(html).c_str());
+
+    // The report agrees with `pipescope analyze --json` on the same store.
+    auto a = test::runCli({"analyze", capture, "--json"});
+    QCOMPARE(a.exitCode, 0);
+    const json analysis = json::parse(a.out.toStdString());
+    const json summary = embedded(html, "report-summary");
+    const int sel = analysis["selected_iteration"].get<int>();
+    QCOMPARE(summary["selected_iteration"].get<int>(), sel);
+    QCOMPARE(summary["iteration_ns"].get<TimeNs>(), analysis["iterations"][size_t(sel)]["duration"].get<TimeNs>());
+    QCOMPARE(summary["idle_ns"].get<TimeNs>(), analysis["idle"]["selected"]["idle_ns"].get<TimeNs>());
+    QCOMPARE(summary["schedule"], analysis["pipeline"]["schedule"]["name"]);
+    QCOMPARE(summary["ranks"], analysis["ranks"]);
+    QVERIFY(html.find("SIMULATED") == std::string::npos);
+    QVERIFY(html.find("NVIDIA H200") != std::string::npos);
+    QVERIFY2(html.find("id=\"whatif-table\"") != std::string::npos, "the what-if engine calibrates on the real capture");
+    QVERIFY(embedded(html, "gantt-predicted-data").is_object());
+    // Small enough to mail around.
+    QVERIFY2(html.size() < 2'000'000, std::to_string(html.size()).c_str());
+}
+
+void TestReport::rendersInBrowser()
+{
+    // Optional: only where a Chromium is installed (it is not a build dependency).
+    QString browser;
+    for (const char* name : {"chromium", "chromium-browser", "google-chrome"})
+        if (browser.isEmpty())
+            browser = QStandardPaths::findExecutable(QString::fromUtf8(name));
+    if (browser.isEmpty())
+        QSKIP("no chromium installed: the headless render check is skipped");
+
+    test::TraceBuilder tb;
+    test::pipelineTrace(smallPipeline(), &tb);
+    tb.nccl(0, 23, "AllReduce", 1'000'500'000, 1'000'600'000, std::nullopt, 64, {0}, "ncclDevKernel_AllReduce" + kEvil);
+    Trace t = tb.build();
+    for (auto& r : t.ranks)
+        r.host = kEvil;
+    report::ReportOptions o;
+    o.storePath = kEvil;
+    QTemporaryDir dir;
+    const QString file = dir.path() + "/report.html";
+    {
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray::fromStdString(report::renderReport(t, o)));
+    }
+    QProcess p;
+    p.start(browser, {"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=" + dir.path() + "/profile",
+                      "--enable-logging=stderr", "--v=0", "--dump-dom", "file://" + file});
+    QVERIFY(p.waitForFinished(120000));
+    const QString dom = QString::fromUtf8(p.readAllStandardOutput());
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(p.exitCode() == 0, qPrintable(err.right(2000)));
+    // The script ran to the end and drew both timelines, without errors.
+    QVERIFY2(dom.contains(QRegularExpression("<div[^>]*id=\"gantt-measured\"[^>]*data-drawn=\"4\"")), qPrintable(dom.left(2000)));
+    QVERIFY2(!err.contains("Uncaught"), qPrintable(err.right(2000)));
+    // The browser's own parser found no injected element.
+    QVERIFY(!dom.contains("<img"));
+    QVERIFY(dom.contains("id=\"whatif\""));
+}
+
+QTEST_GUILESS_MAIN(TestReport)
+#include "tst_report.moc"
