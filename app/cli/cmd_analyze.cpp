@@ -254,7 +254,7 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                         if (o->cache && o->json) {
                                             nlohmann::json k = toJson(AnalysisResult{}, ao)["options"];
                                             k["stage_map"] = o->stageMap;
-                                            cacheKey = std::string("analysis/v1/") + k.dump();
+                                            cacheKey = std::string("analysis/v1/") + jsonText(k);
                                             if (auto hit = store.cached(cacheKey))
                                                 text = *hit;
                                         }

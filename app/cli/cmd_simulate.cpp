@@ -129,7 +129,7 @@ RegisterCommand reg{{"simulate", "Plan a pipeline run from a model description: 
                          app.add_flag("--auto-balance", a->autoBalance, "Find the partition with the best predicted time");
                          app.add_flag("--search", a->search, "Rank schedule x v x microbatches, each auto-balanced");
                          app.add_option("--gpu-memory", a->gpuMemoryGiB, "GPU memory in GiB for the out-of-memory flag")
-                             ->check(CLI::PositiveNumber);
+                             ->check(CLI::Range(1.0 / 1024, 1024.0 * 1024)); // bytes must fit in int64
                          app.add_flag("--json", a->json, "Print JSON (schema pipescope.whatif/1) instead of tables");
                          app.add_flag("--summary", a->summary, "Leave per-step timelines out of the JSON");
                          app.add_option("-o,--output", a->output, "Also write the JSON to this file");

@@ -45,7 +45,16 @@ int runWhatIf(const WhatIfArgs& a)
     if (a.measuredPp > 0)
         mo.pipelineDegree = a.measuredPp;
     mo.iterationRange = a.iterationRange;
-    const MeasuredPipeline measured = measurePipeline(trace, mo);
+    MeasuredPipeline measured;
+    try {
+        measured = measurePipeline(trace, mo);
+    } catch (const Error& e) {
+        // The analysis names analyze's --pp; for whatif, --pp is the degree to predict.
+        std::string message = e.what();
+        if (auto at = message.find("--pp N"); at != std::string::npos)
+            message.replace(at, 6, "--measured-pp N");
+        throw Error(a.file + ": " + message);
+    }
 
     FromMeasuredOptions fo;
     if (a.layers > 0)
@@ -152,7 +161,7 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                          app.add_option("--weights", a->weights, "Relative cost of each layer, comma-separated")
                              ->delimiter(',');
                          app.add_option("--gpu-memory", a->gpuMemoryGiB, "GPU memory in GiB for the out-of-memory flag")
-                             ->check(CLI::PositiveNumber);
+                             ->check(CLI::Range(1.0 / 1024, 1024.0 * 1024)); // bytes must fit in int64
                          app.add_option("--iteration", a->iteration, "Iteration to calibrate on (default: a typical one)")
                              ->check(CLI::NonNegativeNumber);
                          app.add_option("--measured-pp", a->measuredPp, "Pipeline degree of the measured job, if not detected")

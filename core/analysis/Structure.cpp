@@ -483,6 +483,14 @@ void mapStages(Context& ctx, AnalysisResult& out)
 
     if (!ctx.options.stageMap.empty()) {
         ps.stageSource = "user";
+        // A pipeline cannot have more stages than the job has ranks; a larger number is a typo
+        // (and would size every per-stage table by it).
+        const int ranksInJob = std::max(world, static_cast<int>(ctx.ranks.size()));
+        for (const auto& [rank, stage] : ctx.options.stageMap)
+            if (stage >= ranksInJob)
+                throw Error("--stage-map puts rank " + std::to_string(rank) + " on stage " + std::to_string(stage)
+                            + ", but the job has " + std::to_string(ranksInJob) + " ranks; number stages from 0 to "
+                            + std::to_string(ranksInJob - 1));
         for (auto& [rank, stage] : stageOf) {
             auto it = ctx.options.stageMap.find(rank);
             if (it != ctx.options.stageMap.end())

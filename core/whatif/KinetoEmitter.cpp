@@ -2,6 +2,7 @@
 
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
+#include "util/JsonText.h"
 
 #include <nlohmann/json.hpp>
 
@@ -90,7 +91,7 @@ std::string us(TimeNs ns)
     return buf;
 }
 
-std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+std::string quoted(const std::string& s) { return jsonText(nlohmann::json(s)); }
 
 class EventWriter {
 public:
@@ -216,7 +217,7 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                               {"dp", D},
                               {"microbatches", s.microbatches}}},
                             {"baseTimeNanoseconds", kBaseTimeNs}};
-        const std::string headText = head.dump(1);
+        const std::string headText = jsonText(head, 1);
         out += headText.substr(2, headText.size() - 4); // the members, without the braces
         out += ",\n  \"traceEvents\": [\n";
 

@@ -7,6 +7,8 @@
 
 #include <QtTest>
 
+#include <limits>
+
 using namespace pipescope;
 using namespace pipescope::test;
 
@@ -391,6 +393,13 @@ void TestAnalysis::stageMapOption()
     QCOMPARE(r.pipeline.pp, 4);
     o.pipelineDegree = 3;
     QVERIFY_THROWS_EXCEPTION(Error, analyze(built.trace, o));
+
+    // A stage number beyond the job's ranks is refused, not turned into that many empty stages.
+    AnalyzeOptions big;
+    big.stageMap = {{0, 0}, {1, std::numeric_limits<int>::max()}};
+    QVERIFY_THROWS_EXCEPTION(Error, analyze(built.trace, big));
+    big.stageMap = {{0, 0}, {1, 100000}};
+    QVERIFY_THROWS_EXCEPTION(Error, analyze(built.trace, big));
 }
 
 QTEST_GUILESS_MAIN(TestAnalysis)

@@ -93,6 +93,9 @@ void TestWhatIfCli::badFlags_data()
     QTest::newRow("zb-v needs v 2") << QStringList{"simulate", m, "--schedule", "zb-v", "--v", "4"} << 1
                                     << "zb-v places exactly two chunks per rank";
     QTest::newRow("pp zero") << QStringList{"simulate", m, "--pp", "0"} << 2 << "--pp";
+    QTest::newRow("gpu memory beyond int64") << QStringList{"simulate", m, "--gpu-memory", "1e300"} << 2 << "--gpu-memory";
+    QTest::newRow("gpu memory beyond int64 (whatif)")
+        << QStringList{"whatif", "/nonexistent/job.pipescope", "--gpu-memory", "1e300"} << 2 << "--gpu-memory";
     QTest::newRow("missing model") << QStringList{"simulate", "/nonexistent/model.json"} << 1 << "/nonexistent/model.json";
     QTest::newRow("missing store") << QStringList{"whatif", "/nonexistent/job.pipescope"} << 1
                                    << "/nonexistent/job.pipescope";
@@ -184,6 +187,15 @@ void TestWhatIfCli::whatIfOnSimulatedTrace()
     QVERIFY2(t.exitCode == 0, qPrintable(t.err));
     QVERIFY(t.out.contains("auto-balance: interleaved-1f1b, pp 4, v 2"));
     QVERIFY(t.out.contains("SIMULATED"));
+
+    // One rank alone is no pipeline; the hint names whatif's flag for the measured degree,
+    // not --pp, which here is the degree to predict.
+    const QString single = dir.path() + "/one.pipescope";
+    QCOMPARE(runCli({"import", dir.path() + "/t/rank-0.json", "-o", single, "-q"}).exitCode, 0);
+    const auto none = runCli({"whatif", single});
+    QCOMPARE(none.exitCode, 1);
+    QVERIFY2(none.err.contains("no pipeline found") && none.err.contains("--measured-pp N"), qPrintable(none.err));
+    QVERIFY2(none.err.contains(single), qPrintable(none.err));
 }
 
 // The bundled real capture (four processes time-sharing one GPU, 1F1B over
