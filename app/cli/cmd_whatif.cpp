@@ -2,16 +2,14 @@
 //                 [--auto-balance] [--search] [--model MODEL.json] [--json]
 // Replays other configurations of a measured pipeline, calibrated on the trace.
 #include "Command.h"
-#include "util/JsonText.h"
+#include "ScenarioOptions.h"
 #include "analysis/MeasuredPipeline.h"
 #include "store/Store.h"
-#include "util/AtomicOutput.h"
 #include "util/Error.h"
 #include "util/Format.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
-#include "whatif/WhatIfText.h"
 
 #include <iostream>
 #include <memory>
@@ -21,14 +19,11 @@ namespace {
 
 using namespace pipescope::whatif;
 
-struct WhatIfArgs {
-    std::string file;
-    std::string schedule, scheduleCsv, model, output, iterationRange;
-    int pp = 0, v = 0, microbatches = 0, layers = 0, iteration = -1, measuredPp = 0;
-    std::vector<int> boundaries, measuredBoundaries;
+struct WhatIfArgs : ScenarioArgs {
+    std::string file, model, iterationRange;
+    int layers = 0, iteration = -1, measuredPp = 0;
+    std::vector<int> measuredBoundaries;
     std::vector<double> weights;
-    bool autoBalance = false, search = false, json = false, summary = false;
-    double gpuMemoryGiB = 0;
 };
 
 int runWhatIf(const WhatIfArgs& a)
@@ -62,35 +57,21 @@ int runWhatIf(const WhatIfArgs& a)
     fo.measuredBoundaries = a.measuredBoundaries;
     fo.layerWeights = a.weights;
     CostModel model = CostModel::fromMeasured(measured, md ? &*md : nullptr, fo);
-    if (a.gpuMemoryGiB > 0)
-        model.memory.gpuMemoryBytes = static_cast<int64_t>(a.gpuMemoryGiB * 1024.0 * 1024.0 * 1024.0);
+    if (auto bytes = a.gpuMemoryBytes())
+        model.memory.gpuMemoryBytes = bytes;
 
     const Scenario base = measuredScenario(model);
+    if (!a.boundaries.empty() && measured.layers.empty() && a.layers <= 0 && !md)
+        throw Error("the trace does not attribute kernels to layers, so --boundaries has no layers to move; "
+                    "give the layer count with --layers N or a model description with --model MODEL.json");
     ScenarioChanges changes;
-    if (!a.schedule.empty())
-        changes.schedule = a.schedule;
-    if (!a.scheduleCsv.empty())
-        changes.scheduleCsv = a.scheduleCsv;
-    if (a.pp > 0)
-        changes.pp = a.pp;
-    if (a.v > 0)
-        changes.v = a.v;
-    if (a.microbatches > 0)
-        changes.microbatches = a.microbatches;
-    if (!a.boundaries.empty()) {
-        if (measured.layers.empty() && a.layers <= 0 && !md)
-            throw Error("the trace does not attribute kernels to layers, so --boundaries has no layers to move; "
-                        "give the layer count with --layers N or a model description with --model MODEL.json");
-        changes.boundaries = a.boundaries;
-    }
+    a.applyTo(changes);
     Scenario requested = applyChanges(base, changes);
     requested.label = "requested";
 
     std::vector<Prediction> predictions;
     predictions.push_back(predict(model, base));
-    const bool changed = !a.schedule.empty() || !a.scheduleCsv.empty() || a.pp > 0 || a.v > 0 || a.microbatches > 0 ||
-                         !a.boundaries.empty();
-    if (changed)
+    if (a.changesScenario())
         predictions.push_back(predict(model, requested));
     if (a.autoBalance) {
         BalanceResult b = autoBalance(model, requested);
@@ -108,12 +89,8 @@ int runWhatIf(const WhatIfArgs& a)
     const bool simulated = trace.simulated();
     const nlohmann::json doc = whatIfDocument(WhatIfSource{"trace", a.file, simulated}, model, predictions,
                                               a.search ? &rows : nullptr, jo);
-    if (!a.output.empty())
-        AtomicOutput::writeFile(a.output, jsonText(doc, 1) + "\n");
-    if (a.json) {
-        std::cout << jsonText(doc, 1) << "\n";
+    if (writeDocument(a, doc))
         return kExitOk;
-    }
     std::cout << a.file << ": measured " << (measured.schedule.empty() ? "unknown" : measured.schedule) << ", pp "
               << model.measuredPp;
     if (model.measuredV > 1)
@@ -125,10 +102,7 @@ int runWhatIf(const WhatIfArgs& a)
     if (simulated)
         std::cout << "NOTE: the trace is SIMULATED, not a measurement of real hardware.\n";
     std::cout << "\n";
-    for (const Prediction& p : predictions)
-        std::cout << predictionText(p) << "\n";
-    if (a.search)
-        std::cout << "ranked configurations (auto-balanced each)\n" << searchText(rows) << "\n";
+    printPredictions(predictions, a.search ? &rows : nullptr);
     return kExitOk;
 }
 
@@ -136,21 +110,9 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                      [](CLI::App& app) -> RunFn {
                          auto a = std::make_shared<WhatIfArgs>();
                          app.add_option("file", a->file, "Store file (.pipescope)")->required();
-                         app.add_option("--boundaries", a->boundaries,
-                                        "First layer of each stage after the first, e.g. 4,9,13")
-                             ->delimiter(',');
-                         app.add_option("--schedule", a->schedule,
-                                        "gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipev");
-                         app.add_option("--schedule-csv", a->scheduleCsv,
-                                        "A schedule order in torch.distributed.pipelining's CSV format");
-                         app.add_option("--v", a->v, "Chunks (virtual stages) per rank")->check(CLI::Range(1, 64));
-                         app.add_option("--microbatches", a->microbatches,
-                                        "Microbatches per iteration (same global batch)")
-                             ->check(CLI::Range(1, 100000));
-                         app.add_option("--pp", a->pp, "Pipeline degree to predict (re-splits the layers)")
-                             ->check(CLI::Range(1, 4096));
-                         app.add_flag("--auto-balance", a->autoBalance, "Find the partition with the best predicted time");
-                         app.add_flag("--search", a->search, "Rank schedule x v x microbatches, each auto-balanced");
+                         addScenarioOptions(app, *a, {"Pipeline degree to predict (re-splits the layers)",
+                                                      "Microbatches per iteration (same global batch)",
+                                                      "First layer of each stage after the first, e.g. 4,9,13"});
                          app.add_option("--model", a->model,
                                         "Model description (layers, parameters, activations; docs/model-format.md)");
                          app.add_option("--layers", a->layers, "Layer count when the trace does not name layers")
@@ -160,17 +122,13 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                              ->delimiter(',');
                          app.add_option("--weights", a->weights, "Relative cost of each layer, comma-separated")
                              ->delimiter(',');
-                         app.add_option("--gpu-memory", a->gpuMemoryGiB, "GPU memory in GiB for the out-of-memory flag")
-                             ->check(CLI::Range(1.0 / 1024, 1024.0 * 1024)); // bytes must fit in int64
                          app.add_option("--iteration", a->iteration, "Iteration to calibrate on (default: a typical one)")
                              ->check(CLI::NonNegativeNumber);
                          app.add_option("--measured-pp", a->measuredPp, "Pipeline degree of the measured job, if not detected")
                              ->check(CLI::Range(1, 4096));
                          app.add_option("--iteration-range", a->iterationRange,
                                         "Annotation name that marks iterations in the trace");
-                         app.add_flag("--json", a->json, "Print JSON (schema pipescope.whatif/1) instead of tables");
-                         app.add_flag("--summary", a->summary, "Leave per-step timelines out of the JSON");
-                         app.add_option("-o,--output", a->output, "Also write the JSON to this file");
+                         addOutputOptions(app, *a);
                          return [a] { return runWhatIf(*a); };
                      }}};
 

@@ -1,0 +1,77 @@
+#include "ScenarioOptions.h"
+
+#include "util/AtomicOutput.h"
+#include "util/JsonText.h"
+#include "whatif/WhatIfText.h"
+
+#include <iostream>
+
+namespace pipescope::cli {
+
+void ScenarioArgs::applyTo(whatif::ScenarioChanges& changes) const
+{
+    if (!schedule.empty())
+        changes.schedule = schedule;
+    if (!scheduleCsv.empty())
+        changes.scheduleCsv = scheduleCsv;
+    if (pp > 0)
+        changes.pp = pp;
+    if (v > 0)
+        changes.v = v;
+    if (microbatches > 0)
+        changes.microbatches = microbatches;
+    if (!boundaries.empty())
+        changes.boundaries = boundaries;
+}
+
+bool ScenarioArgs::changesScenario() const
+{
+    return !schedule.empty() || !scheduleCsv.empty() || pp > 0 || v > 0 || microbatches > 0 || !boundaries.empty();
+}
+
+std::optional<int64_t> ScenarioArgs::gpuMemoryBytes() const
+{
+    if (gpuMemoryGiB <= 0)
+        return std::nullopt;
+    return static_cast<int64_t>(gpuMemoryGiB * 1024.0 * 1024.0 * 1024.0);
+}
+
+void addScenarioOptions(CLI::App& app, ScenarioArgs& a, const ScenarioHelp& help)
+{
+    app.add_option("--boundaries", a.boundaries, help.boundaries)->delimiter(',');
+    app.add_option("--schedule", a.schedule, "gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipev");
+    app.add_option("--schedule-csv", a.scheduleCsv, "A schedule order in torch.distributed.pipelining's CSV format");
+    app.add_option("--pp", a.pp, help.pp)->check(CLI::Range(1, 4096));
+    app.add_option("--v", a.v, "Chunks (virtual stages) per rank")->check(CLI::Range(1, 64));
+    app.add_option("--microbatches", a.microbatches, help.microbatches)->check(CLI::Range(1, 100000));
+    app.add_flag("--auto-balance", a.autoBalance, "Find the partition with the best predicted time");
+    app.add_flag("--search", a.search, "Rank schedule x v x microbatches, each auto-balanced");
+    app.add_option("--gpu-memory", a.gpuMemoryGiB, "GPU memory in GiB for the out-of-memory flag")
+        ->check(CLI::Range(1.0 / 1024, 1024.0 * 1024)); // bytes must fit in int64
+}
+
+void addOutputOptions(CLI::App& app, ScenarioArgs& a)
+{
+    app.add_flag("--json", a.json, "Print JSON (schema pipescope.whatif/1) instead of tables");
+    app.add_flag("--summary", a.summary, "Leave per-step timelines out of the JSON");
+    app.add_option("-o,--output", a.output, "Also write the JSON to this file");
+}
+
+bool writeDocument(const ScenarioArgs& a, const nlohmann::json& doc)
+{
+    if (!a.output.empty())
+        AtomicOutput::writeFile(a.output, jsonText(doc, 1) + "\n");
+    if (a.json)
+        std::cout << jsonText(doc, 1) << "\n";
+    return a.json;
+}
+
+void printPredictions(const std::vector<whatif::Prediction>& predictions, const std::vector<whatif::SearchRow>* rows)
+{
+    for (const whatif::Prediction& p : predictions)
+        std::cout << whatif::predictionText(p) << "\n";
+    if (rows)
+        std::cout << "ranked configurations (auto-balanced each)\n" << whatif::searchText(*rows) << "\n";
+}
+
+} // namespace pipescope::cli

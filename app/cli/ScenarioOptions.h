@@ -1,0 +1,43 @@
+#pragma once
+// Options and output shared by `pipescope whatif` and `pipescope simulate`:
+// both describe a scenario (schedule, pipeline degree, chunks, microbatches,
+// partition) and print or write the same pipescope.whatif/1 document.
+#include "whatif/WhatIf.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope::cli {
+
+struct ScenarioArgs {
+    std::string schedule, scheduleCsv, output;
+    int pp = 0, v = 0, microbatches = 0;
+    std::vector<int> boundaries;
+    bool autoBalance = false, search = false, json = false, summary = false;
+    double gpuMemoryGiB = 0;
+
+    // Overrides the fields of `changes` that were given on the command line.
+    void applyTo(whatif::ScenarioChanges& changes) const;
+    bool changesScenario() const;
+    std::optional<int64_t> gpuMemoryBytes() const;
+};
+
+struct ScenarioHelp {
+    const char* pp;
+    const char* microbatches;
+    const char* boundaries;
+};
+
+void addScenarioOptions(CLI::App& app, ScenarioArgs& a, const ScenarioHelp& help);
+// Output flags (--json, --summary, -o) go last in --help.
+void addOutputOptions(CLI::App& app, ScenarioArgs& a);
+
+// Writes the document to -o when asked; prints it and returns true for --json.
+bool writeDocument(const ScenarioArgs& a, const nlohmann::json& doc);
+// The readable form: one block per prediction, then the ranked search.
+void printPredictions(const std::vector<whatif::Prediction>& predictions, const std::vector<whatif::SearchRow>* rows);
+
+} // namespace pipescope::cli
