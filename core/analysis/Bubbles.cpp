@@ -75,7 +75,6 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
     };
     std::map<std::pair<int, int>, Phases> phases;
     {
-        std::map<std::pair<int, int>, std::pair<TimeNs, TimeNs>> firstB, lastF; // value, found flag via sentinel
         for (const Step& s : steps) {
             Phases& ph = phases[{s.iteration, s.rank}];
             if (!ph.any) {
@@ -104,6 +103,14 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
         std::sort(ci.byEnd.begin(), ci.byEnd.end(), [&](uint32_t x, uint32_t y) { return ctx.act(x).end < ctx.act(y).end; });
         for (uint32_t c : rd.comm)
             ci.maxDuration = std::max(ci.maxDuration, ctx.act(c).end - ctx.act(c).start);
+        // Gaps are explained in time order, so the communication ops that
+        // overlap a gap are kept in a sweep: ops join when they start before
+        // the gap's dependency and leave once they end. Walking back over every
+        // op within the longest op's duration instead is quadratic when one op
+        // spans the iteration.
+        std::vector<uint32_t> active; // in start order
+        size_t nextOp = 0;
+        TimeNs sweepAt = std::numeric_limits<TimeNs>::min();
 
         for (const Iteration& it : out.iterations) {
             bool present = false;
@@ -159,13 +166,23 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
                 }
                 if (dep > a) {
                     // Ops overlapping [a, dep), in start order, explain it piece by piece.
-                    auto hi = std::lower_bound(ci.byStart.begin(), ci.byStart.end(), dep,
-                                               [&](uint32_t c, TimeNs v) { return ctx.act(c).start < v; });
-                    auto lo = hi;
-                    while (lo != ci.byStart.begin() && ctx.act(*std::prev(lo)).start >= a - ci.maxDuration)
-                        --lo;
+                    if (a < sweepAt) {
+                        // Out of order (not expected): restart the sweep where the old walk would have.
+                        active.clear();
+                        nextOp = static_cast<size_t>(
+                            std::lower_bound(ci.byStart.begin(), ci.byStart.end(), a - ci.maxDuration,
+                                             [&](uint32_t c, TimeNs v) { return ctx.act(c).start < v; })
+                            - ci.byStart.begin());
+                    }
+                    sweepAt = a;
+                    std::erase_if(active, [&](uint32_t c) { return ctx.act(c).end <= a; });
+                    for (; nextOp < ci.byStart.size() && ctx.act(ci.byStart[nextOp]).start < dep; ++nextOp)
+                        if (ctx.act(ci.byStart[nextOp]).end > a)
+                            active.push_back(ci.byStart[nextOp]);
                     TimeNs cur = a;
-                    for (auto p = lo; p != hi; ++p) {
+                    for (auto p = active.begin(); p != active.end(); ++p) {
+                        if (ctx.act(*p).start >= dep)
+                            break;
                         const Activity& o = ctx.act(*p);
                         if (o.end <= cur)
                             continue;

@@ -25,7 +25,6 @@ void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step
     std::vector<uint32_t> nodes;
     std::vector<int> prevSame;                 // local index of the previous node on the same stream
     std::unordered_map<int, std::vector<int>> byEnd; // rank -> local indices sorted by end
-    std::unordered_map<uint32_t, int> local;
     for (const auto& rd : ctx.ranks) {
         std::unordered_map<int64_t, int> lastOnStream;
         auto& ends = byEnd[rd.rank];
@@ -35,7 +34,6 @@ void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step
                 continue;
             int li = static_cast<int>(nodes.size());
             nodes.push_back(a);
-            local[a] = li;
             auto [ls, inserted] = lastOnStream.try_emplace(act.streamId, li);
             prevSame.push_back(inserted ? -1 : ls->second);
             ls->second = li;

@@ -46,6 +46,7 @@ private slots:
     void iterationsFromProfilerSteps();
     void iterationsFromPeriodicStructure();
     void singleRankNotPipeline();
+    void longCollectiveAcrossGaps();
     void missingRank();
     void htaViewsExact();
     void jsonSchema();
@@ -290,6 +291,27 @@ void TestAnalysis::singleRankNotPipeline()
     QCOMPARE(cause(*ri, BubbleCause::FillDrain), TimeNs(0));
     QCOMPARE(r.bubbles.size(), size_t(3));
     QVERIFY_THROWS_EXCEPTION(Error, measurePipeline(tb.build()));
+}
+
+// A collective that spans several idle gaps must be attributed only where a
+// gap waits on it, and short ones that start inside it after it.
+void TestAnalysis::longCollectiveAcrossGaps()
+{
+    TraceBuilder tb;
+    for (TimeNs t : {0, 20'000, 40'000, 60'000})
+        tb.kernel(0, 7, "gemm", t, t + 10'000);
+    tb.nccl(0, 20, "AllReduce", 5'000, 55'000, std::nullopt, 1 << 20, {0});
+    tb.nccl(0, 20, "AllReduce", 56'000, 58'000, std::nullopt, 1 << 10, {0});
+    AnalysisResult r = analyze(tb.build());
+    const RankIdle* ri = r.idleOf(r.selectedIteration, 0);
+    QVERIFY(ri);
+    QCOMPARE(ri->idleNs, TimeNs(30'000));
+    // Gap [50k, 60k) waits on both: 5k of the long one, 1k between them, 2k of the short one.
+    QCOMPARE(cause(*ri, BubbleCause::DpSync), TimeNs(7'000));
+    TimeNs sum = 0;
+    for (TimeNs v : ri->byCause)
+        sum += v;
+    QCOMPARE(sum, ri->idleNs);
 }
 
 void TestAnalysis::missingRank()
