@@ -1,5 +1,6 @@
 // pipescope analyze FILE: where the pipeline loses time, and why.
 #include "Command.h"
+#include "util/Format.h"
 #include "util/JsonText.h"
 #include "analysis/Analysis.h"
 #include "analysis/AnalysisJson.h"
@@ -50,34 +51,13 @@ std::string fmtUs(TimeNs ns)
     return buf;
 }
 
-// Columns aligned to their widest cell; the first column left-aligned, the rest right-aligned.
-class Table {
-public:
-    explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
-    void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-    void print(std::ostream& os, const std::string& indent = "  ") const
-    {
-        std::vector<size_t> w;
-        for (const auto& r : rows_)
-            for (size_t i = 0; i < r.size(); ++i) {
-                if (w.size() <= i)
-                    w.push_back(0);
-                w[i] = std::max(w[i], r[i].size());
-            }
-        for (size_t ri = 0; ri < rows_.size(); ++ri) {
-            os << indent;
-            for (size_t i = 0; i < rows_[ri].size(); ++i) {
-                const std::string& c = rows_[ri][i];
-                std::string pad(w[i] - c.size(), ' ');
-                os << (i == 0 ? c + pad : pad + c) << (i + 1 < rows_[ri].size() ? "  " : "");
-            }
-            os << "\n";
-        }
-    }
-
-private:
-    std::vector<std::vector<std::string>> rows_;
-};
+// The analysis tables: first column left-aligned, the numbers right-aligned.
+TextTable table(std::vector<std::string> header)
+{
+    for (size_t i = 1; i < header.size(); ++i)
+        header[i] = ">" + header[i];
+    return TextTable(std::move(header));
+}
 
 void printText(std::ostream& os, const std::string& file, const AnalysisResult& r)
 {
@@ -116,7 +96,7 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
     std::vector<std::string> head{"rank", "stage", "iteration", "busy", "idle", "idle %"};
     for (int c = 0; c < kBubbleCauses; ++c)
         head.emplace_back(toString(static_cast<BubbleCause>(c)));
-    Table idle(head);
+    TextTable idle = table(head);
     std::array<TimeNs, kBubbleCauses> tot{};
     TimeNs win = 0, idl = 0;
     for (const auto& ri : r.idle) {
@@ -138,12 +118,12 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
     for (TimeNs v : tot)
         total.push_back(fmtTime(v));
     idle.add(total);
-    idle.print(os);
+    os << idle.render();
 
     const auto& im = r.imbalance;
     if (p.found && !im.stages.empty()) {
         os << "\nImbalance per stage (compute per microbatch)\n";
-        Table t({"stage", "ranks", "busy", "F mean", "F p50", "F p95", "B mean", "B p50", "B p95"});
+        TextTable t = table({"stage", "ranks", "busy", "F mean", "F p50", "F p95", "B mean", "B p50", "B p95"});
         for (const auto& s : im.stages) {
             std::string ranks;
             for (int x : s.ranks)
@@ -153,7 +133,7 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
                    d(s.forwardNs, s.forwardNs.p95), d(s.backwardNs, s.backwardNs.mean), d(s.backwardNs, s.backwardNs.p50),
                    d(s.backwardNs, s.backwardNs.p95)});
         }
-        t.print(os);
+        os << t.render();
         char mm[32];
         std::snprintf(mm, sizeof mm, "%.3f", im.maxOverMean);
         os << "  busiest/mean stage: " << mm << "    bottleneck stage: " << im.bottleneckStage
@@ -168,32 +148,32 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
     }
     if (!im.overlap.empty()) {
         os << "\nCompute/communication overlap (selected iteration)\n";
-        Table t({"rank", "communication", "overlapped", "share"});
+        TextTable t = table({"rank", "communication", "overlapped", "share"});
         for (const auto& o : im.overlap)
             t.add({std::to_string(o.rank), fmtTime(o.commNs), fmtTime(o.overlappedNs),
                    o.commNs ? fmtPct(static_cast<double>(o.overlappedNs) / static_cast<double>(o.commNs)) : "-"});
-        t.print(os);
+        os << t.render();
     }
 
     const auto& cp = r.criticalPath;
     if (!cp.segments.empty()) {
         TimeNs len = cp.end - cp.start;
         os << "\nCritical path (" << fmtTime(len) << ", " << cp.segments.size() << " segments)\n";
-        Table t({"stage", "time", "share"});
+        TextTable t = table({"stage", "time", "share"});
         for (const auto& [stage, ns] : cp.byStage)
             t.add({stage >= 0 ? std::to_string(stage) : "-", fmtTime(ns), fmtPct(len ? static_cast<double>(ns) / static_cast<double>(len) : 0)});
-        t.print(os);
-        Table k({"kind", "time", "share"});
+        os << t.render();
+        TextTable k = table({"kind", "time", "share"});
         for (const auto& [kind, ns] : cp.byKind)
             k.add({kind, fmtTime(ns), fmtPct(len ? static_cast<double>(ns) / static_cast<double>(len) : 0)});
-        k.print(os);
+        os << k.render();
     }
 
     const auto& h = r.hta;
     if (!h.temporal.empty()) {
         bool us = h.htaCompatible;
         os << "\nHTA temporal breakdown (" << (us ? "HTA-compatible, us" : "exact, us") << ")\n";
-        Table t({"rank", "kernel_time", "idle", "idle %", "compute", "compute %", "non_compute", "non-compute %", "comm/comp overlap"});
+        TextTable t = table({"rank", "kernel_time", "idle", "idle %", "compute", "compute %", "non_compute", "non-compute %", "comm/comp overlap"});
         for (const auto& x : h.temporal) {
             auto pct = [&](TimeNs v) { return fmtPct(x.kernelTimeNs ? static_cast<double>(v) / static_cast<double>(x.kernelTimeNs) : 0); };
             char ov[32] = "-";
@@ -202,12 +182,12 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
             t.add({std::to_string(x.rank), fmtUs(x.kernelTimeNs), fmtUs(x.idleTimeNs), pct(x.idleTimeNs), fmtUs(x.computeTimeNs),
                    pct(x.computeTimeNs), fmtUs(x.nonComputeTimeNs), pct(x.nonComputeTimeNs), ov});
         }
-        t.print(os);
+        os << t.render();
         os << "\nHTA idle time per stream (us)\n";
-        Table s({"rank", "stream", "host wait", "kernel wait", "other"});
+        TextTable s = table({"rank", "stream", "host wait", "kernel wait", "other"});
         for (const auto& x : h.idle)
             s.add({std::to_string(x.rank), std::to_string(x.stream), fmtUs(x.hostWaitNs), fmtUs(x.kernelWaitNs), fmtUs(x.otherNs)});
-        s.print(os);
+        os << s.render();
     }
 
     if (!r.warnings.empty()) {
