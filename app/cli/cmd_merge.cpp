@@ -15,6 +15,7 @@ struct MergeArgs {
     std::string dir;
     std::string output;
     bool quiet = false;
+    std::string align = "host-clock";
 };
 
 int runMerge(const MergeArgs& a)
@@ -22,6 +23,7 @@ int runMerge(const MergeArgs& a)
     MergeOptions o;
     o.output = a.output;
     o.progress = !a.quiet;
+    o.alignCollectives = a.align == "collectives";
     auto report = mergeCaptureDir(a.dir, o);
     for (const auto& w : report.warnings)
         std::cerr << "pipescope merge: warning: " << w << "\n";
@@ -37,7 +39,15 @@ int runMerge(const MergeArgs& a)
                formatCount(src.records)});
     }
     std::cout << t.render();
-    std::cout << "Clock alignment: each host's system clock (CLOCK_REALTIME)\n";
+    if (report.alignedByCollectives) {
+        std::cout << "Clock alignment: matched collectives and transfers\n";
+        TextTable offsets({">rank", ">offset applied (ns)"});
+        for (auto [r, off] : report.offsets)
+            offsets.add({std::to_string(r), std::to_string(off)});
+        std::cout << offsets.render();
+    } else {
+        std::cout << "Clock alignment: each host's system clock (CLOCK_REALTIME)\n";
+    }
     std::cout << "Next: pipescope info " << report.output << "   or   pipescope analyze " << report.output << "\n";
     return kExitOk;
 }
@@ -48,6 +58,11 @@ RegisterCommand reg{{"merge", "Merge the per-rank files of pipescope capture int
                          app.add_option("dir", a->dir, "Capture directory (pipescope capture -o DIR)")->required();
                          app.add_option("-o,--output", a->output, "Store file to write (default: DIR/job.pipescope)");
                          app.add_flag("-q,--quiet", a->quiet, "No summary");
+                         app.add_option("--align", a->align,
+                                        "host-clock (each host's system clock; exact on one host) or collectives "
+                                        "(then shift ranks so matched collectives and transfers end together)")
+                             ->check(CLI::IsMember({"host-clock", "collectives"}))
+                             ->capture_default_str();
                          app.footer("Example:\n  pipescope merge run1 -o job.pipescope");
                          return [a] { return runMerge(*a); };
                      }}};

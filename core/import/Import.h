@@ -5,6 +5,7 @@
 #include "model/Types.h"
 #include "store/StoreWriter.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,11 @@ struct ImportJobReport {
 };
 
 ImportJobReport importJob(const ImportJobOptions& options);
+
+// Shifts ranks so that the same collectives (and the two sides of the same
+// point-to-point transfers) end together; returns the shift applied per rank,
+// empty when no two ranks share an operation (a warning is recorded then).
+std::map<int, TimeNs> alignByOperations(StoreWriter& writer, const std::vector<int>& ranks);
 
 // The format of a file, from its first bytes ("kineto", "nsys", "capture", or "" when unknown).
 std::string detectFormat(const std::string& path);

@@ -207,6 +207,21 @@ std::map<int, TimeNs> collectiveOffsets(sql::Database& db, const std::vector<int
 
 } // namespace
 
+std::map<int, TimeNs> alignByOperations(StoreWriter& writer, const std::vector<int>& ranks)
+{
+    if (ranks.size() < 2)
+        return {};
+    auto corr = collectiveOffsets(writer.database(), ranks);
+    if (corr.size() < 2) {
+        writer.diagnostic(std::nullopt, Severity::Warning, "alignment:no_shared_collectives",
+                          "no collective or point-to-point transfer is seen by two ranks; clocks left as they were");
+        return {};
+    }
+    for (const auto& [r, delta] : corr)
+        writer.shiftRank(r, delta);
+    return corr;
+}
+
 ImportJobReport importJob(const ImportJobOptions& options)
 {
     if (options.inputs.empty())
@@ -272,15 +287,10 @@ ImportJobReport importJob(const ImportJobOptions& options)
         report.alignmentUsed = Alignment::TimeBase;
     }
     if (options.alignment == Alignment::Collectives && ranks.size() > 1) {
-        auto corr = collectiveOffsets(writer.database(), ranks);
-        if (corr.size() < 2) {
-            writer.diagnostic(std::nullopt, Severity::Warning, "alignment:no_shared_collectives",
-                              "no collective is seen by two ranks; clocks aligned by time base only");
-        } else {
-            for (const auto& [r, delta] : corr) {
-                writer.shiftRank(r, delta);
+        auto corr = alignByOperations(writer, ranks);
+        if (!corr.empty()) {
+            for (const auto& [r, delta] : corr)
                 offsets[r] += delta;
-            }
             for (const auto& src : report.sources) {
                 if (src.ranks.size() == 1 && corr.count(src.ranks[0]))
                     writer.setSourceAlignment(src.sourceId, offsets[src.ranks[0]], "collectives");

@@ -193,6 +193,7 @@ private slots:
     void mergeAssignsRanksAndCounts();
     void mergeLinksNcclOperations();
     void mergeMapsCommunicatorRanks();
+    void mergeAlignsByTransfers();
     void importSingleFile();
     void importKeepsCaptureTimes();
     void refusesBadFiles();
@@ -380,6 +381,41 @@ void TestCaptureMerge::mergeLinksNcclOperations()
     QCOMPARE(one(db, "SELECT start_ns FROM nccl_ops WHERE kind = 'Recv'"), kT0 + 2100);
     QCOMPARE(one(db, "SELECT bytes FROM nccl_ops WHERE kind = 'Recv'"), 1024);
     QCOMPARE(oneText(db, "SELECT dtype FROM nccl_ops WHERE kind = 'Recv'"), std::string("ncclFloat32"));
+}
+
+// Two hosts whose clocks disagree by 5 us: with --align collectives the k-th
+// send from rank 0 and the k-th receive on rank 1 end together.
+void TestCaptureMerge::mergeAlignsByTransfers()
+{
+    QTemporaryDir tmp;
+    for (int rank = 0; rank < 2; ++rank) {
+        CaptureFileBuilder f(test::path(tmp, rank == 0 ? "rank0.a.1.pscap" : "rank1.b.2.pscap"));
+        const int64_t skew = rank == 0 ? 0 : 5000;
+        f.meta("rank", std::to_string(rank)).meta("world_size", "2").meta("host", rank == 0 ? "a" : "b");
+        f.meta("boot_id", rank == 0 ? "boot-a" : "boot-b").meta("start_ns", std::to_string(kT0 + skew));
+        f.kernel("gemm", kT0 + skew + 10, kT0 + skew + 20, 7, 1);
+        f.comm(kPipe, "pp", 2, rank);
+        for (int k = 0; k < 3; ++k) {
+            const int64_t t = kT0 + skew + 1000 * k;
+            f.op(kPipe, rank == 0 ? "Send" : "Recv", true, 1 - rank, k, t + (rank == 0 ? 0 : 10), t + 100);
+        }
+    }
+    MergeOptions o;
+    o.output = test::path(tmp, "job.pipescope");
+    o.alignCollectives = true;
+    auto report = mergeCaptureDir(tmp.path().toStdString(), o);
+    QVERIFY(report.alignedByCollectives);
+    QCOMPARE(report.offsets.size(), size_t(2));
+    QCOMPARE(report.offsets[1].second, int64_t(-5000));
+    sql::Database db(o.output, sql::Database::Mode::ReadOnly);
+    QCOMPARE(one(db, "SELECT COUNT(*) FROM nccl_ops s JOIN nccl_ops r ON r.kind = 'Recv' AND s.kind = 'Send'"
+                     " AND r.seq = s.seq AND r.end_ns = s.end_ns"),
+             3);
+    QCOMPARE(oneText(db, "SELECT alignment FROM sources WHERE rank = 1"), std::string("collectives"));
+    // Without the option the host clocks are kept.
+    o.output = test::path(tmp, "raw.pipescope");
+    o.alignCollectives = false;
+    QVERIFY(!mergeCaptureDir(tmp.path().toStdString(), o).alignedByCollectives);
 }
 
 void TestCaptureMerge::mergeMapsCommunicatorRanks()

@@ -633,10 +633,23 @@ MergeReport mergeCaptureDir(const std::string& dir, const MergeOptions& options)
     for (size_t i = 0; i < facts.size(); ++i)
         if (assigned[i])
             hosts.insert(facts[i].bootId.empty() ? facts[i].host : facts[i].bootId);
-    if (hosts.size() > 1)
+    if (options.alignCollectives) {
+        std::vector<int> ranks;
+        for (const auto& [r, f] : report.rankFiles)
+            ranks.push_back(r);
+        auto shifts = alignByOperations(writer, ranks);
+        for (auto& [r, off] : report.offsets)
+            if (auto it = shifts.find(r); it != shifts.end())
+                off += it->second;
+        for (const auto& src : report.sources)
+            if (src.ranks.size() == 1 && shifts.count(src.ranks[0]))
+                writer.setSourceAlignment(src.sourceId, shifts.at(src.ranks[0]), "collectives");
+        report.alignedByCollectives = !shifts.empty();
+    } else if (hosts.size() > 1) {
         writer.diagnostic(std::nullopt, Severity::Info, "capture_hosts_clock",
                           std::to_string(hosts.size()) + " hosts: ranks aligned by their system clocks (NTP); "
-                          "re-import with `pipescope import --align collectives` to align by collectives");
+                          "merge with `pipescope merge --align collectives` to align by collectives");
+    }
     if (report.droppedRecords > 0)
         report.warnings.push_back(std::to_string(report.droppedRecords) +
                                   " records were dropped while recording (see `pipescope info`)");

@@ -24,6 +24,7 @@ ImportedSource importCapture(const std::string& path, StoreWriter& writer, const
 struct MergeOptions {
     std::string output;   // default: <dir>/job.pipescope
     bool progress = true;
+    bool alignCollectives = false; // also align ranks by matched collectives and transfers (several hosts)
 };
 
 struct MergeReport {
@@ -34,6 +35,7 @@ struct MergeReport {
     std::vector<std::pair<int, TimeNs>> offsets; // per rank: clock offset applied
     std::vector<std::string> warnings;        // one line each, for the CLI to print
     int64_t droppedRecords = 0;
+    bool alignedByCollectives = false;
 };
 
 // All capture files of a directory into one store: ranks assigned (files
