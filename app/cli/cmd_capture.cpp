@@ -148,6 +148,14 @@ int runCapture(const CaptureArgs& a)
     if (ec || !fs::is_directory(a.dir))
         throw Error(a.dir + ": cannot create the capture directory: " + ec.message());
     fs::path dir = fs::absolute(a.dir, ec);
+    // The launcher merges every capture file in the folder at the end, so files
+    // left by an earlier run would be mixed into this job. One task of a
+    // parallel launch (srun/mpirun) shares the folder with its siblings and
+    // cannot tell theirs from stale ones; it is left to `pipescope merge`.
+    if (!capture::launcherIsOneOfMany() && !a.noMerge)
+        if (auto stale = captureFilesIn(dir.string()); !stale.empty())
+            throw Error(a.dir + ": already holds " + std::to_string(stale.size()) +
+                        " capture file(s) from an earlier run; choose a new -o folder or remove them");
 
     capture::CaptureSettings s;
     s.dir = dir.lexically_normal().string();

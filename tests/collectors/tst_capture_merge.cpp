@@ -568,6 +568,14 @@ void TestCaptureMerge::cliCaptureRunsCommand()
 
     r = test::runCli({"capture", "--profiler-api", "--nvtx-range", "x", "--", "true"});
     QCOMPARE(r.exitCode, 1);
+    // A folder with an earlier run's files is refused rather than mixed into this job.
+    writeJob(tmp.path() + "/cap");
+    r = test::runCli({"capture", "-o", tmp.path() + "/cap", "--", "sh", "-c", "echo ran"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY(!r.out.contains("ran"));
+    QVERIFY2(r.err.contains("earlier run"), qPrintable(r.err));
+    r = test::runCli({"capture", "--no-merge", "-o", tmp.path() + "/cap", "--", "true"});
+    QCOMPARE(r.exitCode, 0);
     r = test::runCli({"capture", "--delay", "-1", "--", "true"});
     QCOMPARE(r.exitCode, 2);
 }
