@@ -178,26 +178,27 @@ std::map<int, TimeNs> collectiveOffsets(sql::Database& db, const std::vector<int
     std::map<int, TimeNs> offsets;
     if (ranks.empty())
         return offsets;
+    // Which ranks saw each operation, so a rank's neighbours are found through
+    // its own operations rather than by comparing every pair of ranks.
+    std::map<std::string, std::vector<std::pair<int, TimeNs>>> seenBy;
+    for (const auto& [rank, ends] : endsByRank)
+        for (const auto& [key, end] : ends)
+            seenBy[key].emplace_back(rank, end);
+    const std::set<int> wanted(ranks.begin(), ranks.end());
     // Breadth-first from the lowest rank over ranks that share operations.
     std::set<int> done{ranks.front()};
     offsets[ranks.front()] = 0;
     std::vector<int> queue{ranks.front()};
-    while (!queue.empty()) {
-        int ref = queue.back();
-        queue.pop_back();
-        for (int r : ranks) {
-            if (done.count(r))
-                continue;
-            std::vector<TimeNs> diffs;
-            for (const auto& [key, end] : endsByRank[r]) {
-                auto it = endsByRank[ref].find(key);
-                if (it != endsByRank[ref].end())
-                    diffs.push_back(it->second - end);
-            }
-            if (diffs.empty())
-                continue;
-            std::nth_element(diffs.begin(), diffs.begin() + static_cast<long>(diffs.size() / 2), diffs.end());
-            offsets[r] = offsets[ref] + diffs[diffs.size() / 2];
+    for (size_t head = 0; head < queue.size() && done.size() < wanted.size(); ++head) {
+        const int ref = queue[head];
+        std::map<int, std::vector<TimeNs>> diffs;
+        for (const auto& [key, refEnd] : endsByRank[ref])
+            for (const auto& [r, end] : seenBy[key])
+                if (!done.count(r) && wanted.count(r))
+                    diffs[r].push_back(refEnd - end);
+        for (auto& [r, d] : diffs) {
+            std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
+            offsets[r] = offsets[ref] + d[d.size() / 2];
             done.insert(r);
             queue.push_back(r);
         }
