@@ -7,6 +7,7 @@
 #   3. an NCCL all-reduce across 2 processes, recorded by the NCCL plugin
 #   4. a 4-stage 1F1B pipeline (one process per stage, one GPU), merged into one store
 # Usage: scripts/gpu-check.sh [STAGE_DIR [CHECKS...]]   (CHECKS: 1 2 3 4, default all)
+# Stage with scripts/stage-device.sh (builds nothing on the GPU machine).
 # STAGE_DIR holds bin/pipescope, lib/pipescope/libpipescope_{cupti,nccl}.so, bin/launches
 # (nvcc -arch=sm_90 tests/collectors/gpu/launches.cu) and, when the machine lacks
 # it, lib/libsqlite3.so.0. Results go to $OUT (default /tmp/pipescope-gpu-check):
