@@ -25,6 +25,14 @@ struct RankIter {
     std::string label;
     TimeNs start = 0, end = 0;
     bool any = false;
+
+    // Widens the span to cover an activity.
+    void cover(const Activity& act)
+    {
+        start = any ? std::min(start, act.start) : act.start;
+        end = any ? std::max(end, act.end) : act.end;
+        any = true;
+    }
 };
 
 std::optional<int64_t> trailingNumber(std::string_view s)
@@ -112,15 +120,7 @@ std::vector<RankIter> assignToRanges(const Context& ctx, const RankData& rd, std
         --it;
         if (t >= it->end)
             continue;
-        RankIter& ri = iters[static_cast<size_t>(it - top.begin())];
-        if (!ri.any) {
-            ri.start = act.start;
-            ri.end = act.end;
-            ri.any = true;
-        } else {
-            ri.start = std::min(ri.start, act.start);
-            ri.end = std::max(ri.end, act.end);
-        }
+        iters[static_cast<size_t>(it - top.begin())].cover(act);
     }
     std::vector<RankIter> kept;
     for (auto& ri : iters)
@@ -338,15 +338,7 @@ std::vector<RankIter> periodicIterations(const Context& ctx, const RankData& rd)
             ++k;
         if (k >= bounds.size())
             break;
-        RankIter& ri = iters[k];
-        if (!ri.any) {
-            ri.start = act.start;
-            ri.end = act.end;
-            ri.any = true;
-        } else {
-            ri.start = std::min(ri.start, act.start);
-            ri.end = std::max(ri.end, act.end);
-        }
+        iters[k].cover(act);
     }
     for (size_t i = 0; i < iters.size(); ++i) {
         iters[i].key = static_cast<int64_t>(i);
