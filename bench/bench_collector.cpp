@@ -16,6 +16,7 @@
 //   bench_collector [repetitions=3] [dir=/tmp]
 #include "ActivityBuffers.h"
 #include "ActivityRecords.h"
+#include "PackedRecords.h"
 #include "CaptureDb.h"
 #include "RecordingWindows.h"
 #include "WriterThread.h"
@@ -42,26 +43,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-size_t recordSize(uint32_t kind)
-{
-    switch (kind) {
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
-    default: return 0;
-    }
-}
-
-// Stands in for cuptiActivityGetNextRecord over the synthetic layout.
-bool nextPacked(uint8_t* buffer, size_t validSize, CUpti_Activity** rec)
-{
-    uint8_t* p = *rec ? reinterpret_cast<uint8_t*>(*rec) + recordSize((*rec)->kind) : buffer;
-    if (p >= buffer + validSize)
-        return false;
-    *rec = reinterpret_cast<CUpti_Activity*>(p);
-    return true;
-}
 
 struct SyntheticBuffer {
     std::vector<uint8_t> bytes;

@@ -54,6 +54,25 @@ std::optional<int64_t> opt32(uint32_t v)
     return v == kInvalid32 ? std::nullopt : std::optional<int64_t>(v);
 }
 
+// Device-to-host, host-to-device and peer-to-peer copies arrive as different
+// record types with the same fields.
+template <typename Record>
+GpuActivityRow copyRow(const Record& c, CaptureDb& db)
+{
+    GpuActivityRow a;
+    a.kind = capture::kMemcpy;
+    a.start = static_cast<int64_t>(c.start);
+    a.end = static_cast<int64_t>(c.end);
+    a.device = c.deviceId;
+    a.context = c.contextId;
+    a.stream = c.streamId;
+    a.correlation = c.correlationId;
+    a.nameId = db.intern(copyKindName(c.copyKind));
+    a.bytes = static_cast<int64_t>(c.bytes);
+    a.copyKind = c.copyKind;
+    return a;
+}
+
 } // namespace
 
 const char* overheadKindName(uint32_t kind)
@@ -154,36 +173,14 @@ bool ActivityTranslator::store(const CUpti_Activity* record, CaptureDb& db)
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto& c = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        GpuActivityRow a;
-        a.kind = capture::kMemcpy;
-        a.start = static_cast<int64_t>(c.start);
-        a.end = static_cast<int64_t>(c.end);
-        a.device = c.deviceId;
-        a.context = c.contextId;
-        a.stream = c.streamId;
-        a.correlation = c.correlationId;
-        a.nameId = db.intern(copyKindName(c.copyKind));
-        a.bytes = static_cast<int64_t>(c.bytes);
-        a.copyKind = c.copyKind;
+        GpuActivityRow a = copyRow(c, db);
         if (c.graphId)
             a.graphId = c.graphId;
         db.addGpuActivity(a);
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-        const auto& c = *reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
-        GpuActivityRow a;
-        a.kind = capture::kMemcpy;
-        a.start = static_cast<int64_t>(c.start);
-        a.end = static_cast<int64_t>(c.end);
-        a.device = c.deviceId;
-        a.context = c.contextId;
-        a.stream = c.streamId;
-        a.correlation = c.correlationId;
-        a.nameId = db.intern(copyKindName(c.copyKind));
-        a.bytes = static_cast<int64_t>(c.bytes);
-        a.copyKind = c.copyKind;
-        db.addGpuActivity(a);
+        db.addGpuActivity(copyRow(*reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record), db));
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {

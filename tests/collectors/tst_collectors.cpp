@@ -3,6 +3,7 @@
 // load them.
 #include "ActivityBuffers.h"
 #include "ActivityRecords.h"
+#include "PackedRecords.h"
 #include "CaptureDb.h"
 #include "NcclProfilerApi.h"
 #include "RecordingWindows.h"
@@ -88,26 +89,6 @@ T record(CUpti_ActivityKind kind)
     return r;
 }
 
-// CUPTI-shaped buffers for the buffer path: records back to back, each of
-// its kind's size (CUPTI's own layout is opaque; only its iterator knows it).
-size_t recordSize(uint32_t kind)
-{
-    switch (kind) {
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
-    default: return 0;
-    }
-}
-
-bool nextPacked(uint8_t* buffer, size_t validSize, CUpti_Activity** rec)
-{
-    uint8_t* p = *rec ? reinterpret_cast<uint8_t*>(*rec) + recordSize((*rec)->kind) : buffer;
-    if (p >= buffer + validSize)
-        return false;
-    *rec = reinterpret_cast<CUpti_Activity*>(p);
-    return true;
-}
 
 // Writes `launches` x (runtime launch record, kernel record) into `buffer`; returns the bytes used.
 size_t fillLaunches(uint8_t* buffer, int launches, uint32_t firstCorrelation)
