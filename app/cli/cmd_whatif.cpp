@@ -34,15 +34,24 @@ int runWhatIf(const WhatIfArgs& a)
 
     Store store(a.file);
     const Trace trace = store.load();
-    MeasureOptions mo;
+    AnalyzeOptions ao;
     if (a.iteration >= 0)
-        mo.iteration = a.iteration;
+        ao.iteration = a.iteration;
     if (a.measuredPp > 0)
-        mo.pipelineDegree = a.measuredPp;
-    mo.iterationRange = a.iterationRange;
-    MeasuredPipeline measured;
+        ao.pipelineDegree = a.measuredPp;
+    ao.iterationRange = a.iterationRange;
+    CalibrateOptions co;
+    co.model = md ? &*md : nullptr;
+    if (a.layers > 0)
+        co.measured.layers = a.layers;
+    co.measured.measuredBoundaries = a.measuredBoundaries;
+    co.measured.layerWeights = a.weights;
+    co.gpuMemoryBytes = a.gpuMemoryBytes();
+    CostModel model;
     try {
-        measured = measurePipeline(trace, mo);
+        model = calibrate(trace, analyze(trace, ao), co);
+    } catch (const ValueError&) {
+        throw;
     } catch (const Error& e) {
         // The analysis names analyze's --pp; for whatif, --pp is the degree to predict.
         std::string message = e.what();
@@ -51,17 +60,8 @@ int runWhatIf(const WhatIfArgs& a)
         throw Error(a.file + ": " + message);
     }
 
-    FromMeasuredOptions fo;
-    if (a.layers > 0)
-        fo.layers = a.layers;
-    fo.measuredBoundaries = a.measuredBoundaries;
-    fo.layerWeights = a.weights;
-    CostModel model = CostModel::fromMeasured(measured, md ? &*md : nullptr, fo);
-    if (auto bytes = a.gpuMemoryBytes())
-        model.memory.gpuMemoryBytes = bytes;
-
     const Scenario base = measuredScenario(model);
-    if (!a.boundaries.empty() && measured.layers.empty() && a.layers <= 0 && !md)
+    if (!a.boundaries.empty() && model.layerSource == "stages")
         throw Error("the trace does not attribute kernels to layers, so --boundaries has no layers to move; "
                     "give the layer count with --layers N or a model description with --model MODEL.json");
     ScenarioChanges changes;
@@ -91,7 +91,7 @@ int runWhatIf(const WhatIfArgs& a)
                                               a.search ? &rows : nullptr, jo);
     if (writeDocument(a, doc))
         return kExitOk;
-    std::cout << a.file << ": measured " << (measured.schedule.empty() ? "unknown" : measured.schedule) << ", pp "
+    std::cout << a.file << ": measured " << (model.measuredSchedule.empty() ? "unknown" : model.measuredSchedule) << ", pp "
               << model.measuredPp;
     if (model.measuredV > 1)
         std::cout << ", v " << model.measuredV;

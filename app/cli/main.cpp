@@ -2,6 +2,7 @@
 #include "Command.h"
 #include "Version.h"
 #include "util/Error.h"
+#include "util/Format.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,6 +11,19 @@
 #include <map>
 
 namespace pipescope::cli {
+namespace {
+// Core names the setting a refused value belongs to; the CLI names its flag.
+std::string flagOf(const std::string& setting)
+{
+    static const std::map<std::string, std::string> flags{
+        {"boundaries", "--boundaries"}, {"pp", "--pp"},           {"v", "--v"},
+        {"microbatches", "--microbatches"}, {"schedule", "--schedule"}, {"weights", "--weights"},
+        {"layers", "--layers"},        {"stage map", "--stage-map"}, {"iteration", "--iteration"}};
+    auto it = flags.find(setting);
+    return it == flags.end() ? setting : it->second;
+}
+} // namespace
+
 std::vector<CommandSpec>& commands()
 {
     static std::vector<CommandSpec> all;
@@ -58,15 +72,20 @@ int main(int argc, char** argv)
             continue;
         try {
             return run();
+        } catch (const ValueError& e) {
+            std::fflush(stdout);
+            std::cerr << "pipescope " << sub->get_name() << ": error: " << flagOf(e.setting()) << ": " << e.what() << "\n";
+            return kExitError;
         } catch (const Error& e) {
             std::fflush(stdout);
-            std::cerr << "pipescope " << sub->get_name() << ": error: " << e.what() << "\n";
+            // Messages quote inputs (names, versions): never let them drive the terminal.
+            std::cerr << "pipescope " << sub->get_name() << ": error: " << printable(e.what(), 4096) << "\n";
             return kExitError;
         } catch (const std::bad_alloc&) {
             std::cerr << "pipescope " << sub->get_name() << ": error: out of memory\n";
             return kExitError;
         } catch (const std::exception& e) {
-            std::cerr << "pipescope " << sub->get_name() << ": internal error: " << e.what()
+            std::cerr << "pipescope " << sub->get_name() << ": internal error: " << printable(e.what(), 4096)
                       << " (please report this with the input that caused it)\n";
             return kExitError;
         }

@@ -4,6 +4,7 @@
 #include "analysis/MeasuredPipeline.h"
 #include "analysis/detail/Context.h"
 #include "util/Error.h"
+#include "util/Limits.h"
 
 #include <algorithm>
 #include <array>
@@ -19,13 +20,10 @@ namespace pipescope {
 namespace {
 constexpr std::array<std::string_view, 7> kWork = {"compute", "p2p", "collective", "memcpy", "memset", "sync", "other"};
 constexpr std::array<std::string_view, 4> kRole = {"compute", "communication", "copy", "idle"};
-constexpr std::array<std::string_view, kBubbleCauses> kCause = {"fill_drain", "wait_neighbor", "p2p_transfer", "dp_sync",
-                                                               "host_bound", "launch_gap", "other"};
 } // namespace
 
 std::string_view toString(WorkClass c) { return kWork.at(static_cast<size_t>(c)); }
 std::string_view toString(StreamRole r) { return kRole.at(static_cast<size_t>(r)); }
-std::string_view toString(BubbleCause c) { return kCause.at(static_cast<size_t>(c)); }
 
 const RankIdle* AnalysisResult::idleOf(int iteration, int rank) const
 {
@@ -54,7 +52,11 @@ std::map<int, int> parseStageMap(const std::string& text)
         if (r1.ec != std::errc() || r1.ptr != item.data() + colon || r2.ec != std::errc()
             || r2.ptr != item.data() + item.size() || rank < 0 || stage < 0)
             throw fail();
-        out[rank] = stage;
+        if (rank > kMaxRank || stage > kMaxRank)
+            throw Error("--stage-map: rank " + std::to_string(rank) + ":" + std::to_string(stage) +
+                        " is outside the supported ranks and stages 0.." + std::to_string(kMaxRank));
+        if (!out.emplace(rank, stage).second)
+            throw Error("--stage-map names rank " + std::to_string(rank) + " twice; give each rank one stage");
         if (comma == std::string::npos)
             break;
         pos = comma + 1;
@@ -131,6 +133,10 @@ void classifyActivities(Context& ctx, AnalysisResult& out)
     }
     for (const auto& r : t.ranks)
         maxRank = std::max(maxRank, r.rank);
+    // Per-rank tables are indexed by rank: stores and importers keep ranks in
+    // 0..kMaxRank, and a trace built otherwise is refused here, not allocated.
+    if (maxRank > kMaxRank)
+        throw Error("rank " + std::to_string(maxRank) + " is outside the supported ranks 0.." + std::to_string(kMaxRank));
 
     std::vector<uint32_t> order;
     if (!sorted) {
@@ -218,6 +224,8 @@ void classifyActivities(Context& ctx, AnalysisResult& out)
 AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
 {
     AnalysisResult out;
+    const WorkControl* work = options.work;
+    checkpoint(work, "classifying kernels", 0.0);
     detail::Context ctx(trace, options, out.warnings);
     detail::classifyActivities(ctx, out);
     if (ctx.ranks.empty())
@@ -241,8 +249,10 @@ AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
                                       + "); the analysis covers the others");
     }
 
+    checkpoint(work, "finding iterations", 0.15);
     detail::detectIterations(ctx, out);
     detail::mapStages(ctx, out);
+    checkpoint(work, "finding steps", 0.3);
     std::vector<Step> allSteps;
     detail::buildSteps(ctx, out, allSteps);
     std::vector<Step> selected;
@@ -250,11 +260,15 @@ AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
         if (s.iteration == out.selectedIteration)
             selected.push_back(s);
     detail::inferSchedule(ctx, out, selected);
+    checkpoint(work, "finding bubbles", 0.5);
     std::vector<Bubble> allBubbles;
     detail::findBubbles(ctx, out, allSteps, allBubbles);
+    checkpoint(work, "imbalance and critical path", 0.7);
     detail::measureImbalance(ctx, out, selected);
     detail::traceCriticalPath(ctx, out, selected);
+    checkpoint(work, "trace views", 0.85);
     detail::computeHtaViews(ctx, out);
+    checkpoint(work, "analysis done", 1.0);
 
     if (options.allIterations) {
         out.steps = std::move(allSteps);
@@ -422,7 +436,11 @@ MeasuredPipeline measurePipeline(const Trace& trace, const MeasureOptions& optio
     ao.iteration = options.iteration;
     ao.pipelineDegree = options.pipelineDegree;
     ao.iterationRange = options.iterationRange;
-    AnalysisResult r = analyze(trace, ao);
+    return measurePipeline(trace, analyze(trace, ao));
+}
+
+MeasuredPipeline measurePipeline(const Trace& trace, const AnalysisResult& r)
+{
     if (!r.pipeline.found)
         throw Error("no pipeline found in the trace (" + r.pipeline.reason
                     + "); give the pipeline degree with --pp N if the job is pipeline-parallel");
@@ -442,6 +460,8 @@ MeasuredPipeline measurePipeline(const Trace& trace, const MeasureOptions& optio
         if (a.rank >= 0 && a.rank <= maxRank)
             mp.stageOfRank[static_cast<size_t>(a.rank)] = a.stage;
     for (const auto& s : r.steps) {
+        if (s.iteration != r.selectedIteration) // a result made with allIterations
+            continue;
         PipelineStep ps;
         ps.rank = s.rank;
         ps.stage = s.stage;

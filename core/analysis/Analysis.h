@@ -7,6 +7,7 @@
 // JSON form).
 #include "model/Pipeline.h"
 #include "model/Trace.h"
+#include "util/Work.h"
 
 #include <array>
 #include <map>
@@ -43,6 +44,7 @@ struct AnalyzeOptions {
     bool htaCompatible = false;        // HTA views in HTA's own arithmetic (whole us, last step dropped)
     bool allIterations = false;        // steps and bubbles of every iteration, not only the selected one
     TimeNs launchGapNs = 30'000;       // unexplained gaps up to this long are launch gaps
+    const WorkControl* work = nullptr; // progress and cancel between passes (optional)
 };
 
 // ---- iterations ------------------------------------------------------------
@@ -90,16 +92,15 @@ struct PipelineStructure {
     int pp = 1, dp = 1, chunks = 1, microbatches = 0;
     std::vector<StageAssignment> stageMap;
     std::string labelsFrom;      // annotations | inferred | none
-    std::string schedule = "unknown"; // gpipe | 1f1b | interleaved-1f1b | zb-h1 | zb-h2 | zb-v | unknown
+    std::string schedule = "unknown"; // toString(ScheduleKind) or "unknown"
+    std::optional<ScheduleKind> scheduleKind; // the same, typed; unset when unknown
     double scheduleConfidence = 0.0;
     std::string scheduleEvidence;
 };
 
 // ---- bubbles ---------------------------------------------------------------
 
-enum class BubbleCause : uint8_t { FillDrain = 0, WaitNeighbor = 1, P2pTransfer = 2, DpSync = 3, HostBound = 4, LaunchGap = 5, Other = 6 };
-inline constexpr int kBubbleCauses = 7;
-std::string_view toString(BubbleCause c);
+// BubbleCause and kBubbleCauses: model/Pipeline.h.
 
 struct Bubble {
     int iteration = 0;

@@ -18,4 +18,9 @@ struct MeasureOptions {
 // Throws Error when no pipeline can be found in the trace.
 MeasuredPipeline measurePipeline(const Trace& trace, const MeasureOptions& options = {});
 
+struct AnalysisResult;
+// The same from an analysis already made (the app and the report analyse once
+// and calibrate on that result): the result's selected iteration is measured.
+MeasuredPipeline measurePipeline(const Trace& trace, const AnalysisResult& result);
+
 } // namespace pipescope

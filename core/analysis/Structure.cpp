@@ -1223,6 +1223,7 @@ void inferSchedule(Context& ctx, AnalysisResult& out, const std::vector<Step>& s
                         + "inferred from kernel order and point-to-point peers, not annotated";
     }
     ps.schedule = name;
+    ps.scheduleKind = name == "unknown" ? std::nullopt : scheduleKindFromString(name);
     ps.scheduleConfidence = name == "unknown" ? 0.0 : std::round(std::clamp(score * base, 0.0, 1.0) * 100) / 100;
     ps.scheduleEvidence = evidence;
 }

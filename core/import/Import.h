@@ -4,7 +4,9 @@
 // with this shape; importJob() drives them for `pipescope import`.
 #include "model/Types.h"
 #include "store/StoreWriter.h"
+#include "util/Work.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -16,6 +18,7 @@ struct ImportOptions {
     std::optional<int> rank;  // force the rank of a single-rank file
     bool progress = true;     // progress line on stderr for long imports
     bool shortKernelNames = false; // Nsight exports: name kernels by shortName, not demangledName
+    const WorkControl* work = nullptr; // progress and cancel (optional)
 };
 
 // What one importer call added to the store.
@@ -25,6 +28,8 @@ struct ImportedSource {
     TimeNs timeBase = 0;        // added to the file's times to reach its absolute clock (0: already there)
     bool absoluteClock = false; // true when times plus timeBase are Unix-epoch ns (comparable across files)
     int64_t records = 0;      // records stored
+    std::string jobId;        // the job the file says it belongs to (pipescope simulate writes one), or empty
+    std::optional<int> worldSize; // the world size the file states, when it states one
 };
 
 // Kineto / PyTorch profiler JSON (.json or .json.gz). Throws FormatError when
@@ -43,6 +48,9 @@ struct ImportJobOptions {
     std::optional<int> rank; // only with a single input file
     bool progress = true;
     bool shortKernelNames = false;
+    const WorkControl* work = nullptr; // progress per file and cancel (optional)
+    // Told each warning as it arises (also kept in ImportJobReport::warnings).
+    std::function<void(const std::string&)> warn;
 };
 
 struct ImportJobReport {
@@ -50,6 +58,7 @@ struct ImportJobReport {
     std::vector<std::string> files;
     std::vector<std::pair<int, TimeNs>> offsets; // per rank: offset applied
     Alignment alignmentUsed = Alignment::None;
+    std::vector<std::string> warnings; // one sentence each, for the user (e.g. an unread write-ahead log)
 };
 
 ImportJobReport importJob(const ImportJobOptions& options);

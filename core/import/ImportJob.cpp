@@ -4,6 +4,9 @@
 
 #include "store/Schema.h"
 #include "util/Error.h"
+#include "util/AtomicOutput.h"
+#include "util/Format.h"
+#include "util/Limits.h"
 
 #if __has_include("import/capture/ImportCapture.h")
 #include "import/capture/ImportCapture.h"
@@ -17,6 +20,7 @@
 #include <map>
 #include <set>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 namespace pipescope {
 
@@ -76,46 +80,43 @@ std::string detectFormat(const std::string& path)
     char head[64] = {};
     size_t n = std::fread(head, 1, sizeof head, f);
     std::fclose(f);
-    if (n == 0)
+    if (n == 0) {
+        struct stat st{};
+        if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+            throw FormatError(path + ": is not a regular file (a pipe or device) and gave no data; "
+                                     "save the trace to a file and import that");
         throw FormatError(path + ": file is empty; expected a Kineto JSON trace or an Nsight Systems SQLite export");
+    }
     if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b)
         return "kineto";
     if (n >= 16 && std::memcmp(head, "SQLite format 3", 16) == 0) {
-        sqlite3* db = nullptr;
+        // Opened read-only and immutable: detection leaves no -shm or lock beside the input.
         std::string kind;
-        if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-            auto has = [&](const char* table) {
-                sqlite3_stmt* st = nullptr;
-                bool found = false;
-                if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1", -1, &st, nullptr) ==
-                    SQLITE_OK) {
-                    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-                    found = sqlite3_step(st) == SQLITE_ROW;
-                }
-                sqlite3_finalize(st);
-                return found;
-            };
-            int appId = 0;
-            sqlite3_stmt* st = nullptr;
-            if (sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-                appId = sqlite3_column_int(st, 0);
-            sqlite3_finalize(st);
+        try {
+            sql::Database db(path, sql::Database::Mode::ReadOnly);
+            auto appIdQuery = db.prepare("PRAGMA application_id");
+            const int appId = appIdQuery.step() ? static_cast<int>(appIdQuery.int64(0)) : 0;
             if (appId == 0x50534343) // "PSCC": a per-rank capture file (import/capture/CaptureSchema.h)
                 kind = "capture";
             else if (appId == kApplicationId)
                 kind = "store";
-            else if (has("META_DATA_EXPORT") || has("EXPORT_META_DATA") || has("CUPTI_ACTIVITY_KIND_KERNEL") ||
-                has("StringIds"))
+            else if (db.tableExists("META_DATA_EXPORT") || db.tableExists("EXPORT_META_DATA") ||
+                     db.tableExists("CUPTI_ACTIVITY_KIND_KERNEL") || db.tableExists("StringIds"))
                 kind = "nsys";
-
+        } catch (const FormatError&) {
+            throw;
+        } catch (const Error& e) {
+            throw FormatError(path + ": damaged or truncated SQLite file (" + printable(e.what(), 200) +
+                              "); re-copy or re-export it");
         }
-        sqlite3_close_v2(db);
         if (kind.empty())
             throw FormatError(path + ": SQLite file is neither an Nsight Systems export nor a pipescope capture; "
                                      "export Nsight reports with `nsys export --type sqlite`");
         return kind;
     }
-    for (size_t i = 0; i < n; ++i) {
+    // The JSON reader accepts a UTF-8 byte order mark; so does detection.
+    const size_t bom = n >= 3 && std::memcmp(head, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    for (size_t i = bom; i < n; ++i) {
         char c = head[i];
         if (c == ' ' || c == '\t' || c == '\r' || c == '\n')
             continue;
@@ -198,12 +199,43 @@ std::map<int, TimeNs> collectiveOffsets(sql::Database& db, const std::vector<int
                     diffs[r].push_back(refEnd - end);
         for (auto& [r, d] : diffs) {
             std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
-            offsets[r] = offsets[ref] + d[d.size() / 2];
+            TimeNs shift = 0;
+            if (__builtin_add_overflow(offsets[ref], d[d.size() / 2], &shift) || !validTime(shift))
+                continue; // no usable offset through this neighbour
+            offsets[r] = shift;
             done.insert(r);
             queue.push_back(r);
         }
     }
     return offsets;
+}
+
+// Files of different jobs must not make one "pipeline": a folder may still
+// hold the traces of an earlier run beside the new ones.
+void refuseMixedJobs(const ImportJobReport& report)
+{
+    size_t jobFile = 0, worldFile = 0;
+    bool haveJob = false, haveWorld = false;
+    for (size_t i = 0; i < report.sources.size(); ++i) {
+        const auto& src = report.sources[i];
+        if (!src.jobId.empty()) {
+            if (haveJob && src.jobId != report.sources[jobFile].jobId)
+                throw Error(report.files[i] + " and " + report.files[jobFile] +
+                            " belong to different jobs (their job ids differ); import the files of one job only");
+            if (!haveJob)
+                jobFile = i;
+            haveJob = true;
+        }
+        if (src.worldSize) {
+            if (haveWorld && *src.worldSize != *report.sources[worldFile].worldSize)
+                throw Error(report.files[i] + " says the job has " + std::to_string(*src.worldSize) + " ranks but " +
+                            report.files[worldFile] + " says " + std::to_string(*report.sources[worldFile].worldSize) +
+                            "; they come from different jobs, import the files of one job only");
+            if (!haveWorld)
+                worldFile = i;
+            haveWorld = true;
+        }
+    }
 }
 
 } // namespace
@@ -240,14 +272,28 @@ ImportJobReport importJob(const ImportJobOptions& options)
         formats.push_back(fmt);
     }
 
+    // No input may be written over, whatever name the output is given.
+    for (const auto& f : report.files)
+        AtomicOutput::protectInput(f);
+    for (size_t i = 0; i < report.files.size(); ++i) {
+        std::error_code ec;
+        if (formats[i] == "nsys" && fs::file_size(report.files[i] + "-wal", ec) > 0 && !ec) {
+            report.warnings.push_back(sql::Database(report.files[i], sql::Database::Mode::ReadOnly).walWarning());
+            if (options.warn)
+                options.warn(report.warnings.back());
+        }
+    }
+
     StoreWriter writer(options.output);
     ImportOptions io;
     io.rank = options.rank;
     io.progress = options.progress;
     io.shortKernelNames = options.shortKernelNames;
+    io.work = options.work;
     std::map<int, std::string> rankOwner;
     for (size_t i = 0; i < report.files.size(); ++i) {
         const auto& file = report.files[i];
+        checkpoint(options.work, "importing " + file, static_cast<double>(i) / static_cast<double>(report.files.size()));
         ImportedSource src;
         if (formats[i] == "kineto")
             src = importKineto(file, writer, io);
@@ -267,6 +313,7 @@ ImportJobReport importJob(const ImportJobOptions& options)
         }
         report.sources.push_back(src);
     }
+    refuseMixedJobs(report);
 
     // Clock alignment. Time-base alignment puts every source on the epoch
     // clock; collective alignment then corrects each rank by matched
@@ -287,6 +334,8 @@ ImportJobReport importJob(const ImportJobOptions& options)
             writer.shiftRank(r, off);
         report.alignmentUsed = Alignment::TimeBase;
     }
+    // Times pushed out of range by a time base are dropped before any are compared across ranks.
+    writer.dropOutOfRangeTimes();
     if (options.alignment == Alignment::Collectives && ranks.size() > 1) {
         auto corr = alignByOperations(writer, ranks);
         if (!corr.empty()) {

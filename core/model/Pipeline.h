@@ -4,11 +4,47 @@
 // cost model from it and replays other configurations). Plain values only.
 #include "model/Types.h"
 
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pipescope {
+
+// ---- the vocabulary shared by measured and predicted pipelines -------------
+// The analysis (what a trace shows), the what-if replay (what a configuration
+// would do), the timeline and the report all speak these types.
+
+// Why a GPU's compute stream sat idle inside an iteration (docs/analysis.md).
+enum class BubbleCause : uint8_t { FillDrain = 0, WaitNeighbor = 1, P2pTransfer = 2, DpSync = 3, HostBound = 4, LaunchGap = 5, Other = 6 };
+inline constexpr int kBubbleCauses = 7;
+// "fill_drain", "wait_neighbor", "p2p_transfer", "dp_sync", "host_bound", "launch_gap", "other"
+std::string_view toString(BubbleCause c);
+std::optional<BubbleCause> bubbleCauseFromString(std::string_view name);
+using CauseTotals = std::array<TimeNs, kBubbleCauses>;
+
+enum class ScheduleKind : uint8_t {
+    GPipe,
+    OneFOneB,
+    Interleaved1F1B, // Megatron-LM's order
+    LoopedBFS,
+    ZeroBubbleH1,    // ZB-H1 (v = 1), interleaved zero bubble (v > 1), torch's ZB1P order
+    ZeroBubbleH2,
+    ZeroBubbleV,
+    DualPipeV,
+    Custom,          // loaded from a CSV file
+};
+
+// Canonical names: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipev, custom.
+std::string_view toString(ScheduleKind kind);
+// Accepts canonical names and common spellings (interleaved, zbh1, ZBVZeroBubble, ...); nullopt if unknown.
+std::optional<ScheduleKind> scheduleKindFromString(std::string_view name);
+// All built-in kinds, for searches, help texts and the app's schedule menu.
+const std::vector<ScheduleKind>& builtinScheduleKinds();
+// ZB-V and DualPipeV place two chunks per rank in a V; the others loop.
+bool isVShaped(ScheduleKind kind);
+bool splitsBackward(ScheduleKind kind); // uses I and W instead of B
 
 // F = forward, B = full backward, I = backward for inputs only, W = backward
 // for weights only (zero-bubble schedules split B into I and W).

@@ -2,6 +2,7 @@
 
 #include "store/Schema.h"
 #include "util/Error.h"
+#include "util/Limits.h"
 
 #include <algorithm>
 #include <tuple>
@@ -13,6 +14,69 @@ namespace pipescope {
 
 namespace {
 
+// Every value read from a store is checked before it is used as an index or
+// a time: a hand-edited or damaged file is one clear error, never a crash.
+[[noreturn]] void damaged(const std::string& path, const std::string& what)
+{
+    throw FormatError(path + ": damaged store: " + what + "; re-import the traces");
+}
+
+struct Check {
+    const std::string& path;
+    const char* table;
+    const sql::Statement& st;
+
+    int rank(int c, const char* column = "rank") const
+    {
+        if (!st.isInteger(c) || !validRank(st.int64(c)))
+            damaged(path, std::string(table) + "." + column + " holds a rank outside 0.." + std::to_string(kMaxRank));
+        return static_cast<int>(st.int64(c));
+    }
+    std::optional<int> optRank(int c, const char* column) const
+    {
+        if (st.isNull(c))
+            return std::nullopt;
+        return rank(c, column);
+    }
+    TimeNs time(int c, const char* column) const
+    {
+        if (!st.isInteger(c) || !validTime(st.int64(c)))
+            damaged(path, std::string(table) + "." + column + " holds a time outside the representable range");
+        return st.int64(c);
+    }
+    std::optional<TimeNs> optTime(int c, const char* column) const
+    {
+        if (st.isNull(c))
+            return std::nullopt;
+        return time(c, column);
+    }
+    int64_t integer(int c, const char* column, int64_t lo, int64_t hi) const
+    {
+        if (!st.isInteger(c) || st.int64(c) < lo || st.int64(c) > hi)
+            damaged(path, std::string(table) + "." + column + " holds " + (st.isInteger(c) ? "an out-of-range value" : "a non-integer") +
+                              " (" + std::to_string(st.int64(c)) + ")");
+        return st.int64(c);
+    }
+    std::optional<int> optInt(int c, const char* column, int64_t lo, int64_t hi) const
+    {
+        if (st.isNull(c))
+            return std::nullopt;
+        return static_cast<int>(integer(c, column, lo, hi));
+    }
+    std::optional<int64_t> optInt64(int c, const char* column) const
+    {
+        if (st.isNull(c))
+            return std::nullopt;
+        return integer(c, column, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+    }
+    StringId string(int c, const char* column, size_t count) const
+    {
+        return integer(c, column, 0, static_cast<int64_t>(count) - 1);
+    }
+};
+
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
 std::vector<int> parseRanks(std::string_view text)
 {
     std::vector<int> out;
@@ -22,16 +86,9 @@ std::vector<int> parseRanks(std::string_view text)
     if (!j.is_array())
         return out;
     for (const auto& v : j)
-        if (v.is_number_integer())
-            out.push_back(v.get<int>());
+        if (v.is_number_integer() && validRank(v.get<int64_t>()))
+            out.push_back(static_cast<int>(v.get<int64_t>()));
     return out;
-}
-
-std::optional<int> optInt(const sql::Statement& st, int c)
-{
-    if (st.isNull(c))
-        return std::nullopt;
-    return static_cast<int>(st.int64(c));
 }
 
 } // namespace
@@ -60,6 +117,10 @@ Store::Store(const std::string& path)
                           ", this build reads up to " + std::to_string(kSchemaVersion) + "); upgrade pipescope");
     if (version_ < 1)
         throw FormatError(path + ": store has no schema version; it is damaged or was not finished, re-import it");
+    for (const char* table : {"strings", "sources", "ranks", "gpus", "streams", "cpu_ranges", "activities", "nccl_ops",
+                              "process_groups", "memory_events", "diagnostics", "gpu_summary", "cache"})
+        if (!db_.tableExists(table))
+            damaged(path, std::string("table ") + table + " is missing");
     // Memory-mapped reads skip a copy per page; stores are read far more than written.
     db_.exec("PRAGMA mmap_size = 17179869184");
     db_.exec("PRAGMA cache_size = -65536");
@@ -89,14 +150,15 @@ std::vector<SourceInfo> readSources(sql::Database& db)
 {
     std::vector<SourceInfo> out;
     auto st = db.prepare("SELECT id, path, format, rank, time_base_ns, clock_offset_ns, alignment, details FROM sources ORDER BY id");
+    const Check ck{db.path(), "sources", st};
     while (st.step()) {
         SourceInfo s;
         s.id = st.int64(0);
         s.path = st.string(1);
         s.format = st.string(2);
-        s.rank = optInt(st, 3);
-        s.timeBase = st.int64(4);
-        s.clockOffset = st.int64(5);
+        s.rank = ck.optRank(3, "rank");
+        s.timeBase = ck.time(4, "time_base_ns");
+        s.clockOffset = ck.time(5, "clock_offset_ns");
         s.alignment = st.string(6);
         s.details = st.string(7);
         out.push_back(std::move(s));
@@ -108,13 +170,14 @@ std::vector<RankInfo> readRanks(sql::Database& db)
 {
     std::vector<RankInfo> out;
     auto st = db.prepare("SELECT rank, world_size, host, pid, device, source_id FROM ranks ORDER BY rank");
+    const Check ck{db.path(), "ranks", st};
     while (st.step()) {
         RankInfo r;
-        r.rank = static_cast<int>(st.int64(0));
-        r.worldSize = optInt(st, 1);
+        r.rank = ck.rank(0);
+        r.worldSize = ck.optInt(1, "world_size", 1, kMaxWorldSize);
         r.host = st.string(2);
         r.pid = st.optInt64(3);
-        r.device = optInt(st, 4);
+        r.device = ck.optInt(4, "device", 0, kIntMax);
         r.sourceId = st.optInt64(5);
         out.push_back(std::move(r));
     }
@@ -125,14 +188,15 @@ std::vector<GpuInfo> readGpus(sql::Database& db)
 {
     std::vector<GpuInfo> out;
     auto st = db.prepare("SELECT rank, device, name, uuid, memory_bytes, sm_count, compute_capability FROM gpus ORDER BY rank, device");
+    const Check ck{db.path(), "gpus", st};
     while (st.step()) {
         GpuInfo g;
-        g.rank = static_cast<int>(st.int64(0));
-        g.device = static_cast<int>(st.int64(1));
+        g.rank = ck.rank(0);
+        g.device = static_cast<int>(ck.integer(1, "device", std::numeric_limits<int>::min(), kIntMax));
         g.name = st.string(2);
         g.uuid = st.string(3);
         g.memoryBytes = st.optInt64(4);
-        g.smCount = optInt(st, 5);
+        g.smCount = ck.optInt(5, "sm_count", 0, kIntMax);
         g.computeCapability = st.string(6);
         out.push_back(std::move(g));
     }
@@ -143,11 +207,12 @@ std::vector<StreamInfo> readStreams(sql::Database& db)
 {
     std::vector<StreamInfo> out;
     auto st = db.prepare("SELECT id, rank, device, stream, name FROM streams ORDER BY id");
+    const Check ck{db.path(), "streams", st};
     while (st.step()) {
         StreamInfo s;
         s.id = st.int64(0);
-        s.rank = static_cast<int>(st.int64(1));
-        s.device = static_cast<int>(st.int64(2));
+        s.rank = ck.rank(1);
+        s.device = static_cast<int>(ck.integer(2, "device", std::numeric_limits<int>::min(), kIntMax));
         s.stream = st.int64(3);
         s.name = st.string(4);
         out.push_back(std::move(s));
@@ -187,20 +252,21 @@ StoreSummary Store::summary()
     int64_t totals[4] = {0, 0, 0, 0};
     auto st = db_.prepare("SELECT rank, device, kernels, memcpys, memsets, syncs, kernel_first_ns, kernel_last_ns,"
                           " kernel_busy_ns, gpu_first_ns, gpu_last_ns, gpu_busy_ns FROM gpu_summary ORDER BY rank, device");
+    const Check ck{path(), "gpu_summary", st};
     while (st.step()) {
         GpuSummary g;
-        g.rank = static_cast<int>(st.int64(0));
-        g.device = static_cast<int>(st.int64(1));
+        g.rank = ck.rank(0);
+        g.device = static_cast<int>(ck.integer(1, "device", std::numeric_limits<int>::min(), kIntMax));
         g.kernels = st.int64(2);
         g.memcpys = st.int64(3);
         g.memsets = st.int64(4);
         g.syncs = st.int64(5);
-        g.kernelFirst = st.optInt64(6);
-        g.kernelLast = st.optInt64(7);
-        g.kernelBusy = st.int64(8);
-        g.gpuFirst = st.optInt64(9);
-        g.gpuLast = st.optInt64(10);
-        g.gpuBusy = st.int64(11);
+        g.kernelFirst = ck.optTime(6, "kernel_first_ns");
+        g.kernelLast = ck.optTime(7, "kernel_last_ns");
+        g.kernelBusy = ck.integer(8, "kernel_busy_ns", 0, std::numeric_limits<int64_t>::max());
+        g.gpuFirst = ck.optTime(9, "gpu_first_ns");
+        g.gpuLast = ck.optTime(10, "gpu_last_ns");
+        g.gpuBusy = ck.integer(11, "gpu_busy_ns", 0, std::numeric_limits<int64_t>::max());
         totals[0] += g.kernels;
         totals[1] += g.memcpys;
         totals[2] += g.memsets;
@@ -256,15 +322,15 @@ Trace Store::load(const LoadOptions& options)
     t.diagnostics = readDiagnostics(db_);
 
     {
+        // Ids are dense from 0: each must lie below the number of strings.
+        auto count = db_.prepare("SELECT COUNT(*) FROM strings");
+        count.step();
+        const auto n = static_cast<size_t>(std::max<int64_t>(count.int64(0), 1));
+        t.strings.assign(n, std::string());
         auto st = db_.prepare("SELECT id, value FROM strings ORDER BY id");
-        while (st.step()) {
-            auto id = static_cast<size_t>(st.int64(0));
-            if (id >= t.strings.size())
-                t.strings.resize(id + 1);
-            t.strings[id] = st.string(1);
-        }
-        if (t.strings.empty())
-            t.strings.emplace_back();
+        const Check ck{path(), "strings", st};
+        while (st.step())
+            t.strings[static_cast<size_t>(ck.string(0, "id", n))] = st.string(1);
     }
 
     auto wantRank = [&](int rank) {
@@ -283,23 +349,31 @@ Trace Store::load(const LoadOptions& options)
         auto count = db_.prepare("SELECT COUNT(*) FROM activities");
         count.step();
         t.activities.reserve(static_cast<size_t>(count.int64(0)));
+        const double total = static_cast<double>(std::max<int64_t>(1, count.int64(0)));
+        int64_t rows = 0;
+        checkpoint(options.work, "loading activities", 0.0);
+        const Check ck{path(), "activities", st};
         while (st.step()) {
-            int rank = static_cast<int>(st.int64(1));
+            if ((++rows & 0xFFFF) == 0)
+                checkpoint(options.work, "loading activities", static_cast<double>(rows) / total);
+            int rank = ck.rank(1);
             if (!wantRank(rank))
                 continue;
             Activity a;
             a.id = st.int64(0);
             a.rank = rank;
             a.streamId = st.int64(2);
-            a.kind = static_cast<ActivityKind>(st.int64(3));
-            a.start = st.int64(4);
-            a.end = st.int64(5);
-            a.name = st.int64(6);
+            a.kind = static_cast<ActivityKind>(ck.integer(3, "kind", 0, 3));
+            a.start = ck.time(4, "start_ns");
+            a.end = ck.time(5, "end_ns");
+            if (a.end < a.start)
+                damaged(path(), "activities.end_ns lies before start_ns");
+            a.name = ck.string(6, "name_id", t.strings.size());
             a.correlation = st.optInt64(7);
-            a.launchStart = st.optInt64(8);
+            a.launchStart = ck.optTime(8, "launch_ns");
             a.bytes = st.optInt64(9);
             if (!st.isNull(10))
-                a.copyKind = static_cast<CopyKind>(st.int64(10));
+                a.copyKind = static_cast<CopyKind>(ck.integer(10, "copy_kind", 0, 10));
             t.activities.push_back(a);
         }
         auto before = [](const Activity& x, const Activity& y) {
@@ -318,10 +392,11 @@ Trace Store::load(const LoadOptions& options)
         auto st = db_.prepare("SELECT id, rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name,"
                               " group_desc, group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id FROM nccl_ops"
                               " ORDER BY rank, start_ns, id");
+        const Check ck{path(), "nccl_ops", st};
         while (st.step()) {
             NcclOp op;
             op.id = st.int64(0);
-            op.rank = static_cast<int>(st.int64(1));
+            op.rank = ck.rank(1);
             if (!wantRank(op.rank))
                 continue;
             op.activityId = st.optInt64(2);
@@ -334,11 +409,11 @@ Trace Store::load(const LoadOptions& options)
             op.groupName = st.string(9);
             op.groupDesc = st.string(10);
             op.groupRanks = parseRanks(st.text(11));
-            op.groupSize = optInt(st, 12);
-            op.peer = optInt(st, 13);
+            op.groupSize = ck.optInt(12, "group_size", 0, kMaxWorldSize);
+            op.peer = ck.optRank(13, "peer");
             op.seq = st.optInt64(14);
-            op.start = st.optInt64(15);
-            op.end = st.optInt64(16);
+            op.start = ck.optTime(15, "start_ns");
+            op.end = ck.optTime(16, "end_ns");
             op.streamId = st.optInt64(17);
             if (op.end && *op.end < from)
                 continue;
@@ -365,19 +440,23 @@ Trace Store::load(const LoadOptions& options)
         auto st = db_.prepare("SELECT id, rank, tid, kind, start_ns, end_ns, name_id, domain_id, depth, parent_id, correlation"
                               " FROM cpu_ranges WHERE kind IN (" + kinds + ") AND end_ns >= ?1 AND start_ns < ?2");
         st.bind(1, from).bind(2, to);
+        const Check ck{path(), "cpu_ranges", st};
         while (st.step()) {
             CpuRange r;
             r.id = st.int64(0);
-            r.rank = static_cast<int>(st.int64(1));
+            r.rank = ck.rank(1);
             if (!wantRank(r.rank))
                 continue;
             r.tid = st.int64(2);
-            r.kind = static_cast<CpuRangeKind>(st.int64(3));
-            r.start = st.int64(4);
-            r.end = st.int64(5);
-            r.name = st.int64(6);
-            r.domain = st.optInt64(7);
-            r.depth = static_cast<int>(st.int64(8));
+            r.kind = static_cast<CpuRangeKind>(ck.integer(3, "kind", 0, 6));
+            r.start = ck.time(4, "start_ns");
+            r.end = ck.time(5, "end_ns");
+            if (r.end < r.start)
+                damaged(path(), "cpu_ranges.end_ns lies before start_ns");
+            r.name = ck.string(6, "name_id", t.strings.size());
+            if (!st.isNull(7))
+                r.domain = ck.string(7, "domain_id", t.strings.size());
+            r.depth = static_cast<int>(ck.integer(8, "depth", 0, kIntMax));
             r.parentId = st.optInt64(9);
             r.correlation = st.optInt64(10);
             t.cpuRanges.push_back(r);
@@ -391,26 +470,28 @@ Trace Store::load(const LoadOptions& options)
 
     {
         auto st = db_.prepare("SELECT rank, name, desc, ranks, size FROM process_groups ORDER BY rank, name");
+        const Check ck{path(), "process_groups", st};
         while (st.step()) {
             ProcessGroup g;
-            g.rank = static_cast<int>(st.int64(0));
+            g.rank = ck.rank(0);
             g.name = st.string(1);
             g.desc = st.string(2);
             g.ranks = parseRanks(st.text(3));
-            g.size = optInt(st, 4);
+            g.size = ck.optInt(4, "size", 0, kMaxWorldSize);
             t.processGroups.push_back(std::move(g));
         }
     }
 
     {
         auto st = db_.prepare("SELECT rank, device, ts_ns, bytes, address FROM memory_events ORDER BY rank, device, ts_ns");
+        const Check ck{path(), "memory_events", st};
         while (st.step()) {
             MemoryEvent e;
-            e.rank = static_cast<int>(st.int64(0));
+            e.rank = ck.rank(0);
             if (!wantRank(e.rank))
                 continue;
-            e.device = static_cast<int>(st.int64(1));
-            e.ts = st.int64(2);
+            e.device = static_cast<int>(ck.integer(1, "device", std::numeric_limits<int>::min(), kIntMax));
+            e.ts = ck.time(2, "ts_ns");
             e.bytes = st.int64(3);
             e.address = st.optInt64(4);
             t.memoryEvents.push_back(e);

@@ -3,6 +3,7 @@
 // written by a newer pipescope is refused with a message saying so.
 #include "model/Trace.h"
 #include "store/Sqlite.h"
+#include "util/Work.h"
 
 #include <array>
 #include <optional>
@@ -42,6 +43,7 @@ struct LoadOptions {
     std::optional<TimeNs> from, to;        // activities overlapping [from, to)
     bool cpuOps = false;                   // also load cpu_op ranges (large)
     bool runtimeCalls = false;             // also load runtime/driver call ranges
+    const WorkControl* work = nullptr;     // progress and cancel (optional)
 };
 
 class Store {

@@ -48,7 +48,7 @@ Partition evenPartition(int layers, int stages)
                     " stages; use fewer stages (--pp, --v)");
     if (layers % stages != 0)
         throw Error(std::to_string(layers) + " layers do not split evenly over " + std::to_string(stages) +
-                    " stages (pp x v); give --boundaries, use --auto-balance, or choose --pp/--v that divide the layers");
+                    " stages (pp x v); give stage boundaries, auto-balance, or choose a pipeline degree and v that divide the layers");
     Partition p;
     for (int s = 0; s <= stages; ++s)
         p.firstLayer.push_back(s * (layers / stages));
@@ -58,19 +58,21 @@ Partition evenPartition(int layers, int stages)
 Partition partitionFromBoundaries(const std::vector<int>& boundaries, int layers, int stages)
 {
     if (static_cast<int>(boundaries.size()) != stages - 1)
-        throw Error("--boundaries has " + std::to_string(boundaries.size()) + " values; " + std::to_string(stages) +
-                    " stages (pp x v) need " + std::to_string(stages - 1) +
-                    ", the first layer of each stage after the first");
+        throw ValueError("boundaries", std::to_string(boundaries.size()) + " stage boundaries given; " +
+                                           std::to_string(stages) + " stages (pp x v) need " + std::to_string(stages - 1) +
+                                           ", the first layer of each stage after the first");
     Partition p;
     p.firstLayer.push_back(0);
     for (size_t i = 0; i < boundaries.size(); ++i) {
         const int b = boundaries[i];
         if (b <= p.firstLayer.back())
-            throw Error("--boundaries must be increasing and above 0: value " + std::to_string(i + 1) + " (" +
-                        std::to_string(b) + ") does not exceed " + std::to_string(p.firstLayer.back()));
+            throw ValueError("boundaries", "stage boundaries must increase and be above 0: boundary " + std::to_string(i + 1) +
+                                               " (" + std::to_string(b) + ") does not exceed " +
+                                               std::to_string(p.firstLayer.back()));
         if (b >= layers)
-            throw Error("--boundaries value " + std::to_string(b) + " leaves no layer for the last stage (the model has " +
-                        std::to_string(layers) + " layers, numbered 0.." + std::to_string(layers - 1) + ")");
+            throw ValueError("boundaries", "stage boundary " + std::to_string(b) +
+                                               " leaves no layer for the last stage (the model has " + std::to_string(layers) +
+                                               " layers, numbered 0.." + std::to_string(layers - 1) + ")");
         p.firstLayer.push_back(b);
     }
     p.firstLayer.push_back(layers);
@@ -223,6 +225,7 @@ CostModel CostModel::fromModel(const ModelDescription& m)
     // flash attention (no stored attention matrix), no recomputation.
     const int64_t layerActivation = flopsKnown ? static_cast<int64_t>(34.0 * s * b * h) : 0;
     const int64_t layerParams = m.hiddenSize > 0 ? static_cast<int64_t>(12.0 * h * h + 13.0 * h) : 0;
+    c.layerSource = "model";
     for (size_t i = 0; i < m.layers.size(); ++i)
         c.layers.push_back(convert(m.layers[i], "layers[" + std::to_string(i) + "] (" + m.layers[i].name + ")", 1.0,
                                    layerParams, layerActivation));
@@ -327,6 +330,7 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     CostModel c;
     c.name = model ? model->name : "measured";
     const double defaultShare = model ? model->backwardInputShare : 0.5;
+    c.layerSource = !mp.layers.empty() ? "trace" : model ? "model" : options.layers ? "count" : "stages";
     if (!mp.layers.empty()) {
         // Layers attributed by annotations: their own times, scaled so each
         // stage adds up to its measured step; first/last stage residue is the extra.
@@ -391,8 +395,8 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
         if (options.layers)
             L = *options.layers;
         if (!options.layerWeights.empty() && static_cast<int>(options.layerWeights.size()) != L)
-            throw Error("--weights has " + std::to_string(options.layerWeights.size()) + " values for " +
-                        std::to_string(L) + " layers");
+            throw ValueError("weights", std::to_string(options.layerWeights.size()) + " layer weights given for " +
+                                            std::to_string(L) + " layers");
         const Partition measured = options.measuredBoundaries.empty()
                                        ? evenPartition(L, S)
                                        : partitionFromBoundaries(options.measuredBoundaries, L, S);

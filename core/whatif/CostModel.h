@@ -48,6 +48,11 @@ struct FromMeasuredOptions {
 struct CostModel {
     std::string name;
     std::vector<LayerCostModel> layers;
+    // Where the layers come from: "trace" (attributed from the trace), "model"
+    // (a model description), "count" (a layer count the user gave, costs split
+    // evenly), "stages" (nothing known: one layer per measured stage, so no
+    // boundary can move).
+    std::string layerSource;
     LayerCostModel firstStageExtra; // on virtual stage 0
     LayerCostModel lastStageExtra;  // on the last virtual stage
 

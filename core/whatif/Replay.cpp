@@ -7,19 +7,6 @@
 
 namespace pipescope::whatif {
 
-std::string_view toString(BubbleCause cause)
-{
-    switch (cause) {
-    case BubbleCause::FillDrain: return "fill_drain";
-    case BubbleCause::WaitNeighbor: return "wait_neighbor";
-    case BubbleCause::DpSync: return "dp_sync";
-    case BubbleCause::HostBound: return "host_bound";
-    case BubbleCause::LaunchGap: return "launch_gap";
-    case BubbleCause::Other: return "other";
-    }
-    return "other";
-}
-
 TimeNs ReplayCosts::transferNs(int64_t bytes) const
 {
     if (p2pBytesPerNs <= 0.0)

@@ -22,11 +22,10 @@
 
 namespace pipescope::whatif {
 
-enum class BubbleCause : uint8_t { FillDrain = 0, WaitNeighbor, DpSync, HostBound, LaunchGap, Other };
-inline constexpr int kBubbleCauseCount = 6;
-// "fill_drain", "wait_neighbor", "dp_sync", "host_bound", "launch_gap", "other"
-std::string_view toString(BubbleCause cause);
-using BubbleTotals = std::array<TimeNs, kBubbleCauseCount>;
+// The analysis's causes (model/Pipeline.h): a replay names idle time the way a measurement does.
+using pipescope::BubbleCause;
+inline constexpr int kBubbleCauseCount = kBubbleCauses;
+using BubbleTotals = CauseTotals;
 
 // Time of one step of one microbatch on one virtual stage.
 struct StageCost {

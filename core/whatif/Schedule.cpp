@@ -12,17 +12,6 @@ namespace pipescope::whatif {
 
 namespace {
 
-std::string normalized(std::string_view name)
-{
-    std::string out;
-    for (char c : name) {
-        if (c == '-' || c == '_' || c == ' ')
-            continue;
-        out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    }
-    return out;
-}
-
 std::string kindName(StepKind k) { return std::string(1, toChar(k)); }
 
 class Builder {
@@ -348,63 +337,6 @@ void buildDualPipeV(Builder& b, int pp, int m)
 
 } // namespace
 
-std::string_view toString(ScheduleKind kind)
-{
-    switch (kind) {
-    case ScheduleKind::GPipe: return "gpipe";
-    case ScheduleKind::OneFOneB: return "1f1b";
-    case ScheduleKind::Interleaved1F1B: return "interleaved-1f1b";
-    case ScheduleKind::LoopedBFS: return "looped-bfs";
-    case ScheduleKind::ZeroBubbleH1: return "zb-h1";
-    case ScheduleKind::ZeroBubbleH2: return "zb-h2";
-    case ScheduleKind::ZeroBubbleV: return "zb-v";
-    case ScheduleKind::DualPipeV: return "dualpipev";
-    case ScheduleKind::Custom: return "custom";
-    }
-    return "custom";
-}
-
-std::optional<ScheduleKind> scheduleKindFromString(std::string_view name)
-{
-    const std::string n = normalized(name);
-    if (n == "gpipe")
-        return ScheduleKind::GPipe;
-    if (n == "1f1b" || n == "pipedream" || n == "pipedreamflush")
-        return ScheduleKind::OneFOneB;
-    if (n == "interleaved1f1b" || n == "interleaved" || n == "vpp")
-        return ScheduleKind::Interleaved1F1B;
-    if (n == "loopedbfs" || n == "bfs")
-        return ScheduleKind::LoopedBFS;
-    if (n == "zbh1" || n == "zb1p" || n == "interleavedzerobubble" || n == "zerobubble")
-        return ScheduleKind::ZeroBubbleH1;
-    if (n == "zbh2")
-        return ScheduleKind::ZeroBubbleH2;
-    if (n == "zbv" || n == "zbvzerobubble")
-        return ScheduleKind::ZeroBubbleV;
-    if (n == "dualpipev")
-        return ScheduleKind::DualPipeV;
-    if (n == "custom")
-        return ScheduleKind::Custom;
-    return std::nullopt;
-}
-
-const std::vector<ScheduleKind>& builtinScheduleKinds()
-{
-    static const std::vector<ScheduleKind> all{ScheduleKind::GPipe,        ScheduleKind::OneFOneB,
-                                               ScheduleKind::Interleaved1F1B, ScheduleKind::LoopedBFS,
-                                               ScheduleKind::ZeroBubbleH1, ScheduleKind::ZeroBubbleH2,
-                                               ScheduleKind::ZeroBubbleV,  ScheduleKind::DualPipeV};
-    return all;
-}
-
-bool isVShaped(ScheduleKind kind) { return kind == ScheduleKind::ZeroBubbleV || kind == ScheduleKind::DualPipeV; }
-
-bool splitsBackward(ScheduleKind kind)
-{
-    return kind == ScheduleKind::ZeroBubbleH1 || kind == ScheduleKind::ZeroBubbleH2 ||
-           kind == ScheduleKind::ZeroBubbleV || kind == ScheduleKind::DualPipeV;
-}
-
 size_t Schedule::actionCount() const
 {
     size_t n = 0;
@@ -429,27 +361,27 @@ Schedule makeSchedule(ScheduleKind kind, int pp, int v, int m)
 {
     const std::string name(toString(kind));
     if (kind == ScheduleKind::Custom)
-        throw Error("a custom schedule comes from a CSV file; pass --schedule-csv FILE");
+        throw ValueError("schedule", "a custom schedule comes from a schedule CSV file");
     if (pp < 1)
-        throw Error("the pipeline degree must be at least 1 (got " + std::to_string(pp) + ")");
+        throw ValueError("pp", "the pipeline degree must be at least 1 (got " + std::to_string(pp) + ")");
     if (m < 1)
-        throw Error("the number of microbatches must be at least 1 (got " + std::to_string(m) + ")");
+        throw ValueError("microbatches", "the number of microbatches must be at least 1 (got " + std::to_string(m) + ")");
     if (v < 1)
-        throw Error("--v must be at least 1 (got " + std::to_string(v) + ")");
+        throw ValueError("v", "the number of chunks per rank must be at least 1 (got " + std::to_string(v) + ")");
     if (isVShaped(kind) && v != 2)
-        throw Error(name + " places exactly two chunks per rank; use --v 2 (got " + std::to_string(v) + ")");
+        throw ValueError("v", name + " places exactly two chunks per rank (v 2; got " + std::to_string(v) + ")");
     if ((kind == ScheduleKind::GPipe || kind == ScheduleKind::OneFOneB || kind == ScheduleKind::ZeroBubbleH2) && v != 1)
-        throw Error(name + " runs one chunk per rank; use --v 1 or an interleaved schedule (interleaved-1f1b, looped-bfs, zb-h1)");
+        throw ValueError("v", name + " runs one chunk per rank; use v 1 or an interleaved schedule (interleaved-1f1b, looped-bfs, zb-h1)");
     if (kind == ScheduleKind::Interleaved1F1B && v < 2)
-        throw Error("interleaved-1f1b needs --v 2 or more (with one chunk per rank it is 1f1b)");
+        throw ValueError("v", "interleaved-1f1b needs v 2 or more chunks per rank (with one chunk per rank it is 1f1b)");
     if (kind == ScheduleKind::Interleaved1F1B && m % pp != 0)
-        throw Error("interleaved-1f1b (Megatron's order) needs the number of microbatches (" + std::to_string(m) +
+        throw ValueError("microbatches", "interleaved-1f1b (Megatron's order) needs the number of microbatches (" + std::to_string(m) +
                     ") to be a multiple of the pipeline degree (" + std::to_string(pp) + ")");
     if (kind == ScheduleKind::DualPipeV && m < 2 * pp)
-        throw Error("dualpipev needs at least 2 x pp = " + std::to_string(2 * pp) + " microbatches (got " +
+        throw ValueError("microbatches", "dualpipev needs at least 2 x pp = " + std::to_string(2 * pp) + " microbatches (got " +
                     std::to_string(m) + ")");
     if (static_cast<int64_t>(pp) * v * m > 50'000'000)
-        throw Error("the schedule would have more than 50 million steps; reduce --pp, --v or --microbatches");
+        throw ValueError("microbatches", "the schedule would have more than 50 million steps; reduce the pipeline degree, v or the microbatches");
 
     Builder b(kind, pp, v, m);
     switch (kind) {

@@ -11,27 +11,12 @@
 
 namespace pipescope::whatif {
 
-enum class ScheduleKind : uint8_t {
-    GPipe,
-    OneFOneB,
-    Interleaved1F1B, // Megatron-LM's order
-    LoopedBFS,
-    ZeroBubbleH1,    // ZB-H1 (v = 1), interleaved zero bubble (v > 1), torch's ZB1P order
-    ZeroBubbleH2,
-    ZeroBubbleV,
-    DualPipeV,
-    Custom,          // loaded from a CSV file
-};
-
-// Canonical names: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipev, custom.
-std::string_view toString(ScheduleKind kind);
-// Accepts canonical names and common spellings (interleaved, zbh1, ZBVZeroBubble, ...); nullopt if unknown.
-std::optional<ScheduleKind> scheduleKindFromString(std::string_view name);
-// All built-in kinds, for searches and help texts.
-const std::vector<ScheduleKind>& builtinScheduleKinds();
-// ZB-V and DualPipeV place two chunks per rank in a V; the others loop.
-bool isVShaped(ScheduleKind kind);
-bool splitsBackward(ScheduleKind kind); // uses I and W instead of B
+// ScheduleKind and its names live in model/Pipeline.h, shared with the analysis.
+using pipescope::ScheduleKind;
+using pipescope::scheduleKindFromString;
+using pipescope::builtinScheduleKinds;
+using pipescope::isVShaped;
+using pipescope::splitsBackward;
 
 struct Action {
     StepKind kind = StepKind::F;

@@ -1,5 +1,6 @@
 #include "whatif/WhatIf.h"
 
+#include "analysis/MeasuredPipeline.h"
 #include "util/Error.h"
 
 #include <algorithm>
@@ -59,8 +60,8 @@ Scenario applyChanges(Scenario s, const ScenarioChanges& c)
             std::string names;
             for (ScheduleKind k : builtinScheduleKinds())
                 names += (names.empty() ? "" : ", ") + std::string(toString(k));
-            throw Error("unknown schedule '" + *c.schedule + "'; choose one of " + names +
-                        ", or give --schedule-csv FILE");
+            throw ValueError("schedule", "unknown schedule '" + *c.schedule + "'; choose one of " + names +
+                                             ", or a schedule CSV file");
         }
         s.schedule = *kind;
         if (!c.v) {
@@ -74,17 +75,18 @@ Scenario applyChanges(Scenario s, const ScenarioChanges& c)
     }
     if (c.pp) {
         if (*c.pp < 1 || *c.pp > 4096)
-            throw Error("--pp must be between 1 and 4096 (got " + std::to_string(*c.pp) + ")");
+            throw ValueError("pp", "the pipeline degree must be between 1 and 4096 (got " + std::to_string(*c.pp) + ")");
         s.pp = *c.pp;
     }
     if (c.v) {
         if (*c.v < 1 || *c.v > 64)
-            throw Error("--v must be between 1 and 64 (got " + std::to_string(*c.v) + ")");
+            throw ValueError("v", "the chunks per rank (v) must be between 1 and 64 (got " + std::to_string(*c.v) + ")");
         s.v = *c.v;
     }
     if (c.microbatches) {
         if (*c.microbatches < 1 || *c.microbatches > 100000)
-            throw Error("--microbatches must be between 1 and 100000 (got " + std::to_string(*c.microbatches) + ")");
+            throw ValueError("microbatches", "the number of microbatches must be between 1 and 100000 (got " +
+                                                 std::to_string(*c.microbatches) + ")");
         s.microbatches = *c.microbatches;
     }
     if (s.pp * s.v != oldStages)
@@ -104,7 +106,21 @@ Scenario applyChanges(Scenario s, const ScenarioChanges& c)
     return s;
 }
 
-namespace {
+void evaluate(const CostModel& model, Prediction& p, const ReplayOptions& options, Replay& replay)
+{
+    const Schedule& schedule = p.schedule;
+    p.costs = model.replayCosts(p.partition, schedule);
+    replay.run(schedule, p.costs, p.replay, options);
+    std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0);
+    const std::vector<int64_t> params = model.stageParams(p.partition);
+    for (int s = 0; s < schedule.stages; ++s)
+        rankParams[size_t(schedule.rankOfStage[size_t(s)])] += params[size_t(s)];
+    p.memory = memoryOverTime(p.replay, rankParams, model.stageActivationBytes(p.partition, schedule.microbatches),
+                              model.memory);
+    p.dataParallel = model.dataParallel;
+    p.gpuMemoryBytes = model.memory.gpuMemoryBytes;
+    p.measuredIterationNs = model.measuredIterationNs;
+}
 
 Schedule scheduleFor(const Scenario& sc)
 {
@@ -123,24 +139,16 @@ Partition partitionFor(const CostModel& model, const Scenario& sc, int stages)
     return evenPartition(L, stages);
 }
 
+namespace {
+
 Prediction finish(const CostModel& model, std::string label, Schedule schedule, Partition partition,
                   const ReplayOptions& options, Replay& replay)
 {
     Prediction p;
     p.label = std::move(label);
-    p.costs = model.replayCosts(partition, schedule);
-    replay.run(schedule, p.costs, p.replay, options);
-    std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0);
-    const std::vector<int64_t> params = model.stageParams(partition);
-    for (int s = 0; s < schedule.stages; ++s)
-        rankParams[size_t(schedule.rankOfStage[size_t(s)])] += params[size_t(s)];
-    p.memory = memoryOverTime(p.replay, rankParams, model.stageActivationBytes(partition, schedule.microbatches),
-                              model.memory);
-    p.dataParallel = model.dataParallel;
-    p.gpuMemoryBytes = model.memory.gpuMemoryBytes;
-    p.measuredIterationNs = model.measuredIterationNs;
     p.schedule = std::move(schedule);
     p.partition = std::move(partition);
+    evaluate(model, p, options, replay);
     return p;
 }
 
@@ -275,8 +283,8 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
     const Schedule schedule = scheduleFor(sc);
     const int S = schedule.stages, L = model.layerCount();
     if (L < S)
-        throw Error(std::to_string(L) + " layers cannot fill " + std::to_string(S) +
-                    " stages (pp x v); use a smaller --pp or --v");
+        throw ValueError("pp", std::to_string(L) + " layers cannot fill " + std::to_string(S) +
+                                   " stages (pp x v); choose a smaller pipeline degree or v");
     const std::vector<int> inFlight = stageInFlight(schedule);
     const std::optional<int64_t> limit = options.memoryLimitBytes ? options.memoryLimitBytes : model.memory.gpuMemoryBytes;
     const int v = std::max(1, schedule.chunks());
@@ -301,6 +309,8 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
     auto timeOf = [&](const std::vector<int>& b) {
         const Partition part = partitionFromBoundaries(b, L, S);
         const ReplayCosts costs = model.replayCosts(part, schedule);
+        if ((result.replays & 15) == 0)
+            checkpoint(options.work, "balancing stages", -1);
         replay.run(schedule, costs, scratch, fast);
         ++result.replays;
         return scratch.iterationNs;
@@ -380,9 +390,12 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
     }
     const int pp = space.pp > 0 ? space.pp : base.pp;
     std::vector<SearchRow> rows;
+    const double total = static_cast<double>(schedules.size() * vs.size() * ms.size());
+    int tried = 0;
     for (ScheduleKind kind : schedules)
         for (int v : vs)
             for (int m : ms) {
+                checkpoint(options.work, "searching configurations", tried++ / total);
                 Scenario sc;
                 sc.schedule = kind;
                 sc.pp = pp;
@@ -415,6 +428,15 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
         return a.iterationNs < b.iterationNs;
     });
     return rows;
+}
+
+CostModel calibrate(const Trace& trace, const AnalysisResult& analysis, const CalibrateOptions& options)
+{
+    const MeasuredPipeline measured = measurePipeline(trace, analysis);
+    CostModel model = CostModel::fromMeasured(measured, options.model, options.measured);
+    if (options.gpuMemoryBytes)
+        model.memory.gpuMemoryBytes = options.gpuMemoryBytes;
+    return model;
 }
 
 } // namespace pipescope::whatif

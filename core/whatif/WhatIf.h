@@ -4,10 +4,12 @@
 // iteration time, speed-up against the measured run, bubble fraction and
 // per-stage memory; auto-balance of the partition under memory limits; and a
 // ranked search over schedule x v x microbatches.
+#include "analysis/Analysis.h"
 #include "whatif/CostModel.h"
 #include "whatif/Memory.h"
 #include "whatif/Replay.h"
 #include "whatif/Schedule.h"
+#include "util/Work.h"
 
 #include <optional>
 #include <string>
@@ -62,10 +64,30 @@ Scenario applyChanges(Scenario base, const ScenarioChanges& changes);
 // boundaries, a v that does not divide the layers, ...).
 Prediction predict(const CostModel& model, const Scenario& scenario, const ReplayOptions& options = {});
 
+// The parts of predict() a what-if session reuses while the user drags:
+// the schedule and the partition a scenario stands for, and the replay,
+// costs and memory of a prediction whose schedule and partition are set.
+Schedule scheduleFor(const Scenario& scenario);
+Partition partitionFor(const CostModel& model, const Scenario& scenario, int stages);
+void evaluate(const CostModel& model, Prediction& prediction, const ReplayOptions& options, Replay& replay);
+
+struct CalibrateOptions {
+    const ModelDescription* model = nullptr; // layer structure and sizes, when the user has a model file
+    FromMeasuredOptions measured;            // layer count, measured boundaries, relative layer costs
+    std::optional<int64_t> gpuMemoryBytes;   // overrides the trace's GPU memory
+};
+
+// The cost model of a job calibrated on an analysis already made (the CLI,
+// the report and the app analyse once and share the result): its selected
+// iteration is measured and calibrated on. Throws Error when the analysis
+// found no pipeline or the measurement is unusable.
+CostModel calibrate(const Trace& trace, const AnalysisResult& analysis, const CalibrateOptions& options = {});
+
 struct BalanceOptions {
     std::optional<int64_t> memoryLimitBytes; // default: the cost model's GPU memory, if known
     bool refineWithReplay = true;            // hill-climb the min-max partition on replayed time
     int maxRefineRounds = 16;
+    const WorkControl* work = nullptr;       // progress and cancel (optional)
 };
 
 struct BalanceResult {

@@ -84,9 +84,9 @@ void TestWhatIfCli::badFlags_data()
     QTest::addColumn<QString>("message");
     const QString m = model("gpt-32l.json");
     QTest::newRow("boundaries not increasing") << QStringList{"simulate", m, "--boundaries", "8,4,20"} << 1
-                                               << "--boundaries must be increasing";
+                                               << "--boundaries: stage boundaries must increase";
     QTest::newRow("boundaries count") << QStringList{"simulate", m, "--boundaries", "8,16"} << 1
-                                      << "--boundaries has 2 values; 4 stages (pp x v) need 3";
+                                      << "--boundaries: 2 stage boundaries given; 4 stages (pp x v) need 3";
     QTest::newRow("v does not divide") << QStringList{"simulate", m, "--schedule", "interleaved", "--v", "3"} << 1
                                        << "32 layers do not split evenly over 12 stages";
     QTest::newRow("unknown schedule") << QStringList{"simulate", m, "--schedule", "2f2b"} << 1 << "unknown schedule '2f2b'";

@@ -168,8 +168,8 @@ void TestModel::partitions()
         }
     };
     QVERIFY(fails([] { evenPartition(30, 8); }, "30 layers do not split evenly over 8 stages"));
-    QVERIFY(fails([] { partitionFromBoundaries({4, 3, 13}, 16, 4); }, "must be increasing"));
-    QVERIFY(fails([] { partitionFromBoundaries({4, 9}, 16, 4); }, "--boundaries has 2 values; 4 stages (pp x v) need 3"));
+    QVERIFY(fails([] { partitionFromBoundaries({4, 3, 13}, 16, 4); }, "stage boundaries must increase"));
+    QVERIFY(fails([] { partitionFromBoundaries({4, 9}, 16, 4); }, "2 stage boundaries given; 4 stages (pp x v) need 3"));
     QVERIFY(fails([] { partitionFromBoundaries({4, 9, 16}, 16, 4); }, "leaves no layer for the last stage"));
     QVERIFY(fails([] { partitionFromBoundaries({0, 9, 12}, 16, 4); }, "must be increasing and above 0"));
 }

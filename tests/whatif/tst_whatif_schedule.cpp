@@ -517,7 +517,7 @@ void TestSchedule::badCombinations_data()
     QTest::addColumn<QString>("message");
     QTest::newRow("zb-v v3") << ScheduleKind::ZeroBubbleV << 4 << 3 << 8 << "zb-v places exactly two chunks per rank";
     QTest::newRow("1f1b v2") << ScheduleKind::OneFOneB << 4 << 2 << 8 << "1f1b runs one chunk per rank";
-    QTest::newRow("interleaved v1") << ScheduleKind::Interleaved1F1B << 4 << 1 << 8 << "interleaved-1f1b needs --v 2";
+    QTest::newRow("interleaved v1") << ScheduleKind::Interleaved1F1B << 4 << 1 << 8 << "interleaved-1f1b needs v 2 or more";
     QTest::newRow("interleaved m") << ScheduleKind::Interleaved1F1B << 4 << 2 << 6 << "multiple of the pipeline degree (4)";
     QTest::newRow("dualpipev few") << ScheduleKind::DualPipeV << 4 << 2 << 6 << "dualpipev needs at least 2 x pp = 8";
     QTest::newRow("zb-h1 rounds") << ScheduleKind::ZeroBubbleH1 << 4 << 1 << 9 << "multiple of the number of rounds (2)";

@@ -4,7 +4,9 @@
 #include "import/kineto/KinetoNames.h"
 #include "import/kineto/KinetoReader.h"
 #include "util/Error.h"
+#include "util/Format.h"
 #include "util/InputFile.h"
+#include "util/Limits.h"
 #include "util/Progress.h"
 #include "util/TimeParse.h"
 
@@ -84,7 +86,10 @@ std::optional<int64_t> jsonInt(const json& j, const char* key)
 std::string jsonString(const json& j, const char* key)
 {
     auto it = j.find(key);
-    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    if (it == j.end() || !it->is_string())
+        return {};
+    const auto& text = it->get_ref<const std::string&>();
+    return text.size() <= kMaxStringBytes ? text : text.substr(0, kMaxStringBytes);
 }
 
 // Process group member lists come as a JSON array or as its text ("[0, 1]").
@@ -103,7 +108,7 @@ std::optional<std::vector<int>> rankList(const json& j)
         if (!r.is_number_integer())
             return std::nullopt;
         auto v = toInt(r.get<int64_t>());
-        if (!v)
+        if (!v || !validRank(*v))
             return std::nullopt;
         ranks.push_back(*v);
     }
@@ -237,7 +242,17 @@ public:
         diag(Severity::Warning, "bad_event", what);
     }
     void onTopLevel(std::string_view key, const json& value) override;
-    void onProgress(uint64_t bytes) override { progress_.update(bytes); }
+    void onOversizedTopLevel(std::string_view key) override
+    {
+        diag(Severity::Warning, "truncated:metadata",
+             "the top-level \"" + printable(key, 60) + "\" is larger than " + std::to_string(kMaxMetadataBytes >> 20) +
+                 " MiB and was not read");
+    }
+    void onProgress(uint64_t bytes) override
+    {
+        progress_.update(bytes);
+        checkpoint(options_.work, "reading " + path_, -1);
+    }
 
 private:
     void diag(Severity s, std::string_view kind, std::string_view example)
@@ -280,7 +295,14 @@ private:
         int64_t stream;
         int64_t id;
     };
-    std::vector<StreamKey> streams_;
+    struct StreamHash {
+        size_t operator()(const std::pair<int, int64_t>& k) const
+        {
+            return std::hash<int64_t>{}(k.second * 1000003 + k.first);
+        }
+    };
+    std::unordered_map<std::pair<int, int64_t>, StreamKey, StreamHash> streams_;
+    const StreamKey* lastStream_ = nullptr;
     std::map<int, DeviceUse> devices_;
     std::map<int, GpuInfo> deviceProps_;
     std::map<std::string, ProcessGroup> groups_;
@@ -313,6 +335,7 @@ private:
     int64_t events_ = 0, records_ = 0, ncclKernels_ = 0;
     bool simulated_ = false;
     std::string simulatedBy_;
+    std::string jobId_;
 };
 
 void KinetoImporter::onTopLevel(std::string_view key, const json& v)
@@ -323,11 +346,22 @@ void KinetoImporter::onTopLevel(std::string_view key, const json& v)
             return;
         }
         if (v.contains("rank")) {
-            distRank_ = toInt(jsonInt(v, "rank"));
-            if (!distRank_)
+            auto r = jsonInt(v, "rank");
+            if (!r)
                 diag(Severity::Warning, "bad_type:distributedInfo.rank", "distributedInfo.rank is not an integer");
+            else if (!validRank(*r))
+                throw FormatError(path_ + ": distributedInfo.rank " + std::to_string(*r) + " is outside the supported ranks 0.." +
+                                  std::to_string(kMaxRank) + "; pass the rank with --rank N");
+            else
+                distRank_ = static_cast<int>(*r);
         }
         worldSize_ = toInt(jsonInt(v, "world_size"));
+        if (worldSize_ && (*worldSize_ < 1 || *worldSize_ > kMaxWorldSize)) {
+            diag(Severity::Warning, "bad_value:distributedInfo.world_size",
+                 "distributedInfo.world_size " + std::to_string(*worldSize_) + " is outside 1.." +
+                     std::to_string(kMaxWorldSize) + " and was ignored");
+            worldSize_.reset();
+        }
         for (const char* k : {"backend", "nccl_version"}) {
             if (v.contains(k) && v[k].is_primitive())
                 details_[k] = v[k];
@@ -389,8 +423,9 @@ void KinetoImporter::onTopLevel(std::string_view key, const json& v)
                 if (simulatedBy_.empty())
                     simulatedBy_ = jsonString(v, k);
             }
+            jobId_ = jsonString(v, "job");
         }
-    } else if (v.is_primitive()) {
+    } else if (v.is_primitive() && !(v.is_string() && v.get_ref<const std::string&>().size() > kMaxStringBytes)) {
         // traceName, schemaVersion, displayTimeUnit: kept for `pipescope info`.
         details_[std::string(key)] = v;
     }
@@ -405,9 +440,9 @@ int KinetoImporter::rank()
     } else if (distRank_) {
         rank_ = distRank_;
     } else {
-        // distributedInfo may still come after traceEvents. A rank no other
-        // source can have keeps this file's rows apart until then.
-        rank_ = static_cast<int>(-1000000 - std::min<int64_t>(sourceId_, 1000000000));
+        // distributedInfo may still come after traceEvents. Until then rows
+        // carry a negative rank: outside 0..kMaxRank, no source can hold it.
+        rank_ = static_cast<int>(-1 - std::min<int64_t>(sourceId_, 1000000000));
         provisional_ = true;
     }
     return *rank_;
@@ -415,16 +450,17 @@ int KinetoImporter::rank()
 
 int64_t KinetoImporter::streamId(int device, int64_t stream)
 {
-    // A handful of streams per file: a linear scan beats hashing, and the
-    // last hit is usually the next one.
-    for (auto& s : streams_) {
-        if (s.device == device && s.stream == stream)
-            return s.id;
+    // The last hit is usually the next one; a hash map keeps files with
+    // hundreds of thousands of streams linear.
+    if (lastStream_ && lastStream_->device == device && lastStream_->stream == stream)
+        return lastStream_->id;
+    auto [it, fresh] = streams_.try_emplace({device, stream}, StreamKey{device, stream, 0});
+    if (fresh) {
+        it->second.id = writer_.stream(rank(), device, stream);
+        myStreams_.push_back(it->second.id);
     }
-    int64_t id = writer_.stream(rank(), device, stream);
-    streams_.push_back({device, stream, id});
-    myStreams_.push_back(id);
-    return id;
+    lastStream_ = &it->second;
+    return it->second.id;
 }
 
 void KinetoImporter::onEvent(const Event& e)
@@ -488,8 +524,8 @@ void KinetoImporter::complete(const Event& e)
         diag(Severity::Warning, "negative_duration", "an event with a negative \"dur\" was skipped");
         return;
     }
-    if (*start > kMaxInt64 - *dur) {
-        diag(Severity::Warning, "bad_value:ts", "an event ending beyond the representable time range was skipped");
+    if (!validTime(*start) || *dur > kMaxTimeNs || !validTime(*start + *dur)) {
+        diag(Severity::Warning, "bad_value:ts", "an event outside the representable time range was skipped");
         return;
     }
     TimeNs end = *start + *dur;
@@ -513,7 +549,7 @@ void KinetoImporter::complete(const Event& e)
         break;
     default:
         if (cat == Category::Other) {
-            std::string example = "events of category \"" + std::string(catValue.str().substr(0, 60)) +
+            std::string example = "events of category \"" + printable(catValue.str(), 60) +
                                   "\" were imported as CPU ranges of kind other";
             diag(Severity::Info, "other_category", example);
         }
@@ -712,7 +748,7 @@ void KinetoImporter::instant(const Event& e)
     auto ts = toNanos(e[Field::Ts]);
     if (!type || *type != 1)
         return;
-    if (!device || !bytes || !ts) {
+    if (!device || !bytes || !ts || !validTime(*ts)) {
         diag(Severity::Info, "bad_memory_event", "a [memory] event without Device Id, Bytes or ts was skipped");
         return;
     }
@@ -938,6 +974,9 @@ void KinetoImporter::finishRank()
         finalRank = *distRank_;
         rankFrom = "distributedInfo";
     } else if (auto fromName = kineto::rankFromFileName(path_)) {
+        if (!validRank(*fromName))
+            throw FormatError(path_ + ": the rank in the file name (" + std::to_string(*fromName) +
+                              ") is outside the supported ranks 0.." + std::to_string(kMaxRank) + "; pass the rank with --rank N");
         finalRank = *fromName;
         rankFrom = "file_name";
     } else {
@@ -1048,6 +1087,8 @@ ImportedSource KinetoImporter::run()
     out.sourceId = sourceId_;
     out.ranks = {r};
     out.records = records_;
+    out.jobId = jobId_;
+    out.worldSize = worldSize_;
     // Kineto writes microseconds since the epoch, or since baseTimeNanoseconds
     // when the trace has it (to keep doubles precise). Both are the host's
     // wall clock, shared across hosts as far as NTP keeps them in step. Times
