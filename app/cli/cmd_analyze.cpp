@@ -4,6 +4,7 @@
 #include "util/JsonText.h"
 #include "analysis/Analysis.h"
 #include "analysis/AnalysisJson.h"
+#include "analysis/Verdict.h"
 #include "store/Sqlite.h"
 #include "store/Store.h"
 #include "util/AtomicOutput.h"
@@ -62,6 +63,14 @@ TextTable table(std::vector<std::string> header)
 void printText(std::ostream& os, const std::string& file, const AnalysisResult& r)
 {
     os << "pipescope analyze " << file << "\n\n";
+    {
+        // What limits the job first; the tables below are the evidence.
+        const Verdict v = verdict(r);
+        os << "verdict: " << v.headline << "\n";
+        for (const auto& f : v.facts)
+            os << "  " << f << "\n";
+        os << "\n";
+    }
     os << "ranks: " << r.ranks.size();
     if (r.worldSize)
         os << " of " << *r.worldSize;
@@ -227,6 +236,10 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                     ao.htaCompatible = o->hta;
                                     ao.allIterations = o->all;
 
+                                    // Refuse an output that is the store before any work.
+                                    AtomicOutput::protectInput(o->file);
+                                    if (!o->output.empty())
+                                        AtomicOutput::refuseInput(o->output);
                                     std::string text;
                                     std::string cacheKey;
                                     {
@@ -234,7 +247,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                         if (o->cache && o->json) {
                                             nlohmann::json k = toJson(AnalysisResult{}, ao)["options"];
                                             k["stage_map"] = o->stageMap;
-                                            cacheKey = std::string("analysis/v1/") + jsonText(k);
+                                            // v2: the JSON gained "verdict"; results cached before it lack it.
+                                            cacheKey = std::string("analysis/v2/") + jsonText(k);
                                             if (auto hit = store.cached(cacheKey))
                                                 text = *hit;
                                         }
@@ -258,11 +272,17 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                         }
                                     }
                                     if (!cacheKey.empty()) {
-                                        // Only with --cache does analysis write to the store.
-                                        sql::Database db(o->file, sql::Database::Mode::ReadWrite);
-                                        auto st = db.prepare("INSERT OR REPLACE INTO cache(key, value) VALUES (?1, ?2)");
-                                        st.bind(1, cacheKey).bind(2, text);
-                                        st.step();
+                                        // Only with --cache does analysis write to the store. The
+                                        // result stands whether or not it could be cached.
+                                        try {
+                                            sql::Database db(o->file, sql::Database::Mode::ReadWrite);
+                                            auto st = db.prepare("INSERT OR REPLACE INTO cache(key, value) VALUES (?1, ?2)");
+                                            st.bind(1, cacheKey).bind(2, text);
+                                            st.step();
+                                        } catch (const Error& e) {
+                                            std::cerr << "pipescope analyze: warning: the result was not cached in " << o->file
+                                                      << " (" << printable(e.what(), 300) << ")\n";
+                                        }
                                     }
                                     if (o->output.empty())
                                         std::cout << text;

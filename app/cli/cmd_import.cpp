@@ -3,6 +3,7 @@
 #include "import/Import.h"
 #include "util/Error.h"
 #include "util/Format.h"
+#include "util/Limits.h"
 
 #include <iostream>
 
@@ -32,6 +33,7 @@ int runImport(const ImportArgs& a)
         o.alignment = Alignment::TimeBase;
     else
         o.alignment = Alignment::Collectives;
+    o.warn = [](const std::string& w) { std::cerr << "pipescope import: warning: " << printable(w, 4096) << "\n"; };
     auto report = importJob(o);
     if (a.quiet)
         return kExitOk;
@@ -72,7 +74,7 @@ RegisterCommand reg{{"import", "Import Kineto JSON or Nsight Systems SQLite trac
                              ->check(CLI::IsMember({"none", "time-base", "collectives"}))
                              ->capture_default_str();
                          app.add_option("--rank", a->rank, "Rank of a single input file that does not say its rank")
-                             ->check(CLI::NonNegativeNumber);
+                             ->check(CLI::Range(0, kMaxRank));
                          app.add_flag("-q,--quiet", a->quiet, "No summary and no progress output");
                          app.add_flag("--short-kernel-names", a->shortNames,
                                       "Nsight Systems exports: name kernels by their short name, not the demangled signature");

@@ -21,8 +21,9 @@ struct ReportArgs {
 
 int runReport(const ReportArgs& a)
 {
-    // Fail on an unwritable output before the (possibly long) analysis.
-    { AtomicOutput probe(a.output); }
+    // Fail on an unwritable output, or one that is the input, before the (possibly long) analysis.
+    AtomicOutput::protectInput(a.file);
+    { AtomicOutput probe(a.output, AtomicOutput::Target::FileOrStream); }
 
     report::ReportOptions ro;
     ro.iteration = a.iteration;

@@ -1,5 +1,7 @@
 #include "analysis/AnalysisJson.h"
 
+#include "analysis/Verdict.h"
+
 #include <cmath>
 
 namespace pipescope {
@@ -153,6 +155,9 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
                        {"kernel_wait_ns", x.kernelWaitNs}, {"other_ns", x.otherNs}});
     j["hta"] = {{"mode", h.htaCompatible ? "hta-compatible" : "exact"}, {"temporal_breakdown", tb},
                 {"idle_breakdown", idl}, {"notes", h.notes}};
+
+    const Verdict v = verdict(r);
+    j["verdict"] = {{"kind", v.kind}, {"headline", v.headline}, {"facts", v.facts}, {"loss_ns", v.lossNs}};
 
     json w = json::array();
     for (const auto& x : r.warnings)

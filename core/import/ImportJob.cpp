@@ -265,12 +265,31 @@ ImportJobReport importJob(const ImportJobOptions& options)
         throw Error("--rank applies to a single input file, but " + std::to_string(report.files.size()) +
                     " were given; name ranks in the file names (rank-N) instead");
     std::vector<std::string> formats;
+    std::set<std::string> named(options.inputs.begin(), options.inputs.end());
+    std::vector<std::string> kept;
     for (const auto& f : report.files) {
-        auto fmt = detectFormat(f);
+        std::string fmt;
+        try {
+            fmt = detectFormat(f);
+        } catch (const FormatError& e) {
+            // A file found in a folder that is not a trace at all (notes.json,
+            // an empty file) is skipped with a warning; a file named is an error.
+            if (named.count(f))
+                throw;
+            report.warnings.push_back(std::string(e.what()) + "; skipped");
+            if (options.warn)
+                options.warn(report.warnings.back());
+            continue;
+        }
         if (fmt == "store")
             throw FormatError(f + ": is already a pipescope store; open it with `pipescope info` or `pipescope analyze`");
         formats.push_back(fmt);
+        kept.push_back(f);
     }
+    report.files = std::move(kept);
+    if (report.files.empty())
+        throw FormatError("no trace among the files found in " + options.inputs.front() +
+                          "; pass Kineto JSON traces or Nsight Systems SQLite exports");
 
     // No input may be written over, whatever name the output is given.
     for (const auto& f : report.files)

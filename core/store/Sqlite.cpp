@@ -1,8 +1,13 @@
 #include "store/Sqlite.h"
 
+#include "util/AtomicOutput.h"
 #include "util/Error.h"
 
+#include <cctype>
+#include <filesystem>
+#include <new>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <utility>
 
 namespace pipescope::sql {
@@ -10,25 +15,72 @@ namespace pipescope::sql {
 namespace {
 [[noreturn]] void fail(sqlite3* db, const std::string& path, const std::string& what)
 {
-    std::string msg = path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
     int code = db ? sqlite3_errcode(db) : SQLITE_NOMEM;
+    if (code == SQLITE_NOMEM)
+        throw std::bad_alloc(); // reported once, as "out of memory", by the caller
+    std::string msg = path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
     if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
         throw FormatError(path + ": not a valid SQLite database (" + (db ? sqlite3_errmsg(db) : "") + ")");
     if (code == SQLITE_FULL)
-        throw Error(path + ": disk full while writing; free space and retry");
+        throw Error(path + ": disk full while writing; free space on its disk or choose another -o path");
     throw Error(msg);
 }
+
+// A file: URI for path, percent-encoding everything SQLite's URI parser could misread.
+std::string fileUri(const std::string& path, const char* query)
+{
+    std::error_code ec;
+    std::string abs = std::filesystem::absolute(path, ec).string();
+    if (ec)
+        abs = path;
+    std::string uri = "file:";
+    static const char* hex = "0123456789ABCDEF";
+    for (unsigned char c : abs) {
+        if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
+            uri += static_cast<char>(c);
+        } else {
+            uri += '%';
+            uri += hex[c >> 4];
+            uri += hex[c & 15];
+        }
+    }
+    return uri + "?" + query;
+}
+
+bool nonEmptyFile(const std::string& path)
+{
+    struct stat st{};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+}
+
 } // namespace
 
 Database::Database(const std::string& path, Mode mode) : path_(path)
 {
     int flags = SQLITE_OPEN_NOMUTEX;
+    std::string name = path;
     switch (mode) {
-    case Mode::ReadOnly: flags |= SQLITE_OPEN_READONLY; break;
-    case Mode::ReadWrite: flags |= SQLITE_OPEN_READWRITE; break;
+    case Mode::ReadOnly:
+        // Inputs are opened immutable: nothing is created or changed beside
+        // them (no -shm, no locks), so read-only folders and mounts work.
+        // SQLite then ignores a write-ahead log and cannot roll back an
+        // unfinished transaction; both are reported instead of read silently.
+        flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+        name = fileUri(path, "mode=ro&immutable=1");
+        if (nonEmptyFile(path + "-journal"))
+            throw FormatError(path + ": has an unfinished transaction (" + path +
+                              "-journal beside it); open it once with sqlite3 to roll it back, then retry");
+        if (nonEmptyFile(path + "-wal"))
+            walIgnored_ = true;
+        AtomicOutput::protectInput(path);
+        break;
+    case Mode::ReadWrite:
+        flags |= SQLITE_OPEN_READWRITE;
+        AtomicOutput::protectInput(path);
+        break;
     case Mode::Create: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
     }
-    int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
     if (rc != SQLITE_OK) {
         std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
         sqlite3_close(db_);
@@ -49,7 +101,10 @@ void Database::close()
     }
 }
 
-Database::Database(Database&& o) noexcept : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)) {}
+Database::Database(Database&& o) noexcept
+    : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)), walIgnored_(o.walIgnored_)
+{
+}
 
 Database& Database::operator=(Database&& o) noexcept
 {
@@ -57,8 +112,18 @@ Database& Database::operator=(Database&& o) noexcept
         close();
         db_ = std::exchange(o.db_, nullptr);
         path_ = std::move(o.path_);
+        walIgnored_ = o.walIgnored_;
     }
     return *this;
+}
+
+std::string Database::walWarning() const
+{
+    if (!walIgnored_)
+        return {};
+    return path_ + ": changes in its write-ahead log (" + path_ +
+           "-wal) were not read; to include them, run `sqlite3 " + path_ +
+           " 'PRAGMA wal_checkpoint(TRUNCATE)'` where the file is writable, then import again";
 }
 
 void Database::exec(const std::string& sql)
@@ -174,6 +239,7 @@ void Statement::reset()
 }
 
 bool Statement::isNull(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+bool Statement::isInteger(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_INTEGER; }
 int64_t Statement::int64(int c) const { return sqlite3_column_int64(stmt_, c); }
 double Statement::real(int c) const { return sqlite3_column_double(stmt_, c); }
 

@@ -32,12 +32,18 @@ public:
     int userVersion();
     sqlite3* handle() const { return db_; }
     const std::string& path() const { return path_; }
+    // The name messages use (a store being built names its destination, not its temporary file).
+    void setDisplayName(std::string name) { path_ = std::move(name); }
     bool tableExists(std::string_view name);
     void close();
+    // Read-only inputs: a sentence saying that a write-ahead log beside the
+    // file was not read, or empty when there is none.
+    std::string walWarning() const;
 
 private:
     sqlite3* db_ = nullptr;
     std::string path_;
+    bool walIgnored_ = false;
 };
 
 class Statement {
@@ -71,6 +77,8 @@ public:
     void reset();
 
     bool isNull(int column) const;
+    // True when the column holds an integer (not a real, text or blob).
+    bool isInteger(int column) const;
     int64_t int64(int column) const;
     double real(int column) const;
     std::string_view text(int column) const; // valid until the next step()

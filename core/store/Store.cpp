@@ -41,7 +41,7 @@ struct Check {
     TimeNs time(int c, const char* column) const
     {
         if (!st.isInteger(c) || !validTime(st.int64(c)))
-            damaged(path, std::string(table) + "." + column + " holds a time outside the representable range");
+            damaged(path, std::string(table) + "." + column + " holds a time that is not an integer within the representable range");
         return st.int64(c);
     }
     std::optional<TimeNs> optTime(int c, const char* column) const

@@ -3,6 +3,8 @@
 #include "Version.h"
 #include "store/Schema.h"
 #include "util/Error.h"
+#include "util/Format.h"
+#include "util/Limits.h"
 
 #include <algorithm>
 #include <array>
@@ -57,6 +59,7 @@ sql::Database createDatabase(const AtomicOutput& out)
 
 StoreWriter::StoreWriter(const std::string& path) : out_(path), db_(createDatabase(out_))
 {
+    db_.setDisplayName(out_.finalPath());
     // The file is private until finish() renames it, so durability during the
     // build buys nothing: no journal, no fsync, one long transaction.
     db_.exec("PRAGMA page_size = 8192");
@@ -88,6 +91,16 @@ StoreWriter::~StoreWriter() = default;
 
 StringId StoreWriter::intern(std::string_view text)
 {
+    if (text.size() > kMaxStringBytes) {
+        // Cut at a character boundary; one oversized name must not cost gigabytes.
+        size_t cut = kMaxStringBytes;
+        while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+            --cut;
+        diagnostic(std::nullopt, Severity::Warning, "truncated:string",
+                   "a name or value longer than " + std::to_string(kMaxStringBytes) + " bytes was truncated (" +
+                       std::to_string(text.size()) + " bytes, starting \"" + printable(text.substr(0, 40)) + "\")");
+        text = text.substr(0, cut);
+    }
     auto it = strings_.find(text);
     if (it != strings_.end())
         return it->second;
@@ -256,6 +269,70 @@ void StoreWriter::shiftRank(int rank, TimeNs offset)
     run("UPDATE memory_events SET ts_ns = ts_ns + ?1 WHERE rank = ?2");
 }
 
+void StoreWriter::dropOutOfRangeTimes()
+{
+    const std::string k = std::to_string(kMaxTimeNs);
+    auto bad = [&](const char* column, bool nullable) {
+        std::string c = column;
+        std::string test = "(typeof(" + c + ") <> 'integer' OR " + c + " < -" + k + " OR " + c + " > " + k + ")";
+        return nullable ? "(" + c + " IS NOT NULL AND " + test + ")" : test;
+    };
+    struct Table {
+        const char* name;
+        std::string where;
+    };
+    const Table tables[] = {
+        {"activities", bad("start_ns", false) + " OR " + bad("end_ns", false) + " OR " + bad("launch_ns", true)},
+        {"cpu_ranges", bad("start_ns", false) + " OR " + bad("end_ns", false)},
+        {"nccl_ops", bad("start_ns", true) + " OR " + bad("end_ns", true)},
+        {"memory_events", bad("ts_ns", false)},
+    };
+    std::map<int, int64_t> dropped;
+    for (const auto& t : tables) {
+        auto st = db_.prepare(std::string("SELECT rank, COUNT(*) FROM ") + t.name + " WHERE " + t.where + " GROUP BY rank");
+        bool any = false;
+        while (st.step()) {
+            dropped[static_cast<int>(st.int64(0))] += st.int64(1);
+            any = true;
+        }
+        st = {};
+        if (any)
+            db_.exec(std::string("DELETE FROM ") + t.name + " WHERE " + t.where);
+    }
+    if (dropped.empty())
+        return;
+    for (const auto& [rank, count] : dropped) {
+        std::optional<int64_t> source;
+        std::string sourcePath = "rank " + std::to_string(rank);
+        if (auto it = ranks_.find(rank); it != ranks_.end() && it->second.sourceId)
+            source = it->second.sourceId;
+        if (!source) {
+            auto q = db_.prepare("SELECT id FROM sources WHERE rank = ?1 ORDER BY id LIMIT 1");
+            q.bind(1, rank);
+            if (q.step())
+                source = q.int64(0);
+        }
+        if (source) {
+            auto q = db_.prepare("SELECT path FROM sources WHERE id = ?1");
+            q.bind(1, *source);
+            if (q.step())
+                sourcePath = q.string(0);
+        }
+        diagnostic(source, Severity::Warning, "bad_value:time_out_of_range",
+                   sourcePath + ": a record whose time (after applying the file's time base) lies outside " +
+                       "the representable range of about 146 years around 1970 was skipped");
+        diags_[{source.value_or(0), "bad_value:time_out_of_range"}].count += count - 1;
+        auto left = db_.prepare("SELECT (SELECT COUNT(*) FROM activities WHERE rank = ?1) +"
+                                " (SELECT COUNT(*) FROM cpu_ranges WHERE rank = ?1)");
+        left.bind(1, rank);
+        left.step();
+        if (left.int64(0) == 0)
+            throw FormatError(sourcePath + ": every time lies outside the representable range once the file's time base "
+                                           "is applied (" + std::to_string(count) +
+                              " records); check its time base (baseTimeNanoseconds or the session start)");
+    }
+}
+
 void StoreWriter::flushDiagnostics()
 {
     auto st = db_.prepare("INSERT INTO diagnostics(source_id, severity, kind, count, example) VALUES (?1, ?2, ?3, ?4, ?5)");
@@ -409,6 +486,7 @@ void StoreWriter::finish()
         if (progress_)
             progress_(s);
     };
+    dropOutOfRangeTimes();
     flushDiagnostics();
     {
         auto st = db_.prepare("INSERT OR REPLACE INTO ranks(rank, world_size, host, pid, device, source_id)"

@@ -103,6 +103,12 @@ public:
     // Adds offset to every time of a rank (activities, ranges, NCCL ops, memory).
     void shiftRank(int rank, TimeNs offset);
 
+    // Removes records whose times left the representable range (see
+    // util/Limits.h), counting them as bad records of their source. Throws
+    // FormatError naming the source when none of a rank's records are left.
+    // finish() runs it; importers run it before comparing times across ranks.
+    void dropOutOfRangeTimes();
+
     // Direct access for importers that need a query the writer does not offer
     // (e.g. collective matching for clock alignment). Data written so far is visible.
     sql::Database& database() { return db_; }

@@ -2,21 +2,257 @@
 
 #include "util/Error.h"
 
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
+#include <mutex>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <vector>
 
 namespace pipescope {
 
 namespace fs = std::filesystem;
 
-AtomicOutput::AtomicOutput(std::string finalPath) : final_(std::move(finalPath))
+namespace {
+
+// ---- inputs no output may replace ----------------------------------------
+
+struct InputId {
+    dev_t dev;
+    ino_t ino;
+    std::string real;
+};
+
+std::mutex& inputsMutex()
+{
+    static std::mutex m;
+    return m;
+}
+
+std::vector<InputId>& inputs()
+{
+    static std::vector<InputId> v;
+    return v;
+}
+
+std::string realPath(const std::string& path)
+{
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+    return ec ? std::string() : p.string();
+}
+
+// ---- temporaries removed when a signal ends the process --------------------
+// The handler may only use async-signal-safe calls, so paths live in fixed
+// buffers claimed with atomics.
+
+constexpr int kSlots = 32;
+constexpr size_t kPathMax = 4096;
+struct TempSlot {
+    std::atomic<bool> used{false};
+    std::atomic<bool> ready{false};
+    char path[kPathMax];
+};
+std::array<TempSlot, kSlots> gSlots;
+std::once_flag gHandlersOnce;
+
+void removeTree(const char* path, int depth);
+
+void removeTreeAt(int dirFd, const char* name, int depth)
+{
+    if (::unlinkat(dirFd, name, 0) == 0 || errno == ENOENT)
+        return;
+    if (depth > 2)
+        return;
+    int fd = ::openat(dirFd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    alignas(8) char buf[4096];
+    for (;;) {
+        long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        for (long off = 0; off < n;) {
+            // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name
+            unsigned short reclen;
+            std::memcpy(&reclen, buf + off + 16, sizeof reclen);
+            const char* entry = buf + off + 19;
+            if (std::strcmp(entry, ".") != 0 && std::strcmp(entry, "..") != 0)
+                removeTreeAt(fd, entry, depth + 1);
+            off += reclen;
+        }
+    }
+    ::close(fd);
+    ::unlinkat(dirFd, name, AT_REMOVEDIR);
+}
+
+void removeTree(const char* path, int depth) { removeTreeAt(AT_FDCWD, path, depth); }
+
+void removeTracked()
+{
+    static const char* const suffixes[] = {"-journal", "-wal", "-shm"};
+    for (auto& s : gSlots) {
+        if (!s.ready.load())
+            continue;
+        removeTree(s.path, 0);
+        size_t len = ::strnlen(s.path, kPathMax);
+        for (const char* suffix : suffixes) {
+            char p[kPathMax + 16];
+            std::memcpy(p, s.path, len);
+            std::memcpy(p + len, suffix, std::strlen(suffix) + 1);
+            ::unlink(p);
+        }
+    }
+}
+
+void onSignal(int sig)
+{
+    removeTracked();
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
+
+void installHandlers()
+{
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGABRT}) {
+        struct sigaction old{};
+        if (::sigaction(sig, nullptr, &old) != 0)
+            continue;
+        // Leave signals the caller ignores (nohup) or handles itself alone.
+        if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
+            continue;
+        struct sigaction sa{};
+        sa.sa_handler = onSignal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND;
+        ::sigaction(sig, &sa, nullptr);
+    }
+}
+
+bool processGone(long pid)
+{
+    if (pid <= 0 || pid == ::getpid())
+        return false;
+    return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+} // namespace
+
+void AtomicOutput::protectInput(const std::string& path)
+{
+    struct stat st{};
+    InputId id{0, 0, realPath(path)};
+    if (::stat(path.c_str(), &st) == 0) {
+        // Devices and pipes are read, not replaced; only files can be overwritten.
+        if (!S_ISREG(st.st_mode))
+            return;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+    }
+    std::lock_guard lock(inputsMutex());
+    for (const auto& have : inputs())
+        if ((have.ino != 0 && have.dev == id.dev && have.ino == id.ino) || (!id.real.empty() && have.real == id.real))
+            return;
+    inputs().push_back(std::move(id));
+}
+
+void AtomicOutput::refuseInput(const std::string& path)
+{
+    struct stat st{};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    const std::string real = realPath(path);
+    std::lock_guard lock(inputsMutex());
+    for (const auto& in : inputs()) {
+        bool same = (exists && in.ino != 0 && in.dev == st.st_dev && in.ino == st.st_ino) ||
+                    (!real.empty() && real == in.real);
+        if (same)
+            throw Error(path + ": cannot write: it is also an input of this command and would be destroyed; "
+                               "choose another -o path");
+    }
+}
+
+int AtomicOutput::trackTemporary(const std::string& path)
+{
+    std::call_once(gHandlersOnce, installHandlers);
+    if (path.size() + 1 > kPathMax)
+        return -1;
+    for (int i = 0; i < kSlots; ++i) {
+        bool expected = false;
+        if (gSlots[static_cast<size_t>(i)].used.compare_exchange_strong(expected, true)) {
+            auto& s = gSlots[static_cast<size_t>(i)];
+            std::memcpy(s.path, path.c_str(), path.size() + 1);
+            s.ready.store(true);
+            return i;
+        }
+    }
+    return -1; // more than kSlots outputs at once: left to removeStaleTemporaries()
+}
+
+void AtomicOutput::untrackTemporary(int handle)
+{
+    if (handle < 0 || handle >= kSlots)
+        return;
+    auto& s = gSlots[static_cast<size_t>(handle)];
+    s.ready.store(false);
+    s.used.store(false);
+}
+
+void AtomicOutput::removeStaleTemporaries(const std::string& folder, const std::string& name)
+{
+    const std::string prefix = "." + name + ".tmp-";
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(folder, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        const std::string entry = it->path().filename().string();
+        if (entry.compare(0, prefix.size(), prefix) != 0)
+            continue;
+        size_t i = prefix.size(), digits = 0;
+        long pid = 0;
+        while (i < entry.size() && entry[i] >= '0' && entry[i] <= '9' && digits < 10) {
+            pid = pid * 10 + (entry[i] - '0');
+            ++i;
+            ++digits;
+        }
+        const std::string rest = entry.substr(i);
+        if (digits == 0 || !(rest.empty() || rest == "-journal" || rest == "-wal" || rest == "-shm"))
+            continue;
+        if (processGone(pid)) {
+            std::error_code rmEc;
+            fs::remove_all(it->path(), rmEc);
+        }
+    }
+}
+
+AtomicOutput::AtomicOutput(std::string finalPath, Target target) : final_(std::move(finalPath))
 {
     if (final_.empty())
         throw Error("output path is empty; pass one with -o FILE");
-    fs::path p(final_);
+    refuseInput(final_);
+    target_ = final_;
+    struct stat lst{}, st{};
+    const bool isLink = ::lstat(final_.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode);
+    if (::stat(final_.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        // A terminal, pipe or device: renaming over it would replace the node itself.
+        if (target == Target::RegularFile)
+            throw Error(final_ + ": cannot write: it is not a regular file (a device, pipe or socket); "
+                                 "a store must be written to a regular file, choose another -o path");
+        direct_ = true;
+        temp_ = final_;
+        return;
+    }
+    if (isLink) {
+        // Replace the file the link points to and keep the link itself.
+        target_ = realPath(final_);
+        if (target_.empty())
+            throw Error(final_ + ": cannot write: the symbolic link cannot be resolved; choose another -o path");
+    }
+    fs::path p(target_);
     fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
@@ -26,40 +262,57 @@ AtomicOutput::AtomicOutput(std::string finalPath) : final_(std::move(finalPath))
     if (::access(dir.c_str(), W_OK) != 0)
         throw Error(final_ + ": cannot write: folder " + dir.string() + " is not writable (" + std::strerror(errno) +
                     "); choose another -o path");
+    removeStaleTemporaries(dir.string(), p.filename().string());
     temp_ = (dir / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
     fs::remove(temp_, ec);
+    tracked_ = trackTemporary(temp_);
 }
 
 AtomicOutput::~AtomicOutput()
 {
-    if (!committed_) {
+    if (!committed_ && !direct_) {
         std::error_code ec;
         fs::remove(temp_, ec);
         fs::remove(temp_ + "-journal", ec);
         fs::remove(temp_ + "-wal", ec);
         fs::remove(temp_ + "-shm", ec);
     }
+    untrackTemporary(tracked_);
 }
 
 void AtomicOutput::commit()
 {
-    if (std::rename(temp_.c_str(), final_.c_str()) != 0)
+    if (direct_) {
+        committed_ = true;
+        return;
+    }
+    // An input registered after construction must still not be replaced.
+    refuseInput(final_);
+    if (std::rename(temp_.c_str(), target_.c_str()) != 0)
         throw Error(final_ + ": cannot write: " + std::strerror(errno));
     committed_ = true;
 }
 
 void AtomicOutput::writeFile(const std::string& path, const std::string& contents)
 {
-    AtomicOutput out(path);
-    std::FILE* f = std::fopen(out.tempPath().c_str(), "wb");
+    AtomicOutput out(path, Target::FileOrStream);
+    std::FILE* f = std::fopen(out.tempPath().c_str(), out.direct() ? "w" : "wb");
     if (!f)
         throw Error(path + ": cannot write: " + std::strerror(errno));
     size_t n = std::fwrite(contents.data(), 1, contents.size(), f);
     bool ok = n == contents.size();
-    ok = (std::fflush(f) == 0) && ok;
-    ok = (std::fclose(f) == 0) && ok;
+    int err = ok ? 0 : errno;
+    if (std::fflush(f) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (std::fclose(f) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
     if (!ok)
-        throw Error(path + ": cannot write: " + std::strerror(errno) + " (disk full?)");
+        throw Error(path + ": cannot write: " + std::strerror(err) +
+                    (err == ENOSPC ? "; free space on its disk or choose another -o path" : "; choose another -o path"));
     out.commit();
 }
 

@@ -3,29 +3,59 @@
 // file beside the destination and renamed over it on commit(). If the writer
 // fails or is destroyed without commit(), the temporary file is removed and
 // any earlier file at the destination is left untouched.
+//
+// No output is ever written over an input: files the process reads are
+// registered with protectInput() and an output that resolves to one of them
+// (same device and inode, or the same real path) is refused. A destination
+// that is not a regular file (a terminal, a pipe, /dev/null) is never renamed
+// over: text outputs are written to it directly, stores refuse it.
+// Temporaries are removed on SIGINT, SIGTERM, SIGHUP and SIGABRT, and those
+// left by processes that no longer exist are removed by the next write.
 #include <string>
 
 namespace pipescope {
 
 class AtomicOutput {
 public:
-    // Throws Error naming the path when its folder does not exist or is not writable.
-    explicit AtomicOutput(std::string finalPath);
+    enum class Target {
+        RegularFile,  // a store: must be a regular file
+        FileOrStream, // text: a device or pipe is written directly
+    };
+    // Throws Error naming the path when its folder does not exist or is not
+    // writable, when it is an input, or when it cannot hold this kind of output.
+    explicit AtomicOutput(std::string finalPath, Target target = Target::RegularFile);
     ~AtomicOutput();
     AtomicOutput(const AtomicOutput&) = delete;
     AtomicOutput& operator=(const AtomicOutput&) = delete;
 
     const std::string& tempPath() const { return temp_; }
+    // The path as the user gave it (for messages).
     const std::string& finalPath() const { return final_; }
+    // True when the destination is not a regular file and is written in place.
+    bool direct() const { return direct_; }
     void commit();
     bool committed() const { return committed_; }
 
     // Writes text (a report, a JSON document) atomically in one call.
     static void writeFile(const std::string& path, const std::string& contents);
 
+    // Registers a file this process reads; no output may replace it.
+    static void protectInput(const std::string& path);
+    // Throws Error when path resolves to a registered input.
+    static void refuseInput(const std::string& path);
+
+    // Temporaries to remove if a signal ends the process (files or folders).
+    static int trackTemporary(const std::string& path);
+    static void untrackTemporary(int handle);
+    // Removes "." + name + ".tmp-PID*" entries in folder whose PID is no longer running.
+    static void removeStaleTemporaries(const std::string& folder, const std::string& name);
+
 private:
     std::string final_;
+    std::string target_; // where the rename lands (a symlink's target)
     std::string temp_;
+    int tracked_ = -1;
+    bool direct_ = false;
     bool committed_ = false;
 };
 

@@ -10,7 +10,8 @@ namespace pipescope {
 std::string formatDuration(int64_t ns)
 {
     char buf[64];
-    int64_t a = std::llabs(ns);
+    // |INT64_MIN| does not fit in int64; compare magnitudes unsigned.
+    const uint64_t a = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
     if (a < 1000)
         std::snprintf(buf, sizeof buf, "%" PRId64 " ns", ns);
     else if (a < 1000000)
@@ -102,6 +103,33 @@ std::string TextTable::render(const std::string& indent) const
     line(header_);
     for (const auto& r : rows_)
         line(r);
+    return out;
+}
+
+std::string printable(std::string_view text, size_t maxBytes)
+{
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    out.reserve(std::min(text.size(), maxBytes) + 8);
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (i >= maxBytes) {
+            out += "...";
+            break;
+        }
+        auto c = static_cast<unsigned char>(text[i]);
+        // C1 controls (U+0080..U+009F) are escapes to some terminals too.
+        const bool c1 = c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                        static_cast<unsigned char>(text[i + 1]) <= 0x9f;
+        if (c < 0x20 || c == 0x7f || c1) {
+            if (c1)
+                c = static_cast<unsigned char>(text[++i]);
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
     return out;
 }
 

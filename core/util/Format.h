@@ -2,6 +2,7 @@
 // Human-readable numbers and aligned text tables for the CLI's default output.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pipescope {
@@ -14,6 +15,10 @@ std::string formatBytes(int64_t bytes);
 std::string formatPercent(double fraction);
 // "1,234,567".
 std::string formatCount(int64_t n);
+
+// Text from an input, safe to quote in a message: control characters
+// (terminal escapes included) become \xNN and text beyond maxBytes becomes "...".
+std::string printable(std::string_view text, size_t maxBytes = 200);
 
 class TextTable {
 public:

@@ -1,5 +1,6 @@
 #include "util/InputFile.h"
 
+#include "util/AtomicOutput.h"
 #include "util/Error.h"
 
 #include <cerrno>
@@ -25,6 +26,7 @@ InputFile::InputFile(std::string path) : path_(std::move(path))
         throw Error(path_ + ": cannot open: " + std::strerror(errno));
     if (S_ISDIR(st.st_mode))
         throw Error(path_ + ": is a directory, expected a trace file");
+    AtomicOutput::protectInput(path_);
     size_ = static_cast<uint64_t>(st.st_size);
     file_ = std::fopen(path_.c_str(), "rb");
     if (!file_)
@@ -109,12 +111,17 @@ std::string_view InputFile::read()
     }
 }
 
-std::string InputFile::readAll(const std::string& path)
+std::string InputFile::readAll(const std::string& path, size_t maxBytes)
 {
     InputFile f(path);
     std::string all;
-    for (auto chunk = f.read(); !chunk.empty(); chunk = f.read())
+    for (auto chunk = f.read(); !chunk.empty(); chunk = f.read()) {
+        if (chunk.size() > maxBytes - all.size())
+            throw FormatError(path + ": is larger than " + std::to_string(maxBytes >> 20) +
+                              " MiB" + (f.compressed() ? " once decompressed" : "") +
+                              ", more than such a file can reasonably hold; check that it is the right file");
         all.append(chunk);
+    }
     return all;
 }
 

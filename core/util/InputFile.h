@@ -1,6 +1,8 @@
 #pragma once
 // Reads a file in chunks, transparently gunzipping it when it starts with the
 // gzip magic. Truncated or corrupt gzip data is a FormatError naming the file.
+#include "util/Limits.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -26,8 +28,10 @@ public:
     uint64_t bytesOnDisk() const;
     uint64_t sizeOnDisk() const { return size_; }
 
-    // Whole (decompressed) contents; for small files and tests.
-    static std::string readAll(const std::string& path);
+    // Whole (decompressed) contents; for small files (model descriptions,
+    // schedules) and tests. Throws FormatError past maxBytes, so a small
+    // compressed file cannot expand into gigabytes.
+    static std::string readAll(const std::string& path, size_t maxBytes = kMaxDescriptionBytes);
 
 private:
     struct GzState;

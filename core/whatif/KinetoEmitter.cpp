@@ -4,6 +4,7 @@
 #include "util/Error.h"
 #include "util/JsonText.h"
 
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -137,10 +138,43 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
 {
     if (options.iterations < 1 || options.iterations > 1000)
         throw Error("--iterations must be between 1 and 1000");
+    // The job is written into a private folder beside DIR and renamed into
+    // place whole: an interrupted or failed write leaves no partial job, and
+    // files of an earlier job in DIR are never mixed with this one.
+    namespace fs = std::filesystem;
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec || !std::filesystem::is_directory(dir))
+    const fs::path finalDir = fs::path(dir).lexically_normal();
+    const fs::path dirName = finalDir.filename().empty() ? finalDir.parent_path().filename() : finalDir.filename();
+    const fs::path parent = fs::absolute(finalDir, ec).parent_path();
+    if (fs::exists(finalDir, ec)) {
+        if (!fs::is_directory(finalDir, ec))
+            throw Error(dir + ": exists and is not a folder; choose a new folder for --emit-kineto");
+        for (const auto& entry : fs::directory_iterator(finalDir, ec)) {
+            const std::string f = entry.path().filename().string();
+            const bool ours = entry.is_regular_file() && f.starts_with("rank-") && f.ends_with(".json");
+            if (!ours)
+                throw Error(dir + ": holds files other than simulated traces (" + f +
+                            "); choose an empty or new folder for --emit-kineto");
+        }
+    }
+    fs::create_directories(parent, ec);
+    AtomicOutput::removeStaleTemporaries(parent.string(), dirName.string());
+    const fs::path tempDir = parent / ("." + dirName.string() + ".tmp-" + std::to_string(::getpid()));
+    fs::remove_all(tempDir, ec);
+    if (!fs::create_directory(tempDir, ec))
         throw Error("cannot create the output folder " + dir + " (" + ec.message() + "); choose a writable path");
+    struct TempDir {
+        fs::path path;
+        int tracked;
+        bool keep = false;
+        ~TempDir()
+        {
+            std::error_code e;
+            if (!keep)
+                fs::remove_all(path, e);
+            AtomicOutput::untrackTemporary(tracked);
+        }
+    } temp{tempDir, AtomicOutput::trackTemporary(tempDir.string())};
 
     const Schedule& s = p.schedule;
     const int P = s.pp, D = std::max(1, p.dataParallel), W = P * D;
@@ -177,6 +211,27 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
         cursor += iterations[size_t(it)].iterationNs + kIterationGapNs;
     }
 
+    // The job id names this job's traces so that import refuses to mix them
+    // with another job's; it follows from what was simulated, so one seed
+    // still gives identical files.
+    std::string jobId;
+    {
+        uint64_t h = 1469598103934665603ull;
+        auto mix = [&](const std::string& v) {
+            for (unsigned char c : v + '\x1f')
+                h = (h ^ c) * 1099511628211ull;
+        };
+        mix(options.modelName);
+        mix(s.name());
+        for (int64_t v : {int64_t{P}, int64_t{s.chunks()}, int64_t{D}, int64_t{s.microbatches},
+                          int64_t{options.iterations}, static_cast<int64_t>(options.seed)})
+            mix(std::to_string(v));
+        for (TimeNs t : summary.iterationNs)
+            mix(std::to_string(t));
+        char buf[17];
+        std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+        jobId = buf;
+    }
     std::vector<int> allRanks(static_cast<size_t>(W));
     for (int g = 0; g < W; ++g)
         allRanks[size_t(g)] = g;
@@ -215,7 +270,8 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                               {"pp", P},
                               {"v", s.chunks()},
                               {"dp", D},
-                              {"microbatches", s.microbatches}}},
+                              {"microbatches", s.microbatches},
+                              {"job", jobId}}},
                             {"baseTimeNanoseconds", kBaseTimeNs}};
         const std::string headText = jsonText(head, 1);
         out += headText.substr(2, headText.size() - 4); // the members, without the braces
@@ -347,11 +403,31 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
             }
         }
         out += "\n  ]\n}\n";
-        const std::string path = (std::filesystem::path(dir) / ("rank-" + std::to_string(g) + ".json")).string();
-        AtomicOutput::writeFile(path, out);
-        summary.files.push_back(path);
+        const std::string file = "rank-" + std::to_string(g) + ".json";
+        AtomicOutput::writeFile((tempDir / file).string(), out);
+        summary.files.push_back((fs::path(dir) / file).string());
         summary.kernelsPerRank.push_back(kernels);
     }
+    // Swap the finished job in; an earlier job's folder (simulated traces
+    // only, checked above) goes away as a whole.
+    const fs::path old = parent / ("." + dirName.string() + ".old-" + std::to_string(::getpid()));
+    const bool hadOld = fs::exists(finalDir, ec);
+    if (hadOld) {
+        fs::remove_all(old, ec);
+        fs::rename(finalDir, old, ec);
+        if (ec)
+            throw Error(dir + ": cannot replace the earlier simulated job (" + ec.message() + "); choose a new folder");
+    }
+    fs::rename(tempDir, finalDir, ec);
+    if (ec) {
+        std::error_code back;
+        if (hadOld)
+            fs::rename(old, finalDir, back);
+        throw Error(dir + ": cannot write the simulated job (" + ec.message() + "); choose a writable folder");
+    }
+    temp.keep = true;
+    if (hadOld)
+        fs::remove_all(old, ec);
     return summary;
 }
 

@@ -171,7 +171,7 @@ void TestModel::partitions()
     QVERIFY(fails([] { partitionFromBoundaries({4, 3, 13}, 16, 4); }, "stage boundaries must increase"));
     QVERIFY(fails([] { partitionFromBoundaries({4, 9}, 16, 4); }, "2 stage boundaries given; 4 stages (pp x v) need 3"));
     QVERIFY(fails([] { partitionFromBoundaries({4, 9, 16}, 16, 4); }, "leaves no layer for the last stage"));
-    QVERIFY(fails([] { partitionFromBoundaries({0, 9, 12}, 16, 4); }, "must be increasing and above 0"));
+    QVERIFY(fails([] { partitionFromBoundaries({0, 9, 12}, 16, 4); }, "must increase and be above 0"));
 }
 
 // Two stages, two microbatches; stage times from the steps, split over four

@@ -1,5 +1,8 @@
 #include "import/kineto/KinetoNames.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <array>
 #include <cctype>
 #include <utility>
@@ -170,10 +173,12 @@ std::optional<int> rankFromFileName(std::string_view path)
         size_t j = i + 4;
         if (j < base.size() && (base[j] == '-' || base[j] == '_'))
             ++j;
+        // Every digit counts: a rank too large for int saturates (and is then
+        // refused as out of range) instead of being cut to its first digits.
         size_t digits = j;
-        long value = 0;
-        while (digits < base.size() && isDigit(base[digits]) && digits - j < 9) {
-            value = value * 10 + (base[digits] - '0');
+        int64_t value = 0;
+        while (digits < base.size() && isDigit(base[digits])) {
+            value = std::min<int64_t>(value * 10 + (base[digits] - '0'), std::numeric_limits<int>::max());
             ++digits;
         }
         if (digits > j)

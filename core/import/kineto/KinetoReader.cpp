@@ -4,6 +4,7 @@
 
 #include "util/Error.h"
 #include "util/InputFile.h"
+#include "util/Limits.h"
 
 #include <charconv>
 #include <vector>
@@ -343,8 +344,14 @@ private:
         if (mode_ == Mode::Capture) {
             stack_.pop_back();
             if (depth_ == 1) {
-                sink_.onTopLevel(topKey_, captured_);
+                if (captureOverflow_)
+                    sink_.onOversizedTopLevel(topKey_);
+                else
+                    sink_.onTopLevel(topKey_, captured_);
                 captured_ = json();
+                discard_ = json();
+                captureBytes_ = 0;
+                captureOverflow_ = false;
                 mode_ = Mode::Skip;
             }
             return true;
@@ -380,6 +387,15 @@ private:
 
     json* add(json value)
     {
+        // Metadata is kept whole only up to a bound: past it the rest of the
+        // value is parsed and dropped, so memory stays small whatever the file says.
+        captureBytes_ += 16 + captureKey_.size() + (value.is_string() ? value.get_ref<const std::string&>().size() : 0);
+        if (captureBytes_ > kMaxMetadataBytes)
+            captureOverflow_ = true;
+        if (captureOverflow_) {
+            discard_ = json();
+            return &discard_;
+        }
         json* top = stack_.back();
         if (top->is_array()) {
             top->push_back(std::move(value));
@@ -414,6 +430,9 @@ private:
 
     // Capture mode
     json captured_;
+    json discard_;
+    size_t captureBytes_ = 0;
+    bool captureOverflow_ = false;
     std::vector<json*> stack_;
     std::string captureKey_;
 

@@ -62,6 +62,8 @@ public:
     virtual void onBadEvent(std::string_view what) = 0;
     // A top-level key other than traceEvents that pipescope reads.
     virtual void onTopLevel(std::string_view key, const nlohmann::json& value) = 0;
+    // A top-level value larger than kMaxMetadataBytes (util/Limits.h) was not kept.
+    virtual void onOversizedTopLevel(std::string_view /*key*/) {}
     // Called once per chunk read from disk, for progress reports.
     virtual void onProgress(uint64_t bytesOnDisk) { (void)bytesOnDisk; }
 };

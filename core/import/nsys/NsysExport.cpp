@@ -1,6 +1,7 @@
 #include "import/nsys/NsysExport.h"
 
 #include "util/Error.h"
+#include "util/Format.h"
 
 #include <sqlite3.h>
 
@@ -49,27 +50,6 @@ void checkHeader(const std::string& path)
             throw FormatError(path + ": is an Nsight Systems report, not its SQLite export; " + kExportHint);
         throw FormatError(path + ": not an SQLite database, so not an Nsight Systems export; " + kExportHint);
     }
-}
-
-// file: URI for a path; everything but unreserved characters and '/' is
-// percent-encoded so '?', '#' and '%' in file names stay part of the name.
-std::string fileUri(const std::string& path)
-{
-    static const char* hex = "0123456789ABCDEF";
-    std::string uri = "file:";
-    for (unsigned char c : path) {
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-            c == '_' || c == '~' || c == '/') {
-            uri.push_back(static_cast<char>(c));
-        } else {
-            uri.push_back('%');
-            uri.push_back(hex[c >> 4]);
-            uri.push_back(hex[c & 15]);
-        }
-    }
-    // immutable: no locks, no journal or -shm files, no change detection; the
-    // export is a finished file, and the folder it sits in may be read-only.
-    return uri + "?immutable=1";
 }
 
 std::string sqlName(std::string_view identifier)
@@ -121,7 +101,9 @@ const char* Export::supportedSchemas()
 Export::Export(const std::string& path) : path_(path)
 {
     checkHeader(path);
-    openedAs_ = sqlite3_compileoption_used("USE_URI") ? fileUri(path) : path;
+    // sql::Database opens read-only inputs immutable: no locks, no journal or
+    // -shm files, so the folder the export sits in may be read-only.
+    openedAs_ = path;
     try {
         db_ = sql::Database(openedAs_, sql::Database::Mode::ReadOnly);
         harden(db_.handle());
@@ -245,7 +227,7 @@ void Export::identifySchema()
     }
     std::string shown = !schema_.version.empty() ? schema_.version : meta("EXPORT_SCHEMA_VERSION_MAJOR").value_or("?");
     if (!major || (*major != 2 && *major != 3))
-        throw ExportError(path_ + ": Nsight Systems export schema " + shown + " is not supported; pipescope reads " +
+        throw ExportError(path_ + ": Nsight Systems export schema " + printable(shown, 40) + " is not supported; pipescope reads " +
                           supportedSchemas() + "; export the report with such a release or update pipescope");
     schema_.major = *major;
     if (auto m = meta("EXPORT_SCHEMA_VERSION_MINOR"))

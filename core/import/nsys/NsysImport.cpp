@@ -6,6 +6,7 @@
 #include "import/kineto/KinetoNames.h"
 #include "import/nsys/NsysExport.h"
 #include "util/Error.h"
+#include "util/Limits.h"
 #include "util/Progress.h"
 
 #include <nlohmann/json.hpp>
@@ -306,8 +307,8 @@ void NsysImporter::assignRanks()
                               " FROM \"" + t + "\"");
         while (st.step()) {
             OptInt tid = st.optInt64(0), rank = st.optInt64(1);
-            if (!tid || !rank || *rank < 0 || *rank > INT_MAX) {
-                bad("mpi_ranks:bad_row", "MPI_RANKS row without a usable globalTid and rank");
+            if (!tid || !rank || !validRank(*rank)) {
+                bad("mpi_ranks:bad_row", "MPI_RANKS row without a usable globalTid and a rank in 0.." + std::to_string(kMaxRank));
                 continue;
             }
             auto [it, inserted] = mpi.emplace(processOf(*tid), static_cast<int>(*rank));
@@ -337,8 +338,9 @@ void NsysImporter::assignRanks()
         std::vector<int64_t> ordered(procs.begin(), procs.end());
         std::stable_sort(ordered.begin(), ordered.end(), [](int64_t a, int64_t b) { return osPid(a) < osPid(b); });
         int64_t base = opt_.rank.value_or(0);
-        if (base < 0 || base + static_cast<int64_t>(ordered.size()) > INT_MAX)
-            throw Error(ex_.path() + ": rank " + std::to_string(base) + " is out of range");
+        if (!validRank(base) || !validRank(base + std::max<int64_t>(0, static_cast<int64_t>(ordered.size()) - 1)))
+            throw Error(ex_.path() + ": ranks from " + std::to_string(base) + " for its " + std::to_string(ordered.size()) +
+                        " processes leave the supported ranks 0.." + std::to_string(kMaxRank) + "; pass a smaller --rank");
         for (size_t i = 0; i < ordered.size(); ++i)
             rankOfProcess_[ordered[i]] = static_cast<int>(base + static_cast<int64_t>(i));
     }

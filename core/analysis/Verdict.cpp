@@ -1,0 +1,369 @@
+#include "analysis/Verdict.h"
+
+#include "util/Format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace pipescope {
+
+std::string_view toString(PathLimiter l)
+{
+    switch (l) {
+    case PathLimiter::Compute: return "compute";
+    case PathLimiter::P2p: return "point-to-point";
+    case PathLimiter::Collective: return "collectives";
+    case PathLimiter::Host: return "host";
+    case PathLimiter::FillDrain: return "fill/drain";
+    case PathLimiter::Copy: return "copies";
+    case PathLimiter::Other: return "other idle";
+    }
+    return "other idle";
+}
+
+namespace {
+
+size_t ix(PathLimiter l) { return static_cast<size_t>(l); }
+size_t ix(BubbleCause c) { return static_cast<size_t>(c); }
+
+PathLimiter limiterOfKind(const std::string& kind)
+{
+    if (kind == "F" || kind == "B" || kind == "I" || kind == "W" || kind == "compute")
+        return PathLimiter::Compute;
+    if (kind == "p2p")
+        return PathLimiter::P2p;
+    if (kind == "collective")
+        return PathLimiter::Collective;
+    if (kind == "memcpy" || kind == "memset")
+        return PathLimiter::Copy;
+    return PathLimiter::Other;
+}
+
+PathLimiter limiterOfCause(BubbleCause c)
+{
+    switch (c) {
+    case BubbleCause::FillDrain: return PathLimiter::FillDrain;
+    case BubbleCause::WaitNeighbor:
+    case BubbleCause::P2pTransfer: return PathLimiter::P2p;
+    case BubbleCause::DpSync: return PathLimiter::Collective;
+    case BubbleCause::HostBound:
+    case BubbleCause::LaunchGap: return PathLimiter::Host;
+    case BubbleCause::Other: return PathLimiter::Other;
+    }
+    return PathLimiter::Other;
+}
+
+double share(TimeNs part, TimeNs whole) { return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0; }
+
+// Whole percent and percentage points: a headline reads better without decimals.
+std::string pct0(double fraction) { return std::to_string(std::lround(fraction * 100.0)) + "%"; }
+std::string points(double fraction) { return std::to_string(std::lround(fraction * 100.0)) + " points"; }
+
+std::string times(double ratio)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fx", ratio);
+    return buf;
+}
+
+// Argmax over a rank -> ns map; ties go to the lowest rank.
+int topOf(const std::map<int, TimeNs>& m)
+{
+    int best = -1;
+    TimeNs bestNs = 0;
+    for (const auto& [rank, ns] : m)
+        if (ns > bestNs) {
+            best = rank;
+            bestNs = ns;
+        }
+    return best;
+}
+
+// What the decision looks at: the critical path when there is one, else GPU
+// time (busy as compute, idle by cause) summed over ranks.
+struct Basis {
+    std::string name; // "the critical path" | "GPU time"
+    TimeNs totalNs = 0;
+    std::array<TimeNs, kPathLimiters> byLimiter{};
+    std::array<int, kPathLimiters> topRank{};
+};
+
+struct IdleTotals {
+    int ranks = 0;
+    TimeNs windowNs = 0, idleNs = 0;
+    std::array<TimeNs, kBubbleCauses> byCause{};
+    std::map<int, std::array<TimeNs, kBubbleCauses>> perRank;
+};
+
+std::string stageOfRank(const AnalysisResult& r, int rank)
+{
+    for (const auto& a : r.pipeline.stageMap)
+        if (a.rank == rank && a.stage >= 0)
+            return " (stage " + std::to_string(a.stage) + ")";
+    return {};
+}
+
+// F+B (and I, W) compute per microbatch of a stage.
+double perMicrobatch(const StageBalance& s)
+{
+    double v = 0;
+    for (const Distribution* d : {&s.forwardNs, &s.backwardNs, &s.backwardInputNs, &s.backwardWeightNs})
+        if (d->count > 0)
+            v += d->mean;
+    return v;
+}
+
+} // namespace
+
+PathBreakdown pathBreakdown(const AnalysisResult& r)
+{
+    PathBreakdown out;
+    out.topRank.fill(-1);
+    const CriticalPath& cp = r.criticalPath;
+    if (cp.segments.empty())
+        return out;
+
+    std::map<int, std::vector<const Bubble*>> bubblesOf;
+    for (const Bubble& b : r.bubbles)
+        if (b.iteration == cp.iteration)
+            bubblesOf[b.rank].push_back(&b);
+    for (auto& [rank, v] : bubblesOf)
+        std::sort(v.begin(), v.end(), [](const Bubble* x, const Bubble* y) { return x->start < y->start; });
+
+    std::array<std::map<int, TimeNs>, kPathLimiters> perRank;
+    auto add = [&](PathLimiter l, int rank, TimeNs ns) {
+        if (ns <= 0)
+            return;
+        out.byLimiter[ix(l)] += ns;
+        perRank[ix(l)][rank] += ns;
+    };
+    for (const PathSegment& s : cp.segments) {
+        out.totalNs += s.end - s.start;
+        if (s.kind != "idle") {
+            add(limiterOfKind(s.kind), s.rank, s.end - s.start);
+            continue;
+        }
+        // The idle part of the path takes the cause of the rank's bubbles it overlaps;
+        // what no bubble covers (the rank computing on another stream) stays "other".
+        TimeNs covered = 0;
+        auto it = bubblesOf.find(s.rank);
+        if (it != bubblesOf.end())
+            for (const Bubble* b : it->second) {
+                if (b->start >= s.end)
+                    break;
+                const TimeNs lo = std::max(s.start, b->start), hi = std::min(s.end, b->end);
+                if (hi > lo) {
+                    add(limiterOfCause(b->cause), s.rank, hi - lo);
+                    covered += hi - lo;
+                }
+            }
+        add(PathLimiter::Other, s.rank, s.end - s.start - covered);
+    }
+    for (int l = 0; l < kPathLimiters; ++l)
+        out.topRank[static_cast<size_t>(l)] = topOf(perRank[static_cast<size_t>(l)]);
+    return out;
+}
+
+Verdict verdict(const AnalysisResult& r, const Trace* trace)
+{
+    Verdict v;
+    IdleTotals idle;
+    for (const RankIdle& ri : r.idle) {
+        if (ri.iteration != r.selectedIteration)
+            continue;
+        ++idle.ranks;
+        idle.windowNs += ri.windowNs;
+        idle.idleNs += ri.idleNs;
+        for (int c = 0; c < kBubbleCauses; ++c)
+            idle.byCause[static_cast<size_t>(c)] += ri.byCause[static_cast<size_t>(c)];
+        idle.perRank[ri.rank] = ri.byCause;
+    }
+    if (r.selectedIteration < 0 || static_cast<size_t>(r.selectedIteration) >= r.iterations.size() || idle.ranks == 0 ||
+        idle.windowNs <= 0) {
+        v.kind = "none";
+        v.headline = "no verdict: no iteration with GPU work was analysed";
+        for (const auto& w : r.warnings)
+            v.facts.push_back(w.message);
+        return v;
+    }
+    const Iteration& it = r.iterations[static_cast<size_t>(r.selectedIteration)];
+    const PipelineStructure& p = r.pipeline;
+    const Imbalance& im = r.imbalance;
+    const double idleFrac = share(idle.idleNs, idle.windowNs);
+
+    Basis basis;
+    const PathBreakdown pb = pathBreakdown(r);
+    if (pb.totalNs > 0) {
+        basis.name = "the critical path";
+        basis.totalNs = pb.totalNs;
+        basis.byLimiter = pb.byLimiter;
+        basis.topRank = pb.topRank;
+    } else {
+        basis.name = "GPU time";
+        basis.totalNs = idle.windowNs;
+        basis.byLimiter[ix(PathLimiter::Compute)] = idle.windowNs - idle.idleNs;
+        std::array<std::map<int, TimeNs>, kPathLimiters> perRank;
+        for (const auto& [rank, causes] : idle.perRank)
+            for (int c = 0; c < kBubbleCauses; ++c) {
+                const PathLimiter l = limiterOfCause(static_cast<BubbleCause>(c));
+                basis.byLimiter[ix(l)] += causes[static_cast<size_t>(c)];
+                perRank[ix(l)][rank] += causes[static_cast<size_t>(c)];
+            }
+        basis.topRank.fill(-1);
+        for (int l = 1; l < kPathLimiters; ++l)
+            basis.topRank[static_cast<size_t>(l)] = topOf(perRank[static_cast<size_t>(l)]);
+    }
+    auto basisShare = [&](PathLimiter l) { return share(basis.byLimiter[ix(l)], basis.totalNs); };
+
+    int largestCause = 0;
+    for (int c = 1; c < kBubbleCauses; ++c)
+        if (idle.byCause[static_cast<size_t>(c)] > idle.byCause[static_cast<size_t>(largestCause)])
+            largestCause = c;
+    const bool fillDrainLeads = idle.byCause[ix(BubbleCause::FillDrain)] > 0 && largestCause == static_cast<int>(BubbleCause::FillDrain);
+
+    auto bubbleHeadline = [&] {
+        std::string ideal = "p=" + std::to_string(p.pp) + (p.chunks > 1 ? ", v=" + std::to_string(p.chunks) : std::string()) +
+                            ", m=" + std::to_string(p.microbatches);
+        v.kind = "pipeline-bubbles";
+        v.headline = "pipeline bubbles: " + pct0(idleFrac) + " of GPU time idle, " +
+                     points(share(idle.byCause[ix(BubbleCause::FillDrain)], idle.windowNs)) + " of it fill/drain (ideal for " + ideal +
+                     " is " + pct0(im.idealBubbleFraction) + ")";
+        v.lossNs = idle.byCause[ix(BubbleCause::FillDrain)] / idle.ranks;
+    };
+
+    // Compute paces the job when it fills the critical path or keeps the busiest
+    // GPU busy: the path alone can run through receives that wait on a slow stage.
+    double busiestShare = 0;
+    for (const RankIdle& ri : r.idle)
+        if (ri.iteration == r.selectedIteration && ri.windowNs > 0)
+            busiestShare = std::max(busiestShare, share(ri.busyNs, ri.windowNs));
+    const bool computePaced = basisShare(PathLimiter::Compute) >= kVerdictComputeShare || busiestShare >= kVerdictComputeShare;
+    const StageBalance* bottleneck = nullptr;
+    for (const auto& s : im.stages)
+        if (s.stage == im.bottleneckStage)
+            bottleneck = &s;
+
+    if (computePaced && p.found && bottleneck && im.stages.size() >= 2 && im.maxOverMean >= kVerdictImbalance) {
+        v.kind = "stage-imbalance";
+        TimeNs meanBusy = 0;
+        double meanPerMb = 0;
+        int withSteps = 0;
+        for (const auto& s : im.stages) {
+            meanBusy += s.busyNs;
+            if (perMicrobatch(s) > 0) {
+                meanPerMb += perMicrobatch(s);
+                ++withSteps;
+            }
+        }
+        meanBusy /= static_cast<TimeNs>(im.stages.size());
+        // The steady phase of every schedule runs at the bottleneck's pace, so its
+        // busy time beyond the mean is what balancing wins back; never more than
+        // the gap to the balanced-partition lower bound.
+        v.lossNs = std::max<TimeNs>(0, bottleneck->busyNs - meanBusy);
+        if (im.balancedLowerBoundNs > 0 && im.iterationNs > im.balancedLowerBoundNs)
+            v.lossNs = std::min(v.lossNs, im.iterationNs - im.balancedLowerBoundNs);
+        std::string what;
+        if (withSteps == static_cast<int>(im.stages.size()) && meanPerMb > 0)
+            what = "its F+B per microbatch is " + times(perMicrobatch(*bottleneck) / (meanPerMb / withSteps)) + " the mean";
+        else
+            what = "its busy time is " + times(im.maxOverMean) + " the mean";
+        v.headline = "stage " + std::to_string(bottleneck->stage) + " is the bottleneck: " + what + "; balancing the stages could save ~" +
+                     formatDuration(v.lossNs) + " per iteration";
+    } else if (computePaced && p.found && idleFrac >= kVerdictBubbleIdle && fillDrainLeads) {
+        bubbleHeadline();
+    } else if (computePaced) {
+        v.kind = "compute-bound";
+        v.headline = "compute-bound: " + pct0(1.0 - idleFrac) + " of GPU time is compute";
+        if (p.found && !im.stages.empty())
+            v.headline += ", the busiest stage " + times(im.maxOverMean) + " the mean";
+        if (pb.totalNs > 0)
+            v.headline += ", " + pct0(share(pb.byLimiter[ix(PathLimiter::Compute)], pb.totalNs)) + " of the critical path";
+        v.lossNs = idle.idleNs / idle.ranks;
+    } else {
+        // The largest non-compute part of the basis names the limiter; ties go to the earlier limiter.
+        PathLimiter lim = PathLimiter::P2p;
+        for (int l = 1; l < kPathLimiters; ++l)
+            if (basis.byLimiter[static_cast<size_t>(l)] > basis.byLimiter[ix(lim)])
+                lim = static_cast<PathLimiter>(l);
+        if (lim == PathLimiter::FillDrain && p.found) {
+            bubbleHeadline();
+        } else {
+            std::string label, what;
+            switch (lim) {
+            case PathLimiter::P2p: v.kind = "communication-bound"; label = "communication-bound"; what = "point-to-point communication"; break;
+            case PathLimiter::Collective: v.kind = "dp-sync"; label = "data-parallel sync"; what = "collectives (gradient all-reduce and the like)"; break;
+            case PathLimiter::Host: v.kind = "host-bound"; label = "host-bound"; what = "the GPU waiting for the host to launch work"; break;
+            case PathLimiter::Copy: v.kind = "copy-bound"; label = "copy-bound"; what = "memory copies and memsets"; break;
+            default: v.kind = "idle"; label = "unexplained idle"; what = "idle time without a recorded cause"; break;
+            }
+            v.lossNs = basis.byLimiter[ix(lim)];
+            v.headline = label + ": " + pct0(basisShare(lim)) + " of " + basis.name + " (" + formatDuration(v.lossNs) + " of " +
+                         formatDuration(basis.totalNs) + ") is " + what;
+            if (basis.topRank[ix(lim)] >= 0)
+                v.headline += ", most of it on rank " + std::to_string(basis.topRank[ix(lim)]) + stageOfRank(r, basis.topRank[ix(lim)]);
+        }
+    }
+
+    // ---- supporting facts ----
+    auto& f = v.facts;
+    f.push_back(it.label + ": " + formatDuration(it.end - it.start) + " on " + std::to_string(idle.ranks) + " ranks" +
+                (pb.totalNs > 0 ? "; critical path in " + std::to_string(r.criticalPath.segments.size()) + " segments" : std::string()));
+    {
+        std::vector<std::pair<TimeNs, int>> parts;
+        for (int l = 0; l < kPathLimiters; ++l)
+            if (basis.byLimiter[static_cast<size_t>(l)] > 0)
+                parts.emplace_back(basis.byLimiter[static_cast<size_t>(l)], l);
+        std::stable_sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+        std::string s = basis.name + ":";
+        for (size_t i = 0; i < parts.size(); ++i)
+            s += (i ? ", " : " ") + std::string(toString(static_cast<PathLimiter>(parts[i].second))) + " " +
+                 (share(parts[i].first, basis.totalNs) < 0.005 ? std::string("<1%") : pct0(share(parts[i].first, basis.totalNs)));
+        f.push_back(s);
+    }
+    {
+        std::vector<std::pair<TimeNs, int>> causes;
+        for (int c = 0; c < kBubbleCauses; ++c)
+            if (idle.byCause[static_cast<size_t>(c)] > 0)
+                causes.emplace_back(idle.byCause[static_cast<size_t>(c)], c);
+        std::stable_sort(causes.begin(), causes.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+        std::string s = "GPU idle: " + pct0(idleFrac) + " of GPU time";
+        for (size_t i = 0; i < causes.size() && i < 3; ++i)
+            s += (i ? ", " : "; ") + std::string(toString(static_cast<BubbleCause>(causes[i].second))) + " " +
+                 points(share(causes[i].first, idle.windowNs));
+        f.push_back(s);
+    }
+    if (p.found) {
+        char conf[16];
+        std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100.0);
+        f.push_back("pipeline: p=" + std::to_string(p.pp) + ", dp=" + std::to_string(p.dp) + ", v=" + std::to_string(p.chunks) +
+                    ", m=" + std::to_string(p.microbatches) + ", schedule " + p.schedule + " (confidence " + conf + "), ideal bubble " +
+                    pct0(im.idealBubbleFraction));
+        if (bottleneck)
+            f.push_back("busiest stage " + std::to_string(bottleneck->stage) + ": busy " + times(im.maxOverMean) + " the mean; iteration " +
+                        formatDuration(im.iterationNs) + ", balanced-partition lower bound " + formatDuration(im.balancedLowerBoundNs));
+        for (size_t i = 0; i < im.stragglers.size() && i < 3; ++i) {
+            const Straggler& s = im.stragglers[i];
+            f.push_back("straggler: rank " + std::to_string(s.rank) + " (stage " + std::to_string(s.stage) + ") busy " +
+                        times(s.ratioToMedian) + " its stage's median");
+        }
+    } else {
+        f.push_back("no pipeline found, so no stage imbalance or fill/drain");
+    }
+    if (!r.warnings.empty())
+        f.push_back(std::to_string(r.warnings.size()) + (r.warnings.size() == 1 ? " analysis warning" : " analysis warnings"));
+    if (trace) {
+        if (trace->simulated())
+            f.push_back("the trace is SIMULATED: these numbers describe the simulator, not hardware");
+        int64_t problems = 0;
+        for (const Diagnostic& d : trace->diagnostics)
+            if (d.severity != Severity::Info)
+                problems += d.count;
+        if (problems > 0)
+            f.push_back("the import reported " + std::to_string(problems) + " problem records (see the diagnostics)");
+    }
+    return v;
+}
+
+} // namespace pipescope

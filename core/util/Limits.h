@@ -1,0 +1,28 @@
+#pragma once
+// The ranges pipescope accepts from any input. docs/input-output-promises.md
+// states them for users; values outside are counted as bad records (or, when
+// nothing usable is left, make the input an error), never wrapped or trusted.
+#include <cstddef>
+#include <cstdint>
+
+namespace pipescope {
+
+// Global ranks are 0..kMaxRank: per-rank tables stay small however a file numbers its ranks.
+inline constexpr int kMaxRank = 1'048'575;
+inline constexpr int kMaxWorldSize = kMaxRank + 1;
+constexpr bool validRank(int64_t r) { return r >= 0 && r <= kMaxRank; }
+
+// Times on the aligned clock lie in [-kMaxTimeNs, kMaxTimeNs] (about 146
+// years either side of the epoch), so that any difference of two times, and
+// any time plus a duration, fits in int64 nanoseconds.
+inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+constexpr bool validTime(int64_t t) { return t >= -kMaxTimeNs && t <= kMaxTimeNs; }
+
+// One name, argument or metadata value: longer ones are truncated and diagnosed.
+inline constexpr size_t kMaxStringBytes = size_t{1} << 20;
+// A whole top-level metadata value (deviceProperties, distributedInfo) kept for reading.
+inline constexpr size_t kMaxMetadataBytes = size_t{16} << 20;
+// Model descriptions and schedule files are read whole; they are small.
+inline constexpr size_t kMaxDescriptionBytes = size_t{64} << 20;
+
+} // namespace pipescope

@@ -1,0 +1,590 @@
+// The adversarial sweep's defects, kept fixed: outputs never replace inputs
+// or special files, damaged stores and out-of-range ranks and times are one
+// clear error (or counted bad records), temporaries do not outlive their
+// process, and quoted input cannot drive the terminal.
+#include "TestSupport.h"
+#include "analysis/Analysis.h"
+#include "store/Sqlite.h"
+#include "store/Store.h"
+#include "util/AtomicOutput.h"
+#include "util/Error.h"
+#include "util/Format.h"
+#include "util/InputFile.h"
+#include "util/Limits.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <csignal>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+using namespace pipescope;
+using namespace pipescope::test;
+
+namespace {
+
+QString writeFile(const QString& path, const QByteArray& contents)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly))
+        qFatal("cannot write %s", qPrintable(path));
+    f.write(contents);
+    return path;
+}
+
+QByteArray readFile(const QString& path)
+{
+    QFile f(path);
+    f.open(QIODevice::ReadOnly);
+    return f.readAll();
+}
+
+// A Kineto trace with `kernels` kernels on one stream; `head` adds top-level members.
+QByteArray trace(int kernels, const QByteArray& head = {}, int64_t firstTs = 1000)
+{
+    QByteArray t = "{" + head + (head.isEmpty() ? "" : ", ") + "\"traceEvents\": [\n";
+    for (int i = 0; i < kernels; ++i) {
+        t += (i ? ",\n" : "") + QByteArray("{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k") + QByteArray::number(i) +
+             "\",\"pid\":0,\"tid\":7,\"ts\":" + QByteArray::number(static_cast<qlonglong>(firstTs + 20 * i)) +
+             ",\"dur\":10,\"args\":{\"device\":0,\"stream\":7}}";
+    }
+    return t + "]}\n";
+}
+
+QString storeOf(const QTemporaryDir& dir, const QString& name = "job.pipescope")
+{
+    const QString in = writeFile(dir.path() + "/rank-0.json", trace(3, "\"distributedInfo\": {\"rank\": 0, \"world_size\": 1}"));
+    const QString out = dir.path() + "/" + name;
+    auto r = runCli({"import", in, "-o", out, "-q"});
+    if (r.exitCode != 0)
+        qWarning() << r.err;
+    return out;
+}
+
+QStringList hiddenTemporaries(const QString& dir)
+{
+    QStringList out;
+    for (const QString& f : QDir(dir).entryList(QDir::Files | QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot))
+        if (f.contains(".tmp-"))
+            out << f;
+    return out;
+}
+
+int64_t count(const std::string& store, const std::string& sql)
+{
+    sql::Database db(store, sql::Database::Mode::ReadOnly);
+    auto st = db.prepare(sql);
+    st.step();
+    return st.int64(0);
+}
+
+void execSql(const QString& file, const std::string& sql)
+{
+    sql::Database db(file.toStdString(), sql::Database::Mode::Create);
+    db.exec(sql);
+}
+
+QByteArray gzip(const QByteArray& data)
+{
+    z_stream z{};
+    deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    QByteArray out(static_cast<int>(deflateBound(&z, static_cast<uLong>(data.size()))), '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    z.avail_in = static_cast<uInt>(data.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    deflate(&z, Z_FINISH);
+    out.resize(static_cast<int>(z.total_out));
+    deflateEnd(&z);
+    return out;
+}
+
+QString model() { return QString::fromUtf8(PIPESCOPE_SOURCE_DIR) + "/resources/models/gpt-32l.json"; }
+
+} // namespace
+
+class TstHardening : public QObject {
+    Q_OBJECT
+private slots:
+    // 1. An output that resolves to an input is refused, and the input survives.
+    void outputEqualToInputIsRefused_data()
+    {
+        QTest::addColumn<QString>("command");
+        QTest::addColumn<QString>("link"); // "", "symlink" or "hardlink"
+        for (const char* cmd : {"import", "analyze", "report", "simulate", "whatif"})
+            for (const char* link : {"", "symlink", "hardlink"})
+                QTest::newRow(qPrintable(QString(cmd) + (*link ? QString("/") + link : QString())))
+                    << QString(cmd) << QString(link);
+    }
+    void outputEqualToInputIsRefused()
+    {
+        QFETCH(QString, command);
+        QFETCH(QString, link);
+        QTemporaryDir dir;
+        QString input;
+        QStringList args;
+        if (command == "import") {
+            input = writeFile(dir.path() + "/t.json", trace(2));
+            args = {"import", input};
+        } else if (command == "simulate") {
+            input = dir.path() + "/m.json";
+            QFile::copy(model(), input);
+            args = {"simulate", input, "--summary"};
+        } else if (command == "whatif") {
+            // What-if needs a pipeline: a simulated 4-stage job.
+            QCOMPARE(runCli({"simulate", model(), "--emit-kineto", dir.path() + "/t", "--summary"}).exitCode, 0);
+            input = dir.path() + "/job.pipescope";
+            QCOMPARE(runCli({"import", dir.path() + "/t", "-o", input, "-q"}).exitCode, 0);
+            args = {"whatif", input, "--layers", "32", "--summary"};
+        } else {
+            input = storeOf(dir);
+            args = {command, input};
+        }
+        QString output = input;
+        if (link == "symlink") {
+            output = dir.path() + "/alias";
+            QVERIFY(QFile::link(input, output));
+        } else if (link == "hardlink") {
+            output = dir.path() + "/alias";
+            QCOMPARE(::link(input.toUtf8().constData(), output.toUtf8().constData()), 0);
+        }
+        const QByteArray before = readFile(input);
+        auto r = runCli(args << "-o" << output);
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("it is also an input of this command and would be destroyed; choose another -o path"),
+                 qPrintable(r.err));
+        QCOMPARE(readFile(input), before);
+        QVERIFY(hiddenTemporaries(dir.path()).isEmpty());
+    }
+
+    // 2. Special files are written in place or refused, never renamed over.
+    void specialFilesAsOutput()
+    {
+        QTemporaryDir dir;
+        const QString store = storeOf(dir);
+        struct stat st{};
+        auto text = runCli({"analyze", store, "-o", "/dev/null"});
+        QCOMPARE(text.exitCode, 0);
+        QCOMPARE(::stat("/dev/null", &st), 0);
+        QVERIFY(S_ISCHR(st.st_mode));
+
+        auto storeOut = runCli({"import", dir.path() + "/rank-0.json", "-o", "/dev/null"});
+        QCOMPARE(storeOut.exitCode, 1);
+        QVERIFY2(storeOut.err.contains("/dev/null: cannot write: it is not a regular file (a device, pipe or socket); "
+                                       "a store must be written to a regular file"),
+                 qPrintable(storeOut.err));
+        QCOMPARE(::stat("/dev/null", &st), 0);
+        QVERIFY(S_ISCHR(st.st_mode));
+
+        // A symbolic link to a regular file stays a link; its target gets the output.
+        const QString target = writeFile(dir.path() + "/target.txt", "old");
+        const QString alias = dir.path() + "/alias.txt";
+        QVERIFY(QFile::link(target, alias));
+        QCOMPARE(runCli({"analyze", store, "--json", "-o", alias}).exitCode, 0);
+        QVERIFY(QFileInfo(alias).isSymLink());
+        QVERIFY(readFile(target).startsWith("{"));
+
+        // A FIFO is written through, not replaced.
+        const QString fifo = dir.path() + "/out.fifo";
+        QCOMPARE(::mkfifo(fifo.toUtf8().constData(), 0600), 0);
+        QProcess p;
+        p.start(QString::fromUtf8(PIPESCOPE_CLI), {"analyze", store, "--json", "-o", fifo});
+        QFile reader(fifo);
+        QVERIFY(reader.open(QIODevice::ReadOnly));
+        const QByteArray json = reader.readAll();
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        QVERIFY(json.startsWith("{"));
+        QCOMPARE(::lstat(fifo.toUtf8().constData(), &st), 0);
+        QVERIFY(S_ISFIFO(st.st_mode));
+    }
+
+    // 3. Crafted stores: one "damaged store" line, never a crash.
+    void damagedStores_data()
+    {
+        QTest::addColumn<QString>("sql");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("negative string id") << "INSERT INTO strings VALUES (-1, 'x')" << "strings.id holds an out-of-range value (-1)";
+        QTest::newRow("huge string id") << "INSERT INTO strings VALUES (400000000000, 'x')"
+                                        << "strings.id holds an out-of-range value (400000000000)";
+        QTest::newRow("name id") << "UPDATE activities SET name_id = 99999999" << "activities.name_id holds an out-of-range value";
+        QTest::newRow("activity kind") << "UPDATE activities SET kind = 200" << "activities.kind holds an out-of-range value (200)";
+        QTest::newRow("rank") << "UPDATE activities SET rank = 2000000000" << "activities.rank holds a rank outside 0..1048575";
+        QTest::newRow("stream rank") << "UPDATE streams SET rank = -5" << "streams.rank holds a rank outside 0..1048575";
+        QTest::newRow("real time") << "UPDATE activities SET start_ns = start_ns + 0.5"
+                                   << "activities.start_ns holds a time that is not an integer within the representable range";
+        QTest::newRow("huge time") << "UPDATE activities SET end_ns = 9000000000000000000"
+                                   << "activities.end_ns holds a time that is not an integer within the representable range";
+        QTest::newRow("end before start") << "UPDATE activities SET end_ns = start_ns - 1" << "activities.end_ns lies before start_ns";
+        QTest::newRow("world size") << "UPDATE ranks SET world_size = 2000000000" << "ranks.world_size holds an out-of-range value";
+        QTest::newRow("missing table") << "DROP TABLE nccl_ops" << "table nccl_ops is missing";
+    }
+    void damagedStores()
+    {
+        QFETCH(QString, sql);
+        QFETCH(QString, message);
+        QTemporaryDir dir;
+        const QString store = storeOf(dir);
+        execSql(store, sql.toStdString());
+        for (const char* cmd : {"analyze", "report", "whatif"}) {
+            QStringList args{cmd, store};
+            if (QString(cmd) == "report")
+                args << "-o" << dir.path() + "/r.html";
+            if (QString(cmd) == "whatif")
+                args << "--layers" << "4";
+            auto r = runCli(args);
+            QCOMPARE(r.exitCode, 1);
+            QVERIFY2(r.err.contains(store + ": damaged store: " + message), qPrintable(r.err));
+            QVERIFY2(r.err.endsWith("; re-import the traces\n"), qPrintable(r.err));
+        }
+    }
+
+    // 4. Ranks are bounded: no allocation grows with a rank number.
+    void ranksOutsideTheRangeAreRefused_data()
+    {
+        QTest::addColumn<QString>("fileName");
+        QTest::addColumn<QByteArray>("head");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("distributedInfo 2e9") << "t.json" << QByteArray("\"distributedInfo\": {\"rank\": 2000000000}")
+                                             << "distributedInfo.rank 2000000000 is outside the supported ranks 0..1048575";
+        QTest::newRow("distributedInfo INT_MAX") << "t.json" << QByteArray("\"distributedInfo\": {\"rank\": 2147483647}")
+                                                 << "distributedInfo.rank 2147483647 is outside the supported ranks";
+        QTest::newRow("negative") << "t.json" << QByteArray("\"distributedInfo\": {\"rank\": -1000002}")
+                                  << "distributedInfo.rank -1000002 is outside the supported ranks";
+        // 12: every digit of a file name's rank counts (it was cut to 214748364).
+        QTest::newRow("file name") << "rank-2147483647.json" << QByteArray()
+                                   << "the rank in the file name (2147483647) is outside the supported ranks 0..1048575";
+    }
+    void ranksOutsideTheRangeAreRefused()
+    {
+        QFETCH(QString, fileName);
+        QFETCH(QByteArray, head);
+        QFETCH(QString, message);
+        QTemporaryDir dir;
+        const QString in = writeFile(dir.path() + "/" + fileName, trace(2, head));
+        auto r = runCli({"import", in, "-o", dir.path() + "/job.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(message), qPrintable(r.err));
+        QVERIFY(!QFile::exists(dir.path() + "/job.pipescope"));
+        QVERIFY(hiddenTemporaries(dir.path()).isEmpty());
+    }
+    void largestRankIsAccepted()
+    {
+        QTemporaryDir dir;
+        const QString in = writeFile(dir.path() + "/t.json", trace(4, "\"distributedInfo\": {\"rank\": 1048575, \"world_size\": 1048576}"));
+        const QString store = dir.path() + "/job.pipescope";
+        QCOMPARE(runCli({"import", in, "-o", store, "-q"}).exitCode, 0);
+        auto r = runCli({"analyze", store, "--json"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QCOMPARE(count(store.toStdString(), "SELECT MAX(rank) FROM activities"), 1048575);
+        auto opt = runCli({"import", in, "-o", store, "--rank", "1048576"});
+        QCOMPARE(opt.exitCode, 2);
+    }
+    void analysisRefusesRanksOutsideTheRange()
+    {
+        Trace t;
+        t.strings = {""};
+        t.streams.push_back({});
+        t.streams[0].id = 1;
+        t.streams[0].rank = 2'000'000'000;
+        Activity a;
+        a.rank = 2'000'000'000;
+        a.streamId = 1;
+        a.start = 0;
+        a.end = 10;
+        t.activities.push_back(a);
+        QVERIFY_THROWS_EXCEPTION(Error, analyze(t));
+    }
+
+    // 5. Times: checked against the representable range after the time base.
+    void timeBaseOverflowIsAnError()
+    {
+        QTemporaryDir dir;
+        const QString in = writeFile(dir.path() + "/t.json", trace(2, "\"baseTimeNanoseconds\": 9223372036854775807"));
+        auto r = runCli({"import", in, "-o", dir.path() + "/job.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(in + ": every time lies outside the representable range once the file's time base is applied"),
+                 qPrintable(r.err));
+        QVERIFY(!QFile::exists(dir.path() + "/job.pipescope"));
+    }
+    void outOfRangeTimesAreCountedBadRecords()
+    {
+        QTemporaryDir dir;
+        QByteArray t = "{\"traceEvents\": [\n"
+                       "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"ts\":-9000000000000000,\"dur\":10,\"args\":{\"device\":0,\"stream\":7}},\n"
+                       "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"b\",\"pid\":0,\"tid\":7,\"ts\":9000000000000000,\"dur\":10,\"args\":{\"device\":0,\"stream\":7}},\n"
+                       "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"c\",\"pid\":0,\"tid\":7,\"ts\":1000,\"dur\":10,\"args\":{\"device\":0,\"stream\":7}}]}";
+        const QString in = writeFile(dir.path() + "/t.json", t);
+        const QString store = dir.path() + "/job.pipescope";
+        QCOMPARE(runCli({"import", in, "-o", store, "-q"}).exitCode, 0);
+        QCOMPARE(count(store.toStdString(), "SELECT COUNT(*) FROM activities"), 1);
+        QCOMPARE(count(store.toStdString(), "SELECT count FROM diagnostics WHERE kind = 'bad_value:ts'"), 2);
+        QCOMPARE(runCli({"analyze", store}).exitCode, 0);
+    }
+    void durationOfTheMostNegativeTime()
+    {
+        QCOMPARE(formatDuration(std::numeric_limits<int64_t>::min()), std::string("-9223372036.855 s"));
+        QCOMPARE(formatDuration(-999), std::string("-999 ns"));
+    }
+
+    // 6. A file whose distributedInfo follows its events keeps its own streams
+    // beside a file whose rank is known first.
+    void noPlaceholderRankCollision()
+    {
+        QTemporaryDir dir;
+        const QString a = writeFile(dir.path() + "/a.json", trace(4, "\"distributedInfo\": {\"rank\": 0, \"world_size\": 2}"));
+        QByteArray late = trace(10);
+        late.chop(2); // "}\n"
+        late += ", \"distributedInfo\": {\"rank\": 1, \"world_size\": 2}}\n";
+        const QString b = writeFile(dir.path() + "/b.json", late);
+        const QString store = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", a, b, "-o", store, "-q"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const std::string s = store.toStdString();
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM activities WHERE rank = 0"), 4);
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM activities WHERE rank = 1"), 10);
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM activities a JOIN streams s ON s.id = a.stream_id WHERE s.rank = a.rank"), 14);
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM streams WHERE rank < 0"), 0);
+    }
+
+    // 16. Control characters in quoted input are escaped.
+    void controlCharactersAreEscaped()
+    {
+        QCOMPARE(printable("a\x1b[31mb\n\x7f"), std::string("a\\x1b[31mb\\x0a\\x7f"));
+        QCOMPARE(printable("\xc2\x9b" "1m"), std::string("\\x9b1m"));
+        QCOMPARE(printable("caf\xc3\xa9"), std::string("caf\xc3\xa9"));
+        QCOMPARE(printable(std::string(300, 'x'), 10), std::string(10, 'x') + "...");
+
+        QTemporaryDir dir;
+        const QString file = dir.path() + "/report.sqlite";
+        execSql(file, "CREATE TABLE META_DATA_EXPORT(name TEXT, value TEXT);"
+                      "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '9' || char(27) || '[2J');");
+        auto r = runCli({"import", file, "-o", dir.path() + "/job.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY(!r.err.contains(QChar(27)));
+        QVERIFY2(r.err.contains("schema 9\\x1b[2J is not supported"), qPrintable(r.err));
+    }
+
+    // 17. Many distinct streams: every one kept (the lookup is hashed, not scanned).
+    void manyDistinctStreams()
+    {
+        QTemporaryDir dir;
+        const int n = 20000;
+        QByteArray t = "{\"traceEvents\": [\n";
+        for (int i = 0; i < n; ++i)
+            t += (i ? ",\n" : "") + QByteArray("{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":") +
+                 QByteArray::number(i) + ",\"ts\":" + QByteArray::number(1000 + i) + ",\"dur\":1,\"args\":{\"device\":0,\"stream\":" +
+                 QByteArray::number(i) + "}}";
+        t += "]}";
+        const QString in = writeFile(dir.path() + "/t.json", t);
+        const QString store = dir.path() + "/job.pipescope";
+        QCOMPARE(runCli({"import", in, "-o", store, "-q"}).exitCode, 0);
+        QCOMPARE(count(store.toStdString(), "SELECT COUNT(*) FROM streams"), n);
+        QCOMPARE(count(store.toStdString(), "SELECT COUNT(DISTINCT stream_id) FROM activities"), n);
+    }
+
+    // 12. A duplicate rank in --stage-map is refused.
+    void duplicateRankInStageMap()
+    {
+        QTemporaryDir dir;
+        const QString store = storeOf(dir);
+        auto r = runCli({"analyze", store, "--stage-map", "0:0,0:1"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("--stage-map names rank 0 twice; give each rank one stage"), qPrintable(r.err));
+    }
+
+    // 15. Messages that say what is wrong.
+    void byteOrderMarkIsATrace()
+    {
+        QTemporaryDir dir;
+        const QString in = writeFile(dir.path() + "/t.json", "\xEF\xBB\xBF" + trace(2));
+        auto r = runCli({"import", in, "-o", dir.path() + "/job.pipescope", "-q"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    }
+    void nonTraceFileInAFolderIsSkipped()
+    {
+        QTemporaryDir dir;
+        QDir().mkdir(dir.path() + "/traces");
+        writeFile(dir.path() + "/traces/rank-0.json", trace(2));
+        writeFile(dir.path() + "/traces/notes.json", "just some notes");
+        auto r = runCli({"import", dir.path() + "/traces", "-o", dir.path() + "/job.pipescope", "-q"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.err.contains("pipescope import: warning: " + dir.path() + "/traces/notes.json: unknown trace format"),
+                 qPrintable(r.err));
+        QVERIFY2(r.err.contains("; skipped"), qPrintable(r.err));
+    }
+    void damagedSqliteIsNamedSo()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.path() + "/report.sqlite";
+        execSql(file, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
+        QByteArray bytes = readFile(file);
+        bytes.truncate(100); // the header survives, the pages do not
+        bytes += QByteArray(4000, '\xff');
+        writeFile(file, bytes);
+        auto r = runCli({"import", file, "-o", dir.path() + "/job.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(!r.err.contains("neither an Nsight Systems export"), qPrintable(r.err));
+        QVERIFY2(r.err.contains(file + ": "), qPrintable(r.err));
+    }
+    void pipeWithNoDataIsNotCalledEmptyFile()
+    {
+        QTemporaryDir dir;
+        QProcess p;
+        p.start(QString::fromUtf8(PIPESCOPE_CLI), {"import", "/dev/stdin", "-o", dir.path() + "/job.pipescope"});
+        QVERIFY(p.waitForStarted());
+        p.closeWriteChannel();
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 1);
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        QVERIFY2(err.contains("is not a regular file (a pipe or device) and gave no data"), qPrintable(err));
+    }
+
+    // 7. Temporaries go when a signal ends the process, and stale ones of dead processes on the next write.
+    void temporaryRemovedOnSigint()
+    {
+        QTemporaryDir dir;
+        const QString fifo = dir.path() + "/rank-0.json";
+        QCOMPARE(::mkfifo(fifo.toUtf8().constData(), 0600), 0);
+        QProcess p;
+        p.start(QString::fromUtf8(PIPESCOPE_CLI), {"import", fifo, "-o", dir.path() + "/job.pipescope", "-q"});
+        QVERIFY(p.waitForStarted());
+        const QByteArray head = trace(50);
+        // Format detection reads the first bytes, then the importer opens the file again.
+        int fd = ::open(fifo.toUtf8().constData(), O_WRONLY);
+        QVERIFY(fd >= 0);
+        QCOMPARE(::write(fd, head.constData(), 200), ssize_t(200));
+        ::close(fd);
+        fd = ::open(fifo.toUtf8().constData(), O_WRONLY);
+        QVERIFY(fd >= 0);
+        QCOMPARE(::write(fd, head.constData(), 200), ssize_t(200)); // the rest never comes
+        QVERIFY(QTest::qWaitFor([&] { return !hiddenTemporaries(dir.path()).isEmpty(); }, 60000));
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(60000));
+        ::close(fd);
+        QCOMPARE(p.exitStatus(), QProcess::CrashExit);
+        QCOMPARE(hiddenTemporaries(dir.path()), QStringList());
+        QVERIFY(!QFile::exists(dir.path() + "/job.pipescope"));
+    }
+    void staleTemporariesOfDeadProcessesAreRemoved()
+    {
+        QTemporaryDir dir;
+        // A process that certainly existed and is gone: a child reaped here.
+        pid_t child = ::fork();
+        if (child == 0)
+            ::_exit(0);
+        ::waitpid(child, nullptr, 0);
+        const QString stale = dir.path() + "/.job.pipescope.tmp-" + QString::number(child);
+        writeFile(stale, "partial");
+        writeFile(stale + "-journal", "partial");
+        const QString live = dir.path() + "/.job.pipescope.tmp-1"; // pid 1 never goes away
+        writeFile(live, "someone else's");
+        const QString in = writeFile(dir.path() + "/t.json", trace(2));
+        QCOMPARE(runCli({"import", in, "-o", dir.path() + "/job.pipescope", "-q"}).exitCode, 0);
+        QVERIFY(!QFile::exists(stale));
+        QVERIFY(!QFile::exists(stale + "-journal"));
+        QVERIFY(QFile::exists(live));
+    }
+
+    // 13. A cache that cannot be written does not cost the result.
+    void analyzeCachePrintsResultWhenTheCacheWriteFails()
+    {
+        QTemporaryDir dir;
+        const QString store = storeOf(dir);
+        sql::Database lock(store.toStdString(), sql::Database::Mode::ReadWrite);
+        lock.exec("BEGIN EXCLUSIVE");
+        auto r = runCli({"analyze", store, "--json", "--cache"});
+        lock.exec("ROLLBACK");
+        QCOMPARE(r.exitCode, 0);
+        QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["schema"].toString(), QString("pipescope.analysis/1"));
+        QVERIFY2(r.err.contains("pipescope analyze: warning: the result was not cached in " + store), qPrintable(r.err));
+    }
+
+    // 11. SQLite inputs are opened without touching what lies beside them.
+    void sqliteInputsInWalMode()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.path() + "/report.sqlite";
+        execSql(file, "PRAGMA journal_mode = WAL; CREATE TABLE META_DATA_EXPORT(name TEXT, value TEXT);"
+                      "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.13.2');");
+        QVERIFY(!QFile::exists(file + "-wal")); // the last connection checkpointed it
+        QDir().mkdir(dir.path() + "/copy");
+        const QString copy = dir.path() + "/copy/report.sqlite";
+        {
+            // Copy the file while a writer holds un-checkpointed changes in its log.
+            sql::Database writer(file.toStdString(), sql::Database::Mode::ReadWrite);
+            writer.exec("PRAGMA wal_autocheckpoint = 0; CREATE TABLE StringIds(id INTEGER, value TEXT);");
+            QVERIFY(QFile::copy(file, copy));
+            QVERIFY(QFile::copy(file + "-wal", copy + "-wal"));
+        }
+        const QStringList before = QDir(dir.path() + "/copy").entryList(QDir::Files | QDir::Hidden);
+        auto r = runCli({"import", copy, "-o", dir.path() + "/job.pipescope"});
+        QCOMPARE(QDir(dir.path() + "/copy").entryList(QDir::Files | QDir::Hidden), before); // no -shm, no lock file
+        QVERIFY(!QFile::exists(copy + "-shm"));
+        QVERIFY2(r.err.contains("pipescope import: warning: " + copy + ": changes in its write-ahead log (" + copy +
+                                "-wal) were not read"),
+                 qPrintable(r.err));
+        QVERIFY2(!r.err.contains("cannot open"), qPrintable(r.err));
+    }
+
+    // 9/10. Sizes are bounded: small compressed inputs cannot expand into gigabytes.
+    void readAllIsBounded()
+    {
+        QTemporaryDir dir;
+        const QString file = writeFile(dir.path() + "/s.csv.gz", gzip(QByteArray(4096, '0')));
+        QVERIFY_THROWS_EXCEPTION(FormatError, InputFile::readAll(file.toStdString(), 1024));
+        QCOMPARE(InputFile::readAll(file.toStdString(), 4096).size(), size_t(4096));
+    }
+    void oversizedNamesAndMetadataAreTruncatedAndCounted()
+    {
+        QTemporaryDir dir;
+        const QByteArray longName(static_cast<int>(kMaxStringBytes) + 1000, 'n');
+        QByteArray t = "{\"deviceProperties\": [{\"id\": 0, \"name\": \"" + QByteArray(static_cast<int>(kMaxMetadataBytes), 'g') +
+                       "\"}], \"traceEvents\": [{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"" + longName +
+                       "\",\"pid\":0,\"tid\":7,\"ts\":1000,\"dur\":10,\"args\":{\"device\":0,\"stream\":7}}]}";
+        const QString in = writeFile(dir.path() + "/t.json.gz", gzip(t));
+        const QString store = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", in, "-o", store, "-q"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const std::string s = store.toStdString();
+        QCOMPARE(count(s, "SELECT MAX(LENGTH(value)) FROM strings"), int64_t(kMaxStringBytes));
+        QCOMPARE(count(s, "SELECT count FROM diagnostics WHERE kind = 'truncated:string'"), 1);
+        QCOMPARE(count(s, "SELECT count FROM diagnostics WHERE kind = 'truncated:metadata'"), 1);
+    }
+
+    // 14. --emit-kineto writes whole jobs, and jobs do not mix on import.
+    void emittedJobsAreWholeAndDoNotMix()
+    {
+        QTemporaryDir dir;
+        const QString job = dir.path() + "/job";
+        QCOMPARE(runCli({"simulate", model(), "--pp", "8", "--emit-kineto", job, "--summary"}).exitCode, 0);
+        QCOMPARE(QDir(job).entryList(QDir::Files).size(), 8);
+        QCOMPARE(runCli({"simulate", model(), "--pp", "4", "--emit-kineto", job, "--summary"}).exitCode, 0);
+        QCOMPARE(QDir(job).entryList(QDir::Files | QDir::Hidden).size(), 4); // the pp 8 job is gone whole
+        QCOMPARE(hiddenTemporaries(dir.path()), QStringList());
+
+        const QString other = dir.path() + "/other";
+        QCOMPARE(runCli({"simulate", model(), "--pp", "4", "--seed", "2", "--emit-kineto", other, "--summary"}).exitCode, 0);
+        QFile::remove(job + "/rank-3.json");
+        QVERIFY(QFile::copy(other + "/rank-3.json", job + "/rank-3.json"));
+        auto r = runCli({"import", job, "-o", dir.path() + "/mixed.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("belong to different jobs (their job ids differ); import the files of one job only"),
+                 qPrintable(r.err));
+
+        writeFile(other + "/notes.txt", "mine");
+        auto refused = runCli({"simulate", model(), "--emit-kineto", other, "--summary"});
+        QCOMPARE(refused.exitCode, 1);
+        QVERIFY2(refused.err.contains("holds files other than simulated traces (notes.txt)"), qPrintable(refused.err));
+        QVERIFY(QFile::exists(other + "/notes.txt"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TstHardening)
+#include "tst_hardening.moc"
