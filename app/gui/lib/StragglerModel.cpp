@@ -1,0 +1,20 @@
+#include "StragglerModel.h"
+
+namespace pipescope::gui {
+
+StragglerModel::StragglerModel(QObject* parent)
+    : AnalysisTableModel(parent)
+{
+    setResult({}, {});
+}
+
+void StragglerModel::setResult(std::shared_ptr<const AnalysisResult> result, std::shared_ptr<const Trace>)
+{
+    std::vector<std::vector<Cell>> rows;
+    if (result)
+        for (const Straggler& s : result->imbalance.stragglers)
+            rows.push_back({integer(s.rank), integer(s.stage), duration(s.busyNs), ratio(s.ratioToMedian)});
+    setTable({QStringLiteral("rank"), QStringLiteral("stage"), QStringLiteral("busy"), QStringLiteral("x stage median")}, std::move(rows));
+}
+
+} // namespace pipescope::gui
