@@ -3,7 +3,7 @@ MAKEFLAGS += --no-print-directory
 BUILD ?= build/release
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test demo asan clean
+.PHONY: all deps configure build test demo asan package clean
 
 all: build
 
@@ -21,6 +21,10 @@ test: build
 
 demo: build
 	@scripts/demo.sh $(BUILD)
+
+# Debian package in $(BUILD): pipescope_<version>-1_<arch>.deb (docs/packaging.md)
+package: build
+	@cd $(BUILD) && cpack -G DEB
 
 asan: deps
 	@test -f build/asan/CMakeCache.txt || cmake --preset asan >/dev/null

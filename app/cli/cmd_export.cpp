@@ -1,0 +1,140 @@
+// pipescope export FILE -o trace.json [--from T] [--to T] [--ranks 0,1]:
+// the store's timeline as Chrome Trace Event JSON for Perfetto and
+// chrome://tracing (docs/export.md).
+#include "Command.h"
+#include "analysis/Analysis.h"
+#include "report/ChromeTrace.h"
+#include "store/Store.h"
+#include "util/AtomicOutput.h"
+#include "util/Error.h"
+#include "util/Format.h"
+#include "util/TimeParse.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+namespace pipescope::cli {
+namespace {
+
+struct ExportArgs {
+    std::string file;
+    std::string output;
+    std::string from, to;
+    std::vector<int> ranks;
+    bool noStages = false;
+};
+
+// "250ms", "1.5s", "800us", "1200ns"; a bare number is microseconds, the unit of the written ts.
+TimeNs parseOffset(const std::string& flag, const std::string& text)
+{
+    struct Unit {
+        std::string_view suffix, exponent;
+    };
+    static const Unit units[] = {{"ns", "e-3"}, {"us", ""}, {"ms", "e3"}, {"s", "e6"}};
+    std::string number = text;
+    std::string_view exponent;
+    for (const Unit& u : units) {
+        if (text.size() > u.suffix.size() && text.compare(text.size() - u.suffix.size(), u.suffix.size(), u.suffix) == 0) {
+            number = text.substr(0, text.size() - u.suffix.size());
+            exponent = u.exponent;
+            break;
+        }
+    }
+    bool plain = !number.empty() && std::all_of(number.begin(), number.end(), [](char c) {
+        return (c >= '0' && c <= '9') || c == '.';
+    });
+    std::optional<int64_t> ns = plain ? parseMicrosToNanos(number + std::string(exponent)) : std::nullopt;
+    if (!ns)
+        throw Error(flag + " " + text + ": not a time; give a non-negative number with a unit (250ms, 1.5s, 800us, 1200ns),"
+                    " measured from the start of the trace");
+    return *ns;
+}
+
+int runExport(const ExportArgs& a)
+{
+    // Fail on an unwritable output before loading the store.
+    { AtomicOutput probe(a.output); }
+
+    Store store(a.file);
+    const Trace trace = store.load();
+    if (trace.activities.empty() && trace.cpuRanges.empty())
+        throw Error(a.file + ": the store holds no GPU activity and no CPU range; import a trace into it first");
+
+    report::ChromeTraceOptions o;
+    const TimeNs origin = report::chromeTraceOrigin(trace);
+    if (!a.from.empty())
+        o.from = origin + parseOffset("--from", a.from);
+    if (!a.to.empty())
+        o.to = origin + parseOffset("--to", a.to);
+    if (o.from && o.to && *o.to <= *o.from)
+        throw Error("--from " + a.from + " --to " + a.to + ": the range is empty; give a --to later than --from");
+    if (!a.ranks.empty()) {
+        std::vector<int> known;
+        for (const auto& r : trace.ranks)
+            known.push_back(r.rank);
+        for (const auto& x : trace.activities)
+            if (std::find(known.begin(), known.end(), x.rank) == known.end())
+                known.push_back(x.rank);
+        std::sort(known.begin(), known.end());
+        for (int r : a.ranks)
+            if (!std::binary_search(known.begin(), known.end(), r)) {
+                std::string list;
+                for (int k : known)
+                    list += (list.empty() ? "" : ",") + std::to_string(k);
+                throw Error("--ranks: " + a.file + " has no rank " + std::to_string(r) + " (its ranks: " + list +
+                            "); pick ranks from `pipescope info " + a.file + "`");
+            }
+        o.ranks = a.ranks;
+    }
+    if (!a.noStages && !trace.activities.empty()) {
+        // Stage numbers and stream roles for the names; a job the analysis cannot read is still exported.
+        try {
+            report::addAnalysis(o, analyze(trace));
+        } catch (const Error&) {
+        }
+    }
+
+    AtomicOutput out(a.output);
+    report::ChromeTraceStats stats;
+    {
+        std::ofstream os(out.tempPath(), std::ios::binary | std::ios::trunc);
+        if (!os)
+            throw Error(a.output + ": cannot write; choose another -o path");
+        try {
+            stats = report::writeChromeTrace(trace, os, o);
+        } catch (const Error&) {
+            throw Error(a.output + ": cannot write the trace (disk full?); free space or choose another -o path");
+        }
+        os.close();
+        if (!os)
+            throw Error(a.output + ": cannot write the trace (disk full?); free space or choose another -o path");
+    }
+    if (stats.gpuEvents + stats.cpuEvents == 0)
+        throw Error(a.file + ": nothing to export in the chosen --from/--to range and --ranks; widen them"
+                    " (`pipescope info " + a.file + "` shows the time span)");
+    out.commit();
+    std::cout << "Wrote " << a.output << ": " << stats.ranks << (stats.ranks == 1 ? " rank, " : " ranks, ")
+              << formatCount(stats.gpuEvents) << " GPU activities, " << formatCount(stats.cpuEvents)
+              << " CPU ranges. Open it in ui.perfetto.dev or chrome://tracing.\n";
+    return kExitOk;
+}
+
+RegisterCommand reg{{"export", "Write the timeline as Chrome Trace Event JSON for Perfetto and chrome://tracing", 75,
+                     [](CLI::App& app) -> RunFn {
+                         auto a = std::make_shared<ExportArgs>();
+                         app.add_option("FILE", a->file, "pipescope store (from pipescope import or capture)")->required();
+                         app.add_option("-o,--output", a->output, "JSON file to write")->required();
+                         app.add_option("--from", a->from,
+                                        "start of the time range, from the start of the trace (e.g. 1.5s, 250ms, 800us)");
+                         app.add_option("--to", a->to, "end of the time range, from the start of the trace");
+                         app.add_option("--ranks", a->ranks, "ranks to export, e.g. 0,1 (default: all)")->delimiter(',');
+                         app.add_flag("--no-stages", a->noStages,
+                                      "skip the analysis that names stages and stream roles (faster on huge traces)");
+                         return [a] { return runExport(*a); };
+                     }}};
+
+} // namespace
+} // namespace pipescope::cli

@@ -1,0 +1,57 @@
+#pragma once
+// A loaded job as Chrome Trace Event JSON, the format Perfetto
+// (ui.perfetto.dev) and chrome://tracing open, and the one `pipescope
+// import` reads back (docs/export.md describes the mapping).
+//
+// One process per rank ("rank N (stage S)"), one thread per GPU stream
+// ("stream K (compute)") and one per CPU thread of annotation ranges. GPU
+// activities are complete ("X") events with their device, stream,
+// correlation, bytes and NCCL facts as args. Times are microseconds with
+// exactly three decimals (the nanoseconds), measured from
+// baseTimeNanoseconds, the earliest record of the job. The document is
+// written event by event, never held whole in memory.
+#include "model/Trace.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace pipescope {
+struct AnalysisResult;
+}
+
+namespace pipescope::report {
+
+struct ChromeTraceOptions {
+    std::optional<std::vector<int>> ranks; // every rank when unset
+    std::optional<TimeNs> from, to;        // records overlapping [from, to) on the job's clock, as Store::load
+    std::map<int, int> stageOf;            // rank -> pipeline stage; process names leave it out when absent
+    std::map<int64_t, std::string> roleOf; // store stream id -> "compute", "communication", "copy", ...
+};
+
+// Stages and stream roles as the analysis found them.
+void addAnalysis(ChromeTraceOptions& options, const AnalysisResult& analysis);
+
+struct ChromeTraceStats {
+    int64_t gpuEvents = 0;  // kernels, copies, memsets, syncs
+    int64_t cpuEvents = 0;  // CPU ranges
+    int64_t ranks = 0;      // processes written
+    int64_t lanes = 0;      // threads written
+    TimeNs baseTime = 0;    // baseTimeNanoseconds
+};
+
+// The earliest start over the whole trace (all ranks, every record): the
+// origin of the written timestamps, so exports of different ranks or ranges
+// of one job share it.
+TimeNs chromeTraceOrigin(const Trace& trace);
+
+// Writes the document to `out`. Throws Error when the stream fails.
+ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const ChromeTraceOptions& options = {});
+
+// "1234.567": nanoseconds as microseconds with exactly three decimals.
+std::string microsText(TimeNs ns);
+
+} // namespace pipescope::report
