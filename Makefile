@@ -3,7 +3,7 @@ MAKEFLAGS += --no-print-directory
 BUILD ?= build/release
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test demo asan package clean
+.PHONY: all deps configure build test demo screenshots asan package clean
 
 all: build
 
@@ -19,8 +19,15 @@ build: configure
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-demo: build
+# The demo needs only the CLI and the app, not the test suite.
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target pipescope pipescope-gui
 	@scripts/demo.sh $(BUILD)
+
+# Regenerates the README's pictures under docs/images/ from the demo job.
+screenshots: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target pipescope pipescope-gui
+	@PIPESCOPE_DEMO_SCREENSHOTS=docs/images scripts/demo.sh $(BUILD) --screenshots-only
 
 # Debian package in $(BUILD): pipescope_<version>-1_<arch>.deb (docs/packaging.md)
 package: build

@@ -2,7 +2,7 @@
 # Installs the Debian packages pipescope builds against, when any is missing.
 # Idempotent and quick when everything is present (one dpkg-query call).
 set -euo pipefail
-packages=(build-essential cmake pkg-config qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6
+packages=(build-essential cmake pkg-config qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
           libsqlite3-dev nlohmann-json3-dev libcli11-dev zlib1g-dev sqlite3 xvfb xauth)
 missing=()
 for p in "${packages[@]}"; do

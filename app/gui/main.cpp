@@ -1,17 +1,188 @@
-// pipescope-gui: the desktop app. See MainWindow.h.
+// pipescope-gui: the desktop app (see lib/MainWindow.h). With --screenshot it
+// renders one view of a job offscreen to a PNG and exits, which is how the
+// README's pictures are made and how a cluster node without a display can
+// still produce them.
+#include "MainWindow.h"
+#include "PipelineView.h"
 #include "Version.h"
+#include "WhatIfEditor.h"
+
+#include "util/Error.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QEventLoop>
+#include <QTimer>
+
+#include <cstdio>
+#include <iostream>
+
+namespace {
+
+using namespace pipescope;
+using namespace pipescope::gui;
+
+int fail(const QString& message)
+{
+    std::cerr << "pipescope-gui: error: " << message.toStdString() << "\n";
+    return 1;
+}
+
+std::optional<std::vector<int>> parseInts(const QString& text, bool* ok)
+{
+    *ok = true;
+    if (text.isEmpty())
+        return std::nullopt;
+    std::vector<int> out;
+    for (const QString& part : text.split(QLatin1Char(','))) {
+        bool good = false;
+        out.push_back(part.trimmed().toInt(&good));
+        *ok = *ok && good;
+    }
+    return out;
+}
+
+// Waits (processing events) until the editor shows a new prediction or an error.
+void waitForPrediction(WhatIfEditor* editor, int timeoutMs)
+{
+    QEventLoop loop;
+    QObject::connect(editor, &WhatIfEditor::predictionChanged, &loop, &QEventLoop::quit);
+    QObject::connect(editor, &WhatIfEditor::errorShown, &loop, &QEventLoop::quit);
+    QTimer::singleShot(timeoutMs, &loop, &QEventLoop::quit);
+    loop.exec();
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
+    // Screenshots need no display: choose the offscreen platform before Qt starts.
+    bool screenshot = false;
+    for (int i = 1; i < argc; ++i)
+        screenshot = screenshot || QByteArray(argv[i]) == "--screenshot" || QByteArray(argv[i]).startsWith("--screenshot=");
+    if (screenshot && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("pipescope"));
+    QApplication::setOrganizationName(QStringLiteral("pipescope"));
     QApplication::setApplicationVersion(QString::fromUtf8(pipescope::kVersion));
+    QApplication::setWindowIcon(QIcon::fromTheme(QStringLiteral("pipescope")));
+
     QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "pipescope desktop app: timelines per GPU, the pipeline view and the what-if editor.\n"
+        "FILE: a .pipescope store, PyTorch profiler traces (.json, .json.gz), a folder of rank files, "
+        "or Nsight Systems SQLite exports."));
     parser.addVersionOption();
     parser.addHelpOption();
+    parser.addPositionalArgument(QStringLiteral("FILE"), QStringLiteral("What to open"), QStringLiteral("[FILE...]"));
+    QCommandLineOption layersOpt(QStringLiteral("layers"), QStringLiteral("Layer count when the trace names no layers"), QStringLiteral("N"));
+    QCommandLineOption modelOpt(QStringLiteral("model"), QStringLiteral("Model description (docs/model-format.md)"), QStringLiteral("FILE"));
+    QCommandLineOption measuredOpt(QStringLiteral("measured-boundaries"),
+                                   QStringLiteral("The measured run's partition when the trace does not say (default: even)"),
+                                   QStringLiteral("L1,L2,..."));
+    QCommandLineOption iterationOpt(QStringLiteral("iteration"), QStringLiteral("Iteration to analyse and calibrate on"), QStringLiteral("N"));
+    QCommandLineOption shotOpt(QStringLiteral("screenshot"), QStringLiteral("Render offscreen to this PNG and exit"), QStringLiteral("OUT.png"));
+    QCommandLineOption viewOpt(QStringLiteral("view"), QStringLiteral("View to show: timeline, pipeline or whatif"), QStringLiteral("VIEW"),
+                               QStringLiteral("timeline"));
+    QCommandLineOption boundariesOpt(QStringLiteral("boundaries"), QStringLiteral("What-if: first layer of each stage after the first"),
+                                     QStringLiteral("L1,L2,..."));
+    QCommandLineOption scheduleOpt(QStringLiteral("schedule"), QStringLiteral("What-if: schedule"), QStringLiteral("NAME"));
+    QCommandLineOption microbatchesOpt(QStringLiteral("microbatches"), QStringLiteral("What-if: microbatches"), QStringLiteral("M"));
+    QCommandLineOption sizeOpt(QStringLiteral("size"), QStringLiteral("Window size for --screenshot"), QStringLiteral("WxH"),
+                               QStringLiteral("1600x1000"));
+    parser.addOptions({layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt});
     parser.process(app);
+
+    OpenOptions options;
+    if (parser.isSet(layersOpt)) {
+        bool ok = false;
+        options.layers = parser.value(layersOpt).toInt(&ok);
+        if (!ok || options.layers < 1 || options.layers > 100000)
+            return fail(QStringLiteral("--layers must be a whole number between 1 and 100000 (got '%1')").arg(parser.value(layersOpt)));
+    }
+    options.modelFile = parser.value(modelOpt);
+    if (parser.isSet(iterationOpt)) {
+        bool ok = false;
+        const int it = parser.value(iterationOpt).toInt(&ok);
+        if (!ok || it < 0)
+            return fail(QStringLiteral("--iteration must be a non-negative whole number (got '%1')").arg(parser.value(iterationOpt)));
+        options.iteration = it;
+    }
+    whatif::ScenarioChanges changes;
+    bool ok = true;
+    if (auto measured = parseInts(parser.value(measuredOpt), &ok))
+        options.measuredBoundaries = *measured;
+    if (!ok)
+        return fail(QStringLiteral("--measured-boundaries must be comma-separated layer numbers, e.g. 6,14,26"));
+    changes.boundaries = parseInts(parser.value(boundariesOpt), &ok);
+    if (!ok)
+        return fail(QStringLiteral("--boundaries must be comma-separated layer numbers, e.g. 4,9,13"));
+    if (parser.isSet(scheduleOpt))
+        changes.schedule = parser.value(scheduleOpt).toStdString();
+    if (parser.isSet(microbatchesOpt)) {
+        const int m = parser.value(microbatchesOpt).toInt(&ok);
+        if (!ok)
+            return fail(QStringLiteral("--microbatches must be a whole number"));
+        changes.microbatches = m;
+    }
+    const bool changesScenario = changes.boundaries || changes.schedule || changes.microbatches;
+
+    MainWindow window(nullptr, !screenshot);
+    const QStringList inputs = parser.positionalArguments();
+
+    if (!screenshot) {
+        window.show();
+        if (!inputs.isEmpty())
+            window.open(inputs, options);
+        if (changesScenario)
+            QObject::connect(&window, &MainWindow::jobShown, &window, [&window, changes] {
+                window.whatIfEditor()->applyChanges(changes);
+                window.setView(MainWindow::View::WhatIf);
+            }, Qt::SingleShotConnection);
+        return app.exec();
+    }
+
+    // --screenshot OUT.png
+    if (inputs.isEmpty())
+        return fail(QStringLiteral("--screenshot needs a FILE to open"));
+    const QString out = parser.value(shotOpt);
+    const QStringList size = parser.value(sizeOpt).split(QLatin1Char('x'));
+    const int w = size.value(0).toInt(), h = size.value(1).toInt();
+    if (size.size() != 2 || w < 200 || h < 150 || w > 8000 || h > 8000)
+        return fail(QStringLiteral("--size must be WIDTHxHEIGHT between 200x150 and 8000x8000 (got '%1')").arg(parser.value(sizeOpt)));
+    const QString view = parser.value(viewOpt);
+    if (view != QLatin1String("timeline") && view != QLatin1String("pipeline") && view != QLatin1String("whatif"))
+        return fail(QStringLiteral("--view must be timeline, pipeline or whatif (got '%1')").arg(view));
+
+    std::shared_ptr<const Job> job;
+    try {
+        job = AppSession::load(inputs, options);
+    } catch (const std::exception& e) {
+        return fail(QString::fromStdString(e.what()));
+    }
+    window.resize(w, h);
+    window.show();
+    window.showJob(job);
+    if (job->costModel)
+        waitForPrediction(window.whatIfEditor(), 5000);
+    if (changesScenario) {
+        if (!job->costModel)
+            return fail(QStringLiteral("the what-if engine could not calibrate on this job: %1").arg(job->whatIfError));
+        window.whatIfEditor()->applyChanges(changes);
+        waitForPrediction(window.whatIfEditor(), 5000);
+        if (!window.whatIfEditor()->firstError().isEmpty())
+            return fail(window.whatIfEditor()->firstError());
+    }
+    window.setView(view == QLatin1String("timeline") ? MainWindow::View::Timeline
+                   : view == QLatin1String("pipeline") ? MainWindow::View::Pipeline
+                                                       : MainWindow::View::WhatIf);
+    for (int i = 0; i < 5; ++i)
+        QApplication::processEvents();
+    const QImage image = window.grab().toImage();
+    if (!image.save(out, "PNG"))
+        return fail(QStringLiteral("%1: cannot write the screenshot; choose a writable folder").arg(out));
+    std::cout << out.toStdString() << ": " << image.width() << "x" << image.height() << " " << view.toStdString() << "\n";
     return 0;
 }

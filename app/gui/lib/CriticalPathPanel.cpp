@@ -23,7 +23,7 @@ CriticalPathPanel::CriticalPathPanel(QWidget* parent)
     , plot_(new QCustomPlot(this))
     , note_(new QLabel(this))
 {
-    plot_->setMinimumHeight(160);
+    plot_->setMinimumHeight(90);
     plot_->xAxis->setLabel(tr("stage"));
     plot_->yAxis->setLabel(tr("time on the critical path (ms)"));
     plot_->legend->setFont(plot_->font());

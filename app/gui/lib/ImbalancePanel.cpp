@@ -21,7 +21,7 @@ double ms(double ns) { return ns / 1e6; }
 
 void setupPlot(QCustomPlot* plot, const QString& yLabel)
 {
-    plot->setMinimumHeight(160);
+    plot->setMinimumHeight(90);
     plot->yAxis->setLabel(yLabel);
     plot->xAxis->setLabel(QObject::tr("stage"));
     plot->legend->setVisible(true);

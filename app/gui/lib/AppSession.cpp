@@ -1,0 +1,204 @@
+#include "AppSession.h"
+
+#include "import/Import.h"
+#include "store/Store.h"
+#include "timeline/TimelineBuild.h"
+#include "util/Error.h"
+#include "whatif/ModelDescription.h"
+#include "whatif/WhatIf.h"
+
+#include <QCryptographicHash>
+#include <QDir>
+#include <QDirIterator>
+#include <QFileInfo>
+#include <QMetaObject>
+#include <QPointer>
+#include <QStandardPaths>
+
+namespace pipescope::gui {
+
+namespace {
+
+bool isStore(const QString& path)
+{
+    if (!path.endsWith(QLatin1String(".pipescope")))
+        return false;
+    QFileInfo fi(path);
+    return fi.isFile();
+}
+
+QString title(const QStringList& inputs)
+{
+    if (inputs.size() == 1)
+        return QFileInfo(inputs.front()).fileName();
+    return QStringLiteral("%1 (+%2 files)").arg(QFileInfo(inputs.front()).fileName()).arg(inputs.size() - 1);
+}
+
+} // namespace
+
+AppSession::AppSession(QObject* parent) : QObject(parent)
+{
+    qRegisterMetaType<std::shared_ptr<const pipescope::gui::Job>>();
+}
+
+AppSession::~AppSession()
+{
+    stop_ = true;
+    join();
+}
+
+void AppSession::join()
+{
+    if (worker_.joinable())
+        worker_.join();
+}
+
+QString AppSession::cacheFolder()
+{
+    QString base = qEnvironmentVariable("PIPESCOPE_CACHE_DIR");
+    if (base.isEmpty())
+        base = QStandardPaths::writableLocation(QStandardPaths::GenericCacheLocation) + QStringLiteral("/pipescope");
+    return base + QStringLiteral("/imports");
+}
+
+QString AppSession::cachedStorePath(const QStringList& inputs)
+{
+    // The key covers every file an input stands for, so a changed rank file
+    // inside an opened folder makes a new import.
+    QCryptographicHash h(QCryptographicHash::Sha256);
+    QStringList sorted = inputs;
+    sorted.sort();
+    for (const QString& in : sorted) {
+        QFileInfo fi(in);
+        h.addData(fi.absoluteFilePath().toUtf8());
+        QStringList files;
+        if (fi.isDir()) {
+            QDirIterator it(fi.absoluteFilePath(), QDir::Files, QDirIterator::Subdirectories);
+            while (it.hasNext())
+                files << it.next();
+            files.sort();
+        } else {
+            files << fi.absoluteFilePath();
+        }
+        for (const QString& f : files) {
+            QFileInfo ff(f);
+            h.addData(QStringLiteral("%1|%2|%3\n").arg(f).arg(ff.size()).arg(ff.lastModified().toMSecsSinceEpoch()).toUtf8());
+        }
+    }
+    return cacheFolder() + QLatin1Char('/') + QString::fromLatin1(h.result().toHex().left(24)) + QStringLiteral(".pipescope");
+}
+
+std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const OpenOptions& options, const WorkControl* work)
+{
+    if (inputs.isEmpty())
+        throw Error("nothing to open: give a .pipescope store, Kineto JSON files, a folder of rank files or Nsight SQLite exports");
+    for (const QString& in : inputs)
+        if (!QFileInfo::exists(in))
+            throw Error(in.toStdString() + ": no such file or folder");
+
+    auto job = std::make_shared<Job>();
+    job->inputs = inputs;
+    job->title = title(inputs);
+    job->options = options;
+    if (inputs.size() == 1 && isStore(inputs.front())) {
+        job->storePath = inputs.front();
+    } else {
+        job->storePath = cachedStorePath(inputs);
+        if (!QFileInfo::exists(job->storePath)) {
+            QDir().mkpath(cacheFolder());
+            ImportJobOptions io;
+            for (const QString& in : inputs)
+                io.inputs.push_back(in.toStdString());
+            io.output = job->storePath.toStdString();
+            io.progress = false;
+            io.work = work;
+            io.alignment = Alignment::TimeBase;
+            importJob(io);
+        }
+    }
+
+    Store store(job->storePath.toStdString());
+    LoadOptions lo;
+    lo.work = work;
+    auto trace = std::make_shared<Trace>(store.load(lo));
+    job->simulated = trace->simulated();
+
+    AnalyzeOptions ao;
+    ao.iteration = options.iteration;
+    ao.allIterations = true; // the timeline shows steps and bubbles of every iteration
+    ao.work = work;
+    auto analysis = std::make_shared<AnalysisResult>(analyze(*trace, ao));
+
+    checkpoint(work, "building the timeline", -1);
+    job->timeline = std::make_shared<timeline::TimelineModel>(timeline::buildMeasured(*trace, *analysis));
+
+    checkpoint(work, "calibrating the what-if model", -1);
+    try {
+        std::optional<whatif::ModelDescription> md;
+        if (!options.modelFile.isEmpty())
+            md = whatif::loadModelDescription(options.modelFile.toStdString());
+        whatif::CalibrateOptions co;
+        co.model = md ? &*md : nullptr;
+        if (options.layers > 0)
+            co.measured.layers = options.layers;
+        co.measured.measuredBoundaries = options.measuredBoundaries;
+        job->costModel = whatif::calibrate(*trace, *analysis, co);
+    } catch (const Cancelled&) {
+        throw;
+    } catch (const std::exception& e) {
+        job->whatIfError = QString::fromStdString(e.what());
+    }
+    job->trace = std::move(trace);
+    job->analysis = std::move(analysis);
+    return job;
+}
+
+void AppSession::cancel() { stop_ = true; }
+
+void AppSession::open(const QStringList& inputs, const OpenOptions& options)
+{
+    stop_ = true;
+    join();
+    stop_ = false;
+    finished_ = false;
+    const unsigned generation = ++generation_;
+    QPointer<AppSession> self(this);
+    worker_ = std::thread([this, self, inputs, options, generation] {
+        WorkControl work;
+        work.stop = &stop_;
+        work.onProgress = [self](std::string_view phase, double fraction) {
+            const QString p = QString::fromUtf8(phase.data(), static_cast<qsizetype>(phase.size()));
+            QMetaObject::invokeMethod(self, [self, p, fraction] {
+                if (self)
+                    Q_EMIT self->progress(p, fraction);
+            }, Qt::QueuedConnection);
+        };
+        std::shared_ptr<const Job> job;
+        QString error;
+        bool wasCancelled = false;
+        try {
+            job = load(inputs, options, &work);
+        } catch (const Cancelled&) {
+            wasCancelled = true;
+        } catch (const std::bad_alloc&) {
+            error = QStringLiteral("out of memory while opening %1").arg(inputs.join(QStringLiteral(", ")));
+        } catch (const std::exception& e) {
+            error = QString::fromStdString(e.what());
+        }
+        finished_ = true;
+        QMetaObject::invokeMethod(self, [self, job, error, wasCancelled, generation] {
+            if (!self || generation != self->generation_)
+                return; // superseded by a newer open()
+            if (wasCancelled)
+                Q_EMIT self->cancelled();
+            else if (!error.isEmpty())
+                Q_EMIT self->failed(error);
+            else {
+                self->job_ = job;
+                Q_EMIT self->loaded(job);
+            }
+        }, Qt::QueuedConnection);
+    });
+}
+
+} // namespace pipescope::gui

@@ -1,0 +1,572 @@
+#include "MainWindow.h"
+
+#include "BubblePanel.h"
+#include "CriticalPathPanel.h"
+#include "DiagnosticsPanel.h"
+#include "HtaPanel.h"
+#include "ImbalancePanel.h"
+#include "PipelineView.h"
+#include "SummaryPanel.h"
+#include "TimelineView.h"
+#include "WhatIfEditor.h"
+
+#include "report/ChromeTrace.h"
+#include "report/Report.h"
+#include "util/AtomicOutput.h"
+#include "util/Error.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDir>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QKeySequence>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QSettings>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QToolBar>
+#include <QToolButton>
+#include <QUndoStack>
+#include <QVBoxLayout>
+#include <QTimer>
+#include <QPainter>
+#ifdef PIPESCOPE_HAVE_SVG
+#include <QSvgGenerator>
+#endif
+
+#include <fstream>
+
+namespace pipescope::gui {
+
+namespace {
+constexpr int kMaxRecent = 10;
+
+QString settingsKey(const char* key) { return QString::fromLatin1(key); }
+} // namespace
+
+MainWindow::MainWindow(QWidget* parent, bool restoreLayout) : QMainWindow(parent), session_(new AppSession(this))
+{
+    setWindowTitle(QStringLiteral("pipescope"));
+    setAcceptDrops(true);
+    resize(1400, 900);
+
+    tabs_ = new QTabWidget(this);
+    timeline_ = new TimelineView(tabs_);
+    pipeline_ = new PipelineView(tabs_);
+    editor_ = new WhatIfEditor(tabs_);
+    tabs_->addTab(timeline_, QStringLiteral("Timeline"));
+    tabs_->addTab(pipeline_, QStringLiteral("Pipeline"));
+    tabs_->addTab(editor_, QStringLiteral("What-if"));
+    setCentralWidget(tabs_);
+
+    buildToolBar();
+    buildDocks();
+    buildMenus();
+
+    progress_ = new QProgressBar(this);
+    progress_->setMaximumWidth(220);
+    progress_->setVisible(false);
+    cancel_ = new QToolButton(this);
+    cancel_->setText(QStringLiteral("Cancel"));
+    cancel_->setVisible(false);
+    status_ = new QLabel(this);
+    statusBar()->addWidget(status_, 1);
+    statusBar()->addPermanentWidget(progress_);
+    statusBar()->addPermanentWidget(cancel_);
+    connect(cancel_, &QToolButton::clicked, session_, &AppSession::cancel);
+
+    connect(session_, &AppSession::progress, this, [this](const QString& phase, double fraction) {
+        progress_->setVisible(true);
+        cancel_->setVisible(true);
+        if (fraction < 0) {
+            progress_->setRange(0, 0);
+        } else {
+            progress_->setRange(0, 1000);
+            progress_->setValue(static_cast<int>(fraction * 1000));
+        }
+        status_->setText(phase);
+    });
+    auto idle = [this] {
+        progress_->setVisible(false);
+        cancel_->setVisible(false);
+    };
+    connect(session_, &AppSession::loaded, this, [this, idle](std::shared_ptr<const Job> job) {
+        idle();
+        onLoaded(std::move(job));
+    });
+    connect(session_, &AppSession::failed, this, [this, idle](const QString& message) {
+        idle();
+        status_->clear();
+        showError(message);
+    });
+    connect(session_, &AppSession::cancelled, this, [this, idle] {
+        idle();
+        status_->setText(QStringLiteral("Opening cancelled"));
+    });
+
+    connect(editor_, &WhatIfEditor::predictionChanged, this, [this] {
+        if (auto p = editor_->currentPrediction())
+            pipeline_->setPrediction(std::make_shared<const whatif::Prediction>(*p));
+    });
+    // A layer count or model file asked for in the strip re-calibrates inside the editor; nothing is reloaded.
+
+    if (restoreLayout) {
+        QSettings settings;
+        restoreGeometry(settings.value(settingsKey("window/geometry")).toByteArray());
+        restoredLayout_ = restoreState(settings.value(settingsKey("window/state")).toByteArray());
+    }
+    status_->setText(QStringLiteral("Open a .pipescope store, PyTorch profiler traces or Nsight exports (File > Open, or drop them here)"));
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildToolBar()
+{
+    QToolBar* bar = addToolBar(QStringLiteral("Navigation"));
+    bar->setObjectName(QStringLiteral("navigation"));
+    bar->addWidget(new QLabel(QStringLiteral(" Iteration "), bar));
+    iterations_ = new QComboBox(bar);
+    iterations_->setMinimumContentsLength(18);
+    iterations_->setToolTip(QStringLiteral("Zoom the timeline to one iteration"));
+    bar->addWidget(iterations_);
+    connect(iterations_, &QComboBox::activated, this, &MainWindow::selectIteration);
+
+    auto* colour = new QComboBox(bar);
+    colour->addItem(QStringLiteral("Colour by class"));
+    colour->addItem(QStringLiteral("Colour by step"));
+    colour->setToolTip(QStringLiteral("Kernels coloured by class (compute, p2p, collective, copy) or by F/B/I/W step"));
+    bar->addSeparator();
+    bar->addWidget(colour);
+    connect(colour, &QComboBox::currentIndexChanged, this, [this](int i) {
+        timeline_->setColorBy(i == 0 ? TimelineView::ColorBy::Class : TimelineView::ColorBy::Step);
+    });
+
+    bar->addSeparator();
+    search_ = new QLineEdit(bar);
+    search_->setPlaceholderText(QStringLiteral("Search kernels (Ctrl+F)"));
+    search_->setClearButtonEnabled(true);
+    search_->setMaximumWidth(260);
+    regex_ = new QCheckBox(QStringLiteral("regex"), bar);
+    searchHits_ = new QLabel(bar);
+    bar->addWidget(search_);
+    bar->addWidget(regex_);
+    QAction* prev = bar->addAction(QStringLiteral("◀"));
+    prev->setToolTip(QStringLiteral("Previous hit (Shift+Enter)"));
+    QAction* next = bar->addAction(QStringLiteral("▶"));
+    next->setToolTip(QStringLiteral("Next hit (Enter)"));
+    bar->addWidget(searchHits_);
+    auto runSearch = [this] {
+        const int hits = timeline_->setSearch(search_->text(), regex_->isChecked());
+        if (search_->text().isEmpty())
+            searchHits_->clear();
+        else if (hits < 0)
+            searchHits_->setText(QStringLiteral(" invalid regular expression"));
+        else
+            searchHits_->setText(QStringLiteral(" %1 hits").arg(hits));
+    };
+    connect(search_, &QLineEdit::textChanged, this, runSearch);
+    connect(regex_, &QCheckBox::toggled, this, runSearch);
+    connect(search_, &QLineEdit::returnPressed, timeline_, &TimelineView::nextSearchHit);
+    connect(next, &QAction::triggered, timeline_, &TimelineView::nextSearchHit);
+    connect(prev, &QAction::triggered, timeline_, &TimelineView::previousSearchHit);
+    connect(timeline_, &TimelineView::searchChanged, this, [this](int hits, int current) {
+        if (hits > 0)
+            searchHits_->setText(QStringLiteral(" %1 of %2").arg(current + 1).arg(hits));
+    });
+    auto* find = new QAction(this);
+    find->setShortcut(QKeySequence::Find);
+    connect(find, &QAction::triggered, this, [this] {
+        search_->setFocus();
+        search_->selectAll();
+    });
+    addAction(find);
+}
+
+void MainWindow::buildDocks()
+{
+    auto dock = [this](AnalysisPanel* panel, const QString& title, const char* name, Qt::DockWidgetArea area) {
+        auto* d = new QDockWidget(title, this);
+        d->setObjectName(QString::fromLatin1(name));
+        d->setWidget(panel);
+        addDockWidget(area, d);
+        panels_.push_back(panel);
+        return d;
+    };
+    QDockWidget* summary = dock(new SummaryPanel(this), QStringLiteral("Summary"), "summary", Qt::RightDockWidgetArea);
+    bubbles_ = new BubblePanel(this);
+    QDockWidget* bubbles = dock(bubbles_, QStringLiteral("Bubbles"), "bubbles", Qt::BottomDockWidgetArea);
+    QDockWidget* imbalance = dock(new ImbalancePanel(this), QStringLiteral("Imbalance"), "imbalance", Qt::BottomDockWidgetArea);
+    QDockWidget* path = dock(new CriticalPathPanel(this), QStringLiteral("Critical path"), "critical-path", Qt::BottomDockWidgetArea);
+    QDockWidget* hta = dock(new HtaPanel(this), QStringLiteral("HTA views"), "hta", Qt::BottomDockWidgetArea);
+    QDockWidget* diag = dock(new DiagnosticsPanel(this), QStringLiteral("Diagnostics"), "diagnostics", Qt::BottomDockWidgetArea);
+    tabifyDockWidget(bubbles, imbalance);
+    tabifyDockWidget(imbalance, path);
+    tabifyDockWidget(path, hta);
+    tabifyDockWidget(hta, diag);
+    bubbles->raise();
+    bottomDock_ = bubbles;
+    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea); // the summary runs the full height
+    summaryDock_ = summary;
+
+    connect(bubbles_, &BubblePanel::jumpTo, this, [this](qint64 start, qint64 end, int) {
+        tabs_->setCurrentWidget(timeline_);
+        const qint64 pad = std::max<qint64>((end - start) / 2, 1000);
+        timeline_->setVisibleRange(start - pad, end + pad);
+    });
+}
+
+void MainWindow::buildMenus()
+{
+    QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
+    QAction* openAct = file->addAction(QStringLiteral("&Open..."), this, [this] {
+        const QStringList files = QFileDialog::getOpenFileNames(
+            this, QStringLiteral("Open a job"), QString(),
+            QStringLiteral("Traces (*.pipescope *.json *.json.gz *.sqlite);;pipescope stores (*.pipescope);;"
+                           "PyTorch profiler traces (*.json *.json.gz);;Nsight Systems SQLite exports (*.sqlite);;All files (*)"));
+        if (!files.isEmpty())
+            open(files);
+    });
+    openAct->setShortcut(QKeySequence::Open);
+    file->addAction(QStringLiteral("Open &folder of rank files..."), this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, QStringLiteral("Open a folder of rank files"));
+        if (!dir.isEmpty())
+            open({dir});
+    });
+    recentMenu_ = file->addMenu(QStringLiteral("Open &recent"));
+    refreshRecentMenu();
+    QMenu* examplesMenu = file->addMenu(QStringLiteral("&Examples"));
+    for (const auto& [label, path] : examples())
+        examplesMenu->addAction(label, this, [this, path = path] { open({path}); });
+    if (examplesMenu->isEmpty())
+        examplesMenu->addAction(QStringLiteral("(no bundled examples found)"))->setEnabled(false);
+    file->addSeparator();
+    file->addAction(QStringLiteral("Save HTML &report..."), this, &MainWindow::exportReport);
+    file->addAction(QStringLiteral("Export timeline &image (PNG, SVG)..."), this, &MainWindow::exportTimelineImage);
+    file->addAction(QStringLiteral("Export &Chrome trace JSON (Perfetto)..."), this, &MainWindow::exportChromeTrace);
+    file->addSeparator();
+    QAction* quit = file->addAction(QStringLiteral("&Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+
+    QMenu* edit = menuBar()->addMenu(QStringLiteral("&Edit"));
+    QAction* undo = editor_->undoStack()->createUndoAction(this, QStringLiteral("&Undo what-if change"));
+    undo->setShortcut(QKeySequence::Undo);
+    QAction* redo = editor_->undoStack()->createRedoAction(this, QStringLiteral("&Redo what-if change"));
+    redo->setShortcut(QKeySequence::Redo);
+    edit->addAction(undo);
+    edit->addAction(redo);
+
+    QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
+    auto viewAct = [&](const QString& name, View v, const QString& key) {
+        QAction* a = view->addAction(name, this, [this, v] { setView(v); });
+        a->setShortcut(QKeySequence(key));
+    };
+    viewAct(QStringLiteral("&Timeline"), View::Timeline, QStringLiteral("Ctrl+1"));
+    viewAct(QStringLiteral("&Pipeline"), View::Pipeline, QStringLiteral("Ctrl+2"));
+    viewAct(QStringLiteral("&What-if editor"), View::WhatIf, QStringLiteral("Ctrl+3"));
+    view->addSeparator();
+    for (QDockWidget* d : findChildren<QDockWidget*>())
+        view->addAction(d->toggleViewAction());
+
+    QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
+    help->addAction(QStringLiteral("Keyboard &shortcuts"), this, &MainWindow::showShortcuts);
+    help->addAction(QStringLiteral("&About pipescope"), this, [this] {
+        QMessageBox::about(this, QStringLiteral("About pipescope"),
+                           QStringLiteral("<b>pipescope %1</b><p>Find where a pipeline-parallel training job loses time: "
+                                          "bubbles by cause, stage imbalance, the critical path, and what-if replay "
+                                          "of other partitions, schedules and microbatch counts.</p>")
+                               .arg(QApplication::applicationVersion()));
+    });
+}
+
+void MainWindow::showShortcuts()
+{
+    QMessageBox box(this);
+    box.setWindowTitle(QStringLiteral("Keyboard shortcuts"));
+    box.setText(QStringLiteral(
+        "<table>"
+        "<tr><td><b>Wheel</b></td><td>zoom at the cursor</td></tr>"
+        "<tr><td><b>Drag</b></td><td>pan</td></tr>"
+        "<tr><td><b>Shift+drag</b></td><td>select a time range (area statistics)</td></tr>"
+        "<tr><td><b>W / S</b></td><td>zoom in / out</td></tr>"
+        "<tr><td><b>A / D</b>, arrows</td><td>pan left / right</td></tr>"
+        "<tr><td><b>F</b>, double-click</td><td>fit the selection</td></tr>"
+        "<tr><td><b>0</b>, Home</td><td>fit everything</td></tr>"
+        "<tr><td><b>. / ,</b></td><td>next / previous event on the track</td></tr>"
+        "<tr><td><b>Ctrl+F</b></td><td>search kernels; Enter for the next hit</td></tr>"
+        "<tr><td><b>Ctrl+1/2/3</b></td><td>timeline / pipeline / what-if</td></tr>"
+        "<tr><td><b>Ctrl+Z / Ctrl+Shift+Z</b></td><td>undo / redo a what-if change</td></tr>"
+        "<tr><td><b>?</b></td><td>this list</td></tr></table>"));
+    box.exec();
+}
+
+QList<QPair<QString, QString>> MainWindow::examples()
+{
+    QList<QPair<QString, QString>> out;
+    QStringList roots;
+#ifdef PIPESCOPE_SOURCE_RESOURCES
+    roots << QStringLiteral(PIPESCOPE_SOURCE_RESOURCES);
+#endif
+    roots << QCoreApplication::applicationDirPath() + QStringLiteral("/../share/pipescope");
+    for (const QString& root : roots) {
+        QDir dir(root + QStringLiteral("/examples"));
+        if (!dir.exists())
+            continue;
+        for (const QFileInfo& fi : dir.entryInfoList(QDir::Files | QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
+            if (fi.isFile() && fi.suffix() != QLatin1String("pipescope"))
+                continue;
+            const QString kind = fi.isDir() ? QStringLiteral("folder of rank files") : QStringLiteral("store");
+            out.push_back({fi.fileName() + QStringLiteral("  (") + kind + QLatin1Char(')'), fi.absoluteFilePath()});
+        }
+        if (!out.isEmpty())
+            break;
+    }
+    return out;
+}
+
+QStringList MainWindow::recentFiles()
+{
+    return QSettings().value(settingsKey("recent")).toStringList();
+}
+
+void MainWindow::addRecent(const QStringList& inputs)
+{
+    QStringList recent = recentFiles();
+    const QString entry = inputs.join(QLatin1Char('\n'));
+    recent.removeAll(entry);
+    recent.prepend(entry);
+    while (recent.size() > kMaxRecent)
+        recent.removeLast();
+    QSettings().setValue(settingsKey("recent"), recent);
+    refreshRecentMenu();
+}
+
+void MainWindow::refreshRecentMenu()
+{
+    if (!recentMenu_)
+        return;
+    recentMenu_->clear();
+    for (const QString& entry : recentFiles()) {
+        const QStringList inputs = entry.split(QLatin1Char('\n'));
+        recentMenu_->addAction(inputs.join(QStringLiteral(", ")), this, [this, inputs] { open(inputs); });
+    }
+    recentMenu_->setEnabled(!recentMenu_->isEmpty());
+}
+
+void MainWindow::open(const QStringList& inputs, const OpenOptions& options)
+{
+    lastError_.clear();
+    status_->setText(QStringLiteral("Opening %1 ...").arg(inputs.join(QStringLiteral(", "))));
+    session_->open(inputs, options);
+}
+
+void MainWindow::onLoaded(std::shared_ptr<const Job> job)
+{
+    addRecent(job->inputs);
+    showJob(std::move(job));
+}
+
+void MainWindow::showJob(std::shared_ptr<const Job> job)
+{
+    job_ = std::move(job);
+    const Job& j = *job_;
+    setWindowTitle(j.title + (j.simulated ? QStringLiteral(" [SIMULATED]") : QString()) + QStringLiteral(" - pipescope"));
+    timeline_->setModel(j.timeline);
+    for (AnalysisPanel* p : panels_)
+        p->setResult(j.analysis, j.trace);
+    pipeline_->setMeasured(j.analysis);
+    if (!restoredLayout_ && !jobsShown_++)
+        QTimer::singleShot(0, this, &MainWindow::sizeDocks); // after the panels' first layout
+    editor_->setSourcePath(j.storePath);
+    if (j.costModel)
+        editor_->setJob(j.trace, j.analysis, *j.costModel);
+    else
+        editor_->setUnavailable(j.whatIfError);
+
+    iterations_->clear();
+    iterations_->addItem(QStringLiteral("whole trace"));
+    for (const Iteration& it : j.analysis->iterations)
+        iterations_->addItem(QStringLiteral("%1%2").arg(it.index).arg(
+            it.label.empty() ? QString() : QStringLiteral("  ") + QString::fromStdString(it.label)));
+    if (j.analysis->selectedIteration >= 0) {
+        iterations_->setCurrentIndex(j.analysis->selectedIteration + 1);
+        selectIteration(j.analysis->selectedIteration + 1);
+    } else {
+        timeline_->fitAll();
+    }
+    const auto& pl = j.analysis->pipeline;
+    status_->setText(pl.found ? QStringLiteral("%1: pp %2, dp %3, %4 microbatches, %5 schedule")
+                                    .arg(j.title).arg(pl.pp).arg(pl.dp).arg(pl.microbatches)
+                                    .arg(QString::fromStdString(pl.schedule))
+                              : QStringLiteral("%1: no pipeline found (%2)").arg(j.title, QString::fromStdString(pl.reason)));
+    Q_EMIT jobShown();
+}
+
+void MainWindow::selectIteration(int index)
+{
+    if (!job_)
+        return;
+    const auto& its = job_->analysis->iterations;
+    if (index <= 0 || index > static_cast<int>(its.size())) {
+        timeline_->fitAll();
+        return;
+    }
+    const Iteration& it = its[static_cast<size_t>(index - 1)];
+    const qint64 pad = (it.end - it.start) / 50;
+    timeline_->setVisibleRange(it.start - pad, it.end + pad);
+}
+
+void MainWindow::setView(View view)
+{
+    switch (view) {
+    case View::Timeline: tabs_->setCurrentWidget(timeline_); break;
+    case View::Pipeline: tabs_->setCurrentWidget(pipeline_); break;
+    case View::WhatIf: tabs_->setCurrentWidget(editor_); break;
+    }
+}
+
+void MainWindow::showError(const QString& message)
+{
+    lastError_ = message;
+    Q_EMIT errorShown(message);
+    // Not modal to the rest of the app: the user can dismiss it or carry on.
+    auto* box = new QMessageBox(QMessageBox::Warning, QStringLiteral("pipescope"), message, QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+}
+
+namespace {
+// Through core's atomic output: a failed export never leaves a half-written file.
+void writeText(const QString& path, const std::string& text) { AtomicOutput::writeFile(path.toStdString(), text); }
+} // namespace
+
+void MainWindow::exportReport()
+{
+    if (!job_)
+        return;
+    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save HTML report"), QStringLiteral("report.html"),
+                                                      QStringLiteral("HTML (*.html)"));
+    if (path.isEmpty())
+        return;
+    try {
+        report::ReportOptions o;
+        o.storePath = job_->storePath.toStdString();
+        o.iteration = job_->options.iteration;
+        writeText(path, report::renderReport(*job_->trace, o));
+        status_->setText(QStringLiteral("Report saved to %1").arg(path));
+    } catch (const std::exception& e) {
+        showError(QString::fromStdString(e.what()));
+    }
+}
+
+void MainWindow::exportTimelineImage()
+{
+    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export timeline"), QStringLiteral("timeline.png"),
+                                                      QStringLiteral("PNG image (*.png);;SVG image (*.svg)"));
+    if (path.isEmpty())
+        return;
+    if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
+#ifdef PIPESCOPE_HAVE_SVG
+        QSvgGenerator svg;
+        svg.setFileName(path);
+        svg.setSize(timeline_->size());
+        svg.setViewBox(timeline_->rect());
+        svg.setTitle(windowTitle());
+        QPainter painter(&svg);
+        timeline_->render(&painter);
+        painter.end();
+        status_->setText(QStringLiteral("Timeline saved to %1").arg(path));
+#else
+        showError(QStringLiteral("%1: this build has no SVG support; save the timeline as PNG").arg(path));
+#endif
+        return;
+    }
+    if (!timeline_->grab().save(path, "PNG"))
+        showError(QStringLiteral("%1: cannot write the image; choose a writable folder").arg(path));
+    else
+        status_->setText(QStringLiteral("Timeline saved to %1").arg(path));
+}
+
+void MainWindow::exportChromeTrace()
+{
+    if (!job_)
+        return;
+    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export Chrome trace JSON"), QStringLiteral("trace.json"),
+                                                      QStringLiteral("Chrome trace JSON (*.json)"));
+    if (path.isEmpty())
+        return;
+    try {
+        report::ChromeTraceOptions o;
+        report::addAnalysis(o, *job_->analysis);
+        const auto [from, to] = timeline_->visibleRange();
+        o.from = from;
+        o.to = to;
+        AtomicOutput out(path.toStdString(), AtomicOutput::Target::FileOrStream);
+        {
+            std::ofstream stream(out.direct() ? out.finalPath() : out.tempPath(), std::ios::binary | std::ios::trunc);
+            report::writeChromeTrace(*job_->trace, stream, o);
+            stream.flush();
+            if (!stream)
+                throw Error(path.toStdString() + ": cannot write the trace (disk full?)");
+        }
+        out.commit();
+        status_->setText(QStringLiteral("Chrome trace of the visible range saved to %1").arg(path));
+    } catch (const std::exception& e) {
+        showError(QString::fromStdString(e.what()));
+    }
+}
+
+void MainWindow::showEvent(QShowEvent* event)
+{
+    QMainWindow::showEvent(event);
+    // Docks get their first sizes once the window has its own; a saved layout wins.
+    if (!docksSized_ && !restoredLayout_)
+        sizeDocks();
+    docksSized_ = true;
+}
+
+void MainWindow::sizeDocks()
+{
+    resizeDocks({summaryDock_}, {std::max(300, width() / 5)}, Qt::Horizontal);
+    resizeDocks({bottomDock_}, {std::max(160, height() / 5)}, Qt::Vertical);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (event->mimeData()->hasUrls())
+        event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event)
+{
+    QStringList files;
+    for (const QUrl& url : event->mimeData()->urls())
+        if (url.isLocalFile())
+            files << url.toLocalFile();
+    if (!files.isEmpty()) {
+        event->acceptProposedAction();
+        open(files);
+    }
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    QSettings settings;
+    settings.setValue(settingsKey("window/geometry"), saveGeometry());
+    settings.setValue(settingsKey("window/state"), saveState());
+    QMainWindow::closeEvent(event);
+}
+
+} // namespace pipescope::gui

@@ -1,0 +1,106 @@
+#pragma once
+// The main window: the timeline, the pipeline view and the what-if editor
+// as tabs, the analysis panels as docks (their layout kept with QSettings),
+// File > Open / Recent / Examples, drag and drop, exports. It only arranges
+// views over one AppSession; all work happens in core and the session layer.
+#include "AppSession.h"
+
+#include <QMainWindow>
+
+#include <memory>
+
+class QAction;
+class QComboBox;
+class QDockWidget;
+class QLabel;
+class QLineEdit;
+class QMenu;
+class QProgressBar;
+class QTabWidget;
+class QToolButton;
+class QCheckBox;
+
+namespace pipescope::gui {
+
+class TimelineView;
+class PipelineView;
+class WhatIfEditor;
+class AnalysisPanel;
+class BubblePanel;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    enum class View { Timeline, Pipeline, WhatIf };
+
+    // restoreLayout false: the default dock layout, whatever was saved (screenshots, tests).
+    explicit MainWindow(QWidget* parent = nullptr, bool restoreLayout = true);
+    ~MainWindow() override;
+
+    void open(const QStringList& inputs, const OpenOptions& options = {});
+    // Shows a loaded job in every view (also used by --screenshot and tests).
+    void showJob(std::shared_ptr<const Job> job);
+    void setView(View view);
+
+    AppSession* session() const { return session_; }
+    std::shared_ptr<const Job> job() const { return job_; }
+    TimelineView* timeline() const { return timeline_; }
+    PipelineView* pipelineView() const { return pipeline_; }
+    WhatIfEditor* whatIfEditor() const { return editor_; }
+    // The last error shown to the user, for tests (the dialog is not modal to them).
+    QString lastError() const { return lastError_; }
+
+    static QStringList recentFiles();
+    // Bundled examples: (label, path) from the source tree or the installed share/pipescope.
+    static QList<QPair<QString, QString>> examples();
+
+Q_SIGNALS:
+    void jobShown();
+    void errorShown(const QString& message);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+    void closeEvent(QCloseEvent* event) override;
+    void showEvent(QShowEvent* event) override;
+    void sizeDocks();
+
+private:
+    void buildMenus();
+    void buildDocks();
+    void buildToolBar();
+    void showError(const QString& message);
+    void addRecent(const QStringList& inputs);
+    void refreshRecentMenu();
+    void onLoaded(std::shared_ptr<const Job> job);
+    void selectIteration(int index);
+    void exportReport();
+    void exportTimelineImage();
+    void exportChromeTrace();
+    void showShortcuts();
+
+    AppSession* session_ = nullptr;
+    std::shared_ptr<const Job> job_;
+    QTabWidget* tabs_ = nullptr;
+    TimelineView* timeline_ = nullptr;
+    PipelineView* pipeline_ = nullptr;
+    WhatIfEditor* editor_ = nullptr;
+    QList<AnalysisPanel*> panels_;
+    BubblePanel* bubbles_ = nullptr;
+    QMenu* recentMenu_ = nullptr;
+    QComboBox* iterations_ = nullptr;
+    QLineEdit* search_ = nullptr;
+    QCheckBox* regex_ = nullptr;
+    QLabel* searchHits_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+    QToolButton* cancel_ = nullptr;
+    QLabel* status_ = nullptr;
+    QString lastError_;
+    QDockWidget* bottomDock_ = nullptr;
+    QDockWidget* summaryDock_ = nullptr;
+    bool docksSized_ = false;
+    bool restoredLayout_ = false;
+    int jobsShown_ = 0;
+};
+
+} // namespace pipescope::gui

@@ -1,0 +1,204 @@
+#pragma once
+// The Gantt timeline of a measured or predicted run: one row per lane of a
+// timeline::TimelineModel (steps, bubbles, GPU streams, CPU annotations),
+// grouped by pipeline stage and data-parallel replica.
+//
+// A QCustomPlot draws the time axis; the body is one layerable painting the
+// model's draw lists (never one item per kernel), so a frame costs about the
+// pixels, not the events. Hover, selection and the dragged area live on a
+// separate buffered layer: moving the mouse never repaints the body.
+//
+// Mouse: wheel zooms at the cursor (one notch: width x 0.8), left-drag pans,
+// shift-drag or right-drag selects an area (areaSelected), click selects an
+// event (eventSelected), double-click fits it; a click on a group header
+// collapses or expands it; right-click opens the track menu (hide, pin,
+// collapse, colours).
+// Keys: W/S zoom in/out x2 about the centre, A/D and Left/Right pan by 10%
+// of the width, Up/Down scroll the rows, F fits the selection, 0/Home fits
+// all, '.'/',' select the next/previous event on the selected track,
+// F3/Shift+F3 next/previous search hit, Esc clears, '?' lists the shortcuts.
+//
+// Times in this API are nanoseconds on the model's clock (the trace's, or 0
+// at the start of a replay).
+#include "timeline/TimelineModel.h"
+
+#include <QPair>
+#include <QWidget>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+class QCustomPlot;
+class QCPLayer;
+class QLabel;
+
+namespace pipescope::gui {
+
+class TimelineBody;
+class TimelineOverlay;
+class TimelineLegend;
+
+// One event of the model: lane index and index into that lane's events.
+struct TimelineEventRef {
+    int lane = -1;
+    qint64 event = -1;
+    bool valid() const { return lane >= 0 && event >= 0; }
+    bool operator==(const TimelineEventRef&) const = default;
+};
+
+class TimelineView : public QWidget {
+    Q_OBJECT
+public:
+    enum class ColorBy { Class, Step };
+
+    explicit TimelineView(QWidget* parent = nullptr);
+    ~TimelineView() override;
+
+    // Shows a model (null clears) and fits all of it. Collapsed groups,
+    // hidden and pinned tracks survive when the new model has the same lanes.
+    void setModel(std::shared_ptr<const timeline::TimelineModel> model);
+    std::shared_ptr<const timeline::TimelineModel> model() const { return model_; }
+
+    void setVisibleRange(qint64 fromNs, qint64 toNs); // widened to at least 10 ns
+    QPair<qint64, qint64> visibleRange() const;
+    void fitAll();
+    void fitSelection(); // the selected area, else the selected event with 5% each side
+
+    // Kernels coloured by work class, or by the step (kind, microbatch) they ran in.
+    void setColorBy(ColorBy by);
+    ColorBy colorBy() const { return colorBy_; }
+
+    // Number of rectangles, lines and texts the body painted in the last frame.
+    int lastPaintPrimitives() const { return lastPrimitives_; }
+    QCustomPlot* plot() const { return plot_; }
+
+    // ---- tracks --------------------------------------------------------------
+    void setGroupCollapsed(int stage, int replica, bool collapsed);
+    bool isGroupCollapsed(int stage, int replica) const;
+    void setAllGroupsCollapsed(bool collapsed);
+    void setLaneHidden(int lane, bool hidden);
+    bool isLaneHidden(int lane) const;
+    void showAllLanes();
+    void setLanePinned(int lane, bool pinned); // pinned tracks sit on top, above the groups
+    bool isLanePinned(int lane) const;
+    int rowCount() const { return static_cast<int>(rows_.size()); }
+    // Where a lane's row is in plot() coordinates; empty when not on screen.
+    QRect laneRect(int lane) const;
+    // Pixel x in plot() coordinates of a time, and back.
+    double xOf(qint64 ns) const;
+    qint64 timeAt(double x) const;
+
+    // ---- events --------------------------------------------------------------
+    // The event under a point of plot(), within tolerancePx horizontally.
+    TimelineEventRef eventAt(const QPoint& plotPos, int tolerancePx = 3) const;
+    // Rich text: name, start, duration, rank, stage, stream, step, bytes and peer.
+    QString toolTipFor(const TimelineEventRef& ref) const;
+    void selectEvent(const TimelineEventRef& ref); // emits eventSelected
+    TimelineEventRef selectedEvent() const { return selected_; }
+    int selectedLane() const { return selectedLane_; }
+    void selectNextEvent();     // on the selected track, after the selected event
+    void selectPreviousEvent();
+
+    // ---- search --------------------------------------------------------------
+    // Finds events by name (substring, case-insensitive, or ECMAScript regex);
+    // returns the hit count, -1 for a bad pattern (searchError says why).
+    int setSearch(const QString& pattern, bool regex = false);
+    QString searchError() const { return searchError_; }
+    int searchHitCount() const { return static_cast<int>(hits_.size()); }
+    int currentSearchHit() const { return currentHit_; }
+    void nextSearchHit();     // selects the hit and brings it into view
+    void previousSearchHit();
+
+    void setShortcutsVisible(bool visible);
+    bool shortcutsVisible() const;
+    static QString shortcutsText();
+
+Q_SIGNALS:
+    void eventSelected(int lane, qint64 event); // -1, -1 when the selection is cleared
+    void areaSelected(qint64 fromNs, qint64 toNs, const pipescope::timeline::AreaStats& stats);
+    void visibleRangeChanged(qint64 fromNs, qint64 toNs);
+    void searchChanged(int hits, int current);
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+    void keyPressEvent(QKeyEvent* event) override;
+
+private:
+    friend class TimelineBody;
+    friend class TimelineOverlay;
+
+    struct Group {
+        int stage = -1;
+        int replica = 0;
+        std::vector<int> lanes;
+        std::vector<int> summaryLanes; // what a collapsed group shows: each rank's steps or compute stream
+        double busyShare = 0;          // of the summary lanes over the visible range, from the last paint
+    };
+    struct Row {
+        enum Kind { PinnedHeader, GroupHeader, LaneRow } kind = LaneRow;
+        int lane = -1;
+        int group = -1;
+    };
+
+    void rebuildGroups();
+    void rebuildRows();
+    int rowAt(int y) const;
+    int rowTop(int row) const;
+    int rowHeight() const { return 18; }
+    int visibleRowCount() const;
+    void scrollRows(int delta);
+    double nsPerPixel() const;
+    void zoomAbout(double factor, double anchorX); // anchorX NaN: about the middle
+    void panBy(double fraction);
+    void replotBody();
+    void replotOverlay();
+    bool handleKey(QKeyEvent* event);
+    bool handleMouse(QEvent* event);
+    void showContextMenu(const QPoint& plotPos);
+    void finishArea(const QPoint& a, const QPoint& b);
+    void centreOn(qint64 ns);
+    void selectHit(int index);
+    QString laneTitle(int lane) const;
+
+    QCustomPlot* plot_ = nullptr;
+    QCPLayer* overlayLayer_ = nullptr;
+    TimelineBody* body_ = nullptr;
+    TimelineOverlay* overlay_ = nullptr;
+    TimelineLegend* legend_ = nullptr;
+    QLabel* shortcuts_ = nullptr;
+
+    std::shared_ptr<const timeline::TimelineModel> model_;
+    qint64 origin_ = 0; // the axis shows ns relative to this, doubles keep full precision
+    ColorBy colorBy_ = ColorBy::Class;
+    std::vector<Group> groups_;
+    std::vector<Row> rows_;
+    std::vector<int> rowOfLane_;
+    std::map<std::pair<int, int>, bool> collapsed_;
+    std::vector<char> hidden_, pinned_;
+    int firstRow_ = 0;
+    int labelWidth_ = 190;
+    int lastPrimitives_ = 0;
+
+    TimelineEventRef hover_, selected_;
+    int selectedLane_ = -1;
+    bool haveArea_ = false;
+    qint64 areaFrom_ = 0, areaTo_ = 0;
+
+    enum class Drag { None, Pan, Area, Maybe } drag_ = Drag::None;
+    QPoint pressPos_, lastPos_;
+    Qt::MouseButton pressButton_ = Qt::NoButton;
+
+    QString searchError_;
+    std::vector<std::vector<int64_t>> hitsPerLane_;
+    struct Hit {
+        qint64 start;
+        int lane;
+        qint64 event;
+    };
+    std::vector<Hit> hits_; // by start
+    std::vector<qint64> hitTimes_;
+    int currentHit_ = -1;
+};
+
+} // namespace pipescope::gui

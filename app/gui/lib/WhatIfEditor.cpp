@@ -1,0 +1,902 @@
+#include "WhatIfEditor.h"
+
+#include "LayerStrip.h"
+#include "timeline/Palette.h"
+#include "util/Format.h"
+#include "whatif/PartitionExport.h"
+#include "whatif/WhatIfJson.h"
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QListWidget>
+#include <QMenu>
+#include <QPainter>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QToolButton>
+#include <QUndoCommand>
+#include <QUndoStack>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace pipescope::gui {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+QColor rgb(timeline::Rgb c) { return QColor(c.r, c.g, c.b); }
+
+QString speedupWords(std::optional<double> s)
+{
+    if (!s || *s <= 0)
+        return QObject::tr("no measured iteration to compare");
+    if (std::abs(*s - 1.0) < 0.005)
+        return QObject::tr("as fast as measured");
+    return *s > 1 ? QObject::tr("%1x faster").arg(*s, 0, 'f', 2) : QObject::tr("%1x slower").arg(1.0 / *s, 0, 'f', 2);
+}
+
+QString boundariesText(const std::vector<int>& b)
+{
+    QStringList parts;
+    for (int x : b)
+        parts << QString::number(x);
+    return parts.join(',');
+}
+
+// Idle share of each bubble cause as one stacked bar, with its total beside.
+class BubbleBar : public QWidget {
+public:
+    explicit BubbleBar(QWidget* parent) : QWidget(parent) { setMinimumSize(160, 18); }
+    void setPrediction(PredictionPtr p)
+    {
+        prediction_ = std::move(p);
+        QStringList tips;
+        if (prediction_) {
+            const auto& r = prediction_->replay;
+            const double denom = double(std::max<TimeNs>(1, r.iterationNs)) * double(std::max<size_t>(1, r.ranks.size()));
+            for (int c = 0; c < kBubbleCauses; ++c)
+                if (r.bubbleNs[size_t(c)] > 0)
+                    tips << QString("%1 %2").arg(qs(std::string(toString(BubbleCause(c)))),
+                                                 qs(formatPercent(double(r.bubbleNs[size_t(c)]) / denom)));
+        }
+        setToolTip(tips.join('\n'));
+        update();
+    }
+    QSize sizeHint() const override { return {260, 18}; }
+
+protected:
+    void paintEvent(QPaintEvent*) override
+    {
+        QPainter p(this);
+        const int textW = 70;
+        const QRect bar(0, 2, std::max(10, width() - textW), height() - 4);
+        p.fillRect(bar, palette().alternateBase());
+        if (!prediction_)
+            return;
+        const auto& r = prediction_->replay;
+        const double denom = double(std::max<TimeNs>(1, r.iterationNs)) * double(std::max<size_t>(1, r.ranks.size()));
+        double x = bar.left();
+        for (int c = 0; c < kBubbleCauses; ++c) {
+            const double w = bar.width() * double(r.bubbleNs[size_t(c)]) / denom;
+            p.fillRect(QRectF(x, bar.top(), w, bar.height()), rgb(timeline::causeColor(BubbleCause(c))));
+            x += w;
+        }
+        p.setPen(palette().color(QPalette::Text));
+        p.drawRect(bar.adjusted(0, 0, -1, -1));
+        p.drawText(QRect(bar.right() + 6, 0, textW - 6, height()), Qt::AlignVCenter | Qt::AlignLeft,
+                   qs(formatPercent(r.bubbleFraction)));
+    }
+
+private:
+    PredictionPtr prediction_;
+};
+
+QCustomPlot* smallPlot(QWidget* parent, const QString& yLabel)
+{
+    auto* plot = new QCustomPlot(parent);
+    plot->setMinimumHeight(140);
+    plot->yAxis->setLabel(yLabel);
+    plot->setAntialiasedElements(QCP::aeNone);
+    plot->legend->setVisible(false);
+    return plot;
+}
+
+} // namespace
+
+// One undo step: the state before and after a change. The change already
+// happened when the step is pushed, so its first redo does nothing.
+class WhatIfEditor::Command : public QUndoCommand {
+public:
+    Command(WhatIfEditor* editor, State before, State after, const QString& text, bool done = true)
+        : QUndoCommand(text), editor_(editor), before_(std::move(before)), after_(std::move(after)), first_(done)
+    {
+    }
+    void redo() override
+    {
+        if (first_) {
+            first_ = false;
+            return;
+        }
+        editor_->restore(after_);
+    }
+    void undo() override { editor_->restore(before_); }
+
+private:
+    WhatIfEditor* editor_;
+    State before_, after_;
+    bool first_;
+};
+
+WhatIfEditor::WhatIfEditor(QWidget* parent) : QWidget(parent), worker_(new WhatIfWorker(this)), undo_(new QUndoStack(this))
+{
+    buildUi();
+    connect(worker_, &WhatIfWorker::costModelReady, this, &WhatIfEditor::onCostModel);
+    connect(worker_, &WhatIfWorker::measuredReady, this, [this](PredictionPtr m, quint64 id) {
+        if (id >= modelRequest_)
+            measured_ = std::move(m);
+    });
+    connect(worker_, &WhatIfWorker::scenarioApplied, this, &WhatIfEditor::onScenario);
+    connect(worker_, &WhatIfWorker::predictionReady, this, &WhatIfEditor::onPrediction);
+    connect(worker_, &WhatIfWorker::failed, this, &WhatIfEditor::onFailed);
+    connect(worker_, &WhatIfWorker::requestDropped, this, [this](quint64 id) { pending_.erase(id); });
+    connect(worker_, &WhatIfWorker::searchFinished, this, &WhatIfEditor::onSearch);
+    connect(worker_, &WhatIfWorker::searchProgress, this, [this](const QString& phase, double f) {
+        status_->setText(f >= 0 ? tr("searching: %1 (%2%)").arg(phase).arg(int(f * 100)) : tr("searching: %1").arg(phase));
+    });
+}
+
+WhatIfEditor::~WhatIfEditor()
+{
+    // The undo steps call back into the editor; they go before its widgets do.
+    undo_->clear();
+}
+
+void WhatIfEditor::buildUi()
+{
+    auto* root = new QVBoxLayout(this);
+    root->setContentsMargins(4, 4, 4, 4);
+
+    // Layer strip with its error line.
+    strip_ = new LayerStrip(this);
+    root->addWidget(strip_);
+    auto errorLabel = [this](const QString& setting) {
+        auto* l = new QLabel(this);
+        l->setStyleSheet("color: #d1242f;");
+        l->setWordWrap(true);
+        l->hide();
+        l->setObjectName("error-" + setting);
+        errors_[setting] = l;
+        return l;
+    };
+    root->addWidget(errorLabel("boundaries"));
+
+    // Controls, each with its inline error beneath.
+    auto* controls = new QGridLayout;
+    auto addControl = [&](int col, const QString& label, QWidget* w, const QString& setting) {
+        controls->addWidget(new QLabel(label, this), 0, col);
+        controls->addWidget(w, 1, col);
+        controls->addWidget(errorLabel(setting), 2, col);
+        w->setAccessibleName(label);
+    };
+    schedule_ = new QComboBox(this);
+    for (ScheduleKind k : builtinScheduleKinds())
+        schedule_->addItem(qs(std::string(toString(k))), qs(std::string(toString(k))));
+    schedule_->addItem(tr("CSV file..."), QString("csv"));
+    v_ = new QSpinBox(this);
+    v_->setRange(1, 64);
+    m_ = new QSpinBox(this);
+    m_->setRange(1, 100000);
+    pp_ = new QSpinBox(this);
+    pp_->setRange(1, 4096);
+    gpu_ = new QDoubleSpinBox(this);
+    gpu_->setRange(0, 4096);
+    gpu_->setDecimals(1);
+    gpu_->setSuffix(" GiB");
+    gpu_->setSpecialValueText(tr("unknown"));
+    for (QAbstractSpinBox* s : std::initializer_list<QAbstractSpinBox*>{v_, m_, pp_, gpu_})
+        s->setKeyboardTracking(false); // one request per value, not per keystroke
+    addControl(0, tr("Schedule"), schedule_, "schedule");
+    addControl(1, tr("v (chunks per rank)"), v_, "v");
+    addControl(2, tr("Microbatches"), m_, "microbatches");
+    addControl(3, tr("pp"), pp_, "pp");
+    addControl(4, tr("GPU memory"), gpu_, "gpu");
+    balance_ = new QPushButton(tr("Auto-balance"), this);
+    search_ = new QPushButton(tr("Search"), this);
+    cancelSearch_ = new QPushButton(tr("Cancel"), this);
+    cancelSearch_->setEnabled(false);
+    auto* undoBtn = new QToolButton(this);
+    undoBtn->setDefaultAction(undo_->createUndoAction(this, tr("Undo")));
+    auto* redoBtn = new QToolButton(this);
+    redoBtn->setDefaultAction(undo_->createRedoAction(this, tr("Redo")));
+    auto* exportBtn = new QToolButton(this);
+    exportBtn->setText(tr("Export"));
+    exportBtn->setPopupMode(QToolButton::InstantPopup);
+    auto* exportMenu = new QMenu(exportBtn);
+    exportMenu->addAction(tr("Save as pipescope.whatif/1 JSON..."), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save what-if JSON"), "whatif.json", tr("JSON (*.json)"));
+        QString error;
+        if (!path.isEmpty() && !saveWhatIfJson(path, &error))
+            showError("general", error);
+    });
+    exportMenu->addAction(tr("Copy Megatron-LM arguments and module lists"), this,
+                          [this] { QApplication::clipboard()->setText(exportText()); });
+    exportBtn->setMenu(exportMenu);
+    int col = 5;
+    for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, cancelSearch_, undoBtn, redoBtn, exportBtn})
+        controls->addWidget(w, 1, col++);
+    controls->setColumnStretch(col, 1);
+    root->addLayout(controls);
+    root->addWidget(errorLabel("general"));
+
+    // Headline figures.
+    auto* figures = new QHBoxLayout;
+    iteration_ = new QLabel(this);
+    QFont big = iteration_->font();
+    big.setPointSizeF(big.pointSizeF() * 1.3);
+    big.setBold(true);
+    iteration_->setFont(big);
+    speedup_ = new QLabel(this);
+    speedup_->setFont(big);
+    bubbleBar_ = new BubbleBar(this);
+    status_ = new QLabel(this);
+    figures->addWidget(iteration_);
+    figures->addSpacing(16);
+    figures->addWidget(speedup_);
+    figures->addSpacing(16);
+    figures->addWidget(new QLabel(tr("Bubble:"), this));
+    figures->addWidget(bubbleBar_, 1);
+    figures->addWidget(status_);
+    auto* ghost = new QCheckBox(tr("Prediction as ghost"), this);
+    auto* path = new QCheckBox(tr("Critical path"), this);
+    path->setChecked(true);
+    figures->addWidget(ghost);
+    figures->addWidget(path);
+    root->addLayout(figures);
+
+    // Diagram and charts side by side with the tables.
+    auto* split = new QSplitter(Qt::Vertical, this);
+    pipeline_ = new PipelineView(split);
+    connect(ghost, &QCheckBox::toggled, pipeline_,
+            [this](bool on) { pipeline_->setMode(on ? PipelineView::Ghost : PipelineView::Stacked); });
+    connect(path, &QCheckBox::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
+    split->addWidget(pipeline_);
+    auto* tabs = new QTabWidget(split);
+    auto* charts = new QWidget(tabs);
+    auto* chartRow = new QHBoxLayout(charts);
+    busyPlot_ = smallPlot(charts, tr("ms per rank"));
+    memoryPlot_ = smallPlot(charts, tr("peak GiB"));
+    memoryTimePlot_ = smallPlot(charts, tr("GiB over time"));
+    chartRow->addWidget(busyPlot_, 1);
+    chartRow->addWidget(memoryPlot_, 1);
+    chartRow->addWidget(memoryTimePlot_, 2);
+    tabs->addTab(charts, tr("Busy, idle and memory"));
+
+    searchTable_ = new QTableWidget(tabs);
+    searchTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    searchTable_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    searchTable_->setColumnCount(9);
+    searchTable_->setHorizontalHeaderLabels(
+        {tr("#"), tr("schedule"), tr("v"), tr("microbatches"), tr("iteration"), tr("speed-up"), tr("bubble"),
+         tr("peak memory"), tr("boundaries")});
+    searchTable_->horizontalHeader()->setStretchLastSection(true);
+    tabs->addTab(searchTable_, tr("Search"));
+
+    auto* scenarioTab = new QWidget(tabs);
+    auto* sl = new QHBoxLayout(scenarioTab);
+    auto* left = new QVBoxLayout;
+    scenarios_ = new QListWidget(scenarioTab);
+    auto* save = new QPushButton(tr("Save current as..."), scenarioTab);
+    left->addWidget(scenarios_);
+    left->addWidget(save);
+    sl->addLayout(left, 1);
+    auto* right = new QVBoxLayout;
+    auto* pick = new QHBoxLayout;
+    compareA_ = new QComboBox(scenarioTab);
+    compareB_ = new QComboBox(scenarioTab);
+    pick->addWidget(compareA_);
+    pick->addWidget(new QLabel(tr("against"), scenarioTab));
+    pick->addWidget(compareB_);
+    right->addLayout(pick);
+    compare_ = new QTableWidget(scenarioTab);
+    compare_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    compare_->horizontalHeader()->setStretchLastSection(true);
+    right->addWidget(compare_);
+    sl->addLayout(right, 2);
+    tabs->addTab(scenarioTab, tr("Scenarios"));
+
+    export_ = new QPlainTextEdit(tabs);
+    export_->setReadOnly(true);
+    tabs->addTab(export_, tr("Export"));
+    split->addWidget(tabs);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    root->addWidget(split, 1);
+
+    // Wiring.
+    connect(strip_, &LayerStrip::boundariesDragged, this, [this](std::vector<int> b) {
+        send(worker_->setBoundaries(std::move(b)), Origin::DragStep, "boundaries");
+    });
+    connect(strip_, &LayerStrip::boundariesCommitted, this, [this](std::vector<int> b) {
+        send(worker_->setBoundaries(std::move(b)), Origin::DragCommit, "boundaries", tr("Move stage boundary"));
+    });
+    connect(strip_, &LayerStrip::layersRequested, this, [this](int layers) {
+        if (!recalibrates_ || !trace_)
+            return;
+        whatif::FromMeasuredOptions o;
+        o.layers = layers;
+        modelRequest_ = send(worker_->calibrate(trace_, analysis_, o), Origin::Model, "layers");
+    });
+    connect(strip_, &LayerStrip::modelFileRequested, this, [this](const QString& path) {
+        if (!recalibrates_ || !trace_)
+            return;
+        modelRequest_ = send(worker_->calibrate(trace_, analysis_, {}, path), Origin::Model, "layers");
+    });
+    connect(schedule_, &QComboBox::activated, this, [this](int index) {
+        const QString name = schedule_->itemData(index).toString();
+        if (name == "csv") {
+            syncControls(); // the combo shows the schedule in force until a file is chosen
+            const QString path = QFileDialog::getOpenFileName(this, tr("Schedule CSV"), {}, tr("CSV (*.csv);;All files (*)"));
+            if (!path.isEmpty())
+                loadScheduleCsv(path);
+            return;
+        }
+        whatif::ScenarioChanges c;
+        c.schedule = name.toStdString();
+        applyChange(c, "schedule", tr("Schedule %1").arg(name));
+    });
+    connect(v_, &QSpinBox::valueChanged, this, [this](int v) {
+        whatif::ScenarioChanges c;
+        c.v = v;
+        applyChange(c, "v", tr("v %1").arg(v));
+    });
+    connect(m_, &QSpinBox::valueChanged, this, [this](int m) {
+        whatif::ScenarioChanges c;
+        c.microbatches = m;
+        applyChange(c, "microbatches", tr("%1 microbatches").arg(m));
+    });
+    connect(pp_, &QSpinBox::valueChanged, this, [this](int pp) {
+        whatif::ScenarioChanges c;
+        c.pp = pp;
+        applyChange(c, "pp", tr("pp %1").arg(pp));
+    });
+    connect(gpu_, &QDoubleSpinBox::valueChanged, this, [this](double gib) {
+        std::optional<int64_t> bytes;
+        if (gib > 0)
+            bytes = static_cast<int64_t>(std::llround(gib * kGiB));
+        send(worker_->setGpuMemory(bytes), Origin::Control, "gpu", tr("GPU memory"));
+    });
+    connect(balance_, &QPushButton::clicked, this, &WhatIfEditor::autoBalance);
+    connect(search_, &QPushButton::clicked, this, &WhatIfEditor::search);
+    connect(cancelSearch_, &QPushButton::clicked, worker_, &WhatIfWorker::cancelSearch);
+    connect(searchTable_, &QTableWidget::cellClicked, this, [this](int row, int) { applySearchRow(row); });
+    connect(save, &QPushButton::clicked, this, [this] {
+        bool ok = false;
+        const QString name = QInputDialog::getText(this, tr("Save scenario"), tr("Name:"), QLineEdit::Normal,
+                                                   tr("scenario %1").arg(saved_.size() + 1), &ok);
+        if (ok && !name.trimmed().isEmpty())
+            saveScenario(name.trimmed());
+    });
+    connect(scenarios_, &QListWidget::itemDoubleClicked, this, [this](QListWidgetItem* item) { applyScenario(item->text()); });
+    auto recompare = [this] { compare(compareA_->currentText(), compareB_->currentText()); };
+    connect(compareA_, &QComboBox::currentTextChanged, this, recompare);
+    connect(compareB_, &QComboBox::currentTextChanged, this, recompare);
+    strip_->setEditable(false);
+}
+
+void WhatIfEditor::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<const AnalysisResult> analysis,
+                          whatif::CostModel model)
+{
+    trace_ = std::move(trace);
+    analysis_ = std::move(analysis);
+    pipeline_->setMeasured(analysis_);
+    model_ = model;
+    strip_->setCostModel(model_);
+    strip_->setEditable(false); // until the session answers
+    measured_.reset();
+    current_.reset();
+    haveCommitted_ = false;
+    undo_->clear();
+    clearErrors();
+    modelRequest_ = send(worker_->setCostModel(std::move(model)), Origin::Model, {});
+}
+
+void WhatIfEditor::setUnavailable(const QString& reason)
+{
+    modelRequest_ = std::numeric_limits<quint64>::max(); // answers still on their way belong to the previous job
+    trace_.reset();
+    analysis_.reset();
+    model_ = whatif::CostModel{};
+    measured_.reset();
+    current_.reset();
+    scenario_.reset();
+    haveCommitted_ = false;
+    undo_->clear();
+    strip_->setCostModel(model_);
+    strip_->setBoundaries({});
+    strip_->setEditable(false);
+    pipeline_->setMeasured(nullptr);
+    pipeline_->setPrediction(nullptr);
+    iteration_->setText(tr("No what-if for this job"));
+    speedup_->clear();
+    export_->clear();
+    clearErrors();
+    showError("general", reason);
+    emit predictionChanged();
+}
+
+quint64 WhatIfEditor::send(quint64 id, Origin origin, const QString& setting, const QString& undoText)
+{
+    pending_[id] = Pending{origin, setting, undoText};
+    return id;
+}
+
+void WhatIfEditor::applyChange(whatif::ScenarioChanges changes, const QString& setting, const QString& undoText)
+{
+    send(worker_->apply(std::move(changes)), Origin::Control, setting, undoText);
+}
+
+void WhatIfEditor::restore(const State& state)
+{
+    if (current_ && current_->gpuMemoryBytes != state.gpuBytes)
+        send(worker_->setGpuMemory(state.gpuBytes), Origin::Restore, "gpu");
+    send(worker_->setScenario(state.scenario), Origin::Restore, {});
+}
+
+void WhatIfEditor::onCostModel(CostModelPtr model, quint64 id)
+{
+    if (id < modelRequest_)
+        return;
+    model_ = *model;
+    strip_->setCostModel(model_);
+    undo_->clear(); // the steps name layers of the model that was replaced
+}
+
+void WhatIfEditor::onScenario(ScenarioPtr scenario, quint64 id)
+{
+    if (id >= modelRequest_)
+        scenario_ = std::move(scenario); // its prediction follows at once
+}
+
+void WhatIfEditor::onPrediction(PredictionPtr prediction, quint64 id)
+{
+    if (id < modelRequest_ || !scenario_)
+        return;
+    const auto it = pending_.find(id);
+    const Origin origin = it != pending_.end() ? it->second.origin : Origin::Restore;
+    const QString undoText = it != pending_.end() ? it->second.undoText : QString();
+    if (it != pending_.end())
+        pending_.erase(it);
+    const State now{*scenario_, prediction->gpuMemoryBytes};
+    switch (origin) {
+    case Origin::Model:
+        committed_ = now;
+        haveCommitted_ = true;
+        undo_->clear();
+        break;
+    case Origin::DragStep:
+        break; // the release makes the undo step
+    case Origin::DragCommit:
+    case Origin::Control:
+        if (haveCommitted_)
+            undo_->push(new Command(this, committed_, now, undoText));
+        committed_ = now;
+        break;
+    case Origin::Restore:
+        committed_ = now;
+        break;
+    }
+    current_ = std::move(prediction);
+    if (origin != Origin::DragStep)
+        clearErrors();
+    status_->clear();
+    strip_->setEditable(model_.layerSource != "stages");
+    strip_->setStageRanks(current_->schedule.rankOfStage);
+    strip_->setBoundaries(current_->partition.boundaries());
+    if (origin != Origin::DragStep)
+        syncControls();
+    refreshFigures();
+    emit predictionChanged();
+}
+
+void WhatIfEditor::onFailed(const QString& message, const QString& setting, quint64 id)
+{
+    if (id < modelRequest_ && id != searchRequest_)
+        return;
+    QString where = setting;
+    const auto it = pending_.find(id);
+    if (it != pending_.end()) {
+        if (where.isEmpty() || !errors_.count(where))
+            where = it->second.setting; // core named no setting: the control that asked
+        pending_.erase(it);
+    }
+    if (id == searchRequest_) {
+        search_->setEnabled(true);
+        cancelSearch_->setEnabled(false);
+        status_->clear();
+        if (message == "cancelled")
+            return;
+    }
+    if (where == "weights" || where == "layers")
+        where = "boundaries";
+    showError(errors_.count(where) ? where : QString("general"), message);
+}
+
+void WhatIfEditor::showError(const QString& setting, const QString& message)
+{
+    QLabel* l = errors_.count(setting) ? errors_[setting] : errors_["general"];
+    l->setText(message);
+    l->setVisible(!message.isEmpty());
+    if (!message.isEmpty())
+        Q_EMIT errorShown(setting, message);
+}
+
+QString WhatIfEditor::firstError() const
+{
+    for (const auto& [name, label] : errors_)
+        if (label->isVisibleTo(const_cast<WhatIfEditor*>(this)) && !label->text().isEmpty())
+            return label->text();
+    return {};
+}
+
+void WhatIfEditor::applyChanges(const whatif::ScenarioChanges& changes)
+{
+    applyChange(changes, QStringLiteral("general"), QStringLiteral("Apply changes"));
+}
+
+void WhatIfEditor::clearErrors()
+{
+    for (auto& [name, label] : errors_) {
+        label->clear();
+        label->hide();
+    }
+}
+
+QString WhatIfEditor::errorText(const QString& setting) const
+{
+    const auto it = errors_.find(setting);
+    return it != errors_.end() && it->second->isVisibleTo(const_cast<WhatIfEditor*>(this)) ? it->second->text() : QString();
+}
+
+QString WhatIfEditor::predictedIterationText() const { return iteration_->text(); }
+QString WhatIfEditor::speedupText() const { return speedup_->text(); }
+
+std::optional<whatif::Prediction> WhatIfEditor::currentPrediction() const
+{
+    return current_ ? std::optional<whatif::Prediction>(*current_) : std::nullopt;
+}
+
+std::optional<whatif::Prediction> WhatIfEditor::measuredPrediction() const
+{
+    return measured_ ? std::optional<whatif::Prediction>(*measured_) : std::nullopt;
+}
+
+void WhatIfEditor::syncControls()
+{
+    if (!scenario_)
+        return;
+    const QSignalBlocker b1(schedule_), b2(v_), b3(m_), b4(pp_), b5(gpu_);
+    const QString name = qs(std::string(toString(scenario_->schedule)));
+    int index = schedule_->findData(name);
+    if (index < 0) {
+        // A loaded CSV: shown by name until another schedule is chosen.
+        index = schedule_->findData(QString("custom"));
+        if (index < 0) {
+            schedule_->insertItem(schedule_->count() - 1, tr("custom (CSV)"), QString("custom"));
+            index = schedule_->findData(QString("custom"));
+        }
+    }
+    schedule_->setCurrentIndex(index);
+    v_->setValue(scenario_->v);
+    m_->setValue(scenario_->microbatches);
+    pp_->setValue(scenario_->pp);
+    const auto gpu = current_ ? current_->gpuMemoryBytes : model_.memory.gpuMemoryBytes;
+    gpu_->setValue(gpu ? double(*gpu) / kGiB : 0.0);
+}
+
+void WhatIfEditor::refreshFigures()
+{
+    if (!current_)
+        return;
+    const whatif::Prediction& p = *current_;
+    iteration_->setText(tr("Predicted iteration %1").arg(qs(formatDuration(p.iterationNs()))));
+    speedup_->setText(speedupWords(p.speedup()) +
+                      (p.measuredIterationNs ? tr(" (measured %1)").arg(qs(formatDuration(*p.measuredIterationNs))) : QString()));
+    static_cast<BubbleBar*>(bubbleBar_)->setPrediction(current_);
+    pipeline_->setPrediction(current_);
+
+    const int ranks = static_cast<int>(p.replay.ranks.size());
+    QVector<double> keys, busy, idle;
+    QVector<QString> labels;
+    for (int r = 0; r < ranks; ++r) {
+        keys << r;
+        busy << p.replay.ranks[size_t(r)].busyNs / 1e6;
+        idle << (p.iterationNs() - p.replay.ranks[size_t(r)].busyNs) / 1e6;
+        labels << QString::number(r);
+    }
+    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+    ticker->addTicks(keys, labels);
+
+    // Busy and idle per rank, stacked.
+    busyPlot_->clearPlottables();
+    auto* busyBars = new QCPBars(busyPlot_->xAxis, busyPlot_->yAxis);
+    busyBars->setName(tr("busy"));
+    busyBars->setBrush(rgb(timeline::stepColor(StepKind::F)));
+    busyBars->setPen(Qt::NoPen);
+    busyBars->setData(keys, busy);
+    auto* idleBars = new QCPBars(busyPlot_->xAxis, busyPlot_->yAxis);
+    idleBars->setName(tr("idle"));
+    idleBars->setBrush(rgb(timeline::causeColor(BubbleCause::Other)));
+    idleBars->setPen(Qt::NoPen);
+    idleBars->setData(keys, idle);
+    idleBars->moveAbove(busyBars);
+    busyPlot_->xAxis->setTicker(ticker);
+    busyPlot_->xAxis->setLabel(tr("rank: busy below, idle above"));
+    busyPlot_->xAxis->setRange(-0.6, ranks - 0.4);
+    busyPlot_->yAxis->setRange(0, std::max(1e-3, p.iterationNs() / 1e6) * 1.05);
+    busyPlot_->replot(QCustomPlot::rpQueuedReplot);
+
+    // Peak memory per rank against the GPU's; ranks out of memory in red.
+    memoryPlot_->clearPlottables();
+    memoryPlot_->clearItems();
+    auto* ok = new QCPBars(memoryPlot_->xAxis, memoryPlot_->yAxis);
+    auto* oom = new QCPBars(memoryPlot_->xAxis, memoryPlot_->yAxis);
+    ok->setBrush(rgb(timeline::stepColor(StepKind::B)));
+    oom->setBrush(QColor("#d1242f"));
+    ok->setPen(Qt::NoPen);
+    oom->setPen(Qt::NoPen);
+    double top = 0;
+    for (int r = 0; r < ranks && size_t(r) < p.memory.size(); ++r) {
+        const double gib = p.memory[size_t(r)].peakBytes / kGiB;
+        (p.memory[size_t(r)].outOfMemory ? oom : ok)->addData(r, gib);
+        top = std::max(top, gib);
+    }
+    if (p.gpuMemoryBytes) {
+        const double limit = *p.gpuMemoryBytes / kGiB;
+        auto* line = new QCPItemStraightLine(memoryPlot_);
+        line->point1->setCoords(-1, limit);
+        line->point2->setCoords(1, limit);
+        line->setPen(QPen(QColor("#d1242f"), 1, Qt::DashLine));
+        top = std::max(top, limit);
+    }
+    memoryPlot_->xAxis->setTicker(ticker);
+    memoryPlot_->xAxis->setLabel(p.outOfMemory() ? tr("rank (out of memory)") : tr("rank"));
+    memoryPlot_->xAxis->setRange(-0.6, ranks - 0.4);
+    memoryPlot_->yAxis->setRange(0, std::max(1e-3, top) * 1.1);
+    memoryPlot_->replot(QCustomPlot::rpQueuedReplot);
+
+    // Memory over the iteration, a step line per rank.
+    memoryTimePlot_->clearGraphs();
+    static const std::array<std::string_view, 8> hues = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1",
+                                                         "#edc948", "#76b7b2", "#ff9da7", "#9c755f"};
+    double peak = 0;
+    for (int r = 0; r < ranks && size_t(r) < p.memory.size(); ++r) {
+        auto* g = memoryTimePlot_->addGraph();
+        g->setLineStyle(QCPGraph::lsStepLeft);
+        g->setPen(QPen(rgb(timeline::rgbFromHex(hues[size_t(r) % hues.size()])), 1.5));
+        g->setName(tr("rank %1").arg(r));
+        QVector<double> t, y;
+        for (const auto& pt : p.memory[size_t(r)].overTime) {
+            t << pt.t / 1e6;
+            y << pt.bytes / kGiB;
+            peak = std::max(peak, pt.bytes / kGiB);
+        }
+        g->setData(t, y, true);
+    }
+    memoryTimePlot_->xAxis->setLabel(tr("ms"));
+    memoryTimePlot_->xAxis->setRange(0, std::max(1e-3, p.iterationNs() / 1e6));
+    memoryTimePlot_->yAxis->setRange(0, std::max(1e-3, peak) * 1.1);
+    memoryTimePlot_->legend->setVisible(ranks <= 8);
+    memoryTimePlot_->replot(QCustomPlot::rpQueuedReplot);
+
+    export_->setPlainText(exportText());
+}
+
+void WhatIfEditor::autoBalance()
+{
+    send(worker_->autoBalance(), Origin::Control, "boundaries", tr("Auto-balance"));
+}
+
+void WhatIfEditor::search()
+{
+    searchRequest_ = worker_->search();
+    search_->setEnabled(false);
+    cancelSearch_->setEnabled(true);
+    status_->setText(tr("searching..."));
+}
+
+void WhatIfEditor::onSearch(SearchRowsPtr rows, quint64 id)
+{
+    if (id != searchRequest_)
+        return;
+    search_->setEnabled(true);
+    cancelSearch_->setEnabled(false);
+    status_->clear();
+    searchRows_ = std::move(rows);
+    searchTable_->setRowCount(static_cast<int>(searchRows_->size()));
+    for (int i = 0; i < static_cast<int>(searchRows_->size()); ++i) {
+        const whatif::SearchRow& r = (*searchRows_)[size_t(i)];
+        const QStringList cells = {QString::number(i + 1),
+                                   qs(std::string(toString(r.scenario.schedule))),
+                                   QString::number(r.scenario.v),
+                                   QString::number(r.scenario.microbatches),
+                                   qs(formatDuration(r.iterationNs)),
+                                   speedupWords(r.speedup),
+                                   qs(formatPercent(r.bubbleFraction)),
+                                   qs(formatBytes(r.peakBytes)) + (r.outOfMemory ? tr(" (out of memory)") : QString()),
+                                   boundariesText(r.boundaries)};
+        for (int c = 0; c < cells.size(); ++c) {
+            auto* item = new QTableWidgetItem(cells[c]);
+            if (r.outOfMemory)
+                item->setForeground(QColor("#d1242f"));
+            searchTable_->setItem(i, c, item);
+        }
+    }
+    searchTable_->resizeColumnsToContents();
+}
+
+void WhatIfEditor::applySearchRow(int row)
+{
+    if (!searchRows_ || row < 0 || row >= static_cast<int>(searchRows_->size()))
+        return;
+    const whatif::SearchRow& r = (*searchRows_)[size_t(row)];
+    whatif::ScenarioChanges c;
+    c.schedule = std::string(toString(r.scenario.schedule));
+    c.pp = r.scenario.pp;
+    c.v = r.scenario.v;
+    c.microbatches = r.scenario.microbatches;
+    c.boundaries = r.boundaries;
+    applyChange(c, "schedule", tr("Search row %1").arg(row + 1));
+}
+
+void WhatIfEditor::loadScheduleCsv(const QString& path)
+{
+    whatif::ScenarioChanges c;
+    c.scheduleCsv = path.toStdString();
+    applyChange(c, "schedule", tr("Schedule from %1").arg(path));
+}
+
+void WhatIfEditor::saveScenario(const QString& name)
+{
+    if (!current_ || !scenario_)
+        return;
+    Saved s{name, State{*scenario_, current_->gpuMemoryBytes}, current_};
+    s.state.scenario.label = name.toStdString();
+    const auto it = std::find_if(saved_.begin(), saved_.end(), [&](const Saved& x) { return x.name == name; });
+    if (it != saved_.end())
+        *it = s;
+    else
+        saved_.push_back(s);
+    refreshScenarioList();
+}
+
+QStringList WhatIfEditor::scenarioNames() const
+{
+    QStringList names;
+    for (const Saved& s : saved_)
+        names << s.name;
+    return names;
+}
+
+void WhatIfEditor::refreshScenarioList()
+{
+    scenarios_->clear();
+    const QString a = compareA_->currentText(), b = compareB_->currentText();
+    const QSignalBlocker ba(compareA_), bb(compareB_);
+    compareA_->clear();
+    compareB_->clear();
+    compareA_->addItem(tr("current"));
+    compareB_->addItem(tr("current"));
+    for (const Saved& s : saved_) {
+        scenarios_->addItem(s.name);
+        compareA_->addItem(s.name);
+        compareB_->addItem(s.name);
+    }
+    compareA_->setCurrentText(a.isEmpty() ? tr("current") : a);
+    compareB_->setCurrentText(b.isEmpty() && !saved_.empty() ? saved_.back().name : b);
+    compare(compareA_->currentText(), compareB_->currentText());
+}
+
+void WhatIfEditor::applyScenario(const QString& name)
+{
+    const auto it = std::find_if(saved_.begin(), saved_.end(), [&](const Saved& x) { return x.name == name; });
+    if (it == saved_.end() || !haveCommitted_)
+        return;
+    // Nothing has happened yet: this step's first redo does the work.
+    const State before = committed_, after = it->state;
+    undo_->push(new Command(this, before, after, tr("Scenario %1").arg(name), false));
+}
+
+void WhatIfEditor::compare(const QString& a, const QString& b)
+{
+    auto find = [&](const QString& name) -> PredictionPtr {
+        if (name == tr("current") || name.isEmpty())
+            return current_;
+        for (const Saved& s : saved_)
+            if (s.name == name)
+                return s.prediction;
+        return nullptr;
+    };
+    const PredictionPtr pa = find(a), pb = find(b);
+    const QStringList rows = {tr("schedule"), tr("pp"),       tr("v"),           tr("microbatches"),
+                              tr("boundaries"), tr("iteration"), tr("speed-up"), tr("bubble"),
+                              tr("peak memory"), tr("out of memory")};
+    compare_->clear();
+    compare_->setRowCount(rows.size());
+    compare_->setColumnCount(2);
+    compare_->setHorizontalHeaderLabels({a, b});
+    compare_->setVerticalHeaderLabels(rows);
+    auto fill = [&](int col, const PredictionPtr& p) {
+        if (!p)
+            return;
+        const QStringList cells = {qs(p->schedule.name()),
+                                   QString::number(p->schedule.pp),
+                                   QString::number(p->schedule.chunks()),
+                                   QString::number(p->schedule.microbatches),
+                                   boundariesText(p->partition.boundaries()),
+                                   qs(formatDuration(p->iterationNs())),
+                                   speedupWords(p->speedup()),
+                                   qs(formatPercent(p->replay.bubbleFraction)),
+                                   qs(formatBytes(p->peakBytes())),
+                                   p->outOfMemory() ? tr("yes") : tr("no")};
+        for (int r = 0; r < cells.size(); ++r)
+            compare_->setItem(r, col, new QTableWidgetItem(cells[r]));
+    };
+    fill(0, pa);
+    fill(1, pb);
+}
+
+QString WhatIfEditor::exportText() const
+{
+    if (!current_)
+        return {};
+    return qs(whatif::partitionExportText(current_->partition, current_->schedule, model_));
+}
+
+std::string WhatIfEditor::whatIfJson() const
+{
+    std::vector<whatif::Prediction> predictions;
+    if (measured_)
+        predictions.push_back(*measured_);
+    if (current_)
+        predictions.push_back(*current_);
+    const bool simulated = trace_ && trace_->simulated();
+    return whatif::whatIfDocument(whatif::WhatIfSource{"trace", sourcePath_.toStdString(), simulated}, model_, predictions)
+        .dump(2);
+}
+
+bool WhatIfEditor::saveWhatIfJson(const QString& path, QString* error) const
+{
+    QSaveFile f(path);
+    const std::string text = whatIfJson() + "\n";
+    if (!f.open(QIODevice::WriteOnly) || f.write(text.data(), qint64(text.size())) != qint64(text.size()) || !f.commit()) {
+        if (error)
+            *error = tr("%1: cannot write: %2").arg(path, f.errorString());
+        return false;
+    }
+    return true;
+}
+
+} // namespace pipescope::gui

@@ -1,0 +1,307 @@
+// The Gantt timeline widget, driven as a user would: the example capture
+// loaded and analysed, wheel and keys moving the visible range, clicks
+// hitting events, painting bounded by pixels, a frame that is not blank.
+#include "TimelineView.h"
+#include "analysis/Analysis.h"
+#include "store/Store.h"
+#include "timeline/TimelineBuild.h"
+
+#include <QSignalSpy>
+#include <QtTest>
+#include <qcustomplot.h>
+
+#include <set>
+
+using namespace pipescope;
+using namespace pipescope::timeline;
+using pipescope::gui::TimelineEventRef;
+using pipescope::gui::TimelineView;
+
+namespace {
+
+using Range = QPair<qint64, qint64>;
+
+const std::string kExample = std::string(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+
+std::shared_ptr<const TimelineModel> exampleModel()
+{
+    Store store(kExample);
+    const Trace trace = store.load();
+    const AnalysisResult result = analyze(trace);
+    return std::make_shared<const TimelineModel>(buildMeasured(trace, result));
+}
+
+void wheel(QWidget* w, QPoint pos, int delta)
+{
+    QWheelEvent e(QPointF(pos), QPointF(w->mapToGlobal(pos)), QPoint(), QPoint(0, delta), Qt::NoButton, Qt::NoModifier,
+                  Qt::NoScrollPhase, false);
+    QApplication::sendEvent(w, &e);
+}
+
+int laneOf(const TimelineModel& m, LaneKind kind, int rank)
+{
+    for (size_t i = 0; i < m.lanes.size(); ++i)
+        if (m.lanes[i].kind == kind && m.lanes[i].rank == rank)
+            return static_cast<int>(i);
+    return -1;
+}
+
+} // namespace
+
+class TstTimelineView : public QObject {
+    Q_OBJECT
+
+    std::shared_ptr<const TimelineModel> example_;
+
+private slots:
+    void initTestCase() { example_ = exampleModel(); }
+
+    void opensTheExample()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        QSignalSpy range(&v, &TimelineView::visibleRangeChanged);
+        v.setModel(example_);
+        QVERIFY(!example_->lanes.empty());
+        QCOMPARE(v.visibleRange(), (Range)qMakePair(example_->start, example_->end));
+        QVERIFY(range.count() >= 1);
+        // One header per stage group plus a row per lane.
+        std::set<std::pair<int, int>> groups;
+        for (const Lane& l : example_->lanes)
+            groups.insert({l.stage, l.replica});
+        QCOMPARE(v.rowCount(), static_cast<int>(example_->lanes.size() + groups.size()));
+    }
+
+    void wheelZoomsAtTheCursor()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        const QRect ar = v.plot()->axisRect()->rect();
+        const QPoint at(ar.left() + ar.width() / 4, ar.top() + 30);
+        const qint64 under = v.timeAt(at.x());
+        const auto before = v.visibleRange();
+        wheel(v.plot(), at, 120);
+        const auto after = v.visibleRange();
+        QCOMPARE(double(after.second - after.first), std::round((before.second - before.first) * 0.8));
+        // The time under the cursor stays under it (to a pixel).
+        QVERIFY(std::abs(v.timeAt(at.x()) - under) <= (after.second - after.first) / ar.width() + 1);
+        wheel(v.plot(), at, -120);
+        QVERIFY(std::abs((v.visibleRange().second - v.visibleRange().first) - (before.second - before.first)) <= 2);
+    }
+
+    void keysNavigate()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        auto width = [&] { return v.visibleRange().second - v.visibleRange().first; };
+        const qint64 w0 = width();
+        const auto r0 = v.visibleRange();
+        QTest::keyClick(&v, Qt::Key_W);
+        QVERIFY(std::abs(width() - w0 / 2) <= 1);
+        QVERIFY(std::abs((v.visibleRange().first + v.visibleRange().second) / 2 - (r0.first + r0.second) / 2) <= 1);
+        QTest::keyClick(&v, Qt::Key_S);
+        QVERIFY(std::abs(width() - w0) <= 2);
+        const auto r1 = v.visibleRange();
+        QTest::keyClick(&v, Qt::Key_D);
+        QVERIFY(std::abs(v.visibleRange().first - (r1.first + w0 / 10)) <= 1);
+        QTest::keyClick(&v, Qt::Key_A);
+        QTest::keyClick(&v, Qt::Key_Left);
+        QVERIFY(std::abs(v.visibleRange().first - (r1.first - w0 / 10)) <= 2);
+        QTest::keyClick(&v, Qt::Key_Right);
+        QTest::keyClick(&v, Qt::Key_W);
+        QTest::keyClick(&v, Qt::Key_W);
+        QTest::keyClick(&v, Qt::Key_0);
+        QCOMPARE(v.visibleRange(), (Range)qMakePair(example_->start, example_->end));
+        QTest::keyClick(&v, Qt::Key_W);
+        QTest::keyClick(&v, Qt::Key_Home);
+        QCOMPARE(v.visibleRange(), (Range)qMakePair(example_->start, example_->end));
+        QVERIFY(!v.shortcutsVisible());
+        QTest::keyClick(&v, Qt::Key_Question);
+        QVERIFY(v.shortcutsVisible());
+    }
+
+    void hitTestAndSelection()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        const int steps = laneOf(*example_, LaneKind::Steps, 0);
+        QVERIFY(steps >= 0);
+        // Zoom onto the third step of rank 0 and point at its middle.
+        const Event& e = example_->event(steps, 2);
+        v.setVisibleRange(e.start - e.duration(), e.end + e.duration());
+        const QRect lr = v.laneRect(steps);
+        QVERIFY(!lr.isEmpty());
+        const QPoint mid(int(std::lround(v.xOf((e.start + e.end) / 2))), lr.center().y());
+        QCOMPARE(v.eventAt(mid), (TimelineEventRef{steps, 2}));
+        QVERIFY(v.toolTipFor({steps, 2}).contains(QStringLiteral("microbatch")));
+        // Beside the lane's events there is nothing; two pixels off the end still hits.
+        const QPoint justAfter(int(std::lround(v.xOf(e.end))) + 1, lr.center().y());
+        QCOMPARE(v.eventAt(justAfter, 3).lane, steps);
+
+        QSignalSpy selected(&v, &TimelineView::eventSelected);
+        QTest::mouseClick(v.plot(), Qt::LeftButton, {}, mid);
+        QCOMPARE(selected.count(), 1);
+        QCOMPARE(selected.at(0).at(0).toInt(), steps);
+        QCOMPARE(selected.at(0).at(1).toLongLong(), qint64(2));
+        QCOMPARE(v.selectedEvent(), (TimelineEventRef{steps, 2}));
+        // '.' and ',' walk the track.
+        QTest::keyClick(&v, Qt::Key_Period);
+        QCOMPARE(v.selectedEvent(), (TimelineEventRef{steps, 3}));
+        QTest::keyClick(&v, Qt::Key_Comma);
+        QTest::keyClick(&v, Qt::Key_Comma);
+        QCOMPARE(v.selectedEvent(), (TimelineEventRef{steps, 1}));
+        // F fits the selected step with 5% each side.
+        QTest::keyClick(&v, Qt::Key_F);
+        const Event& e1 = example_->event(steps, 1);
+        const qint64 pad = std::max<qint64>(5, e1.duration() / 20);
+        QCOMPARE(v.visibleRange(), (Range)qMakePair(e1.start - pad, e1.end + pad));
+    }
+
+    void areaSelectionEmitsStatistics()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        const int steps = laneOf(*example_, LaneKind::Steps, 0);
+        const Lane& sl = example_->lanes[size_t(steps)];
+        // Around the first two steps (the example's steps are short, with long waits between).
+        v.setVisibleRange(sl.events[0].start - sl.events[0].duration(), sl.events[1].end + sl.events[1].duration());
+        const QRect lr = v.laneRect(steps);
+        QSignalSpy area(&v, &TimelineView::areaSelected);
+        const QPoint a(lr.left() + 100, lr.center().y()), b(lr.left() + 400, lr.center().y());
+        QTest::mousePress(v.plot(), Qt::LeftButton, Qt::ShiftModifier, a);
+        QMouseEvent move(QEvent::MouseMove, QPointF(b), QPointF(v.plot()->mapToGlobal(b)), Qt::NoButton, Qt::LeftButton, Qt::ShiftModifier);
+        QApplication::sendEvent(v.plot(), &move);
+        QTest::mouseRelease(v.plot(), Qt::LeftButton, Qt::ShiftModifier, b);
+        QCOMPARE(area.count(), 1);
+        const qint64 from = area.at(0).at(0).toLongLong(), to = area.at(0).at(1).toLongLong();
+        QCOMPARE(from, v.timeAt(a.x()));
+        QCOMPARE(to, v.timeAt(b.x()));
+        const auto stats = qvariant_cast<AreaStats>(area.at(0).at(2));
+        const std::vector<int> one{steps};
+        const AreaStats expect = example_->areaStats(one, from, to);
+        QCOMPARE(stats.stepNs, expect.stepNs);
+        QVERIFY(stats.stepNs[0] > 0);
+        QCOMPARE(stats.stepCount, expect.stepCount);
+    }
+
+    void paintingFollowsPixels()
+    {
+        // 16 lanes of 250 000 kernels each: 4M events.
+        auto m = std::make_shared<TimelineModel>();
+        for (int r = 0; r < 16; ++r) {
+            Lane l;
+            l.kind = LaneKind::Kernels;
+            l.rank = r;
+            l.stage = r;
+            l.label = "stream 7 compute";
+            TimeNs t = 0;
+            for (int i = 0; i < 250'000; ++i) {
+                Event e;
+                e.start = t;
+                e.end = t + 3'000 + (i * 7919 + r) % 5'000;
+                e.code = static_cast<uint8_t>(i % 50 == 0 ? 2 : 0);
+                l.events.push_back(e);
+                t = e.end + 500;
+            }
+            m->lanes.push_back(std::move(l));
+        }
+        m->finalize();
+        TimelineView v;
+        v.resize(1000, 600);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(m);
+        const int width = v.plot()->axisRect()->width();
+        const int rows = v.plot()->axisRect()->height() / 18 + 1;
+        for (int zoom = 0; zoom < 6; ++zoom) {
+            v.plot()->replot();
+            // Per row at most a rectangle, an outline and a label per 1.5 px, plus labels and lines.
+            QVERIFY2(v.lastPaintPrimitives() <= rows * (width * 2 / 3 + 4) * 2,
+                     qPrintable(QString::number(v.lastPaintPrimitives())));
+            QVERIFY(v.lastPaintPrimitives() > 0);
+            QTest::keyClick(&v, Qt::Key_W);
+            QTest::keyClick(&v, Qt::Key_W);
+            QTest::keyClick(&v, Qt::Key_W);
+        }
+    }
+
+    void searchFindsAndWalksHits()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        const SearchResult expect = example_->search("nccl", false);
+        QVERIFY(expect.total > 0);
+        QCOMPARE(v.setSearch(QStringLiteral("nccl")), int(expect.total));
+        QCOMPARE(v.searchHitCount(), int(expect.total));
+        v.nextSearchHit();
+        QCOMPARE(v.currentSearchHit(), 0);
+        QVERIFY(v.selectedEvent().valid());
+        v.previousSearchHit();
+        QCOMPARE(v.currentSearchHit(), int(expect.total) - 1);
+        QCOMPARE(v.setSearch(QStringLiteral("(nccl"), true), -1);
+        QVERIFY(!v.searchError().isEmpty());
+    }
+
+    void tracksHideCollapseAndPin()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        const int n = v.rowCount();
+        const int steps = laneOf(*example_, LaneKind::Steps, 0);
+        v.setLaneHidden(steps, true);
+        QCOMPARE(v.rowCount(), n - 1);
+        QVERIFY(v.laneRect(steps).isEmpty());
+        v.showAllLanes();
+        QCOMPARE(v.rowCount(), n);
+        v.setLanePinned(steps, true);
+        QCOMPARE(v.rowCount(), n + 1); // the "pinned" header
+        QCOMPARE(v.laneRect(steps).top(), v.plot()->axisRect()->top() + 18);
+        v.setLanePinned(steps, false);
+        const Lane& l = example_->lanes[size_t(steps)];
+        int inGroup = 0;
+        for (const Lane& x : example_->lanes)
+            inGroup += x.stage == l.stage && x.replica == l.replica;
+        v.setGroupCollapsed(l.stage, l.replica, true);
+        QCOMPARE(v.rowCount(), n - inGroup);
+    }
+
+    void rendersSomething()
+    {
+        TimelineView v;
+        v.resize(1000, 600);
+        v.setModel(example_);
+        v.setColorBy(TimelineView::ColorBy::Step);
+        v.plot()->replot();
+        const QImage img = v.grab().toImage();
+        QVERIFY(!img.isNull());
+        std::set<QRgb> colours;
+        for (int y = 0; y < img.height(); y += 3)
+            for (int x = 0; x < img.width(); x += 3)
+                colours.insert(img.pixel(x, y));
+        QVERIFY2(colours.size() > 8, qPrintable(QString::number(colours.size())));
+        QVERIFY(v.lastPaintPrimitives() > 0);
+    }
+};
+
+QTEST_MAIN(TstTimelineView)
+#include "tst_timeline_view.moc"

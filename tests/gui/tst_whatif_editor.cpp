@@ -1,0 +1,323 @@
+// The what-if editor driven as a user would: a mouse drag of a stage boundary
+// on the layer strip re-predicts, and the shown prediction equals the CLI's
+// for the same boundaries; undo restores it; a change core refuses shows its
+// sentence beside the control and keeps the prediction; the worker answers
+// the newest of a burst of drag requests; the strip asks for layers when the
+// trace names none; the editor renders.
+#include "LayerStrip.h"
+#include "PipelineView.h"
+#include "WhatIfEditor.h"
+#include "WhatIfWorker.h"
+
+#include "TestSupport.h"
+#include "analysis/Analysis.h"
+#include "store/Store.h"
+#include "timeline/Palette.h"
+#include "util/Format.h"
+#include "whatif/ModelDescription.h"
+
+#include <QComboBox>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QUndoStack>
+#include <QtTest>
+
+using namespace pipescope;
+using namespace pipescope::gui;
+
+namespace {
+
+const QString kStore = QString::fromUtf8(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+
+struct Job {
+    std::shared_ptr<const Trace> trace;
+    std::shared_ptr<const AnalysisResult> analysis;
+};
+
+const Job& exampleJob()
+{
+    static const Job job = [] {
+        Store store(kStore.toStdString());
+        auto trace = std::make_shared<const Trace>(store.load());
+        auto analysis = std::make_shared<const AnalysisResult>(analyze(*trace));
+        return Job{trace, analysis};
+    }();
+    return job;
+}
+
+whatif::CostModel exampleModel(std::optional<int> layers)
+{
+    whatif::CalibrateOptions co;
+    co.measured.layers = layers;
+    return whatif::calibrate(*exampleJob().trace, *exampleJob().analysis, co);
+}
+
+// The iteration_ns of each prediction `pipescope whatif` prints for the example.
+std::vector<qint64> cliIterations(const QStringList& extra)
+{
+    const auto r = test::runCli(QStringList{"whatif", kStore, "--layers", "16", "--json", "--summary"} + extra);
+    if (r.exitCode != 0)
+        qWarning("%s", qPrintable(r.err));
+    std::vector<qint64> out;
+    for (const auto& p : QJsonDocument::fromJson(r.out.toUtf8()).object()["predictions"].toArray())
+        out.push_back(qint64(p.toObject()["iteration_ns"].toDouble()));
+    return out;
+}
+
+std::vector<int> shownBoundaries(const WhatIfEditor& e)
+{
+    const auto p = e.currentPrediction();
+    return p ? p->partition.boundaries() : std::vector<int>{};
+}
+
+// Waits for predictions until `done` holds (each wait ends on a signal, not a clock).
+template <typename F>
+bool waitFor(QSignalSpy& spy, F done)
+{
+    for (int i = 0; i < 50 && !done(); ++i)
+        if (!spy.wait())
+            return false;
+    return done();
+}
+
+void drag(LayerStrip* strip, int handle, int toLayer)
+{
+    const int y = strip->handleY();
+    QTest::mousePress(strip, Qt::LeftButton, {}, QPoint(strip->handleX(handle), y));
+    // Through every edge on the way, as a hand would.
+    const int from = strip->boundaries()[size_t(handle)];
+    for (int l = from; l != toLayer; l += toLayer > from ? 1 : -1)
+        QTest::mouseMove(strip, QPoint(strip->edgeX(l), y));
+    QTest::mouseMove(strip, QPoint(strip->edgeX(toLayer), y));
+    QTest::mouseRelease(strip, Qt::LeftButton, {}, QPoint(strip->edgeX(toLayer), y));
+}
+
+} // namespace
+
+class TestWhatIfEditor : public QObject {
+    Q_OBJECT
+private slots:
+    void dragMatchesCliAndUndoRestores();
+    void refusedChangeShowsInline();
+    void newestDragWins();
+    void stripKeyboard();
+    void stripAsksForLayers();
+    void rendersNotBlank();
+};
+
+void TestWhatIfEditor::dragMatchesCliAndUndoRestores()
+{
+    const std::vector<qint64> cli = cliIterations({"--boundaries", "3,8,12"});
+    QCOMPARE(cli.size(), size_t(2)); // measured configuration, then the requested one
+
+    WhatIfEditor editor;
+    editor.resize(1200, 800);
+    editor.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&editor));
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, exampleModel(16));
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+    QCOMPARE(shownBoundaries(editor), (std::vector<int>{4, 8, 12}));
+    QCOMPARE(editor.currentPrediction()->iterationNs(), cli[0]);
+    QCOMPARE(editor.layerStrip()->boundaries(), (std::vector<int>{4, 8, 12}));
+
+    QSignalSpy dragged(editor.layerStrip(), &LayerStrip::boundariesDragged);
+    QSignalSpy committed(editor.layerStrip(), &LayerStrip::boundariesCommitted);
+    drag(editor.layerStrip(), 0, 3);
+    QCOMPARE(dragged.size(), 1); // one snapped change: layer edge 4 to 3
+    QCOMPARE(committed.size(), 1);
+    QCOMPARE(committed[0][0].value<std::vector<int>>(), (std::vector<int>{3, 8, 12}));
+    QVERIFY(waitFor(changed, [&] { return editor.undoStack()->count() == 1; }));
+    QCOMPARE(shownBoundaries(editor), (std::vector<int>{3, 8, 12}));
+    QCOMPARE(editor.currentPrediction()->iterationNs(), cli[1]);
+    QCOMPARE(editor.predictedIterationText(),
+             QString("Predicted iteration %1").arg(QString::fromStdString(formatDuration(cli[1]))));
+
+    editor.undoStack()->undo();
+    QVERIFY(waitFor(changed, [&] { return shownBoundaries(editor) == std::vector<int>{4, 8, 12}; }));
+    QCOMPARE(editor.currentPrediction()->iterationNs(), cli[0]);
+    QCOMPARE(editor.layerStrip()->boundaries(), (std::vector<int>{4, 8, 12}));
+    editor.undoStack()->redo();
+    QVERIFY(waitFor(changed, [&] { return shownBoundaries(editor) == std::vector<int>{3, 8, 12}; }));
+    QCOMPARE(editor.currentPrediction()->iterationNs(), cli[1]);
+}
+
+void TestWhatIfEditor::refusedChangeShowsInline()
+{
+    WhatIfEditor editor;
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    QSignalSpy failed(editor.worker(), &WhatIfWorker::failed);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, exampleModel(16));
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+
+    // Interleaved 1F1B takes v 2 by itself: 8 virtual stages of 2 layers.
+    QComboBox* schedule = editor.scheduleBox();
+    const int interleaved = schedule->findData(QString("interleaved-1f1b"));
+    QVERIFY(interleaved >= 0);
+    schedule->setCurrentIndex(interleaved);
+    emit schedule->activated(interleaved);
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction()->schedule.kind == ScheduleKind::Interleaved1F1B; }));
+    QCOMPARE(editor.vBox()->value(), 2);
+    QCOMPARE(shownBoundaries(editor), (std::vector<int>{2, 4, 6, 8, 10, 12, 14}));
+    const TimeNs before = editor.currentPrediction()->iterationNs();
+
+    // v 3: 12 virtual stages, which 16 layers do not fill evenly. Core names
+    // no setting, so the message goes beside the control that asked.
+    editor.vBox()->setValue(3);
+    QVERIFY(failed.wait());
+    QCOMPARE(editor.errorText("v"),
+             QString("16 layers do not split evenly over 12 stages (pp x v); give stage boundaries, auto-balance, "
+                     "or choose a pipeline degree and v that divide the layers"));
+    QCOMPARE(editor.currentPrediction()->iterationNs(), before);
+    QCOMPARE(editor.currentPrediction()->schedule.chunks(), 2);
+    QCOMPARE(editor.undoStack()->count(), 1); // only the schedule change
+
+    // A refusal that names its setting: Megatron's order needs m a multiple of pp.
+    editor.microbatchBox()->setValue(6);
+    QVERIFY(failed.wait());
+    QCOMPARE(failed.last()[1].toString(), QString("microbatches"));
+    QVERIFY(editor.errorText("microbatches").startsWith("interleaved-1f1b (Megatron's order) needs the number of microbatches"));
+    QCOMPARE(editor.currentPrediction()->iterationNs(), before);
+}
+
+void TestWhatIfEditor::newestDragWins()
+{
+    const auto md = whatif::loadModelDescription(std::string(PIPESCOPE_SOURCE_DIR) + "/resources/models/gpt-32l.json");
+    WhatIfWorker worker;
+    QSignalSpy ready(&worker, &WhatIfWorker::predictionReady);
+    QSignalSpy dropped(&worker, &WhatIfWorker::requestDropped);
+    QSignalSpy failed(&worker, &WhatIfWorker::failed);
+    const whatif::CostModel model = whatif::CostModel::fromModel(md);
+    worker.setCostModel(model);
+    // The model file describes no measured run: ask for its pipeline, pp 4 x 8 microbatches.
+    whatif::ScenarioChanges pp4;
+    pp4.pp = 4;
+    pp4.microbatches = 8;
+    const quint64 first = worker.apply(pp4);
+    while (ready.isEmpty() || ready.last()[1].toULongLong() != first)
+        QVERIFY(ready.wait());
+    QCOMPARE(ready.last()[0].value<PredictionPtr>()->partition.boundaries(), (std::vector<int>{8, 16, 24}));
+    ready.clear();
+
+    // 100 drag steps of the first boundary over 1..15.
+    std::vector<quint64> ids;
+    for (int i = 0; i < 100; ++i)
+        ids.push_back(worker.setBoundaries({1 + i % 15, 16, 24}));
+    QVERIFY(worker.pendingRequests() <= 1); // never a backlog behind the mouse
+    while (ready.isEmpty() || ready.last()[1].toULongLong() != ids.back())
+        QVERIFY2(ready.wait(), qPrintable(QString("%1 answers, %2 dropped, last %3 of %4")
+                                              .arg(ready.size())
+                                              .arg(dropped.size())
+                                              .arg(ready.isEmpty() ? 0 : ready.last()[1].toULongLong())
+                                              .arg(ids.back())));
+    QCoreApplication::processEvents(); // nothing else is queued after the last answer
+
+    // Each request either ran or was dropped for a newer one; the answers come in order, the last one last.
+    QCOMPARE(ready.size() + dropped.size(), 100);
+    quint64 previous = first;
+    for (const auto& args : ready) {
+        QVERIFY(args[1].toULongLong() > previous);
+        previous = args[1].toULongLong();
+    }
+    const auto last = ready.last()[0].value<PredictionPtr>();
+    QCOMPARE(last->partition.boundaries(), (std::vector<int>{1 + 99 % 15, 16, 24}));
+    // And it is what a fresh prediction of those boundaries gives.
+    whatif::Scenario sc = whatif::applyChanges(whatif::measuredScenario(model), pp4);
+    sc.boundaries = std::vector<int>{10, 16, 24};
+    QCOMPARE(last->iterationNs(), whatif::predict(model, sc).iterationNs());
+    QVERIFY(failed.isEmpty());
+}
+
+void TestWhatIfEditor::stripKeyboard()
+{
+    whatif::CostModel m;
+    m.layerSource = "model";
+    for (int i = 0; i < 8; ++i)
+        m.layers.push_back(whatif::LayerCostModel{"l" + std::to_string(i), 1000, 2000, 0.5, 0, 0});
+    LayerStrip strip;
+    strip.resize(400, 60);
+    strip.setCostModel(m);
+    strip.setBoundaries({2, 3, 6});
+    QSignalSpy committed(&strip, &LayerStrip::boundariesCommitted);
+    strip.selectHandle(1);
+    QTest::keyClick(&strip, Qt::Key_Left); // 3 -> 2 would empty stage 1: refused
+    QCOMPARE(committed.size(), 0);
+    QTest::keyClick(&strip, Qt::Key_Right);
+    QCOMPARE(committed.size(), 1);
+    QCOMPARE(strip.boundaries(), (std::vector<int>{2, 4, 6}));
+    QTest::keyClick(&strip, Qt::Key_Down); // next handle
+    QCOMPARE(strip.selectedHandle(), 2);
+    QTest::keyClick(&strip, Qt::Key_Right);
+    QTest::keyClick(&strip, Qt::Key_Right); // 7 is the last layer: stays
+    QCOMPARE(strip.boundaries(), (std::vector<int>{2, 4, 7}));
+    QCOMPARE(committed.size(), 2);
+}
+
+void TestWhatIfEditor::stripAsksForLayers()
+{
+    const whatif::CostModel stages = exampleModel(std::nullopt);
+    QCOMPARE(QString::fromStdString(stages.layerSource), QString("stages"));
+
+    WhatIfEditor editor;
+    editor.resize(1000, 700);
+    editor.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&editor));
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, stages);
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+    LayerStrip* strip = editor.layerStrip();
+    QVERIFY(strip->needsLayers());
+
+    QSignalSpy requested(strip, &LayerStrip::layersRequested);
+    QPushButton* use = nullptr;
+    for (auto* b : strip->findChildren<QPushButton*>())
+        if (b->text() == "Use layer count")
+            use = b;
+    QVERIFY(use && use->isVisible());
+    strip->findChild<QSpinBox*>()->setValue(16);
+    QTest::mouseClick(use, Qt::LeftButton);
+    QCOMPARE(requested.size(), 1);
+    QCOMPARE(requested[0][0].toInt(), 16);
+    // Re-calibrated as `pipescope whatif --layers 16` does.
+    QVERIFY(waitFor(changed, [&] { return editor.costModel().layerCount() == 16; }));
+    QVERIFY(!strip->needsLayers());
+    QCOMPARE(QString::fromStdString(editor.costModel().layerSource), QString("count"));
+    const std::vector<qint64> cli = cliIterations({});
+    QCOMPARE(cli.size(), size_t(1));
+    QCOMPARE(editor.currentPrediction()->iterationNs(), cli[0]);
+}
+
+void TestWhatIfEditor::rendersNotBlank()
+{
+    WhatIfEditor editor;
+    editor.resize(1200, 800);
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, exampleModel(16));
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+    const QImage whole = editor.grab().toImage();
+    QVERIFY(!whole.isNull());
+    const QImage diagram = editor.pipelineView()->grab().toImage();
+    // Forward steps of even microbatches carry the palette's F colour exactly.
+    const auto f = timeline::stepColor(StepKind::F);
+    const QRgb fRgb = qRgb(f.r, f.g, f.b);
+    int fPixels = 0;
+    for (int y = 0; y < diagram.height(); ++y)
+        for (int x = 0; x < diagram.width(); ++x)
+            fPixels += diagram.pixel(x, y) == fRgb;
+    QVERIFY2(fPixels > 100, qPrintable(QString::number(fPixels)));
+    QVERIFY(editor.pipelineView()->paintedBoxes() > 0);
+    // The whole editor is more than one colour.
+    const QRgb corner = whole.pixel(0, 0);
+    bool varied = false;
+    for (int y = 0; y < whole.height() && !varied; y += 7)
+        for (int x = 0; x < whole.width() && !varied; x += 7)
+            varied = whole.pixel(x, y) != corner;
+    QVERIFY(varied);
+}
+
+QTEST_MAIN(TestWhatIfEditor)
+#include "tst_whatif_editor.moc"

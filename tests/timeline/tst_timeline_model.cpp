@@ -1,0 +1,331 @@
+// The typed timeline model: lanes from a trace and a replay, folding, the
+// draw list's size, hit testing, navigation, area statistics and search.
+#include "SyntheticTrace.h"
+#include "analysis/Analysis.h"
+#include "timeline/Palette.h"
+#include "timeline/TimelineBuild.h"
+#include "timeline/TimelineModel.h"
+
+#include <QtTest>
+
+using namespace pipescope;
+using namespace pipescope::timeline;
+
+namespace {
+
+Event ev(TimeNs s, TimeNs e, uint8_t code = 0, int32_t name = 0)
+{
+    Event x;
+    x.start = s;
+    x.end = e;
+    x.code = code;
+    x.name = name;
+    return x;
+}
+
+TimelineModel oneLane(std::vector<Event> events, LaneKind kind = LaneKind::Kernels)
+{
+    TimelineModel m;
+    Lane l;
+    l.kind = kind;
+    l.events = std::move(events);
+    m.lanes.push_back(std::move(l));
+    m.finalize();
+    return m;
+}
+
+} // namespace
+
+class TstTimelineModel : public QObject {
+    Q_OBJECT
+
+private slots:
+    void eventIsCompact()
+    {
+        QVERIFY(sizeof(Event) <= 40);
+        QVERIFY(sizeof(DrawItem) <= 64);
+    }
+
+    void lanesFromSyntheticTrace()
+    {
+        test::PipelineSpec spec;
+        spec.stages = 2;
+        spec.microbatches = 2;
+        spec.commNs = 50'000;
+        spec.annotate = true;
+        const auto built = test::pipelineTrace(spec);
+        const AnalysisResult result = analyze(built.trace);
+        QVERIFY(result.pipeline.found);
+        const TimelineModel m = buildMeasured(built.trace, result);
+
+        // Rank 0 is stage 0, rank 1 stage 1; within a rank: steps, bubbles,
+        // compute stream, communication streams, CPU annotations.
+        QStringList shape;
+        for (const Lane& l : m.lanes)
+            shape << QStringLiteral("r%1 s%2 %3 %4 n=%5")
+                         .arg(l.rank)
+                         .arg(l.stage)
+                         .arg(QString::fromStdString(std::string(toString(l.kind))))
+                         .arg(QString::fromStdString(l.label))
+                         .arg(l.events.size());
+        const QStringList expected = {
+            "r0 s0 steps steps n=4",
+            "r0 s0 bubbles bubbles n=" + QString::number(m.lanes[1].events.size()),
+            "r0 s0 kernels stream 7 compute n=12",
+            "r0 s0 kernels stream 20 communication n=2",
+            "r0 s0 kernels stream 21 communication n=2",
+            "r0 s0 cpu cpu 1 n=4",
+            "r1 s1 steps steps n=4",
+            "r1 s1 bubbles bubbles n=" + QString::number(m.lanes[7].events.size()),
+            "r1 s1 kernels stream 7 compute n=12",
+            "r1 s1 kernels stream 20 communication n=2",
+            "r1 s1 kernels stream 21 communication n=2",
+            "r1 s1 cpu cpu 1 n=4",
+        };
+        QCOMPARE(shape, expected);
+        QVERIFY(m.lanes[1].kind == LaneKind::Bubbles && !m.lanes[1].events.empty());
+
+        // Every activity is on exactly one lane and points back to itself.
+        size_t kernels = 0;
+        for (const Lane& l : m.lanes)
+            if (l.kind == LaneKind::Kernels)
+                for (const Event& e : l.events) {
+                    const Activity& a = built.trace.activities[static_cast<size_t>(e.activity)];
+                    QCOMPARE(e.start, a.start);
+                    QCOMPARE(e.end, a.end);
+                    QCOMPARE(a.rank, l.rank);
+                    QCOMPARE(m.name(e.name), built.trace.str(a.name));
+                    ++kernels;
+                }
+        QCOMPARE(kernels, built.trace.activities.size());
+
+        // Compute kernels carry their step; communication carries bytes and peer.
+        const Lane& compute = m.lanes[2];
+        QCOMPARE(compute.events[0].step, uint8_t(StepKind::F));
+        QCOMPARE(compute.events[0].microbatch, 0);
+        QCOMPARE(int(compute.events[0].code), int(WorkClass::Compute));
+        const Lane& send = m.lanes[4];
+        QCOMPARE(int(send.events[0].code), int(WorkClass::P2p));
+        const CommDetail& d = m.comms[static_cast<size_t>(send.events[0].detail)];
+        QCOMPARE(d.bytes, int64_t(1 << 20));
+        QCOMPARE(d.peer, 1);
+        QCOMPARE(m.name(d.op), std::string("Send"));
+        // Steps are named by kind and microbatch, bubbles by cause.
+        QCOMPARE(m.name(m.lanes[0].events[0].name), std::string("F0"));
+        QCOMPARE(m.name(m.lanes[1].events[0].name), std::string(toString(BubbleCause(m.lanes[1].events[0].code))));
+        QCOMPARE(m.iterations.size(), result.iterations.size());
+        QCOMPARE(m.start, built.trace.activities.front().start < m.lanes[5].events.front().start
+                              ? built.trace.activities.front().start
+                              : m.lanes[5].events.front().start);
+    }
+
+    void lanesFromReplay()
+    {
+        whatif::Prediction p;
+        p.schedule = whatif::makeSchedule(ScheduleKind::OneFOneB, 2, 1, 2);
+        whatif::ReplayCosts costs;
+        costs.stages = {{10, 20, 0, 0}, {10, 20, 0, 0}};
+        costs.boundaryBytes = {0};
+        p.replay = whatif::Replay().run(p.schedule, costs);
+        const TimelineModel m = buildPredicted(p);
+        QVERIFY(m.predicted);
+        // Per rank: steps, bubbles, and what it sends (zero-cost transfers included).
+        QStringList shape;
+        for (const Lane& l : m.lanes)
+            shape << QStringLiteral("r%1 s%2 %3").arg(l.rank).arg(l.stage).arg(QString::fromStdString(std::string(toString(l.kind))));
+        QCOMPARE(shape, QStringList({"r0 s0 steps", "r0 s0 bubbles", "r0 s0 transfers", "r1 s1 steps", "r1 s1 bubbles", "r1 s1 transfers"}));
+        QCOMPARE(m.lanes[2].events.size(), size_t(2)); // activations of microbatches 0 and 1
+        QCOMPARE(m.comms[size_t(m.lanes[2].events[0].detail)].peer, 1);
+        QStringList steps;
+        for (const Event& e : m.lanes[0].events)
+            steps << QStringLiteral("%1 %2-%3").arg(QString::fromStdString(m.name(e.name))).arg(e.start).arg(e.end);
+        QCOMPARE(steps, QStringList({"F0 0-10", "F1 10-20", "B0 40-60", "B1 70-90"}));
+        QCOMPARE(m.end, TimeNs(90));
+        QCOMPARE(m.iterations.size(), size_t(1));
+        QCOMPARE(m.iterations[0].end, TimeNs(90));
+        TimeNs idle0 = 0;
+        for (const Event& e : m.lanes[1].events)
+            idle0 += e.duration();
+        QCOMPARE(idle0, TimeNs(90 - 60));
+    }
+
+    void foldsNarrowRuns()
+    {
+        // A wide event, ten 2 ns events 3 ns apart, another wide event; 10 ns per pixel.
+        std::vector<Event> e{ev(0, 100, 0)};
+        for (int i = 0; i < 10; ++i)
+            e.push_back(ev(200 + i * 5, 202 + i * 5, i == 3 ? 1 : 2));
+        e.push_back(ev(500, 600, 0));
+        const TimelineModel m = oneLane(e);
+        const auto list = m.drawList(0, 0, 1000, 100);
+        QCOMPARE(list.size(), size_t(3));
+        QCOMPARE(list[0].event, int64_t(0));
+        QCOMPARE(list[0].x0, 0.0);
+        QCOMPARE(list[0].x1, 10.0);
+        QCOMPARE(list[1].event, int64_t(-1));
+        QCOMPARE(list[1].count, uint32_t(10));
+        QCOMPARE(list[1].start, TimeNs(200));
+        QCOMPARE(list[1].end, TimeNs(247));
+        QCOMPARE(list[1].code, uint8_t(2)); // most of the folded time
+        QCOMPARE(list[1].busyFraction, 20.0f / 47.0f);
+        QCOMPARE(list[2].event, int64_t(11));
+
+        // Zoomed in to 1 ns per pixel every event is drawn on its own.
+        const auto close = m.drawList(0, 190, 250, 60);
+        QCOMPARE(close.size(), size_t(10));
+        for (const DrawItem& d : close)
+            QCOMPARE(d.count, uint32_t(1));
+    }
+
+    void foldsFromPyramid()
+    {
+        // 1024 events of 10 ns every 20 ns: one counted block when the whole lane is 25 px wide.
+        std::vector<Event> e;
+        for (int i = 0; i < 1024; ++i)
+            e.push_back(ev(i * 20, i * 20 + 10, 1));
+        const TimelineModel m = oneLane(e);
+        QCOMPARE(m.lanes[0].lod.base, TimeNs(128));
+        const auto list = m.drawList(0, 0, 20'480, 25);
+        QCOMPARE(list.size(), size_t(1));
+        QCOMPARE(list[0].count, uint32_t(1024));
+        QCOMPARE(list[0].start, TimeNs(0));
+        QCOMPARE(list[0].end, TimeNs(20'470));
+        QCOMPARE(list[0].code, uint8_t(1));
+        QCOMPARE(list[0].busyFraction, float(10'240.0 / 20'470.0));
+
+        // Alternating codes every 4 px keep their shape; within 3 px they fold.
+        std::vector<Event> f;
+        for (int i = 0; i < 1024; ++i)
+            f.push_back(ev(i * 20, i * 20 + 10, uint8_t((i / 128) % 2)));
+        const TimelineModel alt = oneLane(f);
+        const auto pieces = alt.drawList(0, 0, 20'480, 25);
+        QCOMPARE(pieces.size(), size_t(8));
+        for (size_t k = 0; k < pieces.size(); ++k) {
+            QCOMPARE(pieces[k].code, uint8_t(k % 2));
+            QCOMPARE(pieces[k].count, uint32_t(128));
+        }
+    }
+
+    void drawListBoundedByPixels()
+    {
+        // A million kernels, every 10 000th one long; the draw list follows the pixels.
+        std::vector<Event> e;
+        e.reserve(1'000'000);
+        TimeNs t = 0;
+        for (int i = 0; i < 1'000'000; ++i) {
+            const TimeNs d = i % 10'000 == 0 ? 200'000 : 10;
+            e.push_back(ev(t, t + d, i % 10'000 == 0 ? 0 : 2));
+            t += d + 10;
+        }
+        const TimelineModel m = oneLane(std::move(e));
+        const TimeNs span = m.end - m.start;
+        for (int width : {200, 1000, 4000}) {
+            const auto list = m.drawList(0, m.start, m.end, width);
+            QVERIFY2(list.size() <= static_cast<size_t>(width) * 2 / 3 + 2, qPrintable(QString::number(list.size())));
+            uint64_t counted = 0;
+            int exactWide = 0;
+            for (const DrawItem& d : list) {
+                counted += d.count;
+                if (d.event >= 0 && m.event(0, d.event).duration() == 200'000)
+                    ++exactWide;
+            }
+            QCOMPARE(counted, uint64_t(1'000'000));
+            // Long kernels are drawn exactly once they are three pixels wide.
+            if (200'000.0 * width / static_cast<double>(span) >= 3.0)
+                QCOMPARE(exactWide, 100);
+        }
+        // A window of 200 ns around one short kernel shows it exactly.
+        const Event& k = m.event(0, 500'001);
+        const auto near = m.drawList(0, k.start - 100, k.start + 100, 400);
+        bool found = false;
+        for (const DrawItem& d : near)
+            found = found || d.event == 500'001;
+        QVERIFY(found);
+    }
+
+    void hitTestAndNavigation()
+    {
+        const TimelineModel m = oneLane({ev(0, 100), ev(200, 300), ev(250, 260)});
+        QCOMPARE(m.hitTest(0, 50), int64_t(0));
+        QCOMPARE(m.hitTest(0, 100), int64_t(-1));
+        QCOMPARE(m.hitTest(0, 105, 10), int64_t(0));
+        QCOMPARE(m.hitTest(0, 150, 10), int64_t(-1));
+        QCOMPARE(m.hitTest(0, 195, 10), int64_t(1));
+        QCOMPARE(m.hitTest(0, 255), int64_t(2)); // the inner of two overlapping events
+        QCOMPARE(m.hitTest(0, 270), int64_t(1));
+        QCOMPARE(m.hitTest(0, -5, 10), int64_t(0));
+
+        QCOMPARE(m.nextEvent(0, -1), int64_t(0));
+        QCOMPARE(m.nextEvent(0, 0), int64_t(1));
+        QCOMPARE(m.nextEvent(0, 250), int64_t(-1));
+        QCOMPARE(m.previousEvent(0, 0), int64_t(-1));
+        QCOMPARE(m.previousEvent(0, 200), int64_t(0));
+        QCOMPARE(m.previousEvent(0, 201), int64_t(1));
+    }
+
+    void areaStatistics()
+    {
+        TimelineModel m;
+        Lane steps, bubbles, kernels;
+        steps.kind = LaneKind::Steps;
+        steps.events = {ev(0, 150, uint8_t(StepKind::F))};
+        bubbles.kind = LaneKind::Bubbles;
+        bubbles.events = {ev(150, 200, uint8_t(BubbleCause::WaitNeighbor))};
+        kernels.kind = LaneKind::Kernels;
+        kernels.events = {ev(0, 100, uint8_t(WorkClass::Compute)), ev(100, 150, uint8_t(WorkClass::P2p)),
+                          ev(200, 400, uint8_t(WorkClass::Compute))};
+        m.lanes = {steps, bubbles, kernels};
+        m.finalize();
+        const std::vector<int> all{0, 1, 2};
+        const AreaStats s = m.areaStats(all, 50, 250);
+        QCOMPARE(s.classNs[size_t(WorkClass::Compute)], TimeNs(100));
+        QCOMPARE(s.classCount[size_t(WorkClass::Compute)], int64_t(2));
+        QCOMPARE(s.classNs[size_t(WorkClass::P2p)], TimeNs(50));
+        QCOMPARE(s.classCount[size_t(WorkClass::P2p)], int64_t(1));
+        QCOMPARE(s.stepNs[size_t(StepKind::F)], TimeNs(100));
+        QCOMPARE(s.idleNs[size_t(BubbleCause::WaitNeighbor)], TimeNs(50));
+        QCOMPARE(s.idleCount[size_t(BubbleCause::WaitNeighbor)], int64_t(1));
+        QCOMPARE(s.kernels, int64_t(3));
+        QCOMPARE(s.kernelSumNs, TimeNs(350));
+        QCOMPARE(s.kernelMinNs, TimeNs(50));
+        QCOMPARE(s.kernelMaxNs, TimeNs(200));
+        QCOMPARE(s.kernelAvgNs, 350.0 / 3.0);
+        const std::vector<int> one{2};
+        QCOMPARE(m.areaStats(one, 400, 500).kernels, int64_t(0));
+    }
+
+    void searchByNames()
+    {
+        TimelineModel m;
+        m.names = {"", "sm90_gemm_0", "ncclDevKernel_SendRecv(ncclDevComm*)", "elementwise_kernel", "SM90_GEMM_1"};
+        Lane a, b;
+        a.events = {ev(0, 10, 0, 1), ev(10, 20, 0, 2), ev(20, 30, 0, 3)};
+        b.events = {ev(0, 10, 0, 4), ev(10, 20, 0, 2), ev(30, 40, 0, 1)};
+        m.lanes = {a, b};
+        m.finalize();
+        auto s = m.search("gemm", false);
+        QCOMPARE(s.total, int64_t(3));
+        QCOMPARE(s.perLane[0], std::vector<int64_t>({0}));
+        QCOMPARE(s.perLane[1], std::vector<int64_t>({0, 2}));
+        QCOMPARE(m.search("gemm", false, true).total, int64_t(2));
+        s = m.search("^nccl.*SendRecv", true);
+        QCOMPARE(s.total, int64_t(2));
+        QCOMPARE(s.perLane[1], std::vector<int64_t>({1}));
+        QCOMPARE(m.search("", false).total, int64_t(0));
+        s = m.search("(gemm", true);
+        QVERIFY(!s.error.empty());
+        QCOMPARE(s.total, int64_t(0));
+    }
+
+    void paletteMatchesTheReport()
+    {
+        QCOMPARE(stepColor(StepKind::F).r, uint8_t(0x4e));
+        QCOMPARE(causeColor(BubbleCause::FillDrain).r, uint8_t(0xe1));
+        QCOMPARE(classColor(WorkClass::Collective).b, uint8_t(0xb8));
+        QCOMPARE(microbatchTint(stepColor(StepKind::F), 0).g, stepColor(StepKind::F).g);
+        QVERIFY(microbatchTint(stepColor(StepKind::F), 1).g > stepColor(StepKind::F).g);
+    }
+};
+
+QTEST_GUILESS_MAIN(TstTimelineModel)
+#include "tst_timeline_model.moc"
