@@ -181,6 +181,9 @@ int main(int argc, char** argv)
     for (int i = 0; i < 5; ++i)
         QApplication::processEvents();
     const QImage image = window.grab().toImage();
+    if (image.width() > w || image.height() > h)
+        std::cerr << "pipescope-gui: note: the window needs at least " << image.width() << "x" << image.height()
+                  << " for its panels; the screenshot has that size\n";
     if (!image.save(out, "PNG"))
         return fail(QStringLiteral("%1: cannot write the screenshot; choose a writable folder").arg(out));
     std::cout << out.toStdString() << ": " << image.width() << "x" << image.height() << " " << view.toStdString() << "\n";

@@ -1,0 +1,188 @@
+// The main window as a user meets it: opening a store, a folder of PyTorch
+// profiler traces (imported once into the cache, then reused) and a real
+// external trace; a bad file gives one error and the app stays usable; and
+// the app renders non-blank screenshots headless.
+#include "AppSession.h"
+#include "MainWindow.h"
+#include "PipelineView.h"
+#include "TimelineView.h"
+#include "WhatIfEditor.h"
+
+#include "TestSupport.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QImage>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <set>
+
+using namespace pipescope;
+using namespace pipescope::gui;
+
+namespace {
+
+const QString kSource = QString::fromUtf8(PIPESCOPE_SOURCE_DIR);
+const QString kStore = kSource + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+const QString kSimulated = kSource + "/resources/examples/simulated-1f1b";
+
+// Opens and waits for the window to show the job (or an error).
+bool openAndWait(MainWindow& w, const QStringList& inputs, const OpenOptions& o = {})
+{
+    QSignalSpy shown(&w, &MainWindow::jobShown);
+    QSignalSpy error(&w, &MainWindow::errorShown);
+    w.open(inputs, o);
+    for (int i = 0; i < 600 && shown.isEmpty() && error.isEmpty(); ++i)
+        QTest::qWait(100);
+    return !shown.isEmpty();
+}
+
+int distinctColours(const QImage& image)
+{
+    std::set<QRgb> colours;
+    for (int y = 0; y < image.height(); y += 7)
+        for (int x = 0; x < image.width(); x += 7)
+            colours.insert(image.pixel(x, y));
+    return static_cast<int>(colours.size());
+}
+
+} // namespace
+
+class TestMainWindow : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir cache_;
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true);
+        QVERIFY(cache_.isValid());
+        qputenv("PIPESCOPE_CACHE_DIR", cache_.path().toUtf8());
+    }
+
+    void opensTheRealCapture()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1200, 800);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        const auto job = w.job();
+        QCOMPARE(job->storePath, kStore); // a store is read where it is, not imported
+        QCOMPARE(job->analysis->pipeline.pp, 4);
+        QCOMPARE(job->analysis->pipeline.microbatches, 8);
+        QCOMPARE(QString::fromStdString(job->analysis->pipeline.schedule), QStringLiteral("1f1b"));
+        QVERIFY(job->costModel.has_value());
+        QCOMPARE(w.windowTitle(), QStringLiteral("pipeline-1f1b-4stage.pipescope - pipescope"));
+        // The timeline shows the selected iteration (with a margin of 2% each side).
+        const Iteration& it = job->analysis->iterations[size_t(job->analysis->selectedIteration)];
+        const auto [from, to] = w.timeline()->visibleRange();
+        QCOMPARE(from, it.start - (it.end - it.start) / 50);
+        QCOMPARE(to, it.end + (it.end - it.start) / 50);
+        // The editor predicts the measured configuration once the worker answers.
+        QTRY_VERIFY_WITH_TIMEOUT(w.whatIfEditor()->currentPrediction().has_value(), 10000);
+        QCOMPARE(w.whatIfEditor()->currentPrediction()->schedule.pp, 4);
+        QVERIFY(w.lastError().isEmpty());
+    }
+
+    void importsAFolderOnceIntoTheCache()
+    {
+        const QString cached = AppSession::cachedStorePath({kSimulated});
+        QVERIFY(cached.startsWith(cache_.path() + "/imports/"));
+        QVERIFY(!QFileInfo::exists(cached));
+        MainWindow w(nullptr, false);
+        QVERIFY(openAndWait(w, {kSimulated}));
+        QCOMPARE(w.job()->storePath, cached);
+        QVERIFY(w.job()->simulated);
+        QVERIFY(w.windowTitle().contains(QStringLiteral("[SIMULATED]")));
+        QCOMPARE(w.job()->analysis->pipeline.pp, 4);
+        QCOMPARE(w.job()->analysis->pipeline.dp, 2);
+        const QDateTime first = QFileInfo(cached).lastModified();
+        // Unchanged inputs: the cached store is reused, not imported again.
+        QVERIFY(openAndWait(w, {kSimulated}));
+        QCOMPARE(QFileInfo(cached).lastModified(), first);
+    }
+
+    void opensAnExternalTrace()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        const QString file = QString::fromStdString(test::externalData("kineto/hta-nccl-2rank-r0.json.gz"));
+        MainWindow w(nullptr, false);
+        QVERIFY(openAndWait(w, {file}));
+        QCOMPARE(w.job()->analysis->ranks, std::vector<int>{0});
+        QVERIFY(w.job()->trace->activities.size() > 0);
+    }
+
+    void badFileShowsOneErrorAndTheAppStaysUsable()
+    {
+        QTemporaryDir dir;
+        const QString bad = dir.path() + "/bad.json";
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"traceEvents\": [ {\"ph\": \"X\", \"ts\": ");
+        f.close();
+        MainWindow w(nullptr, false);
+        w.show();
+        QSignalSpy error(&w, &MainWindow::errorShown);
+        QVERIFY(!openAndWait(w, {bad}));
+        QCOMPARE(error.count(), 1);
+        QVERIFY2(w.lastError().contains(bad), qPrintable(w.lastError()));
+        QVERIFY(!w.job());
+        // Still usable: the next file opens.
+        QVERIFY(openAndWait(w, {kStore}));
+        QVERIFY(w.lastError().isEmpty());
+
+        QVERIFY(!openAndWait(w, {dir.path() + "/missing.pipescope"}));
+        QCOMPARE(w.lastError(), dir.path() + "/missing.pipescope: no such file or folder");
+        QCOMPARE(w.job()->storePath, kStore); // the job shown before stays
+    }
+
+    void screenshotsAreNotBlank_data()
+    {
+        QTest::addColumn<QString>("view");
+        QTest::newRow("timeline") << "timeline";
+        QTest::newRow("pipeline") << "pipeline";
+        QTest::newRow("whatif") << "whatif";
+    }
+
+    void screenshotsAreNotBlank()
+    {
+        QFETCH(QString, view);
+        QTemporaryDir dir;
+        const QString out = dir.path() + "/" + view + ".png";
+        QProcess p;
+        p.start(QStringLiteral(PIPESCOPE_GUI), {"--screenshot", out, "--view", view, "--size", "1700x1100", kStore});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 0);
+        const QImage image(out);
+        QCOMPARE(image.size(), QSize(1700, 1100));
+        QVERIFY2(distinctColours(image) > 20, qPrintable(QString::number(distinctColours(image))));
+    }
+
+    void screenshotRefusesWhatCoreRefuses()
+    {
+        QTemporaryDir dir;
+        QProcess p;
+        p.start(QStringLiteral(PIPESCOPE_GUI), {"--screenshot", dir.path() + "/x.png", "--view", "whatif", "--layers", "16",
+                                                 "--boundaries", "8,4,12", kStore});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 1);
+        QVERIFY2(QString::fromUtf8(p.readAllStandardError()).contains("stage boundaries must increase"),
+                 qPrintable(QString::fromUtf8(p.readAllStandardError())));
+        QVERIFY(!QFileInfo::exists(dir.path() + "/x.png"));
+
+        p.start(QStringLiteral(PIPESCOPE_GUI), {"--screenshot", dir.path() + "/x.png", "--view", "gantt", kStore});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 1);
+        QVERIFY(QString::fromUtf8(p.readAllStandardError())
+                    .split('\n')
+                    .contains(QStringLiteral("pipescope-gui: error: --view must be timeline, pipeline or whatif (got 'gantt')")));
+    }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_mainwindow.moc"
