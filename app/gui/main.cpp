@@ -132,15 +132,22 @@ int main(int argc, char** argv)
     MainWindow window(nullptr, !screenshot);
     const QStringList inputs = parser.positionalArguments();
 
+    const QString view = parser.value(viewOpt);
+    if (view != QLatin1String("timeline") && view != QLatin1String("pipeline") && view != QLatin1String("whatif"))
+        return fail(QStringLiteral("--view must be timeline, pipeline or whatif (got '%1')").arg(view));
+    const MainWindow::View shownView = view == QLatin1String("timeline") ? MainWindow::View::Timeline
+                                       : view == QLatin1String("pipeline") ? MainWindow::View::Pipeline
+                                                                           : MainWindow::View::WhatIf;
+
     if (!screenshot) {
         window.show();
         if (!inputs.isEmpty())
             window.open(inputs, options);
-        if (changesScenario)
-            QObject::connect(&window, &MainWindow::jobShown, &window, [&window, changes] {
+        QObject::connect(&window, &MainWindow::jobShown, &window, [&window, changes, changesScenario, shownView] {
+            if (changesScenario)
                 window.whatIfEditor()->applyChanges(changes);
-                window.setView(MainWindow::View::WhatIf);
-            }, Qt::SingleShotConnection);
+            window.setView(changesScenario ? MainWindow::View::WhatIf : shownView);
+        }, Qt::SingleShotConnection);
         return app.exec();
     }
 
@@ -152,10 +159,6 @@ int main(int argc, char** argv)
     const int w = size.value(0).toInt(), h = size.value(1).toInt();
     if (size.size() != 2 || w < 200 || h < 150 || w > 8000 || h > 8000)
         return fail(QStringLiteral("--size must be WIDTHxHEIGHT between 200x150 and 8000x8000 (got '%1')").arg(parser.value(sizeOpt)));
-    const QString view = parser.value(viewOpt);
-    if (view != QLatin1String("timeline") && view != QLatin1String("pipeline") && view != QLatin1String("whatif"))
-        return fail(QStringLiteral("--view must be timeline, pipeline or whatif (got '%1')").arg(view));
-
     std::shared_ptr<const Job> job;
     try {
         job = AppSession::load(inputs, options);
@@ -175,9 +178,7 @@ int main(int argc, char** argv)
         if (!window.whatIfEditor()->firstError().isEmpty())
             return fail(window.whatIfEditor()->firstError());
     }
-    window.setView(view == QLatin1String("timeline") ? MainWindow::View::Timeline
-                   : view == QLatin1String("pipeline") ? MainWindow::View::Pipeline
-                                                       : MainWindow::View::WhatIf);
+    window.setView(shownView);
     for (int i = 0; i < 5; ++i)
         QApplication::processEvents();
     const QImage image = window.grab().toImage();

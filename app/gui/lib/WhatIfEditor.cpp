@@ -117,7 +117,7 @@ private:
 QCustomPlot* smallPlot(QWidget* parent, const QString& yLabel)
 {
     auto* plot = new QCustomPlot(parent);
-    plot->setMinimumHeight(140);
+    plot->setMinimumHeight(110);
     plot->yAxis->setLabel(yLabel);
     plot->setAntialiasedElements(QCP::aeNone);
     plot->legend->setVisible(false);
@@ -262,6 +262,10 @@ void WhatIfEditor::buildUi()
     speedup_->setFont(big);
     bubbleBar_ = new BubbleBar(this);
     status_ = new QLabel(this);
+    // Figures change on every drag step: their text must never resize the window.
+    iteration_->setFixedWidth(iteration_->fontMetrics().horizontalAdvance(QStringLiteral("Predicted iteration 000.000 ms ")));
+    speedup_->setFixedWidth(speedup_->fontMetrics().horizontalAdvance(QStringLiteral("as fast as measured (measured 000.000 ms) ")));
+    status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     figures->addWidget(iteration_);
     figures->addSpacing(16);
     figures->addWidget(speedup_);
@@ -282,6 +286,8 @@ void WhatIfEditor::buildUi()
     connect(ghost, &QCheckBox::toggled, pipeline_,
             [this](bool on) { pipeline_->setMode(on ? PipelineView::Ghost : PipelineView::Stacked); });
     connect(path, &QCheckBox::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
+    // Two rows per stage (measured, predicted) stay readable: about 18 px each.
+    pipeline_->setMinimumHeight(2 * 4 * 18 + 60);
     split->addWidget(pipeline_);
     auto* tabs = new QTabWidget(split);
     auto* charts = new QWidget(tabs);
