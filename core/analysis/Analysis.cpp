@@ -268,6 +268,8 @@ AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
     detail::traceCriticalPath(ctx, out, selected);
     checkpoint(work, "trace views", 0.85);
     detail::computeHtaViews(ctx, out);
+    checkpoint(work, "per-layer costs", 0.95);
+    detail::attributeLayers(ctx, out, selected);
     checkpoint(work, "analysis done", 1.0);
 
     if (options.allIterations) {
@@ -372,12 +374,9 @@ void measureRankStarts(const Trace& trace, const Iteration& it, MeasuredPipeline
 // after its last step (a loss or gradient-norm all-reduce, a barrier): it
 // ends only once the last rank has joined, so the replay needs it as one
 // synchronisation, not as per-rank time. Sets mp.pipelineSyncNs (last join to
-// last leave) and returns, per rank, the time such collectives cover inside
-// the iteration window (including the previous iteration's, still running as
-// this one begins).
-std::vector<TimeNs> measurePipelineSync(const Trace& trace, const Iteration& it, MeasuredPipeline& mp)
+// last leave).
+void measurePipelineSync(const Trace& trace, const Iteration& it, MeasuredPipeline& mp)
 {
-    std::vector<TimeNs> covered(mp.stageOfRank.size(), 0);
     std::map<int, TimeNs> lastStep;
     for (const PipelineStep& st : mp.steps) {
         auto [e, inserted] = lastStep.try_emplace(st.rank, st.end);
@@ -408,7 +407,6 @@ std::vector<TimeNs> measurePipelineSync(const Trace& trace, const Iteration& it,
         }
         if (!spans)
             continue;
-        covered[static_cast<size_t>(a.rank)] += std::max<TimeNs>(0, std::min(a.end, it.end) - std::max(a.start, it.start));
         auto ls = lastStep.find(a.rank);
         auto se = spanEnd.find(a.rank);
         if (ls == lastStep.end() || se == spanEnd.end() || a.start < ls->second || a.start >= se->second)
@@ -425,7 +423,6 @@ std::vector<TimeNs> measurePipelineSync(const Trace& trace, const Iteration& it,
         }
         mp.pipelineSyncNs = std::max<TimeNs>(0, leave - join);
     }
-    return covered;
 }
 
 } // namespace
@@ -488,20 +485,14 @@ MeasuredPipeline measurePipeline(const Trace& trace, const AnalysisResult& r)
         mp.dataParallelSyncNs = std::max(mp.dataParallelSyncNs, ri.byCause[static_cast<size_t>(BubbleCause::DpSync)]);
     }
     mp.transfers = r.transfers;
+    mp.layers = r.layers.layers;
     if (r.selectedIteration >= 0) {
         const Iteration& it = r.iterations[static_cast<size_t>(r.selectedIteration)];
         measureMessages(trace, it, mp);
         measureRankStarts(trace, it, mp);
-        // Collective time over the pipeline's ranks is not the data-parallel all-reduce.
-        const std::vector<TimeNs> syncOnRank = measurePipelineSync(trace, it, mp);
-        mp.dataParallelSyncNs = 0;
-        for (const auto& ri : r.idle)
-            if (ri.iteration == r.selectedIteration && ri.stage >= 0 && ri.stage < mp.pipelineDegree) {
-                TimeNs dp = ri.byCause[static_cast<size_t>(BubbleCause::DpSync)];
-                if (ri.rank >= 0 && static_cast<size_t>(ri.rank) < syncOnRank.size())
-                    dp = std::max<TimeNs>(0, dp - syncOnRank[static_cast<size_t>(ri.rank)]);
-                mp.dataParallelSyncNs = std::max(mp.dataParallelSyncNs, dp);
-            }
+        // The bubbles already count waiting in collectives over the pipeline's
+        // ranks as fill_drain, so dataParallelSyncNs above is the all-reduce alone.
+        measurePipelineSync(trace, it, mp);
     }
     for (size_t s = 0; s < perStage.size(); ++s)
         if (perStage[s] > 1)

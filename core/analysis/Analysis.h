@@ -196,6 +196,21 @@ struct HtaViews {
     std::vector<std::string> notes;
 };
 
+// ---- layers ----------------------------------------------------------------
+
+// Per-layer costs of the selected iteration, per microbatch, attributed from
+// the trace's module ranges (PyTorch's nn.Module calls) or pipescope/layer
+// annotations (docs/analysis.md, section 10). `stage` is the virtual stage.
+struct LayerAttribution {
+    std::string source = "none";   // modules | annotations | none
+    std::string note;              // how the layers were found, or why there are none
+    std::vector<LayerCost> layers; // the repeated blocks in model order: what a partition moves
+    std::vector<LayerCost> before; // ahead of the blocks (embedding)
+    std::vector<LayerCost> after;  // after them (final norm, head, loss)
+    TimeNs attributedNs = 0;       // compute time of the measured ranks' iteration given to a layer
+    TimeNs computeNs = 0;          // all compute time there
+};
+
 // ---- the whole result ------------------------------------------------------
 
 struct Warning {
@@ -218,6 +233,7 @@ struct AnalysisResult {
     CriticalPath criticalPath;       // selected iteration
     HtaViews hta;
     std::vector<MeasuredTransfer> transfers; // point-to-point transfers of the selected iteration
+    LayerAttribution layers;         // selected iteration
     std::vector<Warning> warnings;
 
     // Totals of the selected iteration.

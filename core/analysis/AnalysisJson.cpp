@@ -156,6 +156,24 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
     j["hta"] = {{"mode", h.htaCompatible ? "hta-compatible" : "exact"}, {"temporal_breakdown", tb},
                 {"idle_breakdown", idl}, {"notes", h.notes}};
 
+    // Per-layer costs: one array, each layer with its role in the model.
+    json layers = json::array();
+    auto addLayers = [&](const std::vector<LayerCost>& ls, const char* role) {
+        for (const LayerCost& l : ls) {
+            json x = {{"name", l.name}, {"role", role}, {"stage", l.stage}, {"forward_ns", l.forwardNs},
+                      {"backward_ns", l.backwardNs}};
+            x["backward_input_ns"] = l.backwardInputNs ? json(*l.backwardInputNs) : json(nullptr);
+            x["backward_weight_ns"] = l.backwardWeightNs ? json(*l.backwardWeightNs) : json(nullptr);
+            layers.push_back(std::move(x));
+        }
+    };
+    addLayers(r.layers.before, "before");
+    addLayers(r.layers.layers, "layer");
+    addLayers(r.layers.after, "after");
+    j["layers"] = layers;
+    j["layer_source"] = {{"source", r.layers.source}, {"note", r.layers.note},
+                         {"attributed_ns", r.layers.attributedNs}, {"compute_ns", r.layers.computeNs}};
+
     const Verdict v = verdict(r);
     j["verdict"] = {{"kind", v.kind}, {"headline", v.headline}, {"facts", v.facts}, {"loss_ns", v.lossNs}};
 

@@ -1,6 +1,6 @@
 #pragma once
 // The analysis as JSON, schema "pipescope.analysis/1" (docs/analysis-json.md).
-// The desktop app and the HTML report read this form.
+// An export format: the desktop app and the HTML report use AnalysisResult itself.
 #include "analysis/Analysis.h"
 
 #include <nlohmann/json.hpp>

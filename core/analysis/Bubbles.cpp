@@ -67,6 +67,43 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
         return f == fastest.end() ? 0 : std::min(d, f->second);
     };
 
+    // A collective is data-parallel sync only when it runs over replicas of
+    // one stage: one over ranks of several stages (a loss or gradient-norm
+    // all-reduce at the end of the iteration) holds each rank until the last
+    // stage has drained, and a collective of unknown members on a job without
+    // replicas cannot be one either (docs/analysis.md, section 4).
+    auto pipelineWide = [&](uint32_t c) {
+        if (!pipeline)
+            return false;
+        const NcclOp* op = ctx.ncclOf(c);
+        const std::vector<int>* members = op && !op->groupRanks.empty() ? &op->groupRanks : nullptr;
+        if (op && !members && !op->groupName.empty())
+            for (const ProcessGroup& g : t.processGroups)
+                if (g.rank == op->rank && g.name == op->groupName && !g.ranks.empty()) {
+                    members = &g.ranks;
+                    break;
+                }
+        if (!members)
+            return out.pipeline.dp <= 1;
+        int stage = -1;
+        for (int g : *members) {
+            const RankData* m = ctx.rankData(g);
+            if (!m || m->stage < 0)
+                continue;
+            if (stage >= 0 && m->stage != stage)
+                return true;
+            stage = m->stage;
+        }
+        return false;
+    };
+    std::unordered_map<uint32_t, bool> wideCache;
+    auto causeOfCollective = [&](uint32_t c) {
+        auto [it, inserted] = wideCache.try_emplace(c, false);
+        if (inserted)
+            it->second = pipelineWide(c);
+        return it->second ? BubbleCause::FillDrain : BubbleCause::DpSync;
+    };
+
     // Steps per (iteration, rank): where the rank's fill ends and its drain begins.
     struct Phases {
         TimeNs fillEnd = std::numeric_limits<TimeNs>::min();
@@ -197,7 +234,7 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
                             emit(s, mid, BubbleCause::WaitNeighbor, fillRegion);
                             emit(mid, e, BubbleCause::P2pTransfer, fillRegion);
                         } else {
-                            emit(s, e, BubbleCause::DpSync, fillRegion);
+                            emit(s, e, inPipeline ? causeOfCollective(*p) : BubbleCause::DpSync, fillRegion);
                         }
                         cur = e;
                     }
@@ -257,7 +294,6 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
             }
         }
     }
-    (void)t;
 }
 
 } // namespace pipescope::detail

@@ -55,7 +55,8 @@ void TestVerdict::realCaptureIsCommunicationBound()
     QCOMPARE(v.facts[0], std::string("iteration 2: 84.877 ms on 4 ranks; critical path in 597 segments"));
     QCOMPARE(v.facts[1], std::string("the critical path: point-to-point 77%, fill/drain 13%, collectives 6%, compute 3%, host 1%, "
                                      "copies <1%, other idle <1%"));
-    QCOMPARE(v.facts[2], std::string("GPU idle: 98% of GPU time; fill_drain 45 points, wait_neighbor 35 points, dp_sync 16 points"));
+    // The loss all-reduce over the four stages is drain (dp = 1: no data-parallel sync).
+    QCOMPARE(v.facts[2], std::string("GPU idle: 98% of GPU time; fill_drain 61 points, wait_neighbor 35 points, p2p_transfer 1 points"));
     QCOMPARE(v.facts[3], std::string("pipeline: p=4, dp=1, v=1, m=8, schedule 1f1b (confidence 100%), ideal bubble 27%"));
     // Stage 3 is 1.26x the mean, but with compute at 3% of the path it is not what limits the job.
     QVERIFY(r.imbalance.maxOverMean > kVerdictImbalance);

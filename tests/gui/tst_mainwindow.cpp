@@ -3,6 +3,7 @@
 // external trace; a bad file gives one error and the app stays usable; and
 // the app renders non-blank screenshots headless.
 #include "AppSession.h"
+#include "DetailsPanel.h"
 #include "MainWindow.h"
 #include "PipelineView.h"
 #include "TimelineView.h"
@@ -87,6 +88,50 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(w.whatIfEditor()->currentPrediction().has_value(), 10000);
         QCOMPARE(w.whatIfEditor()->currentPrediction()->schedule.pp, 4);
         QVERIFY(w.lastError().isEmpty());
+    }
+
+    void selectionShowsDetails()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        const auto model = w.timeline()->model();
+        // The first bubble of rank 1, and the first NCCL kernel of rank 1.
+        int bubbleLane = -1, kernelLane = -1;
+        qint64 kernel = -1;
+        for (size_t i = 0; i < model->lanes.size(); ++i) {
+            const auto& l = model->lanes[i];
+            if (l.rank != 1)
+                continue;
+            if (l.kind == timeline::LaneKind::Bubbles && bubbleLane < 0 && !l.events.empty())
+                bubbleLane = int(i);
+            if (l.kind == timeline::LaneKind::Kernels && kernelLane < 0)
+                for (size_t k = 0; k < l.events.size(); ++k) {
+                    const int act = l.events[k].activity;
+                    if (act >= 0 && w.job()->trace->activities[size_t(act)].ncclIndex >= 0) {
+                        kernelLane = int(i);
+                        kernel = qint64(k);
+                        break;
+                    }
+                }
+        }
+        QVERIFY(bubbleLane >= 0 && kernelLane >= 0);
+        const auto& b = model->lanes[size_t(bubbleLane)].events[0];
+        w.timeline()->selectEvent({bubbleLane, 0});
+        const QString bubbleText = w.details()->plainText();
+        QVERIFY2(bubbleText.contains(QStringLiteral("cause\n") + QString::fromUtf8(toString(BubbleCause(b.code)).data())),
+                 qPrintable(bubbleText));
+        QVERIFY(bubbleText.contains(causeExplanation(BubbleCause(b.code)).left(30)));
+        QVERIFY(bubbleText.contains(QStringLiteral("%1 ns on the job clock").arg(b.start)));
+
+        w.timeline()->selectEvent({kernelLane, kernel});
+        const Activity& a = w.job()->trace->activities[size_t(model->lanes[size_t(kernelLane)].events[size_t(kernel)].activity)];
+        const NcclOp& op = w.job()->trace->ncclOps[size_t(a.ncclIndex)];
+        const QString kernelText = w.details()->plainText();
+        QVERIFY2(kernelText.contains(QStringLiteral("NCCL\n") + QString::fromStdString(op.kind)), qPrintable(kernelText));
+        QVERIFY(kernelText.contains(QString::fromStdString(w.job()->trace->str(a.name))));
+        QVERIFY(kernelText.contains(QStringLiteral("correlation\n%1").arg(*a.correlation)));
     }
 
     void importsAFolderOnceIntoTheCache()

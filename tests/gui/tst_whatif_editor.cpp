@@ -11,12 +11,15 @@
 
 #include "TestSupport.h"
 #include "analysis/Analysis.h"
+#include "store/Sqlite.h"
 #include "store/Store.h"
 #include "timeline/Palette.h"
 #include "util/Format.h"
 #include "whatif/ModelDescription.h"
 
 #include <QComboBox>
+#include <QFile>
+#include <QTemporaryDir>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -31,7 +34,23 @@ using namespace pipescope::gui;
 
 namespace {
 
-const QString kStore = QString::fromUtf8(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+const QString kExample = QString::fromUtf8(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+
+// The example without its pipescope/layer ranges: a trace that attributes no
+// layers, which the user calibrates with a layer count (`--layers 16`).
+QString layerlessStore()
+{
+    static QTemporaryDir dir;
+    static const QString path = [] {
+        const QString p = dir.path() + "/layerless.pipescope";
+        QFile::copy(kExample, p);
+        QFile::setPermissions(p, QFile::ReadOwner | QFile::WriteOwner);
+        sql::Database db(p.toStdString(), sql::Database::Mode::ReadWrite);
+        db.exec("DELETE FROM cpu_ranges WHERE name_id IN (SELECT id FROM strings WHERE value LIKE 'pipescope/layer%')");
+        return p;
+    }();
+    return path;
+}
 
 struct Job {
     std::shared_ptr<const Trace> trace;
@@ -41,7 +60,7 @@ struct Job {
 const Job& exampleJob()
 {
     static const Job job = [] {
-        Store store(kStore.toStdString());
+        Store store(layerlessStore().toStdString());
         auto trace = std::make_shared<const Trace>(store.load());
         auto analysis = std::make_shared<const AnalysisResult>(analyze(*trace));
         return Job{trace, analysis};
@@ -59,7 +78,7 @@ whatif::CostModel exampleModel(std::optional<int> layers)
 // The iteration_ns of each prediction `pipescope whatif` prints for the example.
 std::vector<qint64> cliIterations(const QStringList& extra)
 {
-    const auto r = test::runCli(QStringList{"whatif", kStore, "--layers", "16", "--json", "--summary"} + extra);
+    const auto r = test::runCli(QStringList{"whatif", layerlessStore(), "--layers", "16", "--json", "--summary"} + extra);
     if (r.exitCode != 0)
         qWarning("%s", qPrintable(r.err));
     std::vector<qint64> out;

@@ -185,6 +185,7 @@ private slots:
     void jsonParserMatchesNlohmann();
     void jsonParserRejects_data();
     void jsonParserRejects();
+    void moduleCallsAndSequenceNumbers();
 };
 
 void TestKineto::externalFacts_data()
@@ -786,6 +787,50 @@ void TestKineto::jsonParserRejects()
         QCOMPARE(int(error.offset), offset);
         QVERIFY(!error.what.empty());
     }
+}
+
+// with_stack=True: nn.Module calls are kept as annotation ranges nested by
+// time (the module tree), other Python frames are counted and dropped; a cpu
+// op's autograd sequence number is kept in its correlation column.
+void TestKineto::moduleCallsAndSequenceNumbers()
+{
+    QTemporaryDir dir;
+    std::string in = test::path(dir, "modules.json");
+    writeFile(in, R"({"traceEvents": [
+        {"ph": "X", "cat": "python_function", "name": "nn.Module: GPT_0", "pid": 1, "tid": 2, "ts": 10, "dur": 100,
+         "args": {"Python parent id": null, "Python id": 1, "Python module id": 0}},
+        {"ph": "X", "cat": "python_function", "name": "model.py(40): forward", "pid": 1, "tid": 2, "ts": 11, "dur": 98,
+         "args": {"Python parent id": 1, "Python id": 2}},
+        {"ph": "X", "cat": "python_function", "name": "nn.Module: Block_0", "pid": 1, "tid": 2, "ts": 12, "dur": 40,
+         "args": {"Python parent id": 2, "Python id": 3, "Python module id": 0}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 13, "dur": 10,
+         "args": {"External id": 5, "Sequence number": 77, "Fwd thread id": 0}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 2, "ts": 30, "dur": 1, "args": {"External id": 6}},
+        {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0", "pid": 1, "tid": 3,
+         "ts": 200, "dur": 10, "args": {"Sequence number": 77, "Fwd thread id": 1}},
+        {"ph": "s", "id": 1, "pid": 1, "tid": 2, "ts": 13, "cat": "fwdbwd", "name": "fwdbwd"},
+        {"ph": "f", "id": 1, "pid": 1, "tid": 3, "ts": 200, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20, "dur": 5, "args": {"device": 0, "stream": 7}}
+    ]})");
+    Imported imp = importOne(in, dir);
+    Store store(imp.store);
+    auto range = [&](const char* name, const char* column) {
+        return queryInt(store, std::string("SELECT COALESCE(c.") + column + ", -1) FROM cpu_ranges c JOIN strings s ON s.id = c.name_id"
+                                   " WHERE s.value = '" + name + "'");
+    };
+    QCOMPARE(queryInt(store, "SELECT COUNT(*) FROM cpu_ranges"), int64_t(5));
+    QCOMPARE(range("nn.Module: GPT_0", "kind"), int64_t(CpuRangeKind::Annotation));
+    QCOMPARE(range("nn.Module: GPT_0", "depth"), int64_t(0));
+    QCOMPARE(range("nn.Module: Block_0", "depth"), int64_t(1));
+    QCOMPARE(range("nn.Module: Block_0", "parent_id"), range("nn.Module: GPT_0", "id"));
+    QCOMPARE(range("aten::mm", "parent_id"), range("nn.Module: Block_0", "id"));
+    QCOMPARE(range("aten::mm", "correlation"), int64_t(77));
+    QCOMPARE(range("aten::empty", "correlation"), int64_t(-1));
+    QCOMPARE(range("autograd::engine::evaluate_function: MmBackward0", "correlation"), int64_t(77));
+    const StoreSummary summary = store.summary();
+    const Diagnostic* d = findDiagnostic(summary, "skipped:python_function");
+    QVERIFY(d);
+    QCOMPARE(d->count, int64_t(1));
 }
 
 QTEST_GUILESS_MAIN(TestKineto)

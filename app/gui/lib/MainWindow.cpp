@@ -2,6 +2,7 @@
 
 #include "BubblePanel.h"
 #include "CriticalPathPanel.h"
+#include "DetailsPanel.h"
 #include "DiagnosticsPanel.h"
 #include "HtaPanel.h"
 #include "ImbalancePanel.h"
@@ -217,6 +218,25 @@ void MainWindow::buildDocks()
     tabifyDockWidget(path, hta);
     tabifyDockWidget(hta, diag);
     bubbles->raise();
+    details_ = new DetailsPanel(this);
+    auto* detailsDock = new QDockWidget(QStringLiteral("Details"), this);
+    detailsDock->setObjectName(QStringLiteral("details"));
+    detailsDock->setWidget(details_);
+    addDockWidget(Qt::RightDockWidgetArea, detailsDock);
+    splitDockWidget(summary, detailsDock, Qt::Vertical);
+    connect(timeline_, &TimelineView::eventSelected, this, [this, detailsDock](int lane, qint64 event) {
+        if (lane < 0) {
+            details_->clear();
+            return;
+        }
+        details_->showEvent(lane, event, timeline_->toolTipFor(TimelineEventRef{lane, event}));
+        detailsDock->raise();
+    });
+    connect(timeline_, &TimelineView::areaSelected, this,
+            [this, detailsDock](qint64, qint64, const timeline::AreaStats& stats) {
+                details_->showArea(stats);
+                detailsDock->raise();
+            });
     bottomDock_ = bubbles;
     setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea); // the summary runs the full height
     summaryDock_ = summary;
@@ -384,6 +404,7 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     const Job& j = *job_;
     setWindowTitle(j.title + (j.simulated ? QStringLiteral(" [SIMULATED]") : QString()) + QStringLiteral(" - pipescope"));
     timeline_->setModel(j.timeline);
+    details_->setJob(j.trace, j.timeline);
     for (AnalysisPanel* p : panels_)
         p->setResult(j.analysis, j.trace);
     pipeline_->setMeasured(j.analysis);

@@ -27,6 +27,7 @@ class PipelineView;
 class WhatIfEditor;
 class AnalysisPanel;
 class BubblePanel;
+class DetailsPanel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -45,6 +46,7 @@ public:
     AppSession* session() const { return session_; }
     std::shared_ptr<const Job> job() const { return job_; }
     TimelineView* timeline() const { return timeline_; }
+    DetailsPanel* details() const { return details_; }
     PipelineView* pipelineView() const { return pipeline_; }
     WhatIfEditor* whatIfEditor() const { return editor_; }
     // The last error shown to the user, for tests (the dialog is not modal to them).
@@ -87,6 +89,7 @@ private:
     WhatIfEditor* editor_ = nullptr;
     QList<AnalysisPanel*> panels_;
     BubblePanel* bubbles_ = nullptr;
+    DetailsPanel* details_ = nullptr;
     QMenu* recentMenu_ = nullptr;
     QComboBox* iterations_ = nullptr;
     QLineEdit* search_ = nullptr;

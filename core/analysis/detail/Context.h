@@ -136,6 +136,7 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& all
 void measureImbalance(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps);
 void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps);
 void computeHtaViews(Context& ctx, AnalysisResult& out);
+void attributeLayers(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps);
 
 // Percentile of a sorted vector (linear interpolation).
 double percentile(const std::vector<double>& sorted, double q);

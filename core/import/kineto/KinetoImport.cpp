@@ -501,8 +501,12 @@ void KinetoImporter::complete(const Event& e)
     Category cat = category(catValue.str());
     if (cat == Category::Trace)
         return; // the profiler's own span
-    if (cat == Category::PythonFunction) {
-        diag(Severity::Info, "skipped:python_function", "python_function events (Python stacks) are not imported");
+    // Of the Python stacks only nn.Module calls are kept (as annotation ranges,
+    // which every load reads, nested by time like any range): they give the
+    // module tree that per-layer costs come from. Every other frame is skipped.
+    if (cat == Category::PythonFunction && !e[Field::Name].str().starts_with(kineto::kModulePrefix)) {
+        diag(Severity::Info, "skipped:python_function",
+             "python_function events other than nn.Module calls (Python stacks) are not imported");
         return;
     }
     auto start = toNanos(e[Field::Ts]);
@@ -671,10 +675,18 @@ void KinetoImporter::cpuRange(const Event& e, Category cat, TimeNs start, TimeNs
         r.kind = CpuRangeKind::Driver;
         r.correlation = e[Field::Correlation].asInt();
         break;
-    case Category::CpuOp:
+    case Category::CpuOp: {
         r.kind = CpuRangeKind::CpuOp;
+        // Autograd's sequence number links a backward op to the forward op
+        // that made its node; cpu ops have no launch correlation, so the
+        // column carries it (docs/trace-format.md).
+        auto seq = e[Field::SequenceNumber].asLenientInt();
+        if (seq && *seq >= 0)
+            r.correlation = seq;
         break;
+    }
     case Category::UserAnnotation:
+    case Category::PythonFunction: // nn.Module calls only (see complete())
         r.kind = CpuRangeKind::Annotation;
         break;
     case Category::GpuUserAnnotation:

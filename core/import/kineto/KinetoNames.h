@@ -10,6 +10,10 @@
 
 namespace pipescope::kineto {
 
+// PyTorch's profiler names a module's forward call "nn.Module: <Class>_<n>"
+// (n counts the instances of the class) in a python_function event.
+inline constexpr std::string_view kModulePrefix = "nn.Module: ";
+
 // True for kernels that NCCL (or RCCL, which keeps NCCL's names) launches.
 bool isNcclKernel(std::string_view kernelName);
 

@@ -116,6 +116,7 @@ Field argField(std::string_view k)
         break;
     case 15:
         if (k == "Collective name") return Field::CollectiveName;
+        if (k == "Sequence number") return Field::SequenceNumber;
         break;
     case 18:
         if (k == "Process Group Name") return Field::GroupName;

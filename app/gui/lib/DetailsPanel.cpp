@@ -1,0 +1,164 @@
+#include "DetailsPanel.h"
+
+#include "analysis/Analysis.h"
+#include "util/Format.h"
+
+#include <QTextBrowser>
+#include <QVBoxLayout>
+
+namespace pipescope::gui {
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())).toHtmlEscaped(); }
+QString dur(TimeNs ns) { return QString::fromStdString(formatDuration(ns)); }
+
+QString row(const QString& key, const QString& value)
+{
+    return QStringLiteral("<tr><td style='color:#555;padding-right:10px'>%1</td><td>%2</td></tr>").arg(key, value);
+}
+
+} // namespace
+
+QString causeExplanation(BubbleCause cause)
+{
+    switch (cause) {
+    case BubbleCause::FillDrain:
+        return QStringLiteral("Pipeline fill or drain: no microbatch had reached this stage yet, or all had left it. "
+                              "More microbatches, an interleaved or zero-bubble schedule shrink it.");
+    case BubbleCause::WaitNeighbor:
+        return QStringLiteral("Waiting for a neighbour stage: the activation or gradient this step needs was not computed yet. "
+                              "A slower neighbour (imbalance) is the usual reason; moving layers off it helps.");
+    case BubbleCause::P2pTransfer:
+        return QStringLiteral("The data had been computed but was still crossing the link between stages.");
+    case BubbleCause::DpSync:
+        return QStringLiteral("Gradient all-reduce over data-parallel replicas, including the wait for the slowest replica.");
+    case BubbleCause::HostBound:
+        return QStringLiteral("The GPU had nothing queued: the CPU launched the next kernel late (data loading, Python, synchronisation).");
+    case BubbleCause::LaunchGap:
+        return QStringLiteral("A short gap between back-to-back kernels: launch overhead.");
+    case BubbleCause::Other:
+        return QStringLiteral("Idle time no rule explains.");
+    }
+    return {};
+}
+
+DetailsPanel::DetailsPanel(QWidget* parent) : QWidget(parent), text_(new QTextBrowser(this))
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(text_);
+    text_->setOpenLinks(false);
+    clear();
+}
+
+void DetailsPanel::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<const timeline::TimelineModel> model)
+{
+    trace_ = std::move(trace);
+    model_ = std::move(model);
+    clear();
+}
+
+void DetailsPanel::clear()
+{
+    text_->setHtml(QStringLiteral("<p style='color:#666'>Click an event on the timeline for its details; "
+                                  "shift-drag over a time range for its statistics.</p>"));
+}
+
+QString DetailsPanel::plainText() const { return text_->toPlainText(); }
+
+void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
+{
+    if (!model_ || lane < 0 || event < 0 || static_cast<size_t>(lane) >= model_->lanes.size()) {
+        clear();
+        return;
+    }
+    const timeline::Lane& l = model_->lanes[static_cast<size_t>(lane)];
+    const timeline::Event& e = model_->event(lane, event);
+    QString html = QStringLiteral("<p>%1</p><table>").arg(summary);
+    html += row(QStringLiteral("start"), QStringLiteral("%1 ns on the job clock").arg(e.start));
+    html += row(QStringLiteral("end"), QStringLiteral("%1 ns").arg(e.end));
+    html += row(QStringLiteral("duration"), dur(e.end - e.start));
+    if (l.kind == timeline::LaneKind::Bubbles) {
+        const auto cause = BubbleCause(std::min<int>(e.code, kBubbleCauses - 1));
+        html += row(QStringLiteral("cause"), qs(toString(cause)));
+        html += QStringLiteral("</table><p>%1</p>").arg(causeExplanation(cause));
+        text_->setHtml(html);
+        return;
+    }
+    if (trace_ && e.activity >= 0 && static_cast<size_t>(e.activity) < trace_->activities.size()) {
+        const Activity& a = trace_->activities[static_cast<size_t>(e.activity)];
+        html += row(QStringLiteral("kind"), qs(toString(a.kind)));
+        html += row(QStringLiteral("store id"), QString::number(a.id));
+        if (a.correlation)
+            html += row(QStringLiteral("correlation"), QString::number(*a.correlation));
+        if (a.launchStart)
+            html += row(QStringLiteral("launched"), QStringLiteral("%1 before it started (CPU call at %2 ns)")
+                                                        .arg(dur(a.start - *a.launchStart))
+                                                        .arg(*a.launchStart));
+        if (a.bytes)
+            html += row(QStringLiteral("bytes"), QString::fromStdString(formatBytes(*a.bytes)));
+        if (a.kind == ActivityKind::Memcpy)
+            html += row(QStringLiteral("copy"), qs(toString(a.copyKind)));
+        if (a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace_->ncclOps.size()) {
+            const NcclOp& op = trace_->ncclOps[static_cast<size_t>(a.ncclIndex)];
+            html += row(QStringLiteral("NCCL"), qs(op.kind));
+            if (op.bytes)
+                html += row(QStringLiteral("message"), QString::fromStdString(formatBytes(*op.bytes)));
+            if (!op.dtype.empty())
+                html += row(QStringLiteral("dtype"), qs(op.dtype));
+            if (op.inNelems)
+                html += row(QStringLiteral("elements in / out"),
+                            QStringLiteral("%1 / %2").arg(*op.inNelems).arg(op.outNelems.value_or(-1)));
+            if (op.peer)
+                html += row(QStringLiteral("peer rank"), QString::number(*op.peer));
+            if (!op.groupName.empty() || !op.groupDesc.empty())
+                html += row(QStringLiteral("group"), qs(op.groupName) + (op.groupDesc.empty() ? QString() : QStringLiteral(" (") + qs(op.groupDesc) + QLatin1Char(')')));
+            if (!op.groupRanks.empty()) {
+                QStringList ranks;
+                for (size_t i = 0; i < op.groupRanks.size() && i < 64; ++i)
+                    ranks << QString::number(op.groupRanks[i]);
+                if (op.groupRanks.size() > 64)
+                    ranks << QStringLiteral("…");
+                html += row(QStringLiteral("group ranks"), ranks.join(QLatin1Char(',')));
+            }
+            if (op.seq)
+                html += row(QStringLiteral("sequence"), QString::number(*op.seq));
+        }
+        html += row(QStringLiteral("name"), QStringLiteral("<span style='font-family:monospace'>%1</span>")
+                                                .arg(qs(trace_->str(a.name))));
+    } else {
+        html += row(QStringLiteral("name"), qs(model_->name(e.name)));
+    }
+    html += QStringLiteral("</table>");
+    text_->setHtml(html);
+}
+
+void DetailsPanel::showArea(const timeline::AreaStats& s)
+{
+    QString html = QStringLiteral("<p><b>%1 selected</b> (%2 .. %3 ns)</p>").arg(dur(s.to - s.from)).arg(s.from).arg(s.to);
+    auto section = [&](const QString& title, auto names, const auto& ns, const auto& count) {
+        QString rows;
+        for (size_t i = 0; i < ns.size(); ++i)
+            if (count[i] > 0)
+                rows += QStringLiteral("<tr><td>%1</td><td align=right>%2</td><td align=right>%3</td></tr>")
+                            .arg(names(i), dur(ns[i]))
+                            .arg(count[i]);
+        if (!rows.isEmpty())
+            html += QStringLiteral("<p><b>%1</b></p><table><tr><th align=left></th><th>time</th><th>count</th></tr>%2</table>")
+                        .arg(title, rows);
+    };
+    section(QStringLiteral("GPU work by class"), [](size_t i) { return qs(toString(WorkClass(i))); }, s.classNs, s.classCount);
+    section(QStringLiteral("Steps"), [](size_t i) { return QString(QChar::fromLatin1(toChar(StepKind(i)))); }, s.stepNs, s.stepCount);
+    section(QStringLiteral("Idle by cause"), [](size_t i) { return qs(toString(BubbleCause(i))); }, s.idleNs, s.idleCount);
+    if (s.kernels > 0)
+        html += QStringLiteral("<p><b>Kernels</b>: %1, sum %2, min %3, avg %4, max %5</p>")
+                    .arg(s.kernels)
+                    .arg(dur(s.kernelSumNs), dur(s.kernelMinNs), dur(static_cast<TimeNs>(s.kernelAvgNs)), dur(s.kernelMaxNs));
+    if (s.cpuRanges > 0)
+        html += QStringLiteral("<p>%1 CPU ranges</p>").arg(s.cpuRanges);
+    text_->setHtml(html);
+}
+
+} // namespace pipescope::gui

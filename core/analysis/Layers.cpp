@@ -1,0 +1,702 @@
+// Per-layer costs from the trace: every compute kernel of the selected
+// iteration goes to the module (or pipescope/layer range) whose CPU range
+// launched it; backward kernels go to the forward module through autograd's
+// sequence number, else by the reverse order of the forward. The layers are
+// the repeated children of the model plus what stands before and after them.
+// docs/analysis.md, section 10, states the rules.
+#include "analysis/detail/Context.h"
+
+#include <charconv>
+#include <cmath>
+#include <unordered_map>
+
+namespace pipescope::detail {
+
+namespace {
+
+constexpr std::string_view kModulePrefix = "nn.Module: "; // PyTorch's name of a module's forward call
+constexpr std::string_view kLayerPrefix = "pipescope/layer ";
+constexpr std::string_view kBackwardOpPrefix = "autograd::engine::evaluate_function: ";
+
+bool isModuleRange(const Trace& t, const CpuRange& r)
+{
+    return (r.kind == CpuRangeKind::Other || r.kind == CpuRangeKind::Annotation || r.kind == CpuRangeKind::CpuOp) &&
+           t.str(r.name).starts_with(kModulePrefix);
+}
+
+bool isLayerRange(const Trace& t, const CpuRange& r)
+{
+    return (r.kind == CpuRangeKind::Annotation || r.kind == CpuRangeKind::Nvtx) && t.str(r.name).starts_with(kLayerPrefix);
+}
+
+// "nn.Module: TransformerBlock_12" -> "TransformerBlock".
+std::string_view moduleClass(std::string_view name)
+{
+    name.remove_prefix(std::min(name.size(), kModulePrefix.size()));
+    size_t u = name.rfind('_');
+    if (u != std::string_view::npos && u + 1 < name.size() &&
+        name.find_first_not_of("0123456789", u + 1) == std::string_view::npos)
+        name = name.substr(0, u);
+    return name;
+}
+
+// "layers.12" -> "layers"; empty when the name does not end in ".<number>".
+std::string_view indexedPrefix(std::string_view name)
+{
+    size_t dot = name.rfind('.');
+    if (dot == std::string_view::npos || dot == 0 || dot + 1 >= name.size() ||
+        name.find_first_not_of("0123456789", dot + 1) != std::string_view::npos)
+        return {};
+    return name.substr(0, dot);
+}
+
+// Ranges of one rank that nest: sorted by (tid, start, longer first), each
+// with the index of its innermost enclosing range on the same thread.
+struct Forest {
+    struct Node {
+        int64_t tid;
+        TimeNs start, end;
+        int parent; // -1: outermost
+        int key;    // what the caller attaches (a scope node, a sequence number slot)
+    };
+    std::vector<Node> nodes;
+
+    void finish()
+    {
+        std::sort(nodes.begin(), nodes.end(), [](const Node& a, const Node& b) {
+            return std::tie(a.tid, a.start, b.end) < std::tie(b.tid, b.start, a.end);
+        });
+        std::vector<int> stack;
+        for (size_t i = 0; i < nodes.size(); ++i) {
+            Node& n = nodes[i];
+            if (i > 0 && nodes[i - 1].tid != n.tid)
+                stack.clear();
+            while (!stack.empty() && nodes[size_t(stack.back())].end <= n.start)
+                stack.pop_back();
+            while (!stack.empty() && n.end > nodes[size_t(stack.back())].end) // partial overlap: a sibling
+                stack.pop_back();
+            n.parent = stack.empty() ? -1 : stack.back();
+            stack.push_back(static_cast<int>(i));
+        }
+    }
+    // Innermost range of thread `tid` containing t; -1 when none.
+    int innermost(int64_t tid, TimeNs t) const
+    {
+        auto it = std::upper_bound(nodes.begin(), nodes.end(), std::make_pair(tid, t), [](const auto& v, const Node& n) {
+            return v.first != n.tid ? v.first < n.tid : v.second < n.start;
+        });
+        if (it == nodes.begin())
+            return -1;
+        int i = static_cast<int>(std::prev(it) - nodes.begin());
+        if (nodes[size_t(i)].tid != tid)
+            return -1;
+        while (i >= 0 && nodes[size_t(i)].end <= t)
+            i = nodes[size_t(i)].parent;
+        return i;
+    }
+    // The same on any thread (a launch known only by its time): the latest-starting container.
+    int innermostAnyThread(TimeNs t) const
+    {
+        int best = -1;
+        for (size_t k = 0; k < nodes.size();) {
+            const int64_t tid = nodes[k].tid;
+            int i = innermost(tid, t);
+            if (i >= 0 && (best < 0 || nodes[size_t(i)].start > nodes[size_t(best)].start))
+                best = i;
+            while (k < nodes.size() && nodes[k].tid == tid)
+                ++k;
+        }
+        return best;
+    }
+};
+
+enum class Part : uint8_t { F, B, I, W };
+
+// One module instance or one layer name on a rank, over all its calls.
+struct ScopeNode {
+    StringId name = 0;
+    int parent = -1;   // enclosing scope node
+    TimeNs firstCall = 0;
+    std::array<TimeNs, 4> ns{}; // per Part
+    std::map<int, TimeNs> stageVotes; // virtual stage -> forward time seen there
+};
+
+struct Role {
+    enum Kind : uint8_t { None, Before, Block, After } kind = None;
+    int unit = -1; // index into the rank's units
+};
+
+struct Unit {
+    int node = -1; // the scope node that is the layer
+    Role::Kind kind = Role::None;
+    std::array<TimeNs, 4> ns{};
+    std::map<int, TimeNs> stageVotes;
+    TimeNs firstCall = 0;
+};
+
+struct KernelAttr {
+    int node = -1;      // scope node, -1 unattributed
+    int step = -1;      // index into the rank's steps
+    TimeNs start = 0, dur = 0;
+};
+
+struct RankLayers {
+    int rank = 0;
+    std::vector<ScopeNode> nodes;
+    std::vector<Unit> units;
+    std::vector<KernelAttr> kernels;
+    std::vector<const Step*> steps; // start order
+    std::map<int, int> microbatchesOfChunk;
+    TimeNs computeNs = 0;
+};
+
+class LayerFinder {
+public:
+    LayerFinder(Context& ctx, AnalysisResult& out, const std::vector<Step>& steps) : ctx_(ctx), out_(out), steps_(steps) {}
+    void run();
+
+private:
+    bool pickSource();
+    void attributeRank(const RankData& rd, RankLayers& rl);
+    void chooseModuleUnits(std::vector<RankLayers>& ranks);
+    void chooseAnnotationUnits(RankLayers& rl);
+    void backwardByReverseOrder(RankLayers& rl);
+    int virtualStage(const Step& s) const;
+    bool isScope(const CpuRange& r) const { return annotations_ ? isLayerRange(ctx_.trace, r) : isModuleRange(ctx_.trace, r); }
+
+    Context& ctx_;
+    AnalysisResult& out_;
+    const std::vector<Step>& steps_;
+    bool annotations_ = false;
+    bool rangesByRank_ = true;
+    TimeNs ws_ = 0, we_ = 0;
+};
+
+int LayerFinder::virtualStage(const Step& s) const
+{
+    const int p = out_.pipeline.pp, v = out_.pipeline.chunks;
+    if (v <= 1 || s.stage >= p)
+        return s.stage;
+    if (ctx_.vShape)
+        return s.chunk == 0 ? s.stage : 2 * p - 1 - s.stage;
+    return s.chunk * p + s.stage;
+}
+
+bool LayerFinder::pickSource()
+{
+    bool modules = false, layers = false;
+    for (const CpuRange& r : ctx_.trace.cpuRanges) {
+        layers = layers || isLayerRange(ctx_.trace, r);
+        modules = modules || isModuleRange(ctx_.trace, r);
+        if (layers)
+            break;
+    }
+    // The user's own layer ranges say what a layer is; module calls are the fallback.
+    annotations_ = layers;
+    return layers || modules;
+}
+
+void LayerFinder::attributeRank(const RankData& rd, RankLayers& rl)
+{
+    const Trace& t = ctx_.trace;
+    rl.rank = rd.rank;
+    for (const Step& s : steps_)
+        if (s.rank == rd.rank)
+            rl.steps.push_back(&s);
+    std::sort(rl.steps.begin(), rl.steps.end(), [](const Step* a, const Step* b) { return a->start < b->start; });
+    for (const Step* s : rl.steps)
+        if (s->kind == StepKind::F)
+            ++rl.microbatchesOfChunk[s->chunk];
+
+    // The rank's CPU ranges (the trace keeps them sorted by rank first).
+    auto lo = t.cpuRanges.begin(), hi = t.cpuRanges.end();
+    if (rangesByRank_) {
+        lo = std::lower_bound(t.cpuRanges.begin(), t.cpuRanges.end(), rd.rank,
+                              [](const CpuRange& r, int rank) { return r.rank < rank; });
+        hi = std::upper_bound(lo, t.cpuRanges.end(), rd.rank, [](int rank, const CpuRange& r) { return rank < r.rank; });
+    }
+
+    Forest scopes, backwardOps, forwardOps;
+    std::unordered_map<StringId, int> nodeOf;
+    std::vector<int64_t> seqs; // forwardOps/backwardOps key -> sequence number
+    std::unordered_map<int64_t, std::pair<int64_t, TimeNs>> launchOf; // correlation -> (tid, start)
+    for (auto it = lo; it != hi; ++it) {
+        const CpuRange& r = *it;
+        if (r.rank != rd.rank)
+            continue;
+        if (isScope(r)) {
+            auto [n, fresh] = nodeOf.try_emplace(r.name, static_cast<int>(rl.nodes.size()));
+            if (fresh) {
+                rl.nodes.push_back({});
+                rl.nodes.back().name = r.name;
+                rl.nodes.back().firstCall = r.start;
+            }
+            rl.nodes[size_t(n->second)].firstCall = std::min(rl.nodes[size_t(n->second)].firstCall, r.start);
+            scopes.nodes.push_back({r.tid, r.start, r.end, -1, n->second});
+        } else if ((r.kind == CpuRangeKind::Runtime || r.kind == CpuRangeKind::Driver) && r.correlation) {
+            launchOf.try_emplace(*r.correlation, r.tid, r.start);
+        } else if (r.kind == CpuRangeKind::CpuOp && r.correlation) {
+            const bool backward = t.str(r.name).starts_with(kBackwardOpPrefix);
+            (backward ? backwardOps : forwardOps).nodes.push_back({r.tid, r.start, r.end, -1, static_cast<int>(seqs.size())});
+            seqs.push_back(*r.correlation);
+        }
+    }
+    scopes.finish();
+    backwardOps.finish();
+    forwardOps.finish();
+    // A scope node's parent: the node of the range enclosing its first call.
+    for (const Forest::Node& n : scopes.nodes) {
+        ScopeNode& sn = rl.nodes[size_t(n.key)];
+        if (n.start == sn.firstCall && n.parent >= 0 && scopes.nodes[size_t(n.parent)].key != n.key)
+            sn.parent = scopes.nodes[size_t(n.parent)].key;
+    }
+    // Sequence number -> the module of the last forward op carrying it (ops
+    // that made no autograd node share the number of the next one).
+    std::unordered_map<int64_t, std::pair<TimeNs, int>> scopeOfSeq;
+    for (const Forest::Node& op : forwardOps.nodes) {
+        if (backwardOps.innermost(op.tid, op.start) >= 0) // the backward node's own op (XBackward0)
+            continue;
+        const int s = scopes.innermost(op.tid, op.start);
+        if (s < 0)
+            continue;
+        auto [e, fresh] = scopeOfSeq.try_emplace(seqs[size_t(op.key)], op.start, scopes.nodes[size_t(s)].key);
+        if (!fresh && op.start >= e->second.first)
+            e->second = {op.start, scopes.nodes[size_t(s)].key};
+    }
+
+    size_t stepAt = 0;
+    for (uint32_t k : rd.compute) {
+        const Activity& a = ctx_.act(k);
+        if (a.start < ws_ || a.start >= we_)
+            continue;
+        KernelAttr ka;
+        ka.start = a.start;
+        ka.dur = a.end - a.start;
+        rl.computeNs += ka.dur;
+        while (stepAt < rl.steps.size() && rl.steps[stepAt]->end <= a.start)
+            ++stepAt;
+        if (stepAt < rl.steps.size() && rl.steps[stepAt]->start <= a.start)
+            ka.step = static_cast<int>(stepAt);
+        std::optional<std::pair<int64_t, TimeNs>> launch;
+        if (a.correlation)
+            if (auto l = launchOf.find(*a.correlation); l != launchOf.end())
+                launch = l->second;
+        int scope = -1;
+        if (launch)
+            scope = scopes.innermost(launch->first, launch->second);
+        else if (a.launchStart)
+            scope = scopes.innermostAnyThread(*a.launchStart);
+        if (scope >= 0) {
+            ka.node = scopes.nodes[size_t(scope)].key;
+        } else if (launch) {
+            const int op = backwardOps.innermost(launch->first, launch->second);
+            if (op >= 0)
+                if (auto s = scopeOfSeq.find(seqs[size_t(backwardOps.nodes[size_t(op)].key)]); s != scopeOfSeq.end())
+                    ka.node = s->second.second;
+        }
+        rl.kernels.push_back(ka);
+    }
+}
+
+// The module tree's layers: below the shallowest module whose children repeat
+// a class (the block list), those children; before and after them, the
+// embedding and the head. The block class is the one most ranks agree on, so
+// a rank holding a single block still finds it.
+void LayerFinder::chooseModuleUnits(std::vector<RankLayers>& ranks)
+{
+    const Trace& t = ctx_.trace;
+    std::map<std::string, int> votes;
+    auto childrenOf = [](const RankLayers& rl) {
+        std::vector<std::vector<int>> ch(rl.nodes.size());
+        std::vector<int> roots;
+        for (size_t i = 0; i < rl.nodes.size(); ++i)
+            (rl.nodes[i].parent >= 0 ? ch[size_t(rl.nodes[i].parent)] : roots).push_back(static_cast<int>(i));
+        auto byCall = [&](int a, int b) { return rl.nodes[size_t(a)].firstCall < rl.nodes[size_t(b)].firstCall; };
+        for (auto& c : ch)
+            std::sort(c.begin(), c.end(), byCall);
+        std::sort(roots.begin(), roots.end(), byCall);
+        return std::make_pair(ch, roots);
+    };
+    for (const RankLayers& rl : ranks) {
+        auto [ch, roots] = childrenOf(rl);
+        for (int root : roots) {
+            std::vector<int> level{root};
+            while (!level.empty()) {
+                std::string found;
+                int most = 1;
+                for (int n : level) {
+                    std::map<std::string_view, int> count;
+                    for (int c : ch[size_t(n)])
+                        ++count[moduleClass(t.str(rl.nodes[size_t(c)].name))];
+                    for (const auto& [cls, k] : count)
+                        if (k > most) {
+                            most = k;
+                            found = std::string(cls);
+                        }
+                }
+                if (!found.empty()) {
+                    ++votes[found];
+                    break;
+                }
+                std::vector<int> next;
+                for (int n : level)
+                    next.insert(next.end(), ch[size_t(n)].begin(), ch[size_t(n)].end());
+                level = std::move(next);
+            }
+        }
+    }
+    if (votes.empty())
+        return;
+    std::string blockClass;
+    int best = 0;
+    for (const auto& [cls, k] : votes)
+        if (k > best) {
+            best = k;
+            blockClass = cls;
+        }
+
+    for (RankLayers& rl : ranks) {
+        auto [ch, roots] = childrenOf(rl);
+        std::vector<Role> role(rl.nodes.size());
+        TimeNs firstBody = std::numeric_limits<TimeNs>::max();
+        std::vector<int> bodyless;
+        for (int root : roots) {
+            // The shallowest module with a child of the block class.
+            int body = -1;
+            std::vector<int> level{root};
+            while (!level.empty() && body < 0) {
+                for (int n : level) {
+                    for (int c : ch[size_t(n)])
+                        if (moduleClass(t.str(rl.nodes[size_t(c)].name)) == blockClass) {
+                            body = n;
+                            break;
+                        }
+                    if (body >= 0)
+                        break;
+                }
+                std::vector<int> next;
+                for (int n : level)
+                    next.insert(next.end(), ch[size_t(n)].begin(), ch[size_t(n)].end());
+                level = std::move(next);
+            }
+            if (body < 0) {
+                bodyless.push_back(root);
+                continue;
+            }
+            firstBody = std::min(firstBody, rl.nodes[size_t(root)].firstCall);
+            const std::vector<int>& kids = ch[size_t(body)];
+            int firstBlock = -1, lastBlock = -1;
+            for (size_t i = 0; i < kids.size(); ++i)
+                if (moduleClass(t.str(rl.nodes[size_t(kids[i])].name)) == blockClass) {
+                    if (firstBlock < 0)
+                        firstBlock = static_cast<int>(i);
+                    lastBlock = static_cast<int>(i);
+                }
+            int current = -1;
+            for (int i = 0; i < static_cast<int>(kids.size()); ++i) {
+                const int n = kids[size_t(i)];
+                const bool block = moduleClass(t.str(rl.nodes[size_t(n)].name)) == blockClass;
+                if (block || i < firstBlock || i > lastBlock) {
+                    Unit u;
+                    u.node = n;
+                    u.kind = block ? Role::Block : i < firstBlock ? Role::Before : Role::After;
+                    u.firstCall = rl.nodes[size_t(n)].firstCall;
+                    current = static_cast<int>(rl.units.size());
+                    rl.units.push_back(u);
+                }
+                // A module between two blocks belongs to the block before it.
+                role[size_t(n)] = {rl.units[size_t(current)].kind, current};
+            }
+        }
+        // Modules called outside the model (a loss module): before or after it.
+        for (int root : bodyless) {
+            Unit u;
+            u.node = root;
+            u.kind = rl.nodes[size_t(root)].firstCall < firstBody ? Role::Before : Role::After;
+            u.firstCall = rl.nodes[size_t(root)].firstCall;
+            role[size_t(root)] = {u.kind, static_cast<int>(rl.units.size())};
+            rl.units.push_back(u);
+        }
+        // Every other module belongs to the unit of its nearest ancestor that has one.
+        for (size_t i = 0; i < rl.nodes.size(); ++i) {
+            if (role[i].unit >= 0)
+                continue;
+            for (int a = rl.nodes[i].parent; a >= 0; a = rl.nodes[size_t(a)].parent)
+                if (role[size_t(a)].unit >= 0) {
+                    role[i] = role[size_t(a)];
+                    break;
+                }
+        }
+        for (KernelAttr& k : rl.kernels)
+            k.node = k.node >= 0 ? role[size_t(k.node)].unit : -1;
+    }
+}
+
+// pipescope/layer ranges name the layers themselves: those named
+// "<list>.<i>" for the most common list are the blocks.
+void LayerFinder::chooseAnnotationUnits(RankLayers& rl)
+{
+    const Trace& t = ctx_.trace;
+    std::vector<int> top;
+    for (size_t i = 0; i < rl.nodes.size(); ++i)
+        if (rl.nodes[i].parent < 0)
+            top.push_back(static_cast<int>(i));
+    std::sort(top.begin(), top.end(), [&](int a, int b) { return rl.nodes[size_t(a)].firstCall < rl.nodes[size_t(b)].firstCall; });
+    auto label = [&](int n) { return std::string_view(t.str(rl.nodes[size_t(n)].name)).substr(kLayerPrefix.size()); };
+    std::map<std::string_view, int> lists;
+    for (int n : top)
+        if (auto p = indexedPrefix(label(n)); !p.empty())
+            ++lists[p];
+    std::string_view list;
+    int most = 0;
+    for (const auto& [p, k] : lists)
+        if (k > most) {
+            most = k;
+            list = p;
+        }
+    int firstBlock = -1, lastBlock = -1;
+    for (size_t i = 0; i < top.size(); ++i)
+        if (list.empty() || indexedPrefix(label(top[i])) == list) {
+            if (firstBlock < 0)
+                firstBlock = static_cast<int>(i);
+            lastBlock = static_cast<int>(i);
+        }
+    std::vector<int> unitOf(rl.nodes.size(), -1);
+    int current = -1;
+    for (int i = 0; i < static_cast<int>(top.size()); ++i) {
+        const int n = top[size_t(i)];
+        const bool block = list.empty() || indexedPrefix(label(n)) == list;
+        if (block || i < firstBlock || i > lastBlock) {
+            Unit u;
+            u.node = n;
+            u.kind = block ? Role::Block : i < firstBlock ? Role::Before : Role::After;
+            u.firstCall = rl.nodes[size_t(n)].firstCall;
+            current = static_cast<int>(rl.units.size());
+            rl.units.push_back(u);
+        }
+        unitOf[size_t(n)] = current;
+    }
+    for (size_t i = 0; i < rl.nodes.size(); ++i)
+        if (unitOf[i] < 0)
+            for (int a = rl.nodes[i].parent; a >= 0; a = rl.nodes[size_t(a)].parent)
+                if (unitOf[size_t(a)] >= 0) {
+                    unitOf[i] = unitOf[size_t(a)];
+                    break;
+                }
+    for (KernelAttr& k : rl.kernels)
+        k.node = k.node >= 0 ? unitOf[size_t(k.node)] : -1;
+}
+
+// A backward step none of whose kernels could be attributed (no sequence
+// numbers, or layer ranges around the forward only) runs its microbatch's
+// forward layers in reverse: its kernels are split over them in that order,
+// in proportion to their forward time.
+void LayerFinder::backwardByReverseOrder(RankLayers& rl)
+{
+    std::map<int, std::vector<size_t>> kernelsOfStep;
+    for (size_t i = 0; i < rl.kernels.size(); ++i)
+        if (rl.kernels[i].step >= 0)
+            kernelsOfStep[rl.kernels[i].step].push_back(i);
+    std::map<std::pair<int, int>, int> forwardStep; // (chunk, microbatch) -> step
+    for (size_t s = 0; s < rl.steps.size(); ++s)
+        if (rl.steps[s]->kind == StepKind::F)
+            forwardStep.try_emplace({rl.steps[s]->chunk, rl.steps[s]->microbatch}, static_cast<int>(s));
+    for (auto& [step, ks] : kernelsOfStep) {
+        const Step& st = *rl.steps[size_t(step)];
+        if (st.kind == StepKind::F)
+            continue;
+        bool any = false;
+        for (size_t i : ks)
+            any = any || rl.kernels[i].node >= 0;
+        auto f = forwardStep.find({st.chunk, st.microbatch});
+        if (any || f == forwardStep.end())
+            continue;
+        // The forward's layers in the order it ran them, with their time.
+        std::vector<std::pair<int, TimeNs>> order;
+        TimeNs total = 0;
+        for (size_t i : kernelsOfStep[f->second]) {
+            const KernelAttr& k = rl.kernels[i];
+            if (k.node < 0)
+                continue;
+            if (order.empty() || order.back().first != k.node)
+                order.push_back({k.node, 0});
+            order.back().second += k.dur;
+            total += k.dur;
+        }
+        TimeNs backward = 0;
+        for (size_t i : ks)
+            backward += rl.kernels[i].dur;
+        if (order.empty() || total <= 0 || backward <= 0)
+            continue;
+        std::reverse(order.begin(), order.end());
+        TimeNs done = 0;
+        size_t at = 0;
+        TimeNs bound = order[0].second;
+        for (size_t i : ks) {
+            KernelAttr& k = rl.kernels[i];
+            // The kernel's midpoint, on the forward's time scale.
+            const double mid = (static_cast<double>(done) + static_cast<double>(k.dur) / 2.0) * static_cast<double>(total) /
+                               static_cast<double>(backward);
+            while (at + 1 < order.size() && mid >= static_cast<double>(bound)) {
+                ++at;
+                bound += order[at].second;
+            }
+            k.node = order[at].first;
+            done += k.dur;
+        }
+    }
+}
+
+void LayerFinder::run()
+{
+    LayerAttribution& la = out_.layers;
+    if (!out_.pipeline.found || out_.selectedIteration < 0) {
+        la.note = "no pipeline was found, so no layer costs";
+        return;
+    }
+    if (!pickSource()) {
+        la.note = "the trace has neither module ranges (record with with_stack=True or with_modules=True) nor "
+                  "pipescope/layer ranges (the annotation helper)";
+        return;
+    }
+    const Iteration& it = out_.iterations[size_t(out_.selectedIteration)];
+    ws_ = it.start;
+    we_ = it.end;
+
+    rangesByRank_ = std::is_sorted(ctx_.trace.cpuRanges.begin(), ctx_.trace.cpuRanges.end(),
+                                   [](const CpuRange& a, const CpuRange& b) { return a.rank < b.rank; });
+    // One measured rank per stage: its first replica.
+    std::map<int, const RankData*> rankOfStage;
+    for (const RankData& rd : ctx_.ranks)
+        if (rd.stage >= 0 && !rankOfStage.count(rd.stage))
+            rankOfStage[rd.stage] = &rd;
+    std::vector<RankLayers> ranks;
+    for (const auto& [stage, rd] : rankOfStage) {
+        ranks.emplace_back();
+        attributeRank(*rd, ranks.back());
+        la.computeNs += ranks.back().computeNs;
+    }
+    if (annotations_)
+        for (RankLayers& rl : ranks)
+            chooseAnnotationUnits(rl);
+    else
+        chooseModuleUnits(ranks);
+
+    for (RankLayers& rl : ranks) {
+        backwardByReverseOrder(rl);
+        for (const KernelAttr& k : rl.kernels) {
+            if (k.node < 0)
+                continue;
+            Unit& u = rl.units[size_t(k.node)];
+            la.attributedNs += k.dur;
+            Part part = Part::F;
+            if (k.step >= 0) {
+                const Step& st = *rl.steps[size_t(k.step)];
+                part = static_cast<Part>(st.kind);
+                if (st.kind == StepKind::F)
+                    u.stageVotes[virtualStage(st)] += k.dur;
+            }
+            u.ns[size_t(part)] += k.dur;
+        }
+    }
+
+    // The layers of all stages, in model order: by virtual stage, then as called.
+    struct Found {
+        LayerCost cost;
+        Role::Kind kind;
+        TimeNs firstCall;
+        std::string cls;
+    };
+    std::vector<Found> found;
+    for (const RankLayers& rl : ranks)
+        for (const Unit& u : rl.units) {
+            if (u.stageVotes.empty())
+                continue; // never ran a forward in this iteration
+            int stage = u.stageVotes.begin()->first;
+            for (const auto& [s, ns] : u.stageVotes)
+                if (ns > u.stageVotes.at(stage))
+                    stage = s;
+            const Step* any = nullptr;
+            for (const Step* s : rl.steps)
+                if (virtualStage(*s) == stage) {
+                    any = s;
+                    break;
+                }
+            int m = any ? rl.microbatchesOfChunk.count(any->chunk) ? rl.microbatchesOfChunk.at(any->chunk) : 0 : 0;
+            if (m <= 0)
+                m = std::max(1, out_.pipeline.microbatches);
+            auto perMb = [&](TimeNs v) { return static_cast<TimeNs>(std::llround(static_cast<double>(v) / m)); };
+            Found f;
+            const std::string& name = ctx_.trace.str(rl.nodes[size_t(u.node)].name);
+            f.cls = annotations_ ? name.substr(kLayerPrefix.size()) : std::string(moduleClass(name));
+            f.cost.name = annotations_ ? f.cls : name.substr(kModulePrefix.size());
+            f.cost.stage = stage;
+            f.cost.forwardNs = perMb(u.ns[size_t(Part::F)]);
+            const TimeNs in = u.ns[size_t(Part::I)], w = u.ns[size_t(Part::W)];
+            f.cost.backwardNs = perMb(u.ns[size_t(Part::B)] + in + w);
+            if (in > 0 || w > 0) {
+                f.cost.backwardInputNs = perMb(in);
+                f.cost.backwardWeightNs = perMb(w);
+            }
+            f.kind = u.kind;
+            f.firstCall = u.firstCall;
+            found.push_back(std::move(f));
+        }
+    std::stable_sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+        return std::tie(a.cost.stage, a.firstCall) < std::tie(b.cost.stage, b.firstCall);
+    });
+    int blocks = 0;
+    std::map<std::string, int> classCount, blockNames;
+    for (const Found& f : found)
+        ++(f.kind != Role::Block ? classCount[f.cls] : blockNames[f.cost.name]);
+    for (Found& f : found) {
+        if (f.kind == Role::Block) {
+            // Module calls name classes, not attributes: blocks are numbered in model order.
+            if (!annotations_)
+                f.cost.name = "layers." + std::to_string(blocks);
+            else if (blockNames[f.cost.name] > 1) // each stage named its own layers from 0
+                f.cost.name = "stage" + std::to_string(f.cost.stage) + "/" + f.cost.name;
+            ++blocks;
+            la.layers.push_back(f.cost);
+        } else {
+            if (!annotations_ && classCount[f.cls] == 1)
+                f.cost.name = f.cls;
+            (f.kind == Role::Before ? la.before : la.after).push_back(f.cost);
+        }
+    }
+    la.source = annotations_ ? "annotations" : "modules";
+
+    // A partition needs a layer on every virtual stage.
+    const int S = out_.pipeline.pp * std::max(1, out_.pipeline.chunks);
+    std::vector<int> perStage(size_t(std::max(S, 0)), 0);
+    for (const LayerCost& l : la.layers)
+        if (l.stage >= 0 && l.stage < S)
+            ++perStage[size_t(l.stage)];
+    std::string missing;
+    for (int s = 0; s < S; ++s)
+        if (perStage[size_t(s)] == 0)
+            missing += (missing.empty() ? "" : ", ") + std::to_string(s);
+    const double share = la.computeNs > 0 ? static_cast<double>(la.attributedNs) / static_cast<double>(la.computeNs) : 0.0;
+    char pct[16];
+    std::snprintf(pct, sizeof pct, "%.0f%%", share * 100.0);
+    if (la.layers.empty() || !missing.empty()) {
+        la.note = std::string(annotations_ ? "pipescope/layer ranges" : "module ranges") + " attribute " + pct +
+                  " of the compute time, but " +
+                  (la.layers.empty() ? std::string("no repeated layers were found")
+                                     : "no layer was found on stage " + missing);
+        la.layers.clear();
+        la.source = "none";
+        return;
+    }
+    la.note = std::to_string(la.layers.size()) + " layers from " +
+              (annotations_ ? "pipescope/layer ranges" : "module ranges") + ", " + pct + " of the compute time attributed";
+}
+
+} // namespace
+
+void attributeLayers(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps)
+{
+    LayerFinder(ctx, out, selectedSteps).run();
+}
+
+} // namespace pipescope::detail
