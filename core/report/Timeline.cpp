@@ -1,89 +1,38 @@
 #include "report/Timeline.h"
 
-#include "analysis/Classify.h"
+#include "timeline/TimelineBuild.h"
+#include "whatif/WhatIf.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
 namespace pipescope::report {
 
 using nlohmann::json;
-
-std::vector<Block> foldBlocks(const std::vector<Block>& blocks, TimeNs quantum)
-{
-    std::vector<Block> out;
-    out.reserve(blocks.size());
-    TimeNs longest = 0; // of the member whose code the open block carries
-    for (const Block& b : blocks) {
-        const TimeNs width = b.end - b.start;
-        if (!out.empty()) {
-            Block& cur = out.back();
-            const bool narrow = width < quantum;
-            const bool curNarrow = cur.count > 1 || cur.end - cur.start < quantum;
-            if (narrow && curNarrow && b.start - cur.end < quantum) {
-                if (width > longest) {
-                    longest = width;
-                    cur.code = b.code;
-                }
-                cur.end = std::max(cur.end, b.end);
-                cur.count += b.count;
-                cur.microbatch = -1;
-                cur.name = -1;
-                continue;
-            }
-        }
-        out.push_back(b);
-        longest = width;
-    }
-    return out;
-}
+using timeline::DrawItem;
+using timeline::Event;
+using timeline::Lane;
+using timeline::LaneKind;
+using timeline::TimelineModel;
 
 namespace {
 
-struct Row {
-    std::vector<Block> blocks;
+// Kernel names are shown in tooltips of single communication blocks; the
+// table is capped so a trace with millions of distinct names stays small.
+constexpr size_t kMaxNames = 2000;
+
+bool isComm(uint8_t code) { return code == static_cast<uint8_t>(WorkClass::P2p) || code == static_cast<uint8_t>(WorkClass::Collective); }
+
+// A rank's report lane: where its rows come from. Steps and bubbles are lanes
+// of the model; comm and busy gather the rank's kernel and transfer lanes,
+// so they are lanes of a second model holding only the window.
+struct RankRows {
+    int rank = 0, stage = -1, replica = 0;
+    int steps = -1, bubbles = -1; // lanes of the model
+    int comm = -1, busy = -1;     // lanes of the gathered model
 };
-
-json encodeRow(const std::vector<Block>& blocks, TimeNs origin, const TimelineLimits& limits, TimeNs quantum,
-               TimelineCounts& counts, int64_t& truncated, int fields)
-{
-    std::vector<Block> folded = foldBlocks(blocks, quantum);
-    for (const Block& b : folded)
-        if (b.count > 1)
-            counts.folded += b.count;
-    size_t keep = folded.size();
-    if (limits.maxItemsPerLane > 0 && keep > static_cast<size_t>(limits.maxItemsPerLane)) {
-        keep = static_cast<size_t>(limits.maxItemsPerLane);
-        truncated += static_cast<int64_t>(folded.size() - keep);
-    }
-    json rows = json::array();
-    for (size_t i = 0; i < keep; ++i) {
-        const Block& b = folded[i];
-        json r = json::array({b.start - origin, b.end - b.start});
-        // fields: 0 busy [s,d,count], 1 step [s,d,kind,mb,chunk,count], 2 bubble [s,d,cause,count],
-        // 3 comm [s,d,type,name,count]
-        if (fields == 1) {
-            r.push_back(b.code);
-            r.push_back(b.microbatch);
-            r.push_back(b.chunk);
-        } else if (fields == 2) {
-            r.push_back(b.code);
-        } else if (fields == 3) {
-            r.push_back(b.code);
-            r.push_back(b.name);
-        }
-        r.push_back(b.count);
-        rows.push_back(std::move(r));
-    }
-    counts.blocks += static_cast<int64_t>(keep);
-    return rows;
-}
-
-TimeNs quantumOf(TimeNs duration, const TimelineLimits& limits)
-{
-    return std::max<TimeNs>(1, duration / std::max(1, limits.foldColumns));
-}
 
 json baseDocument(TimeNs start, TimeNs duration, TimeNs quantum)
 {
@@ -102,104 +51,136 @@ json baseDocument(TimeNs start, TimeNs duration, TimeNs quantum)
 
 } // namespace
 
-json measuredTimeline(const Trace& trace, const AnalysisResult& result, const TimelineLimits& limits, TimelineCounts* countsOut)
+json encodeTimeline(const TimelineModel& model, TimeNs from, TimeNs to, const TimelineLimits& limits, TimelineCounts* countsOut)
 {
     TimelineCounts counts;
-    if (result.selectedIteration < 0 || static_cast<size_t>(result.selectedIteration) >= result.iterations.size())
-        return json(nullptr);
-    const Iteration& it = result.iterations[static_cast<size_t>(result.selectedIteration)];
-    const TimeNs origin = it.start, duration = it.end - it.start;
-    const TimeNs quantum = quantumOf(duration, limits);
-    json doc = baseDocument(origin, duration, quantum);
+    const TimeNs duration = std::max<TimeNs>(0, to - from);
+    const int columns = std::max(1, limits.foldColumns);
+    // What drawList folds at `columns` pixels with foldPx 1.
+    const TimeNs quantum = std::max<TimeNs>(1, (duration + columns - 1) / columns);
+    json doc = baseDocument(from, duration, quantum);
 
-    std::map<int, StageAssignment> stageOf;
-    for (const auto& a : result.pipeline.stageMap)
-        stageOf[a.rank] = a;
-
-    // Kernel names are shown in tooltips of single communication blocks; the
-    // table is capped so a trace with millions of distinct names stays small.
-    constexpr size_t kMaxNames = 2000;
-    std::unordered_map<StringId, int> nameIndex;
-    json& names = doc["names"];
-
-    struct Lane {
-        int rank = 0, stage = -1, replica = 0;
-        std::vector<Block> steps, bubbles, comm, busy;
-    };
-    std::map<int, Lane> lanes;
-    for (int r : result.ranks) {
-        Lane l;
-        l.rank = r;
-        if (auto f = stageOf.find(r); f != stageOf.end()) {
-            l.stage = f->second.stage;
-            l.replica = f->second.replica;
+    // The ranks in the model's lane order, and the window's kernels and transfers gathered per rank and row.
+    std::vector<RankRows> ranks;
+    std::map<int, size_t> rankIndex;
+    TimelineModel gathered;
+    for (size_t li = 0; li < model.lanes.size(); ++li) {
+        const Lane& lane = model.lanes[li];
+        auto [it, inserted] = rankIndex.try_emplace(lane.rank, ranks.size());
+        if (inserted) {
+            RankRows r;
+            r.rank = lane.rank;
+            r.stage = lane.stage;
+            r.replica = lane.replica;
+            ranks.push_back(r);
         }
-        lanes[r] = std::move(l);
-    }
-    for (const Step& s : result.steps)
-        if (s.iteration == result.selectedIteration)
-            if (auto f = lanes.find(s.rank); f != lanes.end())
-                f->second.steps.push_back({s.start, s.end, static_cast<int>(s.kind), s.microbatch, s.chunk, -1, 1});
-    for (const Bubble& b : result.bubbles)
-        if (b.iteration == result.selectedIteration)
-            if (auto f = lanes.find(b.rank); f != lanes.end())
-                f->second.bubbles.push_back({b.start, b.end, static_cast<int>(b.cause), -1, 0, -1, 1});
-
-    for (const Activity& a : trace.activities) {
-        if (a.end <= it.start || a.start >= it.end)
-            continue;
-        auto f = lanes.find(a.rank);
-        if (f == lanes.end())
-            continue;
-        const NcclOp* op = a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace.ncclOps.size()
-                               ? &trace.ncclOps[static_cast<size_t>(a.ncclIndex)]
-                               : nullptr;
-        const WorkClass wc = classify(a.kind, trace.str(a.name), op);
-        const TimeNs s = std::max(a.start, it.start), e = std::min(a.end, it.end);
-        if (wc == WorkClass::Compute) {
-            auto& busy = f->second.busy;
-            // Union on the fly: activities of a rank come sorted by start.
-            if (!busy.empty() && s <= busy.back().end)
-                busy.back().end = std::max(busy.back().end, e);
-            else
-                busy.push_back({s, e, 0, -1, 0, -1, 1});
-        } else if (wc == WorkClass::P2p || wc == WorkClass::Collective) {
-            int name = -1;
-            if (auto n = nameIndex.find(a.name); n != nameIndex.end())
-                name = n->second;
-            else if (names.size() < kMaxNames) {
-                name = static_cast<int>(names.size());
-                names.push_back(trace.str(a.name));
-                nameIndex.emplace(a.name, name);
+        RankRows& r = ranks[it->second];
+        switch (lane.kind) {
+        case LaneKind::Steps:
+            if (r.steps < 0)
+                r.steps = static_cast<int>(li);
+            break;
+        case LaneKind::Bubbles:
+            if (r.bubbles < 0)
+                r.bubbles = static_cast<int>(li);
+            break;
+        case LaneKind::Kernels:
+        case LaneKind::Transfers:
+            for (int row : {0, 1}) { // 0: comm, 1: busy
+                int& index = row == 0 ? r.comm : r.busy;
+                for (size_t i = model.firstEndingAfter(static_cast<int>(li), from); i < lane.events.size() && lane.events[i].start < to; ++i) {
+                    const Event& e = lane.events[i];
+                    if (row == 0 ? !isComm(e.code) : e.code != static_cast<uint8_t>(WorkClass::Compute))
+                        continue;
+                    if (index < 0) {
+                        index = static_cast<int>(gathered.lanes.size());
+                        Lane l;
+                        l.kind = lane.kind;
+                        l.rank = lane.rank;
+                        gathered.lanes.push_back(std::move(l));
+                    }
+                    gathered.lanes[static_cast<size_t>(index)].events.push_back(e);
+                }
             }
-            f->second.comm.push_back({s, e, wc == WorkClass::P2p ? 0 : 1, -1, 0, name, 1});
+            break;
+        case LaneKind::Cpu:
+            break;
         }
     }
+    gathered.finalize();
 
     TimelineLimits capped = limits;
-    if (!lanes.empty() && limits.maxItemsTotal > 0) {
-        const int64_t share = limits.maxItemsTotal / (4 * static_cast<int64_t>(lanes.size()));
+    if (!ranks.empty() && limits.maxItemsTotal > 0) {
+        const int64_t share = limits.maxItemsTotal / (4 * static_cast<int64_t>(ranks.size()));
         capped.maxItemsPerLane = static_cast<int>(std::min<int64_t>(limits.maxItemsPerLane, std::max<int64_t>(200, share)));
     }
     counts.rowCap = capped.maxItemsPerLane;
-    std::vector<Lane*> order;
-    for (auto& [r, l] : lanes)
-        order.push_back(&l);
-    std::stable_sort(order.begin(), order.end(), [](const Lane* x, const Lane* y) {
-        auto key = [](const Lane* l) { return std::make_tuple(l->stage < 0 ? 1 << 30 : l->stage, l->replica, l->rank); };
-        return key(x) < key(y);
-    });
-    for (Lane* l : order) {
-        auto byStart = [](const Block& x, const Block& y) { return x.start < y.start; };
-        std::stable_sort(l->steps.begin(), l->steps.end(), byStart);
-        std::stable_sort(l->bubbles.begin(), l->bubbles.end(), byStart);
-        std::stable_sort(l->comm.begin(), l->comm.end(), byStart);
+
+    std::unordered_map<int32_t, int> nameIndex;
+    json& names = doc["names"];
+    std::vector<DrawItem> items;
+    timeline::DrawOptions fold;
+    fold.foldPx = 1.0;
+    enum class Row { Steps, Bubbles, Comm, Busy };
+    auto encodeRow = [&](const TimelineModel& m, int lane, Row row, int64_t& truncated) {
+        json out = json::array();
+        if (lane < 0 || to <= from)
+            return out;
+        m.drawList(lane, from, to, columns, items, fold);
+        size_t keep = items.size();
+        if (capped.maxItemsPerLane > 0 && keep > static_cast<size_t>(capped.maxItemsPerLane)) {
+            keep = static_cast<size_t>(capped.maxItemsPerLane);
+            truncated += static_cast<int64_t>(items.size() - keep);
+        }
+        for (size_t k = 0; k < items.size(); ++k)
+            if (items[k].count > 1)
+                counts.folded += items[k].count;
+        for (size_t k = 0; k < keep; ++k) {
+            const DrawItem& it = items[k];
+            const Event* e = it.event >= 0 ? &m.event(lane, it.event) : nullptr;
+            const TimeNs end = std::min(it.end, to);
+            json r = json::array({it.start - from, end - it.start});
+            switch (row) {
+            case Row::Steps:
+                r.push_back(it.code);
+                r.push_back(e ? e->microbatch : -1);
+                r.push_back(e ? e->chunk : 0);
+                break;
+            case Row::Bubbles:
+                r.push_back(it.code);
+                break;
+            case Row::Comm: {
+                r.push_back(it.code == static_cast<uint8_t>(WorkClass::P2p) ? 0 : 1);
+                int name = -1;
+                if (e && e->name > 0) {
+                    if (auto n = nameIndex.find(e->name); n != nameIndex.end())
+                        name = n->second;
+                    else if (names.size() < kMaxNames) {
+                        name = static_cast<int>(names.size());
+                        names.push_back(model.name(e->name)); // gathered events keep the model's name ids
+                        nameIndex.emplace(e->name, name);
+                    }
+                }
+                r.push_back(name);
+                break;
+            }
+            case Row::Busy:
+                break;
+            }
+            r.push_back(it.count);
+            out.push_back(std::move(r));
+        }
+        counts.blocks += static_cast<int64_t>(keep);
+        return out;
+    };
+
+    for (const RankRows& r : ranks) {
         int64_t truncated = 0;
-        json lane{{"rank", l->rank}, {"stage", l->stage}, {"replica", l->replica}};
-        lane["steps"] = encodeRow(l->steps, origin, capped, quantum, counts, truncated, 1);
-        lane["bubbles"] = encodeRow(l->bubbles, origin, capped, quantum, counts, truncated, 2);
-        lane["comm"] = encodeRow(l->comm, origin, capped, quantum, counts, truncated, 3);
-        lane["busy"] = encodeRow(l->busy, origin, capped, quantum, counts, truncated, 0);
+        json lane{{"rank", r.rank}, {"stage", r.stage}, {"replica", r.replica}};
+        lane["steps"] = encodeRow(model, r.steps, Row::Steps, truncated);
+        lane["bubbles"] = encodeRow(model, r.bubbles, Row::Bubbles, truncated);
+        lane["comm"] = encodeRow(gathered, r.comm, Row::Comm, truncated);
+        lane["busy"] = encodeRow(gathered, r.busy, Row::Busy, truncated);
         lane["truncated"] = truncated;
         counts.truncated += truncated;
         doc["lanes"].push_back(std::move(lane));
@@ -209,52 +190,165 @@ json measuredTimeline(const Trace& trace, const AnalysisResult& result, const Ti
     return doc;
 }
 
+json measuredTimeline(const Trace& trace, const AnalysisResult& result, const TimelineLimits& limits, TimelineCounts* counts)
+{
+    if (result.selectedIteration < 0 || static_cast<size_t>(result.selectedIteration) >= result.iterations.size())
+        return json(nullptr);
+    const Iteration& it = result.iterations[static_cast<size_t>(result.selectedIteration)];
+
+    // The model needs only the iteration's activities: a trace of those, with
+    // the NCCL records they point to, keeps the build to the window.
+    Trace window;
+    window.strings = trace.strings;
+    window.streams = trace.streams;
+    window.ranks = trace.ranks;
+    for (const Activity& a : trace.activities) {
+        if (a.end <= it.start || a.start >= it.end)
+            continue;
+        Activity copy = a;
+        if (a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace.ncclOps.size()) {
+            copy.ncclIndex = static_cast<int64_t>(window.ncclOps.size());
+            window.ncclOps.push_back(trace.ncclOps[static_cast<size_t>(a.ncclIndex)]);
+        } else {
+            copy.ncclIndex = -1;
+        }
+        window.activities.push_back(copy);
+    }
+    timeline::MeasuredOptions mo;
+    mo.cpuAnnotations = false;
+    const TimelineModel model = timeline::buildMeasured(window, result, mo);
+    json doc = encodeTimeline(model, it.start, it.end, limits, counts);
+
+    // Ranks with nothing in the model (no GPU work, no steps) still get their lane, last in their place.
+    std::map<int, const StageAssignment*> stageOf;
+    for (const StageAssignment& a : result.pipeline.stageMap)
+        stageOf[a.rank] = &a;
+    json& lanes = doc["lanes"];
+    bool added = false;
+    for (int r : result.ranks) {
+        if (std::any_of(lanes.begin(), lanes.end(), [&](const json& l) { return l["rank"].get<int>() == r; }))
+            continue;
+        const auto f = stageOf.find(r);
+        lanes.push_back(json{{"rank", r},
+                             {"stage", f != stageOf.end() ? f->second->stage : -1},
+                             {"replica", f != stageOf.end() ? f->second->replica : 0},
+                             {"steps", json::array()},
+                             {"bubbles", json::array()},
+                             {"comm", json::array()},
+                             {"busy", json::array()},
+                             {"truncated", 0}});
+        added = true;
+    }
+    if (added) {
+        std::vector<json> sorted(lanes.begin(), lanes.end());
+        auto key = [](const json& l) {
+            const int stage = l["stage"].get<int>();
+            return std::make_tuple(stage < 0 ? std::numeric_limits<int>::max() : stage, l["replica"].get<int>(), l["rank"].get<int>());
+        };
+        std::stable_sort(sorted.begin(), sorted.end(), [&](const json& a, const json& b) { return key(a) < key(b); });
+        lanes = json(std::move(sorted));
+    }
+    return doc;
+}
+
+json predictedTimeline(const whatif::Prediction& prediction, const TimelineLimits& limits)
+{
+    const TimeNs duration = prediction.replay.iterationNs;
+    if (duration <= 0)
+        return json(nullptr);
+    return encodeTimeline(timeline::buildPredicted(prediction), 0, duration, limits);
+}
+
 json predictedTimeline(const json& prediction, const TimelineLimits& limits)
 {
     const TimeNs duration = prediction.value("iteration_ns", TimeNs(0));
     if (duration <= 0 || !prediction.contains("ranks"))
         return json(nullptr);
-    const TimeNs quantum = quantumOf(duration, limits);
-    json doc = baseDocument(0, duration, quantum);
-    TimelineCounts counts;
+    // The lanes buildPredicted makes, from the JSON's fields.
+    TimelineModel m;
+    m.predicted = true;
+    m.names.emplace_back();
+    std::map<std::string, int32_t> nameIds;
+    auto intern = [&](const std::string& s) {
+        auto [it, inserted] = nameIds.try_emplace(s, static_cast<int32_t>(m.names.size()));
+        if (inserted)
+            m.names.push_back(s);
+        return it->second;
+    };
     auto causeCode = [](const std::string& name) {
         for (int c = 0; c < kBubbleCauses; ++c)
             if (toString(static_cast<BubbleCause>(c)) == name)
-                return c;
-        return static_cast<int>(BubbleCause::Other);
+                return static_cast<uint8_t>(c);
+        return static_cast<uint8_t>(BubbleCause::Other);
     };
+    auto event = [](TimeNs s, TimeNs e, uint8_t code) {
+        Event ev;
+        ev.start = s;
+        ev.end = e;
+        ev.code = code;
+        return ev;
+    };
+    std::map<int, size_t> transfersOf; // rank -> its Transfers lane
+    std::vector<Lane> transferLanes;
     for (const json& r : prediction["ranks"]) {
-        std::vector<Block> steps, bubbles, comm;
+        const int rank = r.value("rank", 0);
+        const auto stages = r.value("stages", std::vector<int>{});
+        Lane steps, bubbles, comm;
+        steps.kind = LaneKind::Steps;
+        bubbles.kind = LaneKind::Bubbles;
+        comm.kind = LaneKind::Transfers;
+        for (Lane* l : {&steps, &bubbles, &comm}) {
+            l->rank = rank;
+            l->stage = stages.empty() ? rank : stages.front();
+        }
         for (const json& a : r.value("actions", json::array())) {
             const std::string k = a.value("kind", std::string("F"));
-            const int code = k == "B" ? 1 : k == "I" ? 2 : k == "W" ? 3 : 0;
-            steps.push_back({a.value("start_ns", TimeNs(0)), a.value("end_ns", TimeNs(0)), code, a.value("microbatch", -1),
-                             a.value("chunk", 0), -1, 1});
+            Event e = event(a.value("start_ns", TimeNs(0)), a.value("end_ns", TimeNs(0)),
+                            static_cast<uint8_t>(k == "B" ? 1 : k == "I" ? 2 : k == "W" ? 3 : 0));
+            e.microbatch = a.value("microbatch", -1);
+            e.chunk = static_cast<uint8_t>(std::clamp(a.value("chunk", 0), 0, 255));
+            steps.events.push_back(e);
         }
         for (const json& b : r.value("bubbles", json::array()))
-            bubbles.push_back({b.value("start_ns", TimeNs(0)), b.value("end_ns", TimeNs(0)), causeCode(b.value("cause", std::string())),
-                               -1, 0, -1, 1});
-        for (const char* what : {"all_reduce", "pipeline_sync"})
-            if (r.contains(what)) {
-                const TimeNs s = r[what].value("start_ns", TimeNs(0)), e = r[what].value("end_ns", TimeNs(0));
-                if (e > s)
-                    comm.push_back({s, e, 1, -1, 0, -1, 1});
+            bubbles.events.push_back(
+                event(b.value("start_ns", TimeNs(0)), b.value("end_ns", TimeNs(0)), causeCode(b.value("cause", std::string()))));
+        struct Part {
+            const char* key;
+            const char* name;
+            WorkClass cls;
+        };
+        for (const Part& p : {Part{"all_reduce", "all-reduce", WorkClass::Collective}, Part{"pipeline_sync", "pipeline sync", WorkClass::Collective},
+                              Part{"optimizer", "optimizer", WorkClass::Compute}})
+            if (r.contains(p.key)) {
+                const TimeNs s = r[p.key].value("start_ns", TimeNs(0)), e = r[p.key].value("end_ns", TimeNs(0));
+                if (e > s) {
+                    Event ev = event(s, e, static_cast<uint8_t>(p.cls));
+                    ev.name = intern(p.name);
+                    comm.events.push_back(ev);
+                }
             }
-        auto byStart = [](const Block& x, const Block& y) { return x.start < y.start; };
-        std::stable_sort(steps.begin(), steps.end(), byStart);
-        std::stable_sort(bubbles.begin(), bubbles.end(), byStart);
-        std::stable_sort(comm.begin(), comm.end(), byStart);
-        const auto stages = r.value("stages", std::vector<int>{});
-        int64_t truncated = 0;
-        json lane{{"rank", r.value("rank", 0)}, {"stage", stages.empty() ? -1 : stages.front()}, {"replica", 0}};
-        lane["steps"] = encodeRow(steps, 0, limits, quantum, counts, truncated, 1);
-        lane["bubbles"] = encodeRow(bubbles, 0, limits, quantum, counts, truncated, 2);
-        lane["comm"] = encodeRow(comm, 0, limits, quantum, counts, truncated, 3);
-        lane["busy"] = json::array();
-        lane["truncated"] = truncated;
-        doc["lanes"].push_back(std::move(lane));
+        m.lanes.push_back(std::move(steps));
+        m.lanes.push_back(std::move(bubbles));
+        transfersOf[rank] = transferLanes.size();
+        transferLanes.push_back(std::move(comm));
     }
-    return doc;
+    for (const json& t : prediction.value("transfers", json::array()))
+        if (auto f = transfersOf.find(t.value("src_rank", -1)); f != transfersOf.end()) {
+            Event e = event(t.value("start_ns", TimeNs(0)), t.value("end_ns", TimeNs(0)), static_cast<uint8_t>(WorkClass::P2p));
+            e.microbatch = t.value("microbatch", -1);
+            e.name = intern(std::string(t.value("direction", std::string()) == "backward" ? "gradient" : "activation") + " to rank " +
+                            std::to_string(t.value("dst_rank", -1)));
+            transferLanes[f->second].events.push_back(e);
+        }
+    for (Lane& l : transferLanes)
+        if (!l.events.empty())
+            m.lanes.push_back(std::move(l));
+    std::stable_sort(m.lanes.begin(), m.lanes.end(), [](const Lane& a, const Lane& b) {
+        return std::make_tuple(a.stage < 0 ? std::numeric_limits<int>::max() : a.stage, a.rank, static_cast<int>(a.kind))
+               < std::make_tuple(b.stage < 0 ? std::numeric_limits<int>::max() : b.stage, b.rank, static_cast<int>(b.kind));
+    });
+    m.finalize();
+    return encodeTimeline(m, 0, duration, limits);
 }
 
 } // namespace pipescope::report

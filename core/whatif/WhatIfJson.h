@@ -1,7 +1,7 @@
 #pragma once
 // The what-if answer as JSON, schema "pipescope.whatif/1" (docs/whatif.md):
-// what `pipescope whatif --json` and `pipescope simulate --json` print and
-// what the desktop app and the HTML report read.
+// what `pipescope whatif --json` and `pipescope simulate --json` print; an
+// export format (the desktop app uses Prediction itself).
 #include "whatif/WhatIf.h"
 
 #include <nlohmann/json.hpp>

@@ -158,7 +158,7 @@ class TestReport : public QObject {
     Q_OBJECT
 private slots:
     void escaping();
-    void foldBlocks();
+    void encodeTimeline();
     void pipelineNumbers();
     void wellFormed();
     void untrustedStrings();
@@ -185,22 +185,91 @@ void TestReport::escaping()
     QCOMPARE(json::parse(s), j);
 }
 
-void TestReport::foldBlocks()
+void TestReport::encodeTimeline()
 {
-    using report::Block;
-    // Quantum 10: three narrow blocks 2 apart fold into one; a wide block stays; a narrow one after a wide gap stays.
-    const std::vector<Block> in{{0, 3, 0, 1}, {5, 9, 1, 2}, {11, 13, 1, 3}, {20, 60, 0, 4}, {100, 104, 2, 5}};
-    const auto out = report::foldBlocks(in, 10);
-    QCOMPARE(out.size(), size_t(3));
-    QCOMPARE(out[0].start, TimeNs(0));
-    QCOMPARE(out[0].end, TimeNs(13));
-    QCOMPARE(out[0].count, 3);
-    QCOMPARE(out[0].code, 1); // the longest member, [5, 9)
-    QCOMPARE(out[0].microbatch, -1);
-    QCOMPARE(out[1].count, 1);
-    QCOMPARE(out[1].microbatch, 4);
-    QCOMPARE(out[2].start, TimeNs(100));
-    QCOMPARE(out[2].count, 1);
+    // One rank (3, stage 1) over [0, 100) at 10 columns: fold_ns 10. Its steps and
+    // bubbles lanes, and two streams whose kernels gather into its comm and busy rows.
+    using timeline::Event;
+    using timeline::Lane;
+    using timeline::LaneKind;
+    auto ev = [](TimeNs s, TimeNs e, WorkClass code, int32_t name = 0) {
+        Event x;
+        x.start = s;
+        x.end = e;
+        x.code = static_cast<uint8_t>(code);
+        x.name = name;
+        return x;
+    };
+    auto step = [](TimeNs s, TimeNs e, StepKind kind, int mb) {
+        Event x;
+        x.start = s;
+        x.end = e;
+        x.code = static_cast<uint8_t>(kind);
+        x.microbatch = mb;
+        return x;
+    };
+    auto cause = [](TimeNs s, TimeNs e, BubbleCause c) {
+        Event x;
+        x.start = s;
+        x.end = e;
+        x.code = static_cast<uint8_t>(c);
+        return x;
+    };
+    timeline::TimelineModel m;
+    m.names = {"", "send", "ar"};
+    Lane steps, bubbles, compute, comm;
+    steps.kind = LaneKind::Steps;
+    bubbles.kind = LaneKind::Bubbles;
+    // Three narrow steps 2 apart fold into one (B holds most of their time); a wide one stays; a narrow one after a wide gap stays.
+    steps.events = {step(0, 3, StepKind::F, 1), step(5, 9, StepKind::B, 2), step(11, 13, StepKind::B, 3),
+                    step(20, 60, StepKind::F, 4), step(90, 94, StepKind::I, 5)};
+    // The second bubble runs past the window: clipped to its end.
+    bubbles.events = {cause(13, 20, BubbleCause::FillDrain), cause(94, 120, BubbleCause::P2pTransfer)};
+    // A wide compute kernel, a memcpy (in neither row), two narrow compute kernels 1 apart.
+    compute.events = {ev(0, 50, WorkClass::Compute), ev(55, 58, WorkClass::Memcpy), ev(60, 62, WorkClass::Compute),
+                      ev(63, 65, WorkClass::Compute)};
+    comm.events = {ev(10, 40, WorkClass::P2p, 1), ev(70, 72, WorkClass::Collective, 2)};
+    for (Lane* l : {&steps, &bubbles, &compute, &comm}) {
+        l->rank = 3;
+        l->stage = 1;
+        m.lanes.push_back(*l);
+    }
+    m.finalize();
+
+    report::TimelineLimits limits;
+    limits.foldColumns = 10;
+    report::TimelineCounts counts;
+    const json doc = report::encodeTimeline(m, 0, 100, limits, &counts);
+    QCOMPARE(doc["start_ns"].get<TimeNs>(), TimeNs(0));
+    QCOMPARE(doc["duration_ns"].get<TimeNs>(), TimeNs(100));
+    QCOMPARE(doc["fold_ns"].get<TimeNs>(), TimeNs(10));
+    QCOMPARE(doc["names"], json::parse(R"(["send", "ar"])"));
+    QCOMPARE(doc["lanes"].size(), size_t(1));
+    const json& lane = doc["lanes"][0];
+    QCOMPARE(lane["rank"].get<int>(), 3);
+    QCOMPARE(lane["stage"].get<int>(), 1);
+    QCOMPARE(lane["replica"].get<int>(), 0);
+    // [start, duration, kind, microbatch, chunk, count]
+    QCOMPARE(lane["steps"], json::parse("[[0,13,1,-1,0,3],[20,40,0,4,0,1],[90,4,2,5,0,1]]"));
+    // [start, duration, cause, count]
+    QCOMPARE(lane["bubbles"], json::parse("[[13,7,0,1],[94,6,2,1]]"));
+    // [start, duration, 0 p2p | 1 collective, name, count]
+    QCOMPARE(lane["comm"], json::parse("[[10,30,0,0,1],[70,2,1,1,1]]"));
+    // [start, duration, count]
+    QCOMPARE(lane["busy"], json::parse("[[0,50,1],[60,5,2]]"));
+    QCOMPARE(lane["truncated"].get<int64_t>(), int64_t(0));
+    QCOMPARE(counts.blocks, int64_t(9));
+    QCOMPARE(counts.folded, int64_t(5));
+    QCOMPARE(counts.truncated, int64_t(0));
+
+    // One block per row: the rest are counted as left out, earliest kept.
+    limits.maxItemsPerLane = 1;
+    const json capped = report::encodeTimeline(m, 0, 100, limits, &counts);
+    QCOMPARE(capped["lanes"][0]["steps"], json::parse("[[0,13,1,-1,0,3]]"));
+    QCOMPARE(capped["lanes"][0]["truncated"].get<int64_t>(), int64_t(2 + 1 + 1 + 1));
+    QCOMPARE(counts.rowCap, 1);
+    QCOMPARE(counts.blocks, int64_t(4));
+    QCOMPARE(counts.truncated, int64_t(5));
 }
 
 void TestReport::pipelineNumbers()
