@@ -39,16 +39,19 @@ asan: deps
 	@cd build/asan && ctest --output-on-failure -j $(JOBS)
 
 # libFuzzer targets (clang) in build/fuzz, each run FUZZ_SECONDS from its
-# seeds; new inputs go to build/fuzz/corpus/<target>, crashes to build/fuzz/findings.
+# seeds (comma-separated folders); new inputs go to build/fuzz/corpus/<target>,
+# crashes to build/fuzz/findings.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = kineto:tests/data/kineto nsys:tests/data/nsys/fuzz store:tests/fuzz/seeds/store \
+comma := ,
+FUZZ_EXTERNAL = $(wildcard ../shared/data/external/kineto)
+FUZZ_TARGETS = kineto:tests/data/kineto,resources/examples/simulated-1f1b$(if $(FUZZ_EXTERNAL),$(comma)$(FUZZ_EXTERNAL)) nsys:tests/data/nsys/fuzz store:tests/fuzz/seeds/store \
                model:resources/models schedule:tests/fuzz/seeds/schedule
 fuzz: deps
 	@test -f build/fuzz/CMakeCache.txt || cmake --preset fuzz >/dev/null
 	@cmake --build build/fuzz -j $(JOBS) --target $(foreach t,$(FUZZ_TARGETS),fuzz_$(firstword $(subst :, ,$(t))))
 	@mkdir -p build/fuzz/findings
 	@set -e; for t in $(FUZZ_TARGETS); do \
-	  name=$${t%%:*}; seeds=$${t#*:}; mkdir -p build/fuzz/corpus/$$name; \
+	  name=$${t%%:*}; seeds=$$(echo $${t#*:} | tr , ' '); mkdir -p build/fuzz/corpus/$$name; \
 	  echo "fuzz_$$name: $(FUZZ_SECONDS) s from $$seeds"; \
 	  build/fuzz/tests/fuzz/fuzz_$$name build/fuzz/corpus/$$name $$seeds -max_total_time=$(FUZZ_SECONDS) \
 	    -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=build/fuzz/findings/$$name- 2>&1 | \

@@ -1,6 +1,7 @@
 // How fast the what-if engine answers: replays and auto-balance on one core,
 // median of repeated runs. Targets: 8 stages x 64 microbatches < 1 ms,
 // 10,000 steps < 10 ms, auto-balance of 128 layers over 16 stages < 50 ms.
+#include "whatif/Session.h"
 #include "whatif/WhatIf.h"
 
 #include <algorithm>
@@ -95,5 +96,59 @@ int main()
     noRefine.refineWithReplay = false;
     const double tDp = medianMs(51, [&] { (void)autoBalance(model, sc, noRefine); });
     std::printf("%-44s %6d layers %8.3f ms\n", "  min-max dynamic programming only", 128, tDp);
+
+    // A drag step as the app's editor makes it: the same 128 layers on 8
+    // stages x 64 microbatches (1F1B) in a what-if session, one boundary moved
+    // by one layer per call, cycling over the boundaries; median of 1000 moves.
+    CostModel dragModel = model;
+    dragModel.measuredPp = 8;
+    dragModel.measuredMicrobatches = 64;
+    dragModel.measuredSchedule = "1f1b";
+    Session session(dragModel);
+    std::vector<int> bounds = session.scenario().boundaries.value_or(std::vector<int>{});
+    std::vector<double> steps;
+    for (int i = 0; i < 1000; ++i) {
+        // Out on even moves, back on odd ones, so every partition stays valid.
+        const size_t handle = size_t(i / 2) % bounds.size();
+        bounds[handle] += i % 2 == 0 ? 1 : -1;
+        const auto a = std::chrono::steady_clock::now();
+        (void)session.setBoundaries(bounds);
+        const auto b = std::chrono::steady_clock::now();
+        steps.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+    }
+    std::sort(steps.begin(), steps.end());
+    std::printf("%-44s %6zu steps  %8.3f ms (median of 1000 moves, %d schedule builds)  target < 16 ms\n",
+                "drag step: session, 8 x 64 mb, 128 layers", session.prediction().schedule.actionCount(),
+                steps[steps.size() / 2], session.scheduleBuilds());
+
+    // Thousands of layers: auto-balance of 4096 layers over 64 x 4 stages
+    // (interleaved, 1024 microbatches) and the replay without a timeline of
+    // 6.4 million steps (what `simulate --summary` keeps per step).
+    CostModel big = model;
+    big.layers.clear();
+    for (int l = 0; l < 4096; ++l) {
+        LayerCostModel lc = model.layers[size_t(l) % model.layers.size()];
+        lc.name = "layer " + std::to_string(l);
+        big.layers.push_back(lc);
+    }
+    Scenario wide;
+    wide.schedule = ScheduleKind::Interleaved1F1B;
+    wide.pp = 64;
+    wide.v = 4;
+    wide.microbatches = 1024;
+    BalanceResult wideBalance;
+    const double tWide = medianMs(1, [&] { wideBalance = autoBalance(big, wide); });
+    std::printf("%-44s %6d layers %8.3f ms (%d replays of %lld steps)\n", "auto-balance 4096 layers over 64 x 4 stages",
+                4096, tWide, wideBalance.replays, static_cast<long long>(scenarioSteps(wide)));
+    Scenario many;
+    many.schedule = ScheduleKind::OneFOneB;
+    many.pp = 32;
+    many.microbatches = 100000;
+    ReplayOptions summaryOnly;
+    summaryOnly.timeline = false;
+    const double tMany = medianMs(1, [&] { (void)predict(big, many, summaryOnly); });
+    std::printf("%-44s %8lld steps %8.3f ms (budget %lld bytes per step)\n", "predict 32 x 100000 mb, no timeline",
+                static_cast<long long>(scenarioSteps(many)), tMany,
+                static_cast<long long>(kReplayBytesPerStep));
     return 0;
 }

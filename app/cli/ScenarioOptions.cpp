@@ -36,6 +36,33 @@ std::optional<int64_t> ScenarioArgs::gpuMemoryBytes() const
     return static_cast<int64_t>(gpuMemoryGiB * 1024.0 * 1024.0 * 1024.0);
 }
 
+void CalibrationArgs::load()
+{
+    if (!model.empty())
+        description = whatif::loadModelDescription(model);
+}
+
+whatif::CalibrateOptions CalibrationArgs::options(std::optional<int64_t> gpuMemoryBytes) const
+{
+    whatif::CalibrateOptions co;
+    co.model = description ? &*description : nullptr;
+    if (layers > 0)
+        co.measured.layers = layers;
+    co.measured.measuredBoundaries = measuredBoundaries;
+    co.measured.layerWeights = weights;
+    co.gpuMemoryBytes = gpuMemoryBytes;
+    return co;
+}
+
+void addCalibrationOptions(CLI::App& app, CalibrationArgs& a)
+{
+    app.add_option("--model", a.model, "Model description (layers, parameters, activations; docs/model-format.md)");
+    app.add_option("--layers", a.layers, "Layer count when the trace does not name layers")->check(CLI::Range(1, 100000));
+    app.add_option("--measured-boundaries", a.measuredBoundaries, "The measured run's boundaries (default: an even split)")
+        ->delimiter(',');
+    app.add_option("--weights", a.weights, "Relative cost of each layer, comma-separated")->delimiter(',');
+}
+
 void addScenarioOptions(CLI::App& app, ScenarioArgs& a, const ScenarioHelp& help)
 {
     app.add_option("--boundaries", a.boundaries, help.boundaries)->delimiter(',');

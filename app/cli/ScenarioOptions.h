@@ -2,6 +2,7 @@
 // Options and output shared by `pipescope whatif` and `pipescope simulate`:
 // both describe a scenario (schedule, pipeline degree, chunks, microbatches,
 // partition) and print or write the same pipescope.whatif/1 document.
+#include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
 
 #include <CLI/CLI.hpp>
@@ -24,6 +25,21 @@ struct ScenarioArgs {
     bool changesScenario() const;
     std::optional<int64_t> gpuMemoryBytes() const;
 };
+
+// Options that calibrate the cost model on a trace (whatif, report).
+struct CalibrationArgs {
+    std::string model;
+    int layers = 0;
+    std::vector<int> measuredBoundaries;
+    std::vector<double> weights;
+    std::optional<whatif::ModelDescription> description; // --model, once load() has read it
+
+    void load();
+    // The options for calibrate(); valid while this object lives (they point at `description`).
+    whatif::CalibrateOptions options(std::optional<int64_t> gpuMemoryBytes) const;
+};
+
+void addCalibrationOptions(CLI::App& app, CalibrationArgs& a);
 
 struct ScenarioHelp {
     const char* pp;

@@ -1,6 +1,8 @@
-// pipescope report FILE [-o report.html] [--iteration K]: one self-contained
-// HTML page with the analysis, the timeline and a what-if comparison.
+// pipescope report FILE [-o report.html] [--iteration K] [whatif's scenario and
+// calibration options]: one self-contained HTML page with the analysis, the
+// timeline and a what-if comparison.
 #include "Command.h"
+#include "ScenarioOptions.h"
 #include "report/Report.h"
 #include "store/Store.h"
 #include "util/AtomicOutput.h"
@@ -12,15 +14,21 @@
 namespace pipescope::cli {
 namespace {
 
-struct ReportArgs {
+// The what-if section takes whatif's options; -o and --json are the report's own.
+struct ReportArgs : ScenarioArgs {
     std::string file;
-    std::string output = "report.html";
     std::optional<int> iteration;
     bool noWhatIf = false;
+    CalibrationArgs calibration;
+
+    ReportArgs() { output = "report.html"; }
 };
 
-int runReport(const ReportArgs& a)
+int runReport(ReportArgs& a)
 {
+    if (a.search)
+        throw Error("the report shows one what-if question; rank configurations with pipescope whatif FILE --search");
+    a.calibration.load();
     // Fail on an unwritable output, or one that is the input, before the (possibly long) analysis.
     AtomicOutput::protectInput(a.file);
     { AtomicOutput probe(a.output, AtomicOutput::Target::FileOrStream); }
@@ -29,6 +37,8 @@ int runReport(const ReportArgs& a)
     ro.iteration = a.iteration;
     ro.storePath = a.file;
     ro.whatIf = !a.noWhatIf;
+    a.applyTo(ro.whatIfChanges);
+    ro.calibrate = a.calibration.options(a.gpuMemoryBytes());
     std::string html;
     {
         Store store(a.file);
@@ -51,6 +61,10 @@ RegisterCommand reg{{"report", "Write a self-contained HTML report: timeline, id
                          app.add_option("--iteration", a->iteration, "iteration to show (index; default: a representative one)")
                              ->check(CLI::NonNegativeNumber);
                          app.add_flag("--no-whatif", a->noWhatIf, "leave the what-if comparison out");
+                         addScenarioOptions(app, *a, {"Pipeline degree to predict (re-splits the layers)",
+                                                      "Microbatches per iteration (same global batch)",
+                                                      "First layer of each stage after the first, e.g. 4,9,13"});
+                         addCalibrationOptions(app, a->calibration);
                          return [a] { return runReport(*a); };
                      }}};
 

@@ -4,6 +4,7 @@
 #include "Command.h"
 #include "ScenarioOptions.h"
 #include "util/Error.h"
+#include "util/Progress.h"
 #include "whatif/KinetoEmitter.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
@@ -48,37 +49,58 @@ int runSimulate(const SimulateArgs& a)
     a.applyTo(changes);
     const Scenario scenario = applyChanges(base, changes);
 
+    // Sized before any work: the timeline is only kept for what is written.
+    const bool document = a.json || !a.output.empty();
+    const bool timeline = (document && !a.summary) || !a.emitKineto.empty();
+    checkTimelineSize(scenario, document && !a.summary, a.emitKineto.empty() ? 0 : a.iterations * model.dataParallel);
+    ReplayOptions ro;
+    ro.timeline = timeline;
+    Progress progress("simulating", 1000, true);
+    WorkControl work;
+    work.onProgress = [&](std::string_view phase, double f) {
+        progress.setLabel(std::string(phase));
+        if (f >= 0)
+            progress.update(static_cast<uint64_t>(f * 1000));
+    };
+    BalanceOptions bo;
+    bo.timeline = timeline;
+    bo.work = &work;
+
     std::vector<Prediction> predictions;
     if (a.autoBalance) {
-        BalanceResult b = autoBalance(model, scenario);
+        BalanceResult b = autoBalance(model, scenario, bo);
         b.prediction.label = "auto-balance";
         if (!b.memoryFeasible)
             std::cerr << "pipescope simulate: warning: no partition fits the GPU memory; showing the fastest one\n";
         predictions.push_back(std::move(b.prediction));
     } else {
-        predictions.push_back(predict(model, scenario));
+        predictions.push_back(predict(model, scenario, ro));
     }
     std::vector<SearchRow> rows;
     if (a.search)
-        rows = searchConfigurations(model, scenario, SearchSpace{});
+        rows = searchConfigurations(model, scenario, SearchSpace{}, bo);
+    progress.done();
 
     if (!a.emitKineto.empty()) {
         KinetoEmitOptions eo;
         eo.iterations = a.iterations;
         eo.seed = a.seed;
         eo.modelName = md.name;
+        eo.costModel = &model; // module events around each layer's kernels
         const KinetoEmitSummary s = emitKineto(predictions.front(), eo, a.emitKineto);
         if (!a.json)
             std::cout << "wrote " << s.files.size() << " simulated Kineto traces (" << a.iterations
                       << " iterations each) to " << a.emitKineto << "\n";
     }
 
-    JsonOptions jo;
-    jo.timeline = !a.summary;
-    const nlohmann::json doc =
-        whatIfDocument(WhatIfSource{"model", a.model, true}, model, predictions, a.search ? &rows : nullptr, jo);
-    if (writeDocument(a, doc))
-        return kExitOk;
+    if (document) {
+        JsonOptions jo;
+        jo.timeline = !a.summary;
+        const nlohmann::json doc =
+            whatIfDocument(WhatIfSource{"model", a.model, true}, model, predictions, a.search ? &rows : nullptr, jo);
+        if (writeDocument(a, doc))
+            return kExitOk;
+    }
     std::cout << "model " << md.name << " (" << model.layerCount() << " layers), simulated without a trace\n\n";
     printPredictions(predictions, a.search ? &rows : nullptr);
     return kExitOk;

@@ -7,9 +7,11 @@
 #include "store/Store.h"
 #include "util/Error.h"
 #include "util/Format.h"
+#include "util/Progress.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
+#include "whatif/WhatIfText.h"
 
 #include <iostream>
 #include <memory>
@@ -20,17 +22,14 @@ namespace {
 using namespace pipescope::whatif;
 
 struct WhatIfArgs : ScenarioArgs {
-    std::string file, model, iterationRange;
-    int layers = 0, iteration = -1, measuredPp = 0;
-    std::vector<int> measuredBoundaries;
-    std::vector<double> weights;
+    std::string file, iterationRange;
+    int iteration = -1, measuredPp = 0;
+    CalibrationArgs calibration;
 };
 
-int runWhatIf(const WhatIfArgs& a)
+int runWhatIf(WhatIfArgs& a)
 {
-    std::optional<ModelDescription> md;
-    if (!a.model.empty())
-        md = loadModelDescription(a.model);
+    a.calibration.load();
 
     Store store(a.file);
     const Trace trace = store.load();
@@ -40,13 +39,7 @@ int runWhatIf(const WhatIfArgs& a)
     if (a.measuredPp > 0)
         ao.pipelineDegree = a.measuredPp;
     ao.iterationRange = a.iterationRange;
-    CalibrateOptions co;
-    co.model = md ? &*md : nullptr;
-    if (a.layers > 0)
-        co.measured.layers = a.layers;
-    co.measured.measuredBoundaries = a.measuredBoundaries;
-    co.measured.layerWeights = a.weights;
-    co.gpuMemoryBytes = a.gpuMemoryBytes();
+    const CalibrateOptions co = a.calibration.options(a.gpuMemoryBytes());
     CostModel model;
     try {
         model = calibrate(trace, analyze(trace, ao), co);
@@ -69,12 +62,29 @@ int runWhatIf(const WhatIfArgs& a)
     Scenario requested = applyChanges(base, changes);
     requested.label = "requested";
 
+    // Sized before any work: the timeline is only kept for what is written.
+    const bool document = a.json || !a.output.empty();
+    checkTimelineSize(base, document && !a.summary, 0);
+    checkTimelineSize(requested, document && !a.summary, 0);
+    ReplayOptions ro;
+    ro.timeline = document && !a.summary;
+    Progress progress("predicting", 1000, true);
+    WorkControl work;
+    work.onProgress = [&](std::string_view phase, double f) {
+        progress.setLabel(std::string(phase));
+        if (f >= 0)
+            progress.update(static_cast<uint64_t>(f * 1000));
+    };
+    BalanceOptions bo;
+    bo.timeline = ro.timeline;
+    bo.work = &work;
+
     std::vector<Prediction> predictions;
-    predictions.push_back(predict(model, base));
+    predictions.push_back(predict(model, base, ro));
     if (a.changesScenario())
-        predictions.push_back(predict(model, requested));
+        predictions.push_back(predict(model, requested, ro));
     if (a.autoBalance) {
-        BalanceResult b = autoBalance(model, requested);
+        BalanceResult b = autoBalance(model, requested, bo);
         b.prediction.label = "auto-balance";
         if (!b.memoryFeasible)
             std::cerr << "pipescope whatif: warning: no partition fits the GPU memory; showing the fastest one\n";
@@ -82,15 +92,18 @@ int runWhatIf(const WhatIfArgs& a)
     }
     std::vector<SearchRow> rows;
     if (a.search)
-        rows = searchConfigurations(model, requested, SearchSpace{});
+        rows = searchConfigurations(model, requested, SearchSpace{}, bo);
+    progress.done();
 
-    JsonOptions jo;
-    jo.timeline = !a.summary;
     const bool simulated = trace.simulated();
-    const nlohmann::json doc = whatIfDocument(WhatIfSource{"trace", a.file, simulated}, model, predictions,
-                                              a.search ? &rows : nullptr, jo);
-    if (writeDocument(a, doc))
-        return kExitOk;
+    if (document) {
+        JsonOptions jo;
+        jo.timeline = !a.summary;
+        const nlohmann::json doc = whatIfDocument(WhatIfSource{"trace", a.file, simulated}, model, predictions,
+                                                  a.search ? &rows : nullptr, jo);
+        if (writeDocument(a, doc))
+            return kExitOk;
+    }
     std::cout << a.file << ": measured " << (model.measuredSchedule.empty() ? "unknown" : model.measuredSchedule) << ", pp "
               << model.measuredPp;
     if (model.measuredV > 1)
@@ -101,6 +114,8 @@ int runWhatIf(const WhatIfArgs& a)
     std::cout << "\n";
     if (simulated)
         std::cout << "NOTE: the trace is SIMULATED, not a measurement of real hardware.\n";
+    if (const std::string notice = noLayersNotice(model); !notice.empty())
+        std::cout << "NOTE: " << notice << "\n";
     std::cout << "\n";
     printPredictions(predictions, a.search ? &rows : nullptr);
     return kExitOk;
@@ -113,15 +128,7 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                          addScenarioOptions(app, *a, {"Pipeline degree to predict (re-splits the layers)",
                                                       "Microbatches per iteration (same global batch)",
                                                       "First layer of each stage after the first, e.g. 4,9,13"});
-                         app.add_option("--model", a->model,
-                                        "Model description (layers, parameters, activations; docs/model-format.md)");
-                         app.add_option("--layers", a->layers, "Layer count when the trace does not name layers")
-                             ->check(CLI::Range(1, 100000));
-                         app.add_option("--measured-boundaries", a->measuredBoundaries,
-                                        "The measured run's boundaries (default: an even split)")
-                             ->delimiter(',');
-                         app.add_option("--weights", a->weights, "Relative cost of each layer, comma-separated")
-                             ->delimiter(',');
+                         addCalibrationOptions(app, a->calibration);
                          app.add_option("--iteration", a->iteration, "Iteration to calibrate on (default: a typical one)")
                              ->check(CLI::NonNegativeNumber);
                          app.add_option("--measured-pp", a->measuredPp, "Pipeline degree of the measured job, if not detected")

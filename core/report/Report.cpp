@@ -11,6 +11,7 @@
 #include "util/Format.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
+#include "whatif/WhatIfText.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -438,22 +439,29 @@ struct WhatIfOutcome {
     std::vector<json> predictions; // pipescope.whatif/1 prediction objects, with timelines
     std::string error;
     int layers = 0;
-    bool layersFromTrace = false;
+    std::string layerSource;
+    std::string notice; // no layers: nothing can move, and how to give layers
 };
 
-WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis)
+WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, const ReportOptions& options)
 {
     using namespace whatif;
     WhatIfOutcome w;
     try {
-        const CostModel model = calibrate(trace, analysis);
+        const CostModel model = calibrate(trace, analysis, options.calibrate);
         w.layers = model.layerCount();
-        w.layersFromTrace = model.layerSource == "trace";
+        w.layerSource = model.layerSource;
+        w.notice = noLayersNotice(model);
         const Scenario base = measuredScenario(model);
         JsonOptions jo;
         jo.timeline = true;
         w.predictions.push_back(predictionToJson(predict(model, base), jo));
-        BalanceResult b = autoBalance(model, base);
+        Scenario requested = applyChanges(base, options.whatIfChanges);
+        requested.label = "requested";
+        const ScenarioChanges& ch = options.whatIfChanges;
+        if (ch.schedule || ch.scheduleCsv || ch.pp || ch.v || ch.microbatches || ch.boundaries)
+            w.predictions.push_back(predictionToJson(predict(model, requested), jo));
+        BalanceResult b = autoBalance(model, requested);
         b.prediction.label = "auto-balance";
         w.predictions.push_back(predictionToJson(b.prediction, jo));
     } catch (const std::exception& e) {
@@ -490,13 +498,15 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
         out += "<p class=\"warn\" id=\"whatif-error\">The what-if engine could not calibrate on this trace: " + esc(w.error) + "</p></section>\n";
         return;
     }
+    const std::string layersFrom = w.layerSource == "trace"   ? ", timed from the trace's " + c.r.layers.source + " ranges"
+                                   : w.layerSource == "model" ? ", from the model description"
+                                                              : ", an even split of each stage's measured step time";
     out += "<p class=\"note\">The cost model is calibrated on the selected iteration (" + std::to_string(w.layers) + " layers" +
-           (w.layersFromTrace ? ", timed from annotations" : ", an even split of each stage's measured step time") +
+           layersFrom +
            "; see docs/whatif.md). The first row replays the measured configuration and should come close to the measured "
-           "iteration; the second is the partition with the best predicted time for the same schedule.";
-    if (!w.layersFromTrace && w.layers <= c.r.pipeline.pp * c.r.pipeline.chunks)
-        out += " The trace does not attribute kernels to layers, so each stage is one layer and no boundary can move; "
-               "<code>pipescope whatif FILE --layers N --auto-balance</code> splits the stages into N layers of equal cost.";
+           "iteration; the last is the partition with the best predicted time for the same schedule.";
+    if (!w.notice.empty())
+        out += "</p>\n<p class=\"warn\" id=\"whatif-no-layers\">No per-layer costs: " + esc(w.notice) + ".";
     if (c.trace.simulated())
         out += " The trace is simulated.";
     out += "</p>\n<div class=\"scroll\"><table id=\"whatif-table\"><thead><tr><th>scenario</th><th>schedule</th><th>pp</th><th>v</th>"
@@ -590,7 +600,7 @@ std::string renderReport(const Trace& trace, const ReportOptions& options)
     const bool pipeline = r.pipeline.found;
     WhatIfOutcome w;
     if (pipeline && options.whatIf)
-        w = runWhatIf(trace, r);
+        w = runWhatIf(trace, r, options);
 
     std::string out;
     out.reserve(64 * 1024);

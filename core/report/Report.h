@@ -6,6 +6,7 @@
 // with inline CSS, JS and data; nothing is loaded from anywhere else.
 // docs/report.md describes every section.
 #include "model/Trace.h"
+#include "whatif/WhatIf.h"
 
 #include <optional>
 #include <string>
@@ -24,6 +25,11 @@ struct ReportOptions {
     // report says how many.
     int maxItemsPerLane = 5000;
     bool whatIf = true;
+    // The what-if section's question, as `pipescope whatif` takes it: a
+    // scenario besides the measured one (auto-balanced under the scenario's
+    // schedule), and how to calibrate (layer count, model description, ...).
+    whatif::ScenarioChanges whatIfChanges;
+    whatif::CalibrateOptions calibrate;
 };
 
 // The report as one HTML document. Throws Error when the trace holds no GPU

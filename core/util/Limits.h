@@ -25,4 +25,18 @@ inline constexpr size_t kMaxMetadataBytes = size_t{16} << 20;
 // Model descriptions and schedule files are read whole; they are small.
 inline constexpr size_t kMaxDescriptionBytes = size_t{64} << 20;
 
+// What-if work, counted in schedule steps (one F, B, I or W of one microbatch
+// on one stage). A replay keeps a few tens of bytes per step; a JSON timeline
+// or an emitted Kineto trace needs kilobytes per step, so both are capped
+// lower. Larger requests are refused before any work starts.
+inline constexpr int64_t kMaxReplaySteps = 10'000'000;
+inline constexpr int64_t kReplayBytesPerStep = 64;       // schedule + timed step + arrival times
+inline constexpr int64_t kMaxTimelineSteps = 500'000;
+inline constexpr int64_t kTimelineBytesPerStep = 2'400; // JSON document in memory: step, transfer, bubble, memory point
+inline constexpr int64_t kMaxEmittedSteps = 250'000;    // steps x iterations x data-parallel replicas
+inline constexpr int64_t kEmittedBytesPerStep = 4'600;  // Kineto events of one step, launch and transfer included
+// Steps replayed by one auto-balance refinement and by a whole search.
+inline constexpr int64_t kMaxBalanceSteps = 100'000'000;
+inline constexpr int64_t kMaxSearchSteps = 400'000'000;
+
 } // namespace pipescope

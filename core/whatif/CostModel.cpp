@@ -1,6 +1,11 @@
 #include "whatif/CostModel.h"
 
 #include "util/Error.h"
+#include "util/Limits.h"
+
+#include <cstdio>
+#include <limits>
+#include <string>
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +24,34 @@ constexpr double kDefaultAllReduceGBps = 40.0;
 // Adam touches ~36 bytes per parameter; at ~2 TB/s that is ~0.02 ns each.
 constexpr double kDefaultOptimizerNsPerParam = 0.02;
 
-TimeNs toNs(double ns) { return static_cast<TimeNs>(std::llround(std::max(0.0, ns))); }
+// A value as the user wrote it, for messages ("nan", "inf", "1e+30").
+std::string formatNumber(double v)
+{
+    if (std::isnan(v))
+        return "nan";
+    if (std::isinf(v))
+        return v < 0 ? "-inf" : "inf";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+// Costs become int64 nanoseconds and bytes; a value that does not fit is
+// refused by name rather than wrapped (a wrapped time looks like a deadlock).
+TimeNs toNs(double ns)
+{
+    if (std::isnan(ns) || ns > static_cast<double>(kMaxTimeNs))
+        throw Error("a stage's step time (" + formatNumber(ns) +
+                    " ns) does not fit the nanosecond clock (about 146 years); check the layer costs and weights");
+    return static_cast<TimeNs>(std::llround(std::max(0.0, ns)));
+}
+
+int64_t toBytes(double bytes, const char* what)
+{
+    if (std::isnan(bytes) || bytes > static_cast<double>(std::numeric_limits<int64_t>::max() / 4))
+        throw Error(std::string("the ") + what + " (" + formatNumber(bytes) + " bytes) is too large to count; check the model sizes");
+    return static_cast<int64_t>(std::llround(std::max(0.0, bytes)));
+}
 
 double median(std::vector<double> v)
 {
@@ -113,7 +145,7 @@ std::vector<int64_t> CostModel::stageActivationBytes(const Partition& partition,
             bytes += static_cast<double>(firstStageExtra.activationBytes);
         if (s == S - 1)
             bytes += static_cast<double>(lastStageExtra.activationBytes);
-        out[size_t(s)] = static_cast<int64_t>(std::llround(bytes * scale));
+        out[size_t(s)] = toBytes(bytes * scale, "activation memory of a stage");
     }
     return out;
 }
@@ -149,7 +181,7 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
         sc.backwardWeight = toNs(w * scale);
         sc.backward = toNs((i + w) * scale);
     }
-    c.boundaryBytes.assign(S > 1 ? size_t(S - 1) : 0, static_cast<int64_t>(std::llround(static_cast<double>(p2pBytes) * scale)));
+    c.boundaryBytes.assign(S > 1 ? size_t(S - 1) : 0, toBytes(static_cast<double>(p2pBytes) * scale, "bytes sent between stages"));
     c.p2pLatencyNs = p2pLatencyNs;
     c.p2pBytesPerNs = p2pBytesPerNs;
     c.eagerBytes = p2pEagerBytes;
@@ -223,8 +255,8 @@ CostModel CostModel::fromModel(const ModelDescription& m)
     };
     // Korthikanti et al.: 34 s b h bytes per transformer layer in 16-bit with
     // flash attention (no stored attention matrix), no recomputation.
-    const int64_t layerActivation = flopsKnown ? static_cast<int64_t>(34.0 * s * b * h) : 0;
-    const int64_t layerParams = m.hiddenSize > 0 ? static_cast<int64_t>(12.0 * h * h + 13.0 * h) : 0;
+    const int64_t layerActivation = flopsKnown ? toBytes(34.0 * s * b * h, "activation memory of a layer") : 0;
+    const int64_t layerParams = m.hiddenSize > 0 ? toBytes(12.0 * h * h + 13.0 * h, "parameter count of a layer") : 0;
     c.layerSource = "model";
     for (size_t i = 0; i < m.layers.size(); ++i)
         c.layers.push_back(convert(m.layers[i], "layers[" + std::to_string(i) + "] (" + m.layers[i].name + ")", 1.0,
@@ -236,8 +268,8 @@ CostModel CostModel::fromModel(const ModelDescription& m)
     } else if (V > 0 && h > 0) {
         // Embedding lookup: parameters and one hidden state, negligible compute.
         c.firstStageExtra.name = "embedding";
-        c.firstStageExtra.params = static_cast<int64_t>(V * h);
-        c.firstStageExtra.activationBytes = static_cast<int64_t>(s * b * h * m.dtypeBytes());
+        c.firstStageExtra.params = toBytes(V * h, "parameter count of the embedding");
+        c.firstStageExtra.activationBytes = toBytes(s * b * h * m.dtypeBytes(), "activation memory of the embedding");
     }
     if (m.lastStage) {
         c.lastStageExtra = convert(*m.lastStage, "last_stage", 1.0, 0, 0);
@@ -248,11 +280,11 @@ CostModel CostModel::fromModel(const ModelDescription& m)
         c.lastStageExtra = refNs && flopsKnown ? convert(head, "last_stage", 2.0 * b * s * h * V / layerFlops, 0, 0)
                                                : LayerCostModel{};
         c.lastStageExtra.name = "head+loss";
-        c.lastStageExtra.params = static_cast<int64_t>(V * h);
-        c.lastStageExtra.activationBytes = static_cast<int64_t>(s * b * V * 4.0);
+        c.lastStageExtra.params = toBytes(V * h, "parameter count of the output layer");
+        c.lastStageExtra.activationBytes = toBytes(s * b * V * 4.0, "activation memory of the output layer");
     }
 
-    c.p2pBytes = m.p2pBytes.value_or(flopsKnown ? static_cast<int64_t>(s * b * h * m.dtypeBytes()) : 0);
+    c.p2pBytes = m.p2pBytes.value_or(flopsKnown ? toBytes(s * b * h * m.dtypeBytes(), "activation sent between stages") : 0);
     c.p2pLatencyNs = toNs(m.p2pLatencyUs.value_or(kDefaultP2pLatencyUs) * 1e3);
     c.p2pBytesPerNs = m.p2pBandwidthGBps.value_or(kDefaultP2pGBps); // 1 GB/s = 1 byte/ns
     c.allReduceLatencyNs = toNs(m.allReduceLatencyUs.value_or(kDefaultAllReduceLatencyUs) * 1e3);
@@ -275,6 +307,12 @@ CostModel CostModel::fromModel(const ModelDescription& m)
 CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescription* model,
                                   const FromMeasuredOptions& options)
 {
+    for (size_t l = 0; l < options.layerWeights.size(); ++l) {
+        const double w = options.layerWeights[l];
+        if (!std::isfinite(w) || w < 0)
+            throw ValueError("weights", "layer weight " + std::to_string(l + 1) + " is " + formatNumber(w) +
+                                            "; weights must be finite numbers of at least 0");
+    }
     const int p = std::max(1, mp.pipelineDegree), v = std::max(1, mp.chunks), S = p * v;
     const int m = std::max(1, mp.microbatches);
     const ScheduleKind kind = scheduleKindFromString(mp.schedule).value_or(ScheduleKind::OneFOneB);
@@ -418,6 +456,9 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
                 total += firstW;
             if (s == S - 1)
                 total += lastW;
+            if (!std::isfinite(total))
+                throw ValueError("weights", "the layer weights of stage " + std::to_string(s) +
+                                                " add up to more than a number can hold; give smaller weights");
             if (total <= 0)
                 throw Error("the layer weights of stage " + std::to_string(s) + " add up to zero; give positive weights");
             const double sh = share[size_t(s)] >= 0 ? share[size_t(s)] : defaultShare;
@@ -501,7 +542,7 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
             c.p2pLatencyNs = toNs(mt);
             c.p2pBytesPerNs = 0;
         }
-        c.p2pBytes = static_cast<int64_t>(std::llround(mb));
+        c.p2pBytes = toBytes(mb, "bytes sent between stages");
     }
     // The kernels show what the bytes needed once both sides were there; a
     // receiver that was already waiting shows how long a message really took

@@ -2,6 +2,8 @@
 
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
+#include "util/Format.h"
+#include "util/Limits.h"
 #include "util/JsonText.h"
 
 #include <unistd.h>
@@ -12,7 +14,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <optional>
 #include <random>
+#include <tuple>
 
 namespace pipescope::whatif {
 
@@ -124,6 +129,190 @@ private:
     bool first_ = true;
 };
 
+// What PyTorch's profiler writes with with_stack=True around a step's
+// kernels: on the main thread (tid 1) the stage's model and its modules as
+// python_function events ("nn.Module: <Class>_<n>", with Python id and
+// parent id), each kernel launched from an op carrying autograd's sequence
+// number; on the autograd thread (tid 2) each backward kernel launched from
+// evaluate_function with the number of the forward op it differentiates, and
+// a fwdbwd flow from that op. Layers run in the partition's order with the
+// cost model's per-layer times; the first and last stage's extras are the
+// embedding and the head.
+class ModuleWriter {
+public:
+    ModuleWriter(EventWriter& w, const CostModel* cm, const Prediction& p, int pid, int64_t& corr, int64_t& kernels)
+        : w_(w), cm_(cm), p_(p), pid_(pid), corr_(corr), kernels_(kernels)
+    {
+    }
+    void newIteration() { forward_.clear(); }
+    void step(const TimedAction& a, TimeNs g0, TimeNs g1);
+
+private:
+    struct Unit {
+        std::string cls;
+        int instance = 0;
+        double weight = 0;
+    };
+    struct Kernel {
+        size_t unit;
+        size_t mixIndex;
+        TimeNs start, dur;
+    };
+    struct ForwardOp {
+        int64_t seq, flow;
+        bool linked = false;
+    };
+    std::vector<Unit> units(const TimedAction& a) const;
+    void launch(int tid, TimeNs ts, int64_t id)
+    {
+        w_.complete("cuda_runtime", "cudaLaunchKernel", pid_, tid, ts, 2'500, "\"correlation\": " + std::to_string(id));
+        w_.flow('s', id, pid_, tid, ts);
+    }
+    void fwdbwd(char ph, int64_t id, int tid, TimeNs ts)
+    {
+        w_.event(std::string("{\"ph\": \"") + ph + "\", \"id\": " + std::to_string(id) + ", \"pid\": " +
+                 std::to_string(pid_) + ", \"tid\": " + std::to_string(tid) + ", \"ts\": " + us(ts) +
+                 ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"" + (ph == 'f' ? ", \"bp\": \"e\"" : "") + "}");
+    }
+    int64_t python(const std::string& name, TimeNs start, TimeNs end, int64_t parent, std::optional<int> moduleId)
+    {
+        const int64_t id = ++pythonId_;
+        std::string args = "\"Python parent id\": " + (parent > 0 ? std::to_string(parent) : std::string("null")) +
+                           ", \"Python id\": " + std::to_string(id);
+        if (moduleId)
+            args += ", \"Python module id\": " + std::to_string(*moduleId);
+        w_.complete("python_function", name, pid_, 1, start, end - start, args);
+        return id;
+    }
+
+    EventWriter& w_;
+    const CostModel* cm_;
+    const Prediction& p_;
+    int pid_;
+    int64_t& corr_;
+    int64_t& kernels_;
+    int64_t pythonId_ = 0, seq_ = 0, flow_ = 0, external_ = 0;
+    // (chunk, microbatch, unit, kernel of the unit's forward) -> its op
+    std::map<std::tuple<int, int, size_t, size_t>, ForwardOp> forward_;
+    std::map<std::tuple<int, int, size_t>, size_t> forwardKernels_;
+};
+
+std::vector<ModuleWriter::Unit> ModuleWriter::units(const TimedAction& a) const
+{
+    const Partition& part = p_.partition;
+    const int S = part.stages();
+    auto weight = [&](const LayerCostModel& l) {
+        switch (a.kind) {
+        case StepKind::F: return l.forwardNs;
+        case StepKind::B: return l.backwardNs;
+        case StepKind::I: return l.backwardNs * l.backwardInputShare;
+        case StepKind::W: return l.backwardNs * (1.0 - l.backwardInputShare);
+        }
+        return l.forwardNs;
+    };
+    std::vector<Unit> u;
+    if (a.stage == 0 && weight(cm_->firstStageExtra) > 0)
+        u.push_back({"Embedding", 0, weight(cm_->firstStageExtra)});
+    // Module instances are numbered per class over the process: a rank's
+    // earlier chunks hold the first blocks.
+    int base = 0;
+    for (int s = 0; s < a.stage; ++s)
+        if (p_.schedule.rankOfStage[size_t(s)] == p_.schedule.rankOfStage[size_t(a.stage)])
+            base += part.layersOf(s);
+    for (int l = part.firstLayer[size_t(a.stage)]; l < part.firstLayer[size_t(a.stage) + 1]; ++l)
+        u.push_back({"TransformerBlock", base + l - part.firstLayer[size_t(a.stage)], weight(cm_->layers[size_t(l)])});
+    if (a.stage == S - 1 && weight(cm_->lastStageExtra) > 0)
+        u.push_back({"Linear", 0, weight(cm_->lastStageExtra)});
+    return u;
+}
+
+void ModuleWriter::step(const TimedAction& a, TimeNs g0, TimeNs g1)
+{
+    const std::vector<Unit> us = units(a);
+    const bool forward = a.kind == StepKind::F;
+    const auto& mix = kernelsOf(a.kind);
+    // Every unit runs the step's kernel mix in its share of the time; with too
+    // little time for that, one kernel each.
+    double total = 0;
+    for (const Unit& u : us)
+        total += u.weight;
+    size_t perUnit = mix.size();
+    if (g1 - g0 < static_cast<TimeNs>(us.size() * perUnit) * (3'000 + kKernelGapNs))
+        perUnit = 1;
+    std::vector<size_t> order(us.size());
+    for (size_t i = 0; i < us.size(); ++i)
+        order[i] = forward ? i : us.size() - 1 - i; // the backward runs the layers in reverse
+    std::vector<Kernel> ks;
+    std::vector<double> weights;
+    for (size_t u : order)
+        for (size_t k = 0; k < perUnit; ++k) {
+            ks.push_back({u, k, 0, 0});
+            weights.push_back(total > 0 ? us[u].weight * (perUnit == 1 ? 1.0 : mix[k].share) : 1.0);
+        }
+    const TimeNs gaps = kKernelGapNs * static_cast<TimeNs>(ks.size() - 1);
+    const TimeNs work = std::max<TimeNs>(g1 - g0 - gaps, static_cast<TimeNs>(ks.size()) * 3'000);
+    double wsum = 0;
+    for (double x : weights)
+        wsum += x;
+    double cum = 0;
+    TimeNs at = 0;
+    for (size_t i = 0; i < ks.size(); ++i) {
+        cum += weights[i];
+        const TimeNs next = i + 1 == ks.size() ? work : static_cast<TimeNs>(std::llround(cum / wsum * static_cast<double>(work)));
+        ks[i].start = g0 + at + static_cast<TimeNs>(i) * kKernelGapNs;
+        ks[i].dur = std::max<TimeNs>(next - at, 3'000);
+        at = std::max(next, at + 3'000);
+    }
+    auto launchAt = [&](const Kernel& k) { return k.start - kLeadNs + 3'000; };
+    const int tid = forward ? 1 : 2;
+    if (forward) {
+        const TimeNs rootStart = launchAt(ks.front()) - 600, rootEnd = launchAt(ks.back()) + 2'500 + 600;
+        const int64_t root = python("nn.Module: TransformerModel_" + std::to_string(a.chunk), rootStart, rootEnd, 0, a.chunk);
+        const int64_t frame = python("pipeline_model.py(88): forward", rootStart + 100, rootEnd - 100, root, std::nullopt);
+        for (size_t i = 0; i < ks.size();) {
+            size_t j = i;
+            while (j < ks.size() && ks[j].unit == ks[i].unit)
+                ++j;
+            const Unit& u = us[ks[i].unit];
+            python("nn.Module: " + u.cls + "_" + std::to_string(u.instance), launchAt(ks[i]) - 300,
+                   launchAt(ks[j - 1]) + 2'500 + 300, frame, u.instance);
+            forwardKernels_[{a.chunk, a.microbatch, ks[i].unit}] = j - i;
+            i = j;
+        }
+    }
+    for (const Kernel& k : ks) {
+        const TimeNs l = launchAt(k);
+        if (forward) {
+            const ForwardOp op{++seq_, ++flow_};
+            forward_[{a.chunk, a.microbatch, k.unit, k.mixIndex}] = op;
+            w_.complete("cpu_op", "aten::linear", pid_, tid, l - 150, 2'800,
+                        "\"External id\": " + std::to_string(++external_) + ", \"Sequence number\": " +
+                            std::to_string(op.seq) + ", \"Fwd thread id\": 0");
+            fwdbwd('s', op.flow, tid, l - 150);
+        } else {
+            const auto n = forwardKernels_.find({a.chunk, a.microbatch, k.unit});
+            const size_t fk = n == forwardKernels_.end() || n->second == 0 ? 0 : k.mixIndex % n->second;
+            auto f = forward_.find({a.chunk, a.microbatch, k.unit, fk});
+            if (f != forward_.end()) {
+                w_.complete("cpu_op", "autograd::engine::evaluate_function: MmBackward0", pid_, tid, l - 150, 2'800,
+                            "\"External id\": " + std::to_string(++external_) + ", \"Sequence number\": " +
+                                std::to_string(f->second.seq) + ", \"Fwd thread id\": 1");
+                if (!f->second.linked) {
+                    fwdbwd('f', f->second.flow, tid, l - 150);
+                    f->second.linked = true;
+                }
+            }
+        }
+        const int64_t id = corr_++;
+        launch(tid, l, id);
+        w_.complete("kernel", mix[perUnit == 1 ? 0 : k.mixIndex].name, pid_, kComputeStream, k.start, k.dur,
+                    "\"device\": " + std::to_string(pid_) + ", \"stream\": " + std::to_string(kComputeStream) +
+                        ", \"correlation\": " + std::to_string(id));
+        w_.flow('f', id, pid_, kComputeStream, k.start);
+        ++kernels_;
+    }
+}
+
 std::string ranksText(const std::vector<int>& ranks)
 {
     std::string s = "[";
@@ -180,6 +369,12 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
     const int P = s.pp, D = std::max(1, p.dataParallel), W = P * D;
     if (W > 4096)
         throw Error("the simulated job would have more than 4096 ranks; reduce --pp or the data-parallel degree");
+    const int64_t emitted = static_cast<int64_t>(s.actionCount()) * options.iterations * D;
+    if (emitted > kMaxEmittedSteps)
+        throw Error("the simulated traces would hold " + formatCount(emitted) +
+                    " steps (steps x iterations x data-parallel replicas), about " +
+                    formatBytes(emitted * kEmittedBytesPerStep) + "; pipescope emits at most " +
+                    formatCount(kMaxEmittedSteps) + " steps, so choose fewer microbatches, iterations or replicas");
 
     // Replay each iteration with jittered step times; every data-parallel
     // replica shares it (their all-reduce keeps them in step).
@@ -312,7 +507,9 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
             }
         };
 
+        ModuleWriter modules{w, options.costModel, p, g, corr, kernels};
         for (int it = 0; it < options.iterations; ++it) {
+            modules.newIteration();
             const ReplayResult& res = iterations[size_t(it)];
             const RankReplay& rr = res.ranks[size_t(r)];
             const TimeNs base = starts[size_t(it)];
@@ -343,24 +540,29 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                     kernel(sendRecv, commStream(ks, ke), ks, ke - ks, id,
                            p2p(false, s.rankOfStage[size_t(t.srcStage)], t.bytes));
                 }
-                // Compute kernels: the step's time split by the kernel mix.
-                const auto& mix = kernelsOf(a.kind);
-                const TimeNs gaps = kKernelGapNs * static_cast<TimeNs>(mix.size() - 1);
-                const TimeNs work = std::max<TimeNs>(g1 - g0 - gaps, static_cast<TimeNs>(mix.size()) * 3'000);
-                std::vector<double> shares;
-                double total = 0;
-                for (const KernelShape& k : mix) {
-                    shares.push_back(k.share * (1.0 + 0.1 * kr.symmetric()));
-                    total += shares.back();
-                }
-                TimeNs ks = g0;
-                for (size_t k = 0; k < mix.size(); ++k) {
-                    TimeNs dur = k + 1 == mix.size() ? std::max<TimeNs>(g0 + gaps + work - ks, 3'000)
-                                                     : std::max<TimeNs>(static_cast<TimeNs>(static_cast<double>(work) * shares[k] / total), 3'000);
-                    const int64_t id = corr++;
-                    launch(ks - kLeadNs + 3'000, 2'500, id);
-                    kernel(mix[k].name, kComputeStream, ks, dur, id, "");
-                    ks += dur + kKernelGapNs;
+                // Compute kernels: the step's time split by the kernel mix
+                // (per layer, inside module calls, when the layers are known).
+                if (options.costModel) {
+                    modules.step(a, g0, g1);
+                } else {
+                    const auto& mix = kernelsOf(a.kind);
+                    const TimeNs gaps = kKernelGapNs * static_cast<TimeNs>(mix.size() - 1);
+                    const TimeNs work = std::max<TimeNs>(g1 - g0 - gaps, static_cast<TimeNs>(mix.size()) * 3'000);
+                    std::vector<double> shares;
+                    double total = 0;
+                    for (const KernelShape& k : mix) {
+                        shares.push_back(k.share * (1.0 + 0.1 * kr.symmetric()));
+                        total += shares.back();
+                    }
+                    TimeNs ks = g0;
+                    for (size_t k = 0; k < mix.size(); ++k) {
+                        TimeNs dur = k + 1 == mix.size() ? std::max<TimeNs>(g0 + gaps + work - ks, 3'000)
+                                                         : std::max<TimeNs>(static_cast<TimeNs>(static_cast<double>(work) * shares[k] / total), 3'000);
+                        const int64_t id = corr++;
+                        launch(ks - kLeadNs + 3'000, 2'500, id);
+                        kernel(mix[k].name, kComputeStream, ks, dur, id, "");
+                        ks += dur + kKernelGapNs;
+                    }
                 }
                 // Sends this step produces, launched as it ends.
                 for (const TimedTransfer& t : res.transfers) {

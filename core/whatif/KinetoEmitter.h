@@ -21,6 +21,10 @@ struct KinetoEmitOptions {
     std::string modelName = "model";
     std::string gpuName = "NVIDIA H100 80GB HBM3";
     int firstStepNumber = 10;    // ProfilerStep#<n> of the first iteration
+    // The prediction's cost model: with it each step's kernels run layer by
+    // layer inside PyTorch's module events (python_function nn.Module calls,
+    // autograd sequence numbers, fwdbwd flows), as with_stack=True records them.
+    const CostModel* costModel = nullptr;
 };
 
 struct KinetoEmitSummary {

@@ -44,7 +44,8 @@ std::vector<int> peakInFlight(const ReplayResult& replay, bool untilWeightGradie
 }
 
 std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::vector<int64_t>& paramsPerRank,
-                                       const std::vector<int64_t>& activationBytes, const MemoryConfig& config)
+                                       const std::vector<int64_t>& activationBytes, const MemoryConfig& config,
+                                       bool keepOverTime)
 {
     std::vector<RankMemory> out(replay.ranks.size());
     const std::vector<int> inFlight = peakInFlight(replay);
@@ -60,10 +61,12 @@ std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::ve
         m.peakBytes = m.staticBytes;
         auto at = [&](TimeNs t) {
             const int64_t total = m.staticBytes + act;
-            if (!m.overTime.empty() && m.overTime.back().t == t)
-                m.overTime.back().bytes = total;
-            else if (m.overTime.back().bytes != total)
-                m.overTime.push_back(MemoryPoint{t, total});
+            if (keepOverTime) {
+                if (!m.overTime.empty() && m.overTime.back().t == t)
+                    m.overTime.back().bytes = total;
+                else if (m.overTime.back().bytes != total)
+                    m.overTime.push_back(MemoryPoint{t, total});
+            }
             if (total > m.peakBytes) {
                 m.peakBytes = total;
                 m.peakAt = t;
@@ -82,6 +85,8 @@ std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::ve
             case StepKind::W: act -= kept; at(a.end); break;
             }
         }
+        if (!keepOverTime)
+            m.overTime.clear();
         m.outOfMemory = config.gpuMemoryBytes && m.peakBytes > *config.gpuMemoryBytes;
     }
     return out;

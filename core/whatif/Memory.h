@@ -50,7 +50,9 @@ std::vector<int> peakInFlight(const ReplayResult& replay, bool untilWeightGradie
 
 // paramsPerRank: parameters each rank holds; activationBytes: per virtual
 // stage, bytes stored per microbatch.
+// keepOverTime false: only the peaks (overTime stays empty), a few bytes per rank instead of per step.
 std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::vector<int64_t>& paramsPerRank,
-                                       const std::vector<int64_t>& activationBytes, const MemoryConfig& config);
+                                       const std::vector<int64_t>& activationBytes, const MemoryConfig& config,
+                                       bool keepOverTime = true);
 
 } // namespace pipescope::whatif

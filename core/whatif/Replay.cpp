@@ -1,26 +1,56 @@
 #include "whatif/Replay.h"
 
 #include "util/Error.h"
+#include "util/Limits.h"
+
+#include <string>
 
 #include <algorithm>
 #include <cmath>
 
 namespace pipescope::whatif {
 
+namespace {
+
+// Times beyond the clock's range are refused by name; wrapped, they would look like a deadlock.
+[[noreturn]] void tooLong(const std::string& what)
+{
+    throw Error("replay: " + what + " lies beyond the nanosecond clock (about 146 years); the costs are too large");
+}
+
+TimeNs transferTime(TimeNs latency, double bytes, double bytesPerNs)
+{
+    const double ns = static_cast<double>(latency) + bytes / bytesPerNs;
+    if (!(ns <= static_cast<double>(kMaxTimeNs)))
+        tooLong("a transfer of " + std::to_string(static_cast<int64_t>(bytes)) + " bytes");
+    return latency + static_cast<TimeNs>(std::llround(bytes / bytesPerNs));
+}
+
+// a + b where both are at most kMaxTimeNs (so the sum cannot wrap), checked against the clock.
+TimeNs later(TimeNs a, TimeNs b, const char* what, int rank)
+{
+    const TimeNs t = a + b;
+    if (t > kMaxTimeNs)
+        tooLong(std::string(what) + " of rank " + std::to_string(rank));
+    return t;
+}
+
+} // namespace
+
 TimeNs ReplayCosts::transferNs(int64_t bytes) const
 {
-    if (p2pBytesPerNs <= 0.0)
+    if (p2pBytesPerNs <= 0.0 || !std::isfinite(p2pBytesPerNs))
         return p2pLatencyNs;
-    return p2pLatencyNs + static_cast<TimeNs>(std::llround(static_cast<double>(bytes) / p2pBytesPerNs));
+    return transferTime(p2pLatencyNs, static_cast<double>(bytes), p2pBytesPerNs);
 }
 
 TimeNs ReplayCosts::afterPostNs(int64_t bytes) const
 {
     if (eagerBytes > 0 && bytes <= eagerBytes)
         return 0;
-    if (p2pBytesPerNs <= 0.0)
+    if (p2pBytesPerNs <= 0.0 || !std::isfinite(p2pBytesPerNs))
         return p2pLatencyNs;
-    return p2pLatencyNs + static_cast<TimeNs>(std::llround(static_cast<double>(bytes - eagerBytes) / p2pBytesPerNs));
+    return transferTime(p2pLatencyNs, static_cast<double>(bytes) - static_cast<double>(eagerBytes), p2pBytesPerNs);
 }
 
 TimeNs ReplayCosts::stepNs(int stage, StepKind kind) const
@@ -41,6 +71,27 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
     if (static_cast<int>(costs.stages.size()) != S)
         throw Error("replay: the cost model has " + std::to_string(costs.stages.size()) + " stages, the schedule " +
                     std::to_string(S));
+    // Every cost within the clock, so that one addition of two never wraps.
+    auto checkCost = [](TimeNs t, const char* what) {
+        if (t < 0 || t > kMaxTimeNs)
+            throw Error(std::string("replay: ") + what + " (" + std::to_string(t) +
+                        " ns) is negative or beyond the nanosecond clock (about 146 years); check the costs");
+    };
+    for (const StageCost& c : costs.stages) {
+        checkCost(c.forward, "a forward step");
+        checkCost(c.backward, "a backward step");
+        checkCost(c.backwardInput, "an input-gradient step");
+        checkCost(c.backwardWeight, "a weight-gradient step");
+    }
+    checkCost(costs.p2pLatencyNs, "the transfer latency");
+    checkCost(costs.launchGapNs, "the launch gap");
+    checkCost(costs.pipelineSyncNs, "the pipeline-wide collective");
+    for (TimeNs t : costs.allReduceNs)
+        checkCost(t, "a gradient all-reduce");
+    for (TimeNs t : costs.optimizerNs)
+        checkCost(t, "an optimizer step");
+    for (TimeNs t : costs.rankStartNs)
+        checkCost(std::max<TimeNs>(0, t), "a rank's start");
     const size_t SM = static_cast<size_t>(S) * static_cast<size_t>(M);
     arriveF_.assign(SM, -1);
     arriveG_.assign(SM, -1);
@@ -56,6 +107,8 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
 
     out.ranks.resize(static_cast<size_t>(P));
     out.transfers.clear();
+    if (options.timeline)
+        out.transfers.reserve(s.actionCount()); // at most one per step
     for (int r = 0; r < P; ++r) {
         RankReplay& rr = out.ranks[static_cast<size_t>(r)];
         rr.actions.clear();
@@ -110,7 +163,7 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
                     const TimeNs full = boundaryNs_[static_cast<size_t>(boundary)];
                     const TimeNs afterPost = boundaryAfterPostNs_[static_cast<size_t>(boundary)];
                     TimeNs tStart = std::max(ready, link);
-                    const TimeNs tEnd = std::max(tStart + full, free + afterPost);
+                    const TimeNs tEnd = std::max(later(tStart, full, "a transfer", r), later(free, afterPost, "a transfer", r));
                     if (afterPost > 0 && tEnd > tStart + full)
                         tStart = tEnd - full; // it moved once the receiver was there
                     // Messages pipeline on a link: the next one's bytes may
@@ -126,8 +179,8 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
                     ready = tEnd;
                 }
             }
-            const TimeNs start = std::max(n > 0 ? free + gap : free, ready);
-            const TimeNs end = start + costs.stepNs(a.stage, a.kind);
+            const TimeNs start = std::max(n > 0 ? later(free, gap, "a step", r) : free, ready);
+            const TimeNs end = later(start, costs.stepNs(a.stage, a.kind), "a step", r);
             rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
                                              start, end});
             free = end;
@@ -166,15 +219,15 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
         RankReplay& rr = out.ranks[static_cast<size_t>(r)];
         rr.computeEnd = rr.actions.empty() ? 0 : rr.actions.back().end;
         rr.allReduceStart = rr.computeEnd;
-        rr.allReduceEnd = rr.allReduceStart + (static_cast<size_t>(r) < costs.allReduceNs.size() ? costs.allReduceNs[static_cast<size_t>(r)] : 0);
+        rr.allReduceEnd = later(rr.allReduceStart, static_cast<size_t>(r) < costs.allReduceNs.size() ? costs.allReduceNs[static_cast<size_t>(r)] : 0, "the all-reduce", r);
         lastJoin = std::max(lastJoin, rr.allReduceEnd);
     }
     for (int r = 0; r < P; ++r) {
         RankReplay& rr = out.ranks[static_cast<size_t>(r)];
         rr.syncStart = rr.allReduceEnd;
-        rr.syncEnd = costs.pipelineSyncNs > 0 ? lastJoin + costs.pipelineSyncNs : rr.allReduceEnd;
+        rr.syncEnd = costs.pipelineSyncNs > 0 ? later(lastJoin, costs.pipelineSyncNs, "the pipeline-wide collective", r) : rr.allReduceEnd;
         rr.optimizerStart = rr.syncEnd;
-        rr.optimizerEnd = rr.optimizerStart + (static_cast<size_t>(r) < costs.optimizerNs.size() ? costs.optimizerNs[static_cast<size_t>(r)] : 0);
+        rr.optimizerEnd = later(rr.optimizerStart, static_cast<size_t>(r) < costs.optimizerNs.size() ? costs.optimizerNs[static_cast<size_t>(r)] : 0, "the optimizer step", r);
         iteration = std::max(iteration, rr.optimizerEnd);
     }
     out.iterationNs = iteration;
@@ -222,7 +275,9 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
             cursor = a.end;
         }
         addBubble(rr.allReduceStart, rr.allReduceEnd, BubbleCause::DpSync);
-        addBubble(rr.syncStart, rr.syncEnd, BubbleCause::DpSync);
+        // Waiting in a collective over the pipeline's ranks for the others to
+        // finish their cool-down is pipeline drain, as the analysis names it.
+        addBubble(rr.syncStart, rr.syncEnd, BubbleCause::FillDrain);
         busy += rr.optimizerEnd - rr.optimizerStart;
         addBubble(rr.optimizerEnd, iteration, BubbleCause::FillDrain);
         rr.busyNs = busy;

@@ -2,6 +2,7 @@
 
 #include "analysis/MeasuredPipeline.h"
 #include "util/Error.h"
+#include "util/Format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -116,14 +117,44 @@ void evaluate(const CostModel& model, Prediction& p, const ReplayOptions& option
     for (int s = 0; s < schedule.stages; ++s)
         rankParams[size_t(schedule.rankOfStage[size_t(s)])] += params[size_t(s)];
     p.memory = memoryOverTime(p.replay, rankParams, model.stageActivationBytes(p.partition, schedule.microbatches),
-                              model.memory);
+                              model.memory, options.timeline);
     p.dataParallel = model.dataParallel;
     p.gpuMemoryBytes = model.memory.gpuMemoryBytes;
     p.measuredIterationNs = model.measuredIterationNs;
 }
 
+int64_t scenarioSteps(const Scenario& sc)
+{
+    if (sc.custom)
+        return static_cast<int64_t>(sc.custom->actionCount());
+    const int64_t perMicrobatch = splitsBackward(sc.schedule) ? 3 : 2;
+    return int64_t{std::max(1, sc.pp)} * std::max(1, sc.v) * std::max(1, sc.microbatches) * perMicrobatch;
+}
+
+void checkTimelineSize(const Scenario& sc, bool document, int64_t emittedCopies)
+{
+    const int64_t steps = scenarioSteps(sc);
+    if (document && steps > kMaxTimelineSteps)
+        throw Error("the timeline would hold " + formatCount(steps) + " steps, about " +
+                    formatBytes(steps * kTimelineBytesPerStep) + " of JSON in memory; pipescope writes timelines of at most " +
+                    formatCount(kMaxTimelineSteps) + " steps, so ask for the summary only or choose fewer microbatches");
+    if (emittedCopies > 0 && steps * emittedCopies > kMaxEmittedSteps)
+        throw Error("the simulated traces would hold " + formatCount(steps) + " steps x " + std::to_string(emittedCopies) +
+                    " (iterations x data-parallel replicas), about " + formatBytes(steps * emittedCopies * kEmittedBytesPerStep) +
+                    "; pipescope emits at most " + formatCount(kMaxEmittedSteps) +
+                    " steps in all, so choose fewer microbatches, iterations or replicas");
+}
+
 Schedule scheduleFor(const Scenario& sc)
 {
+    const int64_t steps = scenarioSteps(sc);
+    if (steps > kMaxReplaySteps)
+        throw ValueError("microbatches",
+                         "the schedule would run " + formatCount(steps) + " steps (" + std::to_string(sc.pp * sc.v) +
+                             " stages x " + std::to_string(sc.microbatches) + " microbatches x " +
+                             std::to_string(splitsBackward(sc.schedule) ? 3 : 2) + "), about " +
+                             formatBytes(steps * kReplayBytesPerStep) + " to replay; pipescope replays at most " +
+                             formatCount(kMaxReplaySteps) + " steps, so choose fewer microbatches, stages or chunks");
     if (sc.custom)
         return *sc.custom;
     return makeSchedule(sc.schedule, sc.pp, sc.v, sc.microbatches);
@@ -234,45 +265,62 @@ std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vecto
         }
         return mem.fits(s, p, ac);
     };
+    // Binary search on the bottleneck T: for a given T, giving each stage as
+    // many layers as its time and memory allow is optimal (a stage that fits
+    // also fits with fewer layers), so the smallest feasible T is found with
+    // O(S log L) per probe instead of a table over stages x layers.
+    std::vector<int> firstLayer(size_t(S) + 1, 0), trial(size_t(S) + 1, 0);
+    auto fitsStage = [&](int s, int a, int b, double T) { return stageTime(s, a, b) <= T && feasible(s, a, b); };
+    // Fills `out` with the furthest-reaching partition under T; returns its bottleneck, or infinity.
     constexpr double kInf = std::numeric_limits<double>::infinity();
-    const size_t W = size_t(L) + 1;
-    std::vector<double> best(size_t(S + 1) * W, kInf);
-    std::vector<int> from(size_t(S + 1) * W, -1);
-    best[0] = 0.0;
-    for (int s = 1; s <= S; ++s) {
-        const int jLo = s, jHi = L - (S - s);
-        for (int j = jLo; j <= jHi; ++j) {
-            double bj = kInf;
-            int arg = -1;
-            // Walking i down, the last stage grows: once it alone exceeds the
-            // best found, no smaller i can do better.
-            for (int i = j - 1; i >= s - 1; --i) {
-                const double prev = best[size_t(s - 1) * W + size_t(i)];
-                const double cost = stageTime(s - 1, i, j);
-                if (cost >= bj)
-                    break;
-                if (prev == kInf || !feasible(s - 1, i, j))
-                    continue;
-                const double v = std::max(prev, cost);
-                if (v < bj) {
-                    bj = v;
-                    arg = i;
+    auto greedy = [&](double T, std::vector<int>& out) {
+        int a = 0;
+        double worst = 0.0;
+        for (int s = 0; s < S; ++s) {
+            out[size_t(s)] = a;
+            int b;
+            if (s == S - 1) {
+                if (!fitsStage(s, a, L, T))
+                    return kInf;
+                b = L;
+            } else {
+                // Leave at least one layer for each later stage.
+                int lo = a + 1, hi = L - (S - 1 - s);
+                if (lo > hi || !fitsStage(s, a, lo, T))
+                    return kInf;
+                while (lo < hi) {
+                    const int mid = lo + (hi - lo + 1) / 2;
+                    if (fitsStage(s, a, mid, T))
+                        lo = mid;
+                    else
+                        hi = mid - 1;
                 }
+                b = lo;
             }
-            best[size_t(s) * W + size_t(j)] = bj;
-            from[size_t(s) * W + size_t(j)] = arg;
+            worst = std::max(worst, stageTime(s, a, b));
+            a = b;
+        }
+        out[size_t(S)] = L;
+        return worst;
+    };
+    double hiT = greedy(kInf, firstLayer);
+    if (hiT == kInf)
+        return {};
+    double loT = 0.0; // infeasible below or at loT (or loT is 0)
+    for (int probe = 0; probe < 200; ++probe) {
+        const double mid = loT + (hiT - loT) / 2;
+        if (!(mid > loT && mid < hiT))
+            break;
+        const double got = greedy(mid, trial);
+        if (got == kInf) {
+            loT = mid;
+        } else {
+            hiT = got;
+            firstLayer.swap(trial);
         }
     }
-    if (best[size_t(S) * W + size_t(L)] == kInf)
-        return {};
-    std::vector<int> firstLayer(size_t(S) + 1, 0);
-    firstLayer[size_t(S)] = L;
-    for (int s = S, j = L; s > 0; --s) {
-        j = from[size_t(s) * W + size_t(j)];
-        firstLayer[size_t(s) - 1] = j;
-    }
     if (bottleneck)
-        *bottleneck = static_cast<TimeNs>(std::llround(best[size_t(S) * W + size_t(L)]));
+        *bottleneck = static_cast<TimeNs>(std::llround(hiT));
     return {firstLayer.begin() + 1, firstLayer.end() - 1};
 }
 
@@ -306,11 +354,19 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
     ReplayOptions fast;
     fast.timeline = false;
     ReplayResult scratch;
+    // The refinement replays the whole schedule per candidate: bounded by
+    // rounds and by the steps it may replay, so thousands of layers or stages
+    // cost seconds, not hours.
+    const int64_t steps = std::max<int64_t>(1, static_cast<int64_t>(schedule.actionCount()));
+    const int64_t candidatesPerRound = 2 * int64_t{S - 1};
+    const int64_t maxReplays =
+        std::min<int64_t>(int64_t{std::max(0, options.maxRefineRounds)} * candidatesPerRound + 1,
+                          std::max<int64_t>(1, options.maxRefineSteps / steps));
     auto timeOf = [&](const std::vector<int>& b) {
         const Partition part = partitionFromBoundaries(b, L, S);
         const ReplayCosts costs = model.replayCosts(part, schedule);
         if ((result.replays & 15) == 0)
-            checkpoint(options.work, "balancing stages", -1);
+            checkpoint(options.work, "balancing stages", static_cast<double>(result.replays) / static_cast<double>(maxReplays));
         replay.run(schedule, costs, scratch, fast);
         ++result.replays;
         return scratch.iterationNs;
@@ -323,37 +379,37 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
             act[size_t(l) + 1] = act[size_t(l)] + model.layers[size_t(l)].activationBytes;
         }
         StageMemoryCheck mem{model, inFlight, perStage, model.microbatchScale(schedule.microbatches)};
-        auto fits = [&](const std::vector<int>& b) {
-            for (int s = 0; s < S; ++s) {
-                const int lo = s == 0 ? 0 : b[size_t(s) - 1], hi = s == S - 1 ? L : b[size_t(s)];
-                int64_t p = prm[size_t(hi)] - prm[size_t(lo)], a = act[size_t(hi)] - act[size_t(lo)];
-                if (s == 0) {
-                    p += model.firstStageExtra.params;
-                    a += model.firstStageExtra.activationBytes;
-                }
-                if (s == S - 1) {
-                    p += model.lastStageExtra.params;
-                    a += model.lastStageExtra.activationBytes;
-                }
-                if (!mem.fits(s, p, a))
-                    return false;
+        auto stageFits = [&](const std::vector<int>& b, int s) {
+            const int lo = s == 0 ? 0 : b[size_t(s) - 1], hi = s == S - 1 ? L : b[size_t(s)];
+            int64_t p = prm[size_t(hi)] - prm[size_t(lo)], a = act[size_t(hi)] - act[size_t(lo)];
+            if (s == 0) {
+                p += model.firstStageExtra.params;
+                a += model.firstStageExtra.activationBytes;
             }
-            return true;
+            if (s == S - 1) {
+                p += model.lastStageExtra.params;
+                a += model.lastStageExtra.activationBytes;
+            }
+            return mem.fits(s, p, a);
         };
         TimeNs best = timeOf(bounds);
-        for (int round = 0; round < options.maxRefineRounds; ++round) {
+        std::vector<int> cand;
+        for (int round = 0; round < options.maxRefineRounds && result.replays < maxReplays; ++round) {
             bool improved = false;
-            for (size_t i = 0; i < bounds.size(); ++i)
+            for (size_t i = 0; i < bounds.size() && result.replays < maxReplays; ++i)
                 for (int d : {-1, +1}) {
-                    std::vector<int> cand = bounds;
+                    if (result.replays >= maxReplays)
+                        break;
+                    cand = bounds;
                     cand[i] += d;
                     const int lo = i == 0 ? 0 : cand[i - 1], hi = i + 1 == cand.size() ? L : cand[i + 1];
-                    if (cand[i] <= lo || cand[i] >= hi || !fits(cand))
+                    // Moving boundary i changes only stages i and i + 1.
+                    if (cand[i] <= lo || cand[i] >= hi || !stageFits(cand, int(i)) || !stageFits(cand, int(i) + 1))
                         continue;
                     const TimeNs t = timeOf(cand);
                     if (t < best) {
                         best = t;
-                        bounds = std::move(cand);
+                        bounds.swap(cand);
                         improved = true;
                     }
                 }
@@ -361,15 +417,17 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
                 break;
         }
     }
+    ReplayOptions finalOptions;
+    finalOptions.timeline = options.timeline;
     if (options.memoryLimitBytes) {
         // Flag out-of-memory against the limit balanced for.
         CostModel limited = model;
         limited.memory.gpuMemoryBytes = options.memoryLimitBytes;
         result.prediction = finish(limited, sc.label.empty() ? "auto-balance" : sc.label, schedule,
-                                   partitionFromBoundaries(bounds, L, S), ReplayOptions{}, replay);
+                                   partitionFromBoundaries(bounds, L, S), finalOptions, replay);
     } else {
         result.prediction = finish(model, sc.label.empty() ? "auto-balance" : sc.label, schedule,
-                                   partitionFromBoundaries(bounds, L, S), ReplayOptions{}, replay);
+                                   partitionFromBoundaries(bounds, L, S), finalOptions, replay);
     }
     ++result.replays;
     return result;
@@ -389,39 +447,67 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
         ms.assign(set.begin(), set.end());
     }
     const int pp = space.pp > 0 ? space.pp : base.pp;
-    std::vector<SearchRow> rows;
-    const double total = static_cast<double>(schedules.size() * vs.size() * ms.size());
-    int tried = 0;
+    // The combinations worth trying, and the work they take: each costs a
+    // few replays of its schedule before any refinement. Estimated before
+    // starting, so that a search too big is refused at once.
+    std::vector<Scenario> todo;
+    int64_t baseSteps = 0;
     for (ScheduleKind kind : schedules)
         for (int v : vs)
             for (int m : ms) {
-                checkpoint(options.work, "searching configurations", tried++ / total);
                 Scenario sc;
                 sc.schedule = kind;
                 sc.pp = pp;
                 sc.v = v;
                 sc.microbatches = m;
                 sc.label = std::string(toString(kind)) + " v" + std::to_string(v) + " m" + std::to_string(m);
-                if (pp * v > model.layerCount())
+                if (pp * v > model.layerCount() || scenarioSteps(sc) > kMaxReplaySteps)
                     continue;
                 try {
                     (void)makeSchedule(kind, pp, v, m);
                 } catch (const Error&) {
                     continue; // not a combination this schedule accepts
                 }
-                BalanceOptions o = options;
-                o.maxRefineRounds = std::min(o.maxRefineRounds, 4);
-                BalanceResult b = autoBalance(model, sc, o);
-                SearchRow row;
-                row.scenario = sc;
-                row.boundaries = b.prediction.partition.boundaries();
-                row.iterationNs = b.prediction.iterationNs();
-                row.bubbleFraction = b.prediction.replay.bubbleFraction;
-                row.peakBytes = b.prediction.peakBytes();
-                row.outOfMemory = b.prediction.outOfMemory();
-                row.speedup = b.prediction.speedup();
-                rows.push_back(std::move(row));
+                baseSteps += 3 * scenarioSteps(sc); // in-flight count, first and final replay
+                todo.push_back(std::move(sc));
             }
+    if (baseSteps > kMaxSearchSteps)
+        throw ValueError("microbatches", "the search would replay about " + formatCount(baseSteps) + " steps over " +
+                                             std::to_string(todo.size()) + " configurations; pipescope searches at most " +
+                                             formatCount(kMaxSearchSteps) +
+                                             " steps, so choose fewer microbatches or a smaller pipeline");
+    const int64_t refineEach =
+        todo.empty() ? 0 : std::min(options.maxRefineSteps, (kMaxSearchSteps - baseSteps) / static_cast<int64_t>(todo.size()));
+    std::vector<SearchRow> rows;
+    const double total = static_cast<double>(std::max<size_t>(1, todo.size()));
+    int tried = 0;
+    // Each configuration's balancing reports as a share of the whole search.
+    WorkControl inner;
+    if (options.work) {
+        inner.stop = options.work->stop;
+        if (options.work->onProgress)
+            inner.onProgress = [&](std::string_view, double f) {
+                options.work->onProgress("searching configurations", (tried - 1 + std::clamp(f, 0.0, 1.0)) / total);
+            };
+    }
+    for (const Scenario& sc : todo) {
+        checkpoint(options.work, "searching configurations", tried++ / total);
+        BalanceOptions o = options;
+        o.maxRefineRounds = std::min(o.maxRefineRounds, 4);
+        o.maxRefineSteps = refineEach;
+        o.timeline = false;
+        o.work = options.work ? &inner : nullptr;
+        BalanceResult b = autoBalance(model, sc, o);
+        SearchRow row;
+        row.scenario = sc;
+        row.boundaries = b.prediction.partition.boundaries();
+        row.iterationNs = b.prediction.iterationNs();
+        row.bubbleFraction = b.prediction.replay.bubbleFraction;
+        row.peakBytes = b.prediction.peakBytes();
+        row.outOfMemory = b.prediction.outOfMemory();
+        row.speedup = b.prediction.speedup();
+        rows.push_back(std::move(row));
+    }
     std::stable_sort(rows.begin(), rows.end(), [](const SearchRow& a, const SearchRow& b) {
         if (a.outOfMemory != b.outOfMemory)
             return !a.outOfMemory;

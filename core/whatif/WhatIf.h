@@ -9,6 +9,7 @@
 #include "whatif/Memory.h"
 #include "whatif/Replay.h"
 #include "whatif/Schedule.h"
+#include "util/Limits.h"
 #include "util/Work.h"
 
 #include <optional>
@@ -67,7 +68,15 @@ Prediction predict(const CostModel& model, const Scenario& scenario, const Repla
 // The parts of predict() a what-if session reuses while the user drags:
 // the schedule and the partition a scenario stands for, and the replay,
 // costs and memory of a prediction whose schedule and partition are set.
+// Throws ValueError when the scenario has more steps than a replay takes (kMaxReplaySteps).
 Schedule scheduleFor(const Scenario& scenario);
+// Steps (F, B, I, W of one microbatch on one stage) the scenario's schedule
+// runs per iteration, counted without building it.
+int64_t scenarioSteps(const Scenario& scenario);
+// Throws Error, before any work, when the scenario's timeline would not fit:
+// as a JSON document (document true; kMaxTimelineSteps) or emitted as
+// Kineto traces `emittedCopies` times (iterations x replicas; kMaxEmittedSteps).
+void checkTimelineSize(const Scenario& scenario, bool document, int64_t emittedCopies);
 Partition partitionFor(const CostModel& model, const Scenario& scenario, int stages);
 void evaluate(const CostModel& model, Prediction& prediction, const ReplayOptions& options, Replay& replay);
 
@@ -88,6 +97,8 @@ struct BalanceOptions {
     bool refineWithReplay = true;            // hill-climb the min-max partition on replayed time
     int maxRefineRounds = 16;
     const WorkControl* work = nullptr;       // progress and cancel (optional)
+    int64_t maxRefineSteps = kMaxBalanceSteps; // schedule steps the refinement may replay in all
+    bool timeline = true;                    // record the result's bubbles and transfers
 };
 
 struct BalanceResult {

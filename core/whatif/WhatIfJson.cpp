@@ -1,4 +1,5 @@
 #include "whatif/WhatIfJson.h"
+#include "whatif/WhatIfText.h"
 
 #include "Version.h"
 
@@ -199,6 +200,9 @@ json whatIfDocument(const WhatIfSource& source, const CostModel& model, const st
         preds.push_back(predictionToJson(p, options));
     doc["predictions"] = std::move(preds);
     doc["search"] = search ? searchToJson(*search) : json(nullptr);
+    doc["layer_source"] = model.layerSource;
+    const std::string notice = noLayersNotice(model);
+    doc["notice"] = notice.empty() ? json(nullptr) : json(notice);
     return doc;
 }
 

@@ -85,6 +85,15 @@ std::string predictionText(const Prediction& p)
     return o.str();
 }
 
+std::string noLayersNotice(const CostModel& model)
+{
+    if (model.layerSource != "stages")
+        return {};
+    return "the trace does not attribute kernels to layers, so each stage is one layer and no boundary can move; "
+           "give --layers N or --model FILE, or record with torch.profiler's with_stack=True (module calls) or "
+           "the pipescope_annotate helper (layer ranges)";
+}
+
 std::string searchText(const std::vector<SearchRow>& rows, size_t maxRows)
 {
     TextTable t({">#", "schedule", ">v", ">microbatches", ">iteration", ">speed-up", ">bubble", ">peak memory", "OOM",

@@ -4,6 +4,7 @@
 // process, and quoted input cannot drive the terminal.
 #include "TestSupport.h"
 #include "analysis/Analysis.h"
+#include "import/capture/CaptureSchema.h"
 #include "store/Sqlite.h"
 #include "store/Store.h"
 #include "util/AtomicOutput.h"
@@ -11,9 +12,13 @@
 #include "util/Format.h"
 #include "util/InputFile.h"
 #include "util/Limits.h"
+#include "util/Work.h"
+#include "whatif/Replay.h"
+#include "whatif/WhatIf.h"
 
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 
@@ -583,6 +588,209 @@ private slots:
         QCOMPARE(refused.exitCode, 1);
         QVERIFY2(refused.err.contains("holds files other than simulated traces (notes.txt)"), qPrintable(refused.err));
         QVERIFY(QFile::exists(other + "/notes.txt"));
+    }
+
+    // 8. What-if work is sized before it starts; what would not fit is refused
+    // with its size, and balancing thousands of layers stays bounded.
+    void replayTooLargeIsRefusedWithItsSize()
+    {
+        auto r = runCli({"simulate", model(), "--pp", "256", "--v", "4", "--schedule", "interleaved", "--microbatches",
+                         "10240", "--summary"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("--microbatches: the schedule would run 20,971,520 steps (1024 stages x 10240 "
+                                "microbatches x 2), about 1.2 GiB to replay; pipescope replays at most 10,000,000 steps"),
+                 qPrintable(r.err));
+    }
+    void timelineTooLargeIsRefusedWithItsSize()
+    {
+        auto r = runCli({"simulate", model(), "--pp", "32", "--microbatches", "8000", "--json"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("the timeline would hold 512,000 steps, about 1.1 GiB of JSON in memory; pipescope "
+                                "writes timelines of at most 500,000 steps"),
+                 qPrintable(r.err));
+        QCOMPARE(r.out, QString());
+        QTemporaryDir dir;
+        auto e = runCli({"simulate", model(), "--pp", "32", "--microbatches", "4000", "--emit-kineto", dir.path() + "/job",
+                         "--summary"});
+        QCOMPARE(e.exitCode, 1);
+        QVERIFY2(e.err.contains("the simulated traces would hold 256,000 steps x 2"), qPrintable(e.err));
+        QVERIFY(!QFile::exists(dir.path() + "/job"));
+    }
+    void manyMicrobatchesWithoutATimeline()
+    {
+        // 6.4 million steps: replayed in tens of bytes each when no timeline is written.
+        auto r = runCli({"simulate", model(), "--pp", "32", "--microbatches", "100000", "--json", "--summary"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonObject p = QJsonDocument::fromJson(r.out.toUtf8()).object()["predictions"].toArray()[0].toObject();
+        QCOMPARE(p["config"].toObject()["microbatches"].toInt(), 100000);
+        QVERIFY(p["iteration_ns"].toDouble() > 0);
+        QVERIFY(!p["ranks"].toArray()[0].toObject().contains("actions"));
+    }
+    void autoBalanceOfThousandsOfLayers()
+    {
+        whatif::CostModel c;
+        for (int l = 0; l < 4096; ++l) {
+            whatif::LayerCostModel lc;
+            lc.name = "layer " + std::to_string(l);
+            lc.forwardNs = 1000.0 + (l % 7) * 100.0;
+            lc.backwardNs = 2 * lc.forwardNs;
+            c.layers.push_back(lc);
+        }
+        whatif::Scenario sc;
+        sc.schedule = whatif::ScheduleKind::Interleaved1F1B;
+        sc.pp = 16;
+        sc.v = 4;
+        sc.microbatches = 64;
+        std::atomic<bool> stop{false};
+        int reports = 0;
+        WorkControl work;
+        work.stop = &stop;
+        work.onProgress = [&](std::string_view phase, double f) {
+            QCOMPARE(QString::fromUtf8(phase.data(), int(phase.size())), QString("balancing stages"));
+            QVERIFY(f >= 0 && f <= 1);
+            ++reports;
+        };
+        whatif::BalanceOptions o;
+        o.work = &work;
+        const whatif::BalanceResult b = whatif::autoBalance(c, sc, o);
+        QVERIFY(reports > 0);
+        QVERIFY(b.replays <= 1 + o.maxRefineSteps / whatif::scenarioSteps(sc) + 1);
+        QCOMPARE(b.prediction.partition.stages(), 64);
+        // The slowest stage is at least the mean and at most the mean plus one layer (F + B of 1600 at most).
+        double total = 0;
+        for (const auto& l : c.layers)
+            total += l.forwardNs + l.backwardNs;
+        QVERIFY(b.bottleneckNs >= TimeNs(total / 64) - 1);
+        QVERIFY(b.bottleneckNs <= TimeNs(total / 64) + 3 * 1600);
+        // Cancel: the stop flag ends balancing with Cancelled.
+        stop = true;
+        QVERIFY_THROWS_EXCEPTION(Cancelled, whatif::autoBalance(c, sc, o));
+    }
+    void searchOfThousandsOfLayersIsBounded()
+    {
+        whatif::CostModel c;
+        c.layers.assign(4096, whatif::LayerCostModel{});
+        for (auto& l : c.layers) {
+            l.forwardNs = 1000;
+            l.backwardNs = 2000;
+        }
+        whatif::Scenario base;
+        base.pp = 8;
+        base.microbatches = 16;
+        whatif::SearchSpace space;
+        space.schedules = {whatif::ScheduleKind::OneFOneB, whatif::ScheduleKind::Interleaved1F1B};
+        space.vs = {1, 2};
+        space.microbatches = {8, 16};
+        const auto rows = whatif::searchConfigurations(c, base, space);
+        QCOMPARE(int(rows.size()), 4); // 1f1b v1 m8/m16, interleaved v2 m8/m16
+        // Equal layers: every stage gets the same share.
+        for (const auto& r : rows) {
+            const int stages = r.scenario.pp * r.scenario.v;
+            QCOMPARE(int(r.boundaries.size()), stages - 1);
+            QCOMPARE(r.boundaries.front(), 4096 / stages);
+        }
+    }
+
+    // 12. Non-finite and overflowing numbers are refused by name.
+    void nonFiniteWeightsAreRefused_data()
+    {
+        QTest::addColumn<QString>("weights");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("nan") << "1,nan,1,1" << "--weights: layer weight 2 is nan; weights must be finite numbers of at least 0";
+        QTest::newRow("inf") << "inf,1,1,1" << "--weights: layer weight 1 is inf; weights must be finite numbers of at least 0";
+        QTest::newRow("negative") << "1,1,-2,1" << "--weights: layer weight 3 is -2; weights must be finite numbers of at least 0";
+    }
+    void nonFiniteWeightsAreRefused()
+    {
+        QFETCH(QString, weights);
+        QFETCH(QString, message);
+        QTemporaryDir dir;
+        const QString job = dir.path() + "/job";
+        QCOMPARE(runCli({"simulate", model(), "--pp", "4", "--emit-kineto", job, "--summary"}).exitCode, 0);
+        QCOMPARE(runCli({"import", job, "-o", dir.path() + "/job.pipescope", "-q"}).exitCode, 0);
+        auto r = runCli({"whatif", dir.path() + "/job.pipescope", "--layers", "4", "--weights", weights});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(message), qPrintable(r.err));
+        QVERIFY2(!r.out.contains("speed-up"), qPrintable(r.out));
+    }
+    void overflowingCostsAreNotADeadlock()
+    {
+        whatif::Schedule s = whatif::makeSchedule(whatif::ScheduleKind::OneFOneB, 2, 1, 4);
+        whatif::ReplayCosts costs;
+        costs.stages.assign(2, whatif::StageCost{kMaxTimeNs / 2, kMaxTimeNs / 2, 0, 0});
+        try {
+            whatif::Replay().run(s, costs);
+            QFAIL("replayed times beyond the clock");
+        } catch (const Error& e) {
+            const QString m = e.what();
+            QVERIFY2(m.contains("lies beyond the nanosecond clock (about 146 years); the costs are too large"), qPrintable(m));
+            QVERIFY2(!m.contains("deadlock"), qPrintable(m));
+        }
+        costs.stages.assign(2, whatif::StageCost{-5, 1, 0, 0});
+        QVERIFY_THROWS_EXCEPTION(Error, whatif::Replay().run(s, costs));
+        whatif::ReplayCosts slow;
+        slow.stages.assign(2, whatif::StageCost{1, 1, 0, 0});
+        slow.boundaryBytes = {int64_t{1} << 62};
+        slow.p2pBytesPerNs = 1e-9;
+        try {
+            whatif::Replay().run(s, slow);
+            QFAIL("replayed a transfer beyond the clock");
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains("a transfer of 4611686018427387904 bytes lies beyond the nanosecond clock"),
+                     qPrintable(QString(e.what())));
+        }
+    }
+
+    // 15. One bad capture file is skipped by merge; an empty Nsight export is an error.
+    void mergeSkipsABadFile()
+    {
+        QTemporaryDir dir;
+        writeFile(dir.path() + "/rank0.host.1.pscap", "not a capture at all");
+        writeFile(dir.path() + "/rank1.host.2.pscap", "neither");
+        auto r = runCli({"merge", dir.path(), "-o", dir.path() + "/job.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(dir.path() + ": none of its 2 capture files can be read (first: " + dir.path() +
+                                "/rank0.host.1.pscap: "),
+                 qPrintable(r.err));
+        QVERIFY(!QFile::exists(dir.path() + "/job.pipescope"));
+    }
+    void mergeKeepsTheReadableFiles()
+    {
+        QTemporaryDir dir;
+        {
+            sql::Database db(test::path(dir, "rank0.host.1.pscap"), sql::Database::Mode::Create);
+            db.exec(capture::kCaptureSchemaSql);
+            db.exec("PRAGMA application_id = " + std::to_string(capture::kCaptureApplicationId));
+            db.exec("PRAGMA user_version = " + std::to_string(capture::kCaptureVersion));
+            db.exec("INSERT INTO meta VALUES ('rank', '0')");
+            db.exec("INSERT INTO strings(value) VALUES ('gemm')");
+            db.exec("INSERT INTO gpu_activities(kind, start_ns, end_ns, device, context, stream, correlation, name_id)"
+                    " VALUES (0, 1000, 2000, 0, 1, 7, 1, 1)");
+        }
+        writeFile(dir.path() + "/rank1.host.2.pscap", "not a capture at all");
+        auto r = runCli({"merge", dir.path(), "-o", dir.path() + "/job.pipescope"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.err.contains("pipescope merge: warning: " + dir.path() + "/rank1.host.2.pscap: "), qPrintable(r.err));
+        QVERIFY2(r.err.contains("; skipped"), qPrintable(r.err));
+        QVERIFY2(r.out.contains("Merged 1 rank from 2 files"), qPrintable(r.out));
+        QCOMPARE(count((dir.path() + "/job.pipescope").toStdString(), "SELECT count(*) FROM activities"), int64_t(1));
+    }
+    void emptyNsightExportIsAnError()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.path() + "/empty.sqlite";
+        execSql(file, "CREATE TABLE EXPORT_META_DATA(name TEXT, value TEXT);"
+                      "INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_SCHEMA_VERSION', '3');"
+                      "CREATE TABLE TARGET_INFO_SESSION_START_TIME(utcEpochNs INTEGER, utcTime TEXT, localTime TEXT);"
+                      "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000, '', '');"
+                      "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+                      "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER,"
+                      " correlationId INTEGER, globalPid INTEGER, shortName INTEGER, demangledName INTEGER);");
+        auto r = runCli({"import", file, "-o", dir.path() + "/job.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(file + ": the Nsight export holds no CUDA activity, API calls or NVTX ranges"),
+                 qPrintable(r.err));
+        QVERIFY(!QFile::exists(dir.path() + "/job.pipescope"));
     }
 };
 

@@ -30,6 +30,8 @@ private slots:
     void whatIfOnSimulatedTrace();
     void whatIfOnRealCapture_data();
     void whatIfOnRealCapture();
+    void layersFromModuleEvents();
+    void noLayersNotice();
 };
 
 void TestWhatIfCli::simulateTable()
@@ -151,8 +153,10 @@ void TestWhatIfCli::emitKineto()
         for (const auto& e : doc["traceEvents"].toArray())
             if (e.toObject()["cat"].toString() == "kernel")
                 ++kernels;
-        // 2 iterations x (16 steps x 5 kernels + optimizer) + 2 x 16 (rank 1, 2) or 2 x 8 (rank 0, 3) transfers.
-        QCOMPARE(kernels, 2 * (16 * 5 + 1) + ((rank == 0 || rank == 3) ? 2 * 16 : 2 * 32));
+        // 2 iterations x (16 steps x 5 kernels per layer + optimizer) + 2 x 16 (rank 1, 2) or 2 x 8 (rank 0, 3)
+        // transfers; each stage holds 8 layers, the last one the head too (gpt-32l's embedding costs nothing).
+        const int layers = 8 + (rank == 3 ? 1 : 0);
+        QCOMPARE(kernels, 2 * (16 * 5 * layers + 1) + ((rank == 0 || rank == 3) ? 2 * 16 : 2 * 32));
     }
 }
 
@@ -165,9 +169,9 @@ void TestWhatIfCli::whatIfOnSimulatedTrace()
     const auto imp = runCli({"import", dir.path() + "/t", "-o", store, "-q"});
     if (imp.exitCode != 0)
         QSKIP(qPrintable("import failed: " + imp.err));
-    const auto noLayers = runCli({"whatif", store, "--boundaries", "1,2,3"});
-    QCOMPARE(noLayers.exitCode, 1);
-    QVERIFY2(noLayers.err.contains("--layers N"), qPrintable(noLayers.err));
+    // The traces carry module calls, so the layers come from them (layersFromModuleEvents).
+    const auto moved = runCli({"whatif", store, "--boundaries", "1,2,3"});
+    QVERIFY2(moved.exitCode == 0, qPrintable(moved.err));
 
     const auto r = runCli({"whatif", store, "--layers", "32", "--boundaries", "6,14,22", "--json", "--summary"});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
@@ -242,6 +246,129 @@ void TestWhatIfCli::whatIfOnRealCapture()
         const double diff = (predicted - idle[k].toDouble()) / iteration;
         QVERIFY2(std::abs(diff) < 0.05, qPrintable(QString("rank %1: %2").arg(k).arg(diff)));
     }
+}
+
+namespace {
+
+double iterationOf(const QString& json, int prediction)
+{
+    return QJsonDocument::fromJson(json.toUtf8()).object()["predictions"].toArray()[prediction].toObject()["iteration_ns"].toDouble();
+}
+
+// The simulated job's traces without their module calls, as a profile
+// recorded without with_stack=True would be.
+QString importWithoutModules(const QTemporaryDir& dir)
+{
+    if (runCli({"simulate", model("gpt-32l.json"), "--emit-kineto", dir.path() + "/m"}).exitCode != 0)
+        return {};
+    QDir().mkdir(dir.path() + "/bare");
+    for (int rank = 0; rank < 4; ++rank) {
+        QFile in(dir.path() + "/m/rank-" + QString::number(rank) + ".json");
+        QFile out(dir.path() + "/bare/rank-" + QString::number(rank) + ".json");
+        if (!in.open(QIODevice::ReadOnly) || !out.open(QIODevice::WriteOnly))
+            return {};
+        while (!in.atEnd()) {
+            const QByteArray line = in.readLine();
+            if (!line.contains("\"python_function\""))
+                out.write(line);
+        }
+    }
+    const QString store = dir.path() + "/bare.pipescope";
+    return runCli({"import", dir.path() + "/bare", "-o", store, "-q"}).exitCode == 0 ? store : QString();
+}
+
+} // namespace
+
+// simulate --emit-kineto writes PyTorch's module calls around each layer's
+// kernels; the import recovers per-layer costs from them, and moving a
+// boundary predicts what simulating the moved partition gives within 3%.
+void TestWhatIfCli::layersFromModuleEvents()
+{
+    QTemporaryDir dir;
+    QCOMPARE(runCli({"simulate", model("gpt-32l.json"), "--emit-kineto", dir.path() + "/t"}).exitCode, 0);
+    QFile f(dir.path() + "/t/rank-3.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonArray events = QJsonDocument::fromJson(f.readAll()).object()["traceEvents"].toArray();
+    QStringList modules;
+    for (const auto& e : events) {
+        const QJsonObject o = e.toObject();
+        if (o["cat"].toString() != "python_function" || !o["name"].toString().startsWith("nn.Module: ") ||
+            modules.contains(o["name"].toString()))
+            continue;
+        modules << o["name"].toString();
+        // The stage's model is a root; every module inside names its parent frame.
+        QCOMPARE(o["args"].toObject()["Python parent id"].isNull(), modules.size() == 1);
+        QVERIFY(o["args"].toObject()["Python id"].isDouble());
+    }
+    QCOMPARE(modules.size(), 10); // the stage's model, its 8 blocks and the head
+    QCOMPARE(modules[0], QString("nn.Module: TransformerModel_0"));
+    QCOMPARE(modules[1], QString("nn.Module: TransformerBlock_0"));
+    QCOMPARE(modules[9], QString("nn.Module: Linear_0"));
+
+    const QString store = dir.path() + "/job.pipescope";
+    QCOMPARE(runCli({"import", dir.path() + "/t", "-o", store, "-q"}).exitCode, 0);
+    const auto a = runCli({"analyze", store, "--json"});
+    QVERIFY2(a.exitCode == 0, qPrintable(a.err));
+    const QJsonObject analysis = QJsonDocument::fromJson(a.out.toUtf8()).object();
+    QCOMPARE(analysis["layer_source"].toObject()["source"].toString(), QString("modules"));
+    const QJsonArray layers = analysis["layers"].toArray();
+    QCOMPARE(layers.size(), 33);
+    QCOMPARE(layers[0].toObject()["name"].toString(), QString("layers.0"));
+    QCOMPARE(layers[31].toObject()["stage"].toInt(), 3);
+    QCOMPARE(layers[32].toObject()["name"].toString(), QString("Linear"));
+    QCOMPARE(layers[32].toObject()["role"].toString(), QString("after"));
+
+    for (const char* boundaries : {"7,15,23", "6,14,26", "10,18,24"}) {
+        const auto w = runCli({"whatif", store, "--boundaries", boundaries, "--json", "--summary"});
+        QVERIFY2(w.exitCode == 0, qPrintable(w.err));
+        const QJsonObject doc = QJsonDocument::fromJson(w.out.toUtf8()).object();
+        QCOMPARE(doc["layer_source"].toString(), QString("trace"));
+        QVERIFY(doc["notice"].isNull());
+        const auto truth = runCli({"simulate", model("gpt-32l.json"), "--boundaries", boundaries, "--json", "--summary"});
+        QVERIFY2(truth.exitCode == 0, qPrintable(truth.err));
+        const double err = iterationOf(w.out, 1) / iterationOf(truth.out, 0) - 1;
+        QVERIFY2(std::abs(err) < 0.03, qPrintable(QString("%1: %2").arg(boundaries).arg(err)));
+    }
+}
+
+// Without module calls or layer ranges, every output that proposes a
+// partition says that nothing can move and how to give layers.
+void TestWhatIfCli::noLayersNotice()
+{
+    QTemporaryDir dir;
+    const QString store = importWithoutModules(dir);
+    QVERIFY(!store.isEmpty());
+    const QString line = "the trace does not attribute kernels to layers, so each stage is one layer and no boundary can "
+                         "move; give --layers N or --model FILE, or record with torch.profiler's with_stack=True (module "
+                         "calls) or the pipescope_annotate helper (layer ranges)";
+    const auto text = runCli({"whatif", store, "--auto-balance"});
+    QVERIFY2(text.exitCode == 0, qPrintable(text.err));
+    QVERIFY2(text.out.contains("NOTE: " + line + "\n"), qPrintable(text.out));
+    const auto json = runCli({"whatif", store, "--auto-balance", "--json", "--summary"});
+    const QJsonObject doc = QJsonDocument::fromJson(json.out.toUtf8()).object();
+    QCOMPARE(doc["layer_source"].toString(), QString("stages"));
+    QCOMPARE(doc["notice"].toString(), line);
+    const auto noLayers = runCli({"whatif", store, "--boundaries", "1,2,3"});
+    QCOMPARE(noLayers.exitCode, 1);
+    QVERIFY2(noLayers.err.contains("--layers N"), qPrintable(noLayers.err));
+
+    // The report says the same, and takes whatif's options to fix it.
+    const QString html = dir.path() + "/r.html";
+    QCOMPARE(runCli({"report", store, "-o", html}).exitCode, 0);
+    QFile r(html);
+    QVERIFY(r.open(QIODevice::ReadOnly));
+    const QString page = QString::fromUtf8(r.readAll());
+    QVERIFY(page.contains("id=\"whatif-no-layers\""));
+    QVERIFY(page.contains("no boundary can move; give --layers N or --model FILE"));
+    const QString html2 = dir.path() + "/r2.html";
+    const auto withLayers = runCli({"report", store, "-o", html2, "--layers", "32", "--microbatches", "16"});
+    QVERIFY2(withLayers.exitCode == 0, qPrintable(withLayers.err));
+    QFile r2(html2);
+    QVERIFY(r2.open(QIODevice::ReadOnly));
+    const QString page2 = QString::fromUtf8(r2.readAll());
+    QVERIFY(!page2.contains("id=\"whatif-no-layers\""));
+    QVERIFY(page2.contains("(32 layers, an even split"));
+    QVERIFY(page2.contains("<td>requested</td>"));
 }
 
 QTEST_GUILESS_MAIN(TestWhatIfCli)

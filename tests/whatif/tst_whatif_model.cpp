@@ -566,7 +566,7 @@ void TestModel::jsonSchema()
     QCOMPARE(jp["iteration_ns"].get<int64_t>(), p.iterationNs());
     QCOMPARE(jp["speedup"].get<double>(), 40'000.0 / double(p.iterationNs()));
     QCOMPARE(jp["bubbles_by_cause_ns"].size(), size_t(kBubbleCauseCount));
-    for (const char* cause : {"fill_drain", "wait_neighbor", "dp_sync", "host_bound", "launch_gap", "other"})
+    for (const char* cause : {"fill_drain", "wait_neighbor", "p2p_transfer", "dp_sync", "host_bound", "launch_gap", "other"})
         QVERIFY2(jp["bubbles_by_cause_ns"].contains(cause), cause);
     QCOMPARE(jp["ranks"].size(), size_t(2));
     for (const json& r : jp["ranks"]) {

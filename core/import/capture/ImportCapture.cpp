@@ -4,8 +4,10 @@
 #include "import/capture/CaptureSchema.h"
 #include "store/Sqlite.h"
 #include "util/Error.h"
+#include "util/Work.h"
 
 #include <algorithm>
+#include <exception>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -562,11 +564,30 @@ MergeReport mergeCaptureDir(const std::string& dir, const MergeOptions& options)
                     "); did the command run CUDA code under `pipescope capture`?");
     report.output = options.output.empty() ? (fs::path(dir) / "job.pipescope").string() : options.output;
 
+    // A damaged or foreign file is left out with a warning; the job is the
+    // files that can be read, and only when none can is the merge an error.
     std::vector<FileFacts> facts;
+    std::string firstProblem;
+    std::exception_ptr firstError;
     for (const auto& f : report.files) {
-        sql::Database db = openCapture(f);
-        facts.push_back(readFacts(db, f));
+        try {
+            sql::Database db = openCapture(f);
+            facts.push_back(readFacts(db, f));
+        } catch (const Cancelled&) {
+            throw;
+        } catch (const Error& e) {
+            report.warnings.push_back(std::string(e.what()) + "; skipped");
+            if (!firstError) {
+                firstError = std::current_exception();
+                firstProblem = e.what();
+            }
+        }
     }
+    if (facts.empty() && report.files.size() == 1)
+        std::rethrow_exception(firstError);
+    if (facts.empty())
+        throw FormatError(dir + ": none of its " + std::to_string(report.files.size()) +
+                          " capture files can be read (first: " + firstProblem + ")");
 
     // Ranks: files that name one keep it; a second claimant of a rank and
     // files without one get the next free ranks. A process that recorded

@@ -812,6 +812,11 @@ ImportedSource NsysImporter::run()
                           "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_RUNTIME",
                           "CUPTI_ACTIVITY_KIND_DRIVER", "NVTX_EVENTS"})
         total += static_cast<uint64_t>(countRows(t));
+    // An export without a single kernel, copy, API call or range would import
+    // as an empty job; as a whole it is unusable.
+    if (total == 0)
+        throw FormatError(ex_.path() + ": the Nsight export holds no CUDA activity, API calls or NVTX ranges; "
+                                       "profile with CUDA tracing on (nsys profile -t cuda,nvtx) and export again");
     progress_.setTotal(total);
 
     importKernels();
@@ -838,6 +843,8 @@ ImportedSource importNsys(const std::string& path, StoreWriter& writer, const Im
     try {
         NsysImporter importer(ex, writer, options);
         return importer.run();
+    } catch (const FormatError&) {
+        throw; // already says what is wrong with the file
     } catch (const Error& e) {
         // SQLite errors while reading (a corrupt page, a value over the size
         // limit) are the file's fault; errors writing the store are not.

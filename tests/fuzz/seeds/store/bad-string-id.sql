@@ -1,0 +1,1 @@
+insert into strings values(-1,'x');
