@@ -231,7 +231,7 @@ void TestChromeTrace::fusedNcclOps()
     const json doc = json::parse(exportText(t, o));
     json args;
     for (const auto& e : doc["traceEvents"])
-        if (e["ph"] == "X" && e["args"].contains("Collective name"))
+        if (e["ph"] == "X" && e.contains("args") && e["args"].contains("Collective name"))
             args = e["args"];
     const json want = {{"device", 0}, {"stream", 21}, {"correlation", 3}, {"bytes", 1048576}, {"Collective name", "Send"},
                        {"Dst Rank", 1}, {"Process Group Ranks", {0, 1}},
