@@ -22,6 +22,9 @@ constexpr bool validTime(int64_t t) { return t >= -kMaxTimeNs && t <= kMaxTimeNs
 inline constexpr size_t kMaxStringBytes = size_t{1} << 20;
 // A whole top-level metadata value (deviceProperties, distributedInfo) kept for reading.
 inline constexpr size_t kMaxMetadataBytes = size_t{16} << 20;
+// A single string token in a JSON trace longer than this makes the file
+// unusable: reading it would hold the whole token in memory.
+inline constexpr size_t kMaxTokenBytes = size_t{64} << 20;
 // Model descriptions and schedule files are read whole; they are small.
 inline constexpr size_t kMaxDescriptionBytes = size_t{64} << 20;
 

@@ -563,6 +563,23 @@ private slots:
         QCOMPARE(count(s, "SELECT count FROM diagnostics WHERE kind = 'truncated:metadata'"), 1);
     }
 
+    // 10. A gzip bomb of one huge string: refused once the token passes
+    // kMaxTokenBytes, instead of being held whole (2 GB asked for 4.2 GB).
+    void hugeStringTokenIsRefused()
+    {
+        QTemporaryDir dir;
+        QByteArray t = "{\"traceEvents\": [{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"";
+        t += QByteArray(static_cast<int>(kMaxTokenBytes) + (1 << 20), 'n');
+        t += "\",\"pid\":0,\"tid\":7,\"ts\":1000,\"dur\":10,\"args\":{\"device\":0,\"stream\":7}}]}";
+        const QString in = writeFile(dir.path() + "/bomb.json.gz", gzip(t));
+        const QString store = dir.path() + "/job.pipescope";
+        const auto r = runCli({"import", in, "-o", store, "-q"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(in) && r.err.contains("a string longer than 64 MiB"), qPrintable(r.err));
+        QVERIFY(!QFileInfo::exists(store));
+        QCOMPARE(hiddenTemporaries(dir.path()), QStringList());
+    }
+
     // 14. --emit-kineto writes whole jobs, and jobs do not mix on import.
     void emittedJobsAreWholeAndDoNotMix()
     {

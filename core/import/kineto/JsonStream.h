@@ -13,6 +13,8 @@
 //
 // The window holds the bytes of the token being read plus one chunk of the
 // file, so memory is bounded by the longest token, not by the file.
+#include "util/Limits.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -391,6 +393,14 @@ private:
             size_t n = w_.size();
             while (i < n && detail::kPlain.v[d[i]])
                 ++i;
+            // A string token is held whole while it is read: past this size
+            // the file is refused, so a small compressed file cannot make
+            // pipescope hold gigabytes (values are kept to kMaxStringBytes).
+            if (i - open > kMaxTokenBytes) {
+                pos_ = open;
+                return fail("a string longer than " + std::to_string(kMaxTokenBytes >> 20) +
+                            " MiB (pipescope keeps at most 1 MiB of any value, and refuses strings this long)");
+            }
             if (i == n) {
                 if (!ensure(open, i, 1)) {
                     pos_ = i;
