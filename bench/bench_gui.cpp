@@ -2,8 +2,10 @@
 // 10M GPU activities (8 stages x 2 replicas, 1F1B, 16 microbatches, short
 // kernels, point-to-point transfers, all-reduce and optimizer, ProfilerStep
 // iterations), then, with QT_QPA_PLATFORM=offscreen:
-//   - open to first frame: AppSession::load by phase (store load, analysis,
-//     timeline build, calibration), MainWindow::showJob, the first paint;
+//   - open to first frame: AppSession::loadFirstFrame (one window of the store
+//     through its index, analysed and built), MainWindow::showJob, the first
+//     paint; then AppSession::load of the whole trace by phase (store load,
+//     analysis, timeline build, calibration) shown in its place;
 //   - peak RSS of the app (VmHWM; the store is generated in a child process);
 //   - TimelineView frame time fully zoomed out, at mid zoom and in a 1 us
 //     window (median of N replots, panned by a pixel between frames);
@@ -259,52 +261,92 @@ int main(int argc, char** argv)
     const double rssEmpty = procStatusMiB("VmRSS:");
 
     // ---- open to first frame ------------------------------------------------------------
+    // As AppSession::open does it on its worker: the first frame (one window of
+    // the store, when it is large), shown; then the whole trace, shown in its place.
     std::vector<std::pair<std::string, Clock::time_point>> marks;
     WorkControl work;
     work.onProgress = [&](std::string_view phase, double) {
         if (marks.empty() || marks.back().first != phase)
             marks.emplace_back(std::string(phase), Clock::now());
     };
-    gui::OpenOptions options;
-    options.layers = layers;
-    const auto t0 = Clock::now();
-    const auto job = gui::AppSession::load({QString::fromStdString(path)}, options, &work);
-    const auto tLoaded = Clock::now();
-    const double rssLoaded = procStatusMiB("VmRSS:");
     auto at = [&](std::string_view phase, Clock::time_point fallback) {
         for (const auto& [p, t] : marks)
             if (p == phase)
                 return t;
         return fallback;
     };
+    auto span = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    auto paintNow = [&] {
+        QCoreApplication::processEvents(); // the queued replot and the window's paint
+        window.timeline()->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        window.timeline()->repaint();
+    };
+    gui::OpenOptions options;
+    options.layers = layers;
+
+    const auto t0 = Clock::now();
+    auto first = gui::AppSession::loadFirstFrame({QString::fromStdString(path)}, options, &work);
+    const auto tFirstLoaded = Clock::now();
+    double firstShowMs = 0, firstPaintMs = 0;
+    if (first) {
+        const auto ts = Clock::now();
+        window.showJob(first);
+        firstShowMs = msSince(ts);
+        const auto tp = Clock::now();
+        paintNow();
+        firstPaintMs = msSince(tp);
+    }
+    const double firstFrameMs = msSince(t0);
+    const auto firstMarks = marks;
+    const double rssFirst = procStatusMiB("VmRSS:");
+    if (first) {
+        std::printf("\nFirst frame (a window of %zu activities in [%.3f s, %.3f s), %zu timeline events, %zu iterations, pipeline %s)\n",
+                    first->trace->activities.size(), double(first->windowFrom) / 1e9, double(first->windowTo) / 1e9,
+                    first->timeline->eventCount(), first->analysis->iterations.size(),
+                    first->analysis->pipeline.found ? "found" : "not found");
+        row("store summary and window load (Store::load, indexed)", span(t0, at("classifying kernels", tFirstLoaded)), "ms");
+        row("analysis of the window", span(at("classifying kernels", tFirstLoaded), at("building the timeline", tFirstLoaded)), "ms");
+        row("timeline build of the window", span(at("building the timeline", tFirstLoaded), tFirstLoaded), "ms");
+        row("MainWindow::showJob", firstShowMs, "ms");
+        row("first paint of the timeline", firstPaintMs, "ms");
+    } else {
+        std::printf("\nNo first frame: the store is loaded whole at once\n");
+    }
+    row("open to first frame (total)", firstFrameMs, "ms", "target <= 3000 ms");
+
+    marks.clear();
+    const auto t1 = Clock::now();
+    const auto job = gui::AppSession::load({QString::fromStdString(path)}, options, &work);
+    const auto tLoaded = Clock::now();
+    const double rssLoaded = procStatusMiB("VmRSS:");
     const auto tAnalysis = at("classifying kernels", tLoaded);
     const auto tTimeline = at("building the timeline", tLoaded);
     const auto tCalibrate = at("calibrating the what-if model", tLoaded);
-    auto span = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
 
     const auto tShow = Clock::now();
     window.showJob(job);
+    first.reset(); // the window no longer holds it
     const double showMs = msSince(tShow);
     const auto tPaint = Clock::now();
-    QCoreApplication::processEvents(); // the queued replot and the window's paint
-    window.timeline()->plot()->replot(QCustomPlot::rpImmediateRefresh);
-    window.timeline()->repaint();
+    paintNow();
     const double paintMs = msSince(tPaint);
     const double openMs = msSince(t0);
 
-    std::printf("\nOpen to first frame (%zu activities, %zu timeline events, %zu lanes; %zu iterations, pipeline %s pp %d dp %d)\n",
+    std::printf("\nWhole trace, after the first frame (%zu activities, %zu timeline events, %zu lanes; %zu iterations, pipeline %s pp %d dp %d)\n",
                 job->trace->activities.size(), job->timeline->eventCount(), job->timeline->lanes.size(),
                 job->analysis->iterations.size(), job->analysis->pipeline.found ? "found" : "not found", job->analysis->pipeline.pp,
                 job->analysis->pipeline.dp);
     row("window created and shown (before open)", windowMs, "ms");
-    row("store load (Store::load)", span(t0, tAnalysis), "ms");
+    row("store load (Store::load)", span(t1, tAnalysis), "ms");
     row("analysis (all iterations)", span(tAnalysis, tTimeline), "ms");
     row("timeline build (buildMeasured)", span(tTimeline, tCalibrate), "ms");
     row("calibration (what-if cost model)", span(tCalibrate, tLoaded), "ms");
     row("MainWindow::showJob", showMs, "ms");
     row("first paint of the timeline", paintMs, "ms");
-    row("open to first frame (total)", openMs, "ms", "target <= 3000 ms");
+    row("open to the whole trace shown (total)", openMs, "ms");
     std::printf("  phases reported: ");
+    for (const auto& [p, t] : firstMarks)
+        std::printf("%s +%.0f ms; ", p.c_str(), span(t0, t));
     for (const auto& [p, t] : marks)
         std::printf("%s +%.0f ms; ", p.c_str(), span(t0, t));
     std::printf("\n");
@@ -312,7 +354,8 @@ int main(int argc, char** argv)
     // ---- memory -----------------------------------------------------------------------
     std::printf("\nMemory\n");
     row("RSS with the empty window", rssEmpty, "MiB");
-    row("RSS after AppSession::load", rssLoaded, "MiB");
+    row("RSS with the first frame shown", rssFirst, "MiB");
+    row("RSS after AppSession::load (first frame still shown)", rssLoaded, "MiB");
     row("  of which the timeline model (memoryBytes)", double(job->timeline->memoryBytes()) / 1048576.0, "MiB");
     row("  of which trace activities (capacity x size)",
         double(job->trace->activities.capacity() * sizeof(Activity)) / 1048576.0, "MiB");

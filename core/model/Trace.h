@@ -4,6 +4,7 @@
 #include "model/Types.h"
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -38,20 +39,64 @@ struct StreamInfo {
     std::string name;
 };
 
+// An optional 64-bit integer in 8 bytes instead of std::optional's 16:
+// INT64_MIN stands for "none" (times never reach it, see validTime; a count or
+// id of INT64_MIN reads as absent). It reads like std::optional<int64_t>
+// (has_value, bool, *, value, value_or, comparisons, conversion to and from
+// std::optional), so code written for std::optional compiles unchanged.
+class OptionalInt64 {
+public:
+    static constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
+
+    constexpr OptionalInt64() = default;
+    constexpr OptionalInt64(std::nullopt_t) {}
+    constexpr OptionalInt64(int64_t v) : v_(v) {}
+    constexpr OptionalInt64(const std::optional<int64_t>& o) : v_(o ? *o : kNone) {}
+    constexpr OptionalInt64& operator=(std::nullopt_t)
+    {
+        v_ = kNone;
+        return *this;
+    }
+
+    constexpr bool has_value() const { return v_ != kNone; }
+    constexpr explicit operator bool() const { return has_value(); }
+    constexpr int64_t operator*() const { return v_; }
+    int64_t value() const
+    {
+        if (!has_value())
+            throw std::bad_optional_access();
+        return v_;
+    }
+    constexpr int64_t value_or(int64_t fallback) const { return has_value() ? v_ : fallback; }
+    constexpr void reset() { v_ = kNone; }
+    constexpr operator std::optional<int64_t>() const { return has_value() ? std::optional<int64_t>(v_) : std::nullopt; }
+
+    friend constexpr bool operator==(OptionalInt64 a, OptionalInt64 b) { return a.v_ == b.v_; }
+    friend constexpr bool operator==(OptionalInt64 a, std::nullopt_t) { return !a.has_value(); }
+    friend constexpr bool operator==(OptionalInt64 a, int64_t b) { return a.has_value() && a.v_ == b; }
+    friend constexpr bool operator==(OptionalInt64 a, const std::optional<int64_t>& b) { return a == OptionalInt64(b); }
+
+private:
+    int64_t v_ = kNone;
+};
+
+// 72 bytes (10M activities: 690 MiB): the optional fields are OptionalInt64,
+// the name and the NCCL index 32-bit.
 struct Activity {
     int64_t id = 0;
     TimeNs start = 0;
     TimeNs end = 0;
-    int rank = 0;
     int64_t streamId = 0;
+    OptionalInt64 correlation;
+    OptionalInt64 launchStart; // start of the CPU call that launched it
+    OptionalInt64 bytes;
+    int32_t name = 0;       // a StringId: string ids index Trace::strings, so they fit
+    int rank = 0;
+    int32_t ncclIndex = -1; // index into Trace::ncclOps, -1 if none
     ActivityKind kind = ActivityKind::Kernel;
-    StringId name = 0;
-    std::optional<int64_t> correlation;
-    std::optional<TimeNs> launchStart; // start of the CPU call that launched it
-    std::optional<int64_t> bytes;
     CopyKind copyKind = CopyKind::Unknown;
-    int64_t ncclIndex = -1; // index into Trace::ncclOps, -1 if none
 };
+static_assert(sizeof(Activity) == 72, "Activity is kept small: tens of millions are held in memory");
 
 struct NcclOp {
     int64_t id = 0;

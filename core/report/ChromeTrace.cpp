@@ -342,7 +342,7 @@ ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const C
         const NcclOp* op = a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace.ncclOps.size()
                                ? &trace.ncclOps[static_cast<size_t>(a.ncclIndex)]
                                : nullptr;
-        std::optional<int64_t> bytes = a.bytes ? a.bytes : op ? op->bytes : std::nullopt;
+        std::optional<int64_t> bytes = a.bytes ? std::optional<int64_t>(a.bytes) : op ? op->bytes : std::nullopt;
         if (bytes) {
             w << ",\"bytes\":";
             w.num(*bytes);

@@ -311,6 +311,18 @@ void Store::readCounts(StoreSummary& s)
     }
 }
 
+std::optional<TimeNs> Store::activityStart(int rank, int64_t index)
+{
+    if (index < 0)
+        return std::nullopt;
+    auto st = db_.prepare("SELECT start_ns FROM activities WHERE rank = ?1 ORDER BY start_ns LIMIT 1 OFFSET ?2");
+    st.bind(1, static_cast<int64_t>(rank)).bind(2, index);
+    if (!st.step())
+        return std::nullopt;
+    const Check ck{path(), "activities", st};
+    return ck.time(0, "start_ns");
+}
+
 Trace Store::load(const LoadOptions& options)
 {
     Trace t;
@@ -339,26 +351,27 @@ Trace Store::load(const LoadOptions& options)
     const TimeNs from = options.from.value_or(std::numeric_limits<TimeNs>::min());
     const TimeNs to = options.to.value_or(std::numeric_limits<TimeNs>::max());
 
+    const bool window = options.startsInWindow && (options.from || options.to);
+    // The ranks a window load walks: every rank with a stream (activities and
+    // ops name their rank's streams) or a row in `ranks`.
+    std::vector<int> windowRanks;
+    if (window) {
+        for (const RankInfo& r : t.ranks)
+            windowRanks.push_back(r.rank);
+        for (const StreamInfo& s : t.streams)
+            windowRanks.push_back(s.rank);
+        std::sort(windowRanks.begin(), windowRanks.end());
+        windowRanks.erase(std::unique(windowRanks.begin(), windowRanks.end()), windowRanks.end());
+        std::erase_if(windowRanks, [&](int r) { return !wantRank(r); });
+    }
+
     {
-        auto st = db_.prepare(
-            // A plain table scan in row order, sorted here: far faster than
-            // walking the time index with a lookup per row.
-            "SELECT a.id, a.rank, a.stream_id, a.kind, a.start_ns, a.end_ns, a.name_id, a.correlation, a.launch_ns,"
-            " a.bytes, a.copy_kind FROM activities a WHERE a.end_ns >= ?1 AND a.start_ns < ?2");
-        st.bind(1, from).bind(2, to);
-        auto count = db_.prepare("SELECT COUNT(*) FROM activities");
-        count.step();
-        t.activities.reserve(static_cast<size_t>(count.int64(0)));
-        const double total = static_cast<double>(std::max<int64_t>(1, count.int64(0)));
-        int64_t rows = 0;
-        checkpoint(options.work, "loading activities", 0.0);
-        const Check ck{path(), "activities", st};
-        while (st.step()) {
-            if ((++rows & 0xFFFF) == 0)
-                checkpoint(options.work, "loading activities", static_cast<double>(rows) / total);
+        const char* columns = "SELECT a.id, a.rank, a.stream_id, a.kind, a.start_ns, a.end_ns, a.name_id, a.correlation, a.launch_ns,"
+                              " a.bytes, a.copy_kind FROM activities a";
+        auto read = [&](sql::Statement& st, const Check& ck) {
             int rank = ck.rank(1);
             if (!wantRank(rank))
-                continue;
+                return;
             Activity a;
             a.id = st.int64(0);
             a.rank = rank;
@@ -368,13 +381,42 @@ Trace Store::load(const LoadOptions& options)
             a.end = ck.time(5, "end_ns");
             if (a.end < a.start)
                 damaged(path(), "activities.end_ns lies before start_ns");
-            a.name = ck.string(6, "name_id", t.strings.size());
+            a.name = static_cast<int32_t>(ck.string(6, "name_id", std::min<size_t>(t.strings.size(), std::numeric_limits<int32_t>::max())));
             a.correlation = st.optInt64(7);
             a.launchStart = ck.optTime(8, "launch_ns");
             a.bytes = st.optInt64(9);
             if (!st.isNull(10))
                 a.copyKind = static_cast<CopyKind>(ck.integer(10, "copy_kind", 0, 10));
             t.activities.push_back(a);
+        };
+        checkpoint(options.work, "loading activities", 0.0);
+        if (window) {
+            // One index range per rank: rows come in (rank, start) order.
+            auto st = db_.prepare(std::string(columns) + " WHERE a.rank = ?1 AND a.start_ns >= ?2 AND a.start_ns < ?3");
+            const Check ck{path(), "activities", st};
+            for (size_t k = 0; k < windowRanks.size(); ++k) {
+                checkpoint(options.work, "loading activities", static_cast<double>(k) / static_cast<double>(windowRanks.size()));
+                st.reset();
+                st.bind(1, static_cast<int64_t>(windowRanks[k])).bind(2, from).bind(3, to);
+                while (st.step())
+                    read(st, ck);
+            }
+        } else {
+            // A plain table scan in row order, sorted here: far faster than
+            // walking the time index with a lookup per row.
+            auto st = db_.prepare(std::string(columns) + " WHERE a.end_ns >= ?1 AND a.start_ns < ?2");
+            st.bind(1, from).bind(2, to);
+            auto count = db_.prepare("SELECT COUNT(*) FROM activities");
+            count.step();
+            t.activities.reserve(static_cast<size_t>(count.int64(0)));
+            const double total = static_cast<double>(std::max<int64_t>(1, count.int64(0)));
+            int64_t rows = 0;
+            const Check ck{path(), "activities", st};
+            while (st.step()) {
+                if ((++rows & 0xFFFF) == 0)
+                    checkpoint(options.work, "loading activities", static_cast<double>(rows) / total);
+                read(st, ck);
+            }
         }
         auto before = [](const Activity& x, const Activity& y) {
             if (x.rank != y.rank)
@@ -389,16 +431,14 @@ Trace Store::load(const LoadOptions& options)
     }
 
     {
-        auto st = db_.prepare("SELECT id, rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name,"
-                              " group_desc, group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id FROM nccl_ops"
-                              " ORDER BY rank, start_ns, id");
-        const Check ck{path(), "nccl_ops", st};
-        while (st.step()) {
+        const std::string columns = "SELECT id, rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name,"
+                                    " group_desc, group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id FROM nccl_ops";
+        auto read = [&](sql::Statement& st, const Check& ck) {
             NcclOp op;
             op.id = st.int64(0);
             op.rank = ck.rank(1);
             if (!wantRank(op.rank))
-                continue;
+                return;
             op.activityId = st.optInt64(2);
             op.kind = st.string(3);
             op.isP2p = st.int64(4) != 0;
@@ -416,10 +456,31 @@ Trace Store::load(const LoadOptions& options)
             op.end = ck.optTime(16, "end_ns");
             op.streamId = st.optInt64(17);
             if (op.end && *op.end < from)
-                continue;
+                return;
             if (op.start && *op.start >= to)
-                continue;
+                return;
             t.ncclOps.push_back(std::move(op));
+        };
+        if (window) {
+            // Per rank, in the full load's order (rank, start_ns with NULL first, id).
+            auto untimed = db_.prepare(columns + " WHERE rank = ?1 AND start_ns IS NULL ORDER BY id");
+            auto timed = db_.prepare(columns + " WHERE rank = ?1 AND start_ns >= ?2 AND start_ns < ?3 ORDER BY start_ns, id");
+            const Check cu{path(), "nccl_ops", untimed}, ct{path(), "nccl_ops", timed};
+            for (int rank : windowRanks) {
+                untimed.reset();
+                untimed.bind(1, static_cast<int64_t>(rank));
+                while (untimed.step())
+                    read(untimed, cu);
+                timed.reset();
+                timed.bind(1, static_cast<int64_t>(rank)).bind(2, from).bind(3, to);
+                while (timed.step())
+                    read(timed, ct);
+            }
+        } else {
+            auto st = db_.prepare(columns + " ORDER BY rank, start_ns, id");
+            const Check ck{path(), "nccl_ops", st};
+            while (st.step())
+                read(st, ck);
         }
         std::unordered_map<int64_t, int64_t> byActivity;
         for (size_t i = 0; i < t.ncclOps.size(); ++i)
@@ -428,7 +489,7 @@ Trace Store::load(const LoadOptions& options)
         if (!byActivity.empty())
             for (auto& a : t.activities)
                 if (auto it = byActivity.find(a.id); it != byActivity.end())
-                    a.ncclIndex = it->second;
+                    a.ncclIndex = static_cast<int32_t>(it->second);
     }
 
     {

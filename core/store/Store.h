@@ -41,6 +41,10 @@ struct StoreSummary {
 struct LoadOptions {
     std::optional<std::vector<int>> ranks; // all when unset
     std::optional<TimeNs> from, to;        // activities overlapping [from, to)
+    // With from/to: instead, activities and NCCL ops *starting* in [from, to)
+    // (ops without a start too), read rank by rank through the (rank, start_ns)
+    // indexes: time follows the window, not the store (a first frame of a large store).
+    bool startsInWindow = false;
     bool cpuOps = false;                   // also load cpu_op ranges (large)
     bool runtimeCalls = false;             // also load runtime/driver call ranges
     const WorkControl* work = nullptr;     // progress and cancel (optional)
@@ -53,6 +57,9 @@ public:
 
     StoreSummary summary();
     Trace load(const LoadOptions& options = {});
+    // The start of a rank's index-th GPU activity in start order (0-based),
+    // read from the (rank, start_ns) index; nullopt past its last.
+    std::optional<TimeNs> activityStart(int rank, int64_t index);
 
     // Cached results (e.g. analysis JSON). get() reads; put() needs a writable
     // store and is only done when the user asks for caching.

@@ -106,16 +106,39 @@ TimelineModel buildMeasured(const Trace& trace, const AnalysisResult& result, co
     for (auto& [r, steps] : stepsOfRank)
         std::sort(steps.begin(), steps.end(), [](const Step* a, const Step* b) { return a->start < b->start; });
 
-    // One lane per GPU stream with every activity on it.
+    // One lane per GPU stream with every activity on it. A first pass makes
+    // the lanes and counts their events, so each lane's vector is allocated
+    // once at its final size (no doubling, no copy in finalize).
     std::unordered_map<int64_t, StreamRole> roleOf;
     for (const StreamClass& sc : result.streams)
         roleOf[sc.storeId] = sc.role;
-    std::unordered_map<int64_t, size_t> laneOfStream;
+    // Stream ids are store row ids, small and dense: a table finds the lane, a map the rest.
+    std::vector<int32_t> laneOfDenseStream;
+    {
+        int64_t maxId = -1;
+        for (const StreamInfo& si : trace.streams)
+            maxId = std::max(maxId, si.id);
+        if (maxId >= 0 && maxId < 4 * static_cast<int64_t>(trace.streams.size()) + 1024)
+            laneOfDenseStream.assign(static_cast<size_t>(maxId) + 1, -1);
+    }
+    std::unordered_map<int64_t, int32_t> laneOfOtherStream;
+    auto laneSlot = [&](int64_t streamId) -> int32_t& {
+        if (streamId >= 0 && static_cast<size_t>(streamId) < laneOfDenseStream.size())
+            return laneOfDenseStream[static_cast<size_t>(streamId)];
+        return laneOfOtherStream.try_emplace(streamId, -1).first->second;
+    };
+    auto opOf = [&](const Activity& a) -> const NcclOp* {
+        return a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace.ncclOps.size()
+                   ? &trace.ncclOps[static_cast<size_t>(a.ncclIndex)]
+                   : nullptr;
+    };
     std::vector<Lane> streamLanes;
-    for (size_t i = 0; i < trace.activities.size(); ++i) {
-        const Activity& a = trace.activities[i];
-        auto [it, inserted] = laneOfStream.try_emplace(a.streamId, streamLanes.size());
-        if (inserted) {
+    std::vector<size_t> laneEvents;
+    size_t commCount = 0;
+    for (const Activity& a : trace.activities) {
+        int32_t& slot = laneSlot(a.streamId);
+        if (slot < 0) {
+            slot = static_cast<int32_t>(streamLanes.size());
             Lane l;
             l.kind = LaneKind::Kernels;
             place(l, a.rank);
@@ -128,17 +151,42 @@ TimelineModel buildMeasured(const Trace& trace, const AnalysisResult& result, co
                 l.role = r->second;
             l.label = "stream " + std::to_string(l.stream) + " " + std::string(toString(l.role));
             streamLanes.push_back(std::move(l));
+            laneEvents.push_back(0);
         }
-        Lane& lane = streamLanes[it->second];
-        const NcclOp* op = a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace.ncclOps.size()
-                               ? &trace.ncclOps[static_cast<size_t>(a.ncclIndex)]
-                               : nullptr;
+        ++laneEvents[static_cast<size_t>(slot)];
+        if (a.bytes || opOf(a))
+            ++commCount;
+    }
+    for (size_t k = 0; k < streamLanes.size(); ++k)
+        streamLanes[k].events.reserve(laneEvents[k]);
+    m.comms.reserve(commCount);
+
+    // Kernel names repeat: classify each name once (kernels without an NCCL record).
+    std::vector<int8_t> kernelClassByName(trace.strings.size(), -1);
+    // Activities are sorted by (rank, start): the enclosing step is found by a cursor
+    // moving forward through the rank's steps (a binary search when the order breaks).
+    const std::vector<const Step*>* rankSteps = nullptr;
+    int cursorRank = std::numeric_limits<int>::min();
+    TimeNs cursorStart = std::numeric_limits<TimeNs>::min();
+    size_t cursor = 0; // steps of the rank starting at or before the activity
+    for (size_t i = 0; i < trace.activities.size(); ++i) {
+        const Activity& a = trace.activities[i];
+        Lane& lane = streamLanes[static_cast<size_t>(laneSlot(a.streamId))];
+        const NcclOp* op = opOf(a);
         Event e;
         e.start = a.start;
         e.end = a.end;
         e.activity = toIndex32(i);
-        e.name = static_cast<int32_t>(a.name >= 0 && static_cast<size_t>(a.name) < trace.strings.size() ? a.name : 0);
-        e.code = static_cast<uint8_t>(classify(a.kind, trace.str(a.name), op));
+        const bool knownName = a.name >= 0 && static_cast<size_t>(a.name) < trace.strings.size();
+        e.name = knownName ? a.name : 0;
+        if (!op && a.kind == ActivityKind::Kernel && knownName) {
+            int8_t& cached = kernelClassByName[static_cast<size_t>(a.name)];
+            if (cached < 0)
+                cached = static_cast<int8_t>(classify(a.kind, trace.str(a.name), nullptr));
+            e.code = static_cast<uint8_t>(cached);
+        } else {
+            e.code = static_cast<uint8_t>(classify(a.kind, trace.str(a.name), op));
+        }
         if (op || a.bytes) {
             CommDetail d;
             d.bytes = op && op->bytes ? *op->bytes : a.bytes.value_or(-1);
@@ -151,15 +199,24 @@ TimelineModel buildMeasured(const Trace& trace, const AnalysisResult& result, co
             m.comms.push_back(d);
         }
         // The step the activity runs in, for its tooltip and colour by step.
-        if (auto s = stepsOfRank.find(a.rank); s != stepsOfRank.end()) {
-            const auto& steps = s->second;
-            auto at = std::upper_bound(steps.begin(), steps.end(), a.start, [](TimeNs t, const Step* st) { return t < st->start; });
-            if (at != steps.begin() && (*(at - 1))->end > a.start) {
-                const Step* st = *(at - 1);
-                e.step = static_cast<uint8_t>(st->kind);
-                e.microbatch = st->microbatch;
-                e.chunk = chunkByte(st->chunk);
-            }
+        if (a.rank != cursorRank || a.start < cursorStart) {
+            auto s = stepsOfRank.find(a.rank);
+            rankSteps = s != stepsOfRank.end() ? &s->second : nullptr;
+            cursor = rankSteps ? static_cast<size_t>(std::upper_bound(rankSteps->begin(), rankSteps->end(), a.start,
+                                                                      [](TimeNs t, const Step* st) { return t < st->start; })
+                                                     - rankSteps->begin())
+                               : 0;
+            cursorRank = a.rank;
+        } else if (rankSteps) {
+            while (cursor < rankSteps->size() && (*rankSteps)[cursor]->start <= a.start)
+                ++cursor;
+        }
+        cursorStart = a.start;
+        if (rankSteps && cursor > 0 && (*rankSteps)[cursor - 1]->end > a.start) {
+            const Step* st = (*rankSteps)[cursor - 1];
+            e.step = static_cast<uint8_t>(st->kind);
+            e.microbatch = st->microbatch;
+            e.chunk = chunkByte(st->chunk);
         }
         lane.events.push_back(e);
     }

@@ -116,8 +116,13 @@ void TimelineModel::finalize()
     end = 0;
     bool any = false;
     for (Lane& lane : lanes) {
-        std::stable_sort(lane.events.begin(), lane.events.end(), [](const Event& a, const Event& b) { return a.start < b.start; });
-        lane.events.shrink_to_fit();
+        // Builders mostly add events in order: sorting is then a check, and an
+        // exactly reserved vector is not copied to shrink it.
+        auto byStartOrder = [](const Event& a, const Event& b) { return a.start < b.start; };
+        if (!std::is_sorted(lane.events.begin(), lane.events.end(), byStartOrder))
+            std::stable_sort(lane.events.begin(), lane.events.end(), byStartOrder);
+        if (lane.events.capacity() > lane.events.size())
+            lane.events.shrink_to_fit();
         lane.maxEnd.resize(lane.events.size());
         TimeNs m = std::numeric_limits<TimeNs>::min();
         for (size_t i = 0; i < lane.events.size(); ++i) {

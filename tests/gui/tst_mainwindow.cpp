@@ -14,11 +14,14 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QImage>
+#include <QLabel>
+#include <QStatusBar>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <map>
 #include <set>
 
 using namespace pipescope;
@@ -226,6 +229,66 @@ private Q_SLOTS:
         QVERIFY(QString::fromUtf8(p.readAllStandardError())
                     .split('\n')
                     .contains(QStringLiteral("pipescope-gui: error: --view must be timeline, pipeline or whatif (got 'gantt')")));
+    }
+
+    // A large store shows a first frame of one window, then the whole trace in
+    // its place; each job is whole for what it covers. firstFrameAbove 0 makes
+    // the example store "large".
+    void firstFrameThenWholeTrace()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1200, 800);
+        w.show();
+        QSignalSpy first(&w, &MainWindow::firstFrameShown);
+        std::shared_ptr<const Job> partial;
+        QString statusWhileLoading;
+        connect(&w, &MainWindow::firstFrameShown, this, [&] {
+            partial = w.job();
+            statusWhileLoading = w.statusBar()->findChild<QLabel*>()->text();
+        });
+        OpenOptions o;
+        o.firstFrameAbove = 0;
+        QVERIFY(openAndWait(w, {kStore}, o));
+        QCOMPARE(first.count(), 1);
+        QVERIFY(partial);
+        QVERIFY(!partial->complete);
+        QVERIFY(!partial->costModel);
+        QVERIFY(statusWhileLoading.contains(QStringLiteral("loading the whole trace")));
+        const auto full = w.job();
+        QVERIFY(full->complete);
+        QVERIFY(full->costModel.has_value());
+
+        // The window: on the rank with the most GPU activities, the middle 1/20 of them by count.
+        std::map<int, std::vector<TimeNs>> starts;
+        for (const Activity& a : full->trace->activities)
+            starts[a.rank].push_back(a.start);
+        const std::vector<TimeNs>* busiest = nullptr;
+        for (const auto& [r, v] : starts)
+            if (!busiest || v.size() > busiest->size())
+                busiest = &v;
+        QVERIFY(busiest);
+        const size_t n = busiest->size(), k = n / 20, lo = (n - k) / 2;
+        QVERIFY(k > 0);
+        const TimeNs from = (*busiest)[lo], to = (*busiest)[lo + k];
+        QCOMPARE(partial->windowFrom, from);
+        QCOMPARE(partial->windowTo, to);
+        // Exactly the whole trace's activities starting in the window, and a timeline of them.
+        std::vector<int64_t> expected, got;
+        for (const Activity& a : full->trace->activities)
+            if (a.start >= from && a.start < to)
+                expected.push_back(a.id);
+        for (const Activity& a : partial->trace->activities)
+            got.push_back(a.id);
+        QVERIFY(!got.empty());
+        QCOMPARE(got, expected);
+        size_t kernelEvents = 0;
+        for (const auto& l : partial->timeline->lanes)
+            if (l.kind == timeline::LaneKind::Kernels)
+                kernelEvents += l.events.size();
+        QCOMPARE(kernelEvents, got.size());
+        // The whole trace keeps the range the first frame showed.
+        QCOMPARE(w.timeline()->model(), full->timeline);
+        QVERIFY(w.lastError().isEmpty());
     }
 };
 

@@ -302,6 +302,92 @@ private slots:
         QCOMPARE(t.activities.size(), size_t(1));
         QCOMPARE(t.str(t.activities[0].name), evil);
     }
+
+    // A window load through the (rank, start_ns) index holds exactly the
+    // activities of a full load that start in the window, with the same fields,
+    // and the NCCL ops starting there, linked the same way.
+    void loadStartingInWindow()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p);
+        Store store(p);
+        const Trace all = store.load();
+        auto ids = [](const Trace& t) {
+            std::vector<int64_t> out;
+            for (const Activity& a : t.activities)
+                out.push_back(a.id);
+            return out;
+        };
+        {
+            const Trace w = store.load(LoadOptions{.from = 150, .to = 500, .startsInWindow = true});
+            // Starting in [150, 500): the NCCL kernel at 150, the kernel at 400, the memcpy at 450;
+            // not [100,200) (it overlaps but starts before), not the sync at 500, nor rank 1's kernel.
+            QCOMPARE(w.activities.size(), size_t(3));
+            std::vector<int64_t> expected;
+            for (const Activity& a : all.activities)
+                if (a.start >= 150 && a.start < 500)
+                    expected.push_back(a.id);
+            QCOMPARE(ids(w), expected);
+            for (const Activity& a : w.activities) {
+                const auto f = std::find_if(all.activities.begin(), all.activities.end(), [&](const Activity& b) { return b.id == a.id; });
+                QVERIFY(f != all.activities.end());
+                QCOMPARE(a.rank, f->rank);
+                QCOMPARE(a.streamId, f->streamId);
+                QCOMPARE(a.start, f->start);
+                QCOMPARE(a.end, f->end);
+                QCOMPARE(a.name, f->name);
+                QVERIFY(a.correlation == f->correlation);
+                QVERIFY(a.bytes == f->bytes);
+                QVERIFY(a.copyKind == f->copyKind);
+            }
+            QCOMPARE(w.ncclOps.size(), size_t(1));
+            QCOMPARE(w.activities[0].start, TimeNs(150));
+            QCOMPARE(w.activities[0].ncclIndex, 0);
+            QVERIFY(w.ncclOps[0].activityId == w.activities[0].id);
+            QCOMPARE(w.activities[1].ncclIndex, -1);
+            QVERIFY(w.activities[2].bytes == int64_t(4096));
+            QVERIFY(!w.activities[2].correlation);
+            QCOMPARE(w.activities[2].correlation.value_or(-1), int64_t(-1));
+        }
+        {
+            // [0, 150): only the kernel at 100; the op starts at 150, outside.
+            const Trace w = store.load(LoadOptions{.from = 0, .to = 150, .startsInWindow = true});
+            QCOMPARE(w.activities.size(), size_t(1));
+            QCOMPARE(w.activities[0].start, TimeNs(100));
+            QVERIFY(w.activities[0].correlation == int64_t(1));
+            QCOMPARE(w.activities[0].ncclIndex, -1);
+            QVERIFY(w.ncclOps.empty());
+        }
+        {
+            // Rank filter and window together.
+            const Trace w = store.load(LoadOptions{.ranks = std::vector<int>{1}, .from = 0, .to = 2000, .startsInWindow = true});
+            QCOMPARE(w.activities.size(), size_t(1));
+            QCOMPARE(w.activities[0].rank, 1);
+        }
+    }
+
+    // Activity's optional fields: INT64_MIN is the absent value; the rest read as std::optional.
+    void compactOptional()
+    {
+        OptionalInt64 none;
+        QVERIFY(!none.has_value());
+        QVERIFY(none == std::nullopt);
+        QCOMPARE(none.value_or(7), int64_t(7));
+        QVERIFY_THROWS_EXCEPTION(std::bad_optional_access, (void)none.value());
+        OptionalInt64 zero = int64_t(0);
+        QVERIFY(zero.has_value());
+        QCOMPARE(*zero, int64_t(0));
+        QVERIFY(zero == int64_t(0));
+        QVERIFY(zero != none);
+        const std::optional<int64_t> back = zero;
+        QVERIFY(back == int64_t(0));
+        OptionalInt64 fromOpt = std::optional<int64_t>(-5);
+        QCOMPARE(fromOpt.value(), int64_t(-5));
+        fromOpt = std::nullopt;
+        QVERIFY(!fromOpt);
+        QVERIFY(OptionalInt64(std::numeric_limits<int64_t>::min()) == std::nullopt);
+    }
 };
 
 QTEST_GUILESS_MAIN(TstStore)

@@ -15,6 +15,8 @@
 #include <QPointer>
 #include <QStandardPaths>
 
+#include <map>
+
 namespace pipescope::gui {
 
 namespace {
@@ -88,7 +90,10 @@ QString AppSession::cachedStorePath(const QStringList& inputs)
     return cacheFolder() + QLatin1Char('/') + QString::fromLatin1(h.result().toHex().left(24)) + QStringLiteral(".pipescope");
 }
 
-std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const OpenOptions& options, const WorkControl* work)
+namespace {
+
+// The job's inputs, title and store, importing the inputs into the cache when they are not a store.
+std::shared_ptr<Job> prepareJob(const QStringList& inputs, const OpenOptions& options, const WorkControl* work)
 {
     if (inputs.isEmpty())
         throw Error("nothing to open: give a .pipescope store, Kineto JSON files, a folder of rank files or Nsight SQLite exports");
@@ -103,9 +108,9 @@ std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const Ope
     if (inputs.size() == 1 && isStore(inputs.front())) {
         job->storePath = inputs.front();
     } else {
-        job->storePath = cachedStorePath(inputs);
+        job->storePath = AppSession::cachedStorePath(inputs);
         if (!QFileInfo::exists(job->storePath)) {
-            QDir().mkpath(cacheFolder());
+            QDir().mkpath(AppSession::cacheFolder());
             ImportJobOptions io;
             for (const QString& in : inputs)
                 io.inputs.push_back(in.toStdString());
@@ -116,13 +121,13 @@ std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const Ope
             importJob(io);
         }
     }
+    return job;
+}
 
-    Store store(job->storePath.toStdString());
-    LoadOptions lo;
-    lo.work = work;
-    auto trace = std::make_shared<Trace>(store.load(lo));
-    job->simulated = trace->simulated();
-
+// Analysis and timeline of a loaded trace, into the job.
+void analyseInto(Job& job, std::shared_ptr<const Trace> trace, const OpenOptions& options, const WorkControl* work)
+{
+    job.simulated = trace->simulated();
     AnalyzeOptions ao;
     ao.iteration = options.iteration;
     ao.allIterations = true; // the timeline shows steps and bubbles of every iteration
@@ -130,7 +135,97 @@ std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const Ope
     auto analysis = std::make_shared<AnalysisResult>(analyze(*trace, ao));
 
     checkpoint(work, "building the timeline", -1);
-    job->timeline = std::make_shared<timeline::TimelineModel>(timeline::buildMeasured(*trace, *analysis));
+    job.timeline = std::make_shared<timeline::TimelineModel>(timeline::buildMeasured(*trace, *analysis));
+    job.trace = std::move(trace);
+    job.analysis = std::move(analysis);
+}
+
+} // namespace
+
+std::optional<std::pair<TimeNs, TimeNs>> AppSession::firstFrameWindow(Store& store, const StoreSummary& summary)
+{
+    std::map<int, int64_t> perRank;
+    int64_t total = 0;
+    for (const GpuSummary& g : summary.gpuSummaries) {
+        const int64_t n = g.kernels + g.memcpys + g.memsets + g.syncs;
+        perRank[g.rank] += n;
+        total += n;
+    }
+    int rank = -1;
+    int64_t n = 0;
+    for (const auto& [r, c] : perRank)
+        if (c > n) {
+            rank = r;
+            n = c;
+        }
+    if (rank < 0)
+        return std::nullopt;
+    int64_t k = n / 20;
+    if (total > 20 * kFirstFrameActivities)
+        k = static_cast<int64_t>(static_cast<double>(n) * static_cast<double>(kFirstFrameActivities) / static_cast<double>(total));
+    k = std::max<int64_t>(1, k);
+    const int64_t lo = (n - k) / 2;
+    const auto from = store.activityStart(rank, lo);
+    if (!from)
+        return std::nullopt;
+    const auto to = store.activityStart(rank, lo + k);
+    return std::make_pair(*from, to && *to > *from ? *to : *from + 1);
+}
+
+std::shared_ptr<const Job> AppSession::loadFirstFrame(const QStringList& inputs, const OpenOptions& options, const WorkControl* work)
+{
+    if (options.firstFrameAbove < 0)
+        return nullptr;
+    auto job = prepareJob(inputs, options, work);
+    // Import errors went up above; one in the window (a damaged row, an analysis
+    // that cannot make sense of a slice) is left for the full load to report.
+    try {
+        std::shared_ptr<Trace> trace;
+        {
+            Store store(job->storePath.toStdString());
+            // gpu_summary: counts and span without reading the activities.
+            const StoreSummary summary = store.summary();
+            int64_t activities = 0;
+            for (const auto& [kind, n] : summary.activityCounts)
+                activities += n;
+            if (activities <= options.firstFrameAbove)
+                return nullptr;
+            const auto window = firstFrameWindow(store, summary);
+            if (!window)
+                return nullptr;
+            const auto [from, to] = *window;
+            LoadOptions lo;
+            lo.work = work;
+            lo.from = from;
+            lo.to = to;
+            lo.startsInWindow = true;
+            trace = std::make_shared<Trace>(store.load(lo));
+            job->complete = false;
+            job->windowFrom = from;
+            job->windowTo = to;
+        }
+        analyseInto(*job, std::move(trace), options, work);
+    } catch (const Cancelled&) {
+        throw;
+    } catch (const std::exception&) {
+        return nullptr;
+    }
+    job->whatIfError = QStringLiteral("The what-if model is calibrated once the whole trace has loaded.");
+    return job;
+}
+
+std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const OpenOptions& options, const WorkControl* work)
+{
+    auto job = prepareJob(inputs, options, work);
+    std::shared_ptr<Trace> trace;
+    {
+        // Closed before the analysis: its memory-mapped pages leave the process.
+        Store store(job->storePath.toStdString());
+        LoadOptions lo;
+        lo.work = work;
+        trace = std::make_shared<Trace>(store.load(lo));
+    }
+    analyseInto(*job, trace, options, work);
 
     checkpoint(work, "calibrating the what-if model", -1);
     try {
@@ -142,14 +237,12 @@ std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const Ope
         if (options.layers > 0)
             co.measured.layers = options.layers;
         co.measured.measuredBoundaries = options.measuredBoundaries;
-        job->costModel = whatif::calibrate(*trace, *analysis, co);
+        job->costModel = whatif::calibrate(*job->trace, *job->analysis, co);
     } catch (const Cancelled&) {
         throw;
     } catch (const std::exception& e) {
         job->whatIfError = QString::fromStdString(e.what());
     }
-    job->trace = std::move(trace);
-    job->analysis = std::move(analysis);
     return job;
 }
 
@@ -177,6 +270,13 @@ void AppSession::open(const QStringList& inputs, const OpenOptions& options)
         QString error;
         bool wasCancelled = false;
         try {
+            if (auto first = loadFirstFrame(inputs, options, &work))
+                QMetaObject::invokeMethod(self, [self, first, generation] {
+                    if (self && generation == self->generation_) {
+                        self->job_ = first;
+                        Q_EMIT self->firstFrame(first);
+                    }
+                }, Qt::QueuedConnection);
             job = load(inputs, options, &work);
         } catch (const Cancelled&) {
             wasCancelled = true;

@@ -5,7 +5,9 @@
 // a store are imported into a store in the user's cache folder, reused while
 // the inputs are unchanged (same paths, sizes and modification times).
 // Progress and Cancel go through core's WorkControl; one load runs at a time,
-// and a new open() cancels the one in flight.
+// and a new open() cancels the one in flight. A large store is opened in two
+// phases: a first frame of one window (firstFrame, an incomplete Job), then
+// the whole trace (loaded); each Job is complete for what it covers.
 #include "analysis/Analysis.h"
 #include "model/Trace.h"
 #include "timeline/TimelineModel.h"
@@ -19,6 +21,11 @@
 #include <optional>
 #include <thread>
 
+namespace pipescope {
+class Store;
+struct StoreSummary;
+} // namespace pipescope
+
 namespace pipescope::gui {
 
 struct OpenOptions {
@@ -26,6 +33,10 @@ struct OpenOptions {
     QString modelFile;         // like `--model FILE`
     std::vector<int> measuredBoundaries; // like `--measured-boundaries`: the measured run's partition
     std::optional<int> iteration;
+    // Stores with more GPU activities than this show a first frame of one
+    // window before the whole trace has loaded (see AppSession::loadFirstFrame);
+    // 0: always, negative: never.
+    int64_t firstFrameAbove = 1'000'000;
 };
 
 // Everything the views show about one job. Shared read-only between views.
@@ -40,6 +51,11 @@ struct Job {
     std::optional<whatif::CostModel> costModel; // unset when the what-if engine cannot calibrate
     QString whatIfError;                        // why, in one sentence
     OpenOptions options;
+    // False for the first frame of a large store: trace, analysis and timeline
+    // of the activities starting in [windowFrom, windowTo) only, no cost model;
+    // the complete job follows. Either way the job is whole for what it covers.
+    bool complete = true;
+    TimeNs windowFrom = 0, windowTo = 0;
 };
 
 class AppSession : public QObject {
@@ -49,6 +65,7 @@ public:
     ~AppSession() override;
 
     // Starts loading; emits progress, then loaded or failed (or cancelled).
+    // For a large store, firstFrame comes first with an incomplete Job.
     void open(const QStringList& inputs, const OpenOptions& options = {});
     void cancel();
     bool busy() const { return worker_.joinable() && !finished_; }
@@ -61,10 +78,27 @@ public:
     // Loads synchronously on the calling thread (the worker's body; tests and --screenshot).
     static std::shared_ptr<const Job> load(const QStringList& inputs, const OpenOptions& options,
                                            const WorkControl* work = nullptr);
+    // The first phase of open(): when the store holds more than
+    // options.firstFrameAbove GPU activities, a Job of one window (complete
+    // false): the activities starting in firstFrameWindow(), read through the
+    // store's (rank, start_ns) index, analysed and built; no what-if
+    // calibration. nullptr for smaller stores (load() is fast enough there).
+    static std::shared_ptr<const Job> loadFirstFrame(const QStringList& inputs, const OpenOptions& options,
+                                                     const WorkControl* work = nullptr);
+    // The window of a first frame, from the store's summary and its (rank,
+    // start_ns) index: on the rank with the most GPU activities, the middle 1/20
+    // of them by count (fewer when the store holds more than 20 x
+    // kFirstFrameActivities: about kFirstFrameActivities in all), as the times
+    // from its (n - k) / 2-th activity's start to its (n + k) / 2-th. Taken by
+    // count, not time, the window lands where the GPUs work, however long the
+    // idle stretches of the capture. nullopt without activities.
+    static constexpr int64_t kFirstFrameActivities = 500'000;
+    static std::optional<std::pair<TimeNs, TimeNs>> firstFrameWindow(Store& store, const StoreSummary& summary);
 
 Q_SIGNALS:
     void progress(const QString& phase, double fraction); // fraction < 0: unknown
-    void loaded(std::shared_ptr<const pipescope::gui::Job> job);
+    void loaded(std::shared_ptr<const pipescope::gui::Job> job);      // always a complete job
+    void firstFrame(std::shared_ptr<const pipescope::gui::Job> job);  // an incomplete job; loaded follows
     void failed(const QString& message);
     void cancelled();
 

@@ -98,7 +98,10 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout) : QMainWindow(parent
             progress_->setRange(0, 1000);
             progress_->setValue(static_cast<int>(fraction * 1000));
         }
-        status_->setText(phase);
+        // While a first frame is shown, say that the rest is still coming.
+        status_->setText(job_ && !job_->complete ? QStringLiteral("%1: showing a window of the trace; loading the whole trace: %2")
+                                                       .arg(job_->title, phase)
+                                                 : phase);
     });
     auto idle = [this] {
         progress_->setVisible(false);
@@ -108,6 +111,7 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout) : QMainWindow(parent
         idle();
         onLoaded(std::move(job));
     });
+    connect(session_, &AppSession::firstFrame, this, [this](std::shared_ptr<const Job> job) { showJob(std::move(job)); });
     connect(session_, &AppSession::failed, this, [this, idle](const QString& message) {
         idle();
         status_->clear();
@@ -115,7 +119,8 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout) : QMainWindow(parent
     });
     connect(session_, &AppSession::cancelled, this, [this, idle] {
         idle();
-        status_->setText(QStringLiteral("Opening cancelled"));
+        status_->setText(job_ && !job_->complete ? QStringLiteral("Loading cancelled: showing only a window of %1").arg(job_->title)
+                                                 : QStringLiteral("Opening cancelled"));
     });
 
     connect(editor_, &WhatIfEditor::predictionChanged, this, [this] {
@@ -400,6 +405,9 @@ void MainWindow::onLoaded(std::shared_ptr<const Job> job)
 
 void MainWindow::showJob(std::shared_ptr<const Job> job)
 {
+    // The whole trace after its first frame: the view stays where the user is looking.
+    const bool detailOfShown = job->complete && job_ && !job_->complete && job_->storePath == job->storePath;
+    const auto range = timeline_->visibleRange();
     job_ = std::move(job);
     const Job& j = *job_;
     setWindowTitle(j.title + (j.simulated ? QStringLiteral(" [SIMULATED]") : QString()) + QStringLiteral(" - pipescope"));
@@ -421,17 +429,26 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     for (const Iteration& it : j.analysis->iterations)
         iterations_->addItem(QStringLiteral("%1%2").arg(it.index).arg(
             it.label.empty() ? QString() : QStringLiteral("  ") + QString::fromStdString(it.label)));
-    if (j.analysis->selectedIteration >= 0) {
+    if (detailOfShown) {
+        timeline_->setVisibleRange(range.first, range.second);
+    } else if (j.analysis->selectedIteration >= 0) {
         iterations_->setCurrentIndex(j.analysis->selectedIteration + 1);
         selectIteration(j.analysis->selectedIteration + 1);
     } else {
         timeline_->fitAll();
     }
     const auto& pl = j.analysis->pipeline;
-    status_->setText(pl.found ? QStringLiteral("%1: pp %2, dp %3, %4 microbatches, %5 schedule")
-                                    .arg(j.title).arg(pl.pp).arg(pl.dp).arg(pl.microbatches)
-                                    .arg(QString::fromStdString(pl.schedule))
-                              : QStringLiteral("%1: no pipeline found (%2)").arg(j.title, QString::fromStdString(pl.reason)));
+    QString text = pl.found ? QStringLiteral("%1: pp %2, dp %3, %4 microbatches, %5 schedule")
+                                  .arg(j.title).arg(pl.pp).arg(pl.dp).arg(pl.microbatches)
+                                  .arg(QString::fromStdString(pl.schedule))
+                            : QStringLiteral("%1: no pipeline found (%2)").arg(j.title, QString::fromStdString(pl.reason));
+    if (!j.complete) {
+        status_->setText(text + QStringLiteral("; showing a window of %1 activities, loading the whole trace ...")
+                                    .arg(j.trace->activities.size()));
+        Q_EMIT firstFrameShown();
+        return;
+    }
+    status_->setText(text);
     Q_EMIT jobShown();
 }
 

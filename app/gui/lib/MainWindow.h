@@ -57,7 +57,8 @@ public:
     static QList<QPair<QString, QString>> examples();
 
 Q_SIGNALS:
-    void jobShown();
+    void jobShown();        // a complete job is shown
+    void firstFrameShown(); // the first frame of a large store is shown; jobShown follows with the whole trace
     void errorShown(const QString& message);
 
 protected:
