@@ -4,6 +4,7 @@
 #include "CriticalPathPanel.h"
 #include "DetailsPanel.h"
 #include "DiagnosticsPanel.h"
+#include "PaletteLegend.h"
 #include "HtaPanel.h"
 #include "ImbalancePanel.h"
 #include "PipelineView.h"
@@ -66,10 +67,15 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout) : QMainWindow(parent
 
     tabs_ = new QTabWidget(this);
     timeline_ = new TimelineView(tabs_);
-    pipeline_ = new PipelineView(tabs_);
+    pipelineTab_ = new QWidget(tabs_);
+    pipeline_ = new PipelineView(pipelineTab_);
+    auto* pipelineLayout = new QVBoxLayout(pipelineTab_);
+    pipelineLayout->setContentsMargins(0, 0, 0, 0);
+    pipelineLayout->addWidget(pipeline_, 1);
+    pipelineLayout->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, pipelineTab_));
     editor_ = new WhatIfEditor(tabs_);
     tabs_->addTab(timeline_, QStringLiteral("Timeline"));
-    tabs_->addTab(pipeline_, QStringLiteral("Pipeline"));
+    tabs_->addTab(pipelineTab_, QStringLiteral("Pipeline"));
     tabs_->addTab(editor_, QStringLiteral("What-if"));
     setCentralWidget(tabs_);
 
@@ -470,7 +476,7 @@ void MainWindow::setView(View view)
 {
     switch (view) {
     case View::Timeline: tabs_->setCurrentWidget(timeline_); break;
-    case View::Pipeline: tabs_->setCurrentWidget(pipeline_); break;
+    case View::Pipeline: tabs_->setCurrentWidget(pipelineTab_); break;
     case View::WhatIf: tabs_->setCurrentWidget(editor_); break;
     }
 }

@@ -86,6 +86,7 @@ private:
     std::shared_ptr<const Job> job_;
     QTabWidget* tabs_ = nullptr;
     TimelineView* timeline_ = nullptr;
+    QWidget* pipelineTab_ = nullptr; // the pipeline view and its colour key
     PipelineView* pipeline_ = nullptr;
     WhatIfEditor* editor_ = nullptr;
     QList<AnalysisPanel*> panels_;

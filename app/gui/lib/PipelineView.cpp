@@ -1,5 +1,7 @@
 #include "PipelineView.h"
 
+#include "PaletteLegend.h"
+
 #include "timeline/Palette.h"
 #include "util/Format.h"
 
@@ -178,7 +180,7 @@ void PipelineView::paintEvent(QPaintEvent*)
             if (b.iteration != it.index || r == rowOfRank.end())
                 continue;
             box(xOf(b.start - it.start), xOf(b.end - it.start), y + r->second * (rowH + kRowGap), rowH,
-                rgb(timeline::causeColor(b.cause), 150), {}, false);
+                rgb(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
         }
         for (const Step& s : measured_->steps) {
             const auto r = rowOfRank.find(s.rank);
@@ -239,7 +241,7 @@ void PipelineView::paintEvent(QPaintEvent*)
             const whatif::RankReplay& rr = prediction_->replay.ranks[size_t(r)];
             if (!ghost)
                 for (const whatif::Bubble& b : rr.bubbles)
-                    box(xOf(b.start), xOf(b.end), top, h, rgb(timeline::causeColor(b.cause), 150), {}, false);
+                    box(xOf(b.start), xOf(b.end), top, h, rgb(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
             for (const whatif::TimedAction& a : rr.actions)
                 box(xOf(a.start), xOf(a.end), top, h,
                     rgb(timeline::microbatchTint(timeline::stepColor(a.kind), a.microbatch), alpha),

@@ -1,5 +1,7 @@
 #include "TimelineView.h"
 
+#include "PaletteLegend.h"
+
 #include "timeline/Palette.h"
 #include "util/Format.h"
 
@@ -16,6 +18,7 @@
 #include <QWheelEvent>
 #include <qcustomplot.h>
 
+#include <QResizeEvent>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -80,7 +83,12 @@ public:
 
 protected:
     void applyDefaultAntialiasingHint(QCPPainter* painter) const override { painter->setAntialiasing(false); }
-    QRect clipRect() const override { return mParentPlot->viewport(); }
+    // Rows and their labels, never over the time axis below them.
+    QRect clipRect() const override
+    {
+        const QRect ar = mParentPlot->axisRect()->rect();
+        return QRect(0, ar.top(), mParentPlot->viewport().width(), ar.height());
+    }
     void draw(QCPPainter* painter) override;
 
 private:
@@ -107,43 +115,6 @@ private:
     TimelineView* view_;
 };
 
-// ---- the legend under the plot --------------------------------------------
-
-class TimelineLegend : public QWidget {
-public:
-    explicit TimelineLegend(QWidget* parent) : QWidget(parent) { setFixedHeight(20); }
-
-protected:
-    void paintEvent(QPaintEvent*) override
-    {
-        QPainter p(this);
-        p.setFont(font());
-        const QFontMetrics fm(font());
-        int x = 4;
-        auto swatch = [&](const QColor& c, const QString& text) {
-            p.fillRect(QRect(x, 5, 10, 10), c);
-            x += 13;
-            p.setPen(palette().color(QPalette::WindowText));
-            p.drawText(QPoint(x, 14), text);
-            x += fm.horizontalAdvance(text) + 10;
-        };
-        auto title = [&](const QString& t) {
-            p.setPen(palette().color(QPalette::PlaceholderText));
-            p.drawText(QPoint(x, 14), t);
-            x += fm.horizontalAdvance(t) + 6;
-        };
-        title(QStringLiteral("steps"));
-        for (int k = 0; k < 4; ++k)
-            swatch(qcolor(stepColor(StepKind(k))), QString(QChar::fromLatin1(toChar(StepKind(k)))));
-        title(QStringLiteral("bubbles"));
-        for (int c = 0; c < kBubbleCauses; ++c)
-            swatch(qcolor(causeColor(BubbleCause(c))), qstr(std::string(toString(BubbleCause(c)))).replace(QLatin1Char('_'), QLatin1Char(' ')));
-        title(QStringLiteral("work"));
-        for (int c = 0; c < 7; ++c)
-            swatch(qcolor(classColor(WorkClass(c))), qstr(std::string(toString(WorkClass(c)))));
-    }
-};
-
 // ---------------------------------------------------------------------------
 
 TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
@@ -166,7 +137,7 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
     plot_->installEventFilter(this);
     setFocusProxy(plot_);
 
-    legend_ = new TimelineLegend(this);
+    legend_ = new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::Work, this);
     shortcuts_ = new QLabel(plot_);
     shortcuts_->setText(shortcutsText());
     shortcuts_->setStyleSheet(QStringLiteral("QLabel { background: rgba(29,35,41,235); color: white; padding: 10px; border-radius: 6px; }"));
@@ -238,6 +209,15 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
     currentHit_ = -1;
     firstRow_ = 0;
     origin_ = model_ ? model_->start : 0;
+    // Track labels as wide as the longest needs, within reason.
+    if (model_) {
+        const QFontMetrics fm(plot_->font());
+        int widest = 0;
+        for (size_t i = 0; i < n; ++i)
+            widest = std::max(widest, fm.horizontalAdvance(laneTitle(static_cast<int>(i))));
+        labelWidth_ = std::clamp(widest + 16, 150, 320);
+        plot_->axisRect()->setMargins(QMargins(labelWidth_, 4, 8, 0));
+    }
     rebuildGroups();
     rebuildRows();
     fitAll();

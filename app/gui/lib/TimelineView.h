@@ -37,7 +37,7 @@ namespace pipescope::gui {
 
 class TimelineBody;
 class TimelineOverlay;
-class TimelineLegend;
+class PaletteLegend;
 
 // One event of the model: lane index and index into that lane's events.
 struct TimelineEventRef {
@@ -165,7 +165,7 @@ private:
     QCPLayer* overlayLayer_ = nullptr;
     TimelineBody* body_ = nullptr;
     TimelineOverlay* overlay_ = nullptr;
-    TimelineLegend* legend_ = nullptr;
+    PaletteLegend* legend_ = nullptr;
     QLabel* shortcuts_ = nullptr;
 
     std::shared_ptr<const timeline::TimelineModel> model_;

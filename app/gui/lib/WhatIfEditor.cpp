@@ -1,5 +1,7 @@
 #include "WhatIfEditor.h"
 
+#include "PaletteLegend.h"
+
 #include "LayerStrip.h"
 #include "timeline/Palette.h"
 #include "util/Format.h"
@@ -274,10 +276,10 @@ void WhatIfEditor::buildUi()
     figures->addWidget(bubbleBar_, 1);
     figures->addWidget(status_);
     auto* ghost = new QCheckBox(tr("Prediction as ghost"), this);
-    auto* path = new QCheckBox(tr("Critical path"), this);
-    path->setChecked(true);
+    auto* criticalPath = new QCheckBox(tr("Critical path"), this);
+    criticalPath->setChecked(true);
     figures->addWidget(ghost);
-    figures->addWidget(path);
+    figures->addWidget(criticalPath);
     root->addLayout(figures);
 
     // Diagram and charts side by side with the tables.
@@ -285,10 +287,17 @@ void WhatIfEditor::buildUi()
     pipeline_ = new PipelineView(split);
     connect(ghost, &QCheckBox::toggled, pipeline_,
             [this](bool on) { pipeline_->setMode(on ? PipelineView::Ghost : PipelineView::Stacked); });
-    connect(path, &QCheckBox::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
+    connect(criticalPath, &QCheckBox::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
     // Two rows per stage (measured, predicted) stay readable: about 18 px each.
     pipeline_->setMinimumHeight(2 * 4 * 18 + 60);
-    split->addWidget(pipeline_);
+    auto* diagram = new QWidget(split);
+    auto* diagramLayout = new QVBoxLayout(diagram);
+    diagramLayout->setContentsMargins(0, 0, 0, 0);
+    diagramLayout->setSpacing(0);
+    pipeline_->setParent(diagram);
+    diagramLayout->addWidget(pipeline_, 1);
+    diagramLayout->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, diagram));
+    split->addWidget(diagram);
     auto* tabs = new QTabWidget(split);
     auto* charts = new QWidget(tabs);
     auto* chartRow = new QHBoxLayout(charts);
@@ -691,10 +700,24 @@ void WhatIfEditor::refreshFigures()
     memoryPlot_->xAxis->setLabel(p.outOfMemory() ? tr("rank (out of memory)") : tr("rank"));
     memoryPlot_->xAxis->setRange(-0.6, ranks - 0.4);
     memoryPlot_->yAxis->setRange(0, std::max(1e-3, top) * 1.1);
+    // Empty axes would look like zero memory: say why there is nothing to show.
+    const bool memoryKnown = std::any_of(p.memory.begin(), p.memory.end(), [](const auto& m) { return m.peakBytes > 0; });
+    auto unknownNote = [](QCustomPlot* plot, const QString& text) {
+        auto* note = new QCPItemText(plot);
+        note->position->setType(QCPItemPosition::ptAxisRectRatio);
+        note->position->setCoords(0.5, 0.45);
+        note->setText(text);
+        note->setColor(QColor("#666666"));
+    };
+    if (!memoryKnown)
+        unknownNote(memoryPlot_, tr("unknown"));
     memoryPlot_->replot(QCustomPlot::rpQueuedReplot);
 
     // Memory over the iteration, a step line per rank.
     memoryTimePlot_->clearGraphs();
+    memoryTimePlot_->clearItems();
+    if (!memoryKnown)
+        unknownNote(memoryTimePlot_, tr("memory unknown: the trace gives no parameter or\nactivation sizes (open it with a model file, --model)"));
     static const std::array<std::string_view, 8> hues = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1",
                                                          "#edc948", "#76b7b2", "#ff9da7", "#9c755f"};
     double peak = 0;
@@ -714,7 +737,7 @@ void WhatIfEditor::refreshFigures()
     memoryTimePlot_->xAxis->setLabel(tr("ms"));
     memoryTimePlot_->xAxis->setRange(0, std::max(1e-3, p.iterationNs() / 1e6));
     memoryTimePlot_->yAxis->setRange(0, std::max(1e-3, peak) * 1.1);
-    memoryTimePlot_->legend->setVisible(ranks <= 8);
+    memoryTimePlot_->legend->setVisible(memoryKnown && ranks <= 8);
     memoryTimePlot_->replot(QCustomPlot::rpQueuedReplot);
 
     export_->setPlainText(exportText());
