@@ -442,7 +442,9 @@ void TimelineView::zoomAbout(double factor, double anchorX)
     const QCPRange r = plot_->xAxis->range();
     // NaN: the middle of the range (a pixel's time would be off by rounding).
     const double anchor = std::isnan(anchorX) ? r.center() : plot_->xAxis->pixelToCoord(anchorX);
-    double lo = anchor + (r.lower - anchor) * factor, hi = anchor + (r.upper - anchor) * factor;
+    // Whole nanoseconds at both ends, so the new width is exactly the old one times factor.
+    double lo = std::round(anchor + (r.lower - anchor) * factor);
+    double hi = lo + std::round(r.size() * factor);
     if (hi - lo < kMinWidthNs) {
         const double k = kMinWidthNs / (hi - lo);
         lo = anchor + (lo - anchor) * k;
