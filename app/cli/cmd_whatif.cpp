@@ -54,7 +54,7 @@ int runWhatIf(WhatIfArgs& a)
     }
 
     const Scenario base = measuredScenario(model);
-    if (!a.boundaries.empty() && model.layerSource == "stages")
+    if (!a.boundaries.empty() && model.layerSource == LayerSource::Stages)
         throw Error("the trace does not attribute kernels to layers, so --boundaries has no layers to move; "
                     "give the layer count with --layers N or a model description with --model MODEL.json");
     ScenarioChanges changes;

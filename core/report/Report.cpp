@@ -439,7 +439,7 @@ struct WhatIfOutcome {
     std::vector<json> predictions; // pipescope.whatif/1 prediction objects, with timelines
     std::string error;
     int layers = 0;
-    std::string layerSource;
+    whatif::LayerSource layerSource = whatif::LayerSource::Stages;
     std::string notice; // no layers: nothing can move, and how to give layers
 };
 
@@ -498,8 +498,8 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
         out += "<p class=\"warn\" id=\"whatif-error\">The what-if engine could not calibrate on this trace: " + esc(w.error) + "</p></section>\n";
         return;
     }
-    const std::string layersFrom = w.layerSource == "trace"   ? ", timed from the trace's " + c.r.layers.source + " ranges"
-                                   : w.layerSource == "model" ? ", from the model description"
+    const std::string layersFrom = w.layerSource == whatif::LayerSource::Trace   ? ", timed from the trace's " + c.r.layers.source + " ranges"
+                                   : w.layerSource == whatif::LayerSource::Model ? ", from the model description"
                                                               : ", an even split of each stage's measured step time";
     out += "<p class=\"note\">The cost model is calibrated on the selected iteration (" + std::to_string(w.layers) + " layers" +
            layersFrom +

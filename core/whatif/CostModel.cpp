@@ -71,6 +71,17 @@ double transformerLayerFlops(const ModelDescription& m)
 
 } // namespace
 
+std::string_view toString(LayerSource source)
+{
+    switch (source) {
+    case LayerSource::Stages: return "stages";
+    case LayerSource::Count: return "count";
+    case LayerSource::Model: return "model";
+    case LayerSource::Trace: return "trace";
+    }
+    return "stages";
+}
+
 Partition evenPartition(int layers, int stages)
 {
     if (stages < 1)
@@ -257,7 +268,7 @@ CostModel CostModel::fromModel(const ModelDescription& m)
     // flash attention (no stored attention matrix), no recomputation.
     const int64_t layerActivation = flopsKnown ? toBytes(34.0 * s * b * h, "activation memory of a layer") : 0;
     const int64_t layerParams = m.hiddenSize > 0 ? toBytes(12.0 * h * h + 13.0 * h, "parameter count of a layer") : 0;
-    c.layerSource = "model";
+    c.layerSource = LayerSource::Model;
     for (size_t i = 0; i < m.layers.size(); ++i)
         c.layers.push_back(convert(m.layers[i], "layers[" + std::to_string(i) + "] (" + m.layers[i].name + ")", 1.0,
                                    layerParams, layerActivation));
@@ -368,7 +379,10 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     CostModel c;
     c.name = model ? model->name : "measured";
     const double defaultShare = model ? model->backwardInputShare : 0.5;
-    c.layerSource = !mp.layers.empty() ? "trace" : model ? "model" : options.layers ? "count" : "stages";
+    c.layerSource = !mp.layers.empty() ? LayerSource::Trace
+                    : model             ? LayerSource::Model
+                    : options.layers    ? LayerSource::Count
+                                        : LayerSource::Stages;
     if (!mp.layers.empty()) {
         // Layers attributed by annotations: their own times, scaled so each
         // stage adds up to its measured step; first/last stage residue is the extra.

@@ -45,14 +45,20 @@ struct FromMeasuredOptions {
     std::vector<double> layerWeights;      // relative cost per layer (default: model's, else equal)
 };
 
+// Where a cost model's layers come from.
+enum class LayerSource : uint8_t {
+    Stages, // nothing known: one layer per measured stage, so no boundary can move
+    Count,  // a layer count the user gave, each stage's time split over its layers
+    Model,  // a model description
+    Trace,  // attributed from the trace (module or pipescope/layer ranges)
+};
+// "stages", "count", "model", "trace" (the JSON's layer_source)
+std::string_view toString(LayerSource source);
+
 struct CostModel {
     std::string name;
     std::vector<LayerCostModel> layers;
-    // Where the layers come from: "trace" (attributed from the trace), "model"
-    // (a model description), "count" (a layer count the user gave, costs split
-    // evenly), "stages" (nothing known: one layer per measured stage, so no
-    // boundary can move).
-    std::string layerSource;
+    LayerSource layerSource = LayerSource::Stages;
     LayerCostModel firstStageExtra; // on virtual stage 0
     LayerCostModel lastStageExtra;  // on the last virtual stage
 

@@ -87,7 +87,7 @@ std::optional<std::string> megatronUnevenFlags(const Partition& partition, const
 
 std::vector<std::vector<std::string>> stageModules(const Partition& partition, const CostModel& model)
 {
-    if (model.layerSource != "trace" && model.layerSource != "model")
+    if (model.layerSource != LayerSource::Trace && model.layerSource != LayerSource::Model)
         return {};
     std::set<std::string> seen, repeated;
     for (const LayerCostModel& l : model.layers)
@@ -118,7 +118,7 @@ std::string partitionExportText(const Partition& partition, const Schedule& sche
     out += "\nModules per stage\n";
     const auto modules = stageModules(partition, model);
     if (modules.empty()) {
-        out += "  layer names unknown (layers from a " + std::string(model.layerSource == "count" ? "layer count" : "stage count") +
+        out += "  layer names unknown (layers from a " + std::string(model.layerSource == LayerSource::Count ? "layer count" : "stage count") +
                "); give a model file to name them\n";
         return out;
     }

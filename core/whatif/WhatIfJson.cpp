@@ -200,7 +200,7 @@ json whatIfDocument(const WhatIfSource& source, const CostModel& model, const st
         preds.push_back(predictionToJson(p, options));
     doc["predictions"] = std::move(preds);
     doc["search"] = search ? searchToJson(*search) : json(nullptr);
-    doc["layer_source"] = model.layerSource;
+    doc["layer_source"] = std::string(toString(model.layerSource));
     const std::string notice = noLayersNotice(model);
     doc["notice"] = notice.empty() ? json(nullptr) : json(notice);
     return doc;

@@ -87,7 +87,7 @@ std::string predictionText(const Prediction& p)
 
 std::string noLayersNotice(const CostModel& model)
 {
-    if (model.layerSource != "stages")
+    if (model.layerSource != LayerSource::Stages)
         return {};
     return "the trace does not attribute kernels to layers, so each stage is one layer and no boundary can move; "
            "give --layers N or --model FILE, or record with torch.profiler's with_stack=True (module calls) or "

@@ -200,7 +200,7 @@ void TestLayersAndCauses::modulesGiveLayers()
     const MeasuredPipeline mp = measurePipeline(t, r);
     QCOMPARE(mp.layers.size(), size_t(3));
     const whatif::CostModel cm = whatif::CostModel::fromMeasured(mp);
-    QCOMPARE(cm.layerSource, std::string("trace"));
+    QCOMPARE(std::string(toString(cm.layerSource)), std::string("trace"));
     QCOMPARE(cm.layerCount(), 3);
     QCOMPARE(cm.measuredPartition->firstLayer, (std::vector<int>{0, 2, 3}));
 

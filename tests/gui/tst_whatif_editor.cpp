@@ -254,7 +254,7 @@ void TestWhatIfEditor::newestDragWins()
 void TestWhatIfEditor::stripKeyboard()
 {
     whatif::CostModel m;
-    m.layerSource = "model";
+    m.layerSource = whatif::LayerSource::Model;
     for (int i = 0; i < 8; ++i)
         m.layers.push_back(whatif::LayerCostModel{"l" + std::to_string(i), 1000, 2000, 0.5, 0, 0});
     LayerStrip strip;
@@ -279,7 +279,7 @@ void TestWhatIfEditor::stripKeyboard()
 void TestWhatIfEditor::stripAsksForLayers()
 {
     const whatif::CostModel stages = exampleModel(std::nullopt);
-    QCOMPARE(QString::fromStdString(stages.layerSource), QString("stages"));
+    QCOMPARE(QString::fromUtf8(toString(stages.layerSource).data()), QString("stages"));
 
     WhatIfEditor editor;
     editor.resize(1000, 700);
@@ -304,7 +304,7 @@ void TestWhatIfEditor::stripAsksForLayers()
     // Re-calibrated as `pipescope whatif --layers 16` does.
     QVERIFY(waitFor(changed, [&] { return editor.costModel().layerCount() == 16; }));
     QVERIFY(!strip->needsLayers());
-    QCOMPARE(QString::fromStdString(editor.costModel().layerSource), QString("count"));
+    QCOMPARE(QString::fromUtf8(toString(editor.costModel().layerSource).data()), QString("count"));
     const std::vector<qint64> cli = cliIterations({});
     QCOMPARE(cli.size(), size_t(1));
     QCOMPARE(editor.currentPrediction()->iterationNs(), cli[0]);

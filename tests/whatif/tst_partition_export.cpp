@@ -11,10 +11,12 @@ namespace {
 
 Partition parts(std::vector<int> firstLayer) { return Partition{std::move(firstLayer)}; }
 
-CostModel named(std::vector<std::string> names, std::string source)
+CostModel named(std::vector<std::string> names, const std::string& source)
 {
     CostModel m;
-    m.layerSource = std::move(source);
+    for (LayerSource s : {LayerSource::Stages, LayerSource::Count, LayerSource::Model, LayerSource::Trace})
+        if (toString(s) == source)
+            m.layerSource = s;
     for (auto& n : names)
         m.layers.push_back(LayerCostModel{n, 1, 2, 0.5, 0, 0});
     return m;

@@ -85,7 +85,7 @@ void LayerStrip::setCostModel(const whatif::CostModel& model)
         names_.push_back(QString::fromStdString(l.name));
     }
     maxCost_ = cost_.empty() ? 0 : *std::max_element(cost_.begin(), cost_.end());
-    needsLayers_ = model.layerSource == "stages";
+    needsLayers_ = model.layerSource == whatif::LayerSource::Stages;
     if (model.measuredPp > 0 && needsLayers_)
         layerCount_->setMinimum(model.measuredPp * std::max(1, model.measuredV));
     dragging_ = -1;

@@ -527,7 +527,7 @@ void WhatIfEditor::onPrediction(PredictionPtr prediction, quint64 id)
     if (origin != Origin::DragStep)
         clearErrors();
     status_->clear();
-    strip_->setEditable(model_.layerSource != "stages");
+    strip_->setEditable(model_.layerSource != whatif::LayerSource::Stages);
     strip_->setStageRanks(current_->schedule.rankOfStage);
     strip_->setBoundaries(current_->partition.boundaries());
     if (origin != Origin::DragStep)
