@@ -1,4 +1,5 @@
 #include "AnalysisTableModel.h"
+#include "QtPalette.h"
 
 #include "timeline/Palette.h"
 #include "util/Format.h"
@@ -176,30 +177,29 @@ QString tsvOf(const QAbstractItemModel& model, const QModelIndexList& rows)
 
 namespace {
 
-QColor qcolor(timeline::Rgb c) { return QColor(c.r, c.g, c.b); }
 
 } // namespace
 
-QColor causeColor(BubbleCause cause) { return qcolor(timeline::causeColor(cause)); }
+QColor causeColor(BubbleCause cause) { return toQColor(timeline::causeColor(cause)); }
 
 QColor pathKindColor(const std::string& kind)
 {
     if (kind.size() == 1 && std::string_view("FBIW").find(kind[0]) != std::string_view::npos)
-        return qcolor(timeline::stepColor(static_cast<StepKind>(std::string_view("FBIW").find(kind[0]))));
+        return toQColor(timeline::stepColor(static_cast<StepKind>(std::string_view("FBIW").find(kind[0]))));
     if (kind == "compute")
-        return qcolor(timeline::classColor(WorkClass::Compute));
+        return toQColor(timeline::classColor(WorkClass::Compute));
     if (kind == "p2p")
-        return qcolor(timeline::classColor(WorkClass::P2p));
+        return toQColor(timeline::classColor(WorkClass::P2p));
     if (kind == "collective")
-        return qcolor(timeline::classColor(WorkClass::Collective));
+        return toQColor(timeline::classColor(WorkClass::Collective));
     if (kind == "memcpy")
-        return qcolor(timeline::classColor(WorkClass::Memcpy));
+        return toQColor(timeline::classColor(WorkClass::Memcpy));
     if (kind == "memset")
-        return qcolor(timeline::classColor(WorkClass::Memset));
+        return toQColor(timeline::classColor(WorkClass::Memset));
     // Idle on the path has no cause of its own: the beige of cause "other".
     if (kind == "idle")
         return causeColor(BubbleCause::Other);
-    return qcolor(timeline::classColor(WorkClass::Other));
+    return toQColor(timeline::classColor(WorkClass::Other));
 }
 
 } // namespace pipescope::gui

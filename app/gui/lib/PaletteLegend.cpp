@@ -1,4 +1,5 @@
 #include "PaletteLegend.h"
+#include "QtPalette.h"
 
 #include "analysis/Analysis.h"
 #include "timeline/Palette.h"
@@ -10,7 +11,6 @@ namespace pipescope::gui {
 
 namespace {
 constexpr int kLine = 20;
-QColor qcolor(timeline::Rgb c) { return QColor(c.r, c.g, c.b); }
 } // namespace
 
 PaletteLegend::PaletteLegend(int parts, QWidget* parent) : QWidget(parent), parts_(parts) { setFixedHeight(kLine); }
@@ -61,10 +61,10 @@ int PaletteLegend::layOut(QPainter* p) const
     if (parts_ & Steps) {
         title(QStringLiteral("steps"));
         for (int k = 0; k < 4; ++k)
-            swatch(qcolor(timeline::stepColor(StepKind(k))), QString(QChar::fromLatin1(toChar(StepKind(k)))));
+            swatch(toQColor(timeline::stepColor(StepKind(k))), QString(QChar::fromLatin1(toChar(StepKind(k)))));
     }
     auto causeSwatch = [&](BubbleCause c) {
-        QColor q = qcolor(timeline::causeColor(c));
+        QColor q = toQColor(timeline::causeColor(c));
         if (parts_ & TranslucentCauses)
             q.setAlpha(kPipelineBubbleAlpha);
         return q;
@@ -78,10 +78,10 @@ int PaletteLegend::layOut(QPainter* p) const
     if (parts_ & Work) {
         title(QStringLiteral("work"));
         for (int c = 0; c < 7; ++c)
-            swatch(qcolor(timeline::classColor(WorkClass(c))), QString::fromUtf8(toString(WorkClass(c)).data()));
+            swatch(toQColor(timeline::classColor(WorkClass(c))), QString::fromUtf8(toString(WorkClass(c)).data()));
     }
     if (parts_ & CriticalPath)
-        swatch(qcolor(timeline::rgbFromHex(timeline::kHighlightHex)), QStringLiteral("critical path"), true);
+        swatch(toQColor(timeline::rgbFromHex(timeline::kHighlightHex)), QStringLiteral("critical path"), true);
     return y + kLine;
 }
 

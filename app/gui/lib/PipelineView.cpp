@@ -1,4 +1,5 @@
 #include "PipelineView.h"
+#include "QtPalette.h"
 
 #include "PaletteLegend.h"
 
@@ -22,7 +23,6 @@ constexpr int kAxisH = 22;   // time axis at the bottom
 constexpr int kTitleH = 16;  // "measured" / "predicted" headings
 constexpr int kRowGap = 2;
 
-QColor rgb(timeline::Rgb c, int alpha = 255) { return QColor(c.r, c.g, c.b, alpha); }
 
 // 1, 2, 5 x 10^k: a tick step giving about `target` ticks over `span`.
 double niceStep(double span, int target)
@@ -180,18 +180,18 @@ void PipelineView::paintEvent(QPaintEvent*)
             if (b.iteration != it.index || r == rowOfRank.end())
                 continue;
             box(xOf(b.start - it.start), xOf(b.end - it.start), y + r->second * (rowH + kRowGap), rowH,
-                rgb(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+                toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
         }
         for (const Step& s : measured_->steps) {
             const auto r = rowOfRank.find(s.rank);
             if (s.iteration != it.index || r == rowOfRank.end())
                 continue;
             box(xOf(s.start - it.start), xOf(s.end - it.start), y + r->second * (rowH + kRowGap), rowH,
-                rgb(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
+                toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
                 false);
         }
         if (criticalPath_) {
-            const auto hl = rgb(timeline::rgbFromHex(timeline::kHighlightHex));
+            const auto hl = toQColor(timeline::rgbFromHex(timeline::kHighlightHex));
             p.setPen(QPen(hl, 3));
             for (const PathSegment& seg : measured_->criticalPath.segments) {
                 const auto r = rowOfRank.find(seg.rank);
@@ -241,10 +241,10 @@ void PipelineView::paintEvent(QPaintEvent*)
             const whatif::RankReplay& rr = prediction_->replay.ranks[size_t(r)];
             if (!ghost)
                 for (const whatif::Bubble& b : rr.bubbles)
-                    box(xOf(b.start), xOf(b.end), top, h, rgb(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+                    box(xOf(b.start), xOf(b.end), top, h, toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
             for (const whatif::TimedAction& a : rr.actions)
                 box(xOf(a.start), xOf(a.end), top, h,
-                    rgb(timeline::microbatchTint(timeline::stepColor(a.kind), a.microbatch), alpha),
+                    toQColor(timeline::microbatchTint(timeline::stepColor(a.kind), a.microbatch), alpha),
                     ghost ? QString() : QString::number(a.microbatch), ghost);
         }
         if (!ghost)

@@ -1,4 +1,5 @@
 #include "TimelineView.h"
+#include "QtPalette.h"
 
 #include "PaletteLegend.h"
 
@@ -34,8 +35,6 @@ constexpr double kWheelZoom = 0.8; // width factor per wheel notch towards the u
 constexpr double kKeyZoom = 0.5;
 constexpr double kPanFraction = 0.1;
 
-QColor qcolor(Rgb c, int alpha = 255) { return QColor(c.r, c.g, c.b, alpha); }
-QColor qcolor(std::string_view hex) { return qcolor(rgbFromHex(hex)); }
 QString qstr(const std::string& s) { return QString::fromStdString(s); }
 
 // Tick labels in the unit the visible width calls for.
@@ -897,7 +896,7 @@ void TimelineBody::draw(QCPPainter* p)
         return;
     }
     const int firstRow = v.firstRow_, lastRow = std::min(v.rowCount(), firstRow + v.visibleRowCount() + 1);
-    const QColor text = qcolor(kTextHex);
+    const QColor text = toQColor(kTextHex);
     for (int row = firstRow; row < lastRow; ++row) {
         const TimelineView::Row& r = v.rows_[static_cast<size_t>(row)];
         const int y = v.rowTop(row);
@@ -934,13 +933,13 @@ void TimelineBody::draw(QCPPainter* p)
         }
         drawLane(p, r.lane, body, prims, false, nullptr);
         const bool sel = r.lane == v.selectedLane_;
-        p->setPen(sel ? qcolor(kSelectionHex) : text);
+        p->setPen(sel ? toQColor(kSelectionHex) : text);
         p->drawText(QRect(4, y, v.labelWidth_ - 8, rh), Qt::AlignVCenter | Qt::AlignLeft,
                     fm.elidedText(v.laneTitle(r.lane), Qt::ElideMiddle, v.labelWidth_ - 8));
         ++prims;
     }
     // Iteration boundaries.
-    QPen dashed(qcolor(kIterationHex));
+    QPen dashed(toQColor(kIterationHex));
     dashed.setStyle(Qt::DashLine);
     p->setPen(dashed);
     const auto range = v.visibleRange();
@@ -953,7 +952,7 @@ void TimelineBody::draw(QCPPainter* p)
             }
     // Search hits along the time axis: one mark per pixel column holding a hit.
     if (!v.hitTimes_.empty()) {
-        const QColor mark = qcolor(kHighlightHex);
+        const QColor mark = toQColor(kHighlightHex);
         int runStart = -1;
         for (int x = 0; x <= ar.width(); ++x) {
             bool hit = false;
@@ -986,7 +985,7 @@ void TimelineBody::drawLane(QCPPainter* p, int laneIndex, const QRect& r, int& p
                                            : nullptr;
     const QFontMetrics fm(mParentPlot->font());
     const int top = r.top() + 2, h = r.height() - 4;
-    const QColor highlight = qcolor(kHighlightHex);
+    const QColor highlight = toQColor(kHighlightHex);
     for (const DrawItem& d : items_) {
         const double x0 = std::max(0.0, d.x0), x1 = std::min<double>(r.width(), d.x1);
         if (x1 <= x0 && d.x1 < 0)
@@ -1019,7 +1018,7 @@ void TimelineBody::drawLane(QCPPainter* p, int laneIndex, const QRect& r, int& p
         }
         if (busyPx)
             *busyPx += (x1 - x0) * static_cast<double>(d.busyFraction);
-        p->fillRect(rect, qcolor(c, alpha));
+        p->fillRect(rect, toQColor(c, alpha));
         ++prims;
         if (summary)
             continue;
@@ -1049,7 +1048,7 @@ void TimelineBody::drawLane(QCPPainter* p, int laneIndex, const QRect& r, int& p
                 if (fm.horizontalAdvance(label) + 4 > rect.width() && ev->microbatch >= 0)
                     label = QString::number(ev->microbatch);
                 if (fm.horizontalAdvance(label) + 4 <= rect.width()) {
-                    p->setPen(qcolor(kTextHex));
+                    p->setPen(toQColor(kTextHex));
                     p->drawText(rect, Qt::AlignCenter, label);
                     ++prims;
                 }
@@ -1087,7 +1086,7 @@ void TimelineOverlay::draw(QCPPainter* p)
     if (!dragRect.isNull())
         p->fillRect(QRectF(dragRect.left(), ar.top(), dragRect.width(), ar.height()), QColor(9, 105, 218, 50));
     outline(p, v.hover_, QColor(0x1d, 0x23, 0x29), 1);
-    outline(p, v.selected_, qcolor(kSelectionHex), 2);
+    outline(p, v.selected_, toQColor(kSelectionHex), 2);
     // From a selected point-to-point transfer to its peer's row.
     if (v.selected_.valid()) {
         const Lane& l = v.model_->lanes[static_cast<size_t>(v.selected_.lane)];
@@ -1103,7 +1102,7 @@ void TimelineOverlay::draw(QCPPainter* p)
                 if (from.isEmpty() || to.isEmpty())
                     break;
                 const QPointF a(v.xOf(e.start), from.center().y()), b(v.xOf(e.end), to.center().y());
-                p->setPen(QPen(qcolor(kSelectionHex), 1.5));
+                p->setPen(QPen(toQColor(kSelectionHex), 1.5));
                 p->drawLine(a, b);
                 const double ang = std::atan2(b.y() - a.y(), b.x() - a.x());
                 for (double d : {0.5, -0.5})

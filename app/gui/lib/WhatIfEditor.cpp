@@ -1,4 +1,5 @@
 #include "WhatIfEditor.h"
+#include "QtPalette.h"
 
 #include "PaletteLegend.h"
 
@@ -49,7 +50,6 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
-QColor rgb(timeline::Rgb c) { return QColor(c.r, c.g, c.b); }
 
 QString speedupWords(std::optional<double> s)
 {
@@ -103,7 +103,7 @@ protected:
         double x = bar.left();
         for (int c = 0; c < kBubbleCauses; ++c) {
             const double w = bar.width() * double(r.bubbleNs[size_t(c)]) / denom;
-            p.fillRect(QRectF(x, bar.top(), w, bar.height()), rgb(timeline::causeColor(BubbleCause(c))));
+            p.fillRect(QRectF(x, bar.top(), w, bar.height()), toQColor(timeline::causeColor(BubbleCause(c))));
             x += w;
         }
         p.setPen(palette().color(QPalette::Text));
@@ -658,12 +658,12 @@ void WhatIfEditor::refreshFigures()
     busyPlot_->clearPlottables();
     auto* busyBars = new QCPBars(busyPlot_->xAxis, busyPlot_->yAxis);
     busyBars->setName(tr("busy"));
-    busyBars->setBrush(rgb(timeline::stepColor(StepKind::F)));
+    busyBars->setBrush(toQColor(timeline::stepColor(StepKind::F)));
     busyBars->setPen(Qt::NoPen);
     busyBars->setData(keys, busy);
     auto* idleBars = new QCPBars(busyPlot_->xAxis, busyPlot_->yAxis);
     idleBars->setName(tr("idle"));
-    idleBars->setBrush(rgb(timeline::causeColor(BubbleCause::Other)));
+    idleBars->setBrush(toQColor(timeline::causeColor(BubbleCause::Other)));
     idleBars->setPen(Qt::NoPen);
     idleBars->setData(keys, idle);
     idleBars->moveAbove(busyBars);
@@ -678,7 +678,7 @@ void WhatIfEditor::refreshFigures()
     memoryPlot_->clearItems();
     auto* ok = new QCPBars(memoryPlot_->xAxis, memoryPlot_->yAxis);
     auto* oom = new QCPBars(memoryPlot_->xAxis, memoryPlot_->yAxis);
-    ok->setBrush(rgb(timeline::stepColor(StepKind::B)));
+    ok->setBrush(toQColor(timeline::stepColor(StepKind::B)));
     oom->setBrush(QColor("#d1242f"));
     ok->setPen(Qt::NoPen);
     oom->setPen(Qt::NoPen);
@@ -724,7 +724,7 @@ void WhatIfEditor::refreshFigures()
     for (int r = 0; r < ranks && size_t(r) < p.memory.size(); ++r) {
         auto* g = memoryTimePlot_->addGraph();
         g->setLineStyle(QCPGraph::lsStepLeft);
-        g->setPen(QPen(rgb(timeline::rgbFromHex(hues[size_t(r) % hues.size()])), 1.5));
+        g->setPen(QPen(toQColor(timeline::rgbFromHex(hues[size_t(r) % hues.size()])), 1.5));
         g->setName(tr("rank %1").arg(r));
         QVector<double> t, y;
         for (const auto& pt : p.memory[size_t(r)].overTime) {
