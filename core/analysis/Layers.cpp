@@ -148,6 +148,17 @@ struct RankLayers {
     std::vector<const Step*> steps; // start order
     std::map<int, int> microbatchesOfChunk;
     TimeNs computeNs = 0;
+
+    // Makes scope node n a unit of the given kind; returns its index.
+    int addUnit(int n, Role::Kind kind)
+    {
+        Unit u;
+        u.node = n;
+        u.kind = kind;
+        u.firstCall = nodes[size_t(n)].firstCall;
+        units.push_back(u);
+        return static_cast<int>(units.size()) - 1;
+    }
 };
 
 class LayerFinder {
@@ -396,26 +407,16 @@ void LayerFinder::chooseModuleUnits(std::vector<RankLayers>& ranks)
             for (int i = 0; i < static_cast<int>(kids.size()); ++i) {
                 const int n = kids[size_t(i)];
                 const bool block = moduleClass(t.str(rl.nodes[size_t(n)].name)) == blockClass;
-                if (block || i < firstBlock || i > lastBlock) {
-                    Unit u;
-                    u.node = n;
-                    u.kind = block ? Role::Block : i < firstBlock ? Role::Before : Role::After;
-                    u.firstCall = rl.nodes[size_t(n)].firstCall;
-                    current = static_cast<int>(rl.units.size());
-                    rl.units.push_back(u);
-                }
+                if (block || i < firstBlock || i > lastBlock)
+                    current = rl.addUnit(n, block ? Role::Block : i < firstBlock ? Role::Before : Role::After);
                 // A module between two blocks belongs to the block before it.
                 role[size_t(n)] = {rl.units[size_t(current)].kind, current};
             }
         }
         // Modules called outside the model (a loss module): before or after it.
         for (int root : bodyless) {
-            Unit u;
-            u.node = root;
-            u.kind = rl.nodes[size_t(root)].firstCall < firstBody ? Role::Before : Role::After;
-            u.firstCall = rl.nodes[size_t(root)].firstCall;
-            role[size_t(root)] = {u.kind, static_cast<int>(rl.units.size())};
-            rl.units.push_back(u);
+            const Role::Kind kind = rl.nodes[size_t(root)].firstCall < firstBody ? Role::Before : Role::After;
+            role[size_t(root)] = {kind, rl.addUnit(root, kind)};
         }
         // Every other module belongs to the unit of its nearest ancestor that has one.
         for (size_t i = 0; i < rl.nodes.size(); ++i) {
@@ -466,14 +467,8 @@ void LayerFinder::chooseAnnotationUnits(RankLayers& rl)
     for (int i = 0; i < static_cast<int>(top.size()); ++i) {
         const int n = top[size_t(i)];
         const bool block = list.empty() || indexedPrefix(label(n)) == list;
-        if (block || i < firstBlock || i > lastBlock) {
-            Unit u;
-            u.node = n;
-            u.kind = block ? Role::Block : i < firstBlock ? Role::Before : Role::After;
-            u.firstCall = rl.nodes[size_t(n)].firstCall;
-            current = static_cast<int>(rl.units.size());
-            rl.units.push_back(u);
-        }
+        if (block || i < firstBlock || i > lastBlock)
+            current = rl.addUnit(n, block ? Role::Block : i < firstBlock ? Role::Before : Role::After);
         unitOf[size_t(n)] = current;
     }
     for (size_t i = 0; i < rl.nodes.size(); ++i)
