@@ -170,7 +170,13 @@ void AtomicOutput::refuseInput(const std::string& path)
     const std::string real = realPath(path);
     std::lock_guard lock(inputsMutex());
     for (const auto& in : inputs()) {
-        bool same = (exists && in.ino != 0 && in.dev == st.st_dev && in.ino == st.st_ino) ||
+        // An inode number is only the input's while the input still holds it:
+        // once an input is deleted, a new file may be given the same number.
+        auto stillTheInput = [&in] {
+            struct stat now{};
+            return in.real.empty() || (::stat(in.real.c_str(), &now) == 0 && now.st_dev == in.dev && now.st_ino == in.ino);
+        };
+        bool same = (exists && in.ino != 0 && in.dev == st.st_dev && in.ino == st.st_ino && stillTheInput()) ||
                     (!real.empty() && real == in.real);
         if (same)
             throw Error(path + ": cannot write: it is also an input of this command and would be destroyed; "

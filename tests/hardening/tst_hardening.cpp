@@ -127,6 +127,25 @@ private slots:
                 QTest::newRow(qPrintable(QString(cmd) + (*link ? QString("/") + link : QString())))
                     << QString(cmd) << QString(link);
     }
+    // An input's inode number protects it only while the input holds it: a
+    // long-running process (the app, a test binary) deletes inputs, and a new
+    // file can be given the freed number. Here the number lives on in a hard
+    // link after the input's own name is gone: writing the link is not
+    // writing the input.
+    void inodeOfADeletedInputIsNotTheInput()
+    {
+        QTemporaryDir dir;
+        const std::string in = (dir.path() + "/in.json").toStdString();
+        const std::string keep = (dir.path() + "/keep.json").toStdString();
+        QVERIFY(!writeFile(QString::fromStdString(in), "{}").isEmpty());
+        AtomicOutput::protectInput(in);
+        QVERIFY(::link(in.c_str(), keep.c_str()) == 0);
+        QVERIFY_THROWS_EXCEPTION(Error, AtomicOutput::refuseInput(keep)); // the input is still there: refused
+        QVERIFY(::unlink(in.c_str()) == 0);
+        AtomicOutput::refuseInput(keep); // the input is gone: its old number no longer protects anything
+        QVERIFY_THROWS_EXCEPTION(Error, AtomicOutput::refuseInput(in)); // its path still does
+    }
+
     void outputEqualToInputIsRefused()
     {
         QFETCH(QString, command);
