@@ -1,6 +1,7 @@
 // pipescope: headless command-line tool. See `pipescope --help`.
 #include "Command.h"
 #include "Version.h"
+#include "util/AtomicOutput.h"
 #include "util/Error.h"
 #include "util/Format.h"
 
@@ -35,6 +36,8 @@ int main(int argc, char** argv)
 {
     using namespace pipescope;
     using namespace pipescope::cli;
+    // Whatever a command read stays protected from its outputs until it exits.
+    AtomicOutput::protectInputsForProcess();
 
     CLI::App app{"pipescope: find where a pipeline-parallel training job loses time.\n"
                  "Import or capture per-GPU timelines into one store, analyse bubbles and imbalance,\n"

@@ -292,8 +292,9 @@ ImportJobReport importJob(const ImportJobOptions& options)
                           "; pass Kineto JSON traces or Nsight Systems SQLite exports");
 
     // No input may be written over, whatever name the output is given.
+    std::vector<AtomicOutput::InputGuard> guards;
     for (const auto& f : report.files)
-        AtomicOutput::protectInput(f);
+        guards.emplace_back(f);
     for (size_t i = 0; i < report.files.size(); ++i) {
         std::error_code ec;
         if (formats[i] == "nsys" && fs::file_size(report.files[i] + "-wal", ec) > 0 && !ec) {

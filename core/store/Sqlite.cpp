@@ -72,11 +72,11 @@ Database::Database(const std::string& path, Mode mode) : path_(path)
                               "-journal beside it); open it once with sqlite3 to roll it back, then retry");
         if (nonEmptyFile(path + "-wal"))
             walIgnored_ = true;
-        AtomicOutput::protectInput(path);
+        input_ = AtomicOutput::InputGuard(path);
         break;
     case Mode::ReadWrite:
         flags |= SQLITE_OPEN_READWRITE;
-        AtomicOutput::protectInput(path);
+        input_ = AtomicOutput::InputGuard(path);
         break;
     case Mode::Create: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
     }
@@ -99,10 +99,12 @@ void Database::close()
         sqlite3_close_v2(db_);
         db_ = nullptr;
     }
+    input_ = {};
 }
 
 Database::Database(Database&& o) noexcept
-    : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)), walIgnored_(o.walIgnored_)
+    : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)), walIgnored_(o.walIgnored_),
+      input_(std::move(o.input_))
 {
 }
 
@@ -113,6 +115,7 @@ Database& Database::operator=(Database&& o) noexcept
         db_ = std::exchange(o.db_, nullptr);
         path_ = std::move(o.path_);
         walIgnored_ = o.walIgnored_;
+        input_ = std::move(o.input_);
     }
     return *this;
 }

@@ -2,6 +2,8 @@
 // A thin RAII layer over the SQLite C API: a connection and prepared
 // statements with bound parameters. Every value that comes from a trace is
 // bound, never spliced into SQL text.
+#include "util/AtomicOutput.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,6 +46,7 @@ private:
     sqlite3* db_ = nullptr;
     std::string path_;
     bool walIgnored_ = false;
+    AtomicOutput::InputGuard input_; // a file opened to read is not written over while open
 };
 
 class Statement {

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace pipescope {
@@ -25,6 +26,7 @@ namespace {
 // ---- inputs no output may replace ----------------------------------------
 
 struct InputId {
+    uint64_t id;
     dev_t dev;
     ino_t ino;
     std::string real;
@@ -40,6 +42,42 @@ std::vector<InputId>& inputs()
 {
     static std::vector<InputId> v;
     return v;
+}
+
+std::string realPath(const std::string& path);
+
+uint64_t gNextInputId = 1;              // guarded by inputsMutex()
+std::atomic<bool> gKeepInputs{false};   // protectInputsForProcess() was called
+
+// Registers path and returns its registration's id (0: not a file that can be overwritten).
+uint64_t registerInput(const std::string& path)
+{
+    struct stat st{};
+    InputId id{0, 0, 0, realPath(path)};
+    if (::stat(path.c_str(), &st) == 0) {
+        // Devices and pipes are read, not replaced; only files can be overwritten.
+        if (!S_ISREG(st.st_mode))
+            return 0;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+    }
+    std::lock_guard lock(inputsMutex());
+    id.id = gNextInputId++;
+    inputs().push_back(std::move(id));
+    return inputs().back().id;
+}
+
+void unregisterInput(uint64_t id)
+{
+    if (id == 0 || gKeepInputs.load())
+        return;
+    std::lock_guard lock(inputsMutex());
+    auto& v = inputs();
+    for (auto it = v.begin(); it != v.end(); ++it)
+        if (it->id == id) {
+            v.erase(it);
+            return;
+        }
 }
 
 std::string realPath(const std::string& path)
@@ -145,22 +183,28 @@ bool processGone(long pid)
 
 } // namespace
 
-void AtomicOutput::protectInput(const std::string& path)
+void AtomicOutput::protectInput(const std::string& path) { registerInput(path); }
+
+void AtomicOutput::protectInputsForProcess() { gKeepInputs.store(true); }
+
+AtomicOutput::InputGuard::InputGuard(const std::string& path) : id_(registerInput(path)) {}
+
+AtomicOutput::InputGuard::~InputGuard() { release(); }
+
+AtomicOutput::InputGuard::InputGuard(InputGuard&& other) noexcept : id_(std::exchange(other.id_, 0)) {}
+
+AtomicOutput::InputGuard& AtomicOutput::InputGuard::operator=(InputGuard&& other) noexcept
 {
-    struct stat st{};
-    InputId id{0, 0, realPath(path)};
-    if (::stat(path.c_str(), &st) == 0) {
-        // Devices and pipes are read, not replaced; only files can be overwritten.
-        if (!S_ISREG(st.st_mode))
-            return;
-        id.dev = st.st_dev;
-        id.ino = st.st_ino;
+    if (this != &other) {
+        release();
+        id_ = std::exchange(other.id_, 0);
     }
-    std::lock_guard lock(inputsMutex());
-    for (const auto& have : inputs())
-        if ((have.ino != 0 && have.dev == id.dev && have.ino == id.ino) || (!id.real.empty() && have.real == id.real))
-            return;
-    inputs().push_back(std::move(id));
+    return *this;
+}
+
+void AtomicOutput::InputGuard::release()
+{
+    unregisterInput(std::exchange(id_, 0));
 }
 
 void AtomicOutput::refuseInput(const std::string& path)

@@ -4,13 +4,18 @@
 // fails or is destroyed without commit(), the temporary file is removed and
 // any earlier file at the destination is left untouched.
 //
-// No output is ever written over an input: files the process reads are
-// registered with protectInput() and an output that resolves to one of them
-// (same device and inode, or the same real path) is refused. A destination
+// No output is ever written over an input: files being read are registered
+// (an InputGuard while they are open, or protectInput() for the rest of the
+// process) and an output that resolves to one of them (same device and inode,
+// or the same real path) is refused. A command-line run calls
+// protectInputsForProcess(), so every file it read stays protected until it
+// exits; a long-lived process (the app) protects a file only while it reads it
+// or keeps it open. A destination
 // that is not a regular file (a terminal, a pipe, /dev/null) is never renamed
 // over: text outputs are written to it directly, stores refuse it.
 // Temporaries are removed on SIGINT, SIGTERM, SIGHUP and SIGABRT, and those
 // left by processes that no longer exist are removed by the next write.
+#include <cstdint>
 #include <string>
 
 namespace pipescope {
@@ -39,8 +44,26 @@ public:
     // Writes text (a report, a JSON document) atomically in one call.
     static void writeFile(const std::string& path, const std::string& contents);
 
-    // Registers a file this process reads; no output may replace it.
+    // Registers a file this process reads; no output may replace it while the
+    // guard lives (or, after protectInputsForProcess(), until the process ends).
+    class InputGuard {
+    public:
+        InputGuard() = default;
+        explicit InputGuard(const std::string& path);
+        ~InputGuard();
+        InputGuard(InputGuard&& other) noexcept;
+        InputGuard& operator=(InputGuard&& other) noexcept;
+        InputGuard(const InputGuard&) = delete;
+        InputGuard& operator=(const InputGuard&) = delete;
+
+    private:
+        void release();
+        uint64_t id_ = 0;
+    };
+    // Registers a file for the rest of the process.
     static void protectInput(const std::string& path);
+    // From now on, guards keep their files registered after they end (the CLI).
+    static void protectInputsForProcess();
     // Throws Error when path resolves to a registered input.
     static void refuseInput(const std::string& path);
 

@@ -26,7 +26,7 @@ InputFile::InputFile(std::string path) : path_(std::move(path))
         throw Error(path_ + ": cannot open: " + std::strerror(errno));
     if (S_ISDIR(st.st_mode))
         throw Error(path_ + ": is a directory, expected a trace file");
-    AtomicOutput::protectInput(path_);
+    input_ = AtomicOutput::InputGuard(path_);
     size_ = static_cast<uint64_t>(st.st_size);
     file_ = std::fopen(path_.c_str(), "rb");
     if (!file_)

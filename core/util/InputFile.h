@@ -1,6 +1,7 @@
 #pragma once
 // Reads a file in chunks, transparently gunzipping it when it starts with the
 // gzip magic. Truncated or corrupt gzip data is a FormatError naming the file.
+#include "util/AtomicOutput.h"
 #include "util/Limits.h"
 
 #include <cstdint>
@@ -36,6 +37,7 @@ public:
 private:
     struct GzState;
     std::string path_;
+    AtomicOutput::InputGuard input_; // not written over while being read
     std::FILE* file_ = nullptr;
     std::unique_ptr<GzState> gz_;
     std::vector<char> raw_;

@@ -7,6 +7,7 @@
 #include "import/capture/CaptureSchema.h"
 #include "store/Sqlite.h"
 #include "store/Store.h"
+#include "store/StoreWriter.h"
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
 #include "util/Format.h"
@@ -144,6 +145,37 @@ private slots:
         QVERIFY(::unlink(in.c_str()) == 0);
         AtomicOutput::refuseInput(keep); // the input is gone: its old number no longer protects anything
         QVERIFY_THROWS_EXCEPTION(Error, AtomicOutput::refuseInput(in)); // its path still does
+    }
+
+    // In a long-lived process (the app, a test binary) a file is protected
+    // while it is read or kept open, not for ever: a store opened, read and
+    // closed may be rewritten by a later import (tst_nsys reimports into the
+    // store it read), while an open one may not.
+    void inputProtectedWhileOpen()
+    {
+        QTemporaryDir dir;
+        const std::string store = (dir.path() + "/job.pipescope").toStdString();
+        {
+            StoreWriter writer(store);
+            writer.finish();
+        }
+        {
+            sql::Database db(store, sql::Database::Mode::ReadOnly);
+            QVERIFY_THROWS_EXCEPTION(Error, StoreWriter{store});
+            db.close();
+            AtomicOutput::refuseInput(store); // closed: no longer an input
+            sql::Database again(store, sql::Database::Mode::ReadOnly);
+            sql::Database moved = std::move(again); // the protection moves with the connection
+            QVERIFY_THROWS_EXCEPTION(Error, AtomicOutput::refuseInput(store));
+        }
+        StoreWriter writer(store); // every reader is gone
+        writer.finish();
+        {
+            AtomicOutput::InputGuard a(store), b(store); // two readers of one file
+            a = AtomicOutput::InputGuard();
+            QVERIFY_THROWS_EXCEPTION(Error, AtomicOutput::refuseInput(store));
+        }
+        AtomicOutput::refuseInput(store);
     }
 
     void outputEqualToInputIsRefused()

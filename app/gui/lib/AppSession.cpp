@@ -105,6 +105,15 @@ std::shared_ptr<Job> prepareJob(const QStringList& inputs, const OpenOptions& op
     job->inputs = inputs;
     job->title = title(inputs);
     job->options = options;
+    auto guards = std::make_shared<std::vector<AtomicOutput::InputGuard>>();
+    for (const QString& in : inputs) {
+        if (QFileInfo(in).isDir()) {
+            for (const QFileInfo& f : QDir(in).entryInfoList(QDir::Files))
+                guards->emplace_back(f.filePath().toStdString());
+        } else {
+            guards->emplace_back(in.toStdString());
+        }
+    }
     if (inputs.size() == 1 && isStore(inputs.front())) {
         job->storePath = inputs.front();
     } else {
@@ -120,7 +129,9 @@ std::shared_ptr<Job> prepareJob(const QStringList& inputs, const OpenOptions& op
             io.alignment = Alignment::TimeBase;
             importJob(io);
         }
+        guards->emplace_back(job->storePath.toStdString());
     }
+    job->protectedFiles = std::move(guards);
     return job;
 }
 

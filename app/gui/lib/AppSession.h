@@ -11,6 +11,7 @@
 #include "analysis/Analysis.h"
 #include "model/Trace.h"
 #include "timeline/TimelineModel.h"
+#include "util/AtomicOutput.h"
 #include "whatif/CostModel.h"
 
 #include <QObject>
@@ -56,6 +57,9 @@ struct Job {
     // the complete job follows. Either way the job is whole for what it covers.
     bool complete = true;
     TimeNs windowFrom = 0, windowTo = 0;
+    // The opened files and the store: no report or export the user saves may
+    // replace them while the job is open.
+    std::shared_ptr<const std::vector<AtomicOutput::InputGuard>> protectedFiles;
 };
 
 class AppSession : public QObject {
