@@ -1,5 +1,7 @@
 #include "ScenarioOptions.h"
 
+#include "NumberChecks.h"
+
 #include "util/AtomicOutput.h"
 #include "util/JsonText.h"
 #include "whatif/WhatIfText.h"
@@ -57,24 +59,27 @@ whatif::CalibrateOptions CalibrationArgs::options(std::optional<int64_t> gpuMemo
 void addCalibrationOptions(CLI::App& app, CalibrationArgs& a)
 {
     app.add_option("--model", a.model, "Model description (layers, parameters, activations; docs/model-format.md)");
-    app.add_option("--layers", a.layers, "Layer count when the trace does not name layers")->check(CLI::Range(1, 100000));
+    app.add_option("--layers", a.layers, "Layer count when the trace does not name layers")->check(wholeNumber(1, 100000));
     app.add_option("--measured-boundaries", a.measuredBoundaries, "The measured run's boundaries (default: an even split)")
-        ->delimiter(',');
-    app.add_option("--weights", a.weights, "Relative cost of each layer, comma-separated")->delimiter(',');
+        ->delimiter(',')
+        ->check(wholeNumber());
+    app.add_option("--weights", a.weights, "Relative cost of each layer, comma-separated")
+        ->delimiter(',')
+        ->check(number());
 }
 
 void addScenarioOptions(CLI::App& app, ScenarioArgs& a, const ScenarioHelp& help)
 {
-    app.add_option("--boundaries", a.boundaries, help.boundaries)->delimiter(',');
+    app.add_option("--boundaries", a.boundaries, help.boundaries)->delimiter(',')->check(wholeNumber());
     app.add_option("--schedule", a.schedule, "gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipev");
     app.add_option("--schedule-csv", a.scheduleCsv, "A schedule order in torch.distributed.pipelining's CSV format");
-    app.add_option("--pp", a.pp, help.pp)->check(CLI::Range(1, 4096));
-    app.add_option("--v", a.v, "Chunks (virtual stages) per rank")->check(CLI::Range(1, 64));
-    app.add_option("--microbatches", a.microbatches, help.microbatches)->check(CLI::Range(1, 100000));
+    app.add_option("--pp", a.pp, help.pp)->check(wholeNumber(1, 4096));
+    app.add_option("--v", a.v, "Chunks (virtual stages) per rank")->check(wholeNumber(1, 64));
+    app.add_option("--microbatches", a.microbatches, help.microbatches)->check(wholeNumber(1, 100000));
     app.add_flag("--auto-balance", a.autoBalance, "Find the partition with the best predicted time");
     app.add_flag("--search", a.search, "Rank schedule x v x microbatches, each auto-balanced");
     app.add_option("--gpu-memory", a.gpuMemoryGiB, "GPU memory in GiB for the out-of-memory flag")
-        ->check(CLI::Range(1.0 / 1024, 1024.0 * 1024)); // bytes must fit in int64
+        ->check(number(1.0 / 1024, 1024.0 * 1024, "GiB")); // bytes must fit in int64
 }
 
 void addOutputOptions(CLI::App& app, ScenarioArgs& a)

@@ -1,5 +1,6 @@
 // pipescope analyze FILE: where the pipeline loses time, and why.
 #include "Command.h"
+#include "NumberChecks.h"
 #include "util/Format.h"
 #include "util/JsonText.h"
 #include "analysis/Analysis.h"
@@ -129,6 +130,36 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
     idle.add(total);
     os << idle.render();
 
+    bool fillHeader = false;
+    for (const auto& f : r.fillableBubbles) {
+        if (f.iteration != r.selectedIteration)
+            continue;
+        if (!fillHeader) {
+            os << "\nFillable bubbles per stage (fill_drain, wait_neighbor, p2p_transfer, dp_sync; selected iteration)\n";
+            fillHeader = true;
+        }
+        os << "  stage " << f.stage << " (rank " << f.rank << "): " << fmtTime(f.totalNs) << " in " << f.count
+           << (f.count == 1 ? " bubble" : " bubbles") << ", longest " << fmtTime(f.longestNs);
+        std::string buckets;
+        for (int k = 0; k < kFillableBuckets; ++k) {
+            const int64_t n = f.histogram[static_cast<size_t>(k)];
+            if (n == 0)
+                continue;
+            const double lo = static_cast<double>(fillableBucketStartNs(k)) / 1e6;
+            char label[64];
+            if (k == 0)
+                std::snprintf(label, sizeof label, "<%g ms", static_cast<double>(kFillableBucketBaseNs) / 1e6);
+            else if (k == kFillableBuckets - 1)
+                std::snprintf(label, sizeof label, ">=%g ms", lo);
+            else
+                std::snprintf(label, sizeof label, "%g-%g ms", lo, 2 * lo);
+            buckets += (buckets.empty() ? "" : ", ") + std::string(label) + ": " + std::to_string(n);
+        }
+        if (!buckets.empty())
+            os << "; " << buckets;
+        os << "\n";
+    }
+
     const auto& im = r.imbalance;
     if (p.found && !im.stages.empty()) {
         os << "\nImbalance per stage (compute per microbatch)\n";
@@ -148,12 +179,10 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
         os << "  busiest/mean stage: " << mm << "    bottleneck stage: " << im.bottleneckStage
            << "\n  iteration " << fmtTime(im.iterationNs) << ", balanced-partition lower bound " << fmtTime(im.balancedLowerBoundNs)
            << "\n";
-        for (const auto& s : im.stragglers) {
-            char ratio[32];
-            std::snprintf(ratio, sizeof ratio, "%.3f", s.ratioToMedian);
-            os << "  straggler: rank " << s.rank << " (stage " << s.stage << ") busy " << fmtTime(s.busyNs) << ", " << ratio
-               << "x its stage's median\n";
-        }
+        for (const auto& s : im.stragglers)
+            os << "  straggler: rank " << s.rank << " (stage " << s.stage << ") computes " << fmtTime(s.computeNs) << ", "
+               << fmtPct(s.relative - 1.0) << " over its peers' median " << fmtTime(s.peerMedianNs) << ", costing up to "
+               << fmtTime(s.costNs) << " per iteration\n";
     }
     if (!im.overlap.empty()) {
         os << "\nCompute/communication overlap (selected iteration)\n";
@@ -217,11 +246,12 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                 };
                                 auto o = std::make_shared<Opts>();
                                 app.add_option("FILE", o->file, "pipescope store (from pipescope import or capture)")->required();
-                                app.add_option("--iteration", o->iteration, "iteration to analyse (index; default: a representative one)");
-                                app.add_option("--pp", o->pp, "pipeline degree: rank r is stage r / (world / N)")->check(CLI::PositiveNumber);
+                                app.add_option("--iteration", o->iteration, "iteration to analyse (index; default: a representative one)")
+                                    ->check(wholeNumber(0));
+                                app.add_option("--pp", o->pp, "pipeline degree: rank r is stage r / (world / N)")->check(wholeNumber(1));
                                 app.add_option("--stage-map", o->stageMap, "explicit rank:stage list, e.g. 0:0,1:0,2:1,3:1");
                                 app.add_option("--iteration-range", o->iterationRange, "name of the annotation or NVTX range that marks iterations");
-                                app.add_flag("--json", o->json, "print the analysis as JSON (schema pipescope.analysis/1)");
+                                app.add_flag("--json", o->json, "print the analysis as JSON (schema pipescope.analysis/2)");
                                 app.add_flag("--hta-compatible", o->hta, "HTA views in HTA's own arithmetic (whole us, last profiler step dropped)");
                                 app.add_flag("--all-iterations", o->all, "steps and bubbles of every iteration, not only the selected one");
                                 app.add_option("-o,--output", o->output, "write to this file instead of standard output");
@@ -247,8 +277,10 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                         if (o->cache && o->json) {
                                             nlohmann::json k = toJson(AnalysisResult{}, ao)["options"];
                                             k["stage_map"] = o->stageMap;
-                                            // v2: the JSON gained "verdict"; results cached before it lack it.
-                                            cacheKey = std::string("analysis/v2/") + jsonText(k);
+                                            // v3: schema pipescope.analysis/2 (leave-one-out stragglers, rank_speed);
+                                            // v2 added "verdict". Results cached before either are not reused.
+                                            // v4: "fillable_bubbles" added (same schema).
+                                            cacheKey = std::string("analysis/v4/") + jsonText(k);
                                             if (auto hit = store.cached(cacheKey))
                                                 text = *hit;
                                         }

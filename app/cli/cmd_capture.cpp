@@ -2,6 +2,7 @@
 // Runs COMMAND with the CUPTI collector and the NCCL profiler plugin
 // injected through the environment, then merges the per-rank files.
 #include "Command.h"
+#include "NumberChecks.h"
 #include "import/capture/CaptureLaunch.h"
 #include "import/capture/ImportCapture.h"
 #include "util/Error.h"
@@ -134,7 +135,7 @@ void printMergeReport(const MergeReport& report)
     }
     std::cout << t.render();
     for (const auto& w : report.warnings)
-        std::cerr << "pipescope: warning: " << w << "\n";
+        std::cerr << "pipescope: warning: " << printable(w, 4096) << "\n";
 }
 
 int runCapture(const CaptureArgs& a)
@@ -220,9 +221,9 @@ RegisterCommand reg{{"capture", "Run a command and record its GPUs, NCCL operati
                          app.add_option("-o,--dir", a->dir, "Directory for the per-rank capture files")
                              ->capture_default_str();
                          app.add_option("--delay", a->delay, "Seconds after each process's first CUDA call before recording")
-                             ->check(CLI::NonNegativeNumber);
+                             ->check(number(0.0, std::nullopt, "seconds"));
                          app.add_option("--duration", a->duration, "Seconds to record, then stop (default: until exit)")
-                             ->check(CLI::NonNegativeNumber);
+                             ->check(number(0.0, std::nullopt, "seconds"));
                          app.add_flag("--profiler-api", a->profilerApi,
                                       "Record only between cudaProfilerStart() and cudaProfilerStop()");
                          app.add_option("--nvtx-range", a->nvtxRange,

@@ -2,12 +2,14 @@
 // the store's timeline as Chrome Trace Event JSON for Perfetto and
 // chrome://tracing (docs/export.md).
 #include "Command.h"
+#include "NumberChecks.h"
 #include "analysis/Analysis.h"
 #include "report/ChromeTrace.h"
 #include "store/Store.h"
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
 #include "util/Format.h"
+#include "util/Limits.h"
 #include "util/TimeParse.h"
 
 #include <algorithm>
@@ -130,7 +132,9 @@ RegisterCommand reg{{"export", "Write the timeline as Chrome Trace Event JSON fo
                          app.add_option("--from", a->from,
                                         "start of the time range, from the start of the trace (e.g. 1.5s, 250ms, 800us)");
                          app.add_option("--to", a->to, "end of the time range, from the start of the trace");
-                         app.add_option("--ranks", a->ranks, "ranks to export, e.g. 0,1 (default: all)")->delimiter(',');
+                         app.add_option("--ranks", a->ranks, "ranks to export, e.g. 0,1 (default: all)")
+                             ->delimiter(',')
+                             ->check(wholeNumber(0, kMaxRank));
                          app.add_flag("--no-stages", a->noStages,
                                       "skip the analysis that names stages and stream roles (faster on huge traces)");
                          return [a] { return runExport(*a); };

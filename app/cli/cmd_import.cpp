@@ -1,10 +1,12 @@
 // pipescope import INPUTS... -o job.pipescope
 #include "Command.h"
+#include "NumberChecks.h"
 #include "import/Import.h"
 #include "util/Error.h"
 #include "util/Format.h"
 #include "util/Limits.h"
 
+#include <algorithm>
 #include <iostream>
 
 namespace pipescope::cli {
@@ -17,7 +19,32 @@ struct ImportArgs {
     std::optional<int> rank;
     bool quiet = false;
     bool shortNames = false;
+    int jobs = 0;
 };
+
+// Per rank, the time base its file's times were put on (an absolute time)
+// and, with --align collectives, the shift added to it (a duration).
+TextTable offsetTable(const ImportJobReport& report)
+{
+    const bool collectives = report.alignmentUsed == Alignment::Collectives;
+    TextTable t(collectives ? std::vector<std::string>{">rank", "time base", ">shift by collectives"}
+                            : std::vector<std::string>{">rank", "time base"});
+    for (auto [r, offset] : report.offsets) {
+        const ImportedSource* src = nullptr;
+        for (const auto& s : report.sources)
+            if (std::find(s.ranks.begin(), s.ranks.end(), r) != s.ranks.end())
+                src = &s;
+        const TimeNs base = src ? src->timeBase : 0;
+        std::string baseText = base != 0              ? formatEpochTime(base)
+                               : src && src->absoluteClock ? "none needed (times are absolute)"
+                                                           : "none (the file's own clock)";
+        if (collectives)
+            t.add({std::to_string(r), baseText, formatShift(offset - base)});
+        else
+            t.add({std::to_string(r), baseText});
+    }
+    return t;
+}
 
 int runImport(const ImportArgs& a)
 {
@@ -27,6 +54,7 @@ int runImport(const ImportArgs& a)
     o.rank = a.rank;
     o.progress = !a.quiet;
     o.shortKernelNames = a.shortNames;
+    o.jobs = a.jobs;
     if (a.align == "none")
         o.alignment = Alignment::None;
     else if (a.align == "time-base")
@@ -51,12 +79,8 @@ int runImport(const ImportArgs& a)
                       : report.alignmentUsed == Alignment::TimeBase ? "each file's time base"
                                                                      : "none";
     std::cout << "Clock alignment: " << how << "\n";
-    if (report.alignmentUsed != Alignment::None && report.offsets.size() > 0) {
-        TextTable offsets({">rank", ">offset applied (ns)"});
-        for (auto [r, off] : report.offsets)
-            offsets.add({std::to_string(r), std::to_string(off)});
-        std::cout << offsets.render();
-    }
+    if (report.alignmentUsed != Alignment::None && report.offsets.size() > 0)
+        std::cout << offsetTable(report).render();
     std::cout << "Next: pipescope info " << a.output << "   or   pipescope analyze " << a.output << "\n";
     return kExitOk;
 }
@@ -74,7 +98,11 @@ RegisterCommand reg{{"import", "Import Kineto JSON or Nsight Systems SQLite trac
                              ->check(CLI::IsMember({"none", "time-base", "collectives"}))
                              ->capture_default_str();
                          app.add_option("--rank", a->rank, "Rank of a single input file that does not say its rank")
-                             ->check(CLI::Range(0, kMaxRank));
+                             ->check(wholeNumber(0, kMaxRank));
+                         app.add_option("-j,--jobs", a->jobs,
+                                        "Threads that parse Kineto JSON files (default: one per core); "
+                                        "the store is the same with any number")
+                             ->check(CLI::Range(1, 256));
                          app.add_flag("-q,--quiet", a->quiet, "No summary and no progress output");
                          app.add_flag("--short-kernel-names", a->shortNames,
                                       "Nsight Systems exports: name kernels by their short name, not the demangled signature");

@@ -69,6 +69,21 @@ json infoJson(const std::string& path, const StoreSummary& s)
     return j;
 }
 
+// What was added to a source's times: its time base (an absolute time, named
+// as such), the time base plus a shift by collectives, or a plain shift.
+std::string offsetText(TimeNs offset, TimeNs timeBase)
+{
+    constexpr TimeNs kLargestShift = 100LL * 24 * 3600 * 1'000'000'000; // 100 days: beyond, no clock shift but a time
+    if (timeBase != 0 && offset == timeBase)
+        return "time base";
+    if (timeBase != 0 && offset - timeBase > -kLargestShift && offset - timeBase < kLargestShift &&
+        (offset > kLargestShift || offset < -kLargestShift))
+        return "time base " + formatShift(offset - timeBase);
+    if (offset > kLargestShift || offset < -kLargestShift)
+        return formatEpochTime(offset);
+    return formatShift(offset);
+}
+
 void printInfo(const std::string& path, const StoreSummary& s)
 {
     auto meta = [&](const char* k) { auto it = s.meta.find(k); return it == s.meta.end() ? std::string("?") : it->second; };
@@ -79,10 +94,11 @@ void printInfo(const std::string& path, const StoreSummary& s)
                   << "), not a measurement of real hardware.\n";
 
     std::cout << "\nSources\n";
-    TextTable src({">id", "format", ">rank", "path", ">clock offset", "alignment"});
+    TextTable src({">id", "format", ">rank", "path", "time base", ">clock offset", "alignment"});
     for (const auto& x : s.sources)
         src.add({std::to_string(x.id), x.format, x.rank ? std::to_string(*x.rank) : "-", x.path,
-                 formatDuration(x.clockOffset), x.alignment});
+                 x.timeBase != 0 ? formatEpochTime(x.timeBase) : "-", offsetText(x.clockOffset, x.timeBase),
+                 x.alignment});
     std::cout << src.render();
 
     std::cout << "\nRanks (" << s.ranks.size() << ")\n";

@@ -26,12 +26,15 @@ int runMerge(const MergeArgs& a)
     o.alignCollectives = a.align == "collectives";
     auto report = mergeCaptureDir(a.dir, o);
     for (const auto& w : report.warnings)
-        std::cerr << "pipescope merge: warning: " << w << "\n";
+        std::cerr << "pipescope merge: warning: " << printable(w, 4096) << "\n";
     if (a.quiet)
         return kExitOk;
     std::cout << "Merged " << report.sources.size() << (report.sources.size() == 1 ? " rank" : " ranks") << " from "
-              << report.files.size() << (report.files.size() == 1 ? " file" : " files") << " into " << report.output
-              << "\n";
+              << report.files.size() << (report.files.size() == 1 ? " file" : " files") << " into " << report.output;
+    if (!report.skipped.empty())
+        std::cout << " (" << report.skipped.size() << (report.skipped.size() == 1 ? " file" : " files")
+                  << " skipped, see the warnings)";
+    std::cout << "\n";
     TextTable t({">rank", "file", ">records"});
     for (const auto& src : report.sources) {
         int r = src.ranks.empty() ? -1 : src.ranks.front();
@@ -41,9 +44,10 @@ int runMerge(const MergeArgs& a)
     std::cout << t.render();
     if (report.alignedByCollectives) {
         std::cout << "Clock alignment: matched collectives and transfers\n";
-        TextTable offsets({">rank", ">offset applied (ns)"});
+        // Capture times are on the epoch clock already: the offsets are shifts only.
+        TextTable offsets({">rank", ">shift by collectives"});
         for (auto [r, off] : report.offsets)
-            offsets.add({std::to_string(r), std::to_string(off)});
+            offsets.add({std::to_string(r), formatShift(off)});
         std::cout << offsets.render();
     } else {
         std::cout << "Clock alignment: each host's system clock (CLOCK_REALTIME)\n";

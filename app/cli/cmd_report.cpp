@@ -2,12 +2,16 @@
 // calibration options]: one self-contained HTML page with the analysis, the
 // timeline and a what-if comparison.
 #include "Command.h"
+#include "NumberChecks.h"
 #include "ScenarioOptions.h"
 #include "report/Report.h"
 #include "store/Store.h"
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
+#include "util/Format.h"
 
+#include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 
@@ -40,16 +44,22 @@ int runReport(ReportArgs& a)
     a.applyTo(ro.whatIfChanges);
     ro.calibrate = a.calibration.options(a.gpuMemoryBytes());
     std::string html;
+    Verdict verdict;
     {
         Store store(a.file);
         const Trace trace = store.load();
         try {
-            html = report::renderReport(trace, ro);
+            html = report::renderReport(trace, ro, &verdict);
         } catch (const Error& e) {
             throw Error(a.file + ": " + e.what());
         }
     }
     AtomicOutput::writeFile(a.output, html);
+    // One line, as export says what it wrote; on stderr when the page itself went to a terminal or pipe.
+    std::error_code ec;
+    std::ostream& os = std::filesystem::is_regular_file(a.output, ec) ? std::cout : std::cerr;
+    os << "Wrote " << a.output << " (" << formatBytes(static_cast<int64_t>(html.size())) << "): "
+       << printable(verdict.headline, 400) << "\n";
     return kExitOk;
 }
 
@@ -59,7 +69,7 @@ RegisterCommand reg{{"report", "Write a self-contained HTML report: timeline, id
                          app.add_option("FILE", a->file, "pipescope store (from pipescope import or capture)")->required();
                          app.add_option("-o,--output", a->output, "HTML file to write (default report.html)");
                          app.add_option("--iteration", a->iteration, "iteration to show (index; default: a representative one)")
-                             ->check(CLI::NonNegativeNumber);
+                             ->check(wholeNumber(0));
                          app.add_flag("--no-whatif", a->noWhatIf, "leave the what-if comparison out");
                          addScenarioOptions(app, *a, {"Pipeline degree to predict (re-splits the layers)",
                                                       "Microbatches per iteration (same global batch)",

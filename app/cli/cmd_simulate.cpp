@@ -2,6 +2,7 @@
 //                  [--boundaries L1,L2,...] [--auto-balance] [--search] [--json] [--emit-kineto DIR]
 // Plans a pipeline run from a model description alone (no trace).
 #include "Command.h"
+#include "NumberChecks.h"
 #include "ScenarioOptions.h"
 #include "util/Error.h"
 #include "util/Progress.h"
@@ -113,12 +114,12 @@ RegisterCommand reg{{"simulate", "Plan a pipeline run from a model description: 
                              ->required();
                          addScenarioOptions(app, *a, {"Pipeline degree", "Microbatches per iteration",
                                                       "First layer of each stage after the first, e.g. 8,16,24"});
-                         app.add_option("--dp", a->dp, "Data-parallel degree")->check(CLI::Range(1, 100000));
+                         app.add_option("--dp", a->dp, "Data-parallel degree")->check(wholeNumber(1, 100000));
                          addOutputOptions(app, *a);
                          app.add_option("--emit-kineto", a->emitKineto,
                                         "Write the simulated job as per-rank Kineto traces DIR/rank-<r>.json");
                          app.add_option("--iterations", a->iterations, "Iterations in the emitted traces")
-                             ->check(CLI::Range(1, 1000));
+                             ->check(wholeNumber(1, 1000));
                          app.add_option("--seed", a->seed, "Seed of the emitted traces' jitter");
                          return [a] { return runSimulate(*a); };
                      }}};

@@ -1,18 +1,21 @@
 // pipescope whatif FILE [--boundaries L1,L2,...] [--schedule NAME --v V] [--microbatches M] [--pp N]
-//                 [--auto-balance] [--search] [--model MODEL.json] [--json]
+//                 [--auto-balance] [--search] [--model MODEL.json] [--extra-work MS] [--json]
 // Replays other configurations of a measured pipeline, calibrated on the trace.
 #include "Command.h"
+#include "NumberChecks.h"
 #include "ScenarioOptions.h"
 #include "analysis/MeasuredPipeline.h"
 #include "store/Store.h"
 #include "util/Error.h"
 #include "util/Format.h"
 #include "util/Progress.h"
+#include "whatif/ExtraWork.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
 #include "whatif/WhatIfText.h"
 
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -24,6 +27,7 @@ using namespace pipescope::whatif;
 struct WhatIfArgs : ScenarioArgs {
     std::string file, iterationRange;
     int iteration = -1, measuredPp = 0;
+    double extraWorkMs = -1, extraWorkPieceMs = 0.1; // --extra-work: < 0 when not asked
     CalibrationArgs calibration;
 };
 
@@ -95,12 +99,21 @@ int runWhatIf(WhatIfArgs& a)
         rows = searchConfigurations(model, requested, SearchSpace{}, bo);
     progress.done();
 
+    // --extra-work: the same work added to every prediction, in its bubbles first.
+    std::vector<ExtraWorkPrediction> extra;
+    if (a.extraWorkMs >= 0)
+        for (const Prediction& p : predictions)
+            extra.push_back(addExtraWork(p, static_cast<TimeNs>(std::llround(a.extraWorkMs * 1e6)),
+                                         static_cast<TimeNs>(std::llround(a.extraWorkPieceMs * 1e6))));
+
     const bool simulated = trace.simulated();
     if (document) {
         JsonOptions jo;
         jo.timeline = !a.summary;
-        const nlohmann::json doc = whatIfDocument(WhatIfSource{"trace", a.file, simulated}, model, predictions,
-                                                  a.search ? &rows : nullptr, jo);
+        nlohmann::json doc = whatIfDocument(WhatIfSource{"trace", a.file, simulated}, model, predictions,
+                                            a.search ? &rows : nullptr, jo);
+        for (size_t i = 0; i < extra.size(); ++i)
+            doc["predictions"][i]["extra_work"] = extraWorkToJson(extra[i]);
         if (writeDocument(a, doc))
             return kExitOk;
     }
@@ -118,6 +131,8 @@ int runWhatIf(WhatIfArgs& a)
         std::cout << "NOTE: " << notice << "\n";
     std::cout << "\n";
     printPredictions(predictions, a.search ? &rows : nullptr);
+    for (size_t i = 0; i < extra.size(); ++i)
+        std::cout << predictions[i].label << ": " << extraWorkText(extra[i]) << "\n";
     return kExitOk;
 }
 
@@ -130,11 +145,17 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                                                       "First layer of each stage after the first, e.g. 4,9,13"});
                          addCalibrationOptions(app, a->calibration);
                          app.add_option("--iteration", a->iteration, "Iteration to calibrate on (default: a typical one)")
-                             ->check(CLI::NonNegativeNumber);
+                             ->check(wholeNumber(0));
                          app.add_option("--measured-pp", a->measuredPp, "Pipeline degree of the measured job, if not detected")
-                             ->check(CLI::Range(1, 4096));
+                             ->check(wholeNumber(1, 4096));
                          app.add_option("--iteration-range", a->iterationRange,
                                         "Annotation name that marks iterations in the trace");
+                         app.add_option("--extra-work", a->extraWorkMs,
+                                        "Add this much work (ms) per iteration on every stage, in its bubbles first")
+                             ->check(number(0, 1e6, "ms"));
+                         app.add_option("--extra-work-piece", a->extraWorkPieceMs,
+                                        "Shortest piece the extra work splits into (ms, default 0.1)")
+                             ->check(number(0, 1e6, "ms"));
                          addOutputOptions(app, *a);
                          return [a] { return runWhatIf(*a); };
                      }}};

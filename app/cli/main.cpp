@@ -6,10 +6,13 @@
 #include "util/Format.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <map>
+#include <string>
+#include <vector>
 
 namespace pipescope::cli {
 namespace {
@@ -22,6 +25,54 @@ std::string flagOf(const std::string& setting)
         {"layers", "--layers"},        {"stage map", "--stage-map"}, {"iteration", "--iteration"}};
     auto it = flags.find(setting);
     return it == flags.end() ? setting : it->second;
+}
+
+// Edits (insert, delete, substitute, swap two neighbours) that turn a into b.
+size_t editDistance(const std::string& a, const std::string& b)
+{
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i)
+        d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j)
+        d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i)
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    return d[a.size()][b.size()];
+}
+
+// The line for a first word that names no command (CLI11 would only say
+// "A subcommand is required"), or empty when the first word is a command.
+// The main program takes flags only, so its first other word is the command.
+std::string unknownCommandMessage(const CLI::App& app, int argc, char** argv)
+{
+    std::string word;
+    for (int i = 1; i < argc && word.empty(); ++i)
+        if (argv[i][0] != '-')
+            word = argv[i];
+    if (word.empty())
+        return {};
+    std::string lower = word;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::string best;
+    size_t bestDistance = 0;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        const std::string& name = sub->get_name();
+        if (name == word)
+            return {};
+        // One slip in a short name, two in a longer one; more is another word.
+        const size_t d = editDistance(lower, name);
+        if (d <= (name.size() >= 6 ? 2u : 1u) && (best.empty() || d < bestDistance)) {
+            best = name;
+            bestDistance = d;
+        }
+    }
+    std::string line = "pipescope: unknown command '" + printable(word, 64) + "'";
+    return line + (best.empty() ? "; run pipescope --help for the list of commands" : "; did you mean '" + best + "'?");
 }
 } // namespace
 
@@ -66,6 +117,10 @@ int main(int argc, char** argv)
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
+        if (std::string unknown = unknownCommandMessage(app, argc, argv); !unknown.empty()) {
+            std::cerr << unknown << "\n";
+            return kExitUsage;
+        }
         app.exit(e);
         return kExitUsage;
     }

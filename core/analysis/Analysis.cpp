@@ -255,6 +255,7 @@ AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
     checkpoint(work, "finding steps", 0.3);
     std::vector<Step> allSteps;
     detail::buildSteps(ctx, out, allSteps);
+    detail::matchScheduleTemplate(ctx, out, allSteps);
     std::vector<Step> selected;
     for (const auto& s : allSteps)
         if (s.iteration == out.selectedIteration)

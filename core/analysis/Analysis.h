@@ -96,6 +96,9 @@ struct PipelineStructure {
     std::optional<ScheduleKind> scheduleKind; // the same, typed; unset when unknown
     double scheduleConfidence = 0.0;
     std::string scheduleEvidence;
+    // Schedules that explain the trace as well as `schedule` does (they order
+    // steps differently only where no transfer or annotation shows it).
+    std::vector<ScheduleKind> scheduleAlike;
 };
 
 // ---- bubbles ---------------------------------------------------------------
@@ -134,18 +137,43 @@ struct StageBalance {
     TimeNs busyNs = 0; // mean over the stage's replicas
 };
 
+// A rank's compute against the other data-parallel replicas of its stage,
+// over the steps (kind, chunk, microbatch) every replica of the stage ran in
+// the selected iteration. Compute is each step's kernel time (union of its
+// kernels), so waiting for neighbours or the all-reduce does not count.
+struct RankSpeed {
+    int rank = 0;
+    int stage = 0;
+    int replica = 0;
+    int steps = 0;                   // steps compared
+    TimeNs computeNs = 0;            // their compute on this rank
+    TimeNs peerMedianNs = 0;         // median of the other replicas' computeNs (0 without peers)
+    std::optional<double> relative;  // computeNs / peerMedianNs: 1.00 as fast as the peers, 1.10 10% slower; none without peers
+};
+
+// A replica whose compute is at least kStragglerRatio times its peers' median.
 struct Straggler {
     int stage = 0;
     int rank = 0;
-    TimeNs busyNs = 0;
-    double ratioToMedian = 1.0;
+    int replica = 0;
+    TimeNs busyNs = 0;        // union of its compute kernels in the iteration
+    TimeNs computeNs = 0;     // compute of the compared steps (RankSpeed)
+    TimeNs peerMedianNs = 0;  // the other replicas' median over the same steps
+    double relative = 1.0;    // computeNs / peerMedianNs
+    // Iteration time it costs at most: the gradient all-reduce waits for the
+    // slowest replica, which is late by no more than its excess compute over
+    // its peers, computeNs - peerMedianNs (pipeline slack can hide part of it).
+    TimeNs costNs = 0;
 };
+
+inline constexpr double kStragglerRatio = 1.05;
 
 struct Imbalance {
     std::vector<StageBalance> stages;
     double maxOverMean = 1.0;
     int bottleneckStage = -1;
-    std::vector<Straggler> stragglers;   // replicas >= 5% slower than their stage's median
+    std::vector<RankSpeed> rankSpeed;    // every pipeline rank with steps, in rank order
+    std::vector<Straggler> stragglers;   // replicas >= 5% slower than the median of their stage's other replicas, costliest first
     TimeNs iterationNs = 0;
     TimeNs balancedLowerBoundNs = 0;     // mean busy / (1 - ideal bubble fraction)
     double idealBubbleFraction = 0;      // (p-1)/(v*m+p-1)
@@ -211,6 +239,34 @@ struct LayerAttribution {
     TimeNs computeNs = 0;          // all compute time there
 };
 
+// ---- fillable bubbles ------------------------------------------------------
+
+// Idle time on a stage's compute stream that extra work could fill (a
+// second-order optimizer's per-layer updates, as in PipeFisher): the parts of
+// bubbles caused by fill_drain, wait_neighbor, p2p_transfer and dp_sync,
+// adjacent parts merged into one interval (docs/analysis.md, section 4).
+bool isFillable(BubbleCause cause);
+
+// Lengths in log2 buckets from 0.1 ms: bucket 0 holds bubbles shorter than
+// 0.1 ms, bucket k >= 1 those in [0.1 ms * 2^(k-1), 0.1 ms * 2^k), the last
+// everything from 102.4 ms up.
+inline constexpr int kFillableBuckets = 12;
+inline constexpr TimeNs kFillableBucketBaseNs = 100'000;
+int fillableBucket(TimeNs length);
+TimeNs fillableBucketStartNs(int bucket); // lower edge; 0 for bucket 0
+
+struct FillableBubbles {
+    int iteration = 0;
+    int stage = 0;
+    // The stage's replica with the least fillable time: extra work runs on
+    // every replica, so the one with the least room bounds it.
+    int rank = 0;
+    int64_t count = 0;
+    TimeNs totalNs = 0;
+    TimeNs longestNs = 0;
+    std::array<int64_t, kFillableBuckets> histogram{};
+};
+
 // ---- the whole result ------------------------------------------------------
 
 struct Warning {
@@ -235,6 +291,7 @@ struct AnalysisResult {
     std::vector<MeasuredTransfer> transfers; // point-to-point transfers of the selected iteration
     LayerAttribution layers;         // selected iteration
     std::vector<Warning> warnings;
+    std::vector<FillableBubbles> fillableBubbles; // every iteration, per pipeline stage
 
     // Totals of the selected iteration.
     const RankIdle* idleOf(int iteration, int rank) const;

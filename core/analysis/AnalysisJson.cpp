@@ -18,6 +18,14 @@ json causes(const std::array<TimeNs, kBubbleCauses>& v)
     return j;
 }
 
+json alikeNames(const std::vector<ScheduleKind>& kinds)
+{
+    json a = json::array();
+    for (ScheduleKind k : kinds)
+        a.push_back(std::string(toString(k)));
+    return a;
+}
+
 json dist(const Distribution& d)
 {
     return {{"count", d.count}, {"mean_ns", std::llround(d.mean)}, {"p50_ns", std::llround(d.p50)}, {"p95_ns", std::llround(d.p95)}};
@@ -76,7 +84,8 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
     j["pipeline"] = {{"found", p.found}, {"reason", p.reason}, {"stage_source", p.stageSource},
                      {"pp", p.pp}, {"dp", p.dp}, {"chunks", p.chunks}, {"microbatches", p.microbatches},
                      {"labels_from", p.labelsFrom}, {"stage_map", stageMap},
-                     {"schedule", {{"name", p.schedule}, {"confidence", p.scheduleConfidence}, {"evidence", p.scheduleEvidence}}}};
+                     {"schedule", {{"name", p.schedule}, {"confidence", p.scheduleConfidence}, {"evidence", p.scheduleEvidence},
+                                   {"alike", alikeNames(p.scheduleAlike)}}}};
 
     json steps = json::array();
     for (const auto& s : r.steps)
@@ -119,13 +128,20 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
                       {"backward_weight", dist(s.backwardWeightNs)}});
     json strag = json::array();
     for (const auto& s : im.stragglers)
-        strag.push_back({{"stage", s.stage}, {"rank", s.rank}, {"busy_ns", s.busyNs}, {"ratio_to_median", round4(s.ratioToMedian)}});
+        strag.push_back({{"stage", s.stage}, {"rank", s.rank}, {"replica", s.replica}, {"busy_ns", s.busyNs},
+                         {"compute_ns", s.computeNs}, {"peer_median_ns", s.peerMedianNs}, {"relative_compute", round4(s.relative)},
+                         {"cost_ns", s.costNs}});
+    json speed = json::array();
+    for (const auto& x : im.rankSpeed)
+        speed.push_back({{"rank", x.rank}, {"stage", x.stage}, {"replica", x.replica}, {"steps", x.steps},
+                         {"compute_ns", x.computeNs}, {"peer_median_ns", x.peerMedianNs},
+                         {"relative_compute", x.relative ? json(round4(*x.relative)) : json(nullptr)}});
     json ov = json::array();
     for (const auto& x : im.overlap)
         ov.push_back({{"rank", x.rank}, {"comm_ns", x.commNs}, {"overlapped_ns", x.overlappedNs},
                       {"overlap_fraction", x.commNs > 0 ? json(round4(static_cast<double>(x.overlappedNs) / static_cast<double>(x.commNs))) : json(nullptr)}});
     j["imbalance"] = {{"stages", st}, {"max_over_mean", round4(im.maxOverMean)}, {"bottleneck_stage", im.bottleneckStage},
-                      {"stragglers", strag}, {"iteration_ns", im.iterationNs},
+                      {"stragglers", strag}, {"rank_speed", speed}, {"iteration_ns", im.iterationNs},
                       {"balanced_lower_bound_ns", im.balancedLowerBoundNs},
                       {"ideal_bubble_fraction", round4(im.idealBubbleFraction)}, {"overlap", ov}};
 
@@ -181,6 +197,17 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
     for (const auto& x : r.warnings)
         w.push_back({{"kind", x.kind}, {"message", x.message}});
     j["warnings"] = w;
+
+    json fillCauses = json::array(), edges = json::array(), fillStages = json::array();
+    for (int c = 0; c < kBubbleCauses; ++c)
+        if (isFillable(static_cast<BubbleCause>(c)))
+            fillCauses.push_back(std::string(toString(static_cast<BubbleCause>(c))));
+    for (int k = 1; k < kFillableBuckets; ++k)
+        edges.push_back(fillableBucketStartNs(k));
+    for (const auto& f : r.fillableBubbles)
+        fillStages.push_back({{"iteration", f.iteration}, {"stage", f.stage}, {"rank", f.rank}, {"count", f.count},
+                              {"total_ns", f.totalNs}, {"longest_ns", f.longestNs}, {"histogram", f.histogram}});
+    j["fillable_bubbles"] = {{"causes", fillCauses}, {"bucket_edges_ns", edges}, {"per_stage", fillStages}};
     return j;
 }
 

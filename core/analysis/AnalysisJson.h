@@ -1,5 +1,5 @@
 #pragma once
-// The analysis as JSON, schema "pipescope.analysis/1" (docs/analysis-json.md).
+// The analysis as JSON, schema "pipescope.analysis/2" (docs/analysis-json.md).
 // An export format: the desktop app and the HTML report use AnalysisResult itself.
 #include "analysis/Analysis.h"
 
@@ -7,7 +7,7 @@
 
 namespace pipescope {
 
-inline constexpr const char* kAnalysisSchema = "pipescope.analysis/1";
+inline constexpr const char* kAnalysisSchema = "pipescope.analysis/2";
 
 nlohmann::json toJson(const AnalysisResult& result, const AnalyzeOptions& options);
 

@@ -6,9 +6,69 @@
 #include <cmath>
 #include <unordered_map>
 
+namespace pipescope {
+
+bool isFillable(BubbleCause cause)
+{
+    // Launch gaps are too short to take work, host-bound time has the host
+    // too late to launch it, and "other" is not understood well enough to count on.
+    return cause == BubbleCause::FillDrain || cause == BubbleCause::WaitNeighbor || cause == BubbleCause::P2pTransfer
+           || cause == BubbleCause::DpSync;
+}
+
+int fillableBucket(TimeNs length)
+{
+    int bucket = 0;
+    for (TimeNs edge = kFillableBucketBaseNs; length >= edge && bucket < kFillableBuckets - 1; edge *= 2)
+        ++bucket;
+    return bucket;
+}
+
+TimeNs fillableBucketStartNs(int bucket)
+{
+    return bucket <= 0 ? 0 : kFillableBucketBaseNs << (bucket - 1);
+}
+
+} // namespace pipescope
+
 namespace pipescope::detail {
 
 namespace {
+
+// Contiguous fillable idle time of one rank in one iteration, built from the
+// bubble parts in time order: touching fillable parts form one interval.
+struct FillableRuns {
+    FillableBubbles sum;
+    TimeNs runStart = 0, runEnd = 0;
+    bool open = false;
+
+    void add(TimeNs s, TimeNs e, BubbleCause c)
+    {
+        if (!isFillable(c)) {
+            close();
+            return;
+        }
+        if (open && runEnd == s) {
+            runEnd = e;
+            return;
+        }
+        close();
+        runStart = s;
+        runEnd = e;
+        open = true;
+    }
+    void close()
+    {
+        if (!open)
+            return;
+        open = false;
+        const TimeNs len = runEnd - runStart;
+        ++sum.count;
+        sum.totalNs += len;
+        sum.longestNs = std::max(sum.longestNs, len);
+        ++sum.histogram[static_cast<size_t>(fillableBucket(len))];
+    }
+};
 
 struct CommIndex {
     std::vector<uint32_t> byStart; // rank's comm ops, start order
@@ -133,6 +193,9 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
         }
     }
 
+    // (iteration, stage) -> the replica with the least fillable time so far.
+    std::map<std::pair<int, int>, FillableBubbles> fillable;
+
     for (const auto& rd : ctx.ranks) {
         CommIndex ci;
         ci.byStart = rd.comm;
@@ -172,6 +235,7 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
                     ph = pit->second;
             }
             const bool wantBubbles = ctx.options.allIterations || it.index == out.selectedIteration;
+            FillableRuns runs;
 
             auto emit = [&](TimeNs s, TimeNs e, BubbleCause c, bool fillRegion) {
                 if (e <= s)
@@ -179,6 +243,7 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
                 if (fillRegion && (c == BubbleCause::WaitNeighbor || c == BubbleCause::Other))
                     c = BubbleCause::FillDrain;
                 ri.byCause[static_cast<size_t>(c)] += e - s;
+                runs.add(s, e, c);
                 if (!wantBubbles)
                     return;
                 if (!bubbles.empty() && bubbles.back().rank == rd.rank && bubbles.back().iteration == it.index
@@ -279,6 +344,16 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
             }
             out.idle.push_back(ri);
 
+            if (inPipeline) {
+                runs.close();
+                runs.sum.iteration = it.index;
+                runs.sum.stage = rd.stage;
+                runs.sum.rank = rd.rank;
+                auto [f, inserted] = fillable.try_emplace({it.index, rd.stage}, runs.sum);
+                if (!inserted && runs.sum.totalNs < f->second.totalNs)
+                    f->second = runs.sum;
+            }
+
             if (it.index == out.selectedIteration) {
                 for (uint32_t c : rd.comm) {
                     if (ctx.classOf(c) != WorkClass::P2p)
@@ -294,6 +369,8 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
             }
         }
     }
+    for (auto& [key, f] : fillable)
+        out.fillableBubbles.push_back(f);
 }
 
 } // namespace pipescope::detail

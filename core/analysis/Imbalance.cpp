@@ -4,6 +4,8 @@
 #include "analysis/detail/Context.h"
 
 #include <cmath>
+#include <map>
+#include <tuple>
 
 namespace pipescope::detail {
 
@@ -23,6 +25,67 @@ Distribution distributionOf(std::vector<double> v)
     d.p50 = percentile(v, 0.5);
     d.p95 = percentile(v, 0.95);
     return d;
+}
+
+// Each rank's compute against the median of the OTHER replicas of its stage
+// (leave-one-out: with two replicas the median of both would include the
+// straggler itself and halve its excess), over the steps all of them ran.
+void compareReplicas(const AnalysisResult& out, const std::vector<Step>& steps, Imbalance& im)
+{
+    using StepKey = std::tuple<int, int, int>; // kind, chunk, microbatch
+    std::map<int, std::map<StepKey, TimeNs>> computeOf; // rank -> step -> compute
+    for (const Step& s : steps)
+        computeOf[s.rank][{static_cast<int>(s.kind), s.chunk, s.microbatch}] += s.computeNs;
+    std::map<int, std::vector<const StageAssignment*>> replicasOf; // stage -> its ranks with steps
+    for (const StageAssignment& a : out.pipeline.stageMap)
+        if (a.stage >= 0 && computeOf.count(a.rank))
+            replicasOf[a.stage].push_back(&a);
+
+    std::map<int, TimeNs> busyOf;
+    for (const auto& ri : out.idle)
+        if (ri.iteration == out.selectedIteration)
+            busyOf[ri.rank] = ri.busyNs;
+    for (const auto& [stage, reps] : replicasOf) {
+        // The steps every replica of the stage ran: a step one replica lost
+        // (a capture cut short) must not count as a speed difference.
+        std::map<StepKey, TimeNs> common = computeOf[reps.front()->rank];
+        for (const StageAssignment* a : reps) {
+            const auto& own = computeOf[a->rank];
+            for (auto it = common.begin(); it != common.end();)
+                it = own.count(it->first) ? std::next(it) : common.erase(it);
+        }
+        std::vector<TimeNs> compute;
+        for (const StageAssignment* a : reps) {
+            TimeNs c = 0;
+            for (const auto& [key, ns] : computeOf[a->rank])
+                if (common.count(key))
+                    c += ns;
+            compute.push_back(c);
+        }
+        for (size_t i = 0; i < reps.size(); ++i) {
+            RankSpeed rs;
+            rs.rank = reps[i]->rank;
+            rs.stage = stage;
+            rs.replica = reps[i]->replica;
+            rs.steps = static_cast<int>(common.size());
+            rs.computeNs = compute[i];
+            std::vector<double> peers;
+            for (size_t j = 0; j < reps.size(); ++j)
+                if (j != i)
+                    peers.push_back(static_cast<double>(compute[j]));
+            std::sort(peers.begin(), peers.end());
+            rs.peerMedianNs = static_cast<TimeNs>(std::llround(percentile(peers, 0.5)));
+            if (rs.peerMedianNs > 0 && rs.steps > 0)
+                rs.relative = static_cast<double>(rs.computeNs) / static_cast<double>(rs.peerMedianNs);
+            if (rs.relative && *rs.relative >= kStragglerRatio)
+                im.stragglers.push_back({stage, rs.rank, rs.replica, busyOf[rs.rank], rs.computeNs, rs.peerMedianNs, *rs.relative,
+                                         rs.computeNs - rs.peerMedianNs});
+            im.rankSpeed.push_back(rs);
+        }
+    }
+    std::sort(im.rankSpeed.begin(), im.rankSpeed.end(), [](const RankSpeed& a, const RankSpeed& b) { return a.rank < b.rank; });
+    std::stable_sort(im.stragglers.begin(), im.stragglers.end(),
+                     [](const Straggler& a, const Straggler& b) { return a.costNs > b.costNs; });
 }
 
 } // namespace
@@ -86,21 +149,9 @@ void measureImbalance(Context& ctx, AnalysisResult& out, const std::vector<Step>
             sum += busy;
         }
         sb.busyNs = reps.empty() ? 0 : sum / static_cast<TimeNs>(reps.size());
-        // Stragglers: replicas of the stage at least 5% busier than the stage's median.
-        if (reps.size() >= 2) {
-            std::vector<double> v;
-            for (const auto& r : reps)
-                v.push_back(static_cast<double>(r.second));
-            std::sort(v.begin(), v.end());
-            double med = percentile(v, 0.5);
-            for (const auto& [rank, busy] : reps) {
-                double ratio = med > 0 ? static_cast<double>(busy) / med : 1.0;
-                if (ratio >= 1.05)
-                    im.stragglers.push_back({s, rank, busy, ratio});
-            }
-        }
         im.stages.push_back(std::move(sb));
     }
+    compareReplicas(out, steps, im);
     double sum = 0, mx = 0;
     int present = 0;
     for (const auto& sb : im.stages) {

@@ -853,6 +853,13 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
                 if (opt->second) {
                     // The optimizer is not part of any step.
                     if (!cur.kernels.empty()) {
+                        // Sends posted between the segment's end and the
+                        // optimizer are the segment's outputs (the last
+                        // backward's gradient goes out as the optimizer starts).
+                        for (uint32_t c : p2p)
+                            if (ctx.act(c).start >= prevEnd && ctx.act(c).start <= a.start &&
+                                ctx.direction(c) != P2pDir::Recv)
+                                evidenceOf(c, true, cur);
                         segments.push_back(std::move(cur));
                         cur = Segment{};
                         cur.rank = rd.rank;
@@ -1096,6 +1103,8 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
 void inferSchedule(Context& ctx, AnalysisResult& out, const std::vector<Step>& steps)
 {
     PipelineStructure& ps = out.pipeline;
+    if (ctx.scheduleMatched)
+        return; // read against the schedules' transfers already (ScheduleMatch.cpp)
     if (!ps.found || steps.empty()) {
         ps.schedule = "unknown";
         ps.scheduleConfidence = 0;

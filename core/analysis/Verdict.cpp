@@ -345,8 +345,9 @@ Verdict verdict(const AnalysisResult& r, const Trace* trace)
                         formatDuration(im.iterationNs) + ", balanced-partition lower bound " + formatDuration(im.balancedLowerBoundNs));
         for (size_t i = 0; i < im.stragglers.size() && i < 3; ++i) {
             const Straggler& s = im.stragglers[i];
-            f.push_back("straggler: rank " + std::to_string(s.rank) + " (stage " + std::to_string(s.stage) + ") busy " +
-                        times(s.ratioToMedian) + " its stage's median");
+            f.push_back("straggler: rank " + std::to_string(s.rank) + " (stage " + std::to_string(s.stage) + ") computes " +
+                        pct0(s.relative - 1.0) + " slower than the other replicas of its stage (" + formatDuration(s.computeNs) +
+                        " vs " + formatDuration(s.peerMedianNs) + "), costing up to " + formatDuration(s.costNs) + " per iteration");
         }
     } else {
         f.push_back("no pipeline found, so no stage imbalance or fill/drain");

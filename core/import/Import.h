@@ -19,6 +19,10 @@ struct ImportOptions {
     bool progress = true;     // progress line on stderr for long imports
     bool shortKernelNames = false; // Nsight exports: name kernels by shortName, not demangledName
     const WorkControl* work = nullptr; // progress and cancel (optional)
+    // Store times with the file's time base already added (as time-base
+    // alignment wants them), where the importer knows the time base before it
+    // writes them; ImportedSource::timeBaseApplied says what was added.
+    bool applyTimeBase = false;
 };
 
 // What one importer call added to the store.
@@ -26,6 +30,7 @@ struct ImportedSource {
     int64_t sourceId = 0;
     std::vector<int> ranks;   // global ranks found in the file
     TimeNs timeBase = 0;        // added to the file's times to reach its absolute clock (0: already there)
+    TimeNs timeBaseApplied = 0; // of it, what the stored times already include (ImportOptions::applyTimeBase)
     bool absoluteClock = false; // true when times plus timeBase are Unix-epoch ns (comparable across files)
     int64_t records = 0;      // records stored
     std::string jobId;        // the job the file says it belongs to (pipescope simulate writes one), or empty
@@ -48,6 +53,10 @@ struct ImportJobOptions {
     std::optional<int> rank; // only with a single input file
     bool progress = true;
     bool shortKernelNames = false;
+    // Threads that parse Kineto files ahead of the one that writes the store
+    // (import/kineto/ParseAhead.h); 0: one per core; 1: no thread, each file
+    // is parsed as it is written. The store is the same either way.
+    int jobs = 0;
     const WorkControl* work = nullptr; // progress per file and cancel (optional)
     // Told each warning as it arises (also kept in ImportJobReport::warnings).
     std::function<void(const std::string&)> warn;

@@ -2,6 +2,7 @@
 // that ranks are distinct, aligns the ranks' clocks and finishes the store.
 #include "import/Import.h"
 
+#include "import/kineto/ParseAhead.h"
 #include "store/Schema.h"
 #include "util/Error.h"
 #include "util/AtomicOutput.h"
@@ -21,6 +22,7 @@
 #include <set>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <thread>
 
 namespace pipescope {
 
@@ -250,8 +252,7 @@ std::map<int, TimeNs> alignByOperations(StoreWriter& writer, const std::vector<i
                           "no collective or point-to-point transfer is seen by two ranks; clocks left as they were");
         return {};
     }
-    for (const auto& [r, delta] : corr)
-        writer.shiftRank(r, delta);
+    writer.shiftRanks(corr);
     return corr;
 }
 
@@ -310,13 +311,24 @@ ImportJobReport importJob(const ImportJobOptions& options)
     io.progress = options.progress;
     io.shortKernelNames = options.shortKernelNames;
     io.work = options.work;
+    io.applyTimeBase = options.alignment != Alignment::None;
+    // Kineto files are parsed on worker threads ahead of this one, which
+    // alone writes the store, file by file in their order.
+    std::vector<bool> kineto;
+    for (const auto& fmt : formats)
+        kineto.push_back(fmt == "kineto");
+    const int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::optional<kineto::ParseAhead> ahead;
+    if (jobs > 1 && std::find(kineto.begin(), kineto.end(), true) != kineto.end())
+        ahead.emplace(report.files, kineto, io, jobs);
     std::map<int, std::string> rankOwner;
     for (size_t i = 0; i < report.files.size(); ++i) {
         const auto& file = report.files[i];
         checkpoint(options.work, "importing " + file, static_cast<double>(i) / static_cast<double>(report.files.size()));
+        const StoreWriter::Mark before = writer.mark();
         ImportedSource src;
         if (formats[i] == "kineto")
-            src = importKineto(file, writer, io);
+            src = ahead ? ahead->import(i, writer) : importKineto(file, writer, io);
         else if (formats[i] == "nsys")
             src = importNsys(file, writer, io);
 #ifdef PIPESCOPE_HAVE_CAPTURE_IMPORT
@@ -331,8 +343,27 @@ ImportJobReport importJob(const ImportJobOptions& options)
                 throw Error(file + ": holds rank " + std::to_string(r) + ", which " + it->second +
                             " also holds; import each rank once (name files rank-N, or import them separately)");
         }
+        // Time-base alignment: what the importer did not add as it stored the
+        // times is added now, while the file's rows are the last ones written
+        // (a pass over them, not one over every table per rank).
+        if (options.alignment != Alignment::None && src.timeBase != src.timeBaseApplied) {
+            auto shift = [&](TimeNs offset) {
+                std::map<int, TimeNs> offsets;
+                for (int r : src.ranks)
+                    offsets[r] = offset;
+                writer.shiftRanks(offsets, before);
+            };
+            TimeNs rest = 0;
+            if (!__builtin_sub_overflow(src.timeBase, src.timeBaseApplied, &rest)) {
+                shift(rest);
+            } else {
+                shift(-src.timeBaseApplied);
+                shift(src.timeBase);
+            }
+        }
         report.sources.push_back(src);
     }
+    ahead.reset();
     refuseMixedJobs(report);
 
     // Clock alignment. Time-base alignment puts every source on the epoch
@@ -344,19 +375,20 @@ ImportJobReport importJob(const ImportJobOptions& options)
     std::map<int, TimeNs> offsets;
     report.alignmentUsed = Alignment::None;
     if (options.alignment != Alignment::None) {
+        // Each file's rows were shifted by its time base once it was read.
         for (const auto& src : report.sources) {
             TimeNs off = src.timeBase;
             for (int r : src.ranks)
                 offsets[r] = off;
             writer.setSourceAlignment(src.sourceId, off, "time_base");
         }
-        for (auto& [r, off] : offsets)
-            writer.shiftRank(r, off);
         report.alignmentUsed = Alignment::TimeBase;
     }
-    // Times pushed out of range by a time base are dropped before any are compared across ranks.
-    writer.dropOutOfRangeTimes();
     if (options.alignment == Alignment::Collectives && ranks.size() > 1) {
+        checkpoint(options.work, "aligning clocks by collectives", -1);
+        // Times pushed out of range by a time base are dropped before any are
+        // compared across ranks (otherwise finish() drops them).
+        writer.dropOutOfRangeTimes();
         auto corr = alignByOperations(writer, ranks);
         if (!corr.empty()) {
             for (const auto& [r, delta] : corr)
@@ -370,6 +402,9 @@ ImportJobReport importJob(const ImportJobOptions& options)
     }
     for (int r : ranks)
         report.offsets.emplace_back(r, offsets.count(r) ? offsets[r] : 0);
+    checkpoint(options.work, "finishing the store", -1);
+    if (options.work && options.work->onProgress)
+        writer.setProgress([work = options.work](std::string_view step) { work->onProgress(step, -1); });
     writer.finish();
     return report;
 }

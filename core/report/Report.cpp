@@ -335,10 +335,15 @@ void imbalanceSection(std::string& out, const Context& c)
     fact(out, "ideal bubble fraction", pct(im.idealBubbleFraction) + "<div class=\"sub\">(p&minus;1)/(v&middot;m+p&minus;1)</div>");
     out += "</dl>\n";
     if (!im.stragglers.empty()) {
-        out += "<h3>Stragglers</h3><table><thead><tr><th>rank</th><th>stage</th><th>busy</th><th>&times; stage median</th></tr></thead><tbody>";
+        out += "<h3>Stragglers</h3><p class=\"note\">Replicas whose step compute is at least 5% over the median of the other "
+               "replicas of their stage. The gradient all-reduce waits for the slowest replica, so each costs at most its excess "
+               "compute per iteration (pipeline slack can hide part of it; several in one job cost about the largest, not the "
+               "sum).</p>"
+               "<table id=\"straggler-table\"><thead><tr><th>rank</th><th>stage</th><th>compute</th><th>peers' median</th>"
+               "<th>slower by</th><th>cost per iteration (at most)</th></tr></thead><tbody>";
         for (const auto& s : im.stragglers)
-            out += "<tr><td>" + std::to_string(s.rank) + "</td>" + td(std::to_string(s.stage)) + tdDur(s.busyNs) +
-                   td(fixed(s.ratioToMedian, 3)) + "</tr>";
+            out += "<tr><td>" + std::to_string(s.rank) + "</td>" + td(std::to_string(s.stage)) + tdDur(s.computeNs) +
+                   tdDur(s.peerMedianNs) + td(pct(s.relative - 1.0)) + tdDur(s.costNs) + "</tr>";
         out += "</tbody></table>\n";
     }
     if (!im.overlap.empty()) {
@@ -563,11 +568,13 @@ json summaryJson(const Context& c)
 
 } // namespace
 
-std::string renderReport(const Trace& trace, const ReportOptions& options)
+std::string renderReport(const Trace& trace, const ReportOptions& options, Verdict* verdictOut)
 {
     AnalyzeOptions ao;
     ao.iteration = options.iteration;
     const AnalysisResult r = analyze(trace, ao);
+    if (verdictOut)
+        *verdictOut = verdict(r, &trace);
 
     Context c{trace, r, options};
     if (r.selectedIteration >= 0 && static_cast<size_t>(r.selectedIteration) < r.iterations.size())

@@ -5,6 +5,7 @@
 // comparison of the measured partition with an auto-balanced one. One file
 // with inline CSS, JS and data; nothing is loaded from anywhere else.
 // docs/report.md describes every section.
+#include "analysis/Verdict.h"
 #include "model/Trace.h"
 #include "whatif/WhatIf.h"
 
@@ -35,6 +36,7 @@ struct ReportOptions {
 // The report as one HTML document. Throws Error when the trace holds no GPU
 // activity (as the analysis does); a what-if engine that cannot calibrate on
 // the trace is not an error: its message is shown in the what-if section.
-std::string renderReport(const Trace& trace, const ReportOptions& options = {});
+// verdict, when given, receives the verdict the report shows on top.
+std::string renderReport(const Trace& trace, const ReportOptions& options = {}, Verdict* verdict = nullptr);
 
 } // namespace pipescope::report

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <chrono>
 #include <ctime>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 namespace pipescope {
@@ -136,6 +138,8 @@ void StoreWriter::setMeta(std::string_view key, std::string_view value)
 
 void StoreWriter::addRank(const RankInfo& r)
 {
+    if (inputStart_)
+        inputStart_->ranks.note(ranks_, r.rank);
     auto [it, inserted] = ranks_.try_emplace(r.rank, r);
     if (inserted)
         return;
@@ -149,6 +153,8 @@ void StoreWriter::addRank(const RankInfo& r)
 
 void StoreWriter::addGpu(const GpuInfo& g)
 {
+    if (inputStart_)
+        inputStart_->gpus.note(gpus_, {g.rank, g.device});
     auto [it, inserted] = gpus_.try_emplace({g.rank, g.device}, g);
     if (inserted)
         return;
@@ -162,6 +168,8 @@ void StoreWriter::addGpu(const GpuInfo& g)
 
 void StoreWriter::addProcessGroup(const ProcessGroup& g)
 {
+    if (inputStart_)
+        inputStart_->groups.note(groups_, {g.rank, g.name});
     groups_.insert_or_assign({g.rank, g.name}, g);
 }
 
@@ -191,6 +199,8 @@ int64_t StoreWriter::stream(int rank, int device, int64_t streamNo, std::string_
         find.step();
         id = find.int64(0);
     }
+    if (inputStart_)
+        inputStart_->streams.note(streams_, key);
     streams_.emplace(key, id);
     return id;
 }
@@ -244,15 +254,62 @@ void StoreWriter::addMemoryEvent(const MemoryEvent& e)
 }
 
 void StoreWriter::diagnostic(std::optional<int64_t> sourceId, Severity severity, std::string_view kind,
-                             std::string_view example)
+                             std::string_view example, int64_t count)
 {
-    auto& d = diags_[{sourceId.value_or(0), std::string(kind)}];
+    std::pair<int64_t, std::string> key{sourceId.value_or(0), std::string(kind)};
+    if (inputStart_)
+        inputStart_->diags.note(diags_, key);
+    auto& d = diags_[key];
     if (d.count == 0) {
         d.severity = severity;
         d.example = std::string(example.substr(0, 500));
     }
     d.severity = std::max(d.severity, severity);
-    ++d.count;
+    d.count += count;
+}
+
+namespace {
+// The tables an input adds rows to before finish(); the rest are written by finish() from memory.
+constexpr const char* kInputTables[] = {"strings", "sources", "streams", "activities", "cpu_ranges", "nccl_ops",
+                                        "memory_events"};
+} // namespace
+
+void StoreWriter::beginInput()
+{
+    assert(!inputStart_ && !finished_);
+    InputStart start;
+    static_assert(std::size(kInputTables) == std::tuple_size_v<decltype(start.maxIds)>);
+    for (size_t i = 0; i < std::size(kInputTables); ++i) {
+        auto st = db_.prepare(std::string("SELECT COALESCE(MAX(id), -1) FROM ") + kInputTables[i]);
+        st.step();
+        start.maxIds[i] = st.int64(0);
+    }
+    inputStart_ = std::move(start);
+}
+
+void StoreWriter::keepInput()
+{
+    assert(inputStart_);
+    inputStart_.reset();
+}
+
+void StoreWriter::discardInput()
+{
+    assert(inputStart_);
+    // Rows get ids above the largest one (no AUTOINCREMENT), so an input's rows are those above the mark.
+    for (size_t i = 0; i < std::size(kInputTables); ++i) {
+        auto st = db_.prepare(std::string("DELETE FROM ") + kInputTables[i] + " WHERE id > ?1");
+        st.bind(1, inputStart_->maxIds[i]).run();
+    }
+    const StringId strings = inputStart_->maxIds[0] + 1; // string ids count from 0
+    for (auto it = strings_.begin(); it != strings_.end();)
+        it = it->second >= strings ? strings_.erase(it) : std::next(it);
+    inputStart_->streams.restore(streams_);
+    inputStart_->ranks.restore(ranks_);
+    inputStart_->gpus.restore(gpus_);
+    inputStart_->groups.restore(groups_);
+    inputStart_->diags.restore(diags_);
+    inputStart_.reset();
 }
 
 void StoreWriter::shiftRank(int rank, TimeNs offset)
@@ -267,6 +324,52 @@ void StoreWriter::shiftRank(int rank, TimeNs offset)
     run("UPDATE cpu_ranges SET start_ns = start_ns + ?1, end_ns = end_ns + ?1 WHERE rank = ?2");
     run("UPDATE nccl_ops SET start_ns = start_ns + ?1, end_ns = end_ns + ?1 WHERE rank = ?2");
     run("UPDATE memory_events SET ts_ns = ts_ns + ?1 WHERE rank = ?2");
+}
+
+StoreWriter::Mark StoreWriter::mark()
+{
+    auto maxId = [&](const char* table) {
+        auto st = db_.prepare(std::string("SELECT COALESCE(MAX(id), 0) FROM ") + table);
+        st.step();
+        return st.int64(0);
+    };
+    return {maxId("activities"), maxId("cpu_ranges"), maxId("nccl_ops"), maxId("memory_events")};
+}
+
+void StoreWriter::shiftRanks(const std::map<int, TimeNs>& offsets, const Mark& since)
+{
+    // shiftRank() once per rank would read every table once per rank.
+    db_.exec("CREATE TEMP TABLE IF NOT EXISTS rank_shift(rank INTEGER PRIMARY KEY, delta INTEGER NOT NULL)");
+    db_.exec("DELETE FROM temp.rank_shift");
+    bool any = false;
+    {
+        auto ins = db_.prepare("INSERT INTO temp.rank_shift(rank, delta) VALUES (?1, ?2)");
+        for (const auto& [rank, offset] : offsets) {
+            if (offset != 0) {
+                ins.bind(1, rank).bind(2, offset).run();
+                any = true;
+            }
+        }
+    }
+    auto run = [&](const char* sqlText, int64_t after) {
+        auto st = db_.prepare(sqlText);
+        st.bind(1, after).run();
+    };
+    if (any) {
+        run("UPDATE activities SET start_ns = start_ns + s.delta, end_ns = end_ns + s.delta, launch_ns = launch_ns + s.delta"
+            " FROM temp.rank_shift s WHERE activities.id > ?1 AND s.rank = activities.rank",
+            since.activities);
+        run("UPDATE cpu_ranges SET start_ns = start_ns + s.delta, end_ns = end_ns + s.delta"
+            " FROM temp.rank_shift s WHERE cpu_ranges.id > ?1 AND s.rank = cpu_ranges.rank",
+            since.cpuRanges);
+        run("UPDATE nccl_ops SET start_ns = start_ns + s.delta, end_ns = end_ns + s.delta"
+            " FROM temp.rank_shift s WHERE nccl_ops.id > ?1 AND s.rank = nccl_ops.rank",
+            since.ncclOps);
+        run("UPDATE memory_events SET ts_ns = ts_ns + s.delta"
+            " FROM temp.rank_shift s WHERE memory_events.id > ?1 AND s.rank = memory_events.rank",
+            since.memoryEvents);
+    }
+    db_.exec("DELETE FROM temp.rank_shift");
 }
 
 void StoreWriter::dropOutOfRangeTimes()

@@ -7,6 +7,7 @@
 #include "store/Sqlite.h"
 #include "util/AtomicOutput.h"
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -96,12 +97,32 @@ public:
     int64_t addNcclOp(const NcclRecord& op);
     void addMemoryEvent(const MemoryEvent& e);
 
-    // Counts one bad record of `kind` from `sourceId`; keeps the first example message.
+    // Counts `count` bad records of `kind` from `sourceId`; keeps the first example message.
     void diagnostic(std::optional<int64_t> sourceId, Severity severity, std::string_view kind,
-                    std::string_view example);
+                    std::string_view example, int64_t count = 1);
+
+    // Taking back an input that failed part-way: discardInput() removes the
+    // rows, strings and streams added since beginInput() and undoes what it
+    // did to ranks, GPUs, groups and diagnostics; keepInput() keeps it all.
+    // Changes to earlier rows (shiftRank, setSourceAlignment) are not taken
+    // back. One input at a time. (Not an SQL savepoint: without a journal,
+    // which would double the memory of every large UPDATE, SQLite cannot roll back.)
+    void beginInput();
+    void keepInput();
+    void discardInput();
 
     // Adds offset to every time of a rank (activities, ranges, NCCL ops, memory).
     void shiftRank(int rank, TimeNs offset);
+
+    // The largest row ids so far: rows added later have larger ids.
+    struct Mark {
+        int64_t activities = 0, cpuRanges = 0, ncclOps = 0, memoryEvents = 0;
+    };
+    Mark mark();
+    // Adds offsets[rank] to every time of those ranks, in one pass per table
+    // over the rows added after `since` (or over all rows).
+    void shiftRanks(const std::map<int, TimeNs>& offsets, const Mark& since);
+    void shiftRanks(const std::map<int, TimeNs>& offsets) { shiftRanks(offsets, Mark()); }
 
     // Removes records whose times left the representable range (see
     // util/Limits.h), counting them as bad records of their source. Throws
@@ -146,6 +167,38 @@ private:
     std::map<std::pair<int64_t, std::string>, DiagEntry> diags_;
     std::function<void(std::string_view)> progress_;
     bool finished_ = false;
+    // An in-memory map's entries as they were before the current input first
+    // touched them (nullopt: absent), to put back if the input is discarded.
+    // Kept per entry: copying whole maps per input would grow with the job.
+    template <typename Map>
+    struct Before {
+        std::map<typename Map::key_type, std::optional<typename Map::mapped_type>> entries;
+        void note(const Map& map, const typename Map::key_type& key)
+        {
+            if (entries.count(key))
+                return;
+            auto it = map.find(key);
+            entries.emplace(key, it == map.end() ? std::nullopt : std::optional(it->second));
+        }
+        void restore(Map& map)
+        {
+            for (auto& [key, value] : entries)
+                if (value)
+                    map.insert_or_assign(key, std::move(*value));
+                else
+                    map.erase(key);
+        }
+    };
+    // The state at beginInput(): each input table's largest row id, and the memory the input changed.
+    struct InputStart {
+        std::array<int64_t, 7> maxIds{};
+        Before<decltype(streams_)> streams;
+        Before<decltype(ranks_)> ranks;
+        Before<decltype(gpus_)> gpus;
+        Before<decltype(groups_)> groups;
+        Before<decltype(diags_)> diags;
+    };
+    std::optional<InputStart> inputStart_;
 };
 
 } // namespace pipescope

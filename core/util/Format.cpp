@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 namespace pipescope {
 
@@ -62,6 +63,28 @@ std::string formatCount(int64_t n)
         out.push_back('-');
     std::reverse(out.begin(), out.end());
     return out;
+}
+
+std::string formatShift(int64_t ns)
+{
+    return (ns > 0 ? "+" : "") + formatDuration(ns);
+}
+
+std::string formatEpochTime(int64_t ns)
+{
+    constexpr int64_t kYear2000 = 946'684'800'000'000'000, kYear2200 = 7'258'118'400'000'000'000;
+    char buf[64];
+    if (ns < kYear2000 || ns >= kYear2200) {
+        std::snprintf(buf, sizeof buf, "%" PRId64 " ns", ns);
+        return buf;
+    }
+    const std::time_t seconds = static_cast<std::time_t>(ns / 1'000'000'000);
+    std::tm tm{};
+    gmtime_r(&seconds, &tm);
+    char date[32];
+    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", &tm);
+    std::snprintf(buf, sizeof buf, "%s.%09" PRId64 " UTC", date, ns % 1'000'000'000);
+    return buf;
 }
 
 TextTable::TextTable(std::vector<std::string> header)

@@ -15,6 +15,13 @@ std::string formatBytes(int64_t bytes);
 std::string formatPercent(double fraction);
 // "1,234,567".
 std::string formatCount(int64_t n);
+// "+1.234 ms", "-5.000 us", "0 ns": a shift applied to a clock, signed.
+std::string formatShift(int64_t ns);
+// A time base or other absolute time in Unix-epoch ns, exactly:
+// "2023-10-04 04:13:59.587175550 UTC". A value before 2000 or after 2200 is
+// not a calendar time (a monotonic clock's reading, a garbled field) and
+// would read as a wrong date, so it is shown as "533338240 ns".
+std::string formatEpochTime(int64_t ns);
 
 // Text from an input, safe to quote in a message: control characters
 // (terminal escapes included) become \xNN and text beyond maxBytes becomes "...".

@@ -522,12 +522,14 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                 std::string args = "\"microbatch\": " + std::to_string(a.microbatch) + ", \"chunk\": " + std::to_string(a.chunk);
                 if (a.kind == StepKind::I)
                     args += ", \"part\": \"input\"";
-                w.complete("user_annotation", annotationOf(a.kind), g, 1, g0 - kLeadNs, g1 - g0 + 3'000, args);
+                if (options.stepAnnotations)
+                    w.complete("user_annotation", annotationOf(a.kind), g, 1, g0 - kLeadNs, g1 - g0 + 3'000, args);
                 // Receives this step waits for, posted as the previous step ends
                 // (so the kernel shows the wait) or as this one starts.
                 for (const TimedTransfer& t : res.transfers) {
+                    // A weight-gradient step (W) needs nothing from a neighbour: its I received it.
                     if (t.dstRank != r || t.dstStage != a.stage || t.microbatch != a.microbatch ||
-                        t.backward != (a.kind != StepKind::F))
+                        t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
                         continue;
                     // Before the rank's first step the receive is posted as the iteration begins.
                     const TimeNs l = previousEnd >= 0 ? previousEnd - kLeadNs + 2'200 : base - kLeadNs - 50'000;

@@ -25,6 +25,10 @@ struct KinetoEmitOptions {
     // layer inside PyTorch's module events (python_function nn.Module calls,
     // autograd sequence numbers, fwdbwd flows), as with_stack=True records them.
     const CostModel* costModel = nullptr;
+    // forward_step / backward_step ranges around each step (Megatron-LM's and
+    // pipescope_annotate's names). Off: a trace the analysis must read steps
+    // from kernel order and point-to-point peers alone.
+    bool stepAnnotations = true;
 };
 
 struct KinetoEmitSummary {

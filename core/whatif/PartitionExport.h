@@ -5,7 +5,7 @@
 // modules each stage holds. Pure formatting: the app's what-if editor copies
 // these to the clipboard, the CLI and tests call them directly.
 #include "whatif/CostModel.h"
-#include "whatif/Schedule.h"
+#include "model/Schedule.h"
 
 #include <optional>
 #include <string>

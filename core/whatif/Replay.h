@@ -13,7 +13,7 @@
 //
 // Replay keeps its scratch buffers between runs: re-running on a schedule of
 // the same size allocates nothing, so it can follow a mouse drag.
-#include "whatif/Schedule.h"
+#include "model/Schedule.h"
 
 #include <array>
 #include <cstdint>

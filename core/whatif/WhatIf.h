@@ -8,7 +8,7 @@
 #include "whatif/CostModel.h"
 #include "whatif/Memory.h"
 #include "whatif/Replay.h"
-#include "whatif/Schedule.h"
+#include "model/Schedule.h"
 #include "util/Limits.h"
 #include "util/Work.h"
 

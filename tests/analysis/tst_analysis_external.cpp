@@ -206,7 +206,7 @@ void TestAnalysisExternal::cliAnalyze()
     auto hta = test::runCli({"analyze", store, "--json", "--hta-compatible"});
     QCOMPARE(hta.exitCode, 0);
     auto j = nlohmann::json::parse(hta.out.toStdString());
-    QCOMPARE(j["schema"].get<std::string>(), std::string("pipescope.analysis/1"));
+    QCOMPARE(j["schema"].get<std::string>(), std::string("pipescope.analysis/2"));
     QCOMPARE(j["hta"]["mode"].get<std::string>(), std::string("hta-compatible"));
     QCOMPARE(j["hta"]["temporal_breakdown"][0]["idle_time_ns"].get<int64_t>(), int64_t(338781000));
     QCOMPARE(j["pipeline"]["found"].get<bool>(), false);

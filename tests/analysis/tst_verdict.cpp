@@ -218,7 +218,7 @@ void TestVerdict::json()
 {
     const AnalysisResult r = analyzed(PipelineSpec{});
     const nlohmann::json j = toJson(r, {});
-    QCOMPARE(j["schema"].get<std::string>(), std::string("pipescope.analysis/1"));
+    QCOMPARE(j["schema"].get<std::string>(), std::string("pipescope.analysis/2"));
     const nlohmann::json& v = j["verdict"];
     QCOMPARE(v["kind"].get<std::string>(), std::string("pipeline-bubbles"));
     QCOMPARE(v["headline"].get<std::string>(), verdict(r).headline);

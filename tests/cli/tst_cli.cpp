@@ -2,11 +2,16 @@
 // codes, and one clear error line for each kind of bad input.
 #include "TestSupport.h"
 #include "store/Store.h"
+#include "util/Format.h"
 
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QRegularExpression>
+
+#include <cstring>
 
 using namespace pipescope::test;
 
@@ -65,6 +70,169 @@ private slots:
         auto r = runCli(args);
         QCOMPARE(r.exitCode, 2);
         QVERIFY(!r.err.isEmpty());
+    }
+
+    // A misspelt command is named, with the nearest command when one is close.
+    void unknownCommandSuggests_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("err");
+        QTest::newRow("analyse") << QStringList{"analyse", "x"}
+                                 << "pipescope: unknown command 'analyse'; did you mean 'analyze'?\n";
+        QTest::newRow("swapped letters") << QStringList{"improt", "x", "-o", "y"}
+                                         << "pipescope: unknown command 'improt'; did you mean 'import'?\n";
+        QTest::newRow("capitalised") << QStringList{"Info", "x"}
+                                     << "pipescope: unknown command 'Info'; did you mean 'info'?\n";
+        QTest::newRow("two slips in a long name") << QStringList{"anlyse", "x"}
+                                                  << "pipescope: unknown command 'anlyse'; did you mean 'analyze'?\n";
+        QTest::newRow("one slip in a short name") << QStringList{"ifo", "x"}
+                                                  << "pipescope: unknown command 'ifo'; did you mean 'info'?\n";
+        QTest::newRow("two slips in a short name")
+            << QStringList{"if", "x"} << "pipescope: unknown command 'if'; run pipescope --help for the list of commands\n";
+        QTest::newRow("nothing close")
+            << QStringList{"frobnicate"}
+            << "pipescope: unknown command 'frobnicate'; run pipescope --help for the list of commands\n";
+    }
+    void unknownCommandSuggests()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, err);
+        auto r = runCli(args);
+        QCOMPARE(r.exitCode, 2);
+        QCOMPARE(r.err, err);
+        QVERIFY(r.out.isEmpty());
+    }
+
+    // Refused option values: the allowed values in words, never CLI11's raw
+    // limits (numeric_limits<double>::max() printed with 309 digits).
+    void optionErrorsInWords_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("line");
+        QTest::newRow("microbatches") << QStringList{"whatif", "x.pipescope", "--microbatches", "-5"}
+                                      << "--microbatches: must be a whole number from 1 to 100,000 (got -5)";
+        QTest::newRow("pp not a number") << QStringList{"whatif", "x.pipescope", "--pp", "abc"}
+                                         << "--pp: must be a whole number from 1 to 4,096 (got 'abc')";
+        QTest::newRow("pp a fraction") << QStringList{"simulate", "m.json", "--pp", "1.5"}
+                                       << "--pp: must be a whole number from 1 to 4,096 (got '1.5')";
+        QTest::newRow("weights") << QStringList{"whatif", "x.pipescope", "--weights", "1,a,2"}
+                                 << "--weights: must be a number (got 'a')";
+        QTest::newRow("boundaries") << QStringList{"whatif", "x.pipescope", "--boundaries", "4,x"}
+                                    << "--boundaries: must be a whole number (got 'x')";
+        QTest::newRow("gpu memory") << QStringList{"whatif", "x.pipescope", "--gpu-memory", "0"}
+                                    << "--gpu-memory: must be a number from 0.0009765625 to 1,048,576 GiB (got 0)";
+        QTest::newRow("whatif iteration") << QStringList{"whatif", "x.pipescope", "--iteration", "-1"}
+                                          << "--iteration: must be a whole number, at least 0 (got -1)";
+        QTest::newRow("report iteration") << QStringList{"report", "x.pipescope", "--iteration", "-1"}
+                                          << "--iteration: must be a whole number, at least 0 (got -1)";
+        QTest::newRow("analyze iteration") << QStringList{"analyze", "x.pipescope", "--iteration", "-1"}
+                                           << "--iteration: must be a whole number, at least 0 (got -1)";
+        QTest::newRow("analyze pp") << QStringList{"analyze", "x.pipescope", "--pp", "0"}
+                                    << "--pp: must be a whole number, at least 1 (got 0)";
+        QTest::newRow("capture delay") << QStringList{"capture", "--delay", "-1", "--", "true"}
+                                       << "--delay: must be a number, at least 0 seconds (got -1)";
+        QTest::newRow("capture duration") << QStringList{"capture", "--duration", "nan", "--", "true"}
+                                          << "--duration: must be a number, at least 0 seconds (got nan)";
+        QTest::newRow("import rank") << QStringList{"import", "x.json", "-o", "y", "--rank", "-1"}
+                                     << "--rank: must be a whole number from 0 to 1,048,575 (got -1)";
+        QTest::newRow("export ranks") << QStringList{"export", "x.pipescope", "-o", "y", "--ranks", "0,-1"}
+                                      << "--ranks: must be a whole number from 0 to 1,048,575 (got -1)";
+        QTest::newRow("simulate dp") << QStringList{"simulate", "m.json", "--dp", "0"}
+                                     << "--dp: must be a whole number from 1 to 100,000 (got 0)";
+        QTest::newRow("huge") << QStringList{"whatif", "x.pipescope", "--v", "99999999999999999999"}
+                              << "--v: must be a whole number from 1 to 64 (got 99999999999999999999)";
+    }
+    void optionErrorsInWords()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, line);
+        auto r = runCli(args);
+        QCOMPARE(r.exitCode, 2);
+        QCOMPARE(r.err.section('\n', 0, 0), line);
+    }
+
+    void helpShowsBoundsPlainly()
+    {
+        const QRegularExpression longNumber("[0-9]{13,}");
+        for (const char* command : {"import", "analyze", "whatif", "simulate", "report", "export", "capture", "merge"}) {
+            auto r = runCli({command, "--help"});
+            QCOMPARE(r.exitCode, 0);
+            QVERIFY2(!longNumber.match(r.out).hasMatch(), qPrintable(r.out));
+        }
+        QVERIFY(runCli({"whatif", "--help"}).out.contains("--microbatches INT:1..100000"));
+        QVERIFY(runCli({"report", "--help"}).out.contains("--iteration INT:>=0"));
+    }
+
+    // One line on success: the file, its size and the report's verdict.
+    void reportSaysWhatItWrote()
+    {
+        const QString store = QString(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+        auto analyzed = runCli({"analyze", store});
+        QCOMPARE(analyzed.exitCode, 0);
+        const QString verdictLine = analyzed.out.split('\n').filter(QRegularExpression("^verdict: ")).value(0);
+        QVERIFY(!verdictLine.isEmpty());
+        const QString verdict = verdictLine.mid(int(strlen("verdict: ")));
+
+        QTemporaryDir dir;
+        const QString out = dir.path() + "/out.html";
+        auto r = runCli({"report", store, "-o", out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QString size = QString::fromStdString(pipescope::formatBytes(QFileInfo(out).size()));
+        QCOMPARE(r.out, "Wrote " + out + " (" + size + "): " + verdict + "\n");
+        QVERIFY(r.err.isEmpty());
+
+        // The page itself on standard output: the line goes to standard error.
+        r = runCli({"report", store, "-o", "/dev/stdout"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.startsWith("<!DOCTYPE html>"));
+        const QString streamed = QString::fromStdString(pipescope::formatBytes(r.out.toUtf8().size()));
+        QCOMPARE(r.err, "Wrote /dev/stdout (" + streamed + "): " + verdict + "\n");
+    }
+
+    // Time bases print as dates, shifts as durations: no 19-digit numbers.
+    void importShowsTimeBasesAsDates()
+    {
+        QTemporaryDir dir;
+        const qint64 base = 1700000000123456789LL; // 2023-11-14 22:13:20.123456789 UTC
+        for (int rank = 0; rank < 2; ++rank) {
+            QJsonArray events;
+            for (int k = 0; k < 3; ++k) {
+                QJsonObject args{{"device", rank}, {"stream", 20}, {"correlation", k + 1},
+                                 {"Collective name", "allreduce"}, {"Process Group Name", "0"},
+                                 {"Process Group Description", "default_pg"}, {"Group size", 2},
+                                 {"In msg nelems", 1024}, {"Out msg nelems", 1024}, {"dtype", "Float"}};
+                events.append(QJsonObject{{"ph", "X"}, {"cat", "kernel"}, {"name", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"},
+                                          {"pid", rank}, {"tid", 20}, {"ts", 1000 + k * 10000}, {"dur", 100}, {"args", args}});
+            }
+            // Rank 1's profiler started 2 ms later: the same collectives, 2 ms later on the epoch clock.
+            QJsonObject trace{{"distributedInfo", QJsonObject{{"rank", rank}, {"world_size", 2}, {"backend", "nccl"}}},
+                              {"baseTimeNanoseconds", base + rank * 2000000LL},
+                              {"traceEvents", events}};
+            writeFile(dir, qPrintable(QString("rank-%1.json").arg(rank)), QJsonDocument(trace).toJson());
+        }
+        const QString out = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", dir.path(), "-o", out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("Clock alignment: each file's time base\n"
+                                "  rank  time base\n"
+                                "     0  2023-11-14 22:13:20.123456789 UTC\n"
+                                "     1  2023-11-14 22:13:20.125456789 UTC\n"),
+                 qPrintable(r.out));
+        auto info = runCli({"info", out});
+        QVERIFY2(info.out.contains(QRegularExpression(" 2023-11-14 22:13:20.125456789 UTC +time base +time_base\n")),
+                 qPrintable(info.out));
+
+        r = runCli({"import", dir.path(), "--align", "collectives", "-o", out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("Clock alignment: matched collectives\n"
+                                "  rank  time base                          shift by collectives\n"
+                                "     0  2023-11-14 22:13:20.123456789 UTC                  0 ns\n"
+                                "     1  2023-11-14 22:13:20.125456789 UTC             -2.000 ms\n"),
+                 qPrintable(r.out));
+        info = runCli({"info", out});
+        QVERIFY2(info.out.contains(QRegularExpression(" 2023-11-14 22:13:20.125456789 UTC +time base -2.000 ms +collectives\n")),
+                 qPrintable(info.out));
+        QVERIFY(!QRegularExpression("[0-9]{13,}").match(r.out + info.out).hasMatch());
     }
 
     void importTwoRanksAndInfo()

@@ -9,6 +9,7 @@
 #include "util/Error.h"
 
 #include <QDir>
+#include <QRegularExpression>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -171,6 +172,24 @@ void writeJob(const QString& dir)
     }
 }
 
+// Rank 1 of writeJob's job, with records of every kind before its memory
+// events; the file then loses that table, so reading it fails part-way.
+void writeRankFailingPartWay(const QString& dir, const char* name = "rank1.node01.101.pscap")
+{
+    const std::string path = (dir + "/" + name).toStdString();
+    {
+        CaptureFileBuilder f(path);
+        f.meta("rank", "1").meta("world_size", "3").meta("host", "node01").meta("pid", "101").meta("boot_id", "b1");
+        f.meta("start_ns", std::to_string(kT0 + 20)).meta("end_ns", std::to_string(kT0 + 9000));
+        f.device("NVIDIA H200");
+        f.kernel("only_in_rank1", kT0 + 300, kT0 + 800, 7, 1).api("cudaLaunchKernel", kT0 + 40, kT0 + 50, 1);
+        f.nvtx("rank1 range", kT0 + 30, kT0 + 900);
+        f.dropped("cupti_records", 7);
+    }
+    sql::Database db(path, sql::Database::Mode::ReadWrite);
+    db.exec("DROP TABLE memory_events");
+}
+
 bool haveDriver()
 {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -197,7 +216,10 @@ private slots:
     void importSingleFile();
     void importKeepsCaptureTimes();
     void refusesBadFiles();
+    void mergeSkipsFileThatFailsPartWay();
+    void mergeFailsWhenNoFileMerges();
     void cliMerge();
+    void cliMergeSkipsBrokenFile();
     void cliCaptureRunsCommand();
     void cliCaptureSetsEnvironment();
 };
@@ -416,6 +438,15 @@ void TestCaptureMerge::mergeAlignsByTransfers()
     o.output = test::path(tmp, "raw.pipescope");
     o.alignCollectives = false;
     QVERIFY(!mergeCaptureDir(tmp.path().toStdString(), o).alignedByCollectives);
+
+    // The CLI prints the shifts as durations, not as nanosecond counts.
+    auto r = test::runCli({"merge", tmp.path(), "--align", "collectives", "-o", tmp.path() + "/cli.pipescope"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("Clock alignment: matched collectives and transfers\n"
+                            "  rank  shift by collectives\n"
+                            "     0                  0 ns\n"
+                            "     1             -5.000 us\n"),
+             qPrintable(r.out));
 }
 
 void TestCaptureMerge::mergeMapsCommunicatorRanks()
@@ -530,6 +561,125 @@ void TestCaptureMerge::refusesBadFiles()
     QTemporaryDir empty;
     QVERIFY_THROWS_EXCEPTION(Error, mergeCaptureDir(empty.path().toStdString(), o));
     QVERIFY_THROWS_EXCEPTION(Error, mergeCaptureDir((tmp.path() + "/missing").toStdString(), o));
+}
+
+// A rank file that breaks after some of its records were stored is skipped
+// whole: none of its rows stay, the other ranks are merged as without it, and
+// the store says which file is missing and why.
+void TestCaptureMerge::mergeSkipsFileThatFailsPartWay()
+{
+    QTemporaryDir tmp;
+    writeJob(tmp.path());
+    writeRankFailingPartWay(tmp.path());
+    // And one that cannot even be opened: a SQLite header and then nothing.
+    {
+        QFile f(tmp.path() + "/rank4.node01.104.pscap");
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray("SQLite format 3\0", 16) + QByteArray(84, '\x01'));
+    }
+    MergeOptions o;
+    o.output = test::path(tmp, "job.pipescope");
+    auto report = mergeCaptureDir(tmp.path().toStdString(), o);
+    QCOMPARE(report.files.size(), size_t(6));
+    QCOMPARE(report.skipped.size(), size_t(2));
+    QVERIFY(QString::fromStdString(report.skipped[0].first).endsWith("rank4.node01.104.pscap"));
+    QVERIFY(QString::fromStdString(report.skipped[1].first).endsWith("rank1.node01.101.pscap"));
+    QVERIFY2(report.skipped[1].second.find("memory_events") != std::string::npos, report.skipped[1].second.c_str());
+    int skippedWarnings = 0;
+    for (const auto& w : report.warnings)
+        if (w.ends_with("; skipped"))
+            ++skippedWarnings;
+    QCOMPARE(skippedWarnings, 2);
+    // The ranks that could be read, as in mergeAssignsRanksAndCounts; rank 1 stays free.
+    QCOMPARE(report.sources.size(), size_t(3));
+    QCOMPARE(report.rankFiles.size(), size_t(3));
+    QVERIFY(!report.rankFiles.count(1));
+    QCOMPARE(report.droppedRecords, int64_t(5)); // rank 1's 7 dropped records went with it
+
+    sql::Database db(o.output, sql::Database::Mode::ReadOnly);
+    for (const char* table : {"activities", "cpu_ranges", "nccl_ops", "memory_events", "streams", "ranks", "gpus", "sources",
+                              "process_groups"})
+        QCOMPARE(one(db, std::string("SELECT count(*) FROM ") + table + " WHERE rank = 1"), 0);
+    QCOMPARE(one(db, "SELECT count(*) FROM strings WHERE value IN ('only_in_rank1', 'rank1 range')"), 0);
+    QCOMPARE(one(db, "SELECT count(*) FROM sources"), 3);
+    QCOMPARE(one(db, "SELECT count(*) FROM activities WHERE rank = 0"), 5);
+    QCOMPARE(one(db, "SELECT count(*) FROM activities WHERE rank = 2"), 1);
+    QCOMPARE(one(db, "SELECT count(*) FROM activities WHERE rank = 3"), 1);
+    QCOMPARE(one(db, "SELECT count(*) FROM memory_events"), 2);
+    // Rank 2 was read after rank 1 was taken back: its names resolve to its own strings.
+    QCOMPARE(oneText(db, "SELECT s.value FROM activities a JOIN strings s ON s.id = a.name_id WHERE a.rank = 2"),
+             std::string("ncclDevKernel_SendRecv"));
+    QCOMPARE(oneText(db, "SELECT s.value FROM cpu_ranges c JOIN strings s ON s.id = c.name_id WHERE c.rank = 2"),
+             std::string("cuLaunchKernelEx"));
+    QCOMPARE(one(db, "SELECT count(*) FROM (SELECT value FROM strings GROUP BY value HAVING count(*) > 1)"), 0);
+    QCOMPARE(one(db, "SELECT count(*) FROM diagnostics WHERE kind = 'capture_dropped:cupti_records'"), 1);
+    QCOMPARE(one(db, "SELECT count FROM diagnostics WHERE kind = 'capture_dropped:cupti_records'"), 1);
+    // Each skipped file is an error diagnostic of its own, naming it and why.
+    QCOMPARE(oneText(db, "SELECT severity FROM diagnostics WHERE kind = 'capture_file_skipped:rank1.node01.101.pscap'"),
+             std::string("error"));
+    const std::string example =
+        oneText(db, "SELECT example FROM diagnostics WHERE kind = 'capture_file_skipped:rank1.node01.101.pscap'");
+    QVERIFY2(example.find("rank1.node01.101.pscap") != std::string::npos, example.c_str());
+    QVERIFY2(example.find("memory_events") != std::string::npos, example.c_str());
+    QVERIFY(example.ends_with("its rank is missing from the job"));
+    QCOMPARE(oneText(db, "SELECT severity FROM diagnostics WHERE kind = 'capture_file_skipped:rank4.node01.104.pscap'"),
+             std::string("error"));
+}
+
+void TestCaptureMerge::mergeFailsWhenNoFileMerges()
+{
+    QTemporaryDir tmp;
+    writeRankFailingPartWay(tmp.path(), "rank1.a.1.pscap");
+    writeRankFailingPartWay(tmp.path(), "rank1.b.2.pscap");
+    MergeOptions o;
+    o.output = test::path(tmp, "job.pipescope");
+    try {
+        mergeCaptureDir(tmp.path().toStdString(), o);
+        QFAIL("merged a job none of whose files could be read");
+    } catch (const FormatError& e) {
+        const std::string what = e.what();
+        QVERIFY2(what.find("none of its 2 capture files could be merged") != std::string::npos, e.what());
+        QVERIFY2(what.find("rank1.a.1.pscap") != std::string::npos, e.what());
+    }
+    QVERIFY(!QFile::exists(QString::fromStdString(o.output)));
+    // One file alone: its own message.
+    QVERIFY(QFile::remove(tmp.path() + "/rank1.b.2.pscap"));
+    try {
+        mergeCaptureDir(tmp.path().toStdString(), o);
+        QFAIL("merged a job whose only file could not be read");
+    } catch (const Error& e) {
+        QVERIFY2(std::string(e.what()).starts_with(test::path(tmp, "rank1.a.1.pscap") + ": "), e.what());
+    }
+    QVERIFY(!QFile::exists(QString::fromStdString(o.output)));
+}
+
+void TestCaptureMerge::cliMergeSkipsBrokenFile()
+{
+    QTemporaryDir tmp;
+    writeJob(tmp.path());
+    writeRankFailingPartWay(tmp.path());
+    const QString out = tmp.path() + "/out.pipescope";
+    auto r = test::runCli({"merge", tmp.path(), "-o", out});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY2(r.out.startsWith("Merged 3 ranks from 5 files into " + out + " (1 file skipped, see the warnings)\n"),
+             qPrintable(r.out));
+    const QString file = tmp.path() + "/rank1.node01.101.pscap";
+    QVERIFY2(r.err.contains(QRegularExpression("^pipescope merge: warning: " + QRegularExpression::escape(file) +
+                                               ": .*memory_events.*; skipped$",
+                                               QRegularExpression::MultilineOption)),
+             qPrintable(r.err));
+    auto info = test::runCli({"info", out});
+    QCOMPARE(info.exitCode, 0);
+    QVERIFY(info.out.contains("capture_file_skipped:rank1.node01.101.pscap"));
+
+    // Nothing could be merged: exit 1, no store.
+    QTemporaryDir broken;
+    writeRankFailingPartWay(broken.path(), "rank1.a.1.pscap");
+    writeRankFailingPartWay(broken.path(), "rank1.b.2.pscap");
+    r = test::runCli({"merge", broken.path()});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("none of its 2 capture files could be merged"), qPrintable(r.err));
+    QVERIFY(!QFile::exists(broken.path() + "/job.pipescope"));
 }
 
 void TestCaptureMerge::cliMerge()

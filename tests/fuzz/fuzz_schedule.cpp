@@ -4,7 +4,7 @@
 // deadlock. Seeds: tests/fuzz/seeds/schedule.
 #include "util/Error.h"
 #include "whatif/Replay.h"
-#include "whatif/Schedule.h"
+#include "model/Schedule.h"
 
 #include <cstdint>
 #include <cstdio>

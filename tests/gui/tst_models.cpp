@@ -147,6 +147,7 @@ private slots:
     void bubbleTableSynthetic();
     void biggestBubble();
     void imbalanceSynthetic();
+    void stragglerRows();
     void imbalanceRealCapture();
     void criticalPathRealCapture();
     void htaSynthetic();
@@ -252,6 +253,25 @@ void TestModels::imbalanceSynthetic()
     StragglerModel s;
     s.setResult(syntheticJob().result, syntheticJob().trace);
     QCOMPARE(s.rowCount(), 0);
+}
+
+// dp = 2, p = 2, m = 4; replica 1 of stage 0 computes 10% longer than its
+// only peer (4 x 3.3 ms against 4 x 3 ms).
+void TestModels::stragglerRows()
+{
+    test::PipelineSpec spec;
+    spec.stages = 2;
+    spec.replicas = 2;
+    spec.microbatches = 4;
+    spec.allReduceNs = 100'000;
+    spec.slowdown[{1, 0}] = 1.1;
+    const auto trace = std::make_shared<const Trace>(test::pipelineTrace(spec).trace);
+    StragglerModel s;
+    QAbstractItemModelTester tester(&s, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    s.setResult(std::make_shared<const AnalysisResult>(analyze(*trace)), trace);
+    QCOMPARE(header(s), (QStringList{"rank", "stage", "compute", "peers' median", "slower by", "max cost / iteration"}));
+    QCOMPARE(s.rowCount(), 1);
+    QCOMPARE(rowText(s, 0), (QStringList{"1", "0", "13.200 ms", "12.000 ms", "10.00%", "1.200 ms"}));
 }
 
 void TestModels::imbalanceRealCapture()

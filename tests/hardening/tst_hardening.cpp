@@ -558,7 +558,7 @@ private slots:
         auto r = runCli({"analyze", store, "--json", "--cache"});
         lock.exec("ROLLBACK");
         QCOMPARE(r.exitCode, 0);
-        QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["schema"].toString(), QString("pipescope.analysis/1"));
+        QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["schema"].toString(), QString("pipescope.analysis/2"));
         QVERIFY2(r.err.contains("pipescope analyze: warning: the result was not cached in " + store), qPrintable(r.err));
     }
 
@@ -705,7 +705,7 @@ private slots:
             c.layers.push_back(lc);
         }
         whatif::Scenario sc;
-        sc.schedule = whatif::ScheduleKind::Interleaved1F1B;
+        sc.schedule = ScheduleKind::Interleaved1F1B;
         sc.pp = 16;
         sc.v = 4;
         sc.microbatches = 64;
@@ -746,7 +746,7 @@ private slots:
         base.pp = 8;
         base.microbatches = 16;
         whatif::SearchSpace space;
-        space.schedules = {whatif::ScheduleKind::OneFOneB, whatif::ScheduleKind::Interleaved1F1B};
+        space.schedules = {ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B};
         space.vs = {1, 2};
         space.microbatches = {8, 16};
         const auto rows = whatif::searchConfigurations(c, base, space);
@@ -783,7 +783,7 @@ private slots:
     }
     void overflowingCostsAreNotADeadlock()
     {
-        whatif::Schedule s = whatif::makeSchedule(whatif::ScheduleKind::OneFOneB, 2, 1, 4);
+        Schedule s = makeSchedule(ScheduleKind::OneFOneB, 2, 1, 4);
         whatif::ReplayCosts costs;
         costs.stages.assign(2, whatif::StageCost{kMaxTimeNs / 2, kMaxTimeNs / 2, 0, 0});
         try {

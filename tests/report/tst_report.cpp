@@ -160,6 +160,7 @@ private slots:
     void escaping();
     void encodeTimeline();
     void pipelineNumbers();
+    void stragglerTable();
     void wellFormed();
     void untrustedStrings();
     void simulatedBanner_data();
@@ -270,6 +271,25 @@ void TestReport::encodeTimeline()
     QCOMPARE(counts.rowCap, 1);
     QCOMPARE(counts.blocks, int64_t(4));
     QCOMPARE(counts.truncated, int64_t(5));
+}
+
+// dp = 2, p = 2, m = 4; replica 1 of stage 0 computes 10% longer than its
+// only peer: 4 x 3.3 ms = 13.2 ms against 12 ms, 1.2 ms per iteration at most.
+void TestReport::stragglerTable()
+{
+    test::PipelineSpec spec;
+    spec.stages = 2;
+    spec.replicas = 2;
+    spec.microbatches = 4;
+    spec.allReduceNs = 100'000;
+    spec.slowdown[{1, 0}] = 1.1;
+    const std::string html = report::renderReport(test::pipelineTrace(spec).trace, {});
+    const size_t at = html.find("<table id=\"straggler-table\">");
+    QVERIFY(at != std::string::npos);
+    const std::string table = html.substr(at, html.find("</table>", at) - at);
+    for (const std::string& cell : {formatDuration(13'200'000), formatDuration(12'000'000), formatPercent(0.1), formatDuration(1'200'000)})
+        QVERIFY2(table.find(cell) != std::string::npos, cell.c_str());
+    QVERIFY(table.find("<tr><td>1</td>") != std::string::npos); // rank 1
 }
 
 void TestReport::pipelineNumbers()

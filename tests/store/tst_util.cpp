@@ -1,7 +1,8 @@
-// Exact time parsing, gzip input and atomic output.
+// Exact time parsing and formatting, gzip input and atomic output.
 #include "TestSupport.h"
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
+#include "util/Format.h"
 #include "util/InputFile.h"
 #include "util/TimeParse.h"
 
@@ -134,6 +135,33 @@ private slots:
         if (::geteuid() != 0) {
             QVERIFY_THROWS_EXCEPTION(Error, AtomicOutput("/proc/out.pipescope"));
         }
+    }
+
+    // Time bases are absolute times: a date, exact to the nanosecond, never a
+    // 19-digit count or a "1696392839.587 s" duration.
+    void epochTimes_data()
+    {
+        QTest::addColumn<qint64>("ns");
+        QTest::addColumn<QString>("text");
+        QTest::newRow("nsys session start") << qint64(1696392839587175550) << "2023-10-04 04:13:59.587175550 UTC";
+        QTest::newRow("whole second") << qint64(1700000000000000000) << "2023-11-14 22:13:20.000000000 UTC";
+        QTest::newRow("2000-01-01") << qint64(946684800000000000) << "2000-01-01 00:00:00.000000000 UTC";
+        QTest::newRow("before 2000: another clock") << qint64(533338240) << "533338240 ns";
+        QTest::newRow("negative") << qint64(-5) << "-5 ns";
+        QTest::newRow("after 2200") << qint64(7258118400000000000) << "7258118400000000000 ns";
+    }
+    void epochTimes()
+    {
+        QFETCH(qint64, ns);
+        QFETCH(QString, text);
+        QCOMPARE(QString::fromStdString(formatEpochTime(ns)), text);
+    }
+
+    void shifts()
+    {
+        QCOMPARE(formatShift(-5'000'000), std::string("-5.000 ms"));
+        QCOMPARE(formatShift(1234), std::string("+1.234 us"));
+        QCOMPARE(formatShift(0), std::string("0 ns"));
     }
 };
 

@@ -122,7 +122,7 @@ private slots:
     void lanesFromReplay()
     {
         whatif::Prediction p;
-        p.schedule = whatif::makeSchedule(ScheduleKind::OneFOneB, 2, 1, 2);
+        p.schedule = makeSchedule(ScheduleKind::OneFOneB, 2, 1, 2);
         whatif::ReplayCosts costs;
         costs.stages = {{10, 20, 0, 0}, {10, 20, 0, 0}};
         costs.boundaryBytes = {0};

@@ -1,7 +1,7 @@
 #pragma once
 // Small builders shared by the what-if tests.
 #include "whatif/Replay.h"
-#include "whatif/Schedule.h"
+#include "model/Schedule.h"
 
 namespace pipescope::whatif::test {
 

@@ -9,6 +9,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
+
 using pipescope::test::runCli;
 
 namespace {
@@ -32,6 +34,7 @@ private slots:
     void whatIfOnRealCapture();
     void layersFromModuleEvents();
     void noLayersNotice();
+    void extraWorkOnRealCapture();
 };
 
 void TestWhatIfCli::simulateTable()
@@ -369,6 +372,41 @@ void TestWhatIfCli::noLayersNotice()
     QVERIFY(!page2.contains("id=\"whatif-no-layers\""));
     QVERIFY(page2.contains("(32 layers, an even split"));
     QVERIFY(page2.contains("<td>requested</td>"));
+}
+
+// --extra-work: every rank places the work in its gaps first; the rest delays
+// its end, so the iteration grows by at most the largest overflow.
+void TestWhatIfCli::extraWorkOnRealCapture()
+{
+    const QString store = QString::fromUtf8(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+    if (!QFile::exists(store))
+        QSKIP("the bundled capture is not in this checkout");
+    const auto r = runCli({"whatif", store, "--extra-work", "80", "--json", "--summary"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    const QJsonObject doc = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    const QJsonObject extra = doc["predictions"].toArray()[0].toObject()["extra_work"].toObject();
+    QCOMPARE(extra["work_ns"].toDouble(), 80e6);
+    QCOMPARE(extra["min_piece_ns"].toDouble(), 1e5);
+    const double base = extra["base_iteration_ns"].toDouble(), iteration = extra["iteration_ns"].toDouble();
+    QCOMPARE(extra["extra_ns"].toDouble(), iteration - base);
+    const QJsonArray ranks = extra["ranks"].toArray();
+    QCOMPARE(ranks.size(), 4);
+    double largestOverflow = 0;
+    for (const auto& v : ranks) {
+        const QJsonObject rk = v.toObject();
+        QCOMPARE(rk["hidden_ns"].toDouble() + rk["overflow_ns"].toDouble(), 80e6);
+        QVERIFY(rk["hidden_ns"].toDouble() <= rk["fillable_ns"].toDouble());
+        largestOverflow = std::max(largestOverflow, rk["overflow_ns"].toDouble());
+    }
+    QVERIFY(iteration > base);
+    QVERIFY(iteration <= base + largestOverflow);
+
+    const auto text = runCli({"whatif", store, "--extra-work", "5"});
+    QVERIFY2(text.exitCode == 0, qPrintable(text.err));
+    QVERIFY2(text.out.contains("measured configuration: extra work 5.000 ms per stage"), qPrintable(text.out));
+    const auto bad = runCli({"whatif", store, "--extra-work", "-1"});
+    QVERIFY(bad.exitCode != 0);
+    QVERIFY2(bad.err.contains("--extra-work"), qPrintable(bad.err));
 }
 
 QTEST_GUILESS_MAIN(TestWhatIfCli)

@@ -11,7 +11,7 @@ using namespace pipescope;
 using namespace pipescope::whatif;
 using pipescope::whatif::test::uniformCosts;
 
-Q_DECLARE_METATYPE(pipescope::whatif::ScheduleKind)
+Q_DECLARE_METATYPE(pipescope::ScheduleKind)
 
 class TestSchedule : public QObject {
     Q_OBJECT

@@ -82,7 +82,12 @@ ImbalancePanel::ImbalancePanel(QWidget* parent)
     auto* bl = new QVBoxLayout(bottom);
     bl->setContentsMargins(0, 0, 0, 0);
     bl->addWidget(note_);
-    bl->addWidget(new QLabel(tr("Stragglers: replicas at least 5% busier than their stage's median"), bottom));
+    auto* stragglerNote = new QLabel(tr("Stragglers: replicas computing at least 5% longer than the median of their stage's "
+                                        "other replicas; the all-reduce waits for them, costing at most their excess compute per "
+                                        "iteration"),
+                                     bottom);
+    stragglerNote->setWordWrap(true);
+    bl->addWidget(stragglerNote);
     bl->addWidget(stragglerView_);
     split->addWidget(bottom);
     layout->addWidget(split);

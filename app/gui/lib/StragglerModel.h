@@ -1,6 +1,7 @@
 #pragma once
-// Replicas of a stage at least 5% busier than the stage's median, one row each:
-//   rank | stage | busy | x stage median
+// Replicas whose step compute is at least 5% over the median of their stage's
+// other replicas, costliest first, one row each:
+//   rank | stage | compute | peers' median | slower by | max cost / iteration
 #include "AnalysisTableModel.h"
 
 namespace pipescope::gui {

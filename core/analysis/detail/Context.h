@@ -104,6 +104,7 @@ struct Context {
     bool ring = false;                  // the last stage sends to the first (interleaved schedules)
     bool vShape = false;                // chunks placed in a V (stage 0 also holds the last virtual stage)
     int pp = 1;                         // stages, once mapped
+    bool scheduleMatched = false;       // steps and schedule read against a built-in schedule's transfers
 
     Context(const Trace& t, const AnalyzeOptions& o, std::vector<Warning>& w) : trace(t), options(o), warnings(w) {}
 
@@ -131,6 +132,10 @@ void classifyActivities(Context& ctx, AnalysisResult& out);
 void detectIterations(Context& ctx, AnalysisResult& out);
 void mapStages(Context& ctx, AnalysisResult& out);
 void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& allSteps);
+// Unannotated steps: when a built-in schedule puts its point-to-point
+// transfers exactly where the trace has them, relabels the steps from it
+// (kind, chunk, microbatch), sets the schedule and returns true.
+bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>& allSteps);
 void inferSchedule(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps);
 void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& allSteps, std::vector<Bubble>& allBubbles);
 void measureImbalance(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps);

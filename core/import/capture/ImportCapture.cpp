@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 #include <sqlite3.h>
 #include <unordered_map>
 
@@ -504,6 +505,13 @@ ImportedSource importOne(const std::string& path, sql::Database& db, const FileF
     return src;
 }
 
+// A file left out of the merge stays on record in the store, not only on the terminal.
+void skippedDiagnostic(StoreWriter& writer, const std::string& path, const std::string& why)
+{
+    writer.diagnostic(std::nullopt, Severity::Error, "capture_file_skipped:" + fs::path(path).filename().string(),
+                      why + "; the file was skipped, its rank is missing from the job");
+}
+
 } // namespace
 
 bool isCaptureFile(const std::string& path)
@@ -576,6 +584,7 @@ MergeReport mergeCaptureDir(const std::string& dir, const MergeOptions& options)
         } catch (const Cancelled&) {
             throw;
         } catch (const Error& e) {
+            report.skipped.emplace_back(f, e.what());
             report.warnings.push_back(std::string(e.what()) + "; skipped");
             if (!firstError) {
                 firstError = std::current_exception();
@@ -638,17 +647,49 @@ MergeReport mergeCaptureDir(const std::string& dir, const MergeOptions& options)
                 peers[c.hash][c.rank] = *assigned[i];
 
     StoreWriter writer(report.output);
+    for (const auto& [path, why] : report.skipped)
+        skippedDiagnostic(writer, path, why);
     for (size_t i = 0; i < facts.size(); ++i) {
         if (!assigned[i])
             continue;
-        sql::Database db = openCapture(facts[i].path);
-        auto src = importOne(facts[i].path, db, facts[i], *assigned[i], peers, writer, &report.droppedRecords);
+        // A file that fails part-way (a damaged page, a missing table) takes
+        // its rows with it: the job is the ranks that could be read whole.
+        writer.beginInput();
+        ImportedSource src;
+        int64_t dropped = 0;
+        try {
+            sql::Database db = openCapture(facts[i].path);
+            src = importOne(facts[i].path, db, facts[i], *assigned[i], peers, writer, &dropped);
+            writer.keepInput();
+        } catch (const Cancelled&) {
+            throw;
+        } catch (const Error& e) {
+            // The store being written failing (disk full) is no fault of the file: that ends the merge.
+            if (std::string_view(e.what()).starts_with(report.output + ": "))
+                throw;
+            writer.discardInput();
+            if (!firstError) {
+                firstError = std::current_exception();
+                firstProblem = e.what();
+            }
+            report.skipped.emplace_back(facts[i].path, e.what());
+            report.warnings.push_back(std::string(e.what()) + "; skipped");
+            skippedDiagnostic(writer, facts[i].path, e.what());
+            continue;
+        }
+        report.droppedRecords += dropped;
         report.rankFiles[*assigned[i]] = facts[i].path;
         // Every process records on its host's CLOCK_REALTIME: ranks of one
         // host share the clock exactly, hosts agree as far as NTP keeps them.
         writer.setSourceAlignment(src.sourceId, 0, "time_base");
         report.offsets.emplace_back(*assigned[i], 0);
         report.sources.push_back(src);
+    }
+    if (report.sources.empty() && !report.skipped.empty()) {
+        if (report.files.size() == 1)
+            std::rethrow_exception(firstError);
+        throw FormatError(dir + ": none of its " + std::to_string(report.files.size()) +
+                          " capture files could be merged (first: " + firstProblem + ")");
     }
     std::set<std::string> hosts;
     for (size_t i = 0; i < facts.size(); ++i)

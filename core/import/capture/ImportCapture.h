@@ -34,6 +34,7 @@ struct MergeReport {
     std::map<int, std::string> rankFiles;     // global rank -> file
     std::vector<std::pair<int, TimeNs>> offsets; // per rank: clock offset applied
     std::vector<std::string> warnings;        // one line each, for the CLI to print
+    std::vector<std::pair<std::string, std::string>> skipped; // files that could not be read: (file, why)
     int64_t droppedRecords = 0;
     bool alignedByCollectives = false;
 };
@@ -41,7 +42,9 @@ struct MergeReport {
 // All capture files of a directory into one store: ranks assigned (files
 // without a rank get the next free ones), communicators' ranks mapped to
 // global ranks across files, clocks aligned (one host clock; see docs).
-// Throws Error when the directory holds no capture files.
+// A file that cannot be read, or fails part-way, is skipped: its rows are
+// removed again, a warning and an error diagnostic name it. Throws Error when
+// the directory holds no capture files or none of them could be merged.
 MergeReport mergeCaptureDir(const std::string& dir, const MergeOptions& options);
 
 // The capture files in a directory, sorted.

@@ -1,5 +1,7 @@
 // Kineto (PyTorch profiler) JSON -> store records. docs/import-kineto.md
 // describes the mapping; this file keeps the decisions next to the code.
+#include "import/kineto/KinetoImport.h"
+
 #include "import/Import.h"
 #include "import/kineto/KinetoNames.h"
 #include "import/kineto/KinetoReader.h"
@@ -7,7 +9,6 @@
 #include "util/Format.h"
 #include "util/InputFile.h"
 #include "util/Limits.h"
-#include "util/Progress.h"
 #include "util/TimeParse.h"
 
 #include <algorithm>
@@ -226,14 +227,14 @@ struct DeviceUse {
     int64_t activities = 0;
 };
 
+// Parses one file into record batches (any thread), then, on the thread that
+// writes the store, settles what needs the whole file (see KinetoImport.h).
 class KinetoImporter final : public kineto::EventSink {
 public:
-    KinetoImporter(const std::string& path, StoreWriter& writer, const ImportOptions& options)
-        : path_(path), writer_(writer), options_(options), progress_("importing " + path, 0, options.progress)
-    {
-    }
+    KinetoImporter(const std::string& path, const ImportOptions& options) : path_(path), options_(options) {}
 
-    ImportedSource run();
+    void parse(const kineto::KinetoFileImport::Deliver& handOver);
+    ImportedSource finish(kineto::BatchWriter& out);
 
     void onEvent(const Event& e) override;
     void onBadEvent(std::string_view what) override
@@ -250,17 +251,55 @@ public:
     }
     void onProgress(uint64_t bytes) override
     {
-        progress_.update(bytes);
-        checkpoint(options_.work, "reading " + path_, -1);
+        // Progress and cancellation are reported by the thread that writes
+        // the batches; this one only stops early.
+        if (options_.work && options_.work->stopRequested())
+            throw Cancelled();
+        batch_.bytesRead = bytes;
+        deliver();
     }
 
 private:
+    // A file's bad records are counted here and handed to the store in
+    // finish(): only this file writes its source's counts, so the store's
+    // diagnostics come out as if each had been written as it arose.
     void diag(Severity s, std::string_view kind, std::string_view example)
     {
-        writer_.diagnostic(sourceId_, s, kind, std::string(path_) + ": " + std::string(example));
+        auto it = diags_.find(kind);
+        if (it == diags_.end())
+            it = diags_.emplace(std::string(kind), Diag{s, 0, path_ + ": " + std::string(example)}).first;
+        it->second.severity = std::max(it->second.severity, s);
+        ++it->second.count;
     }
     int rank();
     int64_t streamId(int device, int64_t stream);
+    StringId intern(std::string_view text);
+    int64_t addActivity(const ActivityRecord& a)
+    {
+        shiftFixed_ = true;
+        batch_.activities.push_back(a);
+        return ++activities_;
+    }
+    int64_t addCpuRange(const CpuRangeRecord& r)
+    {
+        shiftFixed_ = true;
+        batch_.cpuRanges.push_back(r);
+        return ++cpuRanges_;
+    }
+    // The time base, added to every time as it is stored (applyTimeBase),
+    // once known and until the first record: all of a file's records get the same.
+    void offerTimeShift(TimeNs base)
+    {
+        if (options_.applyTimeBase && !shiftFixed_ && base >= -kMaxShift && base <= kMaxShift)
+            timeShift_ = base;
+    }
+    // Hands the batch over (to be written, or queued for the writing thread).
+    void deliver()
+    {
+        batch_.timeShift = timeShift_;
+        deliver_(batch_);
+        batch_.clear();
+    }
     void complete(const Event& e);
     void gpuActivity(const Event& e, Category cat, TimeNs start, TimeNs end, std::string_view name);
     void cpuRange(const Event& e, Category cat, TimeNs start, TimeNs end, std::string_view name);
@@ -271,24 +310,40 @@ private:
     void noteGroup(const CommArgs& a);
     void writeNccl(int64_t activityId, TimeNs start, TimeNs end, int64_t streamId, const CommArgs& a,
                    const std::string& kernelKind);
-    void resolveFlows();
-    void joinPendingNccl();
-    void finishRank();
+    void resolveFlows(kineto::BatchWriter& out);
+    void joinPendingNccl(kineto::BatchWriter& out);
+    void finishRank(kineto::BatchWriter& out);
     void checkTime(TimeNs ns) { minTs_ = std::min(minTs_, ns); }
 
     std::string path_;
-    StoreWriter& writer_;
     ImportOptions options_;
-    Progress progress_;
-    int64_t sourceId_ = 0;
+    kineto::KinetoFileImport::Deliver deliver_;
+    kineto::RecordBatch batch_;
+    // File-local numbers (RecordBatch.h); strings and streams count from 0.
+    int64_t activities_ = 0, cpuRanges_ = 0, stringCount_ = 0, streamCount_ = 0;
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, StringId, StringHash, std::equal_to<>> stringIds_;
+    struct Diag {
+        Severity severity;
+        int64_t count = 0;
+        std::string example;
+    };
+    std::map<std::string, Diag, std::less<>> diags_;
+    bool compressed_ = false;
+    TimeNs timeShift_ = 0;    // RecordBatch::timeShift
+    bool shiftFixed_ = false; // a record was made: timeShift_ stays as it is
+    // A shift no valid time (util/Limits.h) can overflow with.
+    static constexpr TimeNs kMaxShift = kMaxInt64 - kMaxTimeNs;
 
-    // Rank: final once known; otherwise records carry a provisional rank that
-    // finishRank() rewrites (see run()).
+    // Rank: final once known; otherwise records carry kRankNotYetKnown until
+    // finishRank() moves them to it (see rank()).
     std::optional<int> rank_;
     bool provisional_ = false;
     std::optional<int> distRank_, worldSize_;
-    int64_t firstActivity_ = 0, firstCpu_ = 0, firstNccl_ = 0, firstMemory_ = 0;
-    std::vector<int64_t> myStreams_;
+    std::vector<int64_t> myStreams_; // file-local
 
     struct StreamKey {
         int device;
@@ -408,10 +463,12 @@ void KinetoImporter::onTopLevel(std::string_view key, const json& v)
             deviceProps_[*id] = g;
         }
     } else if (key == "baseTimeNanoseconds") {
-        if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kMaxInt64)))
+        if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kMaxInt64))) {
             baseTime_ = v.get<int64_t>();
-        else
+            offerTimeShift(*baseTime_);
+        } else {
             diag(Severity::Warning, "bad_type:baseTimeNanoseconds", "baseTimeNanoseconds is not an integer");
+        }
     } else if (key == "host_name" || key == "hostname") {
         if (v.is_string())
             host_ = v.get<std::string>();
@@ -441,8 +498,8 @@ int KinetoImporter::rank()
         rank_ = distRank_;
     } else {
         // distributedInfo may still come after traceEvents. Until then rows
-        // carry a negative rank: outside 0..kMaxRank, no source can hold it.
-        rank_ = static_cast<int>(-1 - std::min<int64_t>(sourceId_, 1000000000));
+        // carry a placeholder that BatchWriter makes this source's own.
+        rank_ = kineto::kRankNotYetKnown;
         provisional_ = true;
     }
     return *rank_;
@@ -456,11 +513,28 @@ int64_t KinetoImporter::streamId(int device, int64_t stream)
         return lastStream_->id;
     auto [it, fresh] = streams_.try_emplace({device, stream}, StreamKey{device, stream, 0});
     if (fresh) {
-        it->second.id = writer_.stream(rank(), device, stream);
+        batch_.streams.push_back({rank(), device, stream});
+        it->second.id = streamCount_++;
         myStreams_.push_back(it->second.id);
     }
     lastStream_ = &it->second;
     return it->second.id;
+}
+
+StringId KinetoImporter::intern(std::string_view text)
+{
+    // An oversized string is handed over each time it occurs: the store
+    // counts every truncation (StoreWriter::intern).
+    if (text.size() > kMaxStringBytes) {
+        batch_.strings.emplace_back(text);
+        return stringCount_++;
+    }
+    auto it = stringIds_.find(text);
+    if (it != stringIds_.end())
+        return it->second;
+    batch_.strings.emplace_back(text);
+    stringIds_.emplace(std::string(text), stringCount_);
+    return stringCount_++;
 }
 
 void KinetoImporter::onEvent(const Event& e)
@@ -493,6 +567,8 @@ void KinetoImporter::onEvent(const Event& e)
     default: // metadata (M), counters, async and other phases carry nothing pipescope uses
         break;
     }
+    if (batch_.records() >= kineto::kBatchRecords)
+        deliver();
 }
 
 void KinetoImporter::complete(const Event& e)
@@ -584,7 +660,7 @@ void KinetoImporter::gpuActivity(const Event& e, Category cat, TimeNs start, Tim
     a.streamId = streamId(*device, *stream);
     a.start = start;
     a.end = end;
-    a.name = writer_.intern(name);
+    a.name = intern(name);
     a.correlation = e[Field::Correlation].asInt();
     a.bytes.reset();
     a.copyKind.reset();
@@ -618,7 +694,7 @@ void KinetoImporter::gpuActivity(const Event& e, Category cat, TimeNs start, Tim
         a.kind = ActivityKind::Sync;
         break;
     }
-    int64_t id = writer_.addActivity(a);
+    int64_t id = addActivity(a);
     ++records_;
     checkTime(start);
     DeviceUse& use = devices_[*device];
@@ -664,7 +740,7 @@ void KinetoImporter::cpuRange(const Event& e, Category cat, TimeNs start, TimeNs
     r.tid = *tid;
     r.start = start;
     r.end = end;
-    r.name = writer_.intern(name);
+    r.name = intern(name);
     r.correlation.reset();
     switch (cat) {
     case Category::Runtime:
@@ -696,7 +772,7 @@ void KinetoImporter::cpuRange(const Event& e, Category cat, TimeNs start, TimeNs
         r.kind = CpuRangeKind::Other;
         break;
     }
-    int64_t id = writer_.addCpuRange(r);
+    int64_t id = addCpuRange(r);
     ++records_;
     checkTime(start);
     if (r.kind == CpuRangeKind::Runtime || r.kind == CpuRangeKind::Driver) {
@@ -770,7 +846,8 @@ void KinetoImporter::instant(const Event& e)
     m.ts = *ts;
     m.bytes = *bytes;
     m.address = e[Field::MemAddr].asInt();
-    writer_.addMemoryEvent(m);
+    shiftFixed_ = true;
+    batch_.memoryEvents.push_back(m);
 }
 
 std::string KinetoImporter::normaliseRanks(const Value& v)
@@ -866,18 +943,19 @@ void KinetoImporter::writeNccl(int64_t activityId, TimeNs start, TimeNs end, int
     r.start = start;
     r.end = end;
     r.streamId = stream;
-    writer_.addNcclOp(r);
+    batch_.ncclOps.push_back(std::move(r));
     ++records_;
     noteGroup(a);
 }
 
-void KinetoImporter::resolveFlows()
+void KinetoImporter::resolveFlows(kineto::BatchWriter& out)
 {
     if (pendingFlows_.empty())
         return;
     std::sort(flows_.begin(), flows_.end(), [](const Flow& a, const Flow& b) { return a.key() < b.key(); });
-    auto updActivity = writer_.database().prepare("UPDATE activities SET correlation = ?2 WHERE id = ?1");
-    auto updCpu = writer_.database().prepare("UPDATE cpu_ranges SET correlation = ?2 WHERE id = ?1");
+    auto& db = out.store().database();
+    auto updActivity = db.prepare("UPDATE activities SET correlation = ?2 WHERE id = ?1");
+    auto updCpu = db.prepare("UPDATE cpu_ranges SET correlation = ?2 WHERE id = ?1");
     std::unordered_map<int64_t, size_t> ncclByActivity;
     for (size_t i = 0; i < pendingNccl_.size(); ++i)
         ncclByActivity.emplace(pendingNccl_[i].activityId, i);
@@ -900,7 +978,10 @@ void KinetoImporter::resolveFlows()
             ++unresolved;
             continue;
         }
-        (p.activity ? updActivity : updCpu).bind(1, p.rowId).bind(2, *id).run();
+        if (p.activity)
+            updActivity.bind(1, out.activityId(p.rowId)).bind(2, *id).run();
+        else
+            updCpu.bind(1, out.cpuRangeId(p.rowId)).bind(2, *id).run();
         if (p.activity) {
             if (auto n = ncclByActivity.find(p.rowId); n != ncclByActivity.end())
                 pendingNccl_[n->second].correlation = id;
@@ -913,7 +994,7 @@ void KinetoImporter::resolveFlows()
     std::vector<PendingFlow>().swap(pendingFlows_);
 }
 
-void KinetoImporter::joinPendingNccl()
+void KinetoImporter::joinPendingNccl(kineto::BatchWriter& out)
 {
     if (pendingNccl_.empty())
         return;
@@ -940,7 +1021,7 @@ void KinetoImporter::joinPendingNccl()
     // collective's CPU op on the same thread. One pass over this file's launch
     // calls finds them all.
     if (!unmatched.empty()) {
-        auto& db = writer_.database();
+        auto& db = out.store().database();
         db.exec("CREATE TEMP TABLE IF NOT EXISTS kineto_pending(correlation INTEGER PRIMARY KEY, k INTEGER)");
         db.exec("DELETE FROM temp.kineto_pending");
         {
@@ -950,11 +1031,11 @@ void KinetoImporter::joinPendingNccl()
         }
         auto sel = db.prepare("SELECT p.k, c.tid, c.start_ns FROM cpu_ranges c JOIN temp.kineto_pending p"
                               " ON p.correlation = c.correlation WHERE c.id > ?1 AND c.kind IN (3, 4)");
-        sel.bind(1, firstCpu_);
+        sel.bind(1, out.before().cpuRanges);
         while (sel.step()) {
             PendingNccl& p = pendingNccl_[static_cast<size_t>(sel.int64(0))];
             int64_t tid = sel.int64(1);
-            TimeNs at = sel.int64(2);
+            TimeNs at = sel.int64(2) - timeShift_; // as the file writes it
             const CpuComm* best = nullptr;
             for (const CpuComm& c : cpuComms_) {
                 if (c.tid != tid || c.start > at || c.end < at)
@@ -975,7 +1056,7 @@ void KinetoImporter::joinPendingNccl()
     std::vector<PendingNccl>().swap(pendingNccl_);
 }
 
-void KinetoImporter::finishRank()
+void KinetoImporter::finishRank(kineto::BatchWriter& out)
 {
     int finalRank = 0;
     std::string rankFrom = "default";
@@ -997,19 +1078,20 @@ void KinetoImporter::finishRank()
     }
     details_["rank_from"] = rankFrom;
     if (provisional_ && rank_ && *rank_ != finalRank) {
-        auto& db = writer_.database();
+        auto& db = out.store().database();
+        const int placeholder = out.rank(*rank_);
         auto update = [&](const char* table, int64_t after) {
             auto st = db.prepare(std::string("UPDATE ") + table + " SET rank = ?1 WHERE id > ?2 AND rank = ?3");
-            st.bind(1, finalRank).bind(2, after).bind(3, *rank_).run();
+            st.bind(1, finalRank).bind(2, after).bind(3, placeholder).run();
         };
-        update("activities", firstActivity_);
-        update("cpu_ranges", firstCpu_);
-        update("nccl_ops", firstNccl_);
-        update("memory_events", firstMemory_);
+        update("activities", out.before().activities);
+        update("cpu_ranges", out.before().cpuRanges);
+        update("nccl_ops", out.before().ncclOps);
+        update("memory_events", out.before().memoryEvents);
         auto st = db.prepare("UPDATE streams SET rank = ?1 WHERE id = ?2");
-        for (int64_t id : myStreams_) {
+        for (int64_t local : myStreams_) {
             try {
-                st.bind(1, finalRank).bind(2, id).run();
+                st.bind(1, finalRank).bind(2, out.streamId(local)).run();
             } catch (const Error&) {
                 throw FormatError(path_ + ": rank " + std::to_string(finalRank) +
                                   " was already imported from another file; import each rank once");
@@ -1019,27 +1101,18 @@ void KinetoImporter::finishRank()
     rank_ = finalRank;
 }
 
-ImportedSource KinetoImporter::run()
+void KinetoImporter::parse(const kineto::KinetoFileImport::Deliver& handOver)
 {
+    deliver_ = handOver;
     InputFile file(path_);
-    progress_.setTotal(file.sizeOnDisk());
-    SourceRecord source;
-    source.path = path_;
-    source.format = "kineto";
-    sourceId_ = writer_.addSource(source);
-    auto& db = writer_.database();
-    auto maxId = [&](const char* table) {
-        auto st = db.prepare(std::string("SELECT COALESCE(MAX(id), 0) FROM ") + table);
-        st.step();
-        int64_t v = st.int64(0);
-        st.reset();
-        return v;
-    };
-    firstActivity_ = maxId("activities");
-    firstCpu_ = maxId("cpu_ranges");
-    firstNccl_ = maxId("nccl_ops");
-    firstMemory_ = maxId("memory_events");
-
+    compressed_ = file.compressed();
+    // Kineto writes baseTimeNanoseconds after traceEvents; read from the end
+    // of the file, it is known before the first record (and checked when the
+    // parser reaches it).
+    if (options_.applyTimeBase && !compressed_) {
+        if (auto base = kineto::peekBaseTime(path_))
+            offerTimeShift(*base);
+    }
     auto result = kineto::readTrace(file, *this);
     if (!result.sawTraceEvents)
         throw FormatError(path_ + ": no \"traceEvents\" array; expected a PyTorch profiler (Kineto) JSON trace");
@@ -1047,14 +1120,26 @@ ImportedSource KinetoImporter::run()
         throw FormatError(path_ + ": no usable events (" + std::to_string(events_) +
                           " in traceEvents, none a GPU activity or CPU range with valid times); "
                           "check that the profiler recorded activities");
+    deliver();
+}
 
-    resolveFlows();
-    joinPendingNccl();
+ImportedSource KinetoImporter::finish(kineto::BatchWriter& out)
+{
+    // From here on records go straight to the store.
+    deliver_ = [&out](kineto::RecordBatch& b) { out.write(b); };
+    deliver();
+    auto& db = out.store().database();
+    StoreWriter& writer = out.store();
+    const int64_t sourceId = out.sourceId();
+
+    resolveFlows(out);
+    joinPendingNccl(out);
+    deliver(); // the NCCL operations joinPendingNccl() wrote
     if (ncclKernels_ == 0 && !cpuComms_.empty())
         diag(Severity::Info, "nccl_without_kernels",
              std::to_string(cpuComms_.size()) + " collective calls on the CPU side, but no NCCL kernels on a GPU");
     std::vector<CpuComm>().swap(cpuComms_);
-    finishRank();
+    finishRank(out);
     int r = *rank_;
 
     // The rank's GPU is the one that ran the most kernels; GPUs are those with
@@ -1067,7 +1152,7 @@ ImportedSource KinetoImporter::run()
             g = it->second;
         g.rank = r;
         g.device = device;
-        writer_.addGpu(g);
+        writer.addGpu(g);
         if (use.kernels > most) {
             most = use.kernels;
             mainDevice = device;
@@ -1084,48 +1169,73 @@ ImportedSource KinetoImporter::run()
     info.host = host_;
     info.pid = cpuPid_;
     info.device = mainDevice;
-    info.sourceId = sourceId_;
-    writer_.addRank(info);
+    info.sourceId = sourceId;
+    writer.addRank(info);
     for (auto& [name, g] : groups_) {
         g.rank = r;
-        writer_.addProcessGroup(g);
+        writer.addProcessGroup(g);
     }
     if (simulated_) {
-        writer_.setMeta("simulated", "1");
-        writer_.setMeta("simulated_by", simulatedBy_.empty() ? std::string("pipescope simulate") : simulatedBy_);
+        writer.setMeta("simulated", "1");
+        writer.setMeta("simulated_by", simulatedBy_.empty() ? std::string("pipescope simulate") : simulatedBy_);
     }
 
-    ImportedSource out;
-    out.sourceId = sourceId_;
-    out.ranks = {r};
-    out.records = records_;
-    out.jobId = jobId_;
-    out.worldSize = worldSize_;
+    ImportedSource source;
+    source.sourceId = sourceId;
+    source.ranks = {r};
+    source.records = records_;
+    source.jobId = jobId_;
+    source.worldSize = worldSize_;
     // Kineto writes microseconds since the epoch, or since baseTimeNanoseconds
     // when the trace has it (to keep doubles precise). Both are the host's
     // wall clock, shared across hosts as far as NTP keeps them in step. Times
     // that are neither (an older profiler's process-relative clock) start
     // before 2001 when read as epoch microseconds.
-    out.timeBase = baseTime_.value_or(0);
-    out.absoluteClock = baseTime_.has_value() || (minTs_ != kMaxInt64 && minTs_ >= 1'000'000'000'000'000'000);
+    source.timeBase = baseTime_.value_or(0);
+    source.timeBaseApplied = timeShift_;
+    source.absoluteClock = baseTime_.has_value() || (minTs_ != kMaxInt64 && minTs_ >= 1'000'000'000'000'000'000);
     details_["events"] = events_;
-    details_["compressed"] = file.compressed();
-    details_["absolute_clock"] = out.absoluteClock;
+    details_["compressed"] = compressed_;
+    details_["absolute_clock"] = source.absoluteClock;
     if (baseTime_)
         details_["baseTimeNanoseconds"] = *baseTime_;
     auto st = db.prepare("UPDATE sources SET rank = ?2, time_base_ns = ?3, details = ?4 WHERE id = ?1");
-    st.bind(1, sourceId_).bind(2, r).bind(3, out.timeBase).bind(4, details_.dump(-1, ' ', false, json::error_handler_t::replace));
+    st.bind(1, sourceId).bind(2, r).bind(3, source.timeBase).bind(4, details_.dump(-1, ' ', false, json::error_handler_t::replace));
     st.run();
-    progress_.done();
-    return out;
+    for (const auto& [kind, d] : diags_)
+        writer.diagnostic(sourceId, d.severity, kind, d.example, d.count);
+    out.done();
+    return source;
 }
 
 } // namespace
 
+namespace kineto {
+
+struct KinetoFileImport::Importer {
+    Importer(const std::string& path, const ImportOptions& options) : importer(path, options) {}
+    KinetoImporter importer;
+};
+
+KinetoFileImport::KinetoFileImport(const std::string& path, const ImportOptions& options)
+    : importer_(std::make_unique<Importer>(path, options))
+{
+}
+
+KinetoFileImport::~KinetoFileImport() = default;
+
+void KinetoFileImport::parse(const Deliver& deliver) { importer_->importer.parse(deliver); }
+
+ImportedSource KinetoFileImport::finish(BatchWriter& out) { return importer_->importer.finish(out); }
+
+} // namespace kineto
+
 ImportedSource importKineto(const std::string& path, StoreWriter& writer, const ImportOptions& options)
 {
-    KinetoImporter importer(path, writer, options);
-    return importer.run();
+    kineto::KinetoFileImport file(path, options);
+    kineto::BatchWriter out(writer, path, options);
+    file.parse([&out](kineto::RecordBatch& batch) { out.write(batch); });
+    return file.finish(out);
 }
 
 } // namespace pipescope

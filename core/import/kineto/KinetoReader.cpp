@@ -7,6 +7,7 @@
 #include "util/Limits.h"
 
 #include <charconv>
+#include <cstdio>
 #include <vector>
 
 namespace pipescope::kineto {
@@ -466,6 +467,43 @@ ReadResult readTrace(InputFile& file, EventSink& sink)
     ReadResult result;
     result.sawTraceEvents = handler.sawTraceEvents();
     return result;
+}
+
+std::optional<int64_t> peekBaseTime(const std::string& path)
+{
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f)
+        return std::nullopt;
+    char tail[4096];
+    size_t n = 0;
+    if (std::fseek(f, -static_cast<long>(sizeof tail), SEEK_END) == 0 || std::fseek(f, 0, SEEK_SET) == 0)
+        n = std::fread(tail, 1, sizeof tail, f);
+    std::fclose(f);
+    const std::string_view text(tail, n);
+    constexpr std::string_view key = "\"baseTimeNanoseconds\"";
+    const size_t at = text.rfind(key);
+    if (at == std::string_view::npos)
+        return std::nullopt;
+    auto isSpace = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+    size_t p = at + key.size();
+    while (p < n && isSpace(text[p]))
+        ++p;
+    if (p >= n || text[p] != ':')
+        return std::nullopt;
+    ++p;
+    while (p < n && isSpace(text[p]))
+        ++p;
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data() + p, text.data() + n, value);
+    if (ec != std::errc())
+        return std::nullopt;
+    p = static_cast<size_t>(end - text.data());
+    while (p < n && isSpace(text[p]))
+        ++p;
+    // The last member of the top-level object, or one followed by another.
+    if (p >= n || (text[p] != '}' && text[p] != ','))
+        return std::nullopt;
+    return value;
 }
 
 } // namespace pipescope::kineto

@@ -78,4 +78,9 @@ struct ReadResult {
 // traceEvents that is not an array.
 ReadResult readTrace(InputFile& file, EventSink& sink);
 
+// The top-level baseTimeNanoseconds as the last bytes of an uncompressed
+// trace state it (Kineto writes it after traceEvents), or nullopt. A guess
+// for storing times early: readTrace() hands over the value that counts.
+std::optional<int64_t> peekBaseTime(const std::string& path);
+
 } // namespace pipescope::kineto

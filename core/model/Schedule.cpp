@@ -1,4 +1,4 @@
-#include "whatif/Schedule.h"
+#include "model/Schedule.h"
 
 #include "util/Error.h"
 #include "util/InputFile.h"
@@ -8,7 +8,7 @@
 #include <deque>
 #include <string>
 
-namespace pipescope::whatif {
+namespace pipescope {
 
 namespace {
 
@@ -646,4 +646,4 @@ Schedule loadScheduleCsv(const std::string& path)
     return parseScheduleCsv(InputFile::readAll(path), path);
 }
 
-} // namespace pipescope::whatif
+} // namespace pipescope

@@ -9,14 +9,9 @@
 #include <string_view>
 #include <vector>
 
-namespace pipescope::whatif {
-
-// ScheduleKind and its names live in model/Pipeline.h, shared with the analysis.
-using pipescope::ScheduleKind;
-using pipescope::scheduleKindFromString;
-using pipescope::builtinScheduleKinds;
-using pipescope::isVShaped;
-using pipescope::splitsBackward;
+// Shared by the what-if engine (which replays schedules) and the analysis
+// (which reads unannotated steps against them).
+namespace pipescope {
 
 struct Action {
     StepKind kind = StepKind::F;
@@ -61,4 +56,4 @@ Schedule loadScheduleCsv(const std::string& path);
 // a message naming the first bad step. Throws Error.
 void validateSchedule(const Schedule& schedule, const std::string& source);
 
-} // namespace pipescope::whatif
+} // namespace pipescope

@@ -1,0 +1,169 @@
+// Import throughput on many ranks: writes a simulated job as per-rank Kineto
+// traces (as `pipescope simulate --emit-kineto` does; 4 stages x 8
+// data-parallel ranks of a 32-layer GPT, about 600 MB of JSON with 29
+// iterations), imports it with 1, 2, ... parser threads (ImportJobOptions::jobs,
+// `pipescope import --jobs`) and prints MB/s of JSON for the whole import,
+// split into reading the files (parse and insert) and finishing the store
+// (index, link, nest, summarise). Wall time depends on what else the machine
+// runs: the load average is printed, and CPU seconds beside each run.
+//
+//   bench_import_ranks [ITERATIONS=29] [RUNS=3] [DIR]   (DIR keeps the traces; default: a temp dir, removed)
+#include "import/Import.h"
+#include "util/Error.h"
+#include "whatif/KinetoEmitter.h"
+#include "whatif/ModelDescription.h"
+#include "whatif/WhatIf.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace pipescope;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+double cpuSeconds()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+std::string loadAverage()
+{
+    std::ifstream f("/proc/loadavg");
+    std::string a, b, c;
+    f >> a >> b >> c;
+    return a.empty() ? "unknown" : a + " " + b + " " + c;
+}
+
+// resources/models/gpt-32l.json, with the layout of the job.
+const char* const kModel = R"({
+  "format": "pipescope.model/1", "name": "gpt-32l", "hidden_size": 4096, "attention_heads": 32,
+  "sequence_length": 2048, "microbatch_size": 1, "vocab_size": 50304, "dtype": "bf16", "gpu_tflops": 400,
+  "layers": [{"name": "decoder", "count": 32}],
+  "communication": {"p2p_latency_us": 20, "p2p_bandwidth_gbps": 25, "allreduce_latency_us": 30,
+                    "allreduce_bandwidth_gbps": 40},
+  "memory": {"gpu_memory_gib": 80, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
+             "optimizer_bytes_per_param": 12, "zero_stage": 1, "reserved_gib": 3},
+  "parallel": {"pp": 4, "dp": 8, "microbatches": 8, "schedule": "1f1b"}
+})";
+
+// Writes the job's rank files into dir; returns their total size in bytes.
+uint64_t writeJob(const fs::path& dir, int iterations)
+{
+    using namespace whatif;
+    const ModelDescription md = parseModelDescription(kModel, "bench_import_ranks");
+    CostModel model = CostModel::fromModel(md);
+    model.dataParallel = *md.dp;
+    model.memory.dataParallel = *md.dp;
+    Scenario base;
+    base.label = "simulated";
+    base.pp = *md.pp;
+    base.microbatches = *md.microbatches;
+    ScenarioChanges changes;
+    changes.schedule = *md.schedule;
+    const Prediction prediction = predict(model, applyChanges(base, changes));
+    KinetoEmitOptions eo;
+    eo.iterations = iterations;
+    eo.modelName = md.name;
+    eo.costModel = &model;
+    const KinetoEmitSummary s = emitKineto(prediction, eo, dir.string());
+    uint64_t bytes = 0;
+    for (const auto& f : s.files)
+        bytes += fs::file_size(f);
+    return bytes;
+}
+
+struct Run {
+    double wall = 0, cpu = 0, read = 0; // read: until the store is being finished
+};
+
+Run importOnce(const fs::path& dir, const fs::path& store, int jobs)
+{
+    fs::remove(store);
+    Run r;
+    const auto t0 = Clock::now();
+    const double c0 = cpuSeconds();
+    WorkControl work;
+    work.onProgress = [&](std::string_view phase, double) {
+        if (r.read == 0 && phase == "finishing the store")
+            r.read = seconds(t0);
+    };
+    ImportJobOptions o;
+    o.inputs = {dir.string()};
+    o.output = store.string();
+    o.progress = false;
+    o.jobs = jobs;
+    o.work = &work;
+    importJob(o);
+    r.wall = seconds(t0);
+    r.cpu = cpuSeconds() - c0;
+    return r;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    const int iterations = argc > 1 ? std::atoi(argv[1]) : 29;
+    const int runs = std::max(1, argc > 2 ? std::atoi(argv[2]) : 3);
+    const bool keep = argc > 3;
+    const fs::path dir = keep ? fs::path(argv[3]) : fs::temp_directory_path() / ("pipescope-bench-ranks-" + std::to_string(::getpid()));
+    const fs::path traces = dir / "traces";
+    const fs::path store = dir / "job.pipescope";
+    try {
+        uint64_t bytes = 0;
+        if (keep && fs::exists(traces)) {
+            for (const auto& e : fs::directory_iterator(traces))
+                bytes += e.file_size();
+            std::printf("using the %.1f MB of JSON in %s\n", double(bytes) / 1e6, traces.c_str());
+        } else {
+            fs::create_directories(traces);
+            const auto t = Clock::now();
+            bytes = writeJob(traces, iterations);
+            std::printf("wrote a simulated 32-rank job (%d iterations): %.1f MB of JSON in %.1f s (%s)\n", iterations,
+                        double(bytes) / 1e6, seconds(t), traces.c_str());
+        }
+        const double mb = double(bytes) / 1e6;
+        const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        std::set<int> jobList{1, 2, cores};
+        std::printf("%d cores; load average before: %s\n\n", cores, loadAverage().c_str());
+        std::printf("%5s %4s %9s %9s %9s %9s %9s %11s\n", "jobs", "run", "wall s", "CPU s", "read s", "finish s", "MB/s",
+                    "read MB/s");
+        for (int jobs : jobList) {
+            std::vector<double> rates;
+            for (int k = 0; k < runs; ++k) {
+                const Run r = importOnce(traces, store, jobs);
+                rates.push_back(mb / r.wall);
+                std::printf("%5d %4d %9.2f %9.2f %9.2f %9.2f %9.1f %11.1f\n", jobs, k + 1, r.wall, r.cpu, r.read,
+                            r.wall - r.read, mb / r.wall, mb / r.read);
+                std::fflush(stdout);
+            }
+            std::sort(rates.begin(), rates.end());
+            std::printf("jobs=%d: %.1f MB/s of JSON (median of %d runs), best %.1f\n\n", jobs, rates[rates.size() / 2],
+                        runs, rates.back());
+        }
+        std::printf("store %.1f MB; load average after: %s\n", double(fs::file_size(store)) / 1e6, loadAverage().c_str());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_import_ranks: %s\n", e.what());
+        return 1;
+    }
+    if (!keep)
+        fs::remove_all(dir);
+    return 0;
+}

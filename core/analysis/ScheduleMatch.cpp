@@ -1,0 +1,421 @@
+// Steps without annotations, read against the known schedules.
+//
+// Every built-in schedule fixes, for each pipeline rank, the order of its
+// steps and so the point-to-point transfers around each of them: a forward
+// of a virtual stage after the first receives its input from the rank before
+// it and sends its output to the rank after it; a backward (B or I) the other
+// way round; a weight-gradient step (W) moves nothing. On a trace, the same
+// transfers cut each rank's compute into runs. A schedule explains the trace
+// when, on every rank and iteration, its transfers fall between its steps
+// exactly as the measured ones fall between the runs of kernels; then each run
+// is one or more of its steps (a forward and its backward run back to back on
+// the last stage, with nothing moved in between), and every step gets its
+// kind, chunk and microbatch from the schedule.
+//
+// The microbatch count follows from the number of transfers: each microbatch
+// crosses every boundary between virtual stages held by different ranks once
+// forwards and once backwards.
+#include "analysis/Classify.h"
+#include "analysis/detail/Context.h"
+#include "model/Schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace pipescope::detail {
+
+namespace {
+
+// A transfer as the schedule sees it: direction and the peer's pipeline position.
+struct Xfer {
+    bool send = false;
+    int peer = 0;
+    auto key() const { return std::make_pair(send, peer); }
+    bool operator<(const Xfer& o) const { return key() < o.key(); }
+    bool operator==(const Xfer& o) const { return key() == o.key(); }
+};
+
+// One rank's iteration as measured: runs of compute kernels and the transfers
+// between them. gaps[0] comes before the first run, gaps[i] between run i-1
+// and run i, gaps.back() after the last.
+struct Observed {
+    int rank = 0, iteration = 0, position = 0;
+    std::vector<std::vector<uint32_t>> runs;
+    std::vector<std::vector<Xfer>> gaps;
+    bool directions = true; // every transfer's direction is known
+    int transfers = 0;
+};
+
+// The same for a schedule: runs of actions.
+struct Expected {
+    std::vector<std::vector<Action>> runs;
+    std::vector<std::vector<Xfer>> gaps;
+};
+
+Expected expectedFor(const Schedule& s, int position)
+{
+    Expected e;
+    const int S = s.stages;
+    auto recvsBefore = [&](const Action& a, std::vector<Xfer>& out) {
+        if (a.kind == StepKind::F && a.stage > 0 && s.rankOfStage[size_t(a.stage - 1)] != position)
+            out.push_back({false, s.rankOfStage[size_t(a.stage - 1)]});
+        if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage < S - 1 &&
+            s.rankOfStage[size_t(a.stage + 1)] != position)
+            out.push_back({false, s.rankOfStage[size_t(a.stage + 1)]});
+    };
+    auto sendsAfter = [&](const Action& a, std::vector<Xfer>& out) {
+        if (a.kind == StepKind::F && a.stage < S - 1 && s.rankOfStage[size_t(a.stage + 1)] != position)
+            out.push_back({true, s.rankOfStage[size_t(a.stage + 1)]});
+        if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage > 0 &&
+            s.rankOfStage[size_t(a.stage - 1)] != position)
+            out.push_back({true, s.rankOfStage[size_t(a.stage - 1)]});
+    };
+    const auto& actions = s.ranks[size_t(position)];
+    std::vector<Xfer> gap;
+    for (size_t i = 0; i < actions.size(); ++i) {
+        recvsBefore(actions[i], gap);
+        if (i == 0 || !gap.empty()) {
+            std::sort(gap.begin(), gap.end());
+            e.gaps.push_back(std::move(gap));
+            gap.clear();
+            e.runs.emplace_back();
+        }
+        e.runs.back().push_back(actions[i]);
+        sendsAfter(actions[i], gap);
+    }
+    std::sort(gap.begin(), gap.end());
+    e.gaps.push_back(std::move(gap));
+    return e;
+}
+
+bool sameGaps(const Observed& o, const Expected& e)
+{
+    if (o.runs.size() != e.runs.size() || o.gaps.size() != e.gaps.size())
+        return false;
+    for (size_t g = 0; g < o.gaps.size(); ++g) {
+        if (o.gaps[g].size() != e.gaps[g].size())
+            return false;
+        if (o.directions) {
+            if (o.gaps[g] != e.gaps[g])
+                return false;
+        } else {
+            std::vector<int> a, b;
+            for (const Xfer& x : o.gaps[g])
+                a.push_back(x.peer);
+            for (const Xfer& x : e.gaps[g])
+                b.push_back(x.peer);
+            std::sort(a.begin(), a.end());
+            std::sort(b.begin(), b.end());
+            if (a != b)
+                return false;
+        }
+    }
+    return true;
+}
+
+// Transfers per microbatch on a rank: each boundary between virtual stages on
+// different ranks is crossed once forwards and once backwards.
+int transfersPerMicrobatch(const Schedule& s, int position)
+{
+    int n = 0;
+    for (int st = 0; st < s.stages; ++st) {
+        if (s.rankOfStage[size_t(st)] != position)
+            continue;
+        if (st > 0 && s.rankOfStage[size_t(st - 1)] != position)
+            n += 2;
+        if (st < s.stages - 1 && s.rankOfStage[size_t(st + 1)] != position)
+            n += 2;
+    }
+    return n;
+}
+
+struct Candidate {
+    ScheduleKind kind;
+    int v;
+};
+
+} // namespace
+
+bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
+{
+    PipelineStructure& ps = out.pipeline;
+    if (!ps.found || ps.pp < 2 || ps.labelsFrom != "inferred" || out.iterations.empty())
+        return false;
+    const Trace& t = ctx.trace;
+    const int p = ps.pp;
+
+    // ---- what each pipeline rank did, per iteration
+    std::vector<Observed> observed;
+    std::unordered_map<StringId, bool> optimizer;
+    for (const RankData& rd : ctx.ranks) {
+        if (rd.stage < 0 || rd.stage >= p)
+            continue;
+        for (const Iteration& it : out.iterations) {
+            const RankSpan* span = nullptr;
+            for (const auto& rs : it.ranks)
+                if (rs.rank == rd.rank)
+                    span = &rs;
+            if (!span)
+                continue;
+            Observed o;
+            o.rank = rd.rank;
+            o.iteration = it.index;
+            o.position = rd.stage;
+            std::vector<uint32_t> kernels;
+            for (auto k = std::lower_bound(rd.compute.begin(), rd.compute.end(), span->start,
+                                           [&](uint32_t x, TimeNs v) { return ctx.act(x).start < v; });
+                 k != rd.compute.end() && ctx.act(*k).start <= span->end; ++k) {
+                auto [opt, fresh] = optimizer.try_emplace(ctx.act(*k).name, false);
+                if (fresh)
+                    opt->second = isOptimizerKernel(t.str(ctx.act(*k).name));
+                if (!opt->second)
+                    kernels.push_back(*k);
+            }
+            if (kernels.empty())
+                continue;
+            // Each transfer lands in the gap before the first kernel that
+            // starts after it: a receive where it ends (the step after it
+            // waits for it), a send where it starts (the step before it
+            // produced what it sends).
+            std::vector<std::vector<Xfer>> at(kernels.size() + 1);
+            bool ok = true;
+            for (uint32_t c : rd.comm) {
+                const Activity& a = ctx.act(c);
+                if (ctx.classOf(c) != WorkClass::P2p || a.start > span->end || a.end < span->start)
+                    continue;
+                const P2pDir dir = ctx.direction(c);
+                const auto peer = ctx.peer(c);
+                const RankData* pr = peer ? ctx.rankData(*peer) : nullptr;
+                if (!pr || pr->stage < 0 || pr->replica != rd.replica || pr->stage == rd.stage) {
+                    ok = false; // a transfer with no pipeline peer: not for this reading
+                    break;
+                }
+                const TimeNs anchor = dir == P2pDir::Recv ? a.end : a.start;
+                if (anchor < span->start || anchor > span->end)
+                    continue;
+                o.directions = o.directions && (dir == P2pDir::Send || dir == P2pDir::Recv);
+                const size_t gap = static_cast<size_t>(
+                    std::lower_bound(kernels.begin(), kernels.end(), anchor,
+                                     [&](uint32_t x, TimeNs v) { return ctx.act(x).start < v; }) - kernels.begin());
+                at[gap].push_back({dir == P2pDir::Send, pr->stage});
+                ++o.transfers;
+            }
+            if (!ok)
+                return false;
+            o.gaps.push_back(std::move(at[0]));
+            o.runs.emplace_back();
+            for (size_t k = 0; k < kernels.size(); ++k) {
+                if (k > 0 && !at[k].empty()) {
+                    o.gaps.push_back(std::move(at[k]));
+                    o.runs.emplace_back();
+                }
+                o.runs.back().push_back(kernels[k]);
+            }
+            o.gaps.push_back(std::move(at[kernels.size()]));
+            for (auto& g : o.gaps)
+                std::sort(g.begin(), g.end());
+            observed.push_back(std::move(o));
+        }
+    }
+    if (observed.empty())
+        return false;
+
+    // ---- candidates: every schedule, with the microbatches the transfers imply
+    std::vector<Candidate> candidates;
+    for (ScheduleKind k : builtinScheduleKinds()) {
+        if (isVShaped(k)) {
+            candidates.push_back({k, 2});
+        } else if (k == ScheduleKind::Interleaved1F1B || k == ScheduleKind::LoopedBFS) {
+            for (int v = 2; v <= 8; ++v)
+                candidates.push_back({k, v});
+        } else if (k == ScheduleKind::ZeroBubbleH1) {
+            for (int v = 1; v <= 8; ++v)
+                candidates.push_back({k, v});
+        } else {
+            candidates.push_back({k, 1});
+        }
+    }
+    struct Best {
+        Schedule schedule;
+        int matched = 0;
+    };
+    std::optional<Best> best;
+    std::vector<ScheduleKind> alike;
+    for (const Candidate& c : candidates) {
+        // Microbatches from the layout (the same for every schedule of it).
+        Schedule layout;
+        try {
+            layout = makeSchedule(c.kind, p, c.v, c.kind == ScheduleKind::DualPipeV ? 2 * p : p);
+        } catch (const std::exception&) {
+            continue;
+        }
+        int m = -1;
+        bool consistent = true;
+        for (const Observed& o : observed) {
+            const int per = transfersPerMicrobatch(layout, o.position);
+            if (per == 0 || o.transfers % per != 0) {
+                consistent = false;
+                break;
+            }
+            const int mm = o.transfers / per;
+            if (m >= 0 && mm != m) {
+                consistent = false;
+                break;
+            }
+            m = mm;
+        }
+        if (!consistent || m < 1 || m > 4096)
+            continue;
+        Schedule s;
+        try {
+            s = makeSchedule(c.kind, p, c.v, m);
+        } catch (const std::exception&) {
+            continue;
+        }
+        std::vector<Expected> expected;
+        for (int r = 0; r < p; ++r)
+            expected.push_back(expectedFor(s, r));
+        int matched = 0;
+        for (const Observed& o : observed)
+            matched += sameGaps(o, expected[size_t(o.position)]);
+        if (matched == 0)
+            continue;
+        if (!best || matched > best->matched) {
+            best = Best{std::move(s), matched};
+            alike.clear();
+        } else if (matched == best->matched) {
+            if (std::find(alike.begin(), alike.end(), c.kind) == alike.end() && c.kind != best->schedule.kind)
+                alike.push_back(c.kind);
+        }
+    }
+    // Every rank of every iteration but one may be explained (a capture cut mid-step).
+    if (!best || best->matched * 10 < static_cast<int>(observed.size()) * 9)
+        return false;
+    const Schedule& s = best->schedule;
+
+    // ---- steps from the schedule: each run split among its actions by typical step times
+    std::vector<Expected> expected;
+    for (int r = 0; r < p; ++r)
+        expected.push_back(expectedFor(s, r));
+    auto unionNs = [&](const std::vector<uint32_t>& ks, size_t from, size_t to) {
+        std::vector<Interval> u;
+        for (size_t q = from; q < to; ++q)
+            unionAppend(u, ctx.act(ks[q]).start, ctx.act(ks[q]).end);
+        return totalLength(u);
+    };
+    // Typical compute of each step kind per pipeline position, from runs of one step.
+    std::map<std::pair<int, StepKind>, std::pair<double, int>> typical;
+    for (const Observed& o : observed) {
+        const Expected& e = expected[size_t(o.position)];
+        if (!sameGaps(o, e))
+            continue;
+        for (size_t i = 0; i < o.runs.size(); ++i)
+            if (e.runs[i].size() == 1) {
+                auto& tp = typical[{o.position, e.runs[i][0].kind}];
+                tp.first += static_cast<double>(unionNs(o.runs[i], 0, o.runs[i].size()));
+                ++tp.second;
+            }
+    }
+    auto typicalOf = [&](int position, StepKind k) {
+        auto it = typical.find({position, k});
+        if (it != typical.end() && it->second.second > 0)
+            return it->second.first / it->second.second;
+        // Nothing measured alone: the usual proportions (a backward is twice a forward).
+        return k == StepKind::B ? 2.0 : 1.0;
+    };
+
+    std::set<std::pair<int, int>> replaced;
+    std::vector<Step> fresh;
+    for (const Observed& o : observed) {
+        const Expected& e = expected[size_t(o.position)];
+        if (!sameGaps(o, e))
+            continue;
+        replaced.insert({o.rank, o.iteration});
+        for (size_t i = 0; i < o.runs.size(); ++i) {
+            const auto& ks = o.runs[i];
+            const auto& actions = e.runs[i];
+            // Split points: cumulative compute in proportion to the actions' typical times.
+            double total = 0;
+            for (const auto& a : actions)
+                total += typicalOf(o.position, a.kind);
+            const auto runNs = static_cast<double>(unionNs(ks, 0, ks.size()));
+            size_t from = 0;
+            double acc = 0, target = 0;
+            TimeNs done = 0;
+            for (size_t j = 0; j < actions.size(); ++j) {
+                size_t to = ks.size();
+                if (j + 1 < actions.size()) {
+                    target += typicalOf(o.position, actions[j].kind) / total * runNs;
+                    // At least one kernel per remaining action.
+                    to = from + 1;
+                    const size_t last = ks.size() - (actions.size() - j - 1);
+                    acc = static_cast<double>(done + unionNs(ks, from, to));
+                    while (to < last) {
+                        const double next = static_cast<double>(done + unionNs(ks, from, to + 1));
+                        if (std::abs(next - target) >= std::abs(acc - target))
+                            break;
+                        ++to;
+                        acc = next;
+                    }
+                }
+                Step st;
+                st.iteration = o.iteration;
+                st.rank = o.rank;
+                st.stage = o.position;
+                st.kind = actions[j].kind;
+                st.chunk = s.chunkOfStage[size_t(actions[j].stage)];
+                st.microbatch = actions[j].microbatch;
+                st.start = ctx.act(ks[from]).start;
+                st.end = st.start;
+                for (size_t q = from; q < to; ++q)
+                    st.end = std::max(st.end, ctx.act(ks[q]).end);
+                st.computeNs = unionNs(ks, from, to);
+                done += st.computeNs;
+                fresh.push_back(st);
+                from = to;
+            }
+        }
+    }
+    // Rank-iterations the schedule does not explain keep the steps found before.
+    for (const Step& st : steps)
+        if (!replaced.count({st.rank, st.iteration}))
+            fresh.push_back(st);
+    std::stable_sort(fresh.begin(), fresh.end(), [](const Step& a, const Step& b) {
+        return a.iteration != b.iteration ? a.iteration < b.iteration : a.rank != b.rank ? a.rank < b.rank : a.start < b.start;
+    });
+    steps = std::move(fresh);
+
+    ctx.scheduleMatched = true;
+    ctx.ring = !isVShaped(s.kind) && s.chunks() > 1;
+    ctx.vShape = isVShaped(s.kind);
+    ps.chunks = s.chunks();
+    ps.microbatches = s.microbatches;
+    ps.schedule = std::string(toString(s.kind));
+    ps.scheduleKind = s.kind;
+    const double share = static_cast<double>(best->matched) / static_cast<double>(observed.size());
+    double confidence = 0.85 * share; // inferred, as for the segment reading
+    std::string evidence = "the point-to-point transfers between the steps of " + std::to_string(best->matched) + " of " +
+                           std::to_string(observed.size()) + " rank-iterations fall exactly where " + ps.schedule +
+                           " with " + std::to_string(p) + " stages, " + std::to_string(s.chunks()) + " chunk" +
+                           (s.chunks() > 1 ? "s" : "") + " and " + std::to_string(s.microbatches) +
+                           " microbatches puts them";
+    if (!alike.empty()) {
+        confidence *= 0.5;
+        std::string names;
+        for (ScheduleKind a : alike)
+            names += (names.empty() ? "" : ", ") + std::string(toString(a));
+        evidence += "; " + names + " would put them in the same places (the orders differ only where no transfer "
+                    "shows it)";
+    }
+    ps.scheduleAlike = alike;
+    ps.scheduleConfidence = std::round(std::clamp(confidence, 0.0, 1.0) * 100) / 100;
+    ps.scheduleEvidence = evidence + "; steps inferred from kernel order and point-to-point peers, not annotated";
+    return true;
+}
+
+} // namespace pipescope::detail
