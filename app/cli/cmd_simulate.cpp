@@ -25,6 +25,7 @@ struct SimulateArgs : ScenarioArgs {
     std::string emitKineto;
     int iterations = 2;
     uint64_t seed = 1;
+    bool noStepAnnotations = false;
 };
 
 int runSimulate(const SimulateArgs& a)
@@ -86,6 +87,7 @@ int runSimulate(const SimulateArgs& a)
         KinetoEmitOptions eo;
         eo.iterations = a.iterations;
         eo.seed = a.seed;
+        eo.stepAnnotations = !a.noStepAnnotations;
         eo.modelName = md.name;
         eo.costModel = &model; // module events around each layer's kernels
         const KinetoEmitSummary s = emitKineto(predictions.front(), eo, a.emitKineto);
@@ -121,6 +123,9 @@ RegisterCommand reg{{"simulate", "Plan a pipeline run from a model description: 
                          app.add_option("--iterations", a->iterations, "Iterations in the emitted traces")
                              ->check(wholeNumber(1, 1000));
                          app.add_option("--seed", a->seed, "Seed of the emitted traces' jitter");
+                         app.add_flag("--no-step-annotations", a->noStepAnnotations,
+                                      "Emit no forward/backward step ranges: the analysis then reads steps from "
+                                      "kernel order and point-to-point transfers alone");
                          return [a] { return runSimulate(*a); };
                      }}};
 

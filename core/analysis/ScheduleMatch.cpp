@@ -184,7 +184,14 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
             // produced what it sends).
             std::vector<std::vector<Xfer>> at(kernels.size() + 1);
             bool ok = true;
-            for (uint32_t c : rd.comm) {
+            // Comm ops are in start order: from a few before the span (a receive
+            // posted early) to the span's end.
+            auto c0 = std::lower_bound(rd.comm.begin(), rd.comm.end(), span->start,
+                                       [&](uint32_t x, TimeNs v) { return ctx.act(x).start < v; });
+            for (int back = 0; back < 8 && c0 != rd.comm.begin(); ++back)
+                --c0;
+            for (; c0 != rd.comm.end() && ctx.act(*c0).start <= span->end; ++c0) {
+                const uint32_t c = *c0;
                 const Activity& a = ctx.act(c);
                 if (ctx.classOf(c) != WorkClass::P2p || a.start > span->end || a.end < span->start)
                     continue;
