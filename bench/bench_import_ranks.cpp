@@ -90,7 +90,8 @@ uint64_t writeJob(const fs::path& dir, int iterations)
 }
 
 struct Run {
-    double wall = 0, cpu = 0, read = 0; // read: until the store is being finished
+    double wall = 0, cpu = 0;
+    double read = 0, readCpu = 0; // until the store is being finished
 };
 
 Run importOnce(const fs::path& dir, const fs::path& store, int jobs)
@@ -101,8 +102,10 @@ Run importOnce(const fs::path& dir, const fs::path& store, int jobs)
     const double c0 = cpuSeconds();
     WorkControl work;
     work.onProgress = [&](std::string_view phase, double) {
-        if (r.read == 0 && phase == "finishing the store")
+        if (r.read == 0 && phase == "finishing the store") {
             r.read = seconds(t0);
+            r.readCpu = cpuSeconds() - c0;
+        }
     };
     ImportJobOptions o;
     o.inputs = {dir.string()};
@@ -143,15 +146,15 @@ int main(int argc, char** argv)
         const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         std::set<int> jobList{1, 2, cores};
         std::printf("%d cores; load average before: %s\n\n", cores, loadAverage().c_str());
-        std::printf("%5s %4s %9s %9s %9s %9s %9s %11s\n", "jobs", "run", "wall s", "CPU s", "read s", "finish s", "MB/s",
-                    "read MB/s");
+        std::printf("%5s %4s %9s %9s %9s %11s %9s %9s %11s\n", "jobs", "run", "wall s", "CPU s", "read s", "read CPU s",
+                    "finish s", "MB/s", "read MB/s");
         for (int jobs : jobList) {
             std::vector<double> rates;
             for (int k = 0; k < runs; ++k) {
                 const Run r = importOnce(traces, store, jobs);
                 rates.push_back(mb / r.wall);
-                std::printf("%5d %4d %9.2f %9.2f %9.2f %9.2f %9.1f %11.1f\n", jobs, k + 1, r.wall, r.cpu, r.read,
-                            r.wall - r.read, mb / r.wall, mb / r.read);
+                std::printf("%5d %4d %9.2f %9.2f %9.2f %11.2f %9.2f %9.1f %11.1f\n", jobs, k + 1, r.wall, r.cpu, r.read,
+                            r.readCpu, r.wall - r.read, mb / r.wall, mb / r.read);
                 std::fflush(stdout);
             }
             std::sort(rates.begin(), rates.end());

@@ -100,9 +100,9 @@ RegisterCommand reg{{"import", "Import Kineto JSON or Nsight Systems SQLite trac
                          app.add_option("--rank", a->rank, "Rank of a single input file that does not say its rank")
                              ->check(wholeNumber(0, kMaxRank));
                          app.add_option("-j,--jobs", a->jobs,
-                                        "Threads that parse Kineto JSON files (default: one per core); "
+                                        "Threads that parse Kineto JSON files (default: one per core, at most 8); "
                                         "the store is the same with any number")
-                             ->check(CLI::Range(1, 256));
+                             ->check(wholeNumber(1, 256));
                          app.add_flag("-q,--quiet", a->quiet, "No summary and no progress output");
                          app.add_flag("--short-kernel-names", a->shortNames,
                                       "Nsight Systems exports: name kernels by their short name, not the demangled signature");

@@ -54,8 +54,8 @@ struct ImportJobOptions {
     bool progress = true;
     bool shortKernelNames = false;
     // Threads that parse Kineto files ahead of the one that writes the store
-    // (import/kineto/ParseAhead.h); 0: one per core; 1: no thread, each file
-    // is parsed as it is written. The store is the same either way.
+    // (import/kineto/ParseAhead.h); 0: one per core (at most 8); 1: no
+    // thread, each file is parsed as it is written. The store is the same either way.
     int jobs = 0;
     const WorkControl* work = nullptr; // progress per file and cancel (optional)
     // Told each warning as it arises (also kept in ImportJobReport::warnings).

@@ -317,7 +317,10 @@ ImportJobReport importJob(const ImportJobOptions& options)
     std::vector<bool> kineto;
     for (const auto& fmt : formats)
         kineto.push_back(fmt == "kineto");
-    const int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // By default one per core, up to 8: the writer takes the files in order,
+    // so further workers would mostly wait with their queues full.
+    const int jobs = options.jobs > 0 ? options.jobs
+                                      : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
     std::optional<kineto::ParseAhead> ahead;
     if (jobs > 1 && std::find(kineto.begin(), kineto.end(), true) != kineto.end())
         ahead.emplace(report.files, kineto, io, jobs);
