@@ -13,6 +13,8 @@ using nlohmann::json;
 
 namespace {
 
+constexpr double kMaxGpuMemoryGiB = 1024.0 * 1024.0; // 1 PiB, as `--gpu-memory` allows
+
 class Reader {
 public:
     explicit Reader(std::string source) : source_(std::move(source)) {}
@@ -178,8 +180,14 @@ ModelDescription parseModelDescription(const std::string& text, const std::strin
     if (const json* mem = rd.object(doc, "memory", "")) {
         m.memoryGiven = true;
         MemoryConfig& mc = m.memory;
+        // Sizes in GiB become bytes in an int64: bounded as the CLI's --gpu-memory is.
+        auto bytesOf = [&](double gib, const char* field) {
+            if (!(gib >= 0 && gib <= kMaxGpuMemoryGiB))
+                rd.fail(field, "must be between 0 and 1,048,576 GiB");
+            return static_cast<int64_t>(gib * kGiB);
+        };
         if (auto g = rd.number(*mem, "gpu_memory_gib", "memory.", true, false))
-            mc.gpuMemoryBytes = static_cast<int64_t>(*g * kGiB);
+            mc.gpuMemoryBytes = bytesOf(*g, "memory.gpu_memory_gib");
         mc.weightBytesPerParam = rd.number(*mem, "weight_bytes_per_param", "memory.").value_or(mc.weightBytesPerParam);
         mc.gradBytesPerParam = rd.number(*mem, "grad_bytes_per_param", "memory.").value_or(mc.gradBytesPerParam);
         mc.optimizerBytesPerParam =
@@ -188,7 +196,7 @@ ModelDescription parseModelDescription(const std::string& text, const std::strin
         if (mc.zeroStage > 3)
             rd.fail("memory.zero_stage", "must be 0, 1, 2 or 3");
         if (auto r = rd.number(*mem, "reserved_gib", "memory."))
-            mc.reservedBytes = static_cast<int64_t>(*r * kGiB);
+            mc.reservedBytes = bytesOf(*r, "memory.reserved_gib");
         mc.weightGradActivationShare =
             rd.number(*mem, "weight_grad_activation_share", "memory.").value_or(mc.weightGradActivationShare);
         if (mc.weightGradActivationShare > 1.0)

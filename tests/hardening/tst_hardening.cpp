@@ -14,6 +14,7 @@
 #include "util/InputFile.h"
 #include "util/Limits.h"
 #include "util/Work.h"
+#include "whatif/ModelDescription.h"
 #include "whatif/Replay.h"
 #include "whatif/WhatIf.h"
 
@@ -28,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 #include <zlib.h>
 
 using namespace pipescope;
@@ -151,6 +153,33 @@ private slots:
     // while it is read or kept open, not for ever: a store opened, read and
     // closed may be rewritten by a later import (tst_nsys reimports into the
     // store it read), while an open one may not.
+    // Found by fuzz_model: a GPU memory of 8.6e46 GiB overflowed the int64
+    // byte count (undefined behaviour, caught by UBSan's float-cast-overflow).
+    void modelMemoryBeyondInt64IsRefused_data()
+    {
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<QString>("value");
+        QTest::newRow("gpu_memory_gib huge") << "gpu_memory_gib" << "8.6e46";
+        QTest::newRow("reserved_gib huge") << "reserved_gib" << "1e300";
+    }
+    void modelMemoryBeyondInt64IsRefused()
+    {
+        QFETCH(QString, field);
+        QFETCH(QString, value);
+        nlohmann::json doc = nlohmann::json::parse(
+            InputFile::readAll(std::string(PIPESCOPE_SOURCE_DIR) + "/resources/models/gpt-32l.json"));
+        doc["memory"][field.toStdString()] = nlohmann::json::parse(value.toStdString());
+        try {
+            whatif::parseModelDescription(doc.dump(), "model.json");
+            QFAIL("accepted");
+        } catch (const FormatError& e) {
+            QCOMPARE(QString(e.what()), "model.json: memory." + field + " must be between 0 and 1,048,576 GiB");
+        }
+        // The largest allowed size still fits.
+        doc["memory"][field.toStdString()] = 1048576;
+        QVERIFY(whatif::parseModelDescription(doc.dump(), "model.json").memory.gpuMemoryBytes.has_value());
+    }
+
     void inputProtectedWhileOpen()
     {
         QTemporaryDir dir;
