@@ -85,13 +85,15 @@ inline Outcome evaluateInference(const CostModel& base, const Config& c, const s
             return true;
         try {
             const Schedule other = makeSchedule(found, c.pp, c.v, c.m);
-            for (size_t r = 0; r < other.ranks.size(); ++r)
-                for (size_t i = 0; i < other.ranks[r].size(); ++i) {
-                    const Action &x = other.ranks[r][i], &y = p.schedule.ranks[r][i];
-                    if (other.ranks[r].size() != p.schedule.ranks[r].size() || x.kind != y.kind ||
-                        x.stage != y.stage || x.microbatch != y.microbatch)
+            for (size_t rk = 0; rk < other.ranks.size(); ++rk) {
+                if (other.ranks[rk].size() != p.schedule.ranks[rk].size())
+                    return false;
+                for (size_t i = 0; i < other.ranks[rk].size(); ++i) {
+                    const Action &x = other.ranks[rk][i], &y = p.schedule.ranks[rk][i];
+                    if (x.kind != y.kind || x.stage != y.stage || x.microbatch != y.microbatch)
                         return false;
                 }
+            }
             return true;
         } catch (const std::exception&) {
             return false;
