@@ -384,11 +384,16 @@ void StoreWriter::dropOutOfRangeTimes()
         const char* name;
         std::string where;
     };
+    // While an input is open only its rows (ids above its mark) are checked:
+    // the rows of earlier inputs were checked when they were kept.
+    auto since = [&](size_t table) {
+        return inputStart_ ? " AND id > " + std::to_string(inputStart_->maxIds[table]) : std::string();
+    };
     const Table tables[] = {
-        {"activities", bad("start_ns", false) + " OR " + bad("end_ns", false) + " OR " + bad("launch_ns", true)},
-        {"cpu_ranges", bad("start_ns", false) + " OR " + bad("end_ns", false)},
-        {"nccl_ops", bad("start_ns", true) + " OR " + bad("end_ns", true)},
-        {"memory_events", bad("ts_ns", false)},
+        {"activities", "(" + bad("start_ns", false) + " OR " + bad("end_ns", false) + " OR " + bad("launch_ns", true) + ")" + since(3)},
+        {"cpu_ranges", "(" + bad("start_ns", false) + " OR " + bad("end_ns", false) + ")" + since(4)},
+        {"nccl_ops", "(" + bad("start_ns", true) + " OR " + bad("end_ns", true) + ")" + since(5)},
+        {"memory_events", bad("ts_ns", false) + since(6)},
     };
     std::map<int, int64_t> dropped;
     for (const auto& t : tables) {

@@ -128,6 +128,8 @@ public:
     // util/Limits.h), counting them as bad records of their source. Throws
     // FormatError naming the source when none of a rank's records are left.
     // finish() runs it; importers run it before comparing times across ranks.
+    // Between beginInput() and keepInput() it checks only that input's rows,
+    // so a merge can discard a file whose times are all unusable and go on.
     void dropOutOfRangeTimes();
 
     // Direct access for importers that need a query the writer does not offer

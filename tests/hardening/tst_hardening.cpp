@@ -872,6 +872,33 @@ private slots:
         QVERIFY2(r.out.contains("Merged 1 rank from 2 files"), qPrintable(r.out));
         QCOMPARE(count((dir.path() + "/job.pipescope").toStdString(), "SELECT count(*) FROM activities"), int64_t(1));
     }
+    // A capture file whose every time lies outside the clock is skipped; the
+    // other ranks are merged (it used to abort the whole merge in finish()).
+    void mergeSkipsAFileWithoutUsableTimes()
+    {
+        QTemporaryDir dir;
+        auto capture = [&](const char* name, int rank, const char* start, const char* end) {
+            sql::Database db(test::path(dir, name), sql::Database::Mode::Create);
+            db.exec(capture::kCaptureSchemaSql);
+            db.exec("PRAGMA application_id = " + std::to_string(capture::kCaptureApplicationId));
+            db.exec("PRAGMA user_version = " + std::to_string(capture::kCaptureVersion));
+            db.exec("INSERT INTO meta VALUES ('rank', '" + std::to_string(rank) + "')");
+            db.exec("INSERT INTO strings(value) VALUES ('gemm')");
+            db.exec(std::string("INSERT INTO gpu_activities(kind, start_ns, end_ns, device, context, stream, correlation, name_id)"
+                                " VALUES (0, ") + start + ", " + end + ", 0, 1, 7, 1, 1)");
+        };
+        capture("rank0.host.1.pscap", 0, "1000", "2000");
+        capture("rank1.host.2.pscap", 1, "9000000000000000000", "9000000000000001000");
+        auto r = runCli({"merge", dir.path(), "-o", dir.path() + "/job.pipescope"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.err.contains("pipescope merge: warning: " + dir.path() + "/rank1.host.2.pscap: every time lies outside "
+                                "the representable range"),
+                 qPrintable(r.err));
+        QVERIFY2(r.out.contains("Merged 1 rank from 2 files"), qPrintable(r.out));
+        const std::string job = (dir.path() + "/job.pipescope").toStdString();
+        QCOMPARE(count(job, "SELECT count(*) FROM activities"), int64_t(1));
+        QCOMPARE(count(job, "SELECT count(*) FROM sources"), int64_t(1));
+    }
     void emptyNsightExportIsAnError()
     {
         QTemporaryDir dir;

@@ -660,6 +660,7 @@ MergeReport mergeCaptureDir(const std::string& dir, const MergeOptions& options)
         try {
             sql::Database db = openCapture(facts[i].path);
             src = importOne(facts[i].path, db, facts[i], *assigned[i], peers, writer, &dropped);
+            writer.dropOutOfRangeTimes(); // a file with no usable time is skipped like an unreadable one
             writer.keepInput();
         } catch (const Cancelled&) {
             throw;
