@@ -323,6 +323,23 @@ std::optional<TimeNs> Store::activityStart(int rank, int64_t index)
     return ck.time(0, "start_ns");
 }
 
+std::optional<LaunchCall> Store::launchOf(int64_t activityId)
+{
+    auto st = db_.prepare("SELECT c.tid, c.start_ns, c.end_ns, s.value FROM activities a"
+                          " JOIN cpu_ranges c ON c.id = a.launch_id LEFT JOIN strings s ON s.id = c.name_id"
+                          " WHERE a.id = ?1");
+    st.bind(1, activityId);
+    if (!st.step())
+        return std::nullopt;
+    const Check ck{path(), "cpu_ranges", st};
+    LaunchCall call;
+    call.tid = st.int64(0);
+    call.start = ck.time(1, "start_ns");
+    call.end = ck.time(2, "end_ns");
+    call.name = st.isNull(3) ? std::string() : st.string(3);
+    return call;
+}
+
 Trace Store::load(const LoadOptions& options)
 {
     Trace t;

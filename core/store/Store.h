@@ -50,6 +50,14 @@ struct LoadOptions {
     const WorkControl* work = nullptr;     // progress and cancel (optional)
 };
 
+// The CPU call (cudaLaunchKernel, cudaMemcpyAsync, ...) that launched a GPU activity.
+struct LaunchCall {
+    int64_t tid = 0;
+    TimeNs start = 0;
+    TimeNs end = 0;
+    std::string name;
+};
+
 class Store {
 public:
     // Throws FormatError when the file is not a pipescope store or is newer than this build.
@@ -60,6 +68,9 @@ public:
     // The start of a rank's index-th GPU activity in start order (0-based),
     // read from the (rank, start_ns) index; nullopt past its last.
     std::optional<TimeNs> activityStart(int rank, int64_t index);
+    // The runtime or driver call that launched an activity (by store id),
+    // through its launch link; nullopt when the trace recorded none.
+    std::optional<LaunchCall> launchOf(int64_t activityId);
 
     // Cached results (e.g. analysis JSON). get() reads; put() needs a writable
     // store and is only done when the user asks for caching.

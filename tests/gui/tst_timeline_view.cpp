@@ -5,6 +5,7 @@
 #include "analysis/Analysis.h"
 #include "store/Store.h"
 #include "timeline/TimelineBuild.h"
+#include "timeline/TimelineLinks.h"
 
 #include <QSignalSpy>
 #include <QtTest>
@@ -14,6 +15,7 @@
 
 using namespace pipescope;
 using namespace pipescope::timeline;
+using pipescope::gui::SelectionArrow;
 using pipescope::gui::TimelineEventRef;
 using pipescope::gui::TimelineView;
 
@@ -283,6 +285,104 @@ private slots:
             inGroup += x.stage == l.stage && x.replica == l.replica;
         v.setGroupCollapsed(l.stage, l.replica, true);
         QCOMPARE(v.rowCount(), n - inGroup);
+    }
+
+    void tracksMoveAndCpuTracksToggle()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        // Rank 0's steps lead its group; moving its bubbles up puts them first.
+        const int steps = laneOf(*example_, LaneKind::Steps, 0), bubbles = laneOf(*example_, LaneKind::Bubbles, 0);
+        const int stepsRow = v.rowOfLane(steps);
+        QCOMPARE(v.rowOfLane(bubbles), stepsRow + 1);
+        v.moveLane(bubbles, -1);
+        QCOMPARE(v.rowOfLane(bubbles), stepsRow);
+        QCOMPARE(v.rowOfLane(steps), stepsRow + 1);
+        v.moveLane(bubbles, -1); // already first in its group
+        QCOMPARE(v.rowOfLane(bubbles), stepsRow);
+        // Alt+Down moves the selected track back; the order survives the same model again.
+        QTest::mouseClick(v.plot(), Qt::LeftButton, {}, QPoint(5, v.laneRect(bubbles).center().y()));
+        QCOMPARE(v.selectedLane(), bubbles);
+        QTest::keyClick(&v, Qt::Key_Down, Qt::AltModifier);
+        QCOMPARE(v.rowOfLane(steps), stepsRow);
+        QCOMPARE(v.rowOfLane(bubbles), stepsRow + 1);
+        v.moveLane(steps, 1);
+        v.setModel(example_);
+        QCOMPARE(v.rowOfLane(bubbles), stepsRow);
+
+        // CPU annotation tracks off and on together.
+        int cpu = 0;
+        for (const Lane& l : example_->lanes)
+            cpu += l.kind == LaneKind::Cpu;
+        QVERIFY(cpu > 0);
+        const int n = v.rowCount();
+        v.setCpuLanesShown(false);
+        QCOMPARE(v.rowCount(), n - cpu);
+        QVERIFY(!v.cpuLanesShown());
+        v.setCpuLanesShown(true);
+        QCOMPARE(v.rowCount(), n);
+    }
+
+    void selectionDrawsItsArrows()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        // Rank 1's first forward: from rank 0's, to rank 2's.
+        const int steps1 = laneOf(*example_, LaneKind::Steps, 1);
+        v.selectEvent({steps1, 0});
+        const auto before = precedingStep(*example_, {steps1, 0}), after = dependentStep(*example_, {steps1, 0});
+        QVERIFY(before && after);
+        QCOMPARE(example_->lanes[size_t(before->lane)].rank, 0);
+        QCOMPARE(example_->lanes[size_t(after->lane)].rank, 2);
+        const auto& arrows = v.selectionArrows();
+        QCOMPARE(arrows.size(), size_t(2));
+        QCOMPARE(int(arrows[0].kind), int(SelectionArrow::Kind::Preceding));
+        QCOMPARE(arrows[0].fromLane, before->lane);
+        QCOMPARE(arrows[0].fromNs, example_->event(before->lane, before->event).end);
+        QCOMPARE(arrows[0].toNs, example_->event(steps1, 0).start);
+        QCOMPARE(int(arrows[1].kind), int(SelectionArrow::Kind::Dependent));
+        QCOMPARE(arrows[1].toLane, after->lane);
+        QCOMPARE(arrows[1].toEvent, after->event);
+        v.selectEvent({});
+        QVERIFY(v.selectionArrows().empty());
+
+        // A kernel, from the CPU call that launched it, on that thread's track.
+        auto m = std::make_shared<TimelineModel>();
+        Lane cpu, kernels;
+        cpu.kind = LaneKind::Cpu;
+        cpu.tid = 5;
+        Event range;
+        range.start = 0;
+        range.end = 100;
+        cpu.events = {range};
+        kernels.kind = LaneKind::Kernels;
+        Event k;
+        k.start = 150;
+        k.end = 300;
+        k.activity = 0;
+        kernels.events = {k};
+        m->lanes = {cpu, kernels};
+        m->finalize();
+        v.setModel(m);
+        v.setLaunchLookup([](int32_t activity) -> std::optional<LaunchCall> {
+            if (activity != 0)
+                return std::nullopt;
+            return LaunchCall{5, 20, 30, "cudaLaunchKernel"};
+        });
+        v.selectEvent({1, 0});
+        QCOMPARE(v.selectionArrows().size(), size_t(1));
+        const SelectionArrow& a = v.selectionArrows()[0];
+        QCOMPARE(int(a.kind), int(SelectionArrow::Kind::Launch));
+        QCOMPARE(a.fromLane, 0);
+        QCOMPARE(a.fromNs, qint64(20));
+        QCOMPARE(a.toLane, 1);
+        QCOMPARE(a.toNs, qint64(150));
     }
 
     void rendersSomething()

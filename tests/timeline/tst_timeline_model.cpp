@@ -4,6 +4,7 @@
 #include "analysis/Analysis.h"
 #include "timeline/Palette.h"
 #include "timeline/TimelineBuild.h"
+#include "timeline/TimelineLinks.h"
 #include "timeline/TimelineModel.h"
 
 #include <QtTest>
@@ -147,6 +148,96 @@ private slots:
         for (const Event& e : m.lanes[1].events)
             idle0 += e.duration();
         QCOMPARE(idle0, TimeNs(90 - 60));
+    }
+
+    // What a selection is connected to: transfers to their other end, steps
+    // to the step needing their output, bubbles to what their rank waited for.
+    void linksOfMeasuredEvents()
+    {
+        test::PipelineSpec spec;
+        spec.stages = 2;
+        spec.microbatches = 2;
+        spec.commNs = 50'000;
+        spec.annotate = true;
+        const auto built = test::pipelineTrace(spec);
+        const AnalysisResult result = analyze(built.trace);
+        const TimelineModel m = buildMeasured(built.trace, result);
+        auto stepNamed = [&](int lane, const char* name) {
+            const auto& evs = m.lanes[size_t(lane)].events;
+            for (size_t i = 0; i < evs.size(); ++i)
+                if (m.name(evs[i].name) == name)
+                    return EventRef{lane, int64_t(i)};
+            return EventRef{};
+        };
+        auto label = [&](std::optional<EventRef> r) {
+            return r ? QStringLiteral("r%1 %2").arg(m.lanes[size_t(r->lane)].rank).arg(QString::fromStdString(m.name(m.event(r->lane, r->event).name)))
+                     : QStringLiteral("none");
+        };
+        // Lanes 0 and 6 are the steps of ranks 0 and 1 (see lanesFromSyntheticTrace).
+        QCOMPARE(label(dependentStep(m, stepNamed(0, "F0"))), QStringLiteral("r1 F0"));
+        QCOMPARE(label(dependentStep(m, stepNamed(6, "F0"))), QStringLiteral("r1 B0")); // the last stage turns around
+        QCOMPARE(label(dependentStep(m, stepNamed(6, "B1"))), QStringLiteral("r0 B1"));
+        QCOMPARE(label(dependentStep(m, stepNamed(0, "B1"))), QStringLiteral("none"));
+        QCOMPARE(label(precedingStep(m, stepNamed(6, "F1"))), QStringLiteral("r0 F1"));
+        QCOMPARE(label(precedingStep(m, stepNamed(0, "B0"))), QStringLiteral("r1 B0"));
+        QCOMPARE(label(precedingStep(m, stepNamed(0, "F0"))), QStringLiteral("none"));
+        QCOMPARE(label(dependentStep(m, EventRef{2, 0})), QStringLiteral("none")); // a kernel is no step
+
+        // The k-th send from rank 0 to rank 1 is the k-th receive on rank 1 from rank 0, and back.
+        std::vector<EventRef> sends, recvs;
+        for (size_t li = 0; li < m.lanes.size(); ++li)
+            for (size_t i = 0; i < m.lanes[li].events.size(); ++i) {
+                const P2pDirection d = p2pDirection(m, EventRef{int(li), int64_t(i)});
+                if (d == P2pDirection::Send && m.lanes[li].rank == 0)
+                    sends.push_back({int(li), int64_t(i)});
+                if (d == P2pDirection::Recv && m.lanes[li].rank == 1)
+                    recvs.push_back({int(li), int64_t(i)});
+            }
+        auto byStart = [&](EventRef a, EventRef b) { return m.event(a.lane, a.event).start < m.event(b.lane, b.event).start; };
+        std::sort(sends.begin(), sends.end(), byStart);
+        std::sort(recvs.begin(), recvs.end(), byStart);
+        QCOMPARE(sends.size(), 2 * result.iterations.size()); // activations of microbatches 0 and 1
+        QCOMPARE(recvs.size(), sends.size());
+        for (size_t k = 0; k < sends.size(); ++k) {
+            QCOMPARE(matchingTransfer(m, sends[k]), std::optional<EventRef>(recvs[k]));
+            QCOMPARE(matchingTransfer(m, recvs[k]), std::optional<EventRef>(sends[k]));
+        }
+        // The activation of microbatch 1 lands before rank 1 starts its F1.
+        QVERIFY(m.event(recvs[1].lane, recvs[1].event).end <= m.event(6, stepNamed(6, "F1").event).start);
+        QVERIFY(!matchingTransfer(m, EventRef{2, 0})); // compute has no other end
+
+        // Rank 1 idles from the iteration's start until rank 0's F0 reaches it.
+        const Lane& idle1 = m.lanes[7];
+        QVERIFY(!idle1.events.empty());
+        const auto w = bubbleWait(m, EventRef{7, 0});
+        QVERIFY(w.has_value());
+        QCOMPARE(label(w->next), QStringLiteral("r1 F0"));
+        QCOMPARE(label(w->waitedOn), QStringLiteral("r0 F0"));
+
+        // The CPU lane of a thread at a time; none for a thread without annotations.
+        const TimeNs t = m.lanes[5].events[0].start;
+        QCOMPARE(cpuLaneAt(m, 0, m.lanes[5].tid, t), 5);
+        QCOMPARE(cpuLaneAt(m, 0, 424242, t), -1);
+    }
+
+    void linksOfPredictedTransfers()
+    {
+        whatif::Prediction p;
+        p.schedule = makeSchedule(ScheduleKind::OneFOneB, 2, 1, 2);
+        whatif::ReplayCosts costs;
+        costs.stages = {{10, 20, 0, 0}, {10, 20, 0, 0}};
+        costs.boundaryBytes = {0};
+        p.replay = whatif::Replay().run(p.schedule, costs);
+        const TimelineModel m = buildPredicted(p);
+        // Lane 2: what rank 0 sends; its second activation feeds rank 1's F1.
+        const auto to = matchingTransfer(m, EventRef{2, 1});
+        QVERIFY(to.has_value());
+        QCOMPARE(m.lanes[size_t(to->lane)].rank, 1);
+        QCOMPARE(m.name(m.event(to->lane, to->event).name), std::string("F1"));
+        // Rank 1's gradients feed rank 0's backward steps.
+        const auto back = matchingTransfer(m, EventRef{5, 0});
+        QVERIFY(back.has_value());
+        QCOMPARE(m.name(m.event(back->lane, back->event).name), std::string("B0"));
     }
 
     void foldsNarrowRuns()

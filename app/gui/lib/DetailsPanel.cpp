@@ -1,6 +1,7 @@
 #include "DetailsPanel.h"
 
 #include "analysis/Analysis.h"
+#include "timeline/TimelineLinks.h"
 #include "util/Format.h"
 
 #include <QTextBrowser>
@@ -68,6 +69,74 @@ void DetailsPanel::clear()
 
 QString DetailsPanel::plainText() const { return text_->toPlainText(); }
 
+QString DetailsPanel::relations(int lane, qint64 event) const
+{
+    using namespace timeline;
+    const TimelineModel& m = *model_;
+    const TimeNs origin = m.predicted ? 0 : m.start;
+    // "F3 on rank 2 (stage 2), 1.2 ms to 1.8 ms"
+    auto describe = [&](EventRef r) {
+        const Lane& l = m.lanes[static_cast<size_t>(r.lane)];
+        const Event& e = m.event(r.lane, r.event);
+        QString where = QStringLiteral("rank %1").arg(l.rank);
+        if (l.stage >= 0)
+            where += QStringLiteral(" (stage %1)").arg(l.stage);
+        if (l.kind == LaneKind::Kernels)
+            where += QStringLiteral(", stream %1").arg(l.stream);
+        QString name = QString::fromStdString(m.name(e.name));
+        if (name.size() > 120)
+            name = name.left(120) + QStringLiteral("…");
+        return QStringLiteral("%1 on %2, %3 to %4")
+            .arg(name.toHtmlEscaped(), where, dur(e.start - origin), dur(e.end - origin));
+    };
+    const EventRef ref{lane, event};
+    launchShown_ = false;
+    const Lane& l = m.lanes[static_cast<size_t>(lane)];
+    const Event& e = m.event(lane, event);
+    QString html;
+    switch (l.kind) {
+    case LaneKind::Steps:
+        if (auto p = precedingStep(m, ref))
+            html += row(QStringLiteral("needed"), describe(*p));
+        if (auto d = dependentStep(m, ref))
+            html += row(QStringLiteral("feeds"), describe(*d));
+        break;
+    case LaneKind::Bubbles:
+        if (auto w = bubbleWait(m, ref)) {
+            html += row(QStringLiteral("ended by"), describe(w->next));
+            if (w->waitedOn) {
+                const Event& on = m.event(w->waitedOn->lane, w->waitedOn->event);
+                html += row(QStringLiteral("waited for"), describe(*w->waitedOn));
+                if (on.end > e.start)
+                    html += row(QString(), QStringLiteral("which ended %1 into this bubble").arg(dur(on.end - e.start)));
+            }
+        }
+        break;
+    case LaneKind::Kernels:
+    case LaneKind::Transfers:
+        if (auto o = matchingTransfer(m, ref))
+            html += row(l.kind == LaneKind::Transfers ? QStringLiteral("feeds")
+                                                      : p2pDirection(m, ref) == P2pDirection::Send ? QStringLiteral("received by")
+                                                                                                   : QStringLiteral("sent by"),
+                        describe(*o));
+        if (launchLookup_ && e.activity >= 0)
+            if (auto call = launchLookup_(e.activity)) {
+                launchShown_ = true;
+                QString name = QString::fromStdString(call->name);
+                if (name.size() > 120)
+                    name = name.left(120) + QStringLiteral("…");
+                html += row(QStringLiteral("launched by"), QStringLiteral("%1 on CPU thread %2, %3 before it started")
+                                                               .arg(name.toHtmlEscaped())
+                                                               .arg(call->tid)
+                                                               .arg(dur(e.start - call->start)));
+            }
+        break;
+    case LaneKind::Cpu:
+        break;
+    }
+    return html;
+}
+
 void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
 {
     if (!model_ || lane < 0 || event < 0 || static_cast<size_t>(lane) >= model_->lanes.size()) {
@@ -80,9 +149,12 @@ void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
     html += row(QStringLiteral("start"), QStringLiteral("%1 ns on the job clock").arg(e.start));
     html += row(QStringLiteral("end"), QStringLiteral("%1 ns").arg(e.end));
     html += row(QStringLiteral("duration"), dur(e.end - e.start));
+    if (l.kind != timeline::LaneKind::Bubbles)
+        html += relations(lane, event);
     if (l.kind == timeline::LaneKind::Bubbles) {
         const auto cause = BubbleCause(std::min<int>(e.code, kBubbleCauses - 1));
         html += row(QStringLiteral("cause"), qs(toString(cause)));
+        html += relations(lane, event);
         html += QStringLiteral("</table><p>%1</p>").arg(causeExplanation(cause));
         text_->setHtml(html);
         return;
@@ -93,7 +165,7 @@ void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
         html += row(QStringLiteral("store id"), QString::number(a.id));
         if (a.correlation)
             html += row(QStringLiteral("correlation"), QString::number(*a.correlation));
-        if (a.launchStart)
+        if (a.launchStart && !launchShown_)
             html += row(QStringLiteral("launched"), QStringLiteral("%1 before it started (CPU call at %2 ns)")
                                                         .arg(dur(a.start - *a.launchStart))
                                                         .arg(*a.launchStart));

@@ -4,6 +4,7 @@
 #include "PaletteLegend.h"
 
 #include "timeline/Palette.h"
+#include "timeline/TimelineLinks.h"
 #include "util/Format.h"
 
 #include <QApplication>
@@ -168,6 +169,7 @@ QString TimelineView::shortcutsText()
         "<tr><td>W / S</td><td>zoom in / out</td></tr>"
         "<tr><td>A / D, &larr; / &rarr;</td><td>pan</td></tr>"
         "<tr><td>&uarr; / &darr;</td><td>scroll tracks</td></tr>"
+        "<tr><td>Alt+&uarr; / Alt+&darr;</td><td>move the selected track</td></tr>"
         "<tr><td>F</td><td>fit the selection</td></tr>"
         "<tr><td>0, Home</td><td>fit all</td></tr>"
         "<tr><td>. / ,</td><td>next / previous event on the track</td></tr>"
@@ -198,7 +200,15 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
     if (n != oldLanes) {
         hidden_.assign(n, 0);
         pinned_.assign(n, 0);
+        order_.resize(n);
+        for (size_t i = 0; i < n; ++i)
+            order_[i] = static_cast<int>(i);
+        if (!cpuShown_ && model_)
+            for (size_t i = 0; i < n; ++i)
+                if (model_->lanes[i].kind == LaneKind::Cpu)
+                    hidden_[i] = 1;
     }
+    arrows_.clear();
     hover_ = selected_ = {};
     selectedLane_ = -1;
     haveArea_ = false;
@@ -236,6 +246,9 @@ void TimelineView::rebuildGroups()
             groups_.push_back({l.stage, l.replica, {}, {}, 0});
         groups_[it->second].lanes.push_back(static_cast<int>(i));
     }
+    for (Group& g : groups_)
+        std::stable_sort(g.lanes.begin(), g.lanes.end(),
+                         [this](int a, int b) { return order_[static_cast<size_t>(a)] < order_[static_cast<size_t>(b)]; });
     for (Group& g : groups_) {
         std::map<int, int> best; // rank -> its steps lane, else its first compute stream
         for (int li : g.lanes) {
@@ -261,13 +274,13 @@ void TimelineView::rebuildRows()
     if (!model_)
         return;
     bool anyPinned = false;
-    for (size_t i = 0; i < n; ++i)
-        if (pinned_[i] && !hidden_[i]) {
+    for (int i : pinnedLanes())
+        if (!hidden_[static_cast<size_t>(i)]) {
             if (!anyPinned)
                 rows_.push_back({Row::PinnedHeader, -1, -1});
             anyPinned = true;
-            rowOfLane_[i] = static_cast<int>(rows_.size());
-            rows_.push_back({Row::LaneRow, static_cast<int>(i), -1});
+            rowOfLane_[static_cast<size_t>(i)] = static_cast<int>(rows_.size());
+            rows_.push_back({Row::LaneRow, i, -1});
         }
     for (size_t g = 0; g < groups_.size(); ++g) {
         rows_.push_back({Row::GroupHeader, -1, static_cast<int>(g)});
@@ -336,6 +349,70 @@ void TimelineView::setLanePinned(int lane, bool pinned)
 bool TimelineView::isLanePinned(int lane) const
 {
     return lane >= 0 && static_cast<size_t>(lane) < pinned_.size() && pinned_[static_cast<size_t>(lane)];
+}
+
+std::vector<int> TimelineView::pinnedLanes() const
+{
+    std::vector<int> out;
+    for (size_t i = 0; i < pinned_.size(); ++i)
+        if (pinned_[i])
+            out.push_back(static_cast<int>(i));
+    std::stable_sort(out.begin(), out.end(),
+                     [this](int a, int b) { return order_[static_cast<size_t>(a)] < order_[static_cast<size_t>(b)]; });
+    return out;
+}
+
+void TimelineView::moveLane(int lane, int delta)
+{
+    if (!model_ || lane < 0 || static_cast<size_t>(lane) >= order_.size() || delta == 0)
+        return;
+    // The tracks it moves among, in their shown order, hidden ones left out.
+    std::vector<int> peers;
+    if (isLanePinned(lane)) {
+        peers = pinnedLanes();
+    } else {
+        for (const Group& g : groups_)
+            if (std::find(g.lanes.begin(), g.lanes.end(), lane) != g.lanes.end())
+                for (int li : g.lanes)
+                    if (!pinned_[static_cast<size_t>(li)])
+                        peers.push_back(li);
+    }
+    std::erase_if(peers, [&](int li) { return li != lane && hidden_[static_cast<size_t>(li)]; });
+    const auto at = std::find(peers.begin(), peers.end(), lane);
+    if (at == peers.end())
+        return;
+    const long to = std::clamp<long>((at - peers.begin()) + delta, 0, static_cast<long>(peers.size()) - 1);
+    if (to == at - peers.begin())
+        return;
+    const int other = peers[static_cast<size_t>(to)];
+    // Moving past `other` takes its place; everything in between shifts by one.
+    const int from = order_[static_cast<size_t>(lane)], dest = order_[static_cast<size_t>(other)];
+    for (int& o : order_) {
+        if (delta > 0 && o > from && o <= dest)
+            --o;
+        else if (delta < 0 && o >= dest && o < from)
+            ++o;
+    }
+    order_[static_cast<size_t>(lane)] = dest;
+    rebuildGroups();
+    rebuildRows();
+    replotBody();
+}
+
+int TimelineView::rowOfLane(int lane) const
+{
+    return lane >= 0 && static_cast<size_t>(lane) < rowOfLane_.size() ? rowOfLane_[static_cast<size_t>(lane)] : -1;
+}
+
+void TimelineView::setCpuLanesShown(bool shown)
+{
+    cpuShown_ = shown;
+    if (model_)
+        for (size_t i = 0; i < model_->lanes.size() && i < hidden_.size(); ++i)
+            if (model_->lanes[i].kind == LaneKind::Cpu)
+                hidden_[i] = !shown;
+    rebuildRows();
+    replotBody();
 }
 
 int TimelineView::rowTop(int row) const { return plot_->axisRect()->top() + (row - firstRow_) * rowHeight(); }
@@ -561,6 +638,7 @@ void TimelineView::selectEvent(const TimelineEventRef& ref)
     selected_ = ref;
     if (ref.valid())
         selectedLane_ = ref.lane;
+    computeArrows();
     replotOverlay();
     Q_EMIT eventSelected(ref.lane, ref.event);
 }
@@ -587,6 +665,56 @@ void TimelineView::selectPreviousEvent()
         return;
     selectEvent({selectedLane_, e});
     centreOn(model_->event(selectedLane_, e).start);
+}
+
+void TimelineView::computeArrows()
+{
+    arrows_.clear();
+    if (!model_ || !selected_.valid())
+        return;
+    const TimelineModel& m = *model_;
+    const EventRef ref{selected_.lane, selected_.event};
+    const Lane& l = m.lanes[static_cast<size_t>(ref.lane)];
+    const Event& e = m.event(ref.lane, ref.event);
+    auto add = [&](SelectionArrow::Kind kind, int fromLane, qint64 fromNs, EventRef to, qint64 toNs) {
+        arrows_.push_back({kind, fromLane, fromNs, to.lane, toNs, to.event});
+    };
+    switch (l.kind) {
+    case LaneKind::Steps:
+        if (auto p = precedingStep(m, ref))
+            add(SelectionArrow::Kind::Preceding, p->lane, m.event(p->lane, p->event).end, ref, e.start);
+        if (auto d = dependentStep(m, ref))
+            add(SelectionArrow::Kind::Dependent, ref.lane, e.end, *d, m.event(d->lane, d->event).start);
+        break;
+    case LaneKind::Bubbles:
+        if (auto w = bubbleWait(m, ref)) {
+            if (w->waitedOn)
+                add(SelectionArrow::Kind::WaitedOn, w->waitedOn->lane, m.event(w->waitedOn->lane, w->waitedOn->event).end,
+                    w->next, m.event(w->next.lane, w->next.event).start);
+        }
+        break;
+    case LaneKind::Kernels:
+    case LaneKind::Transfers:
+        if (auto o = matchingTransfer(m, ref)) {
+            const Event& oe = m.event(o->lane, o->event);
+            if (l.kind == LaneKind::Transfers) // a predicted transfer to the step it feeds
+                add(SelectionArrow::Kind::Message, ref.lane, e.start, *o, oe.start);
+            else if (p2pDirection(m, ref) == P2pDirection::Send) // bytes leave at the send's start, land at the receive's end
+                add(SelectionArrow::Kind::Message, ref.lane, e.start, *o, oe.end);
+            else
+                arrows_.push_back({SelectionArrow::Kind::Message, o->lane, oe.start, ref.lane, e.end, ref.event});
+        }
+        if (launchLookup_ && e.activity >= 0) {
+            if (auto call = launchLookup_(e.activity)) {
+                const int cpu = cpuLaneAt(m, l.rank, call->tid, call->start);
+                if (cpu >= 0)
+                    arrows_.push_back({SelectionArrow::Kind::Launch, cpu, call->start, ref.lane, e.start, ref.event});
+            }
+        }
+        break;
+    case LaneKind::Cpu:
+        break;
+    }
 }
 
 // ---- search ----------------------------------------------------------------
@@ -663,11 +791,16 @@ bool TimelineView::handleKey(QKeyEvent* event)
         panBy(kPanFraction);
         return true;
     case Qt::Key_Up:
-        scrollRows(-1);
+    case Qt::Key_Down: {
+        const int delta = event->key() == Qt::Key_Up ? -1 : 1;
+        if (event->modifiers() & Qt::AltModifier) {
+            if (selectedLane_ >= 0)
+                moveLane(selectedLane_, delta);
+        } else {
+            scrollRows(delta);
+        }
         return true;
-    case Qt::Key_Down:
-        scrollRows(1);
-        return true;
+    }
     case Qt::Key_F:
         fitSelection();
         return true;
@@ -857,6 +990,8 @@ void TimelineView::showContextMenu(const QPoint& pos)
             menu.addAction(tr("Hide track"), this, [this, lane] { setLaneHidden(lane, true); });
             menu.addAction(isLanePinned(lane) ? tr("Unpin track") : tr("Pin track to the top"), this,
                            [this, lane] { setLanePinned(lane, !isLanePinned(lane)); });
+            menu.addAction(tr("Move track up\tAlt+Up"), this, [this, lane] { moveLane(lane, -1); });
+            menu.addAction(tr("Move track down\tAlt+Down"), this, [this, lane] { moveLane(lane, 1); });
         }
         if (r.group >= 0) {
             const Group& g = groups_[static_cast<size_t>(r.group)];
@@ -868,6 +1003,11 @@ void TimelineView::showContextMenu(const QPoint& pos)
     const auto hiddenCount = std::count(hidden_.begin(), hidden_.end(), 1);
     if (hiddenCount > 0)
         menu.addAction(tr("Show %1 hidden tracks").arg(hiddenCount), this, [this] { showAllLanes(); });
+    if (std::any_of(model_->lanes.begin(), model_->lanes.end(), [](const Lane& l) { return l.kind == LaneKind::Cpu; })) {
+        QAction* cpu = menu.addAction(tr("Show CPU annotation tracks"), this, [this](bool on) { setCpuLanesShown(on); });
+        cpu->setCheckable(true);
+        cpu->setChecked(cpuShown_);
+    }
     menu.addSeparator();
     menu.addAction(tr("Collapse all groups"), this, [this] { setAllGroupsCollapsed(true); });
     menu.addAction(tr("Expand all groups"), this, [this] { setAllGroupsCollapsed(false); });
@@ -1037,6 +1177,15 @@ void TimelineBody::drawLane(QCPPainter* p, int laneIndex, const QRect& r, int& p
                 ++prims;
             }
         }
+        // A folded block says how many events it stands for, when that fits.
+        if (!ev && d.count > 1 && rect.width() >= 14) {
+            const QString n = QString::number(d.count);
+            if (fm.horizontalAdvance(n) + 4 <= rect.width()) {
+                p->setPen(toQColor(kTextHex));
+                p->drawText(rect, Qt::AlignCenter, n);
+                ++prims;
+            }
+        }
         // The microbatch inside a step (or a kernel coloured by step) when it fits.
         if (ev && rect.width() >= 12) {
             QString label;
@@ -1087,29 +1236,45 @@ void TimelineOverlay::draw(QCPPainter* p)
         p->fillRect(QRectF(dragRect.left(), ar.top(), dragRect.width(), ar.height()), QColor(9, 105, 218, 50));
     outline(p, v.hover_, QColor(0x1d, 0x23, 0x29), 1);
     outline(p, v.selected_, toQColor(kSelectionHex), 2);
-    // From a selected point-to-point transfer to its peer's row.
-    if (v.selected_.valid()) {
-        const Lane& l = v.model_->lanes[static_cast<size_t>(v.selected_.lane)];
-        const Event& e = v.model_->event(v.selected_.lane, v.selected_.event);
-        if (e.detail >= 0 && (l.kind == LaneKind::Kernels || l.kind == LaneKind::Transfers)
-            && static_cast<size_t>(e.detail) < v.model_->comms.size()) {
-            const int peer = v.model_->comms[static_cast<size_t>(e.detail)].peer;
-            for (size_t li = 0; peer >= 0 && li < v.model_->lanes.size(); ++li) {
-                const Lane& pl = v.model_->lanes[li];
-                if (pl.rank != peer || (pl.kind != LaneKind::Kernels && pl.kind != LaneKind::Steps))
-                    continue;
-                const QRect from = v.laneRect(v.selected_.lane), to = v.laneRect(static_cast<int>(li));
-                if (from.isEmpty() || to.isEmpty())
-                    break;
-                const QPointF a(v.xOf(e.start), from.center().y()), b(v.xOf(e.end), to.center().y());
-                p->setPen(QPen(toQColor(kSelectionHex), 1.5));
-                p->drawLine(a, b);
-                const double ang = std::atan2(b.y() - a.y(), b.x() - a.x());
-                for (double d : {0.5, -0.5})
-                    p->drawLine(b, b - QPointF(8 * std::cos(ang + d), 8 * std::sin(ang + d)));
-                break;
-            }
+    // The selection's arrows (see TimelineView::selectionArrows); an end on a
+    // track that is not on screen points at the top or bottom edge.
+    for (const SelectionArrow& a : v.arrows_) {
+        auto yOf = [&](int lane) -> std::optional<double> {
+            const QRect r = v.laneRect(lane);
+            if (!r.isEmpty())
+                return r.center().y();
+            const int row = v.rowOfLane(lane);
+            if (row < 0)
+                return std::nullopt;
+            return row < v.firstRow_ ? ar.top() + 1.0 : ar.bottom() - 1.0;
+        };
+        const auto y0 = yOf(a.fromLane), y1 = yOf(a.toLane);
+        if (!y0 || !y1)
+            continue;
+        QColor c = toQColor(kSelectionHex);
+        Qt::PenStyle style = Qt::SolidLine;
+        switch (a.kind) {
+        case SelectionArrow::Kind::Preceding:
+        case SelectionArrow::Kind::WaitedOn:
+            style = Qt::DashLine;
+            break;
+        case SelectionArrow::Kind::Launch:
+            c = QColor(0x6e, 0x40, 0xc9);
+            break;
+        default:
+            break;
         }
+        const QPointF from(v.xOf(a.fromNs), *y0), to(v.xOf(a.toNs), *y1);
+        QPen pen(c, 1.5);
+        pen.setStyle(style);
+        p->setPen(pen);
+        p->drawLine(from, to);
+        p->setPen(QPen(c, 1.5));
+        const double ang = std::atan2(to.y() - from.y(), to.x() - from.x());
+        for (double d : {0.5, -0.5})
+            p->drawLine(to, to - QPointF(8 * std::cos(ang + d), 8 * std::sin(ang + d)));
+        if (a.toEvent >= 0 && a.toLane != v.selected_.lane)
+            outline(p, {a.toLane, a.toEvent}, c, 1);
     }
 }
 

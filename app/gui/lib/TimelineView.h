@@ -20,13 +20,16 @@
 //
 // Times in this API are nanoseconds on the model's clock (the trace's, or 0
 // at the start of a replay).
+#include "store/Store.h"
 #include "timeline/TimelineModel.h"
 
 #include <QPair>
 #include <QWidget>
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 class QCustomPlot;
@@ -45,6 +48,17 @@ struct TimelineEventRef {
     qint64 event = -1;
     bool valid() const { return lane >= 0 && event >= 0; }
     bool operator==(const TimelineEventRef&) const = default;
+};
+
+// An arrow the overlay draws for the selected event (see timeline/TimelineLinks.h).
+struct SelectionArrow {
+    enum class Kind { Message, Dependent, Preceding, Launch, WaitedOn };
+    Kind kind = Kind::Message;
+    int fromLane = -1;
+    qint64 fromNs = 0;
+    int toLane = -1;
+    qint64 toNs = 0;
+    qint64 toEvent = -1; // the event it points at on toLane, -1 for a point in time
 };
 
 class TimelineView : public QWidget {
@@ -82,6 +96,15 @@ public:
     void showAllLanes();
     void setLanePinned(int lane, bool pinned); // pinned tracks sit on top, above the groups
     bool isLanePinned(int lane) const;
+    // Moves a track up (delta < 0) or down past its visible neighbours within
+    // its group (or among the pinned tracks). The order survives a new model
+    // with the same lanes.
+    void moveLane(int lane, int delta);
+    // Row of a lane (headers count as rows), -1 when hidden or in a collapsed group.
+    int rowOfLane(int lane) const;
+    // CPU annotation tracks on or off (all of them at once; Hide track hides one).
+    void setCpuLanesShown(bool shown);
+    bool cpuLanesShown() const { return cpuShown_; }
     int rowCount() const { return static_cast<int>(rows_.size()); }
     // Where a lane's row is in plot() coordinates; empty when not on screen.
     QRect laneRect(int lane) const;
@@ -95,6 +118,13 @@ public:
     // Rich text: name, start, duration, rank, stage, stream, step, bytes and peer.
     QString toolTipFor(const TimelineEventRef& ref) const;
     void selectEvent(const TimelineEventRef& ref); // emits eventSelected
+    // The arrows of the selection: a transfer to its other end, a kernel from
+    // the CPU call that launched it, a step to the step that needs its output
+    // and from the one it needed, a bubble from what its rank waited for.
+    const std::vector<SelectionArrow>& selectionArrows() const { return arrows_; }
+    // Finds the CPU call that launched an activity (index into the trace's
+    // activities); unset, kernels get no launch arrow.
+    void setLaunchLookup(std::function<std::optional<LaunchCall>(int32_t activity)> lookup) { launchLookup_ = std::move(lookup); }
     TimelineEventRef selectedEvent() const { return selected_; }
     int selectedLane() const { return selectedLane_; }
     void selectNextEvent();     // on the selected track, after the selected event
@@ -142,6 +172,8 @@ private:
     };
 
     void rebuildGroups();
+    void computeArrows();
+    std::vector<int> pinnedLanes() const; // in their shown order
     void rebuildRows();
     int rowAt(int y) const;
     int rowTop(int row) const;
@@ -176,6 +208,10 @@ private:
     std::vector<int> rowOfLane_;
     std::map<std::pair<int, int>, bool> collapsed_;
     std::vector<char> hidden_, pinned_;
+    std::vector<int> order_;       // [lane]: position among its group's (or the pinned) tracks
+    bool cpuShown_ = true;
+    std::vector<SelectionArrow> arrows_;
+    std::function<std::optional<LaunchCall>(int32_t)> launchLookup_;
     int firstRow_ = 0;
     int labelWidth_ = 190;
     int lastPrimitives_ = 0;
