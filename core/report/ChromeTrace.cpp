@@ -322,7 +322,15 @@ ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const C
         w << ",\"ts\":" << microsText(start - stats.baseTime) << ",\"dur\":" << microsText(end - start);
     };
 
+    // Cancel and progress by records looked at, not written: a narrow range still answers promptly.
+    const double records = static_cast<double>(trace.activities.size() + trace.cpuRanges.size()) + 1.0;
+    size_t seen = 0;
+    auto progress = [&] {
+        if (options.work && (++seen & 0x3fff) == 0)
+            options.work->checkpoint("writing the Chrome trace", static_cast<double>(seen) / records);
+    };
     for (const auto& a : trace.activities) {
+        progress();
         if (!keepActivity(a))
             continue;
         const RankLanes& rl = lanes[a.rank];
@@ -403,6 +411,7 @@ ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const C
     }
 
     for (const auto& r : trace.cpuRanges) {
+        progress();
         if (!keepRange(r))
             continue;
         begin();

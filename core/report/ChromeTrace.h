@@ -11,6 +11,7 @@
 // baseTimeNanoseconds, the earliest record of the job. The document is
 // written event by event, never held whole in memory.
 #include "model/Trace.h"
+#include "util/Work.h"
 
 #include <cstdint>
 #include <map>
@@ -30,6 +31,7 @@ struct ChromeTraceOptions {
     std::optional<TimeNs> from, to;        // records overlapping [from, to) on the job's clock, as Store::load
     std::map<int, int> stageOf;            // rank -> pipeline stage; process names leave it out when absent
     std::map<int64_t, std::string> roleOf; // store stream id -> "compute", "communication", "copy", ...
+    const WorkControl* work = nullptr;     // progress and cancel every few thousand events (optional)
 };
 
 // Stages and stream roles as the analysis found them.

@@ -466,9 +466,13 @@ WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, cons
         const ScenarioChanges& ch = options.whatIfChanges;
         if (ch.schedule || ch.scheduleCsv || ch.pp || ch.v || ch.microbatches || ch.boundaries)
             w.predictions.push_back(predictionToJson(predict(model, requested), jo));
-        BalanceResult b = autoBalance(model, requested);
+        BalanceOptions bo;
+        bo.work = options.work;
+        BalanceResult b = autoBalance(model, requested, bo);
         b.prediction.label = "auto-balance";
         w.predictions.push_back(predictionToJson(b.prediction, jo));
+    } catch (const Cancelled&) {
+        throw;
     } catch (const std::exception& e) {
         w.predictions.clear();
         w.error = e.what();
@@ -572,7 +576,27 @@ std::string renderReport(const Trace& trace, const ReportOptions& options, Verdi
 {
     AnalyzeOptions ao;
     ao.iteration = options.iteration;
+    ao.work = options.work;
     const AnalysisResult r = analyze(trace, ao);
+    return renderReport(trace, r, options, verdictOut);
+}
+
+std::string renderReport(const Trace& trace, const AnalysisResult& analysis, const ReportOptions& options, Verdict* verdictOut)
+{
+    // An analysis of every iteration: the page is about the selected one, so the rest is left out (a copy of
+    // the steps and bubbles only when there is something to leave out).
+    std::optional<AnalysisResult> selectedOnly;
+    const bool valid = analysis.selectedIteration >= 0 && static_cast<size_t>(analysis.selectedIteration) < analysis.iterations.size();
+    const int selected = valid ? analysis.iterations[static_cast<size_t>(analysis.selectedIteration)].index : analysis.selectedIteration;
+    const auto otherIteration = [&](const auto& x) { return x.iteration != selected; };
+    if (std::any_of(analysis.steps.begin(), analysis.steps.end(), otherIteration) ||
+        std::any_of(analysis.bubbles.begin(), analysis.bubbles.end(), otherIteration)) {
+        selectedOnly = analysis;
+        std::erase_if(selectedOnly->steps, otherIteration);
+        std::erase_if(selectedOnly->bubbles, otherIteration);
+    }
+    const AnalysisResult& r = selectedOnly ? *selectedOnly : analysis;
+    checkpoint(options.work, "writing the report", -1);
     if (verdictOut)
         *verdictOut = verdict(r, &trace);
 
@@ -602,12 +626,15 @@ std::string renderReport(const Trace& trace, const ReportOptions& options, Verdi
     }
 
     TimelineCounts counts;
+    checkpoint(options.work, "writing the report: timeline", -1);
     const json timelineData = measuredTimeline(trace, r, {options.foldColumns, options.maxItemsPerLane}, &counts);
 
     const bool pipeline = r.pipeline.found;
     WhatIfOutcome w;
-    if (pipeline && options.whatIf)
+    if (pipeline && options.whatIf) {
+        checkpoint(options.work, "writing the report: what-if", -1);
         w = runWhatIf(trace, r, options);
+    }
 
     std::string out;
     out.reserve(64 * 1024);

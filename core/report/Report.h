@@ -5,6 +5,7 @@
 // comparison of the measured partition with an auto-balanced one. One file
 // with inline CSS, JS and data; nothing is loaded from anywhere else.
 // docs/report.md describes every section.
+#include "analysis/Analysis.h"
 #include "analysis/Verdict.h"
 #include "model/Trace.h"
 #include "whatif/WhatIf.h"
@@ -31,6 +32,8 @@ struct ReportOptions {
     // schedule), and how to calibrate (layer count, model description, ...).
     whatif::ScenarioChanges whatIfChanges;
     whatif::CalibrateOptions calibrate;
+    // Progress and cancel between sections and inside the auto-balance (optional).
+    const WorkControl* work = nullptr;
 };
 
 // The report as one HTML document. Throws Error when the trace holds no GPU
@@ -38,5 +41,13 @@ struct ReportOptions {
 // the trace is not an error: its message is shown in the what-if section.
 // verdict, when given, receives the verdict the report shows on top.
 std::string renderReport(const Trace& trace, const ReportOptions& options = {}, Verdict* verdict = nullptr);
+
+// The same on an analysis already made of `trace` (the app's): the page shows
+// analysis.selectedIteration, and options.iteration is not looked at. Steps
+// and bubbles of other iterations (AnalyzeOptions::allIterations) are left
+// out, so the page equals the one renderReport(trace, options) writes when
+// both select the same iteration.
+std::string renderReport(const Trace& trace, const AnalysisResult& analysis, const ReportOptions& options,
+                         Verdict* verdict = nullptr);
 
 } // namespace pipescope::report

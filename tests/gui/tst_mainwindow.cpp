@@ -4,15 +4,24 @@
 // the app renders non-blank screenshots headless.
 #include "AppSession.h"
 #include "DetailsPanel.h"
+#include "ExportWorker.h"
 #include "MainWindow.h"
 #include "PipelineView.h"
 #include "TimelineView.h"
 #include "WhatIfEditor.h"
 
 #include "TestSupport.h"
+#include "report/ChromeTrace.h"
+#include "store/Sqlite.h"
 
+#include <QAction>
+#include <QComboBox>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLineEdit>
 #include <QImage>
 #include <QLabel>
 #include <QStatusBar>
@@ -28,6 +37,33 @@ using namespace pipescope;
 using namespace pipescope::gui;
 
 namespace {
+
+// Waits for the export in flight; true when it wrote its file.
+bool waitForExport(MainWindow& w)
+{
+    QSignalSpy done(w.exporter(), &ExportWorker::finished);
+    QSignalSpy failed(w.exporter(), &ExportWorker::failed);
+    for (int i = 0; i < 600 && done.isEmpty() && failed.isEmpty(); ++i)
+        QTest::qWait(100);
+    return !done.isEmpty();
+}
+
+// The complete ("X") events of a Chrome trace file, as (start, end) on the job's clock.
+std::vector<std::pair<TimeNs, TimeNs>> chromeEvents(const QString& path, TimeNs origin)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    std::vector<std::pair<TimeNs, TimeNs>> out;
+    for (const auto& e : QJsonDocument::fromJson(f.readAll()).object()["traceEvents"].toArray()) {
+        const QJsonObject o = e.toObject();
+        if (o["ph"].toString() != QLatin1String("X"))
+            continue;
+        const TimeNs start = origin + TimeNs(std::llround(o["ts"].toDouble() * 1000));
+        out.push_back({start, start + TimeNs(std::llround(o["dur"].toDouble() * 1000))});
+    }
+    return out;
+}
 
 const QString kSource = QString::fromUtf8(PIPESCOPE_SOURCE_DIR);
 const QString kStore = kSource + "/resources/examples/pipeline-1f1b-4stage.pipescope";
@@ -135,6 +171,19 @@ private Q_SLOTS:
         QVERIFY2(kernelText.contains(QStringLiteral("NCCL\n") + QString::fromStdString(op.kind)), qPrintable(kernelText));
         QVERIFY(kernelText.contains(QString::fromStdString(w.job()->trace->str(a.name))));
         QVERIFY(kernelText.contains(QStringLiteral("correlation\n%1").arg(*a.correlation)));
+        // The call that launched it, read from the store's launch link.
+        sql::Database db(kStore.toStdString(), sql::Database::Mode::ReadOnly);
+        auto q = db.prepare("SELECT s.value, c.tid FROM activities a JOIN cpu_ranges c ON c.id = a.launch_id"
+                            " JOIN strings s ON s.id = c.name_id WHERE a.id = ?1");
+        q.bind(1, a.id);
+        QVERIFY(q.step());
+        QVERIFY2(kernelText.contains(QStringLiteral("launched by\n%1 on CPU thread %2, ")
+                                         .arg(QString::fromStdString(q.string(0)))
+                                         .arg(q.int64(1))),
+                 qPrintable(kernelText));
+        // What rank 1's first bubble waited for: the step that ended it and that step's input.
+        w.timeline()->selectEvent({bubbleLane, 0});
+        QVERIFY2(w.details()->plainText().contains(QStringLiteral("ended by\n")), qPrintable(w.details()->plainText()));
     }
 
     void importsAFolderOnceIntoTheCache()
@@ -234,6 +283,144 @@ private Q_SLOTS:
     // A large store shows a first frame of one window, then the whole trace in
     // its place; each job is whole for what it covers. firstFrameAbove 0 makes
     // the example store "large".
+    void iterationDrivesThePipelineView()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1200, 800);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        const auto& a = *w.job()->analysis;
+        QVERIFY(a.iterations.size() >= 2);
+        PipelineView* view = w.pipelineView();
+        QCOMPARE(view->shownIteration(), a.selectedIteration);
+        const int k = a.selectedIteration == 0 ? 1 : 0; // another iteration than the analysed one
+        w.setView(MainWindow::View::Pipeline);
+        w.iterationBox()->setCurrentIndex(k + 1);
+        Q_EMIT w.iterationBox()->activated(k + 1);
+        QCOMPARE(view->shownIteration(), k);
+        // Iteration k's measured steps, each stage's first replica: every one, and only those.
+        std::set<int> firstReplica;
+        for (const StageAssignment& s : a.pipeline.stageMap)
+            if (s.stage >= 0 && s.replica == 0)
+                firstReplica.insert(s.rank);
+        size_t expected = 0;
+        for (const Step& s : a.steps)
+            expected += s.iteration == a.iterations[size_t(k)].index && firstReplica.count(s.rank);
+        const std::vector<Step> shown = view->shownSteps();
+        QVERIFY(expected > 0);
+        QCOMPARE(shown.size(), expected);
+        for (const Step& s : shown)
+            QCOMPARE(s.iteration, a.iterations[size_t(k)].index);
+        QCOMPARE(view->spanNs() >= a.iterations[size_t(k)].end - a.iterations[size_t(k)].start, true);
+        view->grab(); // paints it
+        QVERIFY(view->paintedBoxes() >= int(expected));
+        // The timeline zooms to the same iteration.
+        const Iteration& it = a.iterations[size_t(k)];
+        QCOMPARE(w.timeline()->visibleRange().first, it.start - (it.end - it.start) / 50);
+        // The whole trace: the diagram goes back to the analysed iteration.
+        w.iterationBox()->setCurrentIndex(0);
+        Q_EMIT w.iterationBox()->activated(0);
+        QCOMPARE(view->shownIteration(), a.selectedIteration);
+    }
+
+    void pipelineToolbarToggles()
+    {
+        MainWindow w(nullptr, false);
+        auto* ghost = w.findChild<QAction*>(QStringLiteral("pipeline-ghost"));
+        auto* path = w.findChild<QAction*>(QStringLiteral("pipeline-critical-path"));
+        auto* replicas = w.findChild<QAction*>(QStringLiteral("pipeline-replicas"));
+        QVERIFY(ghost && path && replicas);
+        PipelineView* view = w.pipelineView();
+        QCOMPARE(view->mode(), PipelineView::Stacked);
+        QVERIFY(path->isChecked() && view->criticalPathVisible());
+        QVERIFY(!replicas->isChecked() && !view->replicasStacked());
+        ghost->trigger();
+        QCOMPARE(view->mode(), PipelineView::Ghost);
+        ghost->trigger();
+        QCOMPARE(view->mode(), PipelineView::Stacked);
+        path->trigger();
+        QVERIFY(!view->criticalPathVisible());
+        replicas->trigger();
+        QVERIFY(view->replicasStacked());
+    }
+
+    void shiftEnterGoesToThePreviousHit()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1200, 800);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        QLineEdit* search = w.searchField();
+        search->setFocus();
+        QTest::keyClicks(search, QStringLiteral("nccl"));
+        QVERIFY(w.timeline()->searchHitCount() > 2);
+        QTest::keyClick(search, Qt::Key_Return);
+        const int first = w.timeline()->currentSearchHit();
+        QTest::keyClick(search, Qt::Key_Return);
+        QCOMPARE(w.timeline()->currentSearchHit(), first + 1);
+        QTest::keyClick(search, Qt::Key_Return, Qt::ShiftModifier);
+        QCOMPARE(w.timeline()->currentSearchHit(), first);
+        QTest::keyClick(search, Qt::Key_Enter, Qt::ShiftModifier | Qt::KeypadModifier);
+        QCOMPARE(w.timeline()->currentSearchHit(), first == 0 ? w.timeline()->searchHitCount() - 1 : first - 1);
+    }
+
+    void exportsRunOnAWorker()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1200, 800);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        QTemporaryDir dir;
+        const auto& job = *w.job();
+
+        // The report carries the editor's scenario: a what-if change shows as the "requested" row.
+        QTRY_VERIFY_WITH_TIMEOUT(w.whatIfEditor()->currentPrediction().has_value(), 10000);
+        whatif::ScenarioChanges change;
+        change.microbatches = 16;
+        w.whatIfEditor()->applyChanges(change);
+        QTRY_COMPARE_WITH_TIMEOUT(w.whatIfEditor()->currentScenario()->microbatches, 16, 10000);
+        QCOMPARE(*w.reportOptions(nullptr).whatIfChanges.microbatches, 16);
+        const QString html = dir.filePath(QStringLiteral("report.html"));
+        QSignalSpy done(w.exporter(), &ExportWorker::finished);
+        QVERIFY(w.saveReport(html));
+        QCOMPARE(done.size(), 0); // the answer comes through the event loop, from the worker
+        QVERIFY(waitForExport(w));
+        QFile f(html);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray page = f.readAll();
+        QVERIFY(page.contains("<td>requested</td>"));
+        QVERIFY(page.contains(QStringLiteral("\"selected_iteration\":%1").arg(job.analysis->selectedIteration).toUtf8()));
+
+        // Chrome trace: the visible range, and the whole store beyond it.
+        const Iteration& it = job.analysis->iterations[size_t(job.analysis->selectedIteration)];
+        const TimeNs from = it.start + (it.end - it.start) / 3, to = it.start + (it.end - it.start) / 2;
+        w.timeline()->setVisibleRange(from, to);
+        const auto [shownFrom, shownTo] = w.timeline()->visibleRange();
+        const TimeNs origin = report::chromeTraceOrigin(*job.trace);
+        const QString visible = dir.filePath(QStringLiteral("visible.json"));
+        const QString whole = dir.filePath(QStringLiteral("whole.json"));
+        QVERIFY(w.saveChromeTrace(visible, MainWindow::TraceRange::Visible));
+        QVERIFY(waitForExport(w));
+        QVERIFY(w.saveChromeTrace(whole, MainWindow::TraceRange::WholeStore));
+        QVERIFY(waitForExport(w));
+        const auto v = chromeEvents(visible, origin);
+        const auto all = chromeEvents(whole, origin);
+        QVERIFY(!v.empty());
+        QVERIFY(all.size() > v.size());
+        auto outside = [&](const std::pair<TimeNs, TimeNs>& e) { return e.second < shownFrom || e.first > shownTo; };
+        QVERIFY(std::none_of(v.begin(), v.end(), outside));
+        QVERIFY(std::any_of(all.begin(), all.end(), outside));
+
+        // A failed export: the one-line error dialog, and no file.
+        QSignalSpy error(&w, &MainWindow::errorShown);
+        const QString bad = dir.filePath(QStringLiteral("no-such-folder/trace.json"));
+        QVERIFY(w.saveChromeTrace(bad, MainWindow::TraceRange::Visible));
+        QVERIFY(!waitForExport(w));
+        QCOMPARE(error.size(), 1);
+        QVERIFY(!error[0][0].toString().contains(QLatin1Char('\n')));
+        QVERIFY(!QFileInfo::exists(bad));
+    }
+
     void firstFrameThenWholeTrace()
     {
         MainWindow w(nullptr, false);

@@ -126,6 +126,7 @@ private slots:
     void stripKeyboard();
     void stripAsksForLayers();
     void rendersNotBlank();
+    void balanceCancels();
 };
 
 void TestWhatIfEditor::dragMatchesCliAndUndoRestores()
@@ -308,6 +309,44 @@ void TestWhatIfEditor::stripAsksForLayers()
     const std::vector<qint64> cli = cliIterations({});
     QCOMPARE(cli.size(), size_t(1));
     QCOMPARE(editor.currentPrediction()->iterationNs(), cli[0]);
+}
+
+void TestWhatIfEditor::balanceCancels()
+{
+    WhatIfEditor editor;
+    editor.resize(1200, 800);
+    editor.show();
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, exampleModel(16));
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+    QVERIFY(!editor.cancelButton()->isEnabled());
+
+    // Changes queued ahead keep the worker busy (thousands of microbatches to replay), so the
+    // balance behind them is still waiting when Cancel comes; the last change goes back to 8.
+    const int changes = 5;
+    for (int i = 0; i < changes; ++i) {
+        whatif::ScenarioChanges c;
+        c.microbatches = i + 1 < changes ? 4096 - i : 8;
+        c.boundaries = std::vector<int>{3, 8, 12};
+        editor.applyChanges(c);
+    }
+    editor.autoBalance();
+    QVERIFY(!editor.balanceButton()->isEnabled());
+    QVERIFY(editor.cancelButton()->isEnabled());
+    QTest::mouseClick(editor.cancelButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(editor.balanceButton()->isEnabled(), 20000);
+    QVERIFY(!editor.cancelButton()->isEnabled());
+    QCOMPARE(editor.statusText(), QStringLiteral("auto-balance cancelled"));
+    QVERIFY(editor.firstError().isEmpty()); // a cancel is no error
+    QVERIFY(waitFor(changed, [&] { return editor.undoStack()->count() == changes; }));
+    QCOMPARE(shownBoundaries(editor), (std::vector<int>{3, 8, 12})); // the balance changed nothing
+    QCOMPARE(editor.currentScenario()->microbatches, 8);
+
+    // Not cancelled, it balances as before.
+    editor.autoBalance();
+    QTRY_VERIFY_WITH_TIMEOUT(editor.balanceButton()->isEnabled(), 20000);
+    QVERIFY(editor.firstError().isEmpty());
+    QVERIFY(editor.statusText() != QStringLiteral("auto-balance cancelled"));
 }
 
 void TestWhatIfEditor::rendersNotBlank()

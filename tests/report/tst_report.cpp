@@ -168,6 +168,8 @@ private slots:
     void noPipeline();
     void capAndFold();
     void iterationOption();
+    void existingAnalysis();
+    void cancelled();
     void cliExitCodes();
     void cliUnwritableOutput();
     void cliRealCapture();
@@ -488,6 +490,34 @@ void TestReport::iterationOption()
     o.whatIf = false;
     const json summary = embedded(report::renderReport(built.trace, o), "report-summary");
     QCOMPARE(summary["selected_iteration"].get<int>(), 1);
+}
+
+void TestReport::existingAnalysis()
+{
+    // The app's analysis covers every iteration; the page made from it equals the one that analyses itself.
+    test::PipelineSpec spec = smallPipeline();
+    spec.iterations = 3;
+    spec.profilerSteps = true;
+    const auto built = test::pipelineTrace(spec);
+    report::ReportOptions o;
+    o.iteration = 1;
+    AnalyzeOptions ao;
+    ao.iteration = 1;
+    ao.allIterations = true;
+    const AnalysisResult all = analyze(built.trace, ao);
+    QVERIFY(std::any_of(all.steps.begin(), all.steps.end(), [](const Step& s) { return s.iteration != 1; }));
+    QVERIFY(report::renderReport(built.trace, all, o) == report::renderReport(built.trace, o));
+}
+
+void TestReport::cancelled()
+{
+    const auto built = test::pipelineTrace(smallPipeline());
+    std::atomic<bool> stop{true};
+    WorkControl work;
+    work.stop = &stop;
+    report::ReportOptions o;
+    o.work = &work;
+    QVERIFY_THROWS_EXCEPTION(Cancelled, report::renderReport(built.trace, o));
 }
 
 void TestReport::cliExitCodes()

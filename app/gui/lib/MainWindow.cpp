@@ -1,9 +1,11 @@
 #include "MainWindow.h"
+#include "store/Store.h"
 
 #include "BubblePanel.h"
 #include "CriticalPathPanel.h"
 #include "DetailsPanel.h"
 #include "DiagnosticsPanel.h"
+#include "ExportWorker.h"
 #include "PaletteLegend.h"
 #include "HtaPanel.h"
 #include "ImbalancePanel.h"
@@ -14,8 +16,8 @@
 
 #include "report/ChromeTrace.h"
 #include "report/Report.h"
-#include "util/AtomicOutput.h"
 #include "util/Error.h"
+#include "whatif/WhatIf.h"
 
 #include <QAction>
 #include <QApplication>
@@ -29,6 +31,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QKeySequence>
 #include <QLabel>
 #include <QLineEdit>
@@ -49,8 +52,6 @@
 #include <QSvgGenerator>
 #endif
 
-#include <fstream>
-
 namespace pipescope::gui {
 
 namespace {
@@ -59,7 +60,8 @@ constexpr int kMaxRecent = 10;
 QString settingsKey(const char* key) { return QString::fromLatin1(key); }
 } // namespace
 
-MainWindow::MainWindow(QWidget* parent, bool restoreLayout) : QMainWindow(parent), session_(new AppSession(this))
+MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
+    : QMainWindow(parent), session_(new AppSession(this)), exporter_(new ExportWorker(this))
 {
     setWindowTitle(QStringLiteral("pipescope"));
     setAcceptDrops(true);
@@ -71,6 +73,26 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout) : QMainWindow(parent
     pipeline_ = new PipelineView(pipelineTab_);
     auto* pipelineLayout = new QVBoxLayout(pipelineTab_);
     pipelineLayout->setContentsMargins(0, 0, 0, 0);
+    pipelineLayout->setSpacing(0);
+    // The What-if tab's diagram has the same toggles beside its figures.
+    auto* pipelineBar = new QToolBar(pipelineTab_);
+    QAction* ghost = pipelineBar->addAction(QStringLiteral("Prediction as ghost"));
+    ghost->setObjectName(QStringLiteral("pipeline-ghost"));
+    ghost->setCheckable(true);
+    ghost->setToolTip(QStringLiteral("Draw the prediction as a translucent ghost over the measured rows, not underneath"));
+    connect(ghost, &QAction::toggled, pipeline_, [this](bool on) { pipeline_->setMode(on ? PipelineView::Ghost : PipelineView::Stacked); });
+    QAction* path = pipelineBar->addAction(QStringLiteral("Critical path"));
+    path->setObjectName(QStringLiteral("pipeline-critical-path"));
+    path->setCheckable(true);
+    path->setChecked(pipeline_->criticalPathVisible());
+    path->setToolTip(QStringLiteral("Overlay the critical path (of the analysed iteration)"));
+    connect(path, &QAction::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
+    QAction* replicas = pipelineBar->addAction(QStringLiteral("Stack replicas"));
+    replicas->setObjectName(QStringLiteral("pipeline-replicas"));
+    replicas->setCheckable(true);
+    replicas->setToolTip(QStringLiteral("One row per data-parallel replica of each stage, not only the first replica"));
+    connect(replicas, &QAction::toggled, pipeline_, &PipelineView::setReplicasStacked);
+    pipelineLayout->addWidget(pipelineBar);
     pipelineLayout->addWidget(pipeline_, 1);
     pipelineLayout->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, pipelineTab_));
     editor_ = new WhatIfEditor(tabs_);
@@ -93,26 +115,30 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout) : QMainWindow(parent
     statusBar()->addWidget(status_, 1);
     statusBar()->addPermanentWidget(progress_);
     statusBar()->addPermanentWidget(cancel_);
-    connect(cancel_, &QToolButton::clicked, session_, &AppSession::cancel);
-
-    connect(session_, &AppSession::progress, this, [this](const QString& phase, double fraction) {
-        progress_->setVisible(true);
-        cancel_->setVisible(true);
-        if (fraction < 0) {
-            progress_->setRange(0, 0);
-        } else {
-            progress_->setRange(0, 1000);
-            progress_->setValue(static_cast<int>(fraction * 1000));
-        }
-        // While a first frame is shown, say that the rest is still coming.
-        status_->setText(job_ && !job_->complete ? QStringLiteral("%1: showing a window of the trace; loading the whole trace: %2")
-                                                       .arg(job_->title, phase)
-                                                 : phase);
+    // Cancel stops an export in flight first: a load behind it goes on.
+    connect(cancel_, &QToolButton::clicked, this, [this] {
+        if (exporter_->busy())
+            exporter_->cancel();
+        else
+            session_->cancel();
     });
-    auto idle = [this] {
-        progress_->setVisible(false);
-        cancel_->setVisible(false);
-    };
+
+    connect(session_, &AppSession::progress, this, &MainWindow::showProgress);
+    auto idle = [this] { hideProgress(); };
+    connect(exporter_, &ExportWorker::progress, this, &MainWindow::showProgress);
+    connect(exporter_, &ExportWorker::finished, this, [this](const QString&, const QString& message) {
+        hideProgress();
+        status_->setText(message);
+    });
+    connect(exporter_, &ExportWorker::failed, this, [this](const QString& message) {
+        hideProgress();
+        status_->clear();
+        showError(message);
+    });
+    connect(exporter_, &ExportWorker::cancelled, this, [this] {
+        hideProgress();
+        status_->setText(QStringLiteral("Export cancelled; nothing was written"));
+    });
     connect(session_, &AppSession::loaded, this, [this, idle](std::shared_ptr<const Job> job) {
         idle();
         onLoaded(std::move(job));
@@ -145,6 +171,30 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout) : QMainWindow(parent
 
 MainWindow::~MainWindow() = default;
 
+void MainWindow::showProgress(const QString& phase, double fraction)
+{
+    progress_->setVisible(true);
+    cancel_->setVisible(true);
+    if (fraction < 0) {
+        progress_->setRange(0, 0);
+    } else {
+        progress_->setRange(0, 1000);
+        progress_->setValue(static_cast<int>(fraction * 1000));
+    }
+    // While a first frame is shown, say that the rest is still coming.
+    status_->setText(job_ && !job_->complete && session_->busy()
+                         ? QStringLiteral("%1: showing a window of the trace; loading the whole trace: %2").arg(job_->title, phase)
+                         : phase);
+}
+
+void MainWindow::hideProgress()
+{
+    // A load and an export may overlap: the bar stays while either runs.
+    if (session_->busy() || exporter_->busy())
+        return;
+    progress_->setVisible(false);
+    cancel_->setVisible(false);
+}
 void MainWindow::buildToolBar()
 {
     QToolBar* bar = addToolBar(QStringLiteral("Navigation"));
@@ -152,7 +202,8 @@ void MainWindow::buildToolBar()
     bar->addWidget(new QLabel(QStringLiteral(" Iteration "), bar));
     iterations_ = new QComboBox(bar);
     iterations_->setMinimumContentsLength(18);
-    iterations_->setToolTip(QStringLiteral("Zoom the timeline to one iteration"));
+    iterations_->setObjectName(QStringLiteral("iterations"));
+    iterations_->setToolTip(QStringLiteral("Zoom the timeline to one iteration and show it in the Pipeline tab"));
     bar->addWidget(iterations_);
     connect(iterations_, &QComboBox::activated, this, &MainWindow::selectIteration);
 
@@ -168,6 +219,8 @@ void MainWindow::buildToolBar()
 
     bar->addSeparator();
     search_ = new QLineEdit(bar);
+    search_->setObjectName(QStringLiteral("search"));
+    search_->installEventFilter(this); // Shift+Enter: the previous hit
     search_->setPlaceholderText(QStringLiteral("Search kernels (Ctrl+F)"));
     search_->setClearButtonEnabled(true);
     search_->setMaximumWidth(260);
@@ -286,7 +339,12 @@ void MainWindow::buildMenus()
     file->addSeparator();
     file->addAction(QStringLiteral("Save HTML &report..."), this, &MainWindow::exportReport);
     file->addAction(QStringLiteral("Export timeline &image (PNG, SVG)..."), this, &MainWindow::exportTimelineImage);
-    file->addAction(QStringLiteral("Export &Chrome trace JSON (Perfetto)..."), this, &MainWindow::exportChromeTrace);
+    file->addAction(QStringLiteral("Export &Chrome trace JSON (Perfetto) of the visible range..."), this,
+                    [this] { exportChromeTrace(TraceRange::Visible); })
+        ->setObjectName(QStringLiteral("export-chrome-visible"));
+    file->addAction(QStringLiteral("Export Chrome trace JSON (Perfetto) of the &whole store..."), this,
+                    [this] { exportChromeTrace(TraceRange::WholeStore); })
+        ->setObjectName(QStringLiteral("export-chrome-whole"));
     file->addSeparator();
     QAction* quit = file->addAction(QStringLiteral("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
@@ -336,7 +394,7 @@ void MainWindow::showShortcuts()
         "<tr><td><b>F</b>, double-click</td><td>fit the selection</td></tr>"
         "<tr><td><b>0</b>, Home</td><td>fit everything</td></tr>"
         "<tr><td><b>. / ,</b></td><td>next / previous event on the track</td></tr>"
-        "<tr><td><b>Ctrl+F</b></td><td>search kernels; Enter for the next hit</td></tr>"
+        "<tr><td><b>Ctrl+F</b></td><td>search kernels; Enter for the next hit, Shift+Enter for the previous</td></tr>"
         "<tr><td><b>Ctrl+1/2/3</b></td><td>timeline / pipeline / what-if</td></tr>"
         "<tr><td><b>Ctrl+Z / Ctrl+Shift+Z</b></td><td>undo / redo a what-if change</td></tr>"
         "<tr><td><b>?</b></td><td>this list</td></tr></table>"));
@@ -419,6 +477,32 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     setWindowTitle(j.title + (j.simulated ? QStringLiteral(" [SIMULATED]") : QString()) + QStringLiteral(" - pipescope"));
     timeline_->setModel(j.timeline);
     details_->setJob(j.trace, j.timeline);
+    {
+        // The CPU call that launched a kernel is read from the store on a
+        // click (the app does not keep every runtime call in memory).
+        struct Lookup {
+            std::string path;
+            std::shared_ptr<const Trace> trace;
+            std::shared_ptr<Store> store;
+            bool failed = false;
+        };
+        auto lookup = std::make_shared<Lookup>(Lookup{j.storePath.toStdString(), j.trace, nullptr, false});
+        auto find = [lookup](int32_t activity) -> std::optional<LaunchCall> {
+            if (!lookup->trace || activity < 0 || static_cast<size_t>(activity) >= lookup->trace->activities.size()
+                || lookup->failed)
+                return std::nullopt;
+            try {
+                if (!lookup->store)
+                    lookup->store = std::make_shared<Store>(lookup->path);
+                return lookup->store->launchOf(lookup->trace->activities[static_cast<size_t>(activity)].id);
+            } catch (const std::exception&) {
+                lookup->failed = true; // the store went away or is damaged: no launch links, nothing else changes
+                return std::nullopt;
+            }
+        };
+        timeline_->setLaunchLookup(find);
+        details_->setLaunchLookup(find);
+    }
     for (AnalysisPanel* p : panels_)
         p->setResult(j.analysis, j.trace);
     pipeline_->setMeasured(j.analysis);
@@ -465,8 +549,11 @@ void MainWindow::selectIteration(int index)
     const auto& its = job_->analysis->iterations;
     if (index <= 0 || index > static_cast<int>(its.size())) {
         timeline_->fitAll();
+        pipeline_->setIteration(-1); // the whole trace: the diagram keeps the analysed iteration
         return;
     }
+    // The app analyses every iteration (AnalyzeOptions::allIterations), so the diagram can show any.
+    pipeline_->setIteration(index - 1);
     const Iteration& it = its[static_cast<size_t>(index - 1)];
     const qint64 pad = (it.end - it.start) / 50;
     timeline_->setVisibleRange(it.start - pad, it.end + pad);
@@ -491,10 +578,87 @@ void MainWindow::showError(const QString& message)
     box->open();
 }
 
-namespace {
-// Through core's atomic output: a failed export never leaves a half-written file.
-void writeText(const QString& path, const std::string& text) { AtomicOutput::writeFile(path.toStdString(), text); }
-} // namespace
+bool MainWindow::startExport()
+{
+    if (!job_)
+        return false;
+    if (exporter_->busy()) {
+        showError(QStringLiteral("An export is still being written; wait for it to finish or press Cancel."));
+        return false;
+    }
+    return true;
+}
+
+report::ReportOptions MainWindow::reportOptions(QString* modelFile) const
+{
+    report::ReportOptions o;
+    if (!job_)
+        return o;
+    o.storePath = job_->storePath.toStdString();
+    o.iteration = job_->analysis->selectedIteration; // as the app analysed it
+    const OpenOptions& opened = job_->options;
+    if (opened.layers > 0)
+        o.calibrate.measured.layers = opened.layers;
+    o.calibrate.measured.measuredBoundaries = opened.measuredBoundaries;
+    QString model = opened.modelFile;
+    // A layer count or model file asked for in the editor's strip replaced the job's.
+    if (const auto re = editor_->recalibration()) {
+        o.calibrate.measured = {};
+        o.calibrate.measured.layers = re->layers;
+        model = re->modelFile;
+    }
+    if (modelFile)
+        *modelFile = model;
+    const auto scenario = editor_->currentScenario();
+    const auto current = editor_->currentPrediction();
+    const auto measured = editor_->measuredPrediction();
+    if (current && current->gpuMemoryBytes)
+        o.calibrate.gpuMemoryBytes = current->gpuMemoryBytes;
+    if (!scenario || !measured || !job_->costModel)
+        return o;
+    // Only what differs from the measured run: an unchanged editor asks nothing besides it.
+    const whatif::Scenario base = whatif::measuredScenario(editor_->costModel());
+    whatif::ScenarioChanges& ch = o.whatIfChanges;
+    if (scenario->schedule != base.schedule)
+        ch.schedule = std::string(toString(scenario->schedule));
+    if (scenario->pp != base.pp)
+        ch.pp = scenario->pp;
+    if (scenario->v != base.v)
+        ch.v = scenario->v;
+    if (scenario->microbatches != base.microbatches)
+        ch.microbatches = scenario->microbatches;
+    if (current && current->partition.boundaries() != measured->partition.boundaries())
+        ch.boundaries = current->partition.boundaries();
+    return o;
+}
+
+bool MainWindow::saveReport(const QString& path)
+{
+    if (!startExport())
+        return false;
+    QString modelFile;
+    report::ReportOptions o = reportOptions(&modelFile);
+    status_->setText(QStringLiteral("Saving the report to %1 ...").arg(path));
+    showProgress(QStringLiteral("writing the report"), -1);
+    exporter_->saveReport(job_, std::move(o), modelFile, path);
+    return true;
+}
+
+bool MainWindow::saveChromeTrace(const QString& path, TraceRange range)
+{
+    if (!startExport())
+        return false;
+    report::ChromeTraceOptions o;
+    report::addAnalysis(o, *job_->analysis);
+    if (range == TraceRange::Visible) {
+        const auto [from, to] = timeline_->visibleRange();
+        o.from = from;
+        o.to = to;
+    }
+    showProgress(QStringLiteral("writing the Chrome trace"), -1);
+    exporter_->saveChromeTrace(job_, std::move(o), path);
+    return true;
+}
 
 void MainWindow::exportReport()
 {
@@ -502,17 +666,8 @@ void MainWindow::exportReport()
         return;
     const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save HTML report"), QStringLiteral("report.html"),
                                                       QStringLiteral("HTML (*.html)"));
-    if (path.isEmpty())
-        return;
-    try {
-        report::ReportOptions o;
-        o.storePath = job_->storePath.toStdString();
-        o.iteration = job_->options.iteration;
-        writeText(path, report::renderReport(*job_->trace, o));
-        status_->setText(QStringLiteral("Report saved to %1").arg(path));
-    } catch (const std::exception& e) {
-        showError(QString::fromStdString(e.what()));
-    }
+    if (!path.isEmpty())
+        saveReport(path);
 }
 
 void MainWindow::exportTimelineImage()
@@ -543,33 +698,28 @@ void MainWindow::exportTimelineImage()
         status_->setText(QStringLiteral("Timeline saved to %1").arg(path));
 }
 
-void MainWindow::exportChromeTrace()
+void MainWindow::exportChromeTrace(TraceRange range)
 {
     if (!job_)
         return;
-    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export Chrome trace JSON"), QStringLiteral("trace.json"),
-                                                      QStringLiteral("Chrome trace JSON (*.json)"));
-    if (path.isEmpty())
-        return;
-    try {
-        report::ChromeTraceOptions o;
-        report::addAnalysis(o, *job_->analysis);
-        const auto [from, to] = timeline_->visibleRange();
-        o.from = from;
-        o.to = to;
-        AtomicOutput out(path.toStdString(), AtomicOutput::Target::FileOrStream);
-        {
-            std::ofstream stream(out.direct() ? out.finalPath() : out.tempPath(), std::ios::binary | std::ios::trunc);
-            report::writeChromeTrace(*job_->trace, stream, o);
-            stream.flush();
-            if (!stream)
-                throw Error(path.toStdString() + ": cannot write the trace (disk full?)");
+    const QString title = range == TraceRange::Visible ? QStringLiteral("Export Chrome trace JSON of the visible range")
+                                                       : QStringLiteral("Export Chrome trace JSON of the whole store");
+    const QString path = QFileDialog::getSaveFileName(this, title, QStringLiteral("trace.json"), QStringLiteral("Chrome trace JSON (*.json)"));
+    if (!path.isEmpty())
+        saveChromeTrace(path, range);
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event)
+{
+    // QLineEdit sends returnPressed for Shift+Enter too: take it here for the previous hit.
+    if (watched == search_ && event->type() == QEvent::KeyPress) {
+        const auto* key = static_cast<QKeyEvent*>(event);
+        if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) && (key->modifiers() & Qt::ShiftModifier)) {
+            timeline_->previousSearchHit();
+            return true;
         }
-        out.commit();
-        status_->setText(QStringLiteral("Chrome trace of the visible range saved to %1").arg(path));
-    } catch (const std::exception& e) {
-        showError(QString::fromStdString(e.what()));
     }
+    return QMainWindow::eventFilter(watched, event);
 }
 
 void MainWindow::showEvent(QShowEvent* event)

@@ -5,6 +5,8 @@
 // views over one AppSession; all work happens in core and the session layer.
 #include "AppSession.h"
 
+#include "report/Report.h"
+
 #include <QMainWindow>
 
 #include <memory>
@@ -26,6 +28,7 @@ class TimelineView;
 class PipelineView;
 class WhatIfEditor;
 class AnalysisPanel;
+class ExportWorker;
 class BubblePanel;
 class DetailsPanel;
 
@@ -49,6 +52,21 @@ public:
     DetailsPanel* details() const { return details_; }
     PipelineView* pipelineView() const { return pipeline_; }
     WhatIfEditor* whatIfEditor() const { return editor_; }
+    ExportWorker* exporter() const { return exporter_; }
+    QLineEdit* searchField() const { return search_; }
+    QComboBox* iterationBox() const { return iterations_; }
+
+    enum class TraceRange { Visible, WholeStore };
+    // File > Save HTML report and Export Chrome trace without their dialogs:
+    // the export runs on a worker (progress and Cancel in the status bar);
+    // the exporter's finished or failed signal follows. False when nothing
+    // was started (no job, or an export still running: its reason is shown).
+    bool saveReport(const QString& path);
+    bool saveChromeTrace(const QString& path, TraceRange range);
+    // The report's question as the what-if editor holds it now: the job's
+    // layer count, model file and measured boundaries (or the editor's own
+    // re-calibration) and the current scenario's changes from the measured one.
+    report::ReportOptions reportOptions(QString* modelFile) const;
     // The last error shown to the user, for tests (the dialog is not modal to them).
     QString lastError() const { return lastError_; }
 
@@ -66,6 +84,7 @@ protected:
     void dropEvent(QDropEvent* event) override;
     void closeEvent(QCloseEvent* event) override;
     void showEvent(QShowEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
     void sizeDocks();
 
 private:
@@ -79,10 +98,14 @@ private:
     void selectIteration(int index);
     void exportReport();
     void exportTimelineImage();
-    void exportChromeTrace();
+    void exportChromeTrace(TraceRange range);
+    bool startExport(); // false, with the reason shown, while another export runs
+    void showProgress(const QString& phase, double fraction);
+    void hideProgress();
     void showShortcuts();
 
     AppSession* session_ = nullptr;
+    ExportWorker* exporter_ = nullptr;
     std::shared_ptr<const Job> job_;
     QTabWidget* tabs_ = nullptr;
     TimelineView* timeline_ = nullptr;

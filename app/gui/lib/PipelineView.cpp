@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace pipescope::gui {
@@ -46,7 +47,40 @@ PipelineView::PipelineView(QWidget* parent) : QWidget(parent)
 void PipelineView::setMeasured(std::shared_ptr<const AnalysisResult> measured)
 {
     measured_ = std::move(measured);
+    iteration_ = -1;
     update();
+}
+
+void PipelineView::setIteration(int position)
+{
+    iteration_ = position;
+    update();
+}
+
+int PipelineView::shownIteration() const
+{
+    if (!measured_)
+        return -1;
+    const int n = static_cast<int>(measured_->iterations.size());
+    if (iteration_ >= 0 && iteration_ < n)
+        return iteration_;
+    return measured_->selectedIteration >= 0 && measured_->selectedIteration < n ? measured_->selectedIteration : -1;
+}
+
+std::vector<Step> PipelineView::shownSteps() const
+{
+    std::vector<Step> out;
+    const int shown = shownIteration();
+    if (shown < 0)
+        return out;
+    const int index = measured_->iterations[size_t(shown)].index;
+    std::set<int> ranks;
+    for (const Row& r : measuredRows())
+        ranks.insert(r.rank);
+    for (const Step& s : measured_->steps)
+        if (s.iteration == index && ranks.count(s.rank))
+            out.push_back(s);
+    return out;
 }
 
 void PipelineView::setPrediction(std::shared_ptr<const whatif::Prediction> prediction)
@@ -99,9 +133,8 @@ std::vector<PipelineView::Row> PipelineView::measuredRows() const
 TimeNs PipelineView::spanNs() const
 {
     TimeNs span = 0;
-    if (measured_ && measured_->selectedIteration >= 0 &&
-        size_t(measured_->selectedIteration) < measured_->iterations.size()) {
-        const Iteration& it = measured_->iterations[size_t(measured_->selectedIteration)];
+    if (const int shown = shownIteration(); shown >= 0) {
+        const Iteration& it = measured_->iterations[size_t(shown)];
         span = it.end - it.start;
     }
     if (prediction_)
@@ -115,7 +148,8 @@ void PipelineView::paintEvent(QPaintEvent*)
     p.fillRect(rect(), palette().base());
     painted_ = 0;
     const TimeNs span = spanNs();
-    const std::vector<Row> mRows = measuredRows();
+    const int shown = shownIteration();
+    const std::vector<Row> mRows = shown >= 0 ? measuredRows() : std::vector<Row>{};
     const int pRows = prediction_ ? prediction_->schedule.pp : 0;
     if (span <= 0 || (mRows.empty() && pRows == 0)) {
         p.setPen(palette().color(QPalette::PlaceholderText));
@@ -161,11 +195,13 @@ void PipelineView::paintEvent(QPaintEvent*)
     // ---- measured -----------------------------------------------------------
     int measuredTop = y;
     if (!mRows.empty()) {
-        const Iteration& it = measured_->iterations[size_t(measured_->selectedIteration)];
-        title(ghost ? tr("measured %1, predicted %2 (ghost)")
+        const Iteration& it = measured_->iterations[size_t(shown)];
+        const bool analysed = measured_->criticalPath.iteration == it.index && shown == measured_->selectedIteration;
+        const QString which = shown == measured_->selectedIteration ? QString() : tr(" (iteration %1)").arg(it.index);
+        title(ghost ? tr("measured%3 %1, predicted %2 (ghost)")
                           .arg(QString::fromStdString(formatDuration(it.end - it.start)),
-                               QString::fromStdString(formatDuration(prediction_->iterationNs())))
-                    : tr("measured %1").arg(QString::fromStdString(formatDuration(it.end - it.start))));
+                               QString::fromStdString(formatDuration(prediction_->iterationNs())), which)
+                    : tr("measured%2 %1").arg(QString::fromStdString(formatDuration(it.end - it.start)), which));
         measuredTop = y;
         std::map<int, int> rowOfRank;
         for (size_t i = 0; i < mRows.size(); ++i)
@@ -190,7 +226,7 @@ void PipelineView::paintEvent(QPaintEvent*)
                 toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
                 false);
         }
-        if (criticalPath_) {
+        if (criticalPath_ && analysed) {
             const auto hl = toQColor(timeline::rgbFromHex(timeline::kHighlightHex));
             p.setPen(QPen(hl, 3));
             for (const PathSegment& seg : measured_->criticalPath.segments) {

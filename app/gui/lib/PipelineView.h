@@ -1,5 +1,6 @@
 #pragma once
-// The selected iteration as a schedule diagram: a row per pipeline stage
+// One iteration as a schedule diagram (the analysed one unless setIteration
+// picks another; the analysis must then hold every iteration's steps): a row per pipeline stage
 // with its F, B, I and W steps (microbatch numbers inside when they fit),
 // idle time coloured by bubble cause and an optional critical-path overlay.
 // The measured iteration sits on top and the prediction underneath on one
@@ -24,7 +25,16 @@ public:
 
     explicit PipelineView(QWidget* parent = nullptr);
 
+    // Shows the analysis's selected iteration until setIteration picks another.
     void setMeasured(std::shared_ptr<const AnalysisResult> measured);
+    // The measured iteration shown: a position in measured->iterations, or -1
+    // for the analysed (selected) one. The critical path is the analysed
+    // iteration's only, so it is drawn there only; the prediction stays.
+    void setIteration(int position);
+    // The position shown (the selected iteration's when none was picked), -1 without one.
+    int shownIteration() const;
+    // The measured steps the diagram draws: the shown iteration's, on the rows shown.
+    std::vector<Step> shownSteps() const;
     void setPrediction(std::shared_ptr<const whatif::Prediction> prediction);
     void setMode(Mode mode);
     Mode mode() const { return mode_; }
@@ -32,6 +42,7 @@ public:
     bool criticalPathVisible() const { return criticalPath_; }
     // One row per data-parallel replica of each stage (measured), or only the first replica.
     void setReplicasStacked(bool stacked);
+    bool replicasStacked() const { return replicasStacked_; }
 
     // The time the axis spans: the longer of the two iterations.
     TimeNs spanNs() const;
@@ -57,6 +68,7 @@ private:
     Mode mode_ = Stacked;
     bool criticalPath_ = true;
     bool replicasStacked_ = false;
+    int iteration_ = -1; // see setIteration
     int painted_ = 0;
 };
 

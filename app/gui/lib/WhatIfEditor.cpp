@@ -168,6 +168,10 @@ WhatIfEditor::WhatIfEditor(QWidget* parent) : QWidget(parent), worker_(new WhatI
     connect(worker_, &WhatIfWorker::searchProgress, this, [this](const QString& phase, double f) {
         status_->setText(f >= 0 ? tr("searching: %1 (%2%)").arg(phase).arg(int(f * 100)) : tr("searching: %1").arg(phase));
     });
+    connect(worker_, &WhatIfWorker::balanceProgress, this, [this](const QString& phase, double f) {
+        if (balancing_)
+            status_->setText(f >= 0 ? tr("auto-balance: %1 (%2%)").arg(phase).arg(int(f * 100)) : tr("auto-balance: %1").arg(phase));
+    });
 }
 
 WhatIfEditor::~WhatIfEditor()
@@ -227,8 +231,8 @@ void WhatIfEditor::buildUi()
     addControl(4, tr("GPU memory"), gpu_, "gpu");
     balance_ = new QPushButton(tr("Auto-balance"), this);
     search_ = new QPushButton(tr("Search"), this);
-    cancelSearch_ = new QPushButton(tr("Cancel"), this);
-    cancelSearch_->setEnabled(false);
+    cancel_ = new QPushButton(tr("Cancel"), this);
+    cancel_->setEnabled(false);
     auto* undoBtn = new QToolButton(this);
     undoBtn->setDefaultAction(undo_->createUndoAction(this, tr("Undo")));
     auto* redoBtn = new QToolButton(this);
@@ -247,7 +251,7 @@ void WhatIfEditor::buildUi()
                           [this] { QApplication::clipboard()->setText(exportText()); });
     exportBtn->setMenu(exportMenu);
     int col = 5;
-    for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, cancelSearch_, undoBtn, redoBtn, exportBtn})
+    for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, cancel_, undoBtn, redoBtn, exportBtn})
         controls->addWidget(w, 1, col++);
     controls->setColumnStretch(col, 1);
     root->addLayout(controls);
@@ -362,11 +366,13 @@ void WhatIfEditor::buildUi()
             return;
         whatif::FromMeasuredOptions o;
         o.layers = layers;
+        requestedRecalibration_ = Recalibration{layers, {}};
         modelRequest_ = send(worker_->calibrate(trace_, analysis_, o), Origin::Model, "layers");
     });
     connect(strip_, &LayerStrip::modelFileRequested, this, [this](const QString& path) {
         if (!recalibrates_ || !trace_)
             return;
+        requestedRecalibration_ = Recalibration{std::nullopt, path};
         modelRequest_ = send(worker_->calibrate(trace_, analysis_, {}, path), Origin::Model, "layers");
     });
     connect(schedule_, &QComboBox::activated, this, [this](int index) {
@@ -405,7 +411,12 @@ void WhatIfEditor::buildUi()
     });
     connect(balance_, &QPushButton::clicked, this, &WhatIfEditor::autoBalance);
     connect(search_, &QPushButton::clicked, this, &WhatIfEditor::search);
-    connect(cancelSearch_, &QPushButton::clicked, worker_, &WhatIfWorker::cancelSearch);
+    connect(cancel_, &QPushButton::clicked, this, [this] {
+        if (searching_)
+            worker_->cancelSearch();
+        if (balancing_)
+            worker_->cancelBalance();
+    });
     connect(searchTable_, &QTableWidget::cellClicked, this, [this](int row, int) { applySearchRow(row); });
     connect(save, &QPushButton::clicked, this, [this] {
         bool ok = false;
@@ -435,12 +446,20 @@ void WhatIfEditor::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<co
     haveCommitted_ = false;
     undo_->clear();
     clearErrors();
+    recalibration_.reset();
+    requestedRecalibration_.reset();
+    balancing_ = searching_ = false; // answers for the previous job are dropped
+    refreshBusy();
     modelRequest_ = send(worker_->setCostModel(std::move(model)), Origin::Model, {});
 }
 
 void WhatIfEditor::setUnavailable(const QString& reason)
 {
     modelRequest_ = std::numeric_limits<quint64>::max(); // answers still on their way belong to the previous job
+    recalibration_.reset();
+    requestedRecalibration_.reset();
+    balancing_ = searching_ = false;
+    refreshBusy();
     trace_.reset();
     analysis_.reset();
     model_ = whatif::CostModel{};
@@ -485,6 +504,8 @@ void WhatIfEditor::onCostModel(CostModelPtr model, quint64 id)
     if (id < modelRequest_)
         return;
     model_ = *model;
+    if (id == modelRequest_)
+        recalibration_ = requestedRecalibration_;
     strip_->setCostModel(model_);
     undo_->clear(); // the steps name layers of the model that was replaced
 }
@@ -497,6 +518,10 @@ void WhatIfEditor::onScenario(ScenarioPtr scenario, quint64 id)
 
 void WhatIfEditor::onPrediction(PredictionPtr prediction, quint64 id)
 {
+    if (balancing_ && id == balanceRequest_) {
+        balancing_ = false;
+        refreshBusy();
+    }
     if (id < modelRequest_ || !scenario_)
         return;
     const auto it = pending_.find(id);
@@ -538,6 +563,16 @@ void WhatIfEditor::onPrediction(PredictionPtr prediction, quint64 id)
 
 void WhatIfEditor::onFailed(const QString& message, const QString& setting, quint64 id)
 {
+    if (balancing_ && id == balanceRequest_) {
+        balancing_ = false;
+        refreshBusy();
+        if (message == "cancelled") {
+            pending_.erase(id);
+            status_->setText(tr("auto-balance cancelled"));
+            return;
+        }
+        status_->clear();
+    }
     if (id < modelRequest_ && id != searchRequest_)
         return;
     QString where = setting;
@@ -548,8 +583,8 @@ void WhatIfEditor::onFailed(const QString& message, const QString& setting, quin
         pending_.erase(it);
     }
     if (id == searchRequest_) {
-        search_->setEnabled(true);
-        cancelSearch_->setEnabled(false);
+        searching_ = false;
+        refreshBusy();
         status_->clear();
         if (message == "cancelled")
             return;
@@ -745,23 +780,40 @@ void WhatIfEditor::refreshFigures()
 
 void WhatIfEditor::autoBalance()
 {
-    send(worker_->autoBalance(), Origin::Control, "boundaries", tr("Auto-balance"));
+    balanceRequest_ = send(worker_->autoBalance(), Origin::Control, "boundaries", tr("Auto-balance"));
+    balancing_ = true;
+    refreshBusy();
+    status_->setText(tr("auto-balance..."));
 }
 
 void WhatIfEditor::search()
 {
     searchRequest_ = worker_->search();
-    search_->setEnabled(false);
-    cancelSearch_->setEnabled(true);
+    searching_ = true;
+    refreshBusy();
     status_->setText(tr("searching..."));
+}
+
+void WhatIfEditor::refreshBusy()
+{
+    search_->setEnabled(!searching_);
+    balance_->setEnabled(!balancing_);
+    cancel_->setEnabled(searching_ || balancing_);
+}
+
+QString WhatIfEditor::statusText() const { return status_->text(); }
+
+std::optional<whatif::Scenario> WhatIfEditor::currentScenario() const
+{
+    return scenario_ ? std::optional<whatif::Scenario>(*scenario_) : std::nullopt;
 }
 
 void WhatIfEditor::onSearch(SearchRowsPtr rows, quint64 id)
 {
     if (id != searchRequest_)
         return;
-    search_->setEnabled(true);
-    cancelSearch_->setEnabled(false);
+    searching_ = false;
+    refreshBusy();
     status_->clear();
     searchRows_ = std::move(rows);
     searchTable_->setRowCount(static_cast<int>(searchRows_->size()));

@@ -65,6 +65,15 @@ public:
     std::optional<whatif::Prediction> currentPrediction() const;
     std::optional<whatif::Prediction> measuredPrediction() const;
     const whatif::CostModel& costModel() const { return model_; }
+    // The scenario of the current prediction (boundaries filled in); none before the first answer.
+    std::optional<whatif::Scenario> currentScenario() const;
+    // A calibration the user asked for in the strip, which the cost model now
+    // comes from instead of the job's: a layer count or a model file.
+    struct Recalibration {
+        std::optional<int> layers;
+        QString modelFile;
+    };
+    std::optional<Recalibration> recalibration() const { return recalibration_; }
 
     // The controls, for tests and the main window's shortcuts.
     QComboBox* scheduleBox() const { return schedule_; }
@@ -73,6 +82,11 @@ public:
     QSpinBox* ppBox() const { return pp_; }
     QDoubleSpinBox* gpuMemoryBox() const { return gpu_; }
     QTableWidget* searchTable() const { return searchTable_; }
+    QPushButton* balanceButton() const { return balance_; }
+    // Cancels a running search or auto-balance.
+    QPushButton* cancelButton() const { return cancel_; }
+    // The line beside the figures: "searching: ...", "auto-balance cancelled", ...
+    QString statusText() const;
     // The inline error beside a control ("schedule", "v", "microbatches",
     // "pp", "gpu", "boundaries"; anything else: the general line); empty when none.
     QString errorText(const QString& setting) const;
@@ -135,6 +149,7 @@ private:
     void clearErrors();
     void refreshFigures();
     void refreshScenarioList();
+    void refreshBusy(); // Search, Auto-balance and Cancel enabled as the work in flight allows
 
     WhatIfWorker* worker_;
     QUndoStack* undo_;
@@ -150,6 +165,9 @@ private:
     std::map<quint64, Pending> pending_;
     quint64 modelRequest_ = 0; // answers to older requests belong to a previous job
     quint64 searchRequest_ = 0;
+    quint64 balanceRequest_ = 0;
+    bool searching_ = false, balancing_ = false;
+    std::optional<Recalibration> recalibration_, requestedRecalibration_;
     SearchRowsPtr searchRows_;
     std::vector<Saved> saved_;
 
@@ -162,7 +180,7 @@ private:
     QDoubleSpinBox* gpu_;
     QPushButton* balance_;
     QPushButton* search_;
-    QPushButton* cancelSearch_;
+    QPushButton* cancel_;
     std::map<QString, QLabel*> errors_;
     QLabel* iteration_;
     QLabel* speedup_;

@@ -27,6 +27,7 @@ WhatIfWorker::WhatIfWorker(QObject* parent)
 WhatIfWorker::~WhatIfWorker()
 {
     stopSearch_ = true;
+    stopBalance_ = true;
     {
         std::lock_guard lock(mutex_);
         queue_.clear();
@@ -115,8 +116,11 @@ quint64 WhatIfWorker::autoBalance()
 {
     Request r;
     r.kind = Request::Balance;
+    stopBalance_ = false; // a Cancel for an earlier balance does not stop this one
     return post(std::move(r));
 }
+
+void WhatIfWorker::cancelBalance() { stopBalance_ = true; }
 
 quint64 WhatIfWorker::setGpuMemory(std::optional<int64_t> bytes)
 {
@@ -164,7 +168,20 @@ void WhatIfWorker::runNext()
         case Request::Boundaries: session_->setBoundaries(r.boundaries); break;
         case Request::Apply: session_->apply(r.changes); break;
         case Request::SetScenario: session_->setScenario(r.scenario); break;
-        case Request::Balance: session_->autoBalance(); break;
+        case Request::Balance: {
+            WorkControl work;
+            work.stop = &stopBalance_;
+            work.onProgress = [this](std::string_view phase, double fraction) {
+                const QString p = QString::fromUtf8(phase.data(), qsizetype(phase.size()));
+                QMetaObject::invokeMethod(this, [this, p, fraction] { emit balanceProgress(p, fraction); },
+                                          Qt::QueuedConnection);
+            };
+            whatif::BalanceOptions options;
+            options.work = &work;
+            checkpoint(&work, "balancing stages", 0); // cancelled while it waited
+            session_->autoBalance(options);
+            break;
+        }
         case Request::GpuMemory: session_->setGpuMemory(r.gpuBytes); break;
         case Request::Model:
         case Request::Calibrate: break;

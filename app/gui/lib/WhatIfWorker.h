@@ -46,7 +46,9 @@ public:
     quint64 setBoundaries(std::vector<int> boundaries);
     quint64 apply(whatif::ScenarioChanges changes);
     quint64 setScenario(whatif::Scenario scenario);
+    // cancelBalance() stops it, pending or running (failed("cancelled"); the scenario stays).
     quint64 autoBalance();
+    void cancelBalance();
     quint64 setGpuMemory(std::optional<int64_t> bytes);
     // Auto-balances and replays every combination of the space around the
     // current scenario; cancelSearch() stops it (failed("cancelled")).
@@ -69,6 +71,7 @@ signals:
     // A drag step replaced by a newer one before it ran: it gets no answer.
     void requestDropped(quint64 requestId);
     void searchProgress(QString phase, double fraction);
+    void balanceProgress(QString phase, double fraction);
     void searchFinished(pipescope::gui::SearchRowsPtr rows, quint64 requestId);
 
 private:
@@ -99,6 +102,7 @@ private:
     std::deque<Request> queue_;
     std::unique_ptr<whatif::Session> session_; // touched only on thread_
     std::atomic<bool> stopSearch_{false};
+    std::atomic<bool> stopBalance_{false};
 };
 
 } // namespace pipescope::gui
