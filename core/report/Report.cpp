@@ -234,6 +234,49 @@ void timeline(std::string& out, const Context& c, const json& data, const Timeli
     out += "</section>\n";
 }
 
+// Per stage, the bubbles that could hold extra work, and how long they are.
+void fillableTable(std::string& out, const Context& c)
+{
+    std::vector<const FillableBubbles*> rows;
+    for (const FillableBubbles& f : c.r.fillableBubbles)
+        if (f.iteration == c.r.selectedIteration)
+            rows.push_back(&f);
+    if (rows.empty())
+        return;
+    // Only the length classes some stage has.
+    std::vector<int> buckets;
+    for (int k = 0; k < kFillableBuckets; ++k)
+        if (std::any_of(rows.begin(), rows.end(), [k](const FillableBubbles* f) { return f->histogram[static_cast<size_t>(k)] > 0; }))
+            buckets.push_back(k);
+    auto bucketLabel = [](int k) {
+        const TimeNs lo = fillableBucketStartNs(k);
+        if (k == 0)
+            return "&lt; " + dur(kFillableBucketBaseNs);
+        if (k == kFillableBuckets - 1)
+            return "&ge; " + dur(lo);
+        return dur(lo) + "&ndash;" + dur(2 * lo);
+    };
+    out += "<h3 id=\"fillable\">Fillable bubbles</h3>\n<p class=\"note\">Idle time that extra work could use: the bubbles of "
+           "pipeline fill and drain, waiting for a neighbour, transfers and data-parallel sync (not host-bound time or launch "
+           "gaps). Per stage, the replica with the least of it, since extra work runs on every replica. "
+           "<code>pipescope whatif --extra-work MS</code> predicts what adding work per iteration costs.</p>\n"
+           "<div class=\"scroll\"><table id=\"fillable-table\"><thead><tr><th>stage</th><th>rank</th><th>bubbles</th>"
+           "<th>total</th><th>longest</th>";
+    for (int k : buckets)
+        out += "<th>" + bucketLabel(k) + "</th>";
+    out += "</tr></thead><tbody>\n";
+    for (const FillableBubbles* f : rows) {
+        out += "<tr>" + td(std::to_string(f->stage)) + td(std::to_string(f->rank)) + td(std::to_string(f->count)) +
+               tdDur(f->totalNs) + tdDur(f->longestNs);
+        for (int k : buckets) {
+            const int64_t n = f->histogram[static_cast<size_t>(k)];
+            out += td(n ? std::to_string(n) : std::string());
+        }
+        out += "</tr>\n";
+    }
+    out += "</tbody></table></div>\n";
+}
+
 void idleSection(std::string& out, const Context& c)
 {
     out += "<section id=\"idle\"><h2>Idle time by cause</h2>\n";
@@ -277,7 +320,9 @@ void idleSection(std::string& out, const Context& c)
     out += "</tr><tr class=\"share\"><td colspan=\"6\">share of idle</td>";
     for (TimeNs v : c.causeSum)
         out += td(pct(ratio(v, c.idleSum)));
-    out += "</tr></tfoot></table></div>\n</section>\n";
+    out += "</tr></tfoot></table></div>\n";
+    fillableTable(out, c);
+    out += "</section>\n";
 }
 
 void imbalanceSection(std::string& out, const Context& c)
@@ -446,6 +491,7 @@ struct WhatIfOutcome {
     int layers = 0;
     whatif::LayerSource layerSource = whatif::LayerSource::Stages;
     std::string notice; // no layers: nothing can move, and how to give layers
+    std::string straggler; // the costliest data-parallel straggler priced by the what-if (stragglerFixText)
 };
 
 WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, const ReportOptions& options)
@@ -471,6 +517,13 @@ WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, cons
         BalanceResult b = autoBalance(model, requested, bo);
         b.prediction.label = "auto-balance";
         w.predictions.push_back(predictionToJson(b.prediction, jo));
+        if (!analysis.imbalance.stragglers.empty()) {
+            try {
+                w.straggler = stragglerFixText(priceStraggler(model, analysis, analysis.imbalance.stragglers.front().rank));
+            } catch (const Error&) {
+                // the line is left out; the imbalance section still names the straggler
+            }
+        }
     } catch (const Cancelled&) {
         throw;
     } catch (const std::exception& e) {
@@ -536,6 +589,9 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
                td(pct(p.value("bubble_fraction", 0.0))) + "<td>" + peakPerStage(p) + "</td></tr>\n";
     }
     out += "</tbody></table></div>\n";
+    if (!w.straggler.empty())
+        out += "<p id=\"whatif-straggler\">Straggler: " + esc(w.straggler) +
+               " (<code>pipescope whatif --fix-straggler RANK</code>; see docs/whatif.md).</p>\n";
     if (w.predictions.size() >= 2) {
         TimelineLimits limits{c.options.foldColumns, c.options.maxItemsPerLane};
         const json data = predictedTimeline(w.predictions.back(), limits);

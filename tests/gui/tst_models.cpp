@@ -7,6 +7,7 @@
 #include "AnalysisTableModel.h"
 #include "BubblePanel.h"
 #include "BubbleTableModel.h"
+#include "FillableModel.h"
 #include "CriticalPathModel.h"
 #include "CriticalPathPanel.h"
 #include "DiagnosticsModel.h"
@@ -114,6 +115,7 @@ std::vector<std::function<std::unique_ptr<AnalysisTableModel>()>> allModels()
 {
     return {
         [] { return std::make_unique<BubbleTableModel>(); },
+        [] { return std::make_unique<FillableModel>(); },
         [] { return std::make_unique<ImbalanceModel>(); },
         [] { return std::make_unique<StragglerModel>(); },
         [] { return std::make_unique<CriticalPathModel>(CriticalPathModel::Breakdown::ByStage); },
@@ -145,6 +147,7 @@ private slots:
     void modelsPassTheTester();
     void bubbleTableRealCapture();
     void bubbleTableSynthetic();
+    void fillableSynthetic();
     void biggestBubble();
     void imbalanceSynthetic();
     void stragglerRows();
@@ -213,6 +216,31 @@ void TestModels::bubbleTableSynthetic()
     for (int row = 0; row < 4; ++row)
         QCOMPARE(rowText(m, row), (QStringList{QString::number(row), QString::number(row), "9.000 ms", "0 ns", "0 ns", "0 ns", "0 ns",
                                                "0 ns", "0 ns", "9.000 ms", "27.27%"}));
+}
+
+// All of each rank's 9 ms of idle is fill and drain, so all of it is fillable.
+void TestModels::fillableSynthetic()
+{
+    FillableModel m;
+    m.setResult(syntheticJob().result, syntheticJob().trace);
+    QCOMPARE(m.rowCount(), 4);
+    const QStringList h = header(m);
+    QCOMPARE(h.mid(0, 5), (QStringList{"stage", "rank", "bubbles", "total", "longest"}));
+    for (int row = 0; row < 4; ++row) {
+        QCOMPARE(cell(m, row, 0), QString::number(row));
+        QCOMPARE(cell(m, row, 3), QStringLiteral("9.000 ms"));
+        // The length classes hold every bubble once.
+        int64_t inClasses = 0;
+        for (int c = 5; c < m.columnCount(); ++c)
+            inClasses += m.data(m.index(row, c), AnalysisTableModel::SortRole).toLongLong();
+        QCOMPARE(inClasses, m.data(m.index(row, 2), AnalysisTableModel::SortRole).toLongLong());
+    }
+    // Stage 0 runs F0-F3 in [0, 4] ms and waits for B0 until 10 ms (6 ms), then
+    // waits 1 ms before each of B1-B3. Stage 3 waits 3 ms for F0 and idles
+    // 6 ms while the last backward drains through stages 2 to 0.
+    QCOMPARE(h.mid(5), (QStringList{"800.000 us–1.600 ms", "1.600 ms–3.200 ms", "3.200 ms–6.400 ms"}));
+    QCOMPARE(rowText(m, 0), (QStringList{"0", "0", "4", "9.000 ms", "6.000 ms", "3", "0", "1"}));
+    QCOMPARE(rowText(m, 3), (QStringList{"3", "3", "2", "9.000 ms", "6.000 ms", "0", "1", "1"}));
 }
 
 void TestModels::biggestBubble()

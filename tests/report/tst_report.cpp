@@ -161,6 +161,7 @@ private slots:
     void encodeTimeline();
     void pipelineNumbers();
     void stragglerTable();
+    void fillableTable();
     void wellFormed();
     void untrustedStrings();
     void simulatedBanner_data();
@@ -292,6 +293,32 @@ void TestReport::stragglerTable()
     for (const std::string& cell : {formatDuration(13'200'000), formatDuration(12'000'000), formatPercent(0.1), formatDuration(1'200'000)})
         QVERIFY2(table.find(cell) != std::string::npos, cell.c_str());
     QVERIFY(table.find("<tr><td>1</td>") != std::string::npos); // rank 1
+}
+
+// 1F1B, p = 2, m = 2, F = 1 ms, B = 2 ms: each stage idles in a 1 ms and a
+// 2 ms bubble (tests/analysis/tst_fillable.cpp works them out).
+void TestReport::fillableTable()
+{
+    test::PipelineSpec spec;
+    spec.stages = 2;
+    spec.microbatches = 2;
+    spec.forwardNs = 1'000'000;
+    spec.backwardNs = 2'000'000;
+    const std::string html = report::renderReport(test::pipelineTrace(spec).trace, {});
+    const size_t at = html.find("<table id=\"fillable-table\">");
+    QVERIFY(at != std::string::npos);
+    const std::string table = html.substr(at, html.find("</table>", at) - at);
+    // Only the two length classes that occur: 0.8-1.6 ms and 1.6-3.2 ms.
+    const std::string head = "<th>" + formatDuration(800'000) + "&ndash;" + formatDuration(1'600'000) + "</th><th>" +
+                             formatDuration(1'600'000) + "&ndash;" + formatDuration(3'200'000) + "</th></tr>";
+    QVERIFY2(table.find("<th>longest</th>" + head) != std::string::npos, table.c_str());
+    for (int stage = 0; stage < 2; ++stage) {
+        const std::string row = "<tr><td class=\"num\">" + std::to_string(stage) + "</td><td class=\"num\">" + std::to_string(stage) +
+                                "</td><td class=\"num\">2</td><td class=\"num\" title=\"3000000 ns\">" + formatDuration(3'000'000) +
+                                "</td><td class=\"num\" title=\"2000000 ns\">" + formatDuration(2'000'000) +
+                                "</td><td class=\"num\">1</td><td class=\"num\">1</td></tr>";
+        QVERIFY2(table.find(row) != std::string::npos, (row + "\n" + table).c_str());
+    }
 }
 
 void TestReport::pipelineNumbers()

@@ -1,6 +1,7 @@
 #include "BubblePanel.h"
 
 #include "BubbleTableModel.h"
+#include "FillableModel.h"
 #include "util/Format.h"
 
 #include <QLabel>
@@ -14,6 +15,8 @@ BubblePanel::BubblePanel(QWidget* parent)
     , model_(new BubbleTableModel(this))
     , view_(makeTableView(model_, true, this))
     , totals_(new QLabel(this))
+    , fillable_(new FillableModel(this))
+    , fillableView_(makeTableView(fillable_, true, this))
 {
     auto* layout = new QVBoxLayout(this);
     auto* note = new QLabel(tr("Idle time of each rank in the selected iteration, by cause; the causes of a rank add up to its idle time. "
@@ -24,7 +27,16 @@ BubblePanel::BubblePanel(QWidget* parent)
     layout->addWidget(view_, 1);
     totals_->setTextFormat(Qt::PlainText);
     layout->addWidget(totals_);
+    auto* fillNote = new QLabel(tr("<b>Fillable bubbles</b>: per stage, the idle time extra work could use (fill and drain, "
+                                   "waiting for a neighbour, transfers, data-parallel sync) on its replica with the least of it, "
+                                   "and how many bubbles fall in each length class. "
+                                   "<tt>pipescope whatif --extra-work MS</tt> predicts what adding work costs."),
+                                this);
+    fillNote->setWordWrap(true);
+    layout->addWidget(fillNote);
+    layout->addWidget(fillableView_, 1);
     registerTable(view_);
+    registerTable(fillableView_);
     connect(view_, &QTableView::activated, this, &BubblePanel::activate);
 }
 
@@ -33,6 +45,7 @@ void BubblePanel::setResult(std::shared_ptr<const AnalysisResult> result, std::s
     result_ = std::move(result);
     trace_ = std::move(trace);
     model_->setResult(result_, trace_);
+    fillable_->setResult(result_, trace_);
     TimeNs window = 0, idle = 0;
     if (result_)
         for (const RankIdle& ri : result_->idle)

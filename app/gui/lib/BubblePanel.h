@@ -12,6 +12,7 @@ class QTableView;
 namespace pipescope::gui {
 
 class BubbleTableModel;
+class FillableModel;
 
 class BubblePanel : public AnalysisPanel {
     Q_OBJECT
@@ -22,6 +23,7 @@ public:
 
     BubbleTableModel* model() const { return model_; }
     QTableView* view() const { return view_; }
+    FillableModel* fillableModel() const { return fillable_; }
 
 Q_SIGNALS:
     // [startNs, endNs) on the trace clock, on `rank`.
@@ -33,6 +35,8 @@ private:
     BubbleTableModel* model_;
     QTableView* view_;
     QLabel* totals_;
+    FillableModel* fillable_;
+    QTableView* fillableView_;
 };
 
 } // namespace pipescope::gui
