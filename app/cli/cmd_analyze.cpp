@@ -160,6 +160,19 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
         os << "\n";
     }
 
+    if (const AllToAll& a2a = r.allToAll; !a2a.ranks.empty()) {
+        int64_t count = 0;
+        for (const auto& x : a2a.ranks)
+            count += x.count;
+        os << "\nAll-to-all (expert parallel; selected iteration): " << count << " kernels on " << a2a.ranks.size()
+           << (a2a.ranks.size() == 1 ? " rank" : " ranks") << ", per rank " << fmtTime(a2a.minNs) << " min, "
+           << fmtTime(a2a.medianNs) << " median, " << fmtTime(a2a.maxNs) << " max; " << fmtPct(a2a.criticalShare)
+           << " of the critical path\n";
+        for (const auto& s : a2a.stages)
+            os << "  " << (s.stage >= 0 ? "stage " + std::to_string(s.stage) : std::string("outside the pipeline")) << ": "
+               << fmtTime(s.meanKernelNs) << " per rank (" << fmtPct(s.share) << " of its time)\n";
+    }
+
     const auto& im = r.imbalance;
     if (p.found && !im.stages.empty()) {
         os << "\nImbalance per stage (compute per microbatch)\n";
@@ -279,8 +292,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             k["stage_map"] = o->stageMap;
                                             // v3: schema pipescope.analysis/2 (leave-one-out stragglers, rank_speed);
                                             // v2 added "verdict". Results cached before either are not reused.
-                                            // v4: "fillable_bubbles" added (same schema).
-                                            cacheKey = std::string("analysis/v4/") + jsonText(k);
+                                            // v4: "fillable_bubbles" added (same schema); v5: "all_to_all".
+                                            cacheKey = std::string("analysis/v5/") + jsonText(k);
                                             if (auto hit = store.cached(cacheKey))
                                                 text = *hit;
                                         }

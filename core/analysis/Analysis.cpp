@@ -267,6 +267,7 @@ AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
     checkpoint(work, "imbalance and critical path", 0.7);
     detail::measureImbalance(ctx, out, selected);
     detail::traceCriticalPath(ctx, out, selected);
+    detail::measureAllToAll(ctx, out);
     checkpoint(work, "trace views", 0.85);
     detail::computeHtaViews(ctx, out);
     checkpoint(work, "per-layer costs", 0.95);

@@ -267,6 +267,39 @@ struct FillableBubbles {
     std::array<int64_t, kFillableBuckets> histogram{};
 };
 
+// ---- expert-parallel (mixture-of-experts) all-to-all ----------------------
+
+// One rank's all-to-all exchanges in the selected iteration: NCCL all-to-all
+// operations (AllToAll, as torch.distributed's all_to_all records them), or
+// kernels named so where the trace has no NCCL record.
+struct AllToAllRank {
+    int rank = 0;
+    int stage = -1;
+    int replica = 0;
+    int64_t count = 0;       // kernels starting in the rank's iteration window
+    int64_t bytes = 0;       // their message sizes where known
+    TimeNs kernelNs = 0;     // union of their kernel time inside the window
+    TimeNs windowNs = 0;     // the rank's iteration window
+    TimeNs criticalNs = 0;   // of kernelNs, on the iteration's critical path
+};
+
+struct AllToAllStage {
+    int stage = -1;          // -1: ranks outside the pipeline
+    int ranks = 0;
+    TimeNs meanKernelNs = 0; // mean over the stage's ranks with all-to-all
+    double share = 0;        // kernel time over window time, summed over those ranks
+};
+
+struct AllToAll {
+    std::vector<AllToAllRank> ranks;  // ranks with all-to-all, rank order; empty: none
+    std::vector<AllToAllStage> stages;
+    // Spread of kernelNs across ranks: a rank far above the median waits
+    // for the others inside the exchange (uneven expert load) or is slow.
+    TimeNs minNs = 0, medianNs = 0, maxNs = 0;
+    TimeNs criticalNs = 0;      // on the critical path, over ranks
+    double criticalShare = 0;   // of the critical path's length
+};
+
 // ---- the whole result ------------------------------------------------------
 
 struct Warning {
@@ -292,6 +325,7 @@ struct AnalysisResult {
     LayerAttribution layers;         // selected iteration
     std::vector<Warning> warnings;
     std::vector<FillableBubbles> fillableBubbles; // every iteration, per pipeline stage
+    AllToAll allToAll;               // selected iteration
 
     // Totals of the selected iteration.
     const RankIdle* idleOf(int iteration, int rank) const;

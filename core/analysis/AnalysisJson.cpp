@@ -208,6 +208,17 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
         fillStages.push_back({{"iteration", f.iteration}, {"stage", f.stage}, {"rank", f.rank}, {"count", f.count},
                               {"total_ns", f.totalNs}, {"longest_ns", f.longestNs}, {"histogram", f.histogram}});
     j["fillable_bubbles"] = {{"causes", fillCauses}, {"bucket_edges_ns", edges}, {"per_stage", fillStages}};
+
+    const AllToAll& a2a = r.allToAll;
+    json a2aRanks = json::array(), a2aStages = json::array();
+    for (const auto& x : a2a.ranks)
+        a2aRanks.push_back({{"rank", x.rank}, {"stage", x.stage}, {"replica", x.replica}, {"count", x.count}, {"bytes", x.bytes},
+                            {"kernel_ns", x.kernelNs}, {"window_ns", x.windowNs}, {"critical_ns", x.criticalNs}});
+    for (const auto& x : a2a.stages)
+        a2aStages.push_back({{"stage", x.stage}, {"ranks", x.ranks}, {"mean_kernel_ns", x.meanKernelNs}, {"share", x.share}});
+    j["all_to_all"] = {{"iteration", r.selectedIteration}, {"per_rank", a2aRanks}, {"per_stage", a2aStages},
+                       {"min_ns", a2a.minNs}, {"median_ns", a2a.medianNs}, {"max_ns", a2a.maxNs},
+                       {"critical_ns", a2a.criticalNs}, {"critical_share", a2a.criticalShare}};
     return j;
 }
 

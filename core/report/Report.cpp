@@ -413,6 +413,28 @@ void shareTable(std::string& out, const std::string& head, const std::vector<std
     out += "</tbody></table>\n";
 }
 
+// Expert-parallel all-to-all: per stage its share of the time and the
+// critical path's share, then the spread across ranks.
+void allToAllTable(std::string& out, const Context& c)
+{
+    const AllToAll& a = c.r.allToAll;
+    if (a.ranks.empty())
+        return;
+    int64_t count = 0;
+    for (const AllToAllRank& r : a.ranks)
+        count += r.count;
+    out += "<h3 id=\"all-to-all\">All-to-all (expert parallel)</h3>\n<p class=\"note\">" + std::to_string(count) +
+           " all-to-all kernels on " + std::to_string(a.ranks.size()) + (a.ranks.size() == 1 ? " rank" : " ranks") +
+           " in this iteration; " + pct(a.criticalShare) + " of the critical path runs through them. Per rank they take " +
+           dur(a.minNs) + " to " + dur(a.maxNs) + " (median " + dur(a.medianNs) +
+           "): a rank far above the median holds up the exchange (uneven expert load, or a slow rank).</p>\n"
+           "<table id=\"all-to-all-table\"><thead><tr><th>stage</th><th>ranks</th><th>all-to-all per rank</th>"
+           "<th>share of its time</th></tr></thead><tbody>";
+    for (const AllToAllStage& s : a.stages)
+        out += "<tr>" + td(stageText(s.stage)) + td(std::to_string(s.ranks)) + tdDur(s.meanKernelNs) + td(pct(s.share)) + "</tr>";
+    out += "</tbody></table>\n";
+}
+
 void criticalPathSection(std::string& out, const Context& c)
 {
     const CriticalPath& cp = c.r.criticalPath;
@@ -434,7 +456,9 @@ void criticalPathSection(std::string& out, const Context& c)
     shareTable(out, "stage", stages, len, "critical-stage");
     out += "</div><div>\n";
     shareTable(out, "kind", kinds, len, "critical-kind");
-    out += "</div></div>\n</section>\n";
+    out += "</div></div>\n";
+    allToAllTable(out, c);
+    out += "</section>\n";
 }
 
 void htaSection(std::string& out, const Context& c)
@@ -729,6 +753,10 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
     if (pipeline) {
         imbalanceSection(out, c);
         criticalPathSection(out, c);
+    } else if (!r.allToAll.ranks.empty()) {
+        out += "<section id=\"expert-parallel\"><h2>Expert-parallel exchanges</h2>\n";
+        allToAllTable(out, c);
+        out += "</section>\n";
     }
     htaSection(out, c);
     warningsSection(out, c);

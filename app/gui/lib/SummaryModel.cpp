@@ -57,6 +57,9 @@ void SummaryModel::setResult(std::shared_ptr<const AnalysisResult> result, std::
             add(QStringLiteral("bottleneck stage"), std::to_string(r.imbalance.bottleneckStage) + " (busiest / mean " + ratio + ")");
             add(QStringLiteral("balanced lower bound"), formatDuration(r.imbalance.balancedLowerBoundNs));
         }
+        if (const AllToAll& a = r.allToAll; !a.ranks.empty())
+            add(QStringLiteral("all-to-all"), formatPercent(a.criticalShare) + " of the critical path; per rank " + formatDuration(a.minNs) +
+                                                  " to " + formatDuration(a.maxNs) + " (median " + formatDuration(a.medianNs) + ")");
     }
     setTable({QStringLiteral("fact"), QStringLiteral("value")}, std::move(rows));
 }

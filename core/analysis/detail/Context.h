@@ -142,6 +142,7 @@ void measureImbalance(Context& ctx, AnalysisResult& out, const std::vector<Step>
 void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps);
 void computeHtaViews(Context& ctx, AnalysisResult& out);
 void attributeLayers(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps);
+void measureAllToAll(Context& ctx, AnalysisResult& out); // after traceCriticalPath
 
 // Percentile of a sorted vector (linear interpolation).
 double percentile(const std::vector<double>& sorted, double q);
