@@ -1,5 +1,7 @@
 // pipescope whatif FILE [--boundaries L1,L2,...] [--schedule NAME --v V] [--microbatches M] [--pp N]
-//                 [--auto-balance] [--search] [--model MODEL.json] [--extra-work MS] [--json]
+//                 [--auto-balance] [--search] [--model MODEL.json] [--extra-work MS]
+//                 [--stage-speed S0,S1,... | --gpu-types A,A,B,B --gpu-throughput A=1,B=0.6]
+//                 [--fix-straggler RANK] [--json]
 // Replays other configurations of a measured pipeline, calibrated on the trace.
 #include "Command.h"
 #include "NumberChecks.h"
@@ -16,6 +18,8 @@
 #include "whatif/WhatIfText.h"
 
 #include <cmath>
+#include <map>
+#include <sstream>
 #include <iostream>
 #include <memory>
 
@@ -29,11 +33,75 @@ struct WhatIfArgs : ScenarioArgs {
     int iteration = -1, measuredPp = 0;
     double extraWorkMs = -1, extraWorkPieceMs = 0.1; // --extra-work: < 0 when not asked
     CalibrationArgs calibration;
+    std::vector<double> stageSpeed;                  // --stage-speed
+    std::vector<std::string> gpuTypes, gpuThroughput; // --gpu-types, --gpu-throughput NAME=SPEED
+    int fixStraggler = -1;                           // --fix-straggler: < 0 when not asked
 };
 
-int runWhatIf(WhatIfArgs& a)
+std::string numberText(double x)
+{
+    std::ostringstream o;
+    o << x;
+    return o.str();
+}
+
+void checkSpeed(double x, const std::string& flag, const std::string& what)
+{
+    if (!std::isfinite(x) || x <= 0 || x > 1e6)
+        throw ValueError(flag, what + " is " + numberText(x) +
+                                   "; a relative throughput must be a finite number above 0 and at most 1,000,000 "
+                                   "(1 = as fast as the reference, 0.5 = twice as slow)");
+}
+
+// Per-rank speeds from --stage-speed, or from --gpu-types with --gpu-throughput;
+// empty when neither is given. Throws ValueError naming the flag.
+std::vector<double> stageSpeeds(const WhatIfArgs& a)
+{
+    if (!a.stageSpeed.empty() && (!a.gpuTypes.empty() || !a.gpuThroughput.empty()))
+        throw ValueError("stage-speed", "give the speeds either with --stage-speed or with --gpu-types and "
+                                        "--gpu-throughput, not both");
+    for (size_t r = 0; r < a.stageSpeed.size(); ++r)
+        checkSpeed(a.stageSpeed[r], "stage-speed", "the speed of stage " + std::to_string(r));
+    if (a.gpuTypes.empty() != a.gpuThroughput.empty())
+        throw ValueError(a.gpuTypes.empty() ? "gpu-types" : "gpu-throughput",
+                         "--gpu-types (one GPU type per stage, e.g. A,A,B,B) and --gpu-throughput (each type's relative "
+                         "throughput, e.g. A=1,B=0.6) go together");
+    if (a.gpuTypes.empty())
+        return a.stageSpeed;
+    std::map<std::string, double> throughput;
+    for (const std::string& item : a.gpuThroughput) {
+        const size_t eq = item.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw ValueError("gpu-throughput", "'" + printable(item) + "' is not TYPE=SPEED (e.g. A=1,B=0.6)");
+        const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+        double x = 0;
+        size_t used = 0;
+        try {
+            x = std::stod(value, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != value.size())
+            throw ValueError("gpu-throughput", "the throughput of GPU type '" + printable(name) + "' is '" + printable(value) +
+                                                   "', not a number");
+        checkSpeed(x, "gpu-throughput", "the throughput of GPU type '" + printable(name) + "'");
+        if (!throughput.emplace(name, x).second)
+            throw ValueError("gpu-throughput", "GPU type '" + printable(name) + "' is given twice");
+    }
+    std::vector<double> speeds;
+    for (const std::string& type : a.gpuTypes) {
+        const auto it = throughput.find(type);
+        if (it == throughput.end())
+            throw ValueError("gpu-types", "GPU type '" + printable(type) + "' has no throughput in --gpu-throughput");
+        speeds.push_back(it->second);
+    }
+    return speeds;
+}
+
+int runWhatIfImpl(WhatIfArgs& a)
 {
     a.calibration.load();
+    const std::vector<double> speeds = stageSpeeds(a); // refused before any work
 
     Store store(a.file);
     const Trace trace = store.load();
@@ -45,8 +113,10 @@ int runWhatIf(WhatIfArgs& a)
     ao.iterationRange = a.iterationRange;
     const CalibrateOptions co = a.calibration.options(a.gpuMemoryBytes());
     CostModel model;
+    AnalysisResult analysis;
     try {
-        model = calibrate(trace, analyze(trace, ao), co);
+        analysis = analyze(trace, ao);
+        model = calibrate(trace, analysis, co);
     } catch (const ValueError&) {
         throw;
     } catch (const Error& e) {
@@ -56,6 +126,12 @@ int runWhatIf(WhatIfArgs& a)
             message.replace(at, 6, "--measured-pp N");
         throw Error(a.file + ": " + message);
     }
+
+    if (!speeds.empty())
+        model.setStageSpeeds(speeds);
+    std::optional<StragglerFix> straggler;
+    if (a.fixStraggler >= 0)
+        straggler = priceStraggler(model, analysis, a.fixStraggler);
 
     const Scenario base = measuredScenario(model);
     if (!a.boundaries.empty() && model.layerSource == LayerSource::Stages)
@@ -114,6 +190,7 @@ int runWhatIf(WhatIfArgs& a)
                                             a.search ? &rows : nullptr, jo);
         for (size_t i = 0; i < extra.size(); ++i)
             doc["predictions"][i]["extra_work"] = extraWorkToJson(extra[i]);
+        doc["straggler_fix"] = straggler ? stragglerFixToJson(*straggler) : nlohmann::json(nullptr);
         if (writeDocument(a, doc))
             return kExitOk;
     }
@@ -129,11 +206,28 @@ int runWhatIf(WhatIfArgs& a)
         std::cout << "NOTE: the trace is SIMULATED, not a measurement of real hardware.\n";
     if (const std::string notice = noLayersNotice(model); !notice.empty())
         std::cout << "NOTE: " << notice << "\n";
+    if (const std::string speedLine = stageSpeedText(model); !speedLine.empty())
+        std::cout << speedLine << "\n";
     std::cout << "\n";
     printPredictions(predictions, a.search ? &rows : nullptr);
     for (size_t i = 0; i < extra.size(); ++i)
         std::cout << predictions[i].label << ": " << extraWorkText(extra[i]) << "\n";
+    if (straggler)
+        std::cout << "straggler: " << stragglerFixText(*straggler) << "\n";
     return kExitOk;
+}
+
+// The settings this command adds print as their flags (main's table knows the shared ones).
+int runWhatIf(WhatIfArgs& a)
+{
+    try {
+        return runWhatIfImpl(a);
+    } catch (const ValueError& e) {
+        for (const char* own : {"stage-speed", "gpu-types", "gpu-throughput", "fix-straggler"})
+            if (e.setting() == own)
+                throw ValueError("--" + e.setting(), e.what());
+        throw;
+    }
 }
 
 RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatch count from a measured trace", 60,
@@ -156,6 +250,19 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                          app.add_option("--extra-work-piece", a->extraWorkPieceMs,
                                         "Shortest piece the extra work splits into (ms, default 0.1)")
                              ->check(number(0, 1e6, "ms"));
+                         app.add_option("--stage-speed", a->stageSpeed,
+                                        "Relative throughput of each pipeline rank's GPU, e.g. 1,1,0.8,1 (0.8: its "
+                                        "layers take 1/0.8 as long)")
+                             ->delimiter(',')
+                             ->check(number());
+                         app.add_option("--gpu-types", a->gpuTypes, "GPU type of each pipeline rank, e.g. A,A,B,B")
+                             ->delimiter(',');
+                         app.add_option("--gpu-throughput", a->gpuThroughput,
+                                        "Relative throughput of each GPU type, e.g. A=1,B=0.6")
+                             ->delimiter(',');
+                         app.add_option("--fix-straggler", a->fixStraggler,
+                                        "Predict the iteration with this rank at its data-parallel peers' speed")
+                             ->check(wholeNumber(0, 1048575));
                          addOutputOptions(app, *a);
                          return [a] { return runWhatIf(*a); };
                      }}};

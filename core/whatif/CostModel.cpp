@@ -122,6 +122,56 @@ Partition partitionFromBoundaries(const std::vector<int>& boundaries, int layers
     return p;
 }
 
+double CostModel::speedOfRank(int rank) const
+{
+    if (rank < 0 || static_cast<size_t>(rank) >= stageSpeed.size())
+        return 1.0;
+    return stageSpeed[static_cast<size_t>(rank)];
+}
+
+bool CostModel::heterogeneous() const
+{
+    return std::any_of(stageSpeed.begin(), stageSpeed.end(), [](double x) { return x != 1.0; });
+}
+
+void CostModel::setStageSpeeds(std::vector<double> speeds)
+{
+    for (size_t r = 0; r < speeds.size(); ++r)
+        if (!std::isfinite(speeds[r]) || speeds[r] <= 0 || speeds[r] > 1e6)
+            throw ValueError("stage-speed", "the speed of stage " + std::to_string(r) + " is " + formatNumber(speeds[r]) +
+                                                "; speeds must be finite numbers above 0 (1 = as fast as the reference, "
+                                                "0.5 = twice as slow) and at most 1,000,000");
+    if (measuredCosts && !speeds.empty() && static_cast<int>(speeds.size()) != measuredPp)
+        throw ValueError("stage-speed", std::to_string(speeds.size()) + " stage speeds given; the measured pipeline has " +
+                                            std::to_string(measuredPp) + " stages (one speed per pipeline rank)");
+    if (measuredCosts && measuredPartition && measuredPp > 0) {
+        // Back to reference speed: each layer was timed on its measured rank.
+        const ScheduleKind kind = scheduleKindFromString(measuredSchedule).value_or(ScheduleKind::OneFOneB);
+        const int p = measuredPp;
+        const Partition& part = *measuredPartition;
+        auto rankOf = [&](int s) { return isVShaped(kind) ? (s < p ? s : 2 * p - 1 - s) : s % p; };
+        auto speedOf = [&](int s) {
+            const size_t r = static_cast<size_t>(rankOf(s));
+            return r < speeds.size() ? speeds[r] : 1.0;
+        };
+        // Undo the speeds declared before, then apply the new ones.
+        for (int s = 0; s < part.stages(); ++s) {
+            const double f = speedOf(s) / speedOfRank(rankOf(s));
+            for (int l = part.firstLayer[size_t(s)]; l < part.firstLayer[size_t(s) + 1] && l < layerCount(); ++l) {
+                layers[size_t(l)].forwardNs *= f;
+                layers[size_t(l)].backwardNs *= f;
+            }
+        }
+        const double f0 = speedOf(0) / speedOfRank(rankOf(0));
+        firstStageExtra.forwardNs *= f0;
+        firstStageExtra.backwardNs *= f0;
+        const double fl = speedOf(part.stages() - 1) / speedOfRank(rankOf(part.stages() - 1));
+        lastStageExtra.forwardNs *= fl;
+        lastStageExtra.backwardNs *= fl;
+    }
+    stageSpeed = std::move(speeds);
+}
+
 double CostModel::microbatchScale(int microbatches) const
 {
     if (!keepGlobalBatch || microbatches <= 0 || referenceMicrobatches <= 0)
@@ -170,6 +220,11 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
     if (partition.firstLayer.back() != layerCount())
         throw Error("the partition covers " + std::to_string(partition.firstLayer.back()) + " layers, the model has " +
                     std::to_string(layerCount()));
+    if (!stageSpeed.empty() && static_cast<int>(stageSpeed.size()) != schedule.pp)
+        throw ValueError("stage-speed", "the stage speeds describe a pipeline of " + std::to_string(stageSpeed.size()) +
+                                            " ranks and the scenario has pp " + std::to_string(schedule.pp) +
+                                            "; uneven GPUs are predicted at the measured pipeline degree only, so leave "
+                                            "out --pp or the speeds");
     const double scale = microbatchScale(schedule.microbatches);
     ReplayCosts c;
     c.stages.resize(static_cast<size_t>(S));
@@ -186,11 +241,13 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
             add(f, i, w, firstStageExtra);
         if (s == S - 1)
             add(f, i, w, lastStageExtra);
+        // x / 1.0 is x exactly: all speeds 1 cost what they did without speeds.
+        const double speed = speedOfRank(schedule.rankOfStage[size_t(s)]);
         StageCost& sc = c.stages[size_t(s)];
-        sc.forward = toNs(f * scale);
-        sc.backwardInput = toNs(i * scale);
-        sc.backwardWeight = toNs(w * scale);
-        sc.backward = toNs((i + w) * scale);
+        sc.forward = toNs(f * scale / speed);
+        sc.backwardInput = toNs(i * scale / speed);
+        sc.backwardWeight = toNs(w * scale / speed);
+        sc.backward = toNs((i + w) * scale / speed);
     }
     c.boundaryBytes.assign(S > 1 ? size_t(S - 1) : 0, toBytes(static_cast<double>(p2pBytes) * scale, "bytes sent between stages"));
     c.p2pLatencyNs = p2pLatencyNs;
@@ -690,6 +747,7 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
 
     c.referenceMicrobatches = m;
     c.keepGlobalBatch = true;
+    c.measuredCosts = true;
     if (mp.iterationNs > 0)
         c.measuredIterationNs = mp.iterationNs;
     c.measuredIdleNsPerStage = mp.idleNsPerStage;

@@ -101,7 +101,25 @@ struct CostModel {
     std::string measuredSchedule;
     int measuredPp = 0, measuredV = 1, measuredMicrobatches = 0;
 
+    // Relative compute throughput of each pipeline rank's GPU (1 = reference,
+    // 0.5 = takes twice as long); empty: all 1. A stage's layers take
+    // reference cost / speed of the rank holding it (docs/whatif.md).
+    std::vector<double> stageSpeed;
+    // Set by fromMeasured: the layer costs are as measured on the stage that
+    // ran them, so setStageSpeeds() turns them into reference-speed costs.
+    bool measuredCosts = false;
+
     int layerCount() const { return static_cast<int>(layers.size()); }
+    double speedOfRank(int rank) const;
+    bool heterogeneous() const; // some stage speed differs from 1
+    // Declares the GPUs' speeds, one per pipeline rank (measuredPp of them for
+    // a calibrated model). Costs measured on a trace already include the
+    // speed of the rank that ran them: each layer (and extra) is multiplied by
+    // the speed of its measured rank, so the measured configuration replays
+    // unchanged and a moved layer costs reference / speed of its new rank.
+    // Throws ValueError("stage-speed") for a wrong count or a speed that is
+    // not a finite number above 0.
+    void setStageSpeeds(std::vector<double> speeds);
 
     static CostModel fromModel(const ModelDescription& model);
     // Calibrates on a measured pipeline; `model` (optional) supplies layer

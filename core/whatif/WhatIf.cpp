@@ -228,7 +228,8 @@ Prediction predict(const CostModel& model, const Scenario& sc, const ReplayOptio
 }
 
 std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vector<int>& inFlight,
-                                 std::optional<int64_t> memoryLimitPerStage, int microbatches, TimeNs* bottleneck)
+                                 std::optional<int64_t> memoryLimitPerStage, int microbatches, TimeNs* bottleneck,
+                                 const std::vector<int>& rankOfStage)
 {
     const int L = model.layerCount();
     if (S < 1 || L < S)
@@ -245,13 +246,17 @@ std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vecto
     const LayerCostModel& first = model.firstStageExtra;
     const LayerCostModel& last = model.lastStageExtra;
     StageMemoryCheck mem{model, inFlight, memoryLimitPerStage, model.microbatchScale(microbatches)};
+    // A slower stage's layers take longer: reference cost / the speed of the rank holding it.
+    std::vector<double> speed(size_t(S), 1.0);
+    for (int s = 0; s < S && size_t(s) < rankOfStage.size(); ++s)
+        speed[size_t(s)] = model.speedOfRank(rankOfStage[size_t(s)]);
     auto stageTime = [&](int s, int a, int b) {
         double x = t[size_t(b)] - t[size_t(a)];
         if (s == 0)
             x += first.forwardNs + first.backwardNs;
         if (s == S - 1)
             x += last.forwardNs + last.backwardNs;
-        return x;
+        return x / speed[size_t(s)];
     };
     auto feasible = [&](int s, int a, int b) {
         int64_t p = prm[size_t(b)] - prm[size_t(a)], ac = act[size_t(b)] - act[size_t(a)];
@@ -341,11 +346,13 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
         perStage = *limit / v;
 
     BalanceResult result;
-    std::vector<int> bounds = minMaxPartition(model, S, inFlight, perStage, schedule.microbatches, &result.bottleneckNs);
+    std::vector<int> bounds = minMaxPartition(model, S, inFlight, perStage, schedule.microbatches, &result.bottleneckNs,
+                                              schedule.rankOfStage);
     if (bounds.empty() && S > 1) {
         result.memoryFeasible = false;
         perStage.reset();
-        bounds = minMaxPartition(model, S, inFlight, perStage, schedule.microbatches, &result.bottleneckNs);
+        bounds = minMaxPartition(model, S, inFlight, perStage, schedule.microbatches, &result.bottleneckNs,
+                                 schedule.rankOfStage);
     }
     if (bounds.empty() && S > 1)
         throw Error("no partition of " + std::to_string(L) + " layers over " + std::to_string(S) + " stages exists");
@@ -514,6 +521,72 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
         return a.iterationNs < b.iterationNs;
     });
     return rows;
+}
+
+StragglerFix priceStraggler(const CostModel& model, const AnalysisResult& analysis, int rank)
+{
+    const std::vector<RankSpeed>& speeds = analysis.imbalance.rankSpeed;
+    const auto it = std::find_if(speeds.begin(), speeds.end(), [&](const RankSpeed& r) { return r.rank == rank; });
+    if (it == speeds.end())
+        throw ValueError("fix-straggler", "rank " + std::to_string(rank) + " ran no pipeline steps in the analysed iteration");
+    if (!it->relative || it->peerMedianNs <= 0)
+        throw ValueError("fix-straggler", "rank " + std::to_string(rank) +
+                                              " has no data-parallel peers to compare with (dp " +
+                                              std::to_string(model.dataParallel) + "), so it has no peers' speed to run at");
+    const int p = std::max(1, model.measuredPp);
+    if (it->stage < 0 || it->stage >= p)
+        throw ValueError("fix-straggler", "rank " + std::to_string(rank) + " is on stage " + std::to_string(it->stage) +
+                                              ", outside the measured pipeline's " + std::to_string(p) + " stages");
+    StragglerFix fix;
+    fix.rank = rank;
+    fix.stage = it->stage;
+    fix.replica = it->replica;
+    fix.relative = *it->relative;
+    fix.computeNs = it->computeNs;
+    fix.peerMedianNs = it->peerMedianNs;
+
+    // Per stage: its replicas' compute, and the slowest over their mean (the
+    // cost model's steps are means over the replicas).
+    std::vector<std::vector<double>> compute(static_cast<size_t>(p));
+    for (const RankSpeed& r : speeds)
+        if (r.stage >= 0 && r.stage < p && r.computeNs > 0)
+            compute[size_t(r.stage)].push_back(static_cast<double>(r.computeNs));
+    auto slowdown = [&](int stage, bool fixed) {
+        std::vector<double> c = compute[size_t(stage)];
+        if (c.empty())
+            return 1.0;
+        double sum = 0, worst = 0;
+        for (double x : c)
+            sum += x;
+        if (fixed && stage == fix.stage) {
+            // R's compute replaced by its peers' median.
+            for (double& x : c)
+                if (x == static_cast<double>(fix.computeNs)) {
+                    x = static_cast<double>(fix.peerMedianNs);
+                    break;
+                }
+        }
+        for (double x : c)
+            worst = std::max(worst, x);
+        const double mean = sum / static_cast<double>(c.size());
+        return mean > 0 ? worst / mean : 1.0;
+    };
+    const Scenario base = measuredScenario(model);
+    ReplayOptions fast;
+    fast.timeline = false;
+    fix.baseIterationNs = predict(model, base, fast).iterationNs();
+    auto replayWith = [&](bool fixed) {
+        CostModel m = model;
+        m.stageSpeed.resize(size_t(p), 1.0); // the speeds as declared (costs stay as calibrated)
+        for (int s = 0; s < p; ++s)
+            m.stageSpeed[size_t(s)] /= slowdown(s, fixed);
+        return predict(m, base, fast).iterationNs();
+    };
+    fix.slowestReplicaNs = replayWith(false);
+    fix.fixedNs = replayWith(true);
+    fix.gainNs = std::max<TimeNs>(0, fix.slowestReplicaNs - fix.fixedNs);
+    fix.iterationNs = fix.fixedNs;
+    return fix;
 }
 
 CostModel calibrate(const Trace& trace, const AnalysisResult& analysis, const CalibrateOptions& options)

@@ -114,10 +114,34 @@ struct BalanceResult {
 BalanceResult autoBalance(const CostModel& model, const Scenario& scenario, const BalanceOptions& options = {});
 
 // Just the min-max step: boundaries minimising the slowest stage (F + B per
-// microbatch, extras included) with each stage's memory at most its limit
-// (inFlight[s] microbatches stored on stage s). Empty when infeasible.
+// microbatch, extras included, divided by the speed of the rank holding the
+// stage: rankOfStage[s], when given, with the model's stageSpeed) with each
+// stage's memory at most its limit (inFlight[s] microbatches stored on stage
+// s). Empty when infeasible.
 std::vector<int> minMaxPartition(const CostModel& model, int stages, const std::vector<int>& inFlight,
-                                 std::optional<int64_t> memoryLimitPerStage, int microbatches, TimeNs* bottleneck = nullptr);
+                                 std::optional<int64_t> memoryLimitPerStage, int microbatches, TimeNs* bottleneck = nullptr,
+                                 const std::vector<int>& rankOfStage = {});
+
+// The what-if "rank R runs at its peers' speed": prices a data-parallel
+// straggler in iteration time. The replay models one replica per stage, so
+// each stage runs as its slowest replica (its compute scaled by max over the
+// replicas' compute / their mean, from the analysis's RankSpeed); the fix
+// replaces R's compute with its peers' median. gainNs is the difference of
+// the two replays of the measured configuration; iterationNs the second
+// (docs/whatif.md).
+struct StragglerFix {
+    int rank = 0, stage = 0, replica = 0;
+    double relative = 1.0;          // R's compute / its peers' median
+    TimeNs computeNs = 0, peerMedianNs = 0;
+    TimeNs baseIterationNs = 0;     // the measured configuration, as predict() replays it (replica means)
+    TimeNs slowestReplicaNs = 0;    // each stage at its slowest replica
+    TimeNs fixedNs = 0;             // ... with R at its peers' median
+    TimeNs gainNs = 0;              // slowestReplicaNs - fixedNs (>= 0)
+    TimeNs iterationNs = 0;         // predicted iteration with R at its peers' speed (fixedNs)
+};
+// Throws ValueError("fix-straggler") when R is not a pipeline rank with
+// data-parallel peers in the analysis.
+StragglerFix priceStraggler(const CostModel& model, const AnalysisResult& analysis, int rank);
 
 struct SearchSpace {
     std::vector<ScheduleKind> schedules; // default: all built-in

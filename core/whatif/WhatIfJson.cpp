@@ -53,7 +53,7 @@ json costModelToJson(const CostModel& m)
     json layers = json::array();
     for (const auto& l : m.layers)
         layers.push_back(layerJson(l));
-    return json{{"name", m.name},
+    json doc{{"name", m.name},
                 {"layers", std::move(layers)},
                 {"first_stage_extra", layerJson(m.firstStageExtra)},
                 {"last_stage_extra", layerJson(m.lastStageExtra)},
@@ -75,6 +75,23 @@ json costModelToJson(const CostModel& m)
                   {"zero_stage", m.memory.zeroStage},
                   {"reserved_bytes", m.memory.reservedBytes},
                   {"gpu_memory_bytes", optionalNumber(m.memory.gpuMemoryBytes)}}}};
+    doc["stage_speed"] = m.stageSpeed.empty() ? json(nullptr) : json(m.stageSpeed);
+    return doc;
+}
+
+json stragglerFixToJson(const StragglerFix& f)
+{
+    return json{{"rank", f.rank},
+                {"stage", f.stage},
+                {"replica", f.replica},
+                {"relative_compute", f.relative},
+                {"compute_ns", f.computeNs},
+                {"peer_median_ns", f.peerMedianNs},
+                {"base_iteration_ns", f.baseIterationNs},
+                {"slowest_replica_ns", f.slowestReplicaNs},
+                {"fixed_ns", f.fixedNs},
+                {"gain_ns", f.gainNs},
+                {"iteration_ns", f.iterationNs}};
 }
 
 json predictionToJson(const Prediction& p, const JsonOptions& options)

@@ -25,6 +25,8 @@ struct WhatIfSource {
 
 nlohmann::json costModelToJson(const CostModel& model);
 nlohmann::json predictionToJson(const Prediction& prediction, const JsonOptions& options = {});
+// The document's "straggler_fix" object (--fix-straggler).
+nlohmann::json stragglerFixToJson(const StragglerFix& fix);
 nlohmann::json searchToJson(const std::vector<SearchRow>& rows);
 
 // The whole document: schema, generator, source, cost model, measured run,

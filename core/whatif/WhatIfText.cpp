@@ -85,6 +85,27 @@ std::string predictionText(const Prediction& p)
     return o.str();
 }
 
+std::string stragglerFixText(const StragglerFix& f)
+{
+    return "rank " + std::to_string(f.rank) + " (stage " + std::to_string(f.stage) + ", replica " + std::to_string(f.replica) +
+           ") computes " + formatPercent(f.relative - 1.0) + " " + (f.relative >= 1.0 ? "slower" : "faster") +
+           " than its peers (" + formatDuration(f.computeNs) + " vs " + formatDuration(f.peerMedianNs) +
+           "); at their speed: iteration " + formatDuration(f.iterationNs) + " (" + formatShift(-f.gainNs) +
+           " against " + formatDuration(f.slowestReplicaNs) + " with each stage at its slowest replica)";
+}
+
+std::string stageSpeedText(const CostModel& model)
+{
+    if (!model.heterogeneous())
+        return {};
+    std::ostringstream o;
+    o << "stage speeds";
+    for (size_t r = 0; r < model.stageSpeed.size(); ++r)
+        o << (r ? ", " : " ") << model.stageSpeed[r];
+    o << " (relative throughput per pipeline rank; a stage's layers take 1/speed as long)";
+    return o.str();
+}
+
 std::string noLayersNotice(const CostModel& model)
 {
     if (model.layerSource != LayerSource::Stages)

@@ -13,6 +13,10 @@ std::string searchText(const std::vector<SearchRow>& rows, size_t maxRows = 20);
 // One line for every output that proposes a partition when the cost model
 // knows no layers (layer source "stages"): no boundary can move, and how to
 // give it layers. Empty when the layers are known.
+// "rank 3 (stage 1, replica 1) computes 20.0% slower than its peers; at their speed: iteration X (-Y)".
+std::string stragglerFixText(const StragglerFix& fix);
+// "stage speeds 1, 1, 0.8, 1", or empty when every speed is 1.
+std::string stageSpeedText(const CostModel& model);
 std::string noLayersNotice(const CostModel& model);
 
 } // namespace pipescope::whatif

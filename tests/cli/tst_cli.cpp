@@ -119,6 +119,10 @@ private slots:
                                  << "--weights: must be a number (got 'a')";
         QTest::newRow("boundaries") << QStringList{"whatif", "x.pipescope", "--boundaries", "4,x"}
                                     << "--boundaries: must be a whole number (got 'x')";
+        QTest::newRow("stage speed") << QStringList{"whatif", "x.pipescope", "--stage-speed", "1,fast"}
+                                     << "--stage-speed: must be a number (got 'fast')";
+        QTest::newRow("fix straggler") << QStringList{"whatif", "x.pipescope", "--fix-straggler", "-1"}
+                                       << "--fix-straggler: must be a whole number from 0 to 1,048,575 (got -1)";
         QTest::newRow("gpu memory") << QStringList{"whatif", "x.pipescope", "--gpu-memory", "0"}
                                     << "--gpu-memory: must be a number from 0.0009765625 to 1,048,576 GiB (got 0)";
         QTest::newRow("whatif iteration") << QStringList{"whatif", "x.pipescope", "--iteration", "-1"}
