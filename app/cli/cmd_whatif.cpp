@@ -1,7 +1,7 @@
 // pipescope whatif FILE [--boundaries L1,L2,...] [--schedule NAME --v V] [--microbatches M] [--pp N]
 //                 [--auto-balance] [--search] [--model MODEL.json] [--extra-work MS]
 //                 [--stage-speed S0,S1,... | --gpu-types A,A,B,B --gpu-throughput A=1,B=0.6]
-//                 [--fix-straggler RANK] [--json]
+//                 [--fix-straggler RANK] [--freeze A..B,C..D] [--json]
 // Replays other configurations of a measured pipeline, calibrated on the trace.
 #include "Command.h"
 #include "NumberChecks.h"
@@ -36,6 +36,7 @@ struct WhatIfArgs : ScenarioArgs {
     std::vector<double> stageSpeed;                  // --stage-speed
     std::vector<std::string> gpuTypes, gpuThroughput; // --gpu-types, --gpu-throughput NAME=SPEED
     int fixStraggler = -1;                           // --fix-straggler: < 0 when not asked
+    std::vector<std::string> freeze;                 // --freeze: layer ranges FIRST..LAST
 };
 
 std::string numberText(double x)
@@ -102,6 +103,7 @@ int runWhatIfImpl(WhatIfArgs& a)
 {
     a.calibration.load();
     const std::vector<double> speeds = stageSpeeds(a); // refused before any work
+    const std::vector<LayerRange> frozen = parseLayerRanges(a.freeze);
 
     Store store(a.file);
     const Trace trace = store.load();
@@ -129,6 +131,12 @@ int runWhatIfImpl(WhatIfArgs& a)
 
     if (!speeds.empty())
         model.setStageSpeeds(speeds);
+    // Kept to price the freeze against every layer trainable.
+    std::optional<CostModel> trainable;
+    if (!frozen.empty()) {
+        trainable = model;
+        model.freezeLayers(frozen);
+    }
     std::optional<StragglerFix> straggler;
     if (a.fixStraggler >= 0)
         straggler = priceStraggler(model, analysis, a.fixStraggler);
@@ -173,6 +181,12 @@ int runWhatIfImpl(WhatIfArgs& a)
     std::vector<SearchRow> rows;
     if (a.search)
         rows = searchConfigurations(model, requested, SearchSpace{}, bo);
+    std::optional<TimeNs> trainableNs; // the measured configuration with no layer frozen
+    if (trainable) {
+        ReplayOptions quick;
+        quick.timeline = false;
+        trainableNs = predict(*trainable, base, quick).iterationNs();
+    }
     progress.done();
 
     // --extra-work: the same work added to every prediction, in its bubbles first.
@@ -191,6 +205,15 @@ int runWhatIfImpl(WhatIfArgs& a)
         for (size_t i = 0; i < extra.size(); ++i)
             doc["predictions"][i]["extra_work"] = extraWorkToJson(extra[i]);
         doc["straggler_fix"] = straggler ? stragglerFixToJson(*straggler) : nlohmann::json(nullptr);
+        if (trainableNs) {
+            const TimeNs frozenNs = predictions.front().iterationNs();
+            doc["freeze"] = {{"frozen_layers", doc["cost_model"]["frozen_layers"]},
+                             {"trainable_iteration_ns", *trainableNs},
+                             {"iteration_ns", frozenNs},
+                             {"gain_ns", *trainableNs - frozenNs}};
+        } else {
+            doc["freeze"] = nullptr;
+        }
         if (writeDocument(a, doc))
             return kExitOk;
     }
@@ -208,12 +231,16 @@ int runWhatIfImpl(WhatIfArgs& a)
         std::cout << "NOTE: " << notice << "\n";
     if (const std::string speedLine = stageSpeedText(model); !speedLine.empty())
         std::cout << speedLine << "\n";
+    if (const std::string frozenLine = frozenLayersText(model); !frozenLine.empty())
+        std::cout << frozenLine << "\n";
     std::cout << "\n";
     printPredictions(predictions, a.search ? &rows : nullptr);
     for (size_t i = 0; i < extra.size(); ++i)
         std::cout << predictions[i].label << ": " << extraWorkText(extra[i]) << "\n";
     if (straggler)
         std::cout << "straggler: " << stragglerFixText(*straggler) << "\n";
+    if (trainableNs)
+        std::cout << "freeze: " << freezeGainText(model, predictions.front().iterationNs(), *trainableNs) << "\n";
     return kExitOk;
 }
 
@@ -223,7 +250,7 @@ int runWhatIf(WhatIfArgs& a)
     try {
         return runWhatIfImpl(a);
     } catch (const ValueError& e) {
-        for (const char* own : {"stage-speed", "gpu-types", "gpu-throughput", "fix-straggler"})
+        for (const char* own : {"stage-speed", "gpu-types", "gpu-throughput", "fix-straggler", "freeze"})
             if (e.setting() == own)
                 throw ValueError("--" + e.setting(), e.what());
         throw;
@@ -263,6 +290,10 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                          app.add_option("--fix-straggler", a->fixStraggler,
                                         "Predict the iteration with this rank at its data-parallel peers' speed")
                              ->check(wholeNumber(0, 1048575));
+                         app.add_option("--freeze", a->freeze,
+                                        "Freeze layers FIRST..LAST (0-based, inclusive), e.g. 0..3,30..31: no weight "
+                                        "gradients, nor any backward before the first trainable layer")
+                             ->delimiter(',');
                          addOutputOptions(app, *a);
                          return [a] { return runWhatIf(*a); };
                      }}};

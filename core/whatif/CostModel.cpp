@@ -1,6 +1,7 @@
 #include "whatif/CostModel.h"
 
 #include "util/Error.h"
+#include "util/Format.h"
 #include "util/Limits.h"
 
 #include <cstdio>
@@ -193,6 +194,118 @@ std::vector<int64_t> CostModel::stageParams(const Partition& partition) const
     return out;
 }
 
+std::vector<int64_t> CostModel::stageTrainableParams(const Partition& partition) const
+{
+    const int S = partition.stages();
+    std::vector<int64_t> out(static_cast<size_t>(S), 0);
+    for (int s = 0; s < S; ++s)
+        for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
+            out[size_t(s)] += layers[size_t(l)].trainableParams();
+    if (S > 0) {
+        out.front() += firstStageExtra.trainableParams();
+        out.back() += lastStageExtra.trainableParams();
+    }
+    return out;
+}
+
+std::vector<LayerRange> parseLayerRanges(const std::vector<std::string>& items)
+{
+    auto index = [](const std::string& text, int& out) {
+        if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
+            return false;
+        out = std::stoi(text);
+        return true;
+    };
+    std::vector<LayerRange> out;
+    for (const std::string& item : items) {
+        const size_t dots = item.find("..");
+        LayerRange r;
+        const bool ok = dots == std::string::npos
+                            ? index(item, r.first) && index(item, r.last)
+                            : index(item.substr(0, dots), r.first) && index(item.substr(dots + 2), r.last);
+        if (!ok)
+            throw ValueError("freeze", "'" + printable(item, 64) +
+                                           "' is not a layer range; give FIRST..LAST (0-based, inclusive), several "
+                                           "comma-separated, e.g. 0..3,30..31");
+        if (r.first > r.last)
+            throw ValueError("freeze", "the range " + item + " runs backwards; give FIRST..LAST with FIRST at most LAST");
+        out.push_back(r);
+    }
+    return out;
+}
+
+std::string layerRangesText(const std::vector<LayerRange>& ranges)
+{
+    std::string out;
+    for (const LayerRange& r : ranges) {
+        if (!out.empty())
+            out += ", ";
+        out += std::to_string(r.first);
+        if (r.last != r.first)
+            out += ".." + std::to_string(r.last);
+    }
+    return out;
+}
+
+int CostModel::frozenPrefix() const
+{
+    int n = 0;
+    while (n < layerCount() && layers[size_t(n)].frozen)
+        ++n;
+    return n;
+}
+
+void CostModel::freezeLayers(const std::vector<LayerRange>& ranges)
+{
+    if (!frozenLayers.empty())
+        throw Error("the cost model's layers are frozen already");
+    const int L = layerCount();
+    for (const LayerRange& r : ranges) {
+        if (r.first > r.last)
+            throw ValueError("freeze", "the range " + std::to_string(r.first) + ".." + std::to_string(r.last) +
+                                           " runs backwards; give FIRST..LAST with FIRST at most LAST");
+        if (r.first < 0 || r.last >= L)
+            throw ValueError("freeze", "the range " + std::to_string(r.first) + ".." + std::to_string(r.last) +
+                                           " is outside the model's " + std::to_string(L) + " layers (numbered 0.." +
+                                           std::to_string(L - 1) + ")");
+    }
+    // Sorted and merged, so overlapping or touching ranges read as one.
+    std::vector<LayerRange> merged = ranges;
+    std::sort(merged.begin(), merged.end(), [](const LayerRange& a, const LayerRange& b) { return a.first < b.first; });
+    frozenLayers.clear();
+    for (const LayerRange& r : merged) {
+        if (!frozenLayers.empty() && r.first <= frozenLayers.back().last + 1)
+            frozenLayers.back().last = std::max(frozenLayers.back().last, r.last);
+        else
+            frozenLayers.push_back(r);
+    }
+    for (const LayerRange& r : frozenLayers)
+        for (int l = r.first; l <= r.last; ++l)
+            layers[size_t(l)].frozen = true;
+    // Before the first trainable layer nobody needs an input gradient: no
+    // backward at all, so no activations kept for one either.
+    const int prefix = frozenPrefix();
+    auto dropBackward = [](LayerCostModel& l) {
+        l.frozen = true;
+        l.backwardNs = 0;
+        l.activationBytes = 0;
+    };
+    if (prefix > 0)
+        dropBackward(firstStageExtra);
+    for (int l = 0; l < L; ++l) {
+        LayerCostModel& lc = layers[size_t(l)];
+        if (!lc.frozen)
+            continue;
+        if (l < prefix) {
+            dropBackward(lc);
+        } else {
+            // Only the input gradient is left: I = share x B, W = 0.
+            lc.backwardNs *= lc.backwardInputShare;
+            lc.backwardInputShare = 1.0;
+        }
+    }
+}
+
 std::vector<int64_t> CostModel::stageActivationBytes(const Partition& partition, int microbatches) const
 {
     const int S = partition.stages();
@@ -259,14 +372,19 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
         c.rankStartNs = rankStartNs;
 
     // Per rank: what its stages hold, in parameters when known, else in layers.
+    // Frozen layers have no gradients to all-reduce and no optimizer step.
     const std::vector<int64_t> params = stageParams(partition);
+    const std::vector<int64_t> trainable = stageTrainableParams(partition);
     const bool haveParams = std::accumulate(params.begin(), params.end(), int64_t(0)) > 0;
     std::vector<double> units(static_cast<size_t>(schedule.pp), 0.0);
     std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0);
     for (int s = 0; s < S; ++s) {
         const size_t r = static_cast<size_t>(schedule.rankOfStage[size_t(s)]);
-        rankParams[r] += params[size_t(s)];
-        units[r] += haveParams ? static_cast<double>(params[size_t(s)]) : partition.layersOf(s);
+        rankParams[r] += trainable[size_t(s)];
+        int trainableLayers = 0;
+        for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
+            trainableLayers += layers[size_t(l)].frozen ? 0 : 1;
+        units[r] += haveParams ? static_cast<double>(trainable[size_t(s)]) : trainableLayers;
     }
     c.allReduceNs.assign(static_cast<size_t>(schedule.pp), 0);
     c.optimizerNs.assign(static_cast<size_t>(schedule.pp), 0);

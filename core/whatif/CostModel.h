@@ -21,7 +21,21 @@ struct LayerCostModel {
     double backwardInputShare = 0.5;      // I = share x B, W = the rest
     int64_t params = 0;
     int64_t activationBytes = 0;
+    bool frozen = false;                  // no weight gradients, gradient buffers or optimizer state
+    int64_t trainableParams() const { return frozen ? 0 : params; }
 };
+
+// Layers FIRST..LAST, 0-based and inclusive (--freeze 0..3,30..31).
+struct LayerRange {
+    int first = 0, last = 0;
+    bool operator==(const LayerRange&) const = default;
+};
+// Each item "FIRST..LAST" or a single "N"; throws ValueError("freeze") naming
+// the item that is not a range or runs backwards. Layer counts are checked by
+// CostModel::freezeLayers.
+std::vector<LayerRange> parseLayerRanges(const std::vector<std::string>& items);
+// "0..3, 30..31"
+std::string layerRangesText(const std::vector<LayerRange>& ranges);
 
 // First layer of each virtual stage, plus the layer count at the end:
 // firstLayer.size() == stages + 1, firstLayer.front() == 0, strictly increasing.
@@ -109,7 +123,20 @@ struct CostModel {
     // ran them, so setStageSpeeds() turns them into reference-speed costs.
     bool measuredCosts = false;
 
+    // Frozen layers (freezeLayers), sorted and merged; empty: all trainable.
+    std::vector<LayerRange> frozenLayers;
+
     int layerCount() const { return static_cast<int>(layers.size()); }
+    // Freezes the layers of `ranges` (docs/whatif.md, Frozen layers): each
+    // loses the weight-gradient part of its backward (W = (1 - share) x B)
+    // and its gradients and optimizer state; the frozen prefix starting at
+    // layer 0, with the first-stage extra before it, runs no backward at all
+    // and stores no activations, since nothing before it needs an input
+    // gradient. Throws ValueError("freeze") for a range outside the layers;
+    // Error when layers are frozen already.
+    void freezeLayers(const std::vector<LayerRange>& ranges);
+    // Layers 0..n-1 all frozen (0 when layer 0 is trainable).
+    int frozenPrefix() const;
     double speedOfRank(int rank) const;
     bool heterogeneous() const; // some stage speed differs from 1
     // Declares the GPUs' speeds, one per pipeline rank (measuredPp of them for
@@ -132,6 +159,8 @@ struct CostModel {
     ReplayCosts replayCosts(const Partition& partition, const Schedule& schedule) const;
     // Parameters and stored activation bytes per microbatch, per virtual stage.
     std::vector<int64_t> stageParams(const Partition& partition) const;
+    // Parameters with gradients and optimizer state (not frozen), per virtual stage.
+    std::vector<int64_t> stageTrainableParams(const Partition& partition) const;
     std::vector<int64_t> stageActivationBytes(const Partition& partition, int microbatches) const;
     double microbatchScale(int microbatches) const;
 };

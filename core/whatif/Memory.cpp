@@ -7,6 +7,11 @@ namespace pipescope::whatif {
 
 int64_t staticMemoryBytes(int64_t params, const MemoryConfig& c)
 {
+    return staticMemoryBytes(params, params, c);
+}
+
+int64_t staticMemoryBytes(int64_t params, int64_t trainable, const MemoryConfig& c)
+{
     const double dp = std::max(1, c.dataParallel);
     double weights = c.weightBytesPerParam, grads = c.gradBytesPerParam, opt = c.optimizerBytesPerParam;
     if (c.zeroStage >= 1)
@@ -15,7 +20,11 @@ int64_t staticMemoryBytes(int64_t params, const MemoryConfig& c)
         grads /= dp;
     if (c.zeroStage >= 3)
         weights /= dp;
-    return static_cast<int64_t>(std::llround(static_cast<double>(params) * (weights + grads + opt))) + c.reservedBytes;
+    if (trainable == params) // as before freezing existed, to the byte
+        return static_cast<int64_t>(std::llround(static_cast<double>(params) * (weights + grads + opt))) + c.reservedBytes;
+    return static_cast<int64_t>(std::llround(static_cast<double>(params) * weights +
+                                             static_cast<double>(trainable) * (grads + opt))) +
+           c.reservedBytes;
 }
 
 std::vector<int> peakInFlight(const ReplayResult& replay, bool untilWeightGradient)
@@ -45,7 +54,7 @@ std::vector<int> peakInFlight(const ReplayResult& replay, bool untilWeightGradie
 
 std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::vector<int64_t>& paramsPerRank,
                                        const std::vector<int64_t>& activationBytes, const MemoryConfig& config,
-                                       bool keepOverTime)
+                                       bool keepOverTime, const std::vector<int64_t>& trainableParamsPerRank)
 {
     std::vector<RankMemory> out(replay.ranks.size());
     const std::vector<int> inFlight = peakInFlight(replay);
@@ -53,7 +62,8 @@ std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::ve
     for (size_t r = 0; r < replay.ranks.size(); ++r) {
         RankMemory& m = out[r];
         m.parameters = r < paramsPerRank.size() ? paramsPerRank[r] : 0;
-        m.staticBytes = staticMemoryBytes(m.parameters, config);
+        m.trainableParameters = r < trainableParamsPerRank.size() ? trainableParamsPerRank[r] : m.parameters;
+        m.staticBytes = staticMemoryBytes(m.parameters, m.trainableParameters, config);
         m.peakInFlight = inFlight[r];
         int64_t act = 0;
         m.overTime.clear();

@@ -26,6 +26,9 @@ struct MemoryConfig {
 
 // Weights, gradients, optimizer state and the reserve for `params` parameters.
 int64_t staticMemoryBytes(int64_t params, const MemoryConfig& config);
+// The same when only `trainableParams` of them have gradients and optimizer
+// state (the rest frozen: weights only).
+int64_t staticMemoryBytes(int64_t params, int64_t trainableParams, const MemoryConfig& config);
 
 struct MemoryPoint {
     TimeNs t = 0;
@@ -34,6 +37,7 @@ struct MemoryPoint {
 
 struct RankMemory {
     int64_t parameters = 0;
+    int64_t trainableParameters = 0; // with gradients and optimizer state
     int64_t staticBytes = 0;
     int64_t peakActivationBytes = 0;
     int64_t peakBytes = 0;
@@ -51,8 +55,9 @@ std::vector<int> peakInFlight(const ReplayResult& replay, bool untilWeightGradie
 // paramsPerRank: parameters each rank holds; activationBytes: per virtual
 // stage, bytes stored per microbatch.
 // keepOverTime false: only the peaks (overTime stays empty), a few bytes per rank instead of per step.
+// trainableParamsPerRank: those with gradients and optimizer state; empty: all of them.
 std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::vector<int64_t>& paramsPerRank,
                                        const std::vector<int64_t>& activationBytes, const MemoryConfig& config,
-                                       bool keepOverTime = true);
+                                       bool keepOverTime = true, const std::vector<int64_t>& trainableParamsPerRank = {});
 
 } // namespace pipescope::whatif

@@ -112,12 +112,15 @@ void evaluate(const CostModel& model, Prediction& p, const ReplayOptions& option
     const Schedule& schedule = p.schedule;
     p.costs = model.replayCosts(p.partition, schedule);
     replay.run(schedule, p.costs, p.replay, options);
-    std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0);
+    std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0), rankTrainable = rankParams;
     const std::vector<int64_t> params = model.stageParams(p.partition);
-    for (int s = 0; s < schedule.stages; ++s)
+    const std::vector<int64_t> trainable = model.stageTrainableParams(p.partition);
+    for (int s = 0; s < schedule.stages; ++s) {
         rankParams[size_t(schedule.rankOfStage[size_t(s)])] += params[size_t(s)];
+        rankTrainable[size_t(schedule.rankOfStage[size_t(s)])] += trainable[size_t(s)];
+    }
     p.memory = memoryOverTime(p.replay, rankParams, model.stageActivationBytes(p.partition, schedule.microbatches),
-                              model.memory, options.timeline);
+                              model.memory, options.timeline, rankTrainable);
     p.dataParallel = model.dataParallel;
     p.gpuMemoryBytes = model.memory.gpuMemoryBytes;
     p.measuredIterationNs = model.measuredIterationNs;
@@ -205,12 +208,12 @@ struct StageMemoryCheck {
     std::optional<int64_t> limit; // per stage
     double scale;
 
-    bool fits(int s, int64_t params, int64_t activation) const
+    bool fits(int s, int64_t params, int64_t trainable, int64_t activation) const
     {
         if (!limit)
             return true;
         const double act = static_cast<double>(activation) * scale * inFlight[size_t(s)];
-        return static_cast<double>(staticMemoryBytes(params, model.memory)) + act <= static_cast<double>(*limit);
+        return static_cast<double>(staticMemoryBytes(params, trainable, model.memory)) + act <= static_cast<double>(*limit);
     }
 };
 
@@ -236,11 +239,12 @@ std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vecto
         return {};
     // Prefix sums over layers: time (F + B), parameters, activations.
     std::vector<double> t(size_t(L) + 1, 0.0);
-    std::vector<int64_t> prm(size_t(L) + 1, 0), act(size_t(L) + 1, 0);
+    std::vector<int64_t> prm(size_t(L) + 1, 0), trn(size_t(L) + 1, 0), act(size_t(L) + 1, 0);
     for (int l = 0; l < L; ++l) {
         const LayerCostModel& lc = model.layers[size_t(l)];
         t[size_t(l) + 1] = t[size_t(l)] + lc.forwardNs + lc.backwardNs;
         prm[size_t(l) + 1] = prm[size_t(l)] + lc.params;
+        trn[size_t(l) + 1] = trn[size_t(l)] + lc.trainableParams();
         act[size_t(l) + 1] = act[size_t(l)] + lc.activationBytes;
     }
     const LayerCostModel& first = model.firstStageExtra;
@@ -259,16 +263,18 @@ std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vecto
         return x / speed[size_t(s)];
     };
     auto feasible = [&](int s, int a, int b) {
-        int64_t p = prm[size_t(b)] - prm[size_t(a)], ac = act[size_t(b)] - act[size_t(a)];
+        int64_t p = prm[size_t(b)] - prm[size_t(a)], tr = trn[size_t(b)] - trn[size_t(a)], ac = act[size_t(b)] - act[size_t(a)];
         if (s == 0) {
             p += first.params;
+            tr += first.trainableParams();
             ac += first.activationBytes;
         }
         if (s == S - 1) {
             p += last.params;
+            tr += last.trainableParams();
             ac += last.activationBytes;
         }
-        return mem.fits(s, p, ac);
+        return mem.fits(s, p, tr, ac);
     };
     // Binary search on the bottleneck T: for a given T, giving each stage as
     // many layers as its time and memory allow is optimal (a stage that fits
@@ -380,24 +386,28 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
     };
     if (options.refineWithReplay && S > 1) {
         // Prefix sums for the memory check of a moved boundary.
-        std::vector<int64_t> prm(size_t(L) + 1, 0), act(size_t(L) + 1, 0);
+        std::vector<int64_t> prm(size_t(L) + 1, 0), trn(size_t(L) + 1, 0), act(size_t(L) + 1, 0);
         for (int l = 0; l < L; ++l) {
             prm[size_t(l) + 1] = prm[size_t(l)] + model.layers[size_t(l)].params;
+            trn[size_t(l) + 1] = trn[size_t(l)] + model.layers[size_t(l)].trainableParams();
             act[size_t(l) + 1] = act[size_t(l)] + model.layers[size_t(l)].activationBytes;
         }
         StageMemoryCheck mem{model, inFlight, perStage, model.microbatchScale(schedule.microbatches)};
         auto stageFits = [&](const std::vector<int>& b, int s) {
             const int lo = s == 0 ? 0 : b[size_t(s) - 1], hi = s == S - 1 ? L : b[size_t(s)];
             int64_t p = prm[size_t(hi)] - prm[size_t(lo)], a = act[size_t(hi)] - act[size_t(lo)];
+            int64_t tr = trn[size_t(hi)] - trn[size_t(lo)];
             if (s == 0) {
                 p += model.firstStageExtra.params;
+                tr += model.firstStageExtra.trainableParams();
                 a += model.firstStageExtra.activationBytes;
             }
             if (s == S - 1) {
                 p += model.lastStageExtra.params;
+                tr += model.lastStageExtra.trainableParams();
                 a += model.lastStageExtra.activationBytes;
             }
-            return mem.fits(s, p, a);
+            return mem.fits(s, p, tr, a);
         };
         TimeNs best = timeOf(bounds);
         std::vector<int> cand;

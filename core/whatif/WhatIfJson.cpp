@@ -24,7 +24,8 @@ json layerJson(const LayerCostModel& l)
                 {"backward_ns", l.backwardNs},
                 {"backward_input_share", l.backwardInputShare},
                 {"params", l.params},
-                {"activation_bytes", l.activationBytes}};
+                {"activation_bytes", l.activationBytes},
+                {"frozen", l.frozen}};
 }
 
 json optionalNumber(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
@@ -76,6 +77,10 @@ json costModelToJson(const CostModel& m)
                   {"reserved_bytes", m.memory.reservedBytes},
                   {"gpu_memory_bytes", optionalNumber(m.memory.gpuMemoryBytes)}}}};
     doc["stage_speed"] = m.stageSpeed.empty() ? json(nullptr) : json(m.stageSpeed);
+    json frozen = json::array();
+    for (const LayerRange& r : m.frozenLayers)
+        frozen.push_back(json::array({r.first, r.last}));
+    doc["frozen_layers"] = std::move(frozen);
     return doc;
 }
 

@@ -106,6 +106,28 @@ std::string stageSpeedText(const CostModel& model)
     return o.str();
 }
 
+std::string frozenLayersText(const CostModel& model)
+{
+    if (model.frozenLayers.empty())
+        return {};
+    int count = 0;
+    for (const LayerRange& r : model.frozenLayers)
+        count += r.last - r.first + 1;
+    std::ostringstream o;
+    o << "frozen layers " << layerRangesText(model.frozenLayers) << " (" << count << " of " << model.layerCount()
+      << "): no weight gradients, gradient buffers or optimizer state";
+    if (const int prefix = model.frozenPrefix(); prefix > 0)
+        o << "; " << (prefix == 1 ? std::string("layer 0") : "layers 0.." + std::to_string(prefix - 1))
+          << " and the first-stage extra run no backward (nothing before them needs an input gradient)";
+    return o.str();
+}
+
+std::string freezeGainText(const CostModel& model, TimeNs frozenNs, TimeNs trainableNs)
+{
+    return "layers " + layerRangesText(model.frozenLayers) + " frozen: iteration " + formatDuration(frozenNs) + " (" +
+           formatShift(frozenNs - trainableNs) + " against " + formatDuration(trainableNs) + " with every layer trainable)";
+}
+
 std::string noLayersNotice(const CostModel& model)
 {
     if (model.layerSource != LayerSource::Stages)

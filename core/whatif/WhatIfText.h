@@ -18,5 +18,9 @@ std::string stragglerFixText(const StragglerFix& fix);
 // "stage speeds 1, 1, 0.8, 1", or empty when every speed is 1.
 std::string stageSpeedText(const CostModel& model);
 std::string noLayersNotice(const CostModel& model);
+// "frozen layers 0..1, 30..31 (4 of 32): ...", or empty when none is frozen.
+std::string frozenLayersText(const CostModel& model);
+// "layers 0..1 frozen: iteration X (-Y against Z with every layer trainable)".
+std::string freezeGainText(const CostModel& model, TimeNs frozenNs, TimeNs trainableNs);
 
 } // namespace pipescope::whatif

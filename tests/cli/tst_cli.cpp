@@ -155,6 +155,31 @@ private slots:
         QCOMPARE(r.err.section('\n', 0, 0), line);
     }
 
+    // --freeze ranges that are malformed or run backwards: one line naming
+    // the flag, before the store is opened (the layer count is checked after).
+    void freezeRangesInWords_data()
+    {
+        QTest::addColumn<QString>("value");
+        QTest::addColumn<QString>("line");
+        const QString shape = "' is not a layer range; give FIRST..LAST (0-based, inclusive), several comma-separated, "
+                              "e.g. 0..3,30..31";
+        QTest::newRow("dash") << "0-3" << "pipescope whatif: error: --freeze: '0-3" + shape;
+        QTest::newRow("second of two") << "0..3,x..5" << "pipescope whatif: error: --freeze: 'x..5" + shape;
+        QTest::newRow("open") << "4.." << "pipescope whatif: error: --freeze: '4.." + shape;
+        QTest::newRow("backwards") << "0..1,5..2"
+                                   << "pipescope whatif: error: --freeze: the range 5..2 runs backwards; give FIRST..LAST "
+                                      "with FIRST at most LAST";
+    }
+    void freezeRangesInWords()
+    {
+        QFETCH(QString, value);
+        QFETCH(QString, line);
+        auto r = runCli({"whatif", "x.pipescope", "--freeze", value});
+        QCOMPARE(r.exitCode, 1);
+        QCOMPARE(r.err.trimmed(), line);
+        QVERIFY(r.out.isEmpty());
+    }
+
     void helpShowsBoundsPlainly()
     {
         const QRegularExpression longNumber("[0-9]{13,}");

@@ -2,11 +2,11 @@
 // GPUs"): per-stage speeds weight the cost model and auto-balance, costs
 // measured on a trace are normalised to reference speed, and "rank R at its
 // peers' speed" prices a data-parallel straggler.
+#include "StoreFixture.h"
 #include "SyntheticTrace.h"
 #include "TestSupport.h"
 #include "analysis/Analysis.h"
 #include "report/Report.h"
-#include "store/StoreWriter.h"
 #include "util/Error.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
@@ -21,6 +21,7 @@ using namespace pipescope::whatif;
 using pipescope::test::PipelineSpec;
 using pipescope::test::pipelineTrace;
 using pipescope::test::runCli;
+using pipescope::test::writeStore;
 using nlohmann::json;
 
 namespace {
@@ -61,46 +62,6 @@ CostModel calibrated(const PipelineSpec& spec, int layers, AnalysisResult* out =
     if (out)
         *out = r;
     return calibrate(t, r, co);
-}
-
-// Writes an in-memory trace into a store file, as an importer would (as tst_report does).
-void writeStore(const Trace& t, const std::string& path)
-{
-    StoreWriter w(path);
-    auto src = w.addSource({"rank-0.json", "kineto", 0, 0, ""});
-    for (RankInfo ri : t.ranks) {
-        ri.host = "node-a";
-        ri.sourceId = ri.rank == 0 ? std::optional<int64_t>(src) : std::nullopt;
-        w.addRank(ri);
-    }
-    std::map<int64_t, int64_t> streamOf;
-    for (const auto& s : t.streams)
-        streamOf[s.id] = w.stream(s.rank, s.device, s.stream, s.name);
-    std::vector<StringId> nameOf;
-    for (const auto& s : t.strings)
-        nameOf.push_back(w.intern(s));
-    for (const auto& a : t.activities) {
-        const int64_t id = w.addActivity({a.rank, streamOf[a.streamId], a.kind, a.start, a.end, nameOf[static_cast<size_t>(a.name)],
-                                          a.correlation, a.bytes, std::nullopt, {}, {}});
-        if (a.ncclIndex >= 0) {
-            const NcclOp& op = t.ncclOps[static_cast<size_t>(a.ncclIndex)];
-            NcclRecord r;
-            r.rank = op.rank;
-            r.activityId = id;
-            r.kind = op.kind;
-            r.isP2p = op.isP2p;
-            r.bytes = op.bytes;
-            r.peer = op.peer;
-            r.groupRanks = json(op.groupRanks).dump();
-            r.start = op.start;
-            r.end = op.end;
-            r.streamId = streamOf[a.streamId];
-            w.addNcclOp(r);
-        }
-    }
-    for (const auto& c : t.cpuRanges)
-        w.addCpuRange({c.rank, c.tid, c.kind, c.start, c.end, nameOf[static_cast<size_t>(c.name)], std::nullopt, c.correlation});
-    w.finish();
 }
 
 // p = 2, dp = 2, m = 4, F = 1 ms, B = 2 ms; replica 1 of stage 1 (rank 3) 20% slower.
