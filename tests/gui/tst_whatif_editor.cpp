@@ -121,6 +121,7 @@ class TestWhatIfEditor : public QObject {
     Q_OBJECT
 private slots:
     void dragMatchesCliAndUndoRestores();
+    void extraWorkMatchesCli();
     void refusedChangeShowsInline();
     void newestDragWins();
     void stripKeyboard();
@@ -164,6 +165,32 @@ void TestWhatIfEditor::dragMatchesCliAndUndoRestores()
     editor.undoStack()->redo();
     QVERIFY(waitFor(changed, [&] { return shownBoundaries(editor) == std::vector<int>{3, 8, 12}; }));
     QCOMPARE(editor.currentPrediction()->iterationNs(), cli[1]);
+}
+
+// "Extra work / iteration" on the shown prediction says what
+// `pipescope whatif --extra-work` says for the same configuration.
+void TestWhatIfEditor::extraWorkMatchesCli()
+{
+    const auto r = test::runCli({"whatif", layerlessStore(), "--layers", "16", "--json", "--summary", "--extra-work", "5"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    const QJsonObject first = QJsonDocument::fromJson(r.out.toUtf8()).object()["predictions"].toArray()[0].toObject();
+    const qint64 withWork = qint64(first["extra_work"].toObject()["iteration_ns"].toDouble());
+    const qint64 extra = qint64(first["extra_work"].toObject()["extra_ns"].toDouble());
+    QVERIFY(withWork > 0);
+
+    WhatIfEditor editor;
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, exampleModel(16));
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+    QCOMPARE(editor.extraWorkText(), QString());
+    editor.setExtraWorkMs(5);
+    const QString text = editor.extraWorkText();
+    QVERIFY2(text.startsWith(QStringLiteral("With %1 of extra work per rank: iteration %2 (%3 longer); ")
+                                 .arg(QString::fromStdString(formatDuration(5'000'000)), QString::fromStdString(formatDuration(withWork)),
+                                      QString::fromStdString(formatDuration(extra)))),
+             qPrintable(text));
+    editor.setExtraWorkMs(0);
+    QCOMPARE(editor.extraWorkText(), QString());
 }
 
 void TestWhatIfEditor::refusedChangeShowsInline()

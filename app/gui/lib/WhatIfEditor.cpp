@@ -1,4 +1,5 @@
 #include "WhatIfEditor.h"
+#include "whatif/ExtraWork.h"
 #include "QtPalette.h"
 
 #include "PaletteLegend.h"
@@ -222,13 +223,21 @@ void WhatIfEditor::buildUi()
     gpu_->setDecimals(1);
     gpu_->setSuffix(" GiB");
     gpu_->setSpecialValueText(tr("unknown"));
-    for (QAbstractSpinBox* s : std::initializer_list<QAbstractSpinBox*>{v_, m_, pp_, gpu_})
+    extraWork_ = new QDoubleSpinBox(this);
+    extraWork_->setRange(0, 1e6);
+    extraWork_->setDecimals(3);
+    extraWork_->setSuffix(" ms");
+    extraWork_->setSpecialValueText(tr("none"));
+    extraWork_->setToolTip(tr("Work added to every rank per iteration (e.g. second-order optimizer updates), placed in its "
+                              "bubbles first; what does not fit runs after its last step (pipescope whatif --extra-work)"));
+    for (QAbstractSpinBox* s : std::initializer_list<QAbstractSpinBox*>{v_, m_, pp_, gpu_, extraWork_})
         s->setKeyboardTracking(false); // one request per value, not per keystroke
     addControl(0, tr("Schedule"), schedule_, "schedule");
     addControl(1, tr("v (chunks per rank)"), v_, "v");
     addControl(2, tr("Microbatches"), m_, "microbatches");
     addControl(3, tr("pp"), pp_, "pp");
     addControl(4, tr("GPU memory"), gpu_, "gpu");
+    addControl(5, tr("Extra work / iteration"), extraWork_, "extra");
     balance_ = new QPushButton(tr("Auto-balance"), this);
     search_ = new QPushButton(tr("Search"), this);
     cancel_ = new QPushButton(tr("Cancel"), this);
@@ -250,7 +259,7 @@ void WhatIfEditor::buildUi()
     exportMenu->addAction(tr("Copy Megatron-LM arguments and module lists"), this,
                           [this] { QApplication::clipboard()->setText(exportText()); });
     exportBtn->setMenu(exportMenu);
-    int col = 5;
+    int col = 6;
     for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, cancel_, undoBtn, redoBtn, exportBtn})
         controls->addWidget(w, 1, col++);
     controls->setColumnStretch(col, 1);
@@ -285,6 +294,12 @@ void WhatIfEditor::buildUi()
     figures->addWidget(ghost);
     figures->addWidget(criticalPath);
     root->addLayout(figures);
+    extraResult_ = new QLabel(this);
+    extraResult_->setObjectName("extra-work-result");
+    extraResult_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    extraResult_->hide();
+    root->addWidget(extraResult_);
+    connect(extraWork_, &QDoubleSpinBox::valueChanged, this, [this] { refreshExtraWork(); });
 
     // Diagram and charts side by side with the tables.
     auto* split = new QSplitter(Qt::Vertical, this);
@@ -776,6 +791,37 @@ void WhatIfEditor::refreshFigures()
     memoryTimePlot_->replot(QCustomPlot::rpQueuedReplot);
 
     export_->setPlainText(exportText());
+    refreshExtraWork();
+}
+
+double WhatIfEditor::extraWorkMs() const { return extraWork_->value(); }
+void WhatIfEditor::setExtraWorkMs(double ms) { extraWork_->setValue(ms); }
+QString WhatIfEditor::extraWorkText() const { return extraResult_->isVisibleTo(const_cast<WhatIfEditor*>(this)) ? extraResult_->text() : QString(); }
+
+void WhatIfEditor::refreshExtraWork()
+{
+    const double ms = extraWork_->value();
+    if (!current_ || ms <= 0) {
+        extraResult_->hide();
+        return;
+    }
+    // A post-pass over the shown prediction's replay: cheap enough for the UI thread.
+    try {
+        const auto e = whatif::addExtraWork(*current_, static_cast<TimeNs>(std::llround(ms * 1e6)));
+        TimeNs hidden = 0, work = 0;
+        for (const auto& r : e.ranks) {
+            hidden += r.hiddenNs;
+            work += e.workNs;
+        }
+        extraResult_->setText(tr("With %1 of extra work per rank: iteration %2 (%3 longer); %4 of the work fits in bubbles")
+                                  .arg(qs(formatDuration(e.workNs)), qs(formatDuration(e.iterationNs)), qs(formatDuration(e.extraNs())),
+                                       qs(formatPercent(work > 0 ? static_cast<double>(hidden) / static_cast<double>(work) : 0.0))));
+        extraResult_->show();
+        showError("extra", QString()); // clears it
+    } catch (const std::exception& ex) {
+        extraResult_->hide();
+        showError("extra", QString::fromUtf8(ex.what()));
+    }
 }
 
 void WhatIfEditor::autoBalance()

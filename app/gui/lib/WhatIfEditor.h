@@ -75,6 +75,12 @@ public:
     };
     std::optional<Recalibration> recalibration() const { return recalibration_; }
 
+    // "Extra work / iteration" in ms (0: none) and the line saying what it
+    // costs on the shown prediction (empty while none is asked).
+    double extraWorkMs() const;
+    void setExtraWorkMs(double ms);
+    QString extraWorkText() const;
+
     // The controls, for tests and the main window's shortcuts.
     QComboBox* scheduleBox() const { return schedule_; }
     QSpinBox* vBox() const { return v_; }
@@ -148,6 +154,7 @@ private:
     void showError(const QString& setting, const QString& message);
     void clearErrors();
     void refreshFigures();
+    void refreshExtraWork();
     void refreshScenarioList();
     void refreshBusy(); // Search, Auto-balance and Cancel enabled as the work in flight allows
 
@@ -184,6 +191,8 @@ private:
     std::map<QString, QLabel*> errors_;
     QLabel* iteration_;
     QLabel* speedup_;
+    QDoubleSpinBox* extraWork_ = nullptr; // work added per rank and iteration, ms (0: none)
+    QLabel* extraResult_ = nullptr;       // what it costs on the shown prediction
     QLabel* status_;
     QWidget* bubbleBar_;
     QCustomPlot* busyPlot_;
