@@ -344,6 +344,24 @@ private Q_SLOTS:
         QVERIFY(view->replicasStacked());
     }
 
+    void cpuTracksFromTheViewMenu()
+    {
+        MainWindow w(nullptr, false);
+        QVERIFY(openAndWait(w, {kStore}));
+        auto* cpu = w.findChild<QAction*>(QStringLiteral("cpu-tracks"));
+        QVERIFY(cpu && cpu->isChecked());
+        int cpuLanes = 0;
+        for (const auto& l : w.timeline()->model()->lanes)
+            cpuLanes += l.kind == timeline::LaneKind::Cpu;
+        QVERIFY(cpuLanes > 0);
+        const int rows = w.timeline()->rowCount();
+        cpu->trigger();
+        QVERIFY(!w.timeline()->cpuLanesShown());
+        QCOMPARE(w.timeline()->rowCount(), rows - cpuLanes);
+        cpu->trigger();
+        QCOMPARE(w.timeline()->rowCount(), rows);
+    }
+
     void shiftEnterGoesToThePreviousHit()
     {
         MainWindow w(nullptr, false);

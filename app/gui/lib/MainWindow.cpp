@@ -366,6 +366,14 @@ void MainWindow::buildMenus()
     viewAct(QStringLiteral("&Pipeline"), View::Pipeline, QStringLiteral("Ctrl+2"));
     viewAct(QStringLiteral("&What-if editor"), View::WhatIf, QStringLiteral("Ctrl+3"));
     view->addSeparator();
+    QAction* cpuTracks = view->addAction(QStringLiteral("&CPU annotation tracks"), this,
+                                         [this](bool on) { timeline_->setCpuLanesShown(on); });
+    cpuTracks->setCheckable(true);
+    cpuTracks->setChecked(true);
+    cpuTracks->setObjectName(QStringLiteral("cpu-tracks"));
+    // The timeline's own menu can change it too: keep the check mark honest.
+    connect(view, &QMenu::aboutToShow, cpuTracks, [this, cpuTracks] { cpuTracks->setChecked(timeline_->cpuLanesShown()); });
+    view->addSeparator();
     for (QDockWidget* d : findChildren<QDockWidget*>())
         view->addAction(d->toggleViewAction());
 
