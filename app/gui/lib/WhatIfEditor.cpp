@@ -323,6 +323,12 @@ void WhatIfEditor::buildUi()
     busyPlot_ = smallPlot(charts, tr("ms per rank"));
     memoryPlot_ = smallPlot(charts, tr("peak GiB"));
     memoryTimePlot_ = smallPlot(charts, tr("GiB over time"));
+    // The ranks' key beside the chart, not over the lines' ends.
+    memoryTimePlot_->axisRect()->insetLayout()->take(memoryTimePlot_->legend);
+    memoryTimePlot_->plotLayout()->addElement(0, 1, memoryTimePlot_->legend);
+    memoryTimePlot_->plotLayout()->setColumnStretchFactor(1, 0.001);
+    memoryTimePlot_->legend->setRowSpacing(0);
+    memoryTimePlot_->legend->setMargins(QMargins(4, 2, 4, 2));
     chartRow->addWidget(busyPlot_, 1);
     chartRow->addWidget(memoryPlot_, 1);
     chartRow->addWidget(memoryTimePlot_, 2);
