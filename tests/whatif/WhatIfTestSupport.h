@@ -1,7 +1,10 @@
 #pragma once
 // Small builders shared by the what-if tests.
+#include "whatif/CostModel.h"
 #include "whatif/Replay.h"
 #include "model/Schedule.h"
+
+#include <string>
 
 namespace pipescope::whatif::test {
 
@@ -11,6 +14,22 @@ inline ReplayCosts uniformCosts(int stages, TimeNs f, TimeNs b, TimeNs i = 0, Ti
     ReplayCosts c;
     c.stages.assign(static_cast<size_t>(stages), StageCost{f, b, i, w});
     c.boundaryBytes.assign(stages > 1 ? static_cast<size_t>(stages - 1) : 0, 0);
+    return c;
+}
+
+// Four equal layers, F = 1 ms and B = 2 ms per microbatch (I = W = 1 ms at
+// the default backward-input share 0.5), nothing else.
+inline CostModel fourEqualLayers()
+{
+    CostModel c;
+    c.name = "four";
+    for (int l = 0; l < 4; ++l) {
+        LayerCostModel lc;
+        lc.name = "layer " + std::to_string(l);
+        lc.forwardNs = 1e6;
+        lc.backwardNs = 2e6;
+        c.layers.push_back(lc);
+    }
     return c;
 }
 

@@ -3,6 +3,7 @@
 // optimizer state; the frozen prefix from layer 0 runs no backward at all.
 // Auto-balance and search see the frozen costs.
 #include "StoreFixture.h"
+#include "WhatIfTestSupport.h"
 #include "SyntheticTrace.h"
 #include "TestSupport.h"
 #include "util/Error.h"
@@ -29,21 +30,7 @@ namespace {
 
 constexpr TimeNs kMs = 1'000'000;
 
-// Four equal layers, F = 1 ms and B = 2 ms per microbatch (I = W = 1 ms at
-// the default share 0.5), nothing else.
-CostModel fourLayers()
-{
-    CostModel c;
-    c.name = "four";
-    for (int l = 0; l < 4; ++l) {
-        LayerCostModel lc;
-        lc.name = "layer " + std::to_string(l);
-        lc.forwardNs = 1e6;
-        lc.backwardNs = 2e6;
-        c.layers.push_back(lc);
-    }
-    return c;
-}
+CostModel fourLayers() { return whatif::test::fourEqualLayers(); }
 
 CostModel frozen(std::vector<LayerRange> ranges)
 {

@@ -3,6 +3,7 @@
 // measured on a trace are normalised to reference speed, and "rank R at its
 // peers' speed" prices a data-parallel straggler.
 #include "StoreFixture.h"
+#include "WhatIfTestSupport.h"
 #include "SyntheticTrace.h"
 #include "TestSupport.h"
 #include "analysis/Analysis.h"
@@ -28,20 +29,7 @@ namespace {
 
 constexpr TimeNs kMs = 1'000'000;
 
-// Four equal layers, F = 1 ms and B = 2 ms per microbatch, nothing else.
-CostModel fourLayers()
-{
-    CostModel c;
-    c.name = "four";
-    for (int l = 0; l < 4; ++l) {
-        LayerCostModel lc;
-        lc.name = "layer " + std::to_string(l);
-        lc.forwardNs = 1e6;
-        lc.backwardNs = 2e6;
-        c.layers.push_back(lc);
-    }
-    return c;
-}
+CostModel fourLayers() { return whatif::test::fourEqualLayers(); }
 
 Scenario oneFOneB(int pp, int m)
 {
