@@ -3,6 +3,7 @@
 // simulated banner, the generic report without a pipeline, folding of huge
 // timelines, and the command line (exit codes, unwritable output, the real
 // bundled capture).
+#include "StoreFixture.h"
 #include "SyntheticTrace.h"
 #include "TestSupport.h"
 #include "report/Html.h"
@@ -25,6 +26,7 @@
 
 using namespace pipescope;
 using nlohmann::json;
+using pipescope::test::writeStore;
 
 namespace {
 
@@ -109,48 +111,6 @@ std::string checkTags(const std::string& html)
     return open.empty() ? std::string() : "<" + open.back() + "> never closed";
 }
 
-// Writes an in-memory trace into a store file, as an importer would.
-void writeStore(const Trace& t, const std::string& path, const std::map<std::string, std::string>& meta = {},
-                const std::string& host = "node-a", const std::string& sourcePath = "rank-0.json")
-{
-    StoreWriter w(path);
-    auto src = w.addSource({sourcePath, "kineto", 0, 0, ""});
-    for (const auto& [k, v] : meta)
-        w.setMeta(k, v);
-    for (RankInfo ri : t.ranks) {
-        ri.host = host;
-        ri.sourceId = ri.rank == 0 ? std::optional<int64_t>(src) : std::nullopt;
-        w.addRank(ri);
-    }
-    std::map<int64_t, int64_t> streamOf;
-    for (const auto& s : t.streams)
-        streamOf[s.id] = w.stream(s.rank, s.device, s.stream, s.name);
-    std::vector<StringId> nameOf;
-    for (const auto& s : t.strings)
-        nameOf.push_back(w.intern(s));
-    for (const auto& a : t.activities) {
-        const int64_t id = w.addActivity({a.rank, streamOf[a.streamId], a.kind, a.start, a.end, nameOf[static_cast<size_t>(a.name)],
-                                          a.correlation, a.bytes, std::nullopt, {}, {}});
-        if (a.ncclIndex >= 0) {
-            const NcclOp& op = t.ncclOps[static_cast<size_t>(a.ncclIndex)];
-            NcclRecord r;
-            r.rank = op.rank;
-            r.activityId = id;
-            r.kind = op.kind;
-            r.isP2p = op.isP2p;
-            r.bytes = op.bytes;
-            r.peer = op.peer;
-            r.groupRanks = json(op.groupRanks).dump();
-            r.start = op.start;
-            r.end = op.end;
-            r.streamId = streamOf[a.streamId];
-            w.addNcclOp(r);
-        }
-    }
-    for (const auto& c : t.cpuRanges)
-        w.addCpuRange({c.rank, c.tid, c.kind, c.start, c.end, nameOf[static_cast<size_t>(c.name)], std::nullopt, c.correlation});
-    w.finish();
-}
 
 } // namespace
 

@@ -1,6 +1,6 @@
 #pragma once
-// Writes an in-memory trace into a store file, as an importer would (as
-// tst_report does), for what-if tests that run the command line on a store.
+// Writes an in-memory trace into a store file, as an importer would, for
+// tests that run the command line or the report on a store.
 #include "model/Trace.h"
 #include "store/StoreWriter.h"
 
@@ -12,13 +12,18 @@
 
 namespace pipescope::test {
 
-inline void writeStore(const Trace& t, const std::string& path)
+// meta: extra store meta entries; host: every rank's host; sourcePath: the
+// one source the ranks came from.
+inline void writeStore(const Trace& t, const std::string& path, const std::map<std::string, std::string>& meta = {},
+                       const std::string& host = "node-a", const std::string& sourcePath = "rank-0.json")
 {
     StoreWriter w(path);
     using nlohmann::json;
-    auto src = w.addSource({"rank-0.json", "kineto", 0, 0, ""});
+    auto src = w.addSource({sourcePath, "kineto", 0, 0, ""});
+    for (const auto& [k, v] : meta)
+        w.setMeta(k, v);
     for (RankInfo ri : t.ranks) {
-        ri.host = "node-a";
+        ri.host = host;
         ri.sourceId = ri.rank == 0 ? std::optional<int64_t>(src) : std::nullopt;
         w.addRank(ri);
     }
