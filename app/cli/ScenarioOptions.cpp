@@ -3,6 +3,8 @@
 #include "NumberChecks.h"
 
 #include "util/AtomicOutput.h"
+#include "util/Error.h"
+#include "util/Format.h"
 #include "util/JsonText.h"
 #include "whatif/WhatIfText.h"
 
@@ -24,11 +26,67 @@ void ScenarioArgs::applyTo(whatif::ScenarioChanges& changes) const
         changes.microbatches = microbatches;
     if (!boundaries.empty())
         changes.boundaries = boundaries;
+    if (!microbatchOrder.empty()) {
+        const auto order = whatif::microbatchOrderFromString(microbatchOrder);
+        if (!order) {
+            std::string names;
+            for (whatif::MicrobatchOrder o : whatif::allMicrobatchOrders())
+                names += (names.empty() ? "" : ", ") + std::string(whatif::toString(o));
+            throw ValueError("--microbatch-order", "unknown microbatch order '" + printable(microbatchOrder) +
+                                                       "'; choose one of " + names);
+        }
+        changes.microbatchOrder = *order;
+    }
+    if (!recompute.empty() && recompute != "auto")
+        changes.recompute = whatif::parseRecompute(recompute);
+}
+
+void ScenarioArgs::applyTo(whatif::BalanceOptions& options) const
+{
+    if (recompute != "auto")
+        return;
+    if (!autoBalance && !search)
+        throw ValueError("--recompute", "--recompute auto lets --auto-balance or --search choose each stage's "
+                                        "recomputation; give one of them, or none, selective, full or a list per stage");
+    options.recomputeChoices = {whatif::Recompute::None, whatif::Recompute::Selective, whatif::Recompute::Full};
+}
+
+whatif::SearchSpace ScenarioArgs::searchSpace() const
+{
+    whatif::SearchSpace space;
+    for (const std::string& item : searchRecompute) {
+        if (item == "per-stage") {
+            space.recomputePerStage = true;
+        } else if (item == "all") {
+            space.recompute = {whatif::Recompute::None, whatif::Recompute::Selective, whatif::Recompute::Full};
+            space.recomputePerStage = true;
+        } else {
+            const auto r = whatif::recomputeFromString(item);
+            if (!r)
+                throw ValueError("--search-recompute", "unknown recomputation '" + printable(item, 64) +
+                                                           "'; choose none, selective, full, per-stage or all");
+            space.recompute.push_back(*r);
+        }
+    }
+    if (recompute == "auto" && searchRecompute.empty())
+        space.recomputePerStage = true;
+    return space;
+}
+
+void ScenarioArgs::applyMicrobatchTokens(whatif::CostModel& model, whatif::ScenarioChanges& changes) const
+{
+    if (microbatchTokens.empty())
+        return;
+    const whatif::MicrobatchTokens tokens = whatif::loadMicrobatchTokens(microbatchTokens);
+    model.setMicrobatchTokens(tokens);
+    if (microbatches <= 0 && !changes.microbatches)
+        changes.microbatches = static_cast<int>(tokens.tokens.size());
 }
 
 bool ScenarioArgs::changesScenario() const
 {
-    return !schedule.empty() || !scheduleCsv.empty() || pp > 0 || v > 0 || microbatches > 0 || !boundaries.empty();
+    return !schedule.empty() || !scheduleCsv.empty() || pp > 0 || v > 0 || microbatches > 0 || !boundaries.empty() ||
+           !microbatchOrder.empty() || !microbatchTokens.empty() || (!recompute.empty() && recompute != "auto");
 }
 
 std::optional<int64_t> ScenarioArgs::gpuMemoryBytes() const
@@ -78,6 +136,16 @@ void addScenarioOptions(CLI::App& app, ScenarioArgs& a, const ScenarioHelp& help
     app.add_option("--microbatches", a.microbatches, help.microbatches)->check(wholeNumber(1, 100000));
     app.add_flag("--auto-balance", a.autoBalance, "Find the partition with the best predicted time");
     app.add_flag("--search", a.search, "Rank schedule x v x microbatches, each auto-balanced");
+    app.add_option("--microbatch-order", a.microbatchOrder,
+                   "Uneven microbatches: given (as measured), equal, longest-first, shortest-first, long-short");
+    app.add_option("--microbatch-tokens", a.microbatchTokens,
+                   "File of token counts per microbatch: each microbatch costs its share of the tokens");
+    app.add_option("--recompute", a.recompute,
+                   "Activation recomputation: none, selective or full, for every stage or one per virtual stage "
+                   "(comma-separated); auto: --auto-balance and --search choose per stage within --gpu-memory");
+    app.add_option("--search-recompute", a.searchRecompute,
+                   "Recomputation --search tries: none, selective, full, per-stage (auto-balance's choice) or all")
+        ->delimiter(',');
     app.add_option("--gpu-memory", a.gpuMemoryGiB, "GPU memory in GiB for the out-of-memory flag")
         ->check(number(1.0 / 1024, 1024.0 * 1024, "GiB")); // bytes must fit in int64
 }

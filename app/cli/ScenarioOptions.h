@@ -19,10 +19,22 @@ struct ScenarioArgs {
     std::vector<int> boundaries;
     bool autoBalance = false, search = false, json = false, summary = false;
     double gpuMemoryGiB = 0;
+    std::string microbatchOrder;  // --microbatch-order
+    std::string microbatchTokens; // --microbatch-tokens FILE
+    std::string recompute;        // --recompute none|selective|full|LIST|auto
+    std::vector<std::string> searchRecompute; // --search-recompute none,selective,full,per-stage
 
     // Overrides the fields of `changes` that were given on the command line.
     void applyTo(whatif::ScenarioChanges& changes) const;
+    // Reads --microbatch-tokens into the model (and, without --microbatches,
+    // makes the file's count the scenario's). Throws Error naming the file.
+    void applyMicrobatchTokens(whatif::CostModel& model, whatif::ScenarioChanges& changes) const;
     bool changesScenario() const;
+    // --recompute auto: auto-balance chooses each stage's recomputation.
+    void applyTo(whatif::BalanceOptions& options) const;
+    // --search's space: the recomputation settings of --search-recompute
+    // (and the per-stage choice with --recompute auto).
+    whatif::SearchSpace searchSpace() const;
     std::optional<int64_t> gpuMemoryBytes() const;
 };
 

@@ -10,6 +10,7 @@
 #include "store/Store.h"
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
+#include "whatif/Microbatches.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -173,6 +174,22 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
                << fmtTime(s.meanKernelNs) << " per rank (" << fmtPct(s.share) << " of its time)\n";
     }
 
+    if (const MicrobatchSpread& mbs = r.microbatchSpread; mbs.microbatches >= 2 && !mbs.size.empty()) {
+        char line[200];
+        const auto [lo, hi] = std::minmax_element(mbs.size.begin(), mbs.size.end());
+        std::snprintf(line, sizeof line, "%.2fx to %.2fx of the mean (CV %.2f)", *lo, *hi, mbs.cv);
+        os << "\nMicrobatches (selected iteration): " << mbs.microbatches << ", sizes " << line << ": "
+           << (mbs.uneven ? "uneven" : "even") << "; longest " << mbs.longest << ", shortest " << mbs.shortest << "\n";
+        if (mbs.uneven) {
+            TextTable t = table({"stage", "F min", "F p50", "F p95", "F max", "B min", "B p50", "B p95", "B max"});
+            for (const MicrobatchStage& st : mbs.stages)
+                t.add({std::to_string(st.stage), fmtTime(st.forward.minNs), fmtTime(st.forward.p50Ns),
+                       fmtTime(st.forward.p95Ns), fmtTime(st.forward.maxNs), fmtTime(st.backward.minNs),
+                       fmtTime(st.backward.p50Ns), fmtTime(st.backward.p95Ns), fmtTime(st.backward.maxNs)});
+            os << t.render();
+        }
+    }
+
     const auto& im = r.imbalance;
     if (p.found && !im.stages.empty()) {
         os << "\nImbalance per stage (compute per microbatch)\n";
@@ -292,8 +309,9 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             k["stage_map"] = o->stageMap;
                                             // v3: schema pipescope.analysis/2 (leave-one-out stragglers, rank_speed);
                                             // v2 added "verdict". Results cached before either are not reused.
-                                            // v4: "fillable_bubbles" added (same schema); v5: "all_to_all".
-                                            cacheKey = std::string("analysis/v5/") + jsonText(k);
+                                            // v4: "fillable_bubbles" added (same schema); v5: "all_to_all";
+                                            // v6: "microbatches".
+                                            cacheKey = std::string("analysis/v6/") + jsonText(k);
                                             if (auto hit = store.cached(cacheKey))
                                                 text = *hit;
                                         }
@@ -305,11 +323,26 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             } catch (const Error& e) {
                                                 throw Error(o->file + ": " + e.what());
                                             }
+                                            // Uneven microbatches: what their spread costs, replayed.
+                                            std::optional<whatif::MicrobatchStudy> study;
+                                            if (r.microbatchSpread.uneven) {
+                                                try {
+                                                    const whatif::CostModel model = whatif::calibrate(trace, r);
+                                                    study = whatif::studyMicrobatches(model, whatif::measuredScenario(model));
+                                                } catch (const Error&) {
+                                                    // No replay of this pipeline: the spread alone is shown.
+                                                }
+                                            }
                                             if (o->json) {
-                                                text = jsonText(toJson(r, ao), 1) + "\n";
+                                                nlohmann::json doc = toJson(r, ao);
+                                                doc["microbatches"]["cost"] =
+                                                    study && study->applies ? whatif::microbatchStudyToJson(*study) : nlohmann::json(nullptr);
+                                                text = jsonText(doc, 1) + "\n";
                                             } else {
                                                 std::ostringstream os;
                                                 printText(os, o->file, r);
+                                                if (study && study->applies)
+                                                    os << "\n" << whatif::microbatchStudyText(*study);
                                                 text = os.str();
                                             }
                                         } else {

@@ -43,6 +43,11 @@ int runReport(ReportArgs& a)
     ro.whatIf = !a.noWhatIf;
     a.applyTo(ro.whatIfChanges);
     ro.calibrate = a.calibration.options(a.gpuMemoryBytes());
+    if (!a.microbatchTokens.empty()) {
+        ro.microbatchTokens = whatif::loadMicrobatchTokens(a.microbatchTokens);
+        if (a.microbatches <= 0)
+            ro.whatIfChanges.microbatches = static_cast<int>(ro.microbatchTokens->tokens.size());
+    }
     std::string html;
     Verdict verdict;
     {

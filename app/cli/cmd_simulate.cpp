@@ -7,6 +7,7 @@
 #include "util/Error.h"
 #include "util/Progress.h"
 #include "whatif/KinetoEmitter.h"
+#include "whatif/Microbatches.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
@@ -26,6 +27,7 @@ struct SimulateArgs : ScenarioArgs {
     int iterations = 2;
     uint64_t seed = 1;
     bool noStepAnnotations = false;
+    std::string microbatchSizes; // --microbatch-sizes
 };
 
 int runSimulate(const SimulateArgs& a)
@@ -49,7 +51,14 @@ int runSimulate(const SimulateArgs& a)
     if (md.v && a.schedule.empty())
         changes.v = *md.v;
     a.applyTo(changes);
+    if (!a.microbatchSizes.empty() && !a.microbatchTokens.empty())
+        throw ValueError("--microbatch-sizes", "give the microbatches' sizes either with --microbatch-sizes or with "
+                                               "--microbatch-tokens, not both");
+    a.applyMicrobatchTokens(model, changes);
     const Scenario scenario = applyChanges(base, changes);
+    if (!a.microbatchSizes.empty())
+        model.microbatchSizes =
+            uniformRows(microbatchSizesFromSpec(a.microbatchSizes, scenario.microbatches, a.seed), "simulated");
 
     // Sized before any work: the timeline is only kept for what is written.
     const bool document = a.json || !a.output.empty();
@@ -67,6 +76,7 @@ int runSimulate(const SimulateArgs& a)
     BalanceOptions bo;
     bo.timeline = timeline;
     bo.work = &work;
+    a.applyTo(bo);
 
     std::vector<Prediction> predictions;
     if (a.autoBalance) {
@@ -80,7 +90,8 @@ int runSimulate(const SimulateArgs& a)
     }
     std::vector<SearchRow> rows;
     if (a.search)
-        rows = searchConfigurations(model, scenario, SearchSpace{}, bo);
+        rows = searchConfigurations(model, scenario, a.searchSpace(), bo);
+    const MicrobatchStudy microbatchStudy = studyMicrobatches(model, scenario);
     progress.done();
 
     if (!a.emitKineto.empty()) {
@@ -99,13 +110,15 @@ int runSimulate(const SimulateArgs& a)
     if (document) {
         JsonOptions jo;
         jo.timeline = !a.summary;
-        const nlohmann::json doc =
+        nlohmann::json doc =
             whatIfDocument(WhatIfSource{"model", a.model, true}, model, predictions, a.search ? &rows : nullptr, jo);
+        doc["microbatches"] = microbatchStudyToJson(microbatchStudy);
         if (writeDocument(a, doc))
             return kExitOk;
     }
     std::cout << "model " << md.name << " (" << model.layerCount() << " layers), simulated without a trace\n\n";
     printPredictions(predictions, a.search ? &rows : nullptr);
+    std::cout << microbatchStudyText(microbatchStudy);
     return kExitOk;
 }
 
@@ -122,7 +135,10 @@ RegisterCommand reg{{"simulate", "Plan a pipeline run from a model description: 
                                         "Write the simulated job as per-rank Kineto traces DIR/rank-<r>.json");
                          app.add_option("--iterations", a->iterations, "Iterations in the emitted traces")
                              ->check(wholeNumber(1, 1000));
-                         app.add_option("--seed", a->seed, "Seed of the emitted traces' jitter");
+                         app.add_option("--seed", a->seed, "Seed of the emitted traces' jitter (and of --microbatch-sizes)");
+                         app.add_option("--microbatch-sizes", a->microbatchSizes,
+                                        "Uneven microbatches: lognormal:SIGMA, uniform:LO,HI or one relative size per "
+                                        "microbatch (1,0.5,2,...)");
                          app.add_flag("--no-step-annotations", a->noStepAnnotations,
                                       "Emit no forward/backward step ranges: the analysis then reads steps from "
                                       "kernel order and point-to-point transfers alone");

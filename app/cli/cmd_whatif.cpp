@@ -12,6 +12,7 @@
 #include "util/Format.h"
 #include "util/Progress.h"
 #include "whatif/ExtraWork.h"
+#include "whatif/Microbatches.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
@@ -141,12 +142,13 @@ int runWhatIfImpl(WhatIfArgs& a)
     if (a.fixStraggler >= 0)
         straggler = priceStraggler(model, analysis, a.fixStraggler);
 
+    ScenarioChanges changes;
+    a.applyTo(changes);
+    a.applyMicrobatchTokens(model, changes);
     const Scenario base = measuredScenario(model);
     if (!a.boundaries.empty() && model.layerSource == LayerSource::Stages)
         throw Error("the trace does not attribute kernels to layers, so --boundaries has no layers to move; "
                     "give the layer count with --layers N or a model description with --model MODEL.json");
-    ScenarioChanges changes;
-    a.applyTo(changes);
     Scenario requested = applyChanges(base, changes);
     requested.label = "requested";
 
@@ -166,6 +168,7 @@ int runWhatIfImpl(WhatIfArgs& a)
     BalanceOptions bo;
     bo.timeline = ro.timeline;
     bo.work = &work;
+    a.applyTo(bo);
 
     std::vector<Prediction> predictions;
     predictions.push_back(predict(model, base, ro));
@@ -180,7 +183,11 @@ int runWhatIfImpl(WhatIfArgs& a)
     }
     std::vector<SearchRow> rows;
     if (a.search)
-        rows = searchConfigurations(model, requested, SearchSpace{}, bo);
+        rows = searchConfigurations(model, requested, a.searchSpace(), bo);
+    // What the microbatches' spread costs: in the requested scenario when it
+    // has uneven microbatches, else in the measured one.
+    const MicrobatchStudy microbatchStudy = studyMicrobatches(
+        model, model.unevenFor(requested.microbatches, MicrobatchOrder::Given) ? requested : base);
     std::optional<TimeNs> trainableNs; // the measured configuration with no layer frozen
     if (trainable) {
         ReplayOptions quick;
@@ -205,6 +212,7 @@ int runWhatIfImpl(WhatIfArgs& a)
         for (size_t i = 0; i < extra.size(); ++i)
             doc["predictions"][i]["extra_work"] = extraWorkToJson(extra[i]);
         doc["straggler_fix"] = straggler ? stragglerFixToJson(*straggler) : nlohmann::json(nullptr);
+        doc["microbatches"] = microbatchStudyToJson(microbatchStudy);
         if (trainableNs) {
             const TimeNs frozenNs = predictions.front().iterationNs();
             doc["freeze"] = {{"frozen_layers", doc["cost_model"]["frozen_layers"]},
@@ -241,6 +249,7 @@ int runWhatIfImpl(WhatIfArgs& a)
         std::cout << "straggler: " << stragglerFixText(*straggler) << "\n";
     if (trainableNs)
         std::cout << "freeze: " << freezeGainText(model, predictions.front().iterationNs(), *trainableNs) << "\n";
+    std::cout << microbatchStudyText(microbatchStudy);
     return kExitOk;
 }
 

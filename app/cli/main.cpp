@@ -22,7 +22,8 @@ std::string flagOf(const std::string& setting)
     static const std::map<std::string, std::string> flags{
         {"boundaries", "--boundaries"}, {"pp", "--pp"},           {"v", "--v"},
         {"microbatches", "--microbatches"}, {"schedule", "--schedule"}, {"weights", "--weights"},
-        {"layers", "--layers"},        {"stage map", "--stage-map"}, {"iteration", "--iteration"}};
+        {"layers", "--layers"},        {"stage map", "--stage-map"}, {"iteration", "--iteration"},
+        {"microbatch-sizes", "--microbatch-sizes"}, {"microbatch-tokens", "--microbatch-tokens"}};
     auto it = flags.find(setting);
     return it == flags.end() ? setting : it->second;
 }

@@ -268,6 +268,7 @@ AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
     detail::measureImbalance(ctx, out, selected);
     detail::traceCriticalPath(ctx, out, selected);
     detail::measureAllToAll(ctx, out);
+    detail::measureMicrobatchSpread(out, selected);
     checkpoint(work, "trace views", 0.85);
     detail::computeHtaViews(ctx, out);
     checkpoint(work, "per-layer costs", 0.95);

@@ -267,6 +267,34 @@ struct FillableBubbles {
     std::array<int64_t, kFillableBuckets> histogram{};
 };
 
+// ---- uneven microbatches ---------------------------------------------------
+
+// Spread of one step kind's time over the microbatches of one stage.
+struct MicrobatchTimes {
+    TimeNs minNs = 0, p50Ns = 0, p95Ns = 0, maxNs = 0;
+    int shortest = -1, longest = -1; // microbatch index
+};
+
+struct MicrobatchStage {
+    int stage = 0;
+    // [microbatch]: the step's time (end - start, the stage's chunks added,
+    // replicas averaged); -1 where the microbatch has no such step.
+    std::vector<TimeNs> forwardNs, backwardNs; // backward: B, or I + W where split
+    MicrobatchTimes forward, backward;
+};
+
+// Each microbatch's cost in the selected iteration (docs/analysis.md,
+// "Uneven microbatches"): packed sequences and multimodal batches make them
+// differ, and a stage then waits on its neighbour's long microbatch.
+struct MicrobatchSpread {
+    int microbatches = 0;
+    std::vector<MicrobatchStage> stages; // pipeline stages with steps
+    std::vector<double> size;            // [microbatch]: forward + backward over all stages, mean 1
+    double cv = 0;                       // coefficient of variation of size
+    bool uneven = false;                 // cv >= kUnevenMicrobatchCv
+    int shortest = -1, longest = -1;
+};
+
 // ---- expert-parallel (mixture-of-experts) all-to-all ----------------------
 
 // One rank's all-to-all exchanges in the selected iteration: NCCL all-to-all
@@ -326,6 +354,7 @@ struct AnalysisResult {
     std::vector<Warning> warnings;
     std::vector<FillableBubbles> fillableBubbles; // every iteration, per pipeline stage
     AllToAll allToAll;               // selected iteration
+    MicrobatchSpread microbatchSpread; // selected iteration
 
     // Totals of the selected iteration.
     const RankIdle* idleOf(int iteration, int rank) const;

@@ -219,6 +219,22 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
     j["all_to_all"] = {{"iteration", r.selectedIteration}, {"per_rank", a2aRanks}, {"per_stage", a2aStages},
                        {"min_ns", a2a.minNs}, {"median_ns", a2a.medianNs}, {"max_ns", a2a.maxNs},
                        {"critical_ns", a2a.criticalNs}, {"critical_share", a2a.criticalShare}};
+
+    const MicrobatchSpread& mbs = r.microbatchSpread;
+    auto times = [](const MicrobatchTimes& t) {
+        return json{{"min_ns", t.minNs}, {"p50_ns", t.p50Ns}, {"p95_ns", t.p95Ns}, {"max_ns", t.maxNs},
+                    {"shortest", t.shortest}, {"longest", t.longest}};
+    };
+    json mbStages = json::array();
+    for (const MicrobatchStage& mst : mbs.stages)
+        mbStages.push_back({{"stage", mst.stage},
+                            {"forward", times(mst.forward)},
+                            {"backward", times(mst.backward)},
+                            {"forward_ns", mst.forwardNs},
+                            {"backward_ns", mst.backwardNs}});
+    j["microbatches"] = {{"iteration", r.selectedIteration}, {"count", mbs.microbatches}, {"size", mbs.size},
+                         {"cv", mbs.cv}, {"uneven", mbs.uneven}, {"shortest", mbs.shortest}, {"longest", mbs.longest},
+                         {"per_stage", mbStages}};
     return j;
 }
 

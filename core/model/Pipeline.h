@@ -24,6 +24,11 @@ std::string_view toString(BubbleCause c);
 std::optional<BubbleCause> bubbleCauseFromString(std::string_view name);
 using CauseTotals = std::array<TimeNs, kBubbleCauses>;
 
+// Microbatches whose costs vary by at least this coefficient of variation
+// are uneven: the analysis says so, and a calibrated what-if replays each
+// with its own cost (below it, the differences are taken for noise).
+inline constexpr double kUnevenMicrobatchCv = 0.05;
+
 enum class ScheduleKind : uint8_t {
     GPipe,
     OneFOneB,

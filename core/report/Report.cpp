@@ -10,6 +10,7 @@
 #include "util/Error.h"
 #include "util/Format.h"
 #include "whatif/WhatIf.h"
+#include "whatif/Microbatches.h"
 #include "whatif/WhatIfJson.h"
 #include "whatif/WhatIfText.h"
 
@@ -516,6 +517,7 @@ struct WhatIfOutcome {
     whatif::LayerSource layerSource = whatif::LayerSource::Stages;
     std::string notice; // no layers: nothing can move, and how to give layers
     std::string straggler; // the costliest data-parallel straggler priced by the what-if (stragglerFixText)
+    whatif::MicrobatchStudy microbatches; // what uneven microbatches cost (applies false: even, or no sizes)
 };
 
 WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, const ReportOptions& options)
@@ -523,7 +525,9 @@ WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, cons
     using namespace whatif;
     WhatIfOutcome w;
     try {
-        const CostModel model = calibrate(trace, analysis, options.calibrate);
+        CostModel model = calibrate(trace, analysis, options.calibrate);
+        if (options.microbatchTokens)
+            model.setMicrobatchTokens(*options.microbatchTokens);
         w.layers = model.layerCount();
         w.layerSource = model.layerSource;
         w.notice = noLayersNotice(model);
@@ -534,8 +538,11 @@ WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, cons
         Scenario requested = applyChanges(base, options.whatIfChanges);
         requested.label = "requested";
         const ScenarioChanges& ch = options.whatIfChanges;
-        if (ch.schedule || ch.scheduleCsv || ch.pp || ch.v || ch.microbatches || ch.boundaries)
+        if (ch.schedule || ch.scheduleCsv || ch.pp || ch.v || ch.microbatches || ch.boundaries || ch.recompute ||
+            ch.microbatchOrder)
             w.predictions.push_back(predictionToJson(predict(model, requested), jo));
+        w.microbatches =
+            studyMicrobatches(model, model.unevenFor(requested.microbatches, MicrobatchOrder::Given) ? requested : base);
         BalanceOptions bo;
         bo.work = options.work;
         BalanceResult b = autoBalance(model, requested, bo);
@@ -571,6 +578,59 @@ std::string peakPerStage(const json& p)
              (r.contains("memory") && r["memory"].value("out_of_memory", false) ? " <span class=\"warn\">OOM</span>" : "");
     }
     return any ? s : std::string("<span class=\"dim\">unknown (the trace does not give parameter or activation sizes)</span>");
+}
+
+// Uneven microbatches (docs/report.md): each stage's spread over the
+// microbatches, then what the spread costs and the best order, replayed.
+void microbatchSection(std::string& out, const Context& c, const WhatIfOutcome& w)
+{
+    const MicrobatchSpread& ms = c.r.microbatchSpread;
+    const whatif::MicrobatchStudy& st = w.microbatches;
+    if (ms.microbatches < 2 || ms.size.empty() || (!ms.uneven && !st.applies))
+        return;
+    out += "<section id=\"microbatches\"><h2>Uneven microbatches</h2>\n";
+    const auto [lo, hi] = std::minmax_element(ms.size.begin(), ms.size.end());
+    out += "<p>" + std::to_string(ms.microbatches) + " microbatches in the selected iteration, from " + fixed(*lo, 2) +
+           "&times; to " + fixed(*hi, 2) + "&times; of the mean (coefficient of variation " + fixed(ms.cv, 2) +
+           "; longest: microbatch " + std::to_string(ms.longest) + ", shortest: " + std::to_string(ms.shortest) +
+           "). A stage waits on its neighbour's long microbatches even when the stages are balanced.</p>\n";
+    out += "<div class=\"scroll\"><table id=\"microbatch-spread\"><thead><tr><th>stage</th><th>F min</th><th>F p50</th>"
+           "<th>F p95</th><th>F max</th><th>B min</th><th>B p50</th><th>B p95</th><th>B max</th></tr></thead><tbody>\n";
+    for (const MicrobatchStage& s : ms.stages)
+        out += "<tr>" + td(std::to_string(s.stage)) + tdDur(s.forward.minNs) + tdDur(s.forward.p50Ns) +
+               tdDur(s.forward.p95Ns) + tdDur(s.forward.maxNs) + tdDur(s.backward.minNs) + tdDur(s.backward.p50Ns) +
+               tdDur(s.backward.p95Ns) + tdDur(s.backward.maxNs) + "</tr>\n";
+    out += "</tbody></table></div>\n";
+    if (!st.applies) {
+        out += "<p class=\"dim\">What the spread costs is not replayed here (the what-if did not run on this trace).</p>"
+               "</section>\n";
+        return;
+    }
+    const double g = static_cast<double>(std::max<TimeNs>(1, st.givenNs));
+    out += "<p id=\"microbatch-cost\">Replayed with each microbatch's own cost the iteration takes " + dur(st.givenNs) +
+           "; with equal microbatches (the same total work spread evenly) " + dur(st.equalNs) +
+           ": <strong>the spread costs " + dur(st.spreadCostNs) + " per iteration (" +
+           pct(static_cast<double>(st.spreadCostNs) / g) + ")</strong>. Equal stages as well would take " +
+           dur(st.balancedNs) + " (stage imbalance: " + dur(st.imbalanceCostNs) + ").";
+    if (st.bestGainNs > 0)
+        out += " Running the microbatches <strong>" + esc(whatif::toString(st.bestOrder)) + "</strong> saves " +
+               dur(st.bestGainNs) + " (" + pct(static_cast<double>(st.bestGainNs) / g) + ").";
+    else
+        out += " No reordering beats the given order.";
+    out += "</p>\n<div class=\"scroll\"><table id=\"microbatch-waits\"><thead><tr><th>rank</th>"
+           "<th>waits between first and last step</th><th>from the spread</th><th>from stage imbalance</th>"
+           "<th>from the schedule</th></tr></thead><tbody>\n";
+    for (const whatif::MicrobatchRankIdle& r : st.ranks)
+        out += "<tr>" + td(std::to_string(r.rank)) + tdDur(r.idleNs) + tdDur(r.spreadNs) + tdDur(r.imbalanceNs) +
+               tdDur(r.scheduleNs) + "</tr>\n";
+    out += "</tbody></table></div>\n<div class=\"scroll\"><table id=\"microbatch-orders\"><thead><tr><th>order</th>"
+           "<th>predicted iteration</th><th>saves</th></tr></thead><tbody>\n";
+    for (const whatif::MicrobatchOrderRow& o : st.orders)
+        out += "<tr>" + td(esc(whatif::toString(o.order)), false) + tdDur(o.iterationNs) + tdDur(o.gainNs) + "</tr>\n";
+    out += "</tbody></table></div>\n<p class=\"note\">Sizes " +
+           esc(st.source == "trace" ? std::string("as measured") : "from the " + st.source) +
+           "; try an order with <code>pipescope whatif --microbatch-order NAME</code> (docs/whatif.md, Uneven "
+           "microbatches).</p>\n</section>\n";
 }
 
 void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, bool ran)
@@ -613,6 +673,20 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
                td(pct(p.value("bubble_fraction", 0.0))) + "<td>" + peakPerStage(p) + "</td></tr>\n";
     }
     out += "</tbody></table></div>\n";
+    // Activation recomputation (docs/whatif.md): one line naming each scenario's setting when any recomputes.
+    std::string recompute;
+    for (const json& p : w.predictions) {
+        std::vector<whatif::Recompute> perStage;
+        for (const json& r : p.value("config", json::object()).value("recompute", json::array()))
+            if (r.is_string())
+                perStage.push_back(whatif::recomputeFromString(r.get<std::string>()).value_or(whatif::Recompute::None));
+        if (whatif::anyRecompute(perStage))
+            recompute += (recompute.empty() ? "" : "; ") + esc(p.value("label", std::string())) + ": " +
+                         esc(whatif::recomputeText(perStage));
+    }
+    if (!recompute.empty())
+        out += "<p id=\"whatif-recompute\">Activation recomputation (the forward again inside each backward, for less "
+               "stored activation memory): " + recompute + ".</p>\n";
     if (!w.straggler.empty())
         out += "<p id=\"whatif-straggler\">Straggler: " + esc(w.straggler) +
                " (<code>pipescope whatif --fix-straggler RANK</code>; see docs/whatif.md).</p>\n";
@@ -737,7 +811,11 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
     header(out, c);
     out += "<nav><a href=\"#timeline\">timeline</a><a href=\"#idle\">idle by cause</a>";
     if (pipeline)
-        out += "<a href=\"#imbalance\">imbalance</a><a href=\"#critical-path\">critical path</a>";
+        out += "<a href=\"#imbalance\">imbalance</a>";
+    if (pipeline && (r.microbatchSpread.uneven || w.microbatches.applies))
+        out += "<a href=\"#microbatches\">microbatches</a>";
+    if (pipeline)
+        out += "<a href=\"#critical-path\">critical path</a>";
     if (!r.hta.temporal.empty() || !r.hta.idle.empty())
         out += "<a href=\"#hta\">HTA breakdown</a>";
     out += "<a href=\"#warnings\">warnings (" + std::to_string(r.warnings.size()) + ")</a>";
@@ -752,6 +830,7 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
     idleSection(out, c);
     if (pipeline) {
         imbalanceSection(out, c);
+        microbatchSection(out, c, w);
         criticalPathSection(out, c);
     } else if (!r.allToAll.ranks.empty()) {
         out += "<section id=\"expert-parallel\"><h2>Expert-parallel exchanges</h2>\n";

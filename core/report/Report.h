@@ -32,6 +32,9 @@ struct ReportOptions {
     // schedule), and how to calibrate (layer count, model description, ...).
     whatif::ScenarioChanges whatIfChanges;
     whatif::CalibrateOptions calibrate;
+    // Token counts per microbatch (--microbatch-tokens): the what-if's
+    // microbatch sizes instead of the measured ones.
+    std::optional<whatif::MicrobatchTokens> microbatchTokens;
     // Progress and cancel between sections and inside the auto-balance (optional).
     const WorkControl* work = nullptr;
 };

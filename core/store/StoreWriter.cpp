@@ -466,39 +466,74 @@ void StoreWriter::linkLaunches()
 void StoreWriter::nestCpuRanges()
 {
     // Ranges of one thread nest when one contains the other; a stack walk in
-    // start order (longer first on ties) finds each range's parent.
-    auto sel = db_.prepare("SELECT id, rank, tid, start_ns, end_ns FROM cpu_ranges ORDER BY rank, tid, start_ns, end_ns DESC");
-    auto upd = db_.prepare("UPDATE cpu_ranges SET depth = ?2, parent_id = ?3 WHERE id = ?1");
+    // start order (longer first on ties, then row order) finds each range's
+    // parent. The index on (rank, tid, start_ns, end_ns) holds every column
+    // needed, in that order but for the end: ranges of one start are put in
+    // descending end here, so SQL sorts nothing. The updates then go in row
+    // order, page after page.
+    auto sel = db_.prepare("SELECT id, rank, tid, start_ns, end_ns FROM cpu_ranges INDEXED BY cpu_ranges_by_time"
+                           " ORDER BY rank, tid, start_ns, end_ns, id");
     struct Open {
         int64_t id;
         TimeNs end;
     };
+    struct Range {
+        int64_t id;
+        TimeNs end;
+    };
+    struct Update {
+        int64_t id;
+        int64_t parent;
+        int depth;
+    };
     std::vector<Open> stack;
-    int64_t curRank = -1, curTid = -1;
+    std::vector<Range> group; // the ranges of one rank, tid and start, in ascending end, then id
+    std::vector<Update> updates;
+    int64_t curRank = 0, curTid = 0;
+    TimeNs curStart = 0;
     bool first = true;
-    std::vector<std::tuple<int64_t, int, int64_t>> updates;
+    auto walk = [&] {
+        // Descending end; ranges with equal ends keep row order.
+        for (size_t i = group.size(); i > 0;) {
+            size_t j = i - 1;
+            while (j > 0 && group[j - 1].end == group[i - 1].end)
+                --j;
+            for (size_t k = j; k < i; ++k) {
+                const Range& r = group[k];
+                while (!stack.empty() && stack.back().end <= curStart)
+                    stack.pop_back();
+                // A range that starts inside the top but ends after it is a partial
+                // overlap, not nesting: treat it as a sibling of the top.
+                while (!stack.empty() && r.end > stack.back().end)
+                    stack.pop_back();
+                if (!stack.empty())
+                    updates.push_back({r.id, stack.back().id, static_cast<int>(stack.size())});
+                stack.push_back({r.id, r.end});
+            }
+            i = j;
+        }
+        group.clear();
+    };
     while (sel.step()) {
-        int64_t id = sel.int64(0), rank = sel.int64(1), tid = sel.int64(2);
-        TimeNs start = sel.int64(3), end = sel.int64(4);
-        if (first || rank != curRank || tid != curTid) {
-            stack.clear();
+        const int64_t id = sel.int64(0), rank = sel.int64(1), tid = sel.int64(2);
+        const TimeNs start = sel.int64(3), end = sel.int64(4);
+        if (first || rank != curRank || tid != curTid || start != curStart) {
+            walk();
+            if (first || rank != curRank || tid != curTid)
+                stack.clear();
             curRank = rank;
             curTid = tid;
+            curStart = start;
             first = false;
         }
-        while (!stack.empty() && stack.back().end <= start)
-            stack.pop_back();
-        // A range that starts inside the top but ends after it is a partial
-        // overlap, not nesting: treat it as a sibling of the top.
-        while (!stack.empty() && end > stack.back().end)
-            stack.pop_back();
-        if (!stack.empty())
-            updates.emplace_back(id, static_cast<int>(stack.size()), stack.back().id);
-        stack.push_back({id, end});
+        group.push_back({id, end});
     }
+    walk();
     sel.reset();
-    for (const auto& [id, depth, parent] : updates)
-        upd.bind(1, id).bind(2, depth).bind(3, parent).run();
+    std::sort(updates.begin(), updates.end(), [](const Update& a, const Update& b) { return a.id < b.id; });
+    auto upd = db_.prepare("UPDATE cpu_ranges SET depth = ?2, parent_id = ?3 WHERE id = ?1");
+    for (const Update& u : updates)
+        upd.bind(1, u.id).bind(2, u.depth).bind(3, u.parent).run();
 }
 
 void StoreWriter::summarise()

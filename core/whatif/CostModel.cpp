@@ -324,7 +324,46 @@ std::vector<int64_t> CostModel::stageActivationBytes(const Partition& partition,
     return out;
 }
 
-ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& schedule) const
+bool CostModel::unevenFor(int microbatches, MicrobatchOrder order) const
+{
+    return microbatchSizes && order != MicrobatchOrder::Equal && microbatchSizes->count() == microbatches &&
+           microbatchSizes->rows() > 0;
+}
+
+void CostModel::setMicrobatchTokens(const MicrobatchTokens& t)
+{
+    if (t.tokens.empty())
+        throw ValueError("microbatch-tokens", "the tokens file lists no microbatches");
+    microbatchSizes = uniformRows(t.tokens, "tokens");
+    microbatchSizes->tokens = t.tokens;
+    const double mean = std::accumulate(t.tokens.begin(), t.tokens.end(), 0.0) / static_cast<double>(t.tokens.size());
+    for (LayerCostModel& l : layers) {
+        if (t.forwardNsPerToken)
+            l.forwardNs = *t.forwardNsPerToken * mean;
+        if (t.backwardNsPerToken)
+            l.backwardNs = *t.backwardNsPerToken * mean;
+    }
+}
+
+namespace {
+
+// The row of MicrobatchSizes a layer takes: the measured virtual stage that ran it.
+int sizeRowOfLayer(const CostModel& m, int layer)
+{
+    const int R = m.microbatchSizes->rows(), L = m.layerCount();
+    if (R <= 1 || L == 0)
+        return 0;
+    const auto& mp = m.measuredPartition;
+    if (mp && mp->stages() == R && mp->firstLayer.back() == L) {
+        const auto it = std::upper_bound(mp->firstLayer.begin(), mp->firstLayer.end(), layer);
+        return std::clamp(static_cast<int>(it - mp->firstLayer.begin()) - 1, 0, R - 1);
+    }
+    return std::min(R - 1, static_cast<int>(static_cast<int64_t>(layer) * R / L));
+}
+
+} // namespace
+
+ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& schedule, MicrobatchOrder order) const
 {
     const int S = schedule.stages;
     if (partition.stages() != S)
@@ -361,6 +400,46 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
         sc.backwardInput = toNs(i * scale / speed);
         sc.backwardWeight = toNs(w * scale / speed);
         sc.backward = toNs((i + w) * scale / speed);
+    }
+    if (unevenFor(schedule.microbatches, order)) {
+        // Each stage's microbatch i costs its layers' costs, each scaled by
+        // the size of microbatch perm[i] on the layer's measured stage.
+        const MicrobatchSizes& ms = *microbatchSizes;
+        const int M = schedule.microbatches, R = ms.rows();
+        const std::vector<int> perm = microbatchPermutation(ms.size(), order);
+        c.microbatchCosts.resize(static_cast<size_t>(S) * static_cast<size_t>(M));
+        std::vector<double> fRow(static_cast<size_t>(R)), bRow(static_cast<size_t>(R));
+        for (int s = 0; s < S; ++s) {
+            std::fill(fRow.begin(), fRow.end(), 0.0);
+            std::fill(bRow.begin(), bRow.end(), 0.0);
+            auto addTo = [&](int row, const LayerCostModel& l) {
+                fRow[size_t(row)] += l.forwardNs;
+                bRow[size_t(row)] += l.backwardNs;
+            };
+            for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
+                addTo(sizeRowOfLayer(*this, l), layers[size_t(l)]);
+            if (s == 0)
+                addTo(0, firstStageExtra);
+            if (s == S - 1)
+                addTo(R - 1, lastStageExtra);
+            const double fSum = std::accumulate(fRow.begin(), fRow.end(), 0.0);
+            const double bSum = std::accumulate(bRow.begin(), bRow.end(), 0.0);
+            const StageCost& sc = c.stages[size_t(s)];
+            for (int i = 0; i < M; ++i) {
+                double fw = 0, bw = 0;
+                for (int r = 0; r < R; ++r) {
+                    fw += fRow[size_t(r)] * ms.forward[size_t(r)][size_t(perm[size_t(i)])];
+                    bw += bRow[size_t(r)] * ms.backward[size_t(r)][size_t(perm[size_t(i)])];
+                }
+                fw = fSum > 0 ? fw / fSum : 1.0;
+                bw = bSum > 0 ? bw / bSum : 1.0;
+                StageCost& mc = c.microbatchCosts[size_t(s) * size_t(M) + size_t(i)];
+                mc.forward = toNs(static_cast<double>(sc.forward) * fw);
+                mc.backward = toNs(static_cast<double>(sc.backward) * bw);
+                mc.backwardInput = toNs(static_cast<double>(sc.backwardInput) * bw);
+                mc.backwardWeight = toNs(static_cast<double>(sc.backwardWeight) * bw);
+            }
+        }
     }
     c.boundaryBytes.assign(S > 1 ? size_t(S - 1) : 0, toBytes(static_cast<double>(p2pBytes) * scale, "bytes sent between stages"));
     c.p2pLatencyNs = p2pLatencyNs;
@@ -502,6 +581,7 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     const int p = std::max(1, mp.pipelineDegree), v = std::max(1, mp.chunks), S = p * v;
     const int m = std::max(1, mp.microbatches);
     const ScheduleKind kind = scheduleKindFromString(mp.schedule).value_or(ScheduleKind::OneFOneB);
+    std::optional<MicrobatchSizes> measuredSizes;
 
     // Mean step time per virtual stage and kind.
     std::vector<double> sum(static_cast<size_t>(S) * 4, 0.0), count(static_cast<size_t>(S) * 4, 0.0);
@@ -533,6 +613,51 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
             meanB[size_t(s)] = I;
         }
     }
+    // Uneven microbatches: each microbatch's steps against its stage's mean
+    // (replicas averaged; a backward is B, or I + W when split).
+    if (m >= 2) {
+        const size_t SM = static_cast<size_t>(S) * static_cast<size_t>(m);
+        std::vector<double> ks(SM * 4, 0.0), kn(SM * 4, 0.0);
+        for (const PipelineStep& st : mp.steps) {
+            int vs = st.stage >= p ? st.stage : virtualStage(kind, p, st.stage, std::clamp(st.chunk, 0, v - 1));
+            if (v == 1)
+                vs = st.stage;
+            if (vs < 0 || vs >= S || st.end < st.start || st.microbatch < 0 || st.microbatch >= m)
+                continue;
+            const size_t k = (static_cast<size_t>(vs) * static_cast<size_t>(m) + static_cast<size_t>(st.microbatch)) * 4 +
+                             static_cast<size_t>(st.kind);
+            ks[k] += static_cast<double>(st.end - st.start);
+            kn[k] += 1;
+        }
+        MicrobatchSizes sizes;
+        sizes.source = "trace";
+        bool complete = true;
+        for (int s = 0; s < S && complete; ++s) {
+            std::vector<double> fr(static_cast<size_t>(m)), br(static_cast<size_t>(m));
+            for (int mb = 0; mb < m; ++mb) {
+                const size_t base = (static_cast<size_t>(s) * static_cast<size_t>(m) + static_cast<size_t>(mb)) * 4;
+                auto mean = [&](StepKind k) { return kn[base + size_t(k)] > 0 ? ks[base + size_t(k)] / kn[base + size_t(k)] : -1.0; };
+                const double F = mean(StepKind::F), B = mean(StepKind::B), I = mean(StepKind::I), W = mean(StepKind::W);
+                fr[size_t(mb)] = F;
+                br[size_t(mb)] = B >= 0 ? B : (I >= 0 ? I + std::max(0.0, W) : -1.0);
+                if (F < 0 || br[size_t(mb)] < 0)
+                    complete = false;
+            }
+            auto relative = [](std::vector<double>& row) {
+                const double mean = std::accumulate(row.begin(), row.end(), 0.0) / static_cast<double>(row.size());
+                for (double& x : row)
+                    x = mean > 0 ? x / mean : 1.0;
+            };
+            relative(fr);
+            relative(br);
+            sizes.forward.push_back(std::move(fr));
+            sizes.backward.push_back(std::move(br));
+        }
+        // Kept only when every step was seen and the microbatches really differ.
+        if (complete && sizes.spread() >= kUnevenMicrobatchCv)
+            measuredSizes = std::move(sizes);
+    }
+
     // Stages without measured steps take the mean of the others.
     auto fill = [&](std::vector<double>& v_, const char* what) {
         double total = 0, n = 0;
@@ -873,6 +998,7 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     c.measuredPp = p;
     c.measuredV = v;
     c.measuredMicrobatches = m;
+    c.microbatchSizes = std::move(measuredSizes);
     return c;
 }
 

@@ -6,6 +6,7 @@
 // into per-stage replay costs for any partition of the layers.
 #include "model/Pipeline.h"
 #include "whatif/Memory.h"
+#include "whatif/MicrobatchSizes.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/Replay.h"
 
@@ -126,6 +127,18 @@ struct CostModel {
     // Frozen layers (freezeLayers), sorted and merged; empty: all trainable.
     std::vector<LayerRange> frozenLayers;
 
+    // Uneven microbatches: each microbatch's cost against the mean, from the
+    // trace (kept when their spread is at least kUnevenMicrobatchCv), a
+    // tokens file or a simulated distribution. Unset: all microbatches equal.
+    // Applies to scenarios with this many microbatches (docs/whatif.md).
+    std::optional<MicrobatchSizes> microbatchSizes;
+    // Sizes from token counts: relative costs tokens / mean; with per-token
+    // costs, every layer's forward (backward) becomes mean tokens x ns per token.
+    // Throws ValueError("microbatch-tokens") for an empty list.
+    void setMicrobatchTokens(const MicrobatchTokens& tokens);
+    // Whether a scenario of `microbatches` runs uneven microbatches under `order`.
+    bool unevenFor(int microbatches, MicrobatchOrder order) const;
+
     int layerCount() const { return static_cast<int>(layers.size()); }
     // Freezes the layers of `ranges` (docs/whatif.md, Frozen layers): each
     // loses the weight-gradient part of its backward (W = (1 - share) x B)
@@ -155,8 +168,13 @@ struct CostModel {
     static CostModel fromMeasured(const MeasuredPipeline& measured, const ModelDescription* model = nullptr,
                                   const FromMeasuredOptions& options = {});
 
-    // Per-stage replay costs for a partition over a schedule's stages.
-    ReplayCosts replayCosts(const Partition& partition, const Schedule& schedule) const;
+    // Per-stage replay costs for a partition over a schedule's stages; with
+    // microbatchSizes for the schedule's microbatch count and an order other
+    // than Equal, also each microbatch's own costs (ReplayCosts::microbatchCosts):
+    // a layer's cost scaled by the size of that microbatch on the measured
+    // stage that ran the layer.
+    ReplayCosts replayCosts(const Partition& partition, const Schedule& schedule,
+                            MicrobatchOrder order = MicrobatchOrder::Given) const;
     // Parameters and stored activation bytes per microbatch, per virtual stage.
     std::vector<int64_t> stageParams(const Partition& partition) const;
     // Parameters with gradients and optimizer state (not frozen), per virtual stage.

@@ -396,6 +396,13 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
             jitter(sc.backwardInput);
             jitter(sc.backwardWeight);
         }
+        // Uneven microbatches keep their sizes, each with its own jitter.
+        for (StageCost& sc : c.microbatchCosts) {
+            jitter(sc.forward);
+            jitter(sc.backward);
+            jitter(sc.backwardInput);
+            jitter(sc.backwardWeight);
+        }
         for (TimeNs& t : c.allReduceNs)
             jitter(t);
         for (TimeNs& t : c.optimizerNs)

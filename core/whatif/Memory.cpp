@@ -54,7 +54,8 @@ std::vector<int> peakInFlight(const ReplayResult& replay, bool untilWeightGradie
 
 std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::vector<int64_t>& paramsPerRank,
                                        const std::vector<int64_t>& activationBytes, const MemoryConfig& config,
-                                       bool keepOverTime, const std::vector<int64_t>& trainableParamsPerRank)
+                                       bool keepOverTime, const std::vector<int64_t>& trainableParamsPerRank,
+                                       const std::vector<int64_t>& recomputeBytes)
 {
     std::vector<RankMemory> out(replay.ranks.size());
     const std::vector<int> inFlight = peakInFlight(replay);
@@ -87,11 +88,19 @@ std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::ve
             const int64_t bytes = static_cast<size_t>(a.stage) < activationBytes.size()
                                       ? activationBytes[static_cast<size_t>(a.stage)]
                                       : 0;
-            const int64_t kept = static_cast<int64_t>(std::llround(static_cast<double>(bytes) * share));
+            const int64_t again = static_cast<size_t>(a.stage) < recomputeBytes.size()
+                                      ? recomputeBytes[static_cast<size_t>(a.stage)]
+                                      : 0;
+            const int64_t kept = static_cast<int64_t>(std::llround(static_cast<double>(bytes + again) * share));
+            // The recomputed forward holds its activations from the backward's start.
+            if (again > 0 && (a.kind == StepKind::B || a.kind == StepKind::I)) {
+                act += again;
+                at(a.start);
+            }
             switch (a.kind) {
             case StepKind::F: act += bytes; at(a.start); break;
-            case StepKind::B: act -= bytes; at(a.end); break;
-            case StepKind::I: act -= bytes - kept; at(a.end); break;
+            case StepKind::B: act -= bytes + again; at(a.end); break;
+            case StepKind::I: act -= bytes + again - kept; at(a.end); break;
             case StepKind::W: act -= kept; at(a.end); break;
             }
         }

@@ -21,6 +21,13 @@ struct MemoryConfig {
     int64_t reservedBytes = 0;            // CUDA context, workspaces, fragmentation
     // Share of a microbatch's activations an I step keeps for its W step.
     double weightGradActivationShare = 0.5;
+    // Selective recomputation (Korthikanti et al. 2022): the share of each
+    // layer's stored activations it drops (the attention core's 5as/h of
+    // 34 + 5as/h; GPT-3 175B: 80/114) and the share of the layer's forward it
+    // re-runs inside the backward (the attention core's 4s^2h of 24sh^2 + 4s^2h
+    // FLOPs: s / (6h + s)). Derived from a model description's sizes when given.
+    double selectiveActivationShare = 0.7;
+    double selectiveForwardShare = 0.03;
     std::optional<int64_t> gpuMemoryBytes; // for the out-of-memory flag
 };
 
@@ -56,8 +63,12 @@ std::vector<int> peakInFlight(const ReplayResult& replay, bool untilWeightGradie
 // stage, bytes stored per microbatch.
 // keepOverTime false: only the peaks (overTime stays empty), a few bytes per rank instead of per step.
 // trainableParamsPerRank: those with gradients and optimizer state; empty: all of them.
+// recomputeBytes: per virtual stage, what a backward holds again while it
+// re-runs the forward (activation recomputation), from its start to its end
+// (an I keeps weightGradActivationShare of stored + recomputed for its W).
 std::vector<RankMemory> memoryOverTime(const ReplayResult& replay, const std::vector<int64_t>& paramsPerRank,
                                        const std::vector<int64_t>& activationBytes, const MemoryConfig& config,
-                                       bool keepOverTime = true, const std::vector<int64_t>& trainableParamsPerRank = {});
+                                       bool keepOverTime = true, const std::vector<int64_t>& trainableParamsPerRank = {},
+                                       const std::vector<int64_t>& recomputeBytes = {});
 
 } // namespace pipescope::whatif

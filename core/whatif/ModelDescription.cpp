@@ -177,6 +177,15 @@ ModelDescription parseModelDescription(const std::string& text, const std::strin
         m.allReduceLatencyUs = rd.number(*c, "allreduce_latency_us", "communication.");
         m.allReduceBandwidthGBps = rd.number(*c, "allreduce_bandwidth_gbps", "communication.", true, false);
     }
+    if (m.hiddenSize > 0 && m.sequenceLength > 0) {
+        // Selective recomputation's shares (Korthikanti et al. 2022): the
+        // attention core holds 5as/h of a layer's sbh(34 + 5as/h) activation
+        // bytes and does 4s^2h of its 24sh^2 + 4s^2h forward FLOPs.
+        const double h = m.hiddenSize, s = m.sequenceLength, a = m.attentionHeads;
+        if (a > 0)
+            m.memory.selectiveActivationShare = (5.0 * a * s / h) / (34.0 + 5.0 * a * s / h);
+        m.memory.selectiveForwardShare = s / (6.0 * h + s);
+    }
     if (const json* mem = rd.object(doc, "memory", "")) {
         m.memoryGiven = true;
         MemoryConfig& mc = m.memory;
@@ -201,6 +210,13 @@ ModelDescription parseModelDescription(const std::string& text, const std::strin
             rd.number(*mem, "weight_grad_activation_share", "memory.").value_or(mc.weightGradActivationShare);
         if (mc.weightGradActivationShare > 1.0)
             rd.fail("memory.weight_grad_activation_share", "must be between 0 and 1");
+        mc.selectiveActivationShare =
+            rd.number(*mem, "selective_activation_share", "memory.").value_or(mc.selectiveActivationShare);
+        if (mc.selectiveActivationShare > 1.0)
+            rd.fail("memory.selective_activation_share", "must be between 0 and 1");
+        mc.selectiveForwardShare = rd.number(*mem, "selective_forward_share", "memory.").value_or(mc.selectiveForwardShare);
+        if (mc.selectiveForwardShare > 1.0)
+            rd.fail("memory.selective_forward_share", "must be between 0 and 1");
     }
     if (const json* p = rd.object(doc, "parallel", "")) {
         if (auto v = rd.integer(*p, "pp", "parallel.", 1))

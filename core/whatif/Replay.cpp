@@ -53,9 +53,9 @@ TimeNs ReplayCosts::afterPostNs(int64_t bytes) const
     return transferTime(p2pLatencyNs, static_cast<double>(bytes) - static_cast<double>(eagerBytes), p2pBytesPerNs);
 }
 
-TimeNs ReplayCosts::stepNs(int stage, StepKind kind) const
+namespace {
+TimeNs costOf(const StageCost& c, StepKind kind)
 {
-    const StageCost& c = stages[static_cast<size_t>(stage)];
     switch (kind) {
     case StepKind::F: return c.forward;
     case StepKind::B: return c.backward;
@@ -63,6 +63,20 @@ TimeNs ReplayCosts::stepNs(int stage, StepKind kind) const
     case StepKind::W: return c.backwardWeight;
     }
     return 0;
+}
+} // namespace
+
+TimeNs ReplayCosts::stepNs(int stage, StepKind kind) const
+{
+    return costOf(stages[static_cast<size_t>(stage)], kind);
+}
+
+TimeNs ReplayCosts::stepNs(int stage, StepKind kind, int microbatch, int microbatches) const
+{
+    if (microbatchCosts.empty())
+        return stepNs(stage, kind);
+    return costOf(microbatchCosts[static_cast<size_t>(stage) * static_cast<size_t>(microbatches) + static_cast<size_t>(microbatch)],
+                  kind);
 }
 
 void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options)
@@ -77,12 +91,20 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
             throw Error(std::string("replay: ") + what + " (" + std::to_string(t) +
                         " ns) is negative or beyond the nanosecond clock (about 146 years); check the costs");
     };
-    for (const StageCost& c : costs.stages) {
+    if (!costs.microbatchCosts.empty() &&
+        costs.microbatchCosts.size() != static_cast<size_t>(S) * static_cast<size_t>(M))
+        throw Error("replay: the cost model has per-microbatch costs for " + std::to_string(costs.microbatchCosts.size()) +
+                    " steps, the schedule " + std::to_string(S) + " stages x " + std::to_string(M) + " microbatches");
+    auto checkStage = [&](const StageCost& c) {
         checkCost(c.forward, "a forward step");
         checkCost(c.backward, "a backward step");
         checkCost(c.backwardInput, "an input-gradient step");
         checkCost(c.backwardWeight, "a weight-gradient step");
-    }
+    };
+    for (const StageCost& c : costs.stages)
+        checkStage(c);
+    for (const StageCost& c : costs.microbatchCosts)
+        checkStage(c);
     checkCost(costs.p2pLatencyNs, "the transfer latency");
     checkCost(costs.launchGapNs, "the launch gap");
     checkCost(costs.pipelineSyncNs, "the pipeline-wide collective");
@@ -180,7 +202,7 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
                 }
             }
             const TimeNs start = std::max(n > 0 ? later(free, gap, "a step", r) : free, ready);
-            const TimeNs end = later(start, costs.stepNs(a.stage, a.kind), "a step", r);
+            const TimeNs end = later(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
             rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
                                              start, end});
             free = end;

@@ -49,11 +49,17 @@ struct ReplayCosts {
     // [rank] when the rank can begin (post its first receive); empty: all at 0.
     std::vector<TimeNs> rankStartNs;
     std::vector<TimeNs> optimizerNs;    // [rank] optimizer step (empty: none)
+    // Uneven microbatches: each microbatch's own step times,
+    // [virtual stage x microbatches + microbatch]; empty: every microbatch
+    // costs stages[stage].
+    std::vector<StageCost> microbatchCosts;
 
     TimeNs transferNs(int64_t bytes) const;
     // The part of a transfer that can only follow the receiver's post.
     TimeNs afterPostNs(int64_t bytes) const;
     TimeNs stepNs(int stage, StepKind kind) const;
+    // The same for one microbatch of a schedule of `microbatches` (microbatchCosts when set).
+    TimeNs stepNs(int stage, StepKind kind, int microbatch, int microbatches) const;
 };
 
 struct TimedAction {

@@ -19,6 +19,8 @@ void Session::rebuild(const Scenario& scenario)
     Prediction next;
     next.label = scenario.label.empty() ? "requested" : scenario.label;
     next.schedule = scheduleFor(scenario);
+    next.microbatchOrder = scenario.microbatchOrder;
+    next.recompute = scenario.recompute;
     ++scheduleBuilds_;
     next.partition = partitionFor(model_, scenario, next.schedule.stages);
     evaluate(model_, next, options_, replay_);
@@ -71,6 +73,7 @@ BalanceResult Session::autoBalance(const BalanceOptions& options)
     BalanceResult b = whatif::autoBalance(model_, scenario_, options);
     current_ = b.prediction;
     scenario_.boundaries = current_.partition.boundaries();
+    scenario_.recompute = current_.recompute; // auto-balance may choose it per stage
     return b;
 }
 

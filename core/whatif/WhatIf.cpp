@@ -94,6 +94,10 @@ Scenario applyChanges(Scenario s, const ScenarioChanges& c)
         s.boundaries.reset();
     if (c.boundaries)
         s.boundaries = *c.boundaries;
+    if (c.microbatchOrder)
+        s.microbatchOrder = *c.microbatchOrder;
+    if (c.recompute)
+        s.recompute = *c.recompute;
     if (c.scheduleCsv) {
         s.custom = loadScheduleCsv(*c.scheduleCsv);
         s.schedule = ScheduleKind::Custom;
@@ -110,7 +114,13 @@ Scenario applyChanges(Scenario s, const ScenarioChanges& c)
 void evaluate(const CostModel& model, Prediction& p, const ReplayOptions& options, Replay& replay)
 {
     const Schedule& schedule = p.schedule;
-    p.costs = model.replayCosts(p.partition, schedule);
+    p.costs = model.replayCosts(p.partition, schedule, p.microbatchOrder);
+    p.unevenMicrobatches = !p.costs.microbatchCosts.empty();
+    // Activation recomputation: the forward again inside each backward.
+    p.recompute = recomputePerStage(p.recompute, schedule.stages);
+    if (!anyRecompute(p.recompute))
+        p.recompute.clear();
+    addRecomputeCosts(model, p.partition, schedule, p.recompute, p.costs);
     replay.run(schedule, p.costs, p.replay, options);
     std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0), rankTrainable = rankParams;
     const std::vector<int64_t> params = model.stageParams(p.partition);
@@ -119,8 +129,14 @@ void evaluate(const CostModel& model, Prediction& p, const ReplayOptions& option
         rankParams[size_t(schedule.rankOfStage[size_t(s)])] += params[size_t(s)];
         rankTrainable[size_t(schedule.rankOfStage[size_t(s)])] += trainable[size_t(s)];
     }
-    p.memory = memoryOverTime(p.replay, rankParams, model.stageActivationBytes(p.partition, schedule.microbatches),
-                              model.memory, options.timeline, rankTrainable);
+    if (p.recompute.empty()) {
+        p.memory = memoryOverTime(p.replay, rankParams, model.stageActivationBytes(p.partition, schedule.microbatches),
+                                  model.memory, options.timeline, rankTrainable);
+    } else {
+        const ActivationBytes act = stageActivationBytes(model, p.partition, schedule.microbatches, p.recompute);
+        p.memory = memoryOverTime(p.replay, rankParams, act.stored, model.memory, options.timeline, rankTrainable,
+                                  act.recompute);
+    }
     p.dataParallel = model.dataParallel;
     p.gpuMemoryBytes = model.memory.gpuMemoryBytes;
     p.measuredIterationNs = model.measuredIterationNs;
@@ -176,10 +192,13 @@ Partition partitionFor(const CostModel& model, const Scenario& sc, int stages)
 namespace {
 
 Prediction finish(const CostModel& model, std::string label, Schedule schedule, Partition partition,
-                  const ReplayOptions& options, Replay& replay)
+                  const ReplayOptions& options, Replay& replay, MicrobatchOrder order,
+                  std::vector<Recompute> recompute = {})
 {
     Prediction p;
     p.label = std::move(label);
+    p.microbatchOrder = order;
+    p.recompute = std::move(recompute);
     p.schedule = std::move(schedule);
     p.partition = std::move(partition);
     evaluate(model, p, options, replay);
@@ -215,6 +234,18 @@ struct StageMemoryCheck {
         const double act = static_cast<double>(activation) * scale * inFlight[size_t(s)];
         return static_cast<double>(staticMemoryBytes(params, trainable, model.memory)) + act <= static_cast<double>(*limit);
     }
+    // With recomputation r: layerAct of the stage's layers, extraAct of its extras.
+    bool fits(int s, int64_t params, int64_t trainable, int64_t layerAct, int64_t extraAct, Recompute r) const
+    {
+        if (!limit)
+            return true;
+        if (r == Recompute::None)
+            return fits(s, params, trainable, layerAct + extraAct);
+        const StageActivation a = stageActivation(r, static_cast<double>(layerAct), static_cast<double>(extraAct),
+                                                  static_cast<double>(model.p2pBytes), model.memory);
+        const double act = a.storedBytes * scale * inFlight[size_t(s)] + a.recomputeBytes * scale;
+        return static_cast<double>(staticMemoryBytes(params, trainable, model.memory)) + act <= static_cast<double>(*limit);
+    }
 };
 
 } // namespace
@@ -227,12 +258,14 @@ Prediction predict(const CostModel& model, const Scenario& sc, const ReplayOptio
     Partition partition = partitionFor(model, sc, schedule.stages);
     Replay replay;
     std::string label = sc.label.empty() ? "requested" : sc.label;
-    return finish(model, std::move(label), std::move(schedule), std::move(partition), options, replay);
+    return finish(model, std::move(label), std::move(schedule), std::move(partition), options, replay,
+                  sc.microbatchOrder, sc.recompute);
 }
 
 std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vector<int>& inFlight,
                                  std::optional<int64_t> memoryLimitPerStage, int microbatches, TimeNs* bottleneck,
-                                 const std::vector<int>& rankOfStage)
+                                 const std::vector<int>& rankOfStage,
+                                 const std::vector<std::vector<Recompute>>& stageOptions, std::vector<Recompute>* chosen)
 {
     const int L = model.layerCount();
     if (S < 1 || L < S)
@@ -240,9 +273,11 @@ std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vecto
     // Prefix sums over layers: time (F + B), parameters, activations.
     std::vector<double> t(size_t(L) + 1, 0.0);
     std::vector<int64_t> prm(size_t(L) + 1, 0), trn(size_t(L) + 1, 0), act(size_t(L) + 1, 0);
+    std::vector<double> fwd(size_t(L) + 1, 0.0); // forward only, for recomputation
     for (int l = 0; l < L; ++l) {
         const LayerCostModel& lc = model.layers[size_t(l)];
         t[size_t(l) + 1] = t[size_t(l)] + lc.forwardNs + lc.backwardNs;
+        fwd[size_t(l) + 1] = fwd[size_t(l)] + lc.forwardNs;
         prm[size_t(l) + 1] = prm[size_t(l)] + lc.params;
         trn[size_t(l) + 1] = trn[size_t(l)] + lc.trainableParams();
         act[size_t(l) + 1] = act[size_t(l)] + lc.activationBytes;
@@ -254,34 +289,52 @@ std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vecto
     std::vector<double> speed(size_t(S), 1.0);
     for (int s = 0; s < S && size_t(s) < rankOfStage.size(); ++s)
         speed[size_t(s)] = model.speedOfRank(rankOfStage[size_t(s)]);
-    auto stageTime = [&](int s, int a, int b) {
+    const std::vector<Recompute> noneOnly{Recompute::None};
+    auto optionsOf = [&](int s) -> const std::vector<Recompute>& {
+        return size_t(s) < stageOptions.size() && !stageOptions[size_t(s)].empty() ? stageOptions[size_t(s)] : noneOnly;
+    };
+    auto stageTimeWith = [&](int s, int a, int b, Recompute r) {
         double x = t[size_t(b)] - t[size_t(a)];
+        if (r != Recompute::None)
+            x += recomputeForwardNs(r, fwd[size_t(b)] - fwd[size_t(a)], model.memory);
         if (s == 0)
             x += first.forwardNs + first.backwardNs;
         if (s == S - 1)
             x += last.forwardNs + last.backwardNs;
         return x / speed[size_t(s)];
     };
-    auto feasible = [&](int s, int a, int b) {
+    auto feasibleWith = [&](int s, int a, int b, Recompute r) {
         int64_t p = prm[size_t(b)] - prm[size_t(a)], tr = trn[size_t(b)] - trn[size_t(a)], ac = act[size_t(b)] - act[size_t(a)];
+        int64_t ex = 0;
         if (s == 0) {
             p += first.params;
             tr += first.trainableParams();
-            ac += first.activationBytes;
+            ex += first.activationBytes;
         }
         if (s == S - 1) {
             p += last.params;
             tr += last.trainableParams();
-            ac += last.activationBytes;
+            ex += last.activationBytes;
         }
-        return mem.fits(s, p, tr, ac);
+        return mem.fits(s, p, tr, ac, ex, r);
+    };
+    // The stage's time under the first of its options that fits the memory (infinity: none fits).
+    constexpr double kNoFit = std::numeric_limits<double>::infinity();
+    auto stageTime = [&](int s, int a, int b) {
+        for (Recompute r : optionsOf(s))
+            if (feasibleWith(s, a, b, r))
+                return stageTimeWith(s, a, b, r);
+        return kNoFit;
     };
     // Binary search on the bottleneck T: for a given T, giving each stage as
     // many layers as its time and memory allow is optimal (a stage that fits
     // also fits with fewer layers), so the smallest feasible T is found with
     // O(S log L) per probe instead of a table over stages x layers.
     std::vector<int> firstLayer(size_t(S) + 1, 0), trial(size_t(S) + 1, 0);
-    auto fitsStage = [&](int s, int a, int b, double T) { return stageTime(s, a, b) <= T && feasible(s, a, b); };
+    auto fitsStage = [&](int s, int a, int b, double T) {
+        const double x = stageTime(s, a, b);
+        return x != kNoFit && x <= T;
+    };
     // Fills `out` with the furthest-reaching partition under T; returns its bottleneck, or infinity.
     constexpr double kInf = std::numeric_limits<double>::infinity();
     auto greedy = [&](double T, std::vector<int>& out) {
@@ -332,6 +385,15 @@ std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vecto
     }
     if (bottleneck)
         *bottleneck = static_cast<TimeNs>(std::llround(hiT));
+    if (chosen) {
+        chosen->assign(size_t(S), Recompute::None);
+        for (int s = 0; s < S; ++s)
+            for (Recompute r : optionsOf(s))
+                if (feasibleWith(s, firstLayer[size_t(s)], firstLayer[size_t(s) + 1], r)) {
+                    (*chosen)[size_t(s)] = r;
+                    break;
+                }
+    }
     return {firstLayer.begin() + 1, firstLayer.end() - 1};
 }
 
@@ -351,14 +413,34 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
     if (limit)
         perStage = *limit / v;
 
+    // Each stage's recomputation: the scenario's, or the first of the
+    // choices (least time first) that lets it fit.
+    const std::vector<Recompute> fixedRecompute = recomputePerStage(sc.recompute, S);
+    std::vector<std::vector<Recompute>> stageOptions(static_cast<size_t>(S));
+    for (int s = 0; s < S; ++s)
+        stageOptions[size_t(s)] =
+            options.recomputeChoices.empty() ? std::vector<Recompute>{fixedRecompute[size_t(s)]} : options.recomputeChoices;
+    std::vector<Recompute> rc;
+
     BalanceResult result;
     std::vector<int> bounds = minMaxPartition(model, S, inFlight, perStage, schedule.microbatches, &result.bottleneckNs,
-                                              schedule.rankOfStage);
+                                              schedule.rankOfStage, stageOptions, &rc);
     if (bounds.empty() && S > 1) {
         result.memoryFeasible = false;
         perStage.reset();
+        // Nothing fits: the choice that saves the most memory, as close to fitting as it gets.
+        if (!options.recomputeChoices.empty()) {
+            const Recompute most = *std::max_element(options.recomputeChoices.begin(), options.recomputeChoices.end());
+            for (auto& o : stageOptions)
+                o = {most};
+        }
         bounds = minMaxPartition(model, S, inFlight, perStage, schedule.microbatches, &result.bottleneckNs,
-                                 schedule.rankOfStage);
+                                 schedule.rankOfStage, stageOptions, &rc);
+    }
+    if (rc.size() != size_t(S)) {
+        rc.assign(size_t(S), Recompute::None);
+        for (int s = 0; s < S; ++s)
+            rc[size_t(s)] = stageOptions[size_t(s)].front();
     }
     if (bounds.empty() && S > 1)
         throw Error("no partition of " + std::to_string(L) + " layers over " + std::to_string(S) + " stages exists");
@@ -375,9 +457,10 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
     const int64_t maxReplays =
         std::min<int64_t>(int64_t{std::max(0, options.maxRefineRounds)} * candidatesPerRound + 1,
                           std::max<int64_t>(1, options.maxRefineSteps / steps));
-    auto timeOf = [&](const std::vector<int>& b) {
+    auto timeOf = [&](const std::vector<int>& b, const std::vector<Recompute>& r) {
         const Partition part = partitionFromBoundaries(b, L, S);
-        const ReplayCosts costs = model.replayCosts(part, schedule);
+        ReplayCosts costs = model.replayCosts(part, schedule, sc.microbatchOrder);
+        addRecomputeCosts(model, part, schedule, r, costs);
         if ((result.replays & 15) == 0)
             checkpoint(options.work, "balancing stages", static_cast<double>(result.replays) / static_cast<double>(maxReplays));
         replay.run(schedule, costs, scratch, fast);
@@ -393,24 +476,31 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
             act[size_t(l) + 1] = act[size_t(l)] + model.layers[size_t(l)].activationBytes;
         }
         StageMemoryCheck mem{model, inFlight, perStage, model.microbatchScale(schedule.microbatches)};
-        auto stageFits = [&](const std::vector<int>& b, int s) {
+        // Sets r[s] to the first of the stage's options that fits; false when none does.
+        auto stageFits = [&](const std::vector<int>& b, int s, std::vector<Recompute>& r) {
             const int lo = s == 0 ? 0 : b[size_t(s) - 1], hi = s == S - 1 ? L : b[size_t(s)];
             int64_t p = prm[size_t(hi)] - prm[size_t(lo)], a = act[size_t(hi)] - act[size_t(lo)];
-            int64_t tr = trn[size_t(hi)] - trn[size_t(lo)];
+            int64_t tr = trn[size_t(hi)] - trn[size_t(lo)], ex = 0;
             if (s == 0) {
                 p += model.firstStageExtra.params;
                 tr += model.firstStageExtra.trainableParams();
-                a += model.firstStageExtra.activationBytes;
+                ex += model.firstStageExtra.activationBytes;
             }
             if (s == S - 1) {
                 p += model.lastStageExtra.params;
                 tr += model.lastStageExtra.trainableParams();
-                a += model.lastStageExtra.activationBytes;
+                ex += model.lastStageExtra.activationBytes;
             }
-            return mem.fits(s, p, tr, a);
+            for (Recompute option : stageOptions[size_t(s)])
+                if (mem.fits(s, p, tr, a, ex, option)) {
+                    r[size_t(s)] = option;
+                    return true;
+                }
+            return false;
         };
-        TimeNs best = timeOf(bounds);
+        TimeNs best = timeOf(bounds, rc);
         std::vector<int> cand;
+        std::vector<Recompute> candRc;
         for (int round = 0; round < options.maxRefineRounds && result.replays < maxReplays; ++round) {
             bool improved = false;
             for (size_t i = 0; i < bounds.size() && result.replays < maxReplays; ++i)
@@ -418,15 +508,18 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
                     if (result.replays >= maxReplays)
                         break;
                     cand = bounds;
+                    candRc = rc;
                     cand[i] += d;
                     const int lo = i == 0 ? 0 : cand[i - 1], hi = i + 1 == cand.size() ? L : cand[i + 1];
                     // Moving boundary i changes only stages i and i + 1.
-                    if (cand[i] <= lo || cand[i] >= hi || !stageFits(cand, int(i)) || !stageFits(cand, int(i) + 1))
+                    if (cand[i] <= lo || cand[i] >= hi || !stageFits(cand, int(i), candRc) ||
+                        !stageFits(cand, int(i) + 1, candRc))
                         continue;
-                    const TimeNs t = timeOf(cand);
+                    const TimeNs t = timeOf(cand, candRc);
                     if (t < best) {
                         best = t;
                         bounds.swap(cand);
+                        rc.swap(candRc);
                         improved = true;
                     }
                 }
@@ -441,10 +534,10 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
         CostModel limited = model;
         limited.memory.gpuMemoryBytes = options.memoryLimitBytes;
         result.prediction = finish(limited, sc.label.empty() ? "auto-balance" : sc.label, schedule,
-                                   partitionFromBoundaries(bounds, L, S), finalOptions, replay);
+                                   partitionFromBoundaries(bounds, L, S), finalOptions, replay, sc.microbatchOrder, rc);
     } else {
         result.prediction = finish(model, sc.label.empty() ? "auto-balance" : sc.label, schedule,
-                                   partitionFromBoundaries(bounds, L, S), finalOptions, replay);
+                                   partitionFromBoundaries(bounds, L, S), finalOptions, replay, sc.microbatchOrder, rc);
     }
     ++result.replays;
     return result;
@@ -467,27 +560,51 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
     // The combinations worth trying, and the work they take: each costs a
     // few replays of its schedule before any refinement. Estimated before
     // starting, so that a search too big is refused at once.
+    // Recomputation: each uniform setting asked for (default: the base
+    // scenario's), plus auto-balance's per-stage choice when asked.
+    struct RecomputeOption {
+        std::vector<Recompute> setting;
+        bool perStage = false;
+    };
+    std::vector<RecomputeOption> recomputeOptions;
+    if (space.recompute.empty() && !space.recomputePerStage)
+        recomputeOptions.push_back({base.recompute, false});
+    for (Recompute r : space.recompute)
+        recomputeOptions.push_back({{r}, false});
+    if (space.recomputePerStage)
+        recomputeOptions.push_back({{}, true});
+    const bool labelRecompute = !space.recompute.empty() || space.recomputePerStage || anyRecompute(base.recompute);
     std::vector<Scenario> todo;
+    std::vector<bool> todoPerStage;
     int64_t baseSteps = 0;
     for (ScheduleKind kind : schedules)
         for (int v : vs)
-            for (int m : ms) {
-                Scenario sc;
-                sc.schedule = kind;
-                sc.pp = pp;
-                sc.v = v;
-                sc.microbatches = m;
-                sc.label = std::string(toString(kind)) + " v" + std::to_string(v) + " m" + std::to_string(m);
-                if (pp * v > model.layerCount() || scenarioSteps(sc) > kMaxReplaySteps)
-                    continue;
-                try {
-                    (void)makeSchedule(kind, pp, v, m);
-                } catch (const Error&) {
-                    continue; // not a combination this schedule accepts
+            for (int m : ms)
+                for (const RecomputeOption& ro : recomputeOptions) {
+                    Scenario sc;
+                    sc.schedule = kind;
+                    sc.pp = pp;
+                    sc.v = v;
+                    sc.microbatches = m;
+                    sc.label = std::string(toString(kind)) + " v" + std::to_string(v) + " m" + std::to_string(m);
+                    sc.microbatchOrder = base.microbatchOrder;
+                    sc.recompute = ro.setting;
+                    if (labelRecompute)
+                        sc.label += " recompute " + (ro.perStage ? std::string("per stage") : recomputeText(ro.setting));
+                    // A per-stage list fits only the stage count it was written for.
+                    if (sc.recompute.size() > 1 && sc.recompute.size() != size_t(pp) * size_t(v))
+                        continue;
+                    if (pp * v > model.layerCount() || scenarioSteps(sc) > kMaxReplaySteps)
+                        continue;
+                    try {
+                        (void)makeSchedule(kind, pp, v, m);
+                    } catch (const Error&) {
+                        continue; // not a combination this schedule accepts
+                    }
+                    baseSteps += 3 * scenarioSteps(sc); // in-flight count, first and final replay
+                    todo.push_back(std::move(sc));
+                    todoPerStage.push_back(ro.perStage);
                 }
-                baseSteps += 3 * scenarioSteps(sc); // in-flight count, first and final replay
-                todo.push_back(std::move(sc));
-            }
     if (baseSteps > kMaxSearchSteps)
         throw ValueError("microbatches", "the search would replay about " + formatCount(baseSteps) + " steps over " +
                                              std::to_string(todo.size()) + " configurations; pipescope searches at most " +
@@ -507,9 +624,13 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
                 options.work->onProgress("searching configurations", (tried - 1 + std::clamp(f, 0.0, 1.0)) / total);
             };
     }
-    for (const Scenario& sc : todo) {
+    for (size_t k = 0; k < todo.size(); ++k) {
+        const Scenario& sc = todo[k];
         checkpoint(options.work, "searching configurations", tried++ / total);
         BalanceOptions o = options;
+        o.recomputeChoices.clear(); // each row's own recomputation, or the per-stage choice
+        if (todoPerStage[k])
+            o.recomputeChoices = {Recompute::None, Recompute::Selective, Recompute::Full};
         o.maxRefineRounds = std::min(o.maxRefineRounds, 4);
         o.maxRefineSteps = refineEach;
         o.timeline = false;
@@ -523,6 +644,8 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
         row.peakBytes = b.prediction.peakBytes();
         row.outOfMemory = b.prediction.outOfMemory();
         row.speedup = b.prediction.speedup();
+        row.scenario.recompute = b.prediction.recompute;
+        row.recomputeChosen = todoPerStage[k];
         rows.push_back(std::move(row));
     }
     std::stable_sort(rows.begin(), rows.end(), [](const SearchRow& a, const SearchRow& b) {
@@ -530,7 +653,38 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
             return !a.outOfMemory;
         return a.iterationNs < b.iterationNs;
     });
+    for (size_t i : paretoFront(rows))
+        rows[i].pareto = true;
     return rows;
+}
+
+std::vector<size_t> paretoFront(const std::vector<SearchRow>& rows)
+{
+    // By time, then memory: a row is on the front when every faster row
+    // needs more memory and no row as fast needs less.
+    std::vector<size_t> order(rows.size());
+    for (size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        if (rows[a].iterationNs != rows[b].iterationNs)
+            return rows[a].iterationNs < rows[b].iterationNs;
+        return rows[a].peakBytes < rows[b].peakBytes;
+    });
+    std::vector<size_t> front;
+    int64_t fasterBest = std::numeric_limits<int64_t>::max(); // least memory of the strictly faster rows
+    for (size_t g = 0; g < order.size();) {
+        size_t e = g;
+        while (e < order.size() && rows[order[e]].iterationNs == rows[order[g]].iterationNs)
+            ++e;
+        const int64_t least = rows[order[g]].peakBytes; // the group's least memory
+        if (least < fasterBest)
+            for (size_t k = g; k < e && rows[order[k]].peakBytes == least; ++k)
+                front.push_back(order[k]);
+        fasterBest = std::min(fasterBest, least);
+        g = e;
+    }
+    std::sort(front.begin(), front.end());
+    return front;
 }
 
 StragglerFix priceStraggler(const CostModel& model, const AnalysisResult& analysis, int rank)

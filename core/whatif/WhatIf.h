@@ -7,6 +7,7 @@
 #include "analysis/Analysis.h"
 #include "whatif/CostModel.h"
 #include "whatif/Memory.h"
+#include "whatif/Recompute.h"
 #include "whatif/Replay.h"
 #include "model/Schedule.h"
 #include "util/Limits.h"
@@ -26,6 +27,12 @@ struct Scenario {
     int microbatches = 1;
     std::optional<std::vector<int>> boundaries; // unset: the measured partition if it fits, else an even split
     std::optional<Schedule> custom;              // a loaded CSV order; overrides schedule, pp, v, microbatches
+    // Uneven microbatches: the order they run in (the cost model's
+    // microbatchSizes; no effect without them or with another count).
+    MicrobatchOrder microbatchOrder = MicrobatchOrder::Given;
+    // Activation recomputation: empty none, one item every stage, else one
+    // per virtual stage (recomputePerStage).
+    std::vector<Recompute> recompute;
 };
 
 struct Prediction {
@@ -38,6 +45,9 @@ struct Prediction {
     int dataParallel = 1;
     std::optional<int64_t> gpuMemoryBytes;
     std::optional<TimeNs> measuredIterationNs;
+    MicrobatchOrder microbatchOrder = MicrobatchOrder::Given;
+    bool unevenMicrobatches = false; // replayed with each microbatch's own costs
+    std::vector<Recompute> recompute; // per virtual stage (empty: none)
 
     TimeNs iterationNs() const { return replay.iterationNs; }
     std::optional<double> speedup() const; // measured / predicted
@@ -54,6 +64,8 @@ struct ScenarioChanges {
     std::optional<std::string> scheduleCsv; // path of a torch schedule CSV
     std::optional<int> pp, v, microbatches;
     std::optional<std::vector<int>> boundaries;
+    std::optional<MicrobatchOrder> microbatchOrder;
+    std::optional<std::vector<Recompute>> recompute;
 };
 
 // Applies changes to a base scenario. A schedule that needs two chunks per
@@ -99,6 +111,10 @@ struct BalanceOptions {
     const WorkControl* work = nullptr;       // progress and cancel (optional)
     int64_t maxRefineSteps = kMaxBalanceSteps; // schedule steps the refinement may replay in all
     bool timeline = true;                    // record the result's bubbles and transfers
+    // Non-empty: each stage takes the first of these (least time first, e.g.
+    // none, selective, full) that lets it fit the memory limit, instead of
+    // the scenario's recomputation.
+    std::vector<Recompute> recomputeChoices;
 };
 
 struct BalanceResult {
@@ -117,10 +133,14 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& scenario, cons
 // microbatch, extras included, divided by the speed of the rank holding the
 // stage: rankOfStage[s], when given, with the model's stageSpeed) with each
 // stage's memory at most its limit (inFlight[s] microbatches stored on stage
-// s). Empty when infeasible.
+// s). Empty when infeasible. stageOptions[s]: the recomputation stage s may
+// run, least time first (empty: none everywhere); `chosen` gets, per stage,
+// the first of its options that fits the memory.
 std::vector<int> minMaxPartition(const CostModel& model, int stages, const std::vector<int>& inFlight,
                                  std::optional<int64_t> memoryLimitPerStage, int microbatches, TimeNs* bottleneck = nullptr,
-                                 const std::vector<int>& rankOfStage = {});
+                                 const std::vector<int>& rankOfStage = {},
+                                 const std::vector<std::vector<Recompute>>& stageOptions = {},
+                                 std::vector<Recompute>* chosen = nullptr);
 
 // The what-if "rank R runs at its peers' speed": prices a data-parallel
 // straggler in iteration time. The replay models one replica per stage, so
@@ -148,6 +168,10 @@ struct SearchSpace {
     std::vector<int> vs;                 // default: 1, 2, 3, 4 (what each schedule accepts)
     std::vector<int> microbatches;       // default: around the scenario's count
     int pp = 0;                          // default: the scenario's
+    // Recomputation tried everywhere (uniform); empty: the scenario's own.
+    std::vector<Recompute> recompute;
+    // Also let auto-balance choose per stage among none, selective and full.
+    bool recomputePerStage = false;
 };
 
 struct SearchRow {
@@ -158,10 +182,17 @@ struct SearchRow {
     int64_t peakBytes = 0;
     bool outOfMemory = false;
     std::optional<double> speedup;
+    bool recomputeChosen = false; // per stage by auto-balance (scenario.recompute holds the choice)
+    bool pareto = false;          // on the time-memory front (paretoFront)
 };
 
-// Every valid combination auto-balanced and replayed, fastest first; those
-// that run out of memory come last.
+// Indices of the rows no other row beats in both iteration time and peak
+// memory (at most as slow and as large, and better in one), in row order.
+std::vector<size_t> paretoFront(const std::vector<SearchRow>& rows);
+
+// Every valid combination (x the space's recomputation) auto-balanced and
+// replayed, fastest first; those that run out of memory come last. Rows on
+// the time-memory front have pareto set.
 std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenario& base, const SearchSpace& space,
                                             const BalanceOptions& options = {});
 

@@ -30,6 +30,15 @@ json layerJson(const LayerCostModel& l)
 
 json optionalNumber(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
 
+// Per virtual stage: "none", "selective" or "full".
+json recomputeJson(const std::vector<Recompute>& perStage)
+{
+    json out = json::array();
+    for (Recompute r : perStage)
+        out.push_back(std::string(toString(r)));
+    return out;
+}
+
 json configJson(const Prediction& p)
 {
     std::vector<int> layersPerStage;
@@ -44,7 +53,8 @@ json configJson(const Prediction& p)
                 {"dp", p.dataParallel},
                 {"boundaries", p.partition.boundaries()},
                 {"layers_per_stage", layersPerStage},
-                {"rank_of_stage", stageRank}};
+                {"rank_of_stage", stageRank},
+                {"recompute", recomputeJson(recomputePerStage(p.recompute, p.schedule.stages))}};
 }
 
 } // namespace
@@ -75,12 +85,26 @@ json costModelToJson(const CostModel& m)
                   {"optimizer_bytes_per_param", m.memory.optimizerBytesPerParam},
                   {"zero_stage", m.memory.zeroStage},
                   {"reserved_bytes", m.memory.reservedBytes},
+                  {"selective_activation_share", m.memory.selectiveActivationShare},
+                  {"selective_forward_share", m.memory.selectiveForwardShare},
                   {"gpu_memory_bytes", optionalNumber(m.memory.gpuMemoryBytes)}}}};
     doc["stage_speed"] = m.stageSpeed.empty() ? json(nullptr) : json(m.stageSpeed);
     json frozen = json::array();
     for (const LayerRange& r : m.frozenLayers)
         frozen.push_back(json::array({r.first, r.last}));
     doc["frozen_layers"] = std::move(frozen);
+    if (m.microbatchSizes) {
+        const MicrobatchSizes& ms = *m.microbatchSizes;
+        doc["microbatch_sizes"] = json{{"source", ms.source},
+                                       {"count", ms.count()},
+                                       {"spread_cv", ms.spread()},
+                                       {"size", ms.size()},
+                                       {"forward", ms.forward},
+                                       {"backward", ms.backward},
+                                       {"tokens", ms.tokens.empty() ? json(nullptr) : json(ms.tokens)}};
+    } else {
+        doc["microbatch_sizes"] = nullptr;
+    }
     return doc;
 }
 
@@ -161,6 +185,8 @@ json predictionToJson(const Prediction& p, const JsonOptions& options)
              {"peak_bytes", p.peakBytes()},
              {"gpu_memory_bytes", optionalNumber(p.gpuMemoryBytes)},
              {"out_of_memory", p.outOfMemory()},
+             {"microbatch_order", std::string(toString(p.microbatchOrder))},
+             {"uneven_microbatches", p.unevenMicrobatches},
              {"ranks", std::move(ranks)}};
     if (options.timeline) {
         json transfers = json::array();
@@ -194,7 +220,10 @@ json searchToJson(const std::vector<SearchRow>& rows)
                            {"bubble_fraction", r.bubbleFraction},
                            {"peak_bytes", r.peakBytes},
                            {"out_of_memory", r.outOfMemory},
-                           {"speedup", r.speedup ? json(*r.speedup) : json(nullptr)}});
+                           {"speedup", r.speedup ? json(*r.speedup) : json(nullptr)},
+                           {"recompute", recomputeJson(recomputePerStage(r.scenario.recompute, r.scenario.pp * r.scenario.v))},
+                           {"recompute_chosen", r.recomputeChosen},
+                           {"pareto", r.pareto}});
     return out;
 }
 

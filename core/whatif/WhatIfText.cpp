@@ -2,6 +2,7 @@
 
 #include "util/Format.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace pipescope::whatif {
@@ -35,6 +36,12 @@ std::string describeConfig(const Prediction& p)
     if (p.dataParallel > 1)
         o << ", dp " << p.dataParallel;
     o << ", boundaries " << joinInts(p.partition.boundaries());
+    if (p.unevenMicrobatches)
+        o << ", uneven microbatches " << toString(p.microbatchOrder);
+    else if (p.microbatchOrder == MicrobatchOrder::Equal)
+        o << ", equal microbatches";
+    if (anyRecompute(p.recompute))
+        o << ", recompute " << recomputeText(p.recompute);
     return o.str();
 }
 
@@ -139,18 +146,31 @@ std::string noLayersNotice(const CostModel& model)
 
 std::string searchText(const std::vector<SearchRow>& rows, size_t maxRows)
 {
-    TextTable t({">#", "schedule", ">v", ">microbatches", ">iteration", ">speed-up", ">bubble", ">peak memory", "OOM",
-                 "boundaries"});
+    // The recomputation column only when some row recomputes.
+    const bool recompute = std::any_of(rows.begin(), rows.end(), [](const SearchRow& r) {
+        return r.recomputeChosen || anyRecompute(r.scenario.recompute);
+    });
+    std::vector<std::string> head{">#", "schedule", ">v", ">microbatches", ">iteration", ">speed-up", ">bubble",
+                                  ">peak memory", "OOM", "front", "boundaries"};
+    if (recompute)
+        head.insert(head.begin() + 4, "recompute");
+    TextTable t(head);
     for (size_t i = 0; i < rows.size() && i < maxRows; ++i) {
         const SearchRow& r = rows[i];
-        t.add({std::to_string(i + 1), std::string(toString(r.scenario.schedule)), std::to_string(r.scenario.v),
-               std::to_string(r.scenario.microbatches), formatDuration(r.iterationNs),
-               r.speedup ? ratio(*r.speedup) : "-", formatPercent(r.bubbleFraction),
-               r.peakBytes > 0 ? formatBytes(r.peakBytes) : "-", r.outOfMemory ? "yes" : "", joinInts(r.boundaries)});
+        std::vector<std::string> cells{std::to_string(i + 1), std::string(toString(r.scenario.schedule)),
+                                       std::to_string(r.scenario.v), std::to_string(r.scenario.microbatches),
+                                       formatDuration(r.iterationNs), r.speedup ? ratio(*r.speedup) : "-",
+                                       formatPercent(r.bubbleFraction), r.peakBytes > 0 ? formatBytes(r.peakBytes) : "-",
+                                       r.outOfMemory ? "yes" : "", r.pareto ? "*" : "", joinInts(r.boundaries)};
+        if (recompute)
+            cells.insert(cells.begin() + 4, (r.recomputeChosen ? "per stage: " : "") + recomputeText(r.scenario.recompute));
+        t.add(cells);
     }
     std::string out = t.render();
     if (rows.size() > maxRows)
         out += "  ... " + std::to_string(rows.size() - maxRows) + " more (see --json)\n";
+    if (std::any_of(rows.begin(), rows.end(), [](const SearchRow& r) { return r.pareto; }))
+        out += "  front: * marks the configurations no other beats in both iteration time and peak memory\n";
     return out;
 }
 

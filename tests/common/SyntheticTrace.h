@@ -182,6 +182,8 @@ struct PipelineSpec {
     bool peers = true;         // NCCL records at all (else bare kernels only)
     // Multiplier of step times per (replica, stage): stragglers and slow stages.
     std::map<std::pair<int, int>, double> slowdown;
+    // Multiplier of step times per microbatch (uneven microbatches); empty: all 1.
+    std::vector<double> microbatchScale;
     // Host stalls: (rank, step index on that rank, iteration) -> the launch of that step
     // reaches the GPU this long after the step could have started.
     std::map<std::tuple<int, int, int>, TimeNs> hostStall;
@@ -277,6 +279,8 @@ inline BuiltPipeline pipelineTrace(const PipelineSpec& spec, TraceBuilder* into 
                     double scale = 1.0;
                     if (auto it = spec.slowdown.find({rep, s}); it != spec.slowdown.end())
                         scale = it->second;
+                    if (static_cast<size_t>(op.mb) < spec.microbatchScale.size())
+                        scale *= spec.microbatchScale[static_cast<size_t>(op.mb)];
                     TimeNs stall = 0;
                     if (auto it = spec.hostStall.find({rank, static_cast<int>(k), iter}); it != spec.hostStall.end())
                         stall = it->second;

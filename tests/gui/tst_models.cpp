@@ -16,6 +16,8 @@
 #include "HtaPanel.h"
 #include "ImbalanceModel.h"
 #include "ImbalancePanel.h"
+#include "MicrobatchModel.h"
+#include "MicrobatchPanel.h"
 #include "StragglerModel.h"
 #include "SummaryModel.h"
 #include "SummaryPanel.h"
@@ -118,6 +120,7 @@ std::vector<std::function<std::unique_ptr<AnalysisTableModel>()>> allModels()
         [] { return std::make_unique<FillableModel>(); },
         [] { return std::make_unique<ImbalanceModel>(); },
         [] { return std::make_unique<StragglerModel>(); },
+        [] { return std::make_unique<MicrobatchModel>(); },
         [] { return std::make_unique<CriticalPathModel>(CriticalPathModel::Breakdown::ByStage); },
         [] { return std::make_unique<CriticalPathModel>(CriticalPathModel::Breakdown::ByKind); },
         [] { return std::make_unique<CriticalPathModel>(CriticalPathModel::Breakdown::ByLimiter); },
@@ -151,6 +154,7 @@ private slots:
     void biggestBubble();
     void imbalanceSynthetic();
     void stragglerRows();
+    void microbatchesUneven();
     void imbalanceRealCapture();
     void criticalPathRealCapture();
     void htaSynthetic();
@@ -423,15 +427,53 @@ void TestModels::tsvOfTinyModel()
              QString("origin\tseverity\tkind\tcount\tsource\tmessage\nanalysis\twarning\tmissing_ranks\t1\t\tranks 2, 3 of 4 are missing\n"));
 }
 
+// p = 2, m = 4, microbatches 1.5x, 0.5x, 1x and 1x: one row per stage with
+// each one's spread, and the panel's bars and line.
+void TestModels::microbatchesUneven()
+{
+    test::PipelineSpec spec;
+    spec.stages = 2;
+    spec.microbatches = 4;
+    spec.annotate = true;
+    spec.microbatchScale = {1.5, 0.5, 1.0, 1.0};
+    auto t = std::make_shared<const Trace>(test::pipelineTrace(spec).trace);
+    auto r = std::make_shared<const AnalysisResult>(analyze(*t));
+    MicrobatchModel model;
+    model.setResult(r, t);
+    QCOMPARE(model.rowCount(), 2);
+    QCOMPARE(header(model), (QStringList{"stage", "F min", "F p50", "F p95", "F max", "longest F", "B min", "B p50",
+                                          "B p95", "B max", "longest B"}));
+    QCOMPARE(rowText(model, 0), (QStringList{"0", "500.000 us", "1.000 ms", "1.425 ms", "1.500 ms", "0", "1.000 ms",
+                                             "2.000 ms", "2.850 ms", "3.000 ms", "0"}));
+    MicrobatchPanel panel;
+    panel.resize(800, 500);
+    panel.setResult(r, t);
+    QCOMPARE(panel.summary(), QStringLiteral("4 microbatches, 0.50x to 1.50x of the mean (coefficient of variation "
+                                             "0.35): uneven. Longest: microbatch 0, shortest: 1. A stage waits on its "
+                                             "neighbour's long microbatches; the What-if tab prices the spread and the "
+                                             "orders to run them in."));
+    QCOMPARE(panel.sizePlot()->plottableCount(), 3); // two bar sets and the mean
+    auto* far = qobject_cast<QCPBars*>(panel.sizePlot()->plottable(1));
+    QVERIFY(far);
+    QCOMPARE(far->data()->size(), 4);
+    QCOMPARE(far->data()->at(0)->value, 1.5); // far from the mean
+    QCOMPARE(far->data()->at(2)->value, 0.0); // at the mean: in the other set
+    // Even microbatches: said so, no legend.
+    panel.setResult(syntheticJob().result, syntheticJob().trace);
+    QVERIFY(panel.summary().endsWith(QStringLiteral("(coefficient of variation 0.00): even.")));
+}
+
 void TestModels::panelsTakeResults()
 {
     SummaryPanel summary;
     BubblePanel bubbles;
     ImbalancePanel imbalance;
+    MicrobatchPanel microbatches;
     CriticalPathPanel path;
     HtaPanel hta;
     DiagnosticsPanel diagnostics;
-    for (AnalysisPanel* p : std::initializer_list<AnalysisPanel*>{&summary, &bubbles, &imbalance, &path, &hta, &diagnostics}) {
+    for (AnalysisPanel* p :
+         std::initializer_list<AnalysisPanel*>{&summary, &bubbles, &imbalance, &microbatches, &path, &hta, &diagnostics}) {
         p->resize(900, 700);
         p->setResult(realJob().result, realJob().trace);
         p->setResult({}, {});

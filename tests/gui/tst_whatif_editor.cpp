@@ -5,6 +5,7 @@
 // the newest of a burst of drag requests; the strip asks for layers when the
 // trace names none; the editor renders.
 #include "LayerStrip.h"
+#include "ParetoChart.h"
 #include "PipelineView.h"
 #include "WhatIfEditor.h"
 #include "WhatIfWorker.h"
@@ -15,8 +16,10 @@
 #include "store/Store.h"
 #include "timeline/Palette.h"
 #include "util/Format.h"
+#include "whatif/Microbatches.h"
 #include "whatif/ModelDescription.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QTemporaryDir>
@@ -26,8 +29,11 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTabWidget>
+#include <QTableWidget>
 #include <QUndoStack>
 #include <QtTest>
+#include <qcustomplot.h>
 
 using namespace pipescope;
 using namespace pipescope::gui;
@@ -128,6 +134,8 @@ private slots:
     void stripAsksForLayers();
     void rendersNotBlank();
     void balanceCancels();
+    void paretoPointApplies();
+    void microbatchOrderApplies();
 };
 
 void TestWhatIfEditor::dragMatchesCliAndUndoRestores()
@@ -402,6 +410,106 @@ void TestWhatIfEditor::rendersNotBlank()
         for (int x = 0; x < whole.width() && !varied; x += 7)
             varied = whole.pixel(x, y) != corner;
     QVERIFY(varied);
+}
+
+// Search with recomputation fills the memory-time front; clicking one of
+// its points applies that row: schedule, v, microbatches, boundaries and
+// each stage's recomputation, shown in the Recompute control.
+void TestWhatIfEditor::paretoPointApplies()
+{
+    whatif::CostModel model = exampleModel(16);
+    for (whatif::LayerCostModel& l : model.layers)
+        l.activationBytes = int64_t(1) << 30; // 1 GiB per layer and microbatch
+    model.p2pBytes = int64_t(64) << 20;
+    WhatIfEditor editor;
+    editor.resize(1200, 800);
+    editor.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&editor));
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, model);
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+    QCOMPARE(editor.recomputeBox()->currentText(), QString("none"));
+
+    editor.searchRecomputeBox()->setChecked(true);
+    editor.search();
+    QTRY_VERIFY_WITH_TIMEOUT(editor.paretoChart()->rowCount() > 0, 120000);
+    QVERIFY(editor.firstError().isEmpty());
+    QCOMPARE(editor.paretoChart()->rowCount(), editor.searchTable()->rowCount());
+    // Recomputation stores less: some row on the front recomputes.
+    int pick = -1;
+    for (int row : editor.paretoChart()->frontRows())
+        if (editor.searchTable()->item(row, 8)->text() != "none")
+            pick = row;
+    QVERIFY(pick >= 0);
+
+    auto* tabs = qobject_cast<QTabWidget*>(editor.paretoChart()->parentWidget()->parentWidget());
+    QVERIFY(tabs);
+    tabs->setCurrentWidget(editor.paretoChart());
+    QCoreApplication::processEvents();
+    editor.paretoChart()->plot()->replot(QCustomPlot::rpImmediateRefresh);
+    const QPoint at = editor.paretoChart()->pointOf(pick);
+    QVERIFY(editor.paretoChart()->rowAt(at) >= 0);
+    const int clicked = editor.paretoChart()->rowAt(at);
+    QSignalSpy rowClicked(editor.paretoChart(), &ParetoChart::rowClicked);
+    QTest::mouseClick(editor.paretoChart()->plot(), Qt::LeftButton, {}, at);
+    QCOMPARE(rowClicked.size(), 1);
+    QCOMPARE(rowClicked[0][0].toInt(), clicked);
+    const QString recompute = editor.searchTable()->item(clicked, 8)->text();
+    QVERIFY(waitFor(changed, [&] { return editor.undoStack()->count() == 1; }));
+    const auto p = editor.currentPrediction();
+    QVERIFY(p.has_value());
+    QCOMPARE(QString::fromStdString(std::string(toString(p->schedule.kind))), editor.searchTable()->item(clicked, 1)->text());
+    QCOMPARE(QString::fromStdString(whatif::recomputeText(p->recompute)), recompute.startsWith("per stage: ") ? recompute.mid(11) : recompute);
+    QVERIFY(editor.recomputeBox()->currentText().endsWith(QString::fromStdString(whatif::recomputeText(p->recompute))));
+    QVERIFY(whatif::anyRecompute(p->recompute));
+}
+
+// Uneven microbatches: the order box is enabled once the model has sizes, the
+// line gives the study's spread cost, and an order replays as predict() does.
+void TestWhatIfEditor::microbatchOrderApplies()
+{
+    whatif::CostModel model = exampleModel(16);
+    WhatIfEditor plain;
+    QSignalSpy plainChanged(&plain, &WhatIfEditor::predictionChanged);
+    plain.setJob(exampleJob().trace, exampleJob().analysis, model);
+    QVERIFY(waitFor(plainChanged, [&] { return plain.currentPrediction().has_value(); }));
+    QVERIFY(!plain.microbatchOrderBox()->isEnabled());
+    QCOMPARE(plain.microbatchText(), QString());
+
+    const int m = model.measuredMicrobatches;
+    std::vector<double> sizes;
+    for (int i = 0; i < m; ++i)
+        sizes.push_back(i % 4 == 0 ? 2.0 : 0.5);
+    model.microbatchSizes = whatif::uniformRows(sizes, "tokens");
+    const whatif::Scenario base = whatif::measuredScenario(model);
+    const whatif::MicrobatchStudy st = whatif::studyMicrobatches(model, base);
+    QVERIFY(st.applies && st.spreadCostNs > 0);
+
+    WhatIfEditor editor;
+    editor.show();
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, model);
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+    QVERIFY(editor.microbatchOrderBox()->isEnabled());
+    QCOMPARE(editor.currentPrediction()->iterationNs(), st.givenNs);
+    const QString text = editor.microbatchText();
+    QVERIFY2(text.contains(QStringLiteral("the spread costs %1 per iteration").arg(QString::fromStdString(formatDuration(st.spreadCostNs)))),
+             qPrintable(text));
+
+    QComboBox* box = editor.microbatchOrderBox();
+    const int longest = box->findData(QString("longest-first"));
+    QVERIFY(longest >= 0);
+    box->setCurrentIndex(longest);
+    emit box->activated(longest);
+    whatif::Scenario want = base;
+    want.microbatchOrder = whatif::MicrobatchOrder::LongestFirst;
+    const TimeNs expected = whatif::predict(model, want).iterationNs();
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction()->microbatchOrder == whatif::MicrobatchOrder::LongestFirst; }));
+    QCOMPARE(editor.currentPrediction()->iterationNs(), expected);
+    QCOMPARE(editor.undoStack()->count(), 1);
+    editor.undoStack()->undo();
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction()->microbatchOrder == whatif::MicrobatchOrder::Given; }));
+    QCOMPARE(box->currentData().toString(), QString("given"));
 }
 
 QTEST_MAIN(TestWhatIfEditor)

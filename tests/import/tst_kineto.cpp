@@ -186,6 +186,7 @@ private slots:
     void jsonParserRejects_data();
     void jsonParserRejects();
     void moduleCallsAndSequenceNumbers();
+    void nestingOfEqualRanges();
 };
 
 void TestKineto::externalFacts_data()
@@ -787,6 +788,41 @@ void TestKineto::jsonParserRejects()
         QCOMPARE(int(error.offset), offset);
         QVERIFY(!error.what.empty());
     }
+}
+
+// Ranges of one thread with the same start nest longest first; ranges with the
+// same start and end nest in file order (the earlier one outside), whatever the
+// order of the events in the file. A partial overlap is a sibling.
+void TestKineto::nestingOfEqualRanges()
+{
+    QTemporaryDir dir;
+    std::string in = test::path(dir, "equal.json");
+    writeFile(in, R"({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "inner", "pid": 1, "tid": 2, "ts": 10, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "first", "pid": 1, "tid": 2, "ts": 10, "dur": 50},
+        {"ph": "X", "cat": "cpu_op", "name": "second", "pid": 1, "tid": 2, "ts": 10, "dur": 50},
+        {"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 2, "ts": 5, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "overlap", "pid": 1, "tid": 2, "ts": 40, "dur": 60},
+        {"ph": "X", "cat": "cpu_op", "name": "other_thread", "pid": 1, "tid": 3, "ts": 10, "dur": 5},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20, "dur": 5, "args": {"device": 0, "stream": 7}}
+    ]})");
+    Imported imp = importOne(in, dir);
+    Store store(imp.store);
+    auto range = [&](const char* name, const char* column) {
+        return queryInt(store, std::string("SELECT COALESCE(c.") + column + ", -1) FROM cpu_ranges c JOIN strings s ON s.id = c.name_id"
+                                   " WHERE s.value = '" + name + "'");
+    };
+    QCOMPARE(range("outer", "depth"), int64_t(0));
+    QCOMPARE(range("outer", "parent_id"), int64_t(-1));
+    QCOMPARE(range("first", "parent_id"), range("outer", "id"));
+    QCOMPARE(range("second", "parent_id"), range("first", "id"));
+    QCOMPARE(range("second", "depth"), int64_t(2));
+    QCOMPARE(range("inner", "parent_id"), range("second", "id"));
+    QCOMPARE(range("inner", "depth"), int64_t(3));
+    QCOMPARE(range("overlap", "parent_id"), range("outer", "id"));
+    QCOMPARE(range("overlap", "depth"), int64_t(1));
+    QCOMPARE(range("other_thread", "parent_id"), int64_t(-1));
+    QCOMPARE(range("other_thread", "depth"), int64_t(0));
 }
 
 // with_stack=True: nn.Module calls are kept as annotation ranges nested by

@@ -9,6 +9,7 @@
 #include "PaletteLegend.h"
 #include "HtaPanel.h"
 #include "ImbalancePanel.h"
+#include "MicrobatchPanel.h"
 #include "PipelineView.h"
 #include "SummaryPanel.h"
 #include "TimelineView.h"
@@ -274,11 +275,14 @@ void MainWindow::buildDocks()
     bubbles_ = new BubblePanel(this);
     QDockWidget* bubbles = dock(bubbles_, QStringLiteral("Bubbles"), "bubbles", Qt::BottomDockWidgetArea);
     QDockWidget* imbalance = dock(new ImbalancePanel(this), QStringLiteral("Imbalance"), "imbalance", Qt::BottomDockWidgetArea);
+    QDockWidget* microbatches =
+        dock(new MicrobatchPanel(this), QStringLiteral("Microbatches"), "microbatches", Qt::BottomDockWidgetArea);
     QDockWidget* path = dock(new CriticalPathPanel(this), QStringLiteral("Critical path"), "critical-path", Qt::BottomDockWidgetArea);
     QDockWidget* hta = dock(new HtaPanel(this), QStringLiteral("HTA views"), "hta", Qt::BottomDockWidgetArea);
     QDockWidget* diag = dock(new DiagnosticsPanel(this), QStringLiteral("Diagnostics"), "diagnostics", Qt::BottomDockWidgetArea);
     tabifyDockWidget(bubbles, imbalance);
-    tabifyDockWidget(imbalance, path);
+    tabifyDockWidget(imbalance, microbatches);
+    tabifyDockWidget(microbatches, path);
     tabifyDockWidget(path, hta);
     tabifyDockWidget(hta, diag);
     bubbles->raise();

@@ -1,10 +1,12 @@
 #include "WhatIfEditor.h"
 #include "whatif/ExtraWork.h"
+#include "whatif/Microbatches.h"
 #include "QtPalette.h"
 
 #include "PaletteLegend.h"
 
 #include "LayerStrip.h"
+#include "ParetoChart.h"
 #include "timeline/Palette.h"
 #include "util/Format.h"
 #include "whatif/PartitionExport.h"
@@ -238,6 +240,19 @@ void WhatIfEditor::buildUi()
     addControl(3, tr("pp"), pp_, "pp");
     addControl(4, tr("GPU memory"), gpu_, "gpu");
     addControl(5, tr("Extra work / iteration"), extraWork_, "extra");
+    recompute_ = new QComboBox(this);
+    for (whatif::Recompute r : {whatif::Recompute::None, whatif::Recompute::Selective, whatif::Recompute::Full})
+        recompute_->addItem(qs(std::string(toString(r))), qs(std::string(toString(r))));
+    recompute_->setToolTip(tr("Activation recomputation on every stage: the forward again inside each backward, for "
+                              "less stored activation memory (pipescope whatif --recompute)"));
+    addControl(6, tr("Recompute"), recompute_, "recompute");
+    microbatchOrder_ = new QComboBox(this);
+    for (whatif::MicrobatchOrder o : whatif::allMicrobatchOrders())
+        microbatchOrder_->addItem(qs(std::string(toString(o))), qs(std::string(toString(o))));
+    microbatchOrder_->setToolTip(tr("Uneven microbatches: run them as given (measured), all equal (the same total work "
+                                    "spread evenly), or reordered (pipescope whatif --microbatch-order). Needs microbatches "
+                                    "that differ: the trace's, or a tokens file"));
+    addControl(7, tr("Microbatch order"), microbatchOrder_, "microbatch-order");
     balance_ = new QPushButton(tr("Auto-balance"), this);
     search_ = new QPushButton(tr("Search"), this);
     cancel_ = new QPushButton(tr("Cancel"), this);
@@ -259,11 +274,18 @@ void WhatIfEditor::buildUi()
     exportMenu->addAction(tr("Copy Megatron-LM arguments and module lists"), this,
                           [this] { QApplication::clipboard()->setText(exportText()); });
     exportBtn->setMenu(exportMenu);
-    int col = 6;
-    for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, cancel_, undoBtn, redoBtn, exportBtn})
-        controls->addWidget(w, 1, col++);
-    controls->setColumnStretch(col, 1);
+    searchRecompute_ = new QCheckBox(tr("with recomputation"), this);
+    searchRecompute_->setToolTip(tr("Search also tries selective and full recomputation everywhere and auto-balance's "
+                                    "choice per stage within the GPU memory"));
+    // The actions on a row of their own: with the scenario's eight controls
+    // one row would make the window wider than a laptop screen.
+    auto* actions = new QHBoxLayout;
+    for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, searchRecompute_, cancel_, undoBtn, redoBtn, exportBtn})
+        actions->addWidget(w);
+    actions->addStretch(1);
+    controls->setColumnStretch(8, 1);
     root->addLayout(controls);
+    root->addLayout(actions);
     root->addWidget(errorLabel("general"));
 
     // Headline figures.
@@ -300,6 +322,12 @@ void WhatIfEditor::buildUi()
     extraResult_->hide();
     root->addWidget(extraResult_);
     connect(extraWork_, &QDoubleSpinBox::valueChanged, this, [this] { refreshExtraWork(); });
+    microbatchResult_ = new QLabel(this);
+    microbatchResult_->setObjectName("microbatch-result");
+    microbatchResult_->setWordWrap(true);
+    microbatchResult_->setTextFormat(Qt::PlainText);
+    microbatchResult_->hide();
+    root->addWidget(microbatchResult_);
 
     // Diagram and charts side by side with the tables.
     auto* split = new QSplitter(Qt::Vertical, this);
@@ -337,12 +365,14 @@ void WhatIfEditor::buildUi()
     searchTable_ = new QTableWidget(tabs);
     searchTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     searchTable_->setSelectionBehavior(QAbstractItemView::SelectRows);
-    searchTable_->setColumnCount(9);
+    searchTable_->setColumnCount(10);
     searchTable_->setHorizontalHeaderLabels(
         {tr("#"), tr("schedule"), tr("v"), tr("microbatches"), tr("iteration"), tr("speed-up"), tr("bubble"),
-         tr("peak memory"), tr("boundaries")});
+         tr("peak memory"), tr("recompute"), tr("boundaries")});
     searchTable_->horizontalHeader()->setStretchLastSection(true);
     tabs->addTab(searchTable_, tr("Search"));
+    pareto_ = new ParetoChart(tabs);
+    tabs->addTab(pareto_, tr("Memory-time front"));
 
     auto* scenarioTab = new QWidget(tabs);
     auto* sl = new QHBoxLayout(scenarioTab);
@@ -439,6 +469,25 @@ void WhatIfEditor::buildUi()
             worker_->cancelBalance();
     });
     connect(searchTable_, &QTableWidget::cellClicked, this, [this](int row, int) { applySearchRow(row); });
+    connect(pareto_, &ParetoChart::rowClicked, this, &WhatIfEditor::applySearchRow);
+    connect(microbatchOrder_, &QComboBox::activated, this, [this](int index) {
+        const QString name = microbatchOrder_->itemData(index).toString();
+        const auto o = whatif::microbatchOrderFromString(name.toStdString());
+        if (!o)
+            return;
+        whatif::ScenarioChanges c;
+        c.microbatchOrder = *o;
+        applyChange(c, "microbatch-order", tr("Microbatch order %1").arg(name));
+    });
+    connect(recompute_, &QComboBox::activated, this, [this](int index) {
+        const QString name = recompute_->itemData(index).toString();
+        const auto r = whatif::recomputeFromString(name.toStdString());
+        if (!r)
+            return; // "per stage" only shows a mixed setting
+        whatif::ScenarioChanges c;
+        c.recompute = std::vector<whatif::Recompute>{*r};
+        applyChange(c, "recompute", tr("Recompute %1").arg(name));
+    });
     connect(save, &QPushButton::clicked, this, [this] {
         bool ok = false;
         const QString name = QInputDialog::getText(this, tr("Save scenario"), tr("Name:"), QLineEdit::Normal,
@@ -668,7 +717,26 @@ void WhatIfEditor::syncControls()
 {
     if (!scenario_)
         return;
-    const QSignalBlocker b1(schedule_), b2(v_), b3(m_), b4(pp_), b5(gpu_);
+    const QSignalBlocker b1(schedule_), b2(v_), b3(m_), b4(pp_), b5(gpu_), b6(recompute_), b7(microbatchOrder_);
+    microbatchOrder_->setCurrentIndex(
+        std::max(0, microbatchOrder_->findData(qs(std::string(toString(scenario_->microbatchOrder))))));
+    microbatchOrder_->setEnabled(model_.microbatchSizes.has_value());
+    {
+        const std::vector<whatif::Recompute> rc =
+            current_ ? current_->recompute : whatif::recomputePerStage(scenario_->recompute, 1);
+        const QString text = qs(whatif::recomputeText(rc));
+        int at = recompute_->findData(text);
+        if (at < 0) {
+            // Stages differ (auto-balance's choice, a search row): shown, not offered.
+            at = recompute_->findData(QString("per-stage"));
+            if (at < 0) {
+                recompute_->addItem(tr("per stage"), QString("per-stage"));
+                at = recompute_->count() - 1;
+            }
+            recompute_->setItemText(at, tr("per stage: %1").arg(text));
+        }
+        recompute_->setCurrentIndex(at);
+    }
     const QString name = qs(std::string(toString(scenario_->schedule)));
     int index = schedule_->findData(name);
     if (index < 0) {
@@ -798,6 +866,50 @@ void WhatIfEditor::refreshFigures()
 
     export_->setPlainText(exportText());
     refreshExtraWork();
+    refreshMicrobatches();
+}
+
+QString WhatIfEditor::microbatchText() const
+{
+    return microbatchResult_->isVisibleTo(const_cast<WhatIfEditor*>(this)) ? microbatchResult_->text() : QString();
+}
+
+void WhatIfEditor::refreshMicrobatches()
+{
+    if (!current_ || !scenario_ || !model_.unevenFor(scenario_->microbatches, whatif::MicrobatchOrder::Given)) {
+        microbatchResult_->hide();
+        return;
+    }
+    // Six replays of the shown schedule: milliseconds even for thousands of steps.
+    try {
+        const whatif::MicrobatchStudy st = whatif::studyMicrobatches(model_, *scenario_);
+        if (!st.applies) {
+            microbatchResult_->hide();
+            return;
+        }
+        const double g = static_cast<double>(std::max<TimeNs>(1, st.givenNs));
+        QString text = tr("Uneven microbatches (%1x to %2x of the mean, %3): the spread costs %4 per iteration (%5); "
+                          "equal microbatches would take %6.")
+                           .arg(st.minSize, 0, 'f', 2)
+                           .arg(st.maxSize, 0, 'f', 2)
+                           .arg(st.source == "trace" ? tr("as measured") : tr("from the %1").arg(qs(st.source)))
+                           .arg(qs(formatDuration(st.spreadCostNs)), qs(formatPercent(static_cast<double>(st.spreadCostNs) / g)),
+                                qs(formatDuration(st.equalNs)));
+        if (st.bestGainNs > 0)
+            text += tr(" Running them %1 saves %2 (%3).")
+                        .arg(qs(std::string(toString(st.bestOrder))), qs(formatDuration(st.bestGainNs)),
+                             qs(formatPercent(static_cast<double>(st.bestGainNs) / g)));
+        else
+            text += tr(" No reordering beats the given order.");
+        QStringList waits;
+        for (const whatif::MicrobatchRankIdle& r : st.ranks)
+            waits << tr("rank %1 %2").arg(r.rank).arg(qs(formatDuration(r.spreadNs)));
+        text += tr(" Waiting caused by the spread: %1.").arg(waits.join(QStringLiteral(", ")));
+        microbatchResult_->setText(text);
+        microbatchResult_->show();
+    } catch (const std::exception&) {
+        microbatchResult_->hide();
+    }
 }
 
 double WhatIfEditor::extraWorkMs() const { return extraWork_->value(); }
@@ -840,7 +952,12 @@ void WhatIfEditor::autoBalance()
 
 void WhatIfEditor::search()
 {
-    searchRequest_ = worker_->search();
+    whatif::SearchSpace space;
+    if (searchRecompute_->isChecked()) {
+        space.recompute = {whatif::Recompute::None, whatif::Recompute::Selective, whatif::Recompute::Full};
+        space.recomputePerStage = true;
+    }
+    searchRequest_ = worker_->search(space);
     searching_ = true;
     refreshBusy();
     status_->setText(tr("searching..."));
@@ -878,7 +995,10 @@ void WhatIfEditor::onSearch(SearchRowsPtr rows, quint64 id)
                                    qs(formatDuration(r.iterationNs)),
                                    speedupWords(r.speedup),
                                    qs(formatPercent(r.bubbleFraction)),
-                                   qs(formatBytes(r.peakBytes)) + (r.outOfMemory ? tr(" (out of memory)") : QString()),
+                                   qs(formatBytes(r.peakBytes)) + (r.outOfMemory ? tr(" (out of memory)") : QString()) +
+                                       (r.pareto ? tr(" (front)") : QString()),
+                                   (r.recomputeChosen ? tr("per stage: ") : QString()) +
+                                       qs(whatif::recomputeText(r.scenario.recompute)),
                                    boundariesText(r.boundaries)};
         for (int c = 0; c < cells.size(); ++c) {
             auto* item = new QTableWidgetItem(cells[c]);
@@ -888,6 +1008,7 @@ void WhatIfEditor::onSearch(SearchRowsPtr rows, quint64 id)
         }
     }
     searchTable_->resizeColumnsToContents();
+    pareto_->setRows(searchRows_, current_ ? current_->gpuMemoryBytes : model_.memory.gpuMemoryBytes);
 }
 
 void WhatIfEditor::applySearchRow(int row)
@@ -901,6 +1022,7 @@ void WhatIfEditor::applySearchRow(int row)
     c.v = r.scenario.v;
     c.microbatches = r.scenario.microbatches;
     c.boundaries = r.boundaries;
+    c.recompute = r.scenario.recompute;
     applyChange(c, "schedule", tr("Search row %1").arg(row + 1));
 }
 

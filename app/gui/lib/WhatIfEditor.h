@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 
+class QCheckBox;
 class QComboBox;
 class QCustomPlot;
 class QDoubleSpinBox;
@@ -38,6 +39,8 @@ class QTableWidget;
 class QUndoStack;
 
 namespace pipescope::gui {
+
+class ParetoChart;
 
 class WhatIfEditor : public QWidget {
     Q_OBJECT
@@ -88,6 +91,17 @@ public:
     QSpinBox* ppBox() const { return pp_; }
     QDoubleSpinBox* gpuMemoryBox() const { return gpu_; }
     QTableWidget* searchTable() const { return searchTable_; }
+    // Activation recomputation of the scenario (none, selective, full; "per
+    // stage" when the stages differ), whether Search also tries it, and the
+    // search's time-memory front, whose points apply their configuration.
+    QComboBox* recomputeBox() const { return recompute_; }
+    // Uneven microbatches: the order they run in (enabled when the cost model
+    // has microbatch sizes), and the line saying what their spread costs and
+    // which order is fastest (empty while the model has no sizes).
+    QComboBox* microbatchOrderBox() const { return microbatchOrder_; }
+    QString microbatchText() const;
+    QCheckBox* searchRecomputeBox() const { return searchRecompute_; }
+    ParetoChart* paretoChart() const { return pareto_; }
     QPushButton* balanceButton() const { return balance_; }
     // Cancels a running search or auto-balance.
     QPushButton* cancelButton() const { return cancel_; }
@@ -155,6 +169,7 @@ private:
     void clearErrors();
     void refreshFigures();
     void refreshExtraWork();
+    void refreshMicrobatches();
     void refreshScenarioList();
     void refreshBusy(); // Search, Auto-balance and Cancel enabled as the work in flight allows
 
@@ -185,6 +200,11 @@ private:
     QSpinBox* m_;
     QSpinBox* pp_;
     QDoubleSpinBox* gpu_;
+    QComboBox* recompute_ = nullptr;
+    QComboBox* microbatchOrder_ = nullptr;
+    QLabel* microbatchResult_ = nullptr;  // what uneven microbatches cost on the shown scenario
+    QCheckBox* searchRecompute_ = nullptr;
+    ParetoChart* pareto_ = nullptr;
     QPushButton* balance_;
     QPushButton* search_;
     QPushButton* cancel_;

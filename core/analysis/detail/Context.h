@@ -143,6 +143,7 @@ void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step
 void computeHtaViews(Context& ctx, AnalysisResult& out);
 void attributeLayers(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps);
 void measureAllToAll(Context& ctx, AnalysisResult& out); // after traceCriticalPath
+void measureMicrobatchSpread(AnalysisResult& out, const std::vector<Step>& selectedSteps);
 
 // Percentile of a sorted vector (linear interpolation).
 double percentile(const std::vector<double>& sorted, double q);
