@@ -94,4 +94,18 @@ CLI::Validator number(std::optional<double> min, std::optional<double> max, std:
     return CLI::Validator(check, shortBounds(min, max));
 }
 
+CLI::Validator numberOrWord(const std::string& word)
+{
+    auto check = [word](const std::string& text) -> std::string {
+        if (text == word)
+            return {};
+        char* end = nullptr;
+        (void)std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size())
+            return "must be a number or '" + word + "'" + got(text, false);
+        return {};
+    };
+    return CLI::Validator(check, "NUMBER|" + word);
+}
+
 } // namespace pipescope::cli

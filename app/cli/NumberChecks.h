@@ -21,4 +21,7 @@ CLI::Validator wholeNumber(std::optional<int64_t> min = std::nullopt, std::optio
 CLI::Validator number(std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt,
                       std::string unit = {});
 
+// number(), or exactly the word `word` (e.g. --stage-speed trace).
+CLI::Validator numberOrWord(const std::string& word);
+
 } // namespace pipescope::cli

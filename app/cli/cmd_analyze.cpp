@@ -190,6 +190,25 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
         }
     }
 
+    if (!r.memory.empty()) {
+        const bool absolute = std::all_of(r.memory.begin(), r.memory.end(), [](const MeasuredMemory& m) { return m.absolute; });
+        os << "\nMeasured memory (selected iteration; allocator events"
+           << (absolute ? "" : "; +: relative to the rank's memory as the iteration began, the trace has no totals") << ")\n";
+        TextTable t = table({"rank", "stage", "peak", "start", "end", "reserved", "events"});
+        size_t shown = 0;
+        for (const MeasuredMemory& m : r.memory) {
+            if (++shown > 64)
+                break;
+            auto b = [&](int64_t v) { return (m.absolute ? "" : "+") + formatBytes(v); };
+            t.add({std::to_string(m.rank), m.stage >= 0 ? std::to_string(m.stage) : std::string("-"), b(m.peakBytes),
+                   b(m.startBytes), b(m.endBytes), m.peakReservedBytes ? formatBytes(*m.peakReservedBytes) : std::string("-"),
+                   std::to_string(m.events)});
+        }
+        os << t.render();
+        if (r.memory.size() > 64)
+            os << "  ... " << r.memory.size() - 64 << " more ranks (--json lists all)\n";
+    }
+
     const auto& im = r.imbalance;
     if (p.found && !im.stages.empty()) {
         os << "\nImbalance per stage (compute per microbatch)\n";
@@ -310,8 +329,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             // v3: schema pipescope.analysis/2 (leave-one-out stragglers, rank_speed);
                                             // v2 added "verdict". Results cached before either are not reused.
                                             // v4: "fillable_bubbles" added (same schema); v5: "all_to_all";
-                                            // v6: "microbatches".
-                                            cacheKey = std::string("analysis/v6/") + jsonText(k);
+                                            // v6: "microbatches"; v7: "memory" (measured memory).
+                                            cacheKey = std::string("analysis/v7/") + jsonText(k);
                                             if (auto hit = store.cached(cacheKey))
                                                 text = *hit;
                                         }

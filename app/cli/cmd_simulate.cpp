@@ -28,6 +28,7 @@ struct SimulateArgs : ScenarioArgs {
     uint64_t seed = 1;
     bool noStepAnnotations = false;
     std::string microbatchSizes; // --microbatch-sizes
+    std::vector<double> stageSpeed; // --stage-speed
 };
 
 int runSimulate(const SimulateArgs& a)
@@ -40,6 +41,8 @@ int runSimulate(const SimulateArgs& a)
     }
     if (auto bytes = a.gpuMemoryBytes())
         model.memory.gpuMemoryBytes = bytes;
+    if (!a.stageSpeed.empty())
+        model.setStageSpeeds(a.stageSpeed);
 
     Scenario base;
     base.label = "simulated";
@@ -136,6 +139,11 @@ RegisterCommand reg{{"simulate", "Plan a pipeline run from a model description: 
                          app.add_option("--iterations", a->iterations, "Iterations in the emitted traces")
                              ->check(wholeNumber(1, 1000));
                          app.add_option("--seed", a->seed, "Seed of the emitted traces' jitter (and of --microbatch-sizes)");
+                         app.add_option("--stage-speed", a->stageSpeed,
+                                        "Relative throughput of each pipeline rank's GPU, e.g. 1,1,0.8,1: a job on "
+                                        "uneven GPUs")
+                             ->delimiter(',')
+                             ->check(number());
                          app.add_option("--microbatch-sizes", a->microbatchSizes,
                                         "Uneven microbatches: lognormal:SIGMA, uniform:LO,HI or one relative size per "
                                         "microbatch (1,0.5,2,...)");

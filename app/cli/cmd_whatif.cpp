@@ -34,7 +34,7 @@ struct WhatIfArgs : ScenarioArgs {
     int iteration = -1, measuredPp = 0;
     double extraWorkMs = -1, extraWorkPieceMs = 0.1; // --extra-work: < 0 when not asked
     CalibrationArgs calibration;
-    std::vector<double> stageSpeed;                  // --stage-speed
+    std::vector<std::string> stageSpeed;             // --stage-speed: numbers, or "trace"
     std::vector<std::string> gpuTypes, gpuThroughput; // --gpu-types, --gpu-throughput NAME=SPEED
     int fixStraggler = -1;                           // --fix-straggler: < 0 when not asked
     std::vector<std::string> freeze;                 // --freeze: layer ranges FIRST..LAST
@@ -55,6 +55,9 @@ void checkSpeed(double x, const std::string& flag, const std::string& what)
                                    "(1 = as fast as the reference, 0.5 = twice as slow)");
 }
 
+// --stage-speed trace: each rank's speed from the layers the trace timed on it.
+bool speedsFromTrace(const WhatIfArgs& a) { return a.stageSpeed.size() == 1 && a.stageSpeed.front() == "trace"; }
+
 // Per-rank speeds from --stage-speed, or from --gpu-types with --gpu-throughput;
 // empty when neither is given. Throws ValueError naming the flag.
 std::vector<double> stageSpeeds(const WhatIfArgs& a)
@@ -62,14 +65,31 @@ std::vector<double> stageSpeeds(const WhatIfArgs& a)
     if (!a.stageSpeed.empty() && (!a.gpuTypes.empty() || !a.gpuThroughput.empty()))
         throw ValueError("stage-speed", "give the speeds either with --stage-speed or with --gpu-types and "
                                         "--gpu-throughput, not both");
-    for (size_t r = 0; r < a.stageSpeed.size(); ++r)
-        checkSpeed(a.stageSpeed[r], "stage-speed", "the speed of stage " + std::to_string(r));
+    if (speedsFromTrace(a))
+        return {}; // read from the cost model once it is calibrated
+    std::vector<double> given;
+    for (size_t r = 0; r < a.stageSpeed.size(); ++r) {
+        const std::string& text = a.stageSpeed[r];
+        double x = 0;
+        size_t used = 0;
+        try {
+            x = std::stod(text, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != text.size())
+            throw ValueError("stage-speed", "the speed of stage " + std::to_string(r) + " is '" + printable(text) +
+                                                "', not a number; give one relative throughput per pipeline rank "
+                                                "(e.g. 1,1,0.8,1) or 'trace' to read them from the trace");
+        checkSpeed(x, "stage-speed", "the speed of stage " + std::to_string(r));
+        given.push_back(x);
+    }
     if (a.gpuTypes.empty() != a.gpuThroughput.empty())
         throw ValueError(a.gpuTypes.empty() ? "gpu-types" : "gpu-throughput",
                          "--gpu-types (one GPU type per stage, e.g. A,A,B,B) and --gpu-throughput (each type's relative "
                          "throughput, e.g. A=1,B=0.6) go together");
     if (a.gpuTypes.empty())
-        return a.stageSpeed;
+        return given;
     std::map<std::string, double> throughput;
     for (const std::string& item : a.gpuThroughput) {
         const size_t eq = item.find('=');
@@ -132,6 +152,8 @@ int runWhatIfImpl(WhatIfArgs& a)
 
     if (!speeds.empty())
         model.setStageSpeeds(speeds);
+    else if (speedsFromTrace(a))
+        model.setStageSpeeds(model.measuredStageSpeeds());
     // Kept to price the freeze against every layer trainable.
     std::optional<CostModel> trainable;
     if (!frozen.empty()) {
@@ -288,9 +310,10 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                              ->check(number(0, 1e6, "ms"));
                          app.add_option("--stage-speed", a->stageSpeed,
                                         "Relative throughput of each pipeline rank's GPU, e.g. 1,1,0.8,1 (0.8: its "
-                                        "layers take 1/0.8 as long)")
+                                        "layers take 1/0.8 as long), or 'trace': from the time each rank took for "
+                                        "its layers")
                              ->delimiter(',')
-                             ->check(number());
+                             ->check(numberOrWord("trace"));
                          app.add_option("--gpu-types", a->gpuTypes, "GPU type of each pipeline rank, e.g. A,A,B,B")
                              ->delimiter(',');
                          app.add_option("--gpu-throughput", a->gpuThroughput,

@@ -23,7 +23,8 @@ std::string flagOf(const std::string& setting)
         {"boundaries", "--boundaries"}, {"pp", "--pp"},           {"v", "--v"},
         {"microbatches", "--microbatches"}, {"schedule", "--schedule"}, {"weights", "--weights"},
         {"layers", "--layers"},        {"stage map", "--stage-map"}, {"iteration", "--iteration"},
-        {"microbatch-sizes", "--microbatch-sizes"}, {"microbatch-tokens", "--microbatch-tokens"}};
+        {"microbatch-sizes", "--microbatch-sizes"}, {"microbatch-tokens", "--microbatch-tokens"},
+        {"stage-speed", "--stage-speed"}};
     auto it = flags.find(setting);
     return it == flags.end() ? setting : it->second;
 }

@@ -10,6 +10,7 @@
 #include "util/Error.h"
 
 #include <QApplication>
+#include <QDockWidget>
 #include <QCommandLineParser>
 #include <QEventLoop>
 #include <QTimer>
@@ -92,7 +93,11 @@ int main(int argc, char** argv)
     QCommandLineOption microbatchesOpt(QStringLiteral("microbatches"), QStringLiteral("What-if: microbatches"), QStringLiteral("M"));
     QCommandLineOption sizeOpt(QStringLiteral("size"), QStringLiteral("Window size for --screenshot"), QStringLiteral("WxH"),
                                QStringLiteral("1600x1000"));
-    parser.addOptions({layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt});
+    QCommandLineOption panelOpt(QStringLiteral("panel"),
+                                QStringLiteral("Bottom panel to show: bubbles, imbalance, microbatches, critical-path, hta, diagnostics"),
+                                QStringLiteral("PANEL"));
+    parser.addOptions({layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
+                       panelOpt});
     parser.process(app);
 
     OpenOptions options;
@@ -135,6 +140,16 @@ int main(int argc, char** argv)
     const QString view = parser.value(viewOpt);
     if (view != QLatin1String("timeline") && view != QLatin1String("pipeline") && view != QLatin1String("whatif"))
         return fail(QStringLiteral("--view must be timeline, pipeline or whatif (got '%1')").arg(view));
+    QDockWidget* panel = nullptr;
+    if (parser.isSet(panelOpt)) {
+        const QString name = parser.value(panelOpt);
+        for (const char* known : {"bubbles", "imbalance", "microbatches", "critical-path", "hta", "diagnostics"})
+            if (name == QLatin1String(known))
+                panel = window.findChild<QDockWidget*>(name);
+        if (!panel)
+            return fail(QStringLiteral("--panel must be bubbles, imbalance, microbatches, critical-path, hta or diagnostics (got '%1')")
+                            .arg(name));
+    }
     const MainWindow::View shownView = view == QLatin1String("timeline") ? MainWindow::View::Timeline
                                        : view == QLatin1String("pipeline") ? MainWindow::View::Pipeline
                                                                            : MainWindow::View::WhatIf;
@@ -148,6 +163,8 @@ int main(int argc, char** argv)
                 window.whatIfEditor()->applyChanges(changes);
             window.setView(changesScenario ? MainWindow::View::WhatIf : shownView);
         }, Qt::SingleShotConnection);
+        if (panel)
+            panel->raise();
         return app.exec();
     }
 
@@ -179,6 +196,8 @@ int main(int argc, char** argv)
             return fail(window.whatIfEditor()->firstError());
     }
     window.setView(shownView);
+    if (panel)
+        panel->raise();
     for (int i = 0; i < 5; ++i)
         QApplication::processEvents();
     const QImage image = window.grab().toImage();

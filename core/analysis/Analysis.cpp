@@ -273,6 +273,7 @@ AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
     detail::computeHtaViews(ctx, out);
     checkpoint(work, "per-layer costs", 0.95);
     detail::attributeLayers(ctx, out, selected);
+    out.memory = measureMemory(trace, out);
     checkpoint(work, "analysis done", 1.0);
 
     if (options.allIterations) {
@@ -503,6 +504,11 @@ MeasuredPipeline measurePipeline(const Trace& trace, const AnalysisResult& r)
     // Compute on the critical path outside F/B/I/W steps is the optimizer and the like.
     if (auto it = r.criticalPath.byKind.find("compute"); it != r.criticalPath.byKind.end())
         mp.optimizerNs = it->second;
+    if (!r.memory.empty())
+        mp.measuredPeakBytes.assign(mp.stageOfRank.size(), -1);
+    for (const MeasuredMemory& m : r.memory)
+        if (m.absolute && m.rank >= 0 && static_cast<size_t>(m.rank) < mp.measuredPeakBytes.size())
+            mp.measuredPeakBytes[static_cast<size_t>(m.rank)] = m.peakBytes;
     return mp;
 }
 

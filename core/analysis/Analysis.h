@@ -328,6 +328,27 @@ struct AllToAll {
     double criticalShare = 0;   // of the critical path's length
 };
 
+// ---- measured memory -------------------------------------------------------
+
+// A rank's GPU memory over the selected iteration, from the trace's allocator
+// events (PyTorch's [memory] events with profile_memory=True, CUPTI memory
+// records in captures; docs/analysis.md, "Measured memory"). Absolute when
+// the events carry the allocator's total (PyTorch's "Total Allocated"); else
+// relative to the iteration's start, summed from the changes alone.
+struct MeasuredMemory {
+    int rank = 0;
+    int stage = -1;          // -1: not in the pipeline
+    int device = 0;          // the GPU whose events these are
+    bool absolute = false;   // from Total Allocated; false: relative to startBytes = 0
+    int64_t startBytes = 0;  // in use as the iteration's window opens
+    int64_t peakBytes = 0;   // most in use inside the window
+    TimeNs peakAt = 0;       // when it was first reached (the window's start if never exceeded)
+    int64_t minBytes = 0;    // least in use inside the window
+    int64_t endBytes = 0;    // in use as it closes
+    std::optional<int64_t> peakReservedBytes; // the caching allocator's reserve, where the trace says
+    int64_t events = 0;      // allocator events inside the window
+};
+
 // ---- the whole result ------------------------------------------------------
 
 struct Warning {
@@ -355,6 +376,7 @@ struct AnalysisResult {
     std::vector<FillableBubbles> fillableBubbles; // every iteration, per pipeline stage
     AllToAll allToAll;               // selected iteration
     MicrobatchSpread microbatchSpread; // selected iteration
+    std::vector<MeasuredMemory> memory; // selected iteration, ranks with allocator events, rank order
 
     // Totals of the selected iteration.
     const RankIdle* idleOf(int iteration, int rank) const;
@@ -362,6 +384,9 @@ struct AnalysisResult {
 
 // Throws Error when the trace holds no GPU activity at all.
 AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options = {});
+
+// Measured memory of r's selected iteration (r.memory; analyze() fills it).
+std::vector<MeasuredMemory> measureMemory(const Trace& trace, const AnalysisResult& r);
 
 // Parses "0:0,1:0,2:1" into rank -> stage; throws Error naming the text.
 std::map<int, int> parseStageMap(const std::string& text);

@@ -235,6 +235,15 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
     j["microbatches"] = {{"iteration", r.selectedIteration}, {"count", mbs.microbatches}, {"size", mbs.size},
                          {"cv", mbs.cv}, {"uneven", mbs.uneven}, {"shortest", mbs.shortest}, {"longest", mbs.longest},
                          {"per_stage", mbStages}};
+
+    json memRanks = json::array();
+    for (const MeasuredMemory& m : r.memory)
+        memRanks.push_back({{"rank", m.rank}, {"stage", m.stage}, {"device", m.device}, {"absolute", m.absolute},
+                            {"start_bytes", m.startBytes}, {"peak_bytes", m.peakBytes}, {"peak_at", m.peakAt},
+                            {"min_bytes", m.minBytes}, {"end_bytes", m.endBytes},
+                            {"peak_reserved_bytes", m.peakReservedBytes ? json(*m.peakReservedBytes) : json(nullptr)},
+                            {"events", m.events}});
+    j["memory"] = {{"iteration", r.selectedIteration}, {"per_rank", memRanks}};
     return j;
 }
 

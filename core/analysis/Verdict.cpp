@@ -343,6 +343,13 @@ Verdict verdict(const AnalysisResult& r, const Trace* trace)
         if (bottleneck)
             f.push_back("busiest stage " + std::to_string(bottleneck->stage) + ": busy " + times(im.maxOverMean) + " the mean; iteration " +
                         formatDuration(im.iterationNs) + ", balanced-partition lower bound " + formatDuration(im.balancedLowerBoundNs));
+        if (const MicrobatchSpread& ms = r.microbatchSpread; ms.uneven && !ms.size.empty()) {
+            const auto [lo, hi] = std::minmax_element(ms.size.begin(), ms.size.end());
+            char spread[96];
+            std::snprintf(spread, sizeof spread, "%.2fx to %.2fx of the mean (CV %.2f)", *lo, *hi, ms.cv);
+            f.push_back("uneven microbatches: " + std::string(spread) + "; stages wait on the long ones (microbatch " +
+                        std::to_string(ms.longest) + " is the longest)");
+        }
         for (size_t i = 0; i < im.stragglers.size() && i < 3; ++i) {
             const Straggler& s = im.stragglers[i];
             f.push_back("straggler: rank " + std::to_string(s.rank) + " (stage " + std::to_string(s.stage) + ") computes " +

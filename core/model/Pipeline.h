@@ -124,6 +124,10 @@ struct MeasuredPipeline {
     std::vector<TimeNs> rankStartNs;
     TimeNs optimizerNs = 0;
     std::optional<int64_t> gpuMemoryBytes;
+    // [rank]: measured peak GPU memory in use over the iteration, from the
+    // allocator's totals (AnalysisResult::memory); -1 where the trace has no
+    // absolute figure. Empty when it records no memory at all.
+    std::vector<int64_t> measuredPeakBytes;
 };
 
 } // namespace pipescope

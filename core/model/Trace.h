@@ -147,6 +147,11 @@ struct MemoryEvent {
     TimeNs ts = 0;
     int64_t bytes = 0;
     std::optional<int64_t> address;
+    // The allocator's totals right after this event, where the trace records
+    // them (PyTorch's "Total Allocated" / "Total Reserved"): absolute memory
+    // in use, including what was allocated before recording began.
+    std::optional<int64_t> totalAllocated;
+    std::optional<int64_t> totalReserved;
 };
 
 struct Diagnostic {

@@ -564,20 +564,32 @@ WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, cons
     return w;
 }
 
-std::string peakPerStage(const json& p)
+// Per rank: predicted peak memory, with the measured run's peak beside it
+// when asked and the trace has it (its allocator's totals).
+std::string peakPerStage(const json& p, bool withMeasured)
 {
     std::string s;
-    bool any = false;
+    bool any = false, anyMeasured = false;
     for (const json& r : p.value("ranks", json::array())) {
-        const int64_t peak = r.contains("memory") ? r["memory"].value("peak_bytes", int64_t(0)) : 0;
+        const json mem = r.value("memory", json::object());
+        const int64_t peak = mem.value("peak_bytes", int64_t(0));
+        const json measured = mem.value("measured_peak_bytes", json(nullptr));
         any = any || peak > 0;
         std::string stages;
         for (const json& st : r.value("stages", json::array()))
             stages += (stages.empty() ? "s" : ",") + std::to_string(st.get<int>());
-        s += (s.empty() ? "" : "<br>") + stages + ": " + formatBytes(peak) +
-             (r.contains("memory") && r["memory"].value("out_of_memory", false) ? " <span class=\"warn\">OOM</span>" : "");
+        s += (s.empty() ? "" : "<br>") + stages + ": " + (peak > 0 ? formatBytes(peak) : std::string("?")) +
+             (mem.value("out_of_memory", false) ? " <span class=\"warn\">OOM</span>" : "");
+        if (withMeasured && measured.is_number_integer()) {
+            s += " <span class=\"dim\">(measured " + formatBytes(measured.get<int64_t>()) + ")</span>";
+            anyMeasured = true;
+        }
     }
-    return any ? s : std::string("<span class=\"dim\">unknown (the trace does not give parameter or activation sizes)</span>");
+    if (!any && !anyMeasured)
+        return "<span class=\"dim\">unknown (the trace does not give parameter or activation sizes)</span>";
+    if (!any)
+        return "<span class=\"dim\">predicted: unknown (no parameter or activation sizes)</span><br>" + s;
+    return s;
 }
 
 // Uneven microbatches (docs/report.md): each stage's spread over the
@@ -670,7 +682,8 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
                td(bounds.empty() ? "-" : bounds) + tdDur(p.value("iteration_ns", TimeNs(0))) +
                (measured.is_number() ? tdDur(measured.get<TimeNs>()) : td("-")) +
                td(speedup.is_number() ? fixed(speedup.get<double>(), 3) + "&times;" : "-") +
-               td(pct(p.value("bubble_fraction", 0.0))) + "<td>" + peakPerStage(p) + "</td></tr>\n";
+               td(pct(p.value("bubble_fraction", 0.0))) + "<td>" + peakPerStage(p, &p == &w.predictions.front()) +
+               "</td></tr>\n";
     }
     out += "</tbody></table></div>\n";
     // Activation recomputation (docs/whatif.md): one line naming each scenario's setting when any recomputes.

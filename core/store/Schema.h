@@ -5,8 +5,11 @@
 
 namespace pipescope {
 
-// PRAGMA user_version of stores this build writes. Newer files are refused.
-inline constexpr int kSchemaVersion = 1;
+// PRAGMA user_version of stores this build writes. Newer files are refused;
+// older ones are read as they are (Store::load() fills what they lack).
+//   1: the first released layout.
+//   2: memory_events.total_allocated and total_reserved.
+inline constexpr int kSchemaVersion = 2;
 // application_id marks a SQLite file as a pipescope store ("PSCP").
 inline constexpr int kApplicationId = 0x50534350;
 
@@ -129,7 +132,9 @@ CREATE TABLE memory_events (
   device      INTEGER NOT NULL,
   ts_ns       INTEGER NOT NULL,
   bytes       INTEGER NOT NULL,      -- positive: allocation, negative: free
-  address     INTEGER
+  address     INTEGER,
+  total_allocated INTEGER,           -- the allocator's bytes in use after this event, when the trace says (schema 2)
+  total_reserved  INTEGER            -- the allocator's bytes reserved from the device after it (schema 2)
 );
 
 CREATE TABLE diagnostics (

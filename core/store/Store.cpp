@@ -561,7 +561,11 @@ Trace Store::load(const LoadOptions& options)
     }
 
     {
-        auto st = db_.prepare("SELECT rank, device, ts_ns, bytes, address FROM memory_events ORDER BY rank, device, ts_ns");
+        // Schema 1 stores have no totals: read as unknown.
+        auto st = db_.prepare(version_ >= 2 ? "SELECT rank, device, ts_ns, bytes, address, total_allocated, total_reserved"
+                                              " FROM memory_events ORDER BY rank, device, ts_ns"
+                                            : "SELECT rank, device, ts_ns, bytes, address, NULL, NULL"
+                                              " FROM memory_events ORDER BY rank, device, ts_ns");
         const Check ck{path(), "memory_events", st};
         while (st.step()) {
             MemoryEvent e;
@@ -572,6 +576,8 @@ Trace Store::load(const LoadOptions& options)
             e.ts = ck.time(2, "ts_ns");
             e.bytes = st.int64(3);
             e.address = st.optInt64(4);
+            e.totalAllocated = st.optInt64(5);
+            e.totalReserved = st.optInt64(6);
             t.memoryEvents.push_back(e);
         }
     }

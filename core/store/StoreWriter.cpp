@@ -84,7 +84,8 @@ StoreWriter::StoreWriter(const std::string& path) : out_(path), db_(createDataba
         "INSERT INTO nccl_ops(rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name, group_desc,"
         " group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
-    insMemory_ = db_.prepare("INSERT INTO memory_events(rank, device, ts_ns, bytes, address) VALUES (?1, ?2, ?3, ?4, ?5)");
+    insMemory_ = db_.prepare("INSERT INTO memory_events(rank, device, ts_ns, bytes, address, total_allocated, total_reserved)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     insString_.bind(1, int64_t{0}).bind(2, std::string_view{}).run();
     strings_.emplace(std::string(), 0);
 }
@@ -250,7 +251,8 @@ int64_t StoreWriter::addNcclOp(const NcclRecord& op)
 
 void StoreWriter::addMemoryEvent(const MemoryEvent& e)
 {
-    insMemory_.bind(1, e.rank).bind(2, e.device).bind(3, e.ts).bind(4, e.bytes).bind(5, e.address).run();
+    insMemory_.bind(1, e.rank).bind(2, e.device).bind(3, e.ts).bind(4, e.bytes).bind(5, e.address);
+    insMemory_.bind(6, e.totalAllocated).bind(7, e.totalReserved).run();
 }
 
 void StoreWriter::diagnostic(std::optional<int64_t> sourceId, Severity severity, std::string_view kind,

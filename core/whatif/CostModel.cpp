@@ -173,6 +173,45 @@ void CostModel::setStageSpeeds(std::vector<double> speeds)
     stageSpeed = std::move(speeds);
 }
 
+std::vector<double> CostModel::measuredStageSpeeds() const
+{
+    if (layerSource != LayerSource::Trace || !measuredCosts || !measuredPartition || measuredPp < 2 ||
+        measuredPartition->firstLayer.back() != layerCount())
+        throw ValueError("stage-speed",
+                         "speeds come from the trace only when it times each layer (PyTorch module ranges from "
+                         "with_modules=True or pipescope/layer annotations) on a pipeline of two or more ranks; give "
+                         "the speeds with --stage-speed S0,S1,... or --gpu-types and --gpu-throughput instead");
+    const ScheduleKind kind = scheduleKindFromString(measuredSchedule).value_or(ScheduleKind::OneFOneB);
+    const int p = measuredPp;
+    const Partition& part = *measuredPartition;
+    auto rankOf = [&](int s) { return isVShaped(kind) ? (s < p ? s : 2 * p - 1 - s) : s % p; };
+    // Each layer as timed on its rank: the costs are stored at reference speed.
+    std::vector<std::vector<double>> perRank(static_cast<size_t>(p));
+    for (int s = 0; s < part.stages(); ++s) {
+        const int r = rankOf(s);
+        for (int l = part.firstLayer[size_t(s)]; l < part.firstLayer[size_t(s) + 1]; ++l) {
+            const double t = (layers[size_t(l)].forwardNs + layers[size_t(l)].backwardNs) / speedOfRank(r);
+            if (t > 0 && r >= 0 && r < p)
+                perRank[size_t(r)].push_back(t);
+        }
+    }
+    std::vector<double> medians;
+    for (int r = 0; r < p; ++r) {
+        if (perRank[size_t(r)].empty())
+            throw ValueError("stage-speed", "rank " + std::to_string(r) +
+                                                " runs no timed layer in the measured iteration, so its speed cannot be "
+                                                "compared; give the speeds with --stage-speed instead");
+        medians.push_back(median(perRank[size_t(r)]));
+    }
+    const double reference = median(medians);
+    std::vector<double> speeds;
+    for (double m : medians) {
+        const double speed = reference / m;
+        speeds.push_back(std::abs(speed - 1.0) < kSameSpeedTolerance ? 1.0 : speed);
+    }
+    return speeds;
+}
+
 double CostModel::microbatchScale(int microbatches) const
 {
     if (!keepGlobalBatch || microbatches <= 0 || referenceMicrobatches <= 0)
@@ -999,6 +1038,14 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     c.measuredV = v;
     c.measuredMicrobatches = m;
     c.microbatchSizes = std::move(measuredSizes);
+    if (std::any_of(mp.measuredPeakBytes.begin(), mp.measuredPeakBytes.end(), [](int64_t b) { return b >= 0; })) {
+        c.measuredPeakBytes.assign(static_cast<size_t>(p), -1);
+        for (size_t r = 0; r < mp.measuredPeakBytes.size() && r < mp.stageOfRank.size(); ++r) {
+            const int st = mp.stageOfRank[r];
+            if (st >= 0 && st < p)
+                c.measuredPeakBytes[size_t(st)] = std::max(c.measuredPeakBytes[size_t(st)], mp.measuredPeakBytes[r]);
+        }
+    }
     return c;
 }
 

@@ -70,6 +70,9 @@ enum class LayerSource : uint8_t {
 // "stages", "count", "model", "trace" (the JSON's layer_source)
 std::string_view toString(LayerSource source);
 
+// Measured speeds this close to 1 are noise, not a slower GPU.
+inline constexpr double kSameSpeedTolerance = 0.03;
+
 struct CostModel {
     std::string name;
     std::vector<LayerCostModel> layers;
@@ -112,6 +115,10 @@ struct CostModel {
     // The measured run, when built from a trace.
     std::optional<TimeNs> measuredIterationNs;
     std::vector<TimeNs> measuredIdleNsPerStage; // per pipeline stage (rank of the pipeline)
+    // [pipeline rank]: the measured run's peak GPU memory in use (the most
+    // over the stage's replicas), from the trace's allocator totals
+    // (AnalysisResult::memory); -1 where unknown; empty when the trace has none.
+    std::vector<int64_t> measuredPeakBytes;
     std::optional<Partition> measuredPartition;
     std::string measuredSchedule;
     int measuredPp = 0, measuredV = 1, measuredMicrobatches = 0;
@@ -160,6 +167,14 @@ struct CostModel {
     // Throws ValueError("stage-speed") for a wrong count or a speed that is
     // not a finite number above 0.
     void setStageSpeeds(std::vector<double> speeds);
+    // Each pipeline rank's speed as the trace shows it (docs/whatif.md,
+    // "Speeds from the trace"): the median forward + backward time of the
+    // layers its measured stages ran, against the median over all ranks, so
+    // 0.8 is a rank that takes 1.25x as long for the same layer; speeds
+    // within kSameSpeedTolerance of 1 are 1. Needs layers timed from the
+    // trace (layer source "trace") on at least two ranks; throws
+    // ValueError("stage-speed") naming what is missing otherwise.
+    std::vector<double> measuredStageSpeeds() const;
 
     static CostModel fromModel(const ModelDescription& model);
     // Calibrates on a measured pipeline; `model` (optional) supplies layer

@@ -99,6 +99,42 @@ std::string us(TimeNs ns)
 
 std::string quoted(const std::string& s) { return jsonText(nlohmann::json(s)); }
 
+// The prediction's memory over time moved onto one replayed iteration: the
+// step function's times are carried from the prediction's replay to this one
+// by the rank's steps (same steps, same order; between two step edges
+// linearly), its bytes unchanged.
+std::vector<MemoryPoint> memoryOn(const RankMemory& m, const RankReplay& predicted, const RankReplay& replayed)
+{
+    std::vector<std::pair<TimeNs, TimeNs>> anchors{{0, 0}};
+    if (predicted.actions.size() == replayed.actions.size())
+        for (size_t i = 0; i < predicted.actions.size(); ++i) {
+            anchors.emplace_back(predicted.actions[i].start, replayed.actions[i].start);
+            anchors.emplace_back(predicted.actions[i].end, replayed.actions[i].end);
+        }
+    std::vector<MemoryPoint> out;
+    out.reserve(m.overTime.size());
+    TimeNs last = 0;
+    for (const MemoryPoint& pt : m.overTime) {
+        auto hi = std::lower_bound(anchors.begin(), anchors.end(), pt.t,
+                                   [](const std::pair<TimeNs, TimeNs>& a, TimeNs t) { return a.first < t; });
+        TimeNs t;
+        if (hi != anchors.end() && hi->first == pt.t) {
+            t = hi->second;
+        } else {
+            const auto& lo = *std::prev(hi); // anchors[0] is at 0 and points are not before it
+            if (hi == anchors.end() || hi->first == lo.first)
+                t = lo.second + (pt.t - lo.first);
+            else
+                t = lo.second + static_cast<TimeNs>(std::llround(static_cast<double>(pt.t - lo.first) *
+                                                                 static_cast<double>(hi->second - lo.second) /
+                                                                 static_cast<double>(hi->first - lo.first)));
+        }
+        last = std::max(last, t); // keep the order of the points
+        out.push_back({last, pt.bytes});
+    }
+    return out;
+}
+
 class EventWriter {
 public:
     void begin() { out_ = "{\n"; }
@@ -514,6 +550,33 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
             }
         };
 
+        // PyTorch's allocator events (profile_memory=True): the predicted
+        // memory's changes with the allocator's totals after each. What the
+        // step function starts from (weights, gradients, optimizer state) was
+        // allocated before recording began. Addresses follow a bump allocator.
+        const RankMemory* memory = size_t(r) < p.memory.size() && size_t(r) < p.replay.ranks.size() &&
+                                           !p.memory[size_t(r)].overTime.empty()
+                                       ? &p.memory[size_t(r)]
+                                       : nullptr;
+        const int64_t kReserveBlock = int64_t(2) << 20;
+        int64_t allocated = memory ? memory->staticBytes : 0;
+        int64_t reserved = (allocated + kReserveBlock - 1) / kReserveBlock * kReserveBlock;
+        auto memoryEvents = [&](const RankReplay& replayed, TimeNs base) {
+            for (const MemoryPoint& pt : memoryOn(*memory, p.replay.ranks[size_t(r)], replayed)) {
+                const int64_t bytes = pt.bytes - allocated;
+                if (bytes == 0)
+                    continue;
+                const int64_t addr = 0x7f2a00000000 + std::min(allocated, pt.bytes);
+                allocated = pt.bytes;
+                reserved = std::max(reserved, (allocated + kReserveBlock - 1) / kReserveBlock * kReserveBlock);
+                w.event("{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": " +
+                        std::to_string(g) + ", \"tid\": 1, \"ts\": " + us(base + pt.t) + ", \"args\": {\"Total Reserved\": " +
+                        std::to_string(reserved) + ", \"Total Allocated\": " + std::to_string(allocated) +
+                        ", \"Bytes\": " + std::to_string(bytes) + ", \"Addr\": " + std::to_string(addr) +
+                        ", \"Device Id\": " + std::to_string(g) + ", \"Device Type\": 1}}");
+            }
+        };
+
         ModuleWriter modules{w, options.costModel, p, g, corr, kernels};
         for (int it = 0; it < options.iterations; ++it) {
             modules.newIteration();
@@ -612,6 +675,8 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                 kernel("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, double*, double*>",
                        kComputeStream, ks, std::max<TimeNs>(base + rr.optimizerEnd - ks, 2'000), id, "");
             }
+            if (memory)
+                memoryEvents(rr, base);
         }
         out += "\n  ]\n}\n";
         const std::string file = "rank-" + std::to_string(g) + ".json";

@@ -140,6 +140,9 @@ void evaluate(const CostModel& model, Prediction& p, const ReplayOptions& option
     p.dataParallel = model.dataParallel;
     p.gpuMemoryBytes = model.memory.gpuMemoryBytes;
     p.measuredIterationNs = model.measuredIterationNs;
+    p.measuredPeakBytes.clear();
+    if (schedule.pp == model.measuredPp)
+        p.measuredPeakBytes = model.measuredPeakBytes;
 }
 
 int64_t scenarioSteps(const Scenario& sc)

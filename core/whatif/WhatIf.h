@@ -47,6 +47,9 @@ struct Prediction {
     std::optional<TimeNs> measuredIterationNs;
     MicrobatchOrder microbatchOrder = MicrobatchOrder::Given;
     bool unevenMicrobatches = false; // replayed with each microbatch's own costs
+    // [rank]: the measured run's peak memory (CostModel::measuredPeakBytes),
+    // for a prediction at the measured pipeline degree; empty otherwise.
+    std::vector<int64_t> measuredPeakBytes;
     std::vector<Recompute> recompute; // per virtual stage (empty: none)
 
     TimeNs iterationNs() const { return replay.iterationNs; }

@@ -149,7 +149,10 @@ json predictionToJson(const Prediction& p, const JsonOptions& options)
                      {"peak_bytes", m.peakBytes},
                      {"peak_at_ns", m.peakAt},
                      {"peak_in_flight", m.peakInFlight},
-                     {"out_of_memory", m.outOfMemory}};
+                     {"out_of_memory", m.outOfMemory},
+                     {"measured_peak_bytes", r < p.measuredPeakBytes.size() && p.measuredPeakBytes[r] >= 0
+                                                 ? json(p.measuredPeakBytes[r])
+                                                 : json(nullptr)}};
             if (options.timeline) {
                 json pts = json::array();
                 for (const MemoryPoint& pt : m.overTime)

@@ -68,7 +68,11 @@ std::string predictionText(const Prediction& p)
     if (!causes.empty())
         o << " (" << causes << ")";
     o << "\n";
-    TextTable t({"rank", "stages", ">layers", ">busy", ">idle", ">peak memory", ">in flight", "OOM"});
+    const bool measuredMemory = std::any_of(p.measuredPeakBytes.begin(), p.measuredPeakBytes.end(), [](int64_t b) { return b >= 0; });
+    std::vector<std::string> head{"rank", "stages", ">layers", ">busy", ">idle", ">peak memory", ">in flight", "OOM"};
+    if (measuredMemory)
+        head.insert(head.begin() + 6, ">measured peak");
+    TextTable t(head);
     for (size_t r = 0; r < p.replay.ranks.size(); ++r) {
         const RankReplay& rr = p.replay.ranks[r];
         std::vector<int> stages;
@@ -82,9 +86,14 @@ std::string predictionText(const Prediction& p)
         for (TimeNs x : rr.bubbleNs)
             idle += x;
         const RankMemory* m = r < p.memory.size() ? &p.memory[r] : nullptr;
-        t.add({std::to_string(r), joinInts(stages), std::to_string(layers), formatDuration(rr.busyNs),
-               formatDuration(idle), m && m->peakBytes > 0 ? formatBytes(m->peakBytes) : "-",
-               m ? std::to_string(m->peakInFlight) : "-", m && m->outOfMemory ? "yes" : ""});
+        std::vector<std::string> row{std::to_string(r), joinInts(stages), std::to_string(layers), formatDuration(rr.busyNs),
+                                     formatDuration(idle), m && m->peakBytes > 0 ? formatBytes(m->peakBytes) : "-",
+                                     m ? std::to_string(m->peakInFlight) : "-", m && m->outOfMemory ? "yes" : ""};
+        if (measuredMemory)
+            row.insert(row.begin() + 6, r < p.measuredPeakBytes.size() && p.measuredPeakBytes[r] >= 0
+                                            ? formatBytes(p.measuredPeakBytes[r])
+                                            : std::string("-"));
+        t.add(std::move(row));
     }
     o << t.render();
     if (p.outOfMemory())

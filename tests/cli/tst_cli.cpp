@@ -120,7 +120,7 @@ private slots:
         QTest::newRow("boundaries") << QStringList{"whatif", "x.pipescope", "--boundaries", "4,x"}
                                     << "--boundaries: must be a whole number (got 'x')";
         QTest::newRow("stage speed") << QStringList{"whatif", "x.pipescope", "--stage-speed", "1,fast"}
-                                     << "--stage-speed: must be a number (got 'fast')";
+                                     << "--stage-speed: must be a number or 'trace' (got 'fast')";
         QTest::newRow("fix straggler") << QStringList{"whatif", "x.pipescope", "--fix-straggler", "-1"}
                                        << "--fix-straggler: must be a whole number from 0 to 1,048,575 (got -1)";
         QTest::newRow("gpu memory") << QStringList{"whatif", "x.pipescope", "--gpu-memory", "0"}

@@ -136,6 +136,7 @@ private slots:
     void balanceCancels();
     void paretoPointApplies();
     void microbatchOrderApplies();
+    void gpuSpeedsApply();
 };
 
 void TestWhatIfEditor::dragMatchesCliAndUndoRestores()
@@ -510,6 +511,58 @@ void TestWhatIfEditor::microbatchOrderApplies()
     editor.undoStack()->undo();
     QVERIFY(waitFor(changed, [&] { return editor.currentPrediction()->microbatchOrder == whatif::MicrobatchOrder::Given; }));
     QCOMPARE(box->currentData().toString(), QString("given"));
+}
+
+// GPU speeds typed in the editor replay as whatif --stage-speed does, keep
+// the scenario shown, and refuse what core refuses beside the field.
+void TestWhatIfEditor::gpuSpeedsApply()
+{
+    const whatif::CostModel model = exampleModel(16);
+    WhatIfEditor editor;
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, model);
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+    const int pp = editor.currentPrediction()->schedule.pp;
+    QVERIFY(pp >= 2);
+
+    whatif::ScenarioChanges c;
+    c.boundaries = std::vector<int>{3, 8, 12};
+    editor.applyChanges(c);
+    QVERIFY(waitFor(changed, [&] { return shownBoundaries(editor) == std::vector<int>{3, 8, 12}; }));
+
+    QStringList speeds;
+    std::vector<double> values;
+    for (int r = 0; r < pp; ++r) {
+        values.push_back(r == 0 ? 0.5 : 1.0); // layer 3 leaves the slow rank 0
+        speeds << (r == 0 ? "0.5" : "1");
+    }
+    whatif::CostModel sped = model;
+    sped.setStageSpeeds(values);
+    whatif::Scenario want = whatif::measuredScenario(model);
+    want.boundaries = std::vector<int>{3, 8, 12};
+    const TimeNs expected = whatif::predict(sped, want).iterationNs();
+    const TimeNs before = editor.currentPrediction()->iterationNs();
+    QVERIFY(expected != before);
+
+    editor.setStageSpeeds(speeds.join(','));
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction()->iterationNs() == expected; }));
+    QCOMPARE(shownBoundaries(editor), (std::vector<int>{3, 8, 12})); // the scenario stays
+    QCOMPARE(editor.costModel().stageSpeed, values);
+    QCOMPARE(editor.errorText("stage-speed"), QString());
+
+    // Layers split evenly over each stage say nothing of speed.
+    editor.setStageSpeeds("trace");
+    QVERIFY2(editor.errorText("stage-speed").startsWith("speeds come from the trace only when it times each layer"),
+             qPrintable(editor.errorText("stage-speed")));
+    editor.setStageSpeeds("1,fast");
+    QVERIFY2(editor.errorText("stage-speed").contains("the speed of stage 1 is 'fast', not a number"),
+             qPrintable(editor.errorText("stage-speed")));
+    QCOMPARE(editor.costModel().stageSpeed, values); // refused: the model stays
+
+    // Cleared: every GPU the reference again.
+    editor.setStageSpeeds(QString());
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction()->iterationNs() == before; }));
+    QVERIFY(editor.costModel().stageSpeed.empty());
 }
 
 QTEST_MAIN(TestWhatIfEditor)

@@ -187,6 +187,7 @@ private slots:
     void jsonParserRejects();
     void moduleCallsAndSequenceNumbers();
     void nestingOfEqualRanges();
+    void memoryEventsKeepTotals();
 };
 
 void TestKineto::externalFacts_data()
@@ -867,6 +868,68 @@ void TestKineto::moduleCallsAndSequenceNumbers()
     const Diagnostic* d = findDiagnostic(summary, "skipped:python_function");
     QVERIFY(d);
     QCOMPARE(d->count, int64_t(1));
+}
+
+void TestKineto::memoryEventsKeepTotals()
+{
+    // PyTorch's allocator events (profile_memory=True) as its profiler writes
+    // them: an allocation and its free with the allocator's totals after
+    // each; one from an older PyTorch without totals; one whose totals are
+    // -1 (unknown); host memory (Device Type 0), which is not the GPU's.
+    QTemporaryDir dir;
+    std::string in = test::path(dir, "memory.json");
+    writeFile(in, R"({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+      "traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100, "dur": 5, "args": {"device": 0, "stream": 7}},
+      {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 90.5,
+       "args": {"Total Reserved": 20971520, "Total Allocated": 1049088, "Bytes": 512, "Addr": 139868585591296,
+                "Device Id": 0, "Device Type": 1}},
+      {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 95,
+       "args": {"Total Reserved": 20971520, "Total Allocated": 1048576, "Bytes": -512, "Addr": 139868585591296,
+                "Device Id": 0, "Device Type": 1}},
+      {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 96,
+       "args": {"Device Type": 1, "Device Id": 0, "Addr": 139868585592320, "Bytes": 1024}},
+      {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 97,
+       "args": {"Device Type": 1, "Device Id": 0, "Addr": 139868585593344, "Bytes": 2048, "Total Allocated": -1,
+                "Total Reserved": -1}},
+      {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 98,
+       "args": {"Total Reserved": 0, "Total Allocated": 4096, "Bytes": 4096, "Addr": 94000000, "Device Id": -1,
+                "Device Type": 0}}
+    ]})");
+    Imported imp = importOne(in, dir);
+    Store store(imp.store);
+    auto st = store.database().prepare(
+        "SELECT rank, device, ts_ns, bytes, address, total_allocated, total_reserved FROM memory_events ORDER BY ts_ns");
+    QVERIFY(st.step());
+    QCOMPARE(st.int64(0), int64_t(0));
+    QCOMPARE(st.int64(1), int64_t(0));
+    QCOMPARE(st.int64(3), int64_t(512));
+    QCOMPARE(st.int64(4), int64_t(139868585591296));
+    QCOMPARE(st.int64(5), int64_t(1049088));
+    QCOMPARE(st.int64(6), int64_t(20971520));
+    const int64_t first = st.int64(2);
+    QVERIFY(st.step());
+    QCOMPARE(st.int64(2) - first, int64_t(4500)); // 95 - 90.5 us, exactly
+    QCOMPARE(st.int64(3), int64_t(-512));
+    QCOMPARE(st.int64(5), int64_t(1048576));
+    QVERIFY(st.step());
+    QCOMPARE(st.int64(3), int64_t(1024));
+    QVERIFY(st.isNull(5));
+    QVERIFY(st.isNull(6));
+    QVERIFY(st.step());
+    QCOMPARE(st.int64(3), int64_t(2048));
+    QVERIFY(st.isNull(5));
+    QVERIFY(st.isNull(6));
+    QVERIFY(!st.step()); // no host memory
+    st.reset();
+
+    const Trace t = store.load();
+    QCOMPARE(t.memoryEvents.size(), size_t(4));
+    QCOMPARE(t.memoryEvents[0].totalAllocated, std::optional<int64_t>(1049088));
+    QCOMPARE(t.memoryEvents[0].totalReserved, std::optional<int64_t>(20971520));
+    QCOMPARE(t.memoryEvents[1].totalAllocated, std::optional<int64_t>(1048576));
+    QVERIFY(!t.memoryEvents[2].totalAllocated);
+    QVERIFY(!t.memoryEvents[3].totalReserved);
 }
 
 QTEST_GUILESS_MAIN(TestKineto)

@@ -10,6 +10,8 @@
 #include <QFile>
 #include <QFileInfo>
 
+#include <functional>
+
 using namespace pipescope;
 
 namespace {
@@ -23,7 +25,7 @@ QByteArray sha(const std::string& path)
 
 // Two ranks, rank 0 with two streams on device 0, kernels that overlap,
 // a memcpy, nested annotations and launches linked by correlation.
-void writeSmallJob(const std::string& path)
+void writeSmallJob(const std::string& path, const std::function<void(StoreWriter&)>& more = {})
 {
     StoreWriter w(path);
     auto src = w.addSource({"r0.json", "kineto", 0, 1000, R"({"note":"test"})"});
@@ -74,7 +76,27 @@ void writeSmallJob(const std::string& path)
     w.addProcessGroup({0, "1", "pp", {0, 1}, 2});
     w.diagnostic(src, Severity::Warning, "missing_field:ts", "event 12 has no ts");
     w.diagnostic(src, Severity::Warning, "missing_field:ts", "event 13 has no ts");
+    if (more)
+        more(w);
     w.finish();
+}
+
+// The small job with two memory events: one with the allocator's totals, one without.
+void writeMemoryJob(const std::string& path)
+{
+    writeSmallJob(path, [](StoreWriter& w) {
+        MemoryEvent e;
+        e.ts = 120;
+        e.bytes = 4096;
+        e.address = 0x7f0000;
+        e.totalAllocated = int64_t(1) << 30;
+        e.totalReserved = int64_t(2) << 30;
+        w.addMemoryEvent(e);
+        e.ts = 130;
+        e.bytes = -4096;
+        e.totalAllocated = e.totalReserved = std::nullopt;
+        w.addMemoryEvent(e);
+    });
 }
 
 } // namespace
@@ -202,6 +224,52 @@ private slots:
             w.addActivity({0, s, ActivityKind::Kernel, 1, 2, w.intern("k")});
         }
         QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 0);
+    }
+
+    void memoryTotalsRoundTrip()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeMemoryJob(p);
+        Store store(p);
+        const Trace t = store.load();
+        QCOMPARE(t.memoryEvents.size(), size_t(2));
+        QCOMPARE(t.memoryEvents[0].bytes, int64_t(4096));
+        QCOMPARE(t.memoryEvents[0].totalAllocated, std::optional<int64_t>(int64_t(1) << 30));
+        QCOMPARE(t.memoryEvents[0].totalReserved, std::optional<int64_t>(int64_t(2) << 30));
+        QVERIFY(!t.memoryEvents[1].totalAllocated);
+        QVERIFY(!t.memoryEvents[1].totalReserved);
+    }
+
+    // A store written before the memory totals (schema 1: no
+    // total_allocated / total_reserved columns) still opens and loads, with
+    // the totals unknown.
+    void schemaOneStoreLoads()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "old.pipescope");
+        writeMemoryJob(p);
+        {
+            sql::Database db(p, sql::Database::Mode::ReadWrite);
+            db.exec("CREATE TABLE memory_events_v1 (id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, device INTEGER NOT NULL,"
+                    " ts_ns INTEGER NOT NULL, bytes INTEGER NOT NULL, address INTEGER)");
+            db.exec("INSERT INTO memory_events_v1 SELECT id, rank, device, ts_ns, bytes, address FROM memory_events");
+            db.exec("DROP TABLE memory_events");
+            db.exec("ALTER TABLE memory_events_v1 RENAME TO memory_events");
+            db.exec("CREATE INDEX memory_events_by_time ON memory_events(rank, device, ts_ns)");
+            db.exec("UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+            db.exec("PRAGMA user_version = 1");
+        }
+        Store store(p);
+        QCOMPARE(store.schemaVersion(), 1);
+        const Trace t = store.load();
+        QCOMPARE(t.memoryEvents.size(), size_t(2));
+        QCOMPARE(t.memoryEvents[0].bytes, int64_t(4096));
+        QCOMPARE(t.memoryEvents[0].address, std::optional<int64_t>(0x7f0000));
+        QVERIFY(!t.memoryEvents[0].totalAllocated);
+        QVERIFY(!t.memoryEvents[0].totalReserved);
+        QCOMPARE(t.activities.size(), size_t(6));
+        QCOMPARE(store.summary().schemaVersion, 1);
     }
 
     void newerVersionRefused()

@@ -9,7 +9,10 @@
 #include "TestSupport.h"
 #include "WhatIfTestSupport.h"
 #include "analysis/Analysis.h"
+#include "analysis/Verdict.h"
+#include "report/Report.h"
 #include "util/Error.h"
+#include "util/Format.h"
 #include "whatif/Microbatches.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
@@ -70,6 +73,7 @@ private slots:
     void tokensFileErrors();
     void cli();
     void emittedTraceRecoversTheSpread();
+    void reportSection();
 };
 
 void TestMicrobatches::orders()
@@ -191,6 +195,11 @@ void TestMicrobatches::measuredSpreadAndCalibration()
     QVERIFY(std::abs(ms.cv - std::sqrt(0.125)) < 1e-12);
     QVERIFY(ms.uneven);
     QCOMPARE(ms.longest, 0);
+    // The verdict names them among its facts.
+    const Verdict v = verdict(r);
+    QVERIFY(std::find(v.facts.begin(), v.facts.end(),
+                      "uneven microbatches: 0.50x to 1.50x of the mean (CV 0.35); stages wait on the long ones "
+                      "(microbatch 0 is the longest)") != v.facts.end());
 
     const CostModel model = calibrate(t, r);
     QVERIFY(model.microbatchSizes);
@@ -209,6 +218,8 @@ void TestMicrobatches::measuredSpreadAndCalibration()
     const Trace even = pipelineTrace(spec).trace;
     const AnalysisResult re = analyze(even);
     QVERIFY(!re.microbatchSpread.uneven);
+    for (const std::string& fact : verdict(re).facts)
+        QVERIFY(fact.find("uneven microbatches") == std::string::npos);
     QCOMPARE(re.microbatchSpread.cv, 0.0);
     QVERIFY(!calibrate(even, re).microbatchSizes);
 }
@@ -383,6 +394,39 @@ void TestMicrobatches::emittedTraceRecoversTheSpread()
     const int64_t measured = a["microbatches"]["cost"]["spread_cost_ns"].get<int64_t>();
     const double err = std::abs(static_cast<double>(measured - truth)) / static_cast<double>(truth);
     QVERIFY2(err < 0.03, qPrintable(QStringLiteral("from the trace %1 ns, simulated %2 ns").arg(measured).arg(truth)));
+}
+
+// The report's section gives the same spread cost and best order as the
+// study, and is left out for even microbatches.
+void TestMicrobatches::reportSection()
+{
+    PipelineSpec spec;
+    spec.stages = 2;
+    spec.microbatches = 4;
+    spec.annotate = true;
+    spec.microbatchScale = {1.5, 0.5, 1.0, 1.0};
+    const Trace t = pipelineTrace(spec).trace;
+    const AnalysisResult r = analyze(t);
+    const CostModel model = calibrate(t, r);
+    const MicrobatchStudy st = studyMicrobatches(model, measuredScenario(model));
+    QVERIFY(st.applies);
+    const std::string html = report::renderReport(t, r, {});
+    QVERIFY(html.find("<section id=\"microbatches\">") != std::string::npos);
+    QVERIFY(html.find("<a href=\"#microbatches\">") != std::string::npos);
+    const size_t at = html.find("<p id=\"microbatch-cost\">");
+    QVERIFY(at != std::string::npos);
+    const std::string line = html.substr(at, html.find("</p>", at) - at);
+    QVERIFY2(line.find("the spread costs " + formatDuration(st.spreadCostNs)) != std::string::npos, line.c_str());
+    QVERIFY2(line.find("equal microbatches (the same total work spread evenly) " + formatDuration(st.equalNs)) != std::string::npos,
+             line.c_str());
+    if (st.bestGainNs > 0)
+        QVERIFY2(line.find(std::string(toString(st.bestOrder))) != std::string::npos, line.c_str());
+    QVERIFY(html.find("<table id=\"microbatch-spread\">") != std::string::npos);
+    QVERIFY(html.find("<table id=\"microbatch-orders\">") != std::string::npos);
+
+    spec.microbatchScale.clear();
+    const std::string even = report::renderReport(pipelineTrace(spec).trace);
+    QVERIFY(even.find("id=\"microbatches\"") == std::string::npos);
 }
 
 QTEST_GUILESS_MAIN(TestMicrobatches)

@@ -78,6 +78,8 @@ private slots:
     void cliErrors_data();
     void cliErrors();
     void reportLine();
+    void speedsFromLayers();
+    void speedsFromSimulatedTrace();
 };
 
 // 2 stages, 4 equal layers (F + B = 3 ms), 1F1B, m = 2. With stage 1 at
@@ -372,6 +374,80 @@ void TestStageSpeed::reportLine()
     PipelineSpec even = stragglerSpec();
     even.slowdown.clear();
     QVERIFY(report::renderReport(pipelineTrace(even).trace).find("whatif-straggler") == std::string::npos);
+}
+
+// Two ranks whose layers were timed on the trace: 3 ms (F + B) per layer on
+// rank 0, 6 ms on rank 1. Reference: the median of the two, 4.5 ms, so rank
+// 0 runs at 1.5 and rank 1 at 0.75; a rank within 3% of the reference is 1.
+void TestStageSpeed::speedsFromLayers()
+{
+    CostModel m = fourLayers();
+    m.layerSource = LayerSource::Trace;
+    m.measuredCosts = true;
+    m.measuredPp = 2;
+    m.measuredSchedule = "1f1b";
+    m.measuredPartition = partitionFromBoundaries({2}, 4, 2);
+    for (int l = 2; l < 4; ++l) {
+        m.layers[size_t(l)].forwardNs *= 2;
+        m.layers[size_t(l)].backwardNs *= 2;
+    }
+    QCOMPARE(m.measuredStageSpeeds(), (std::vector<double>{1.5, 0.75}));
+    // Declared, they make the layers reference-speed costs: 4.5 ms each.
+    m.setStageSpeeds(m.measuredStageSpeeds());
+    QCOMPARE(m.layers[0].forwardNs + m.layers[0].backwardNs, 4.5e6);
+    QCOMPARE(m.layers[3].forwardNs + m.layers[3].backwardNs, 4.5e6);
+    // Asked again, the speeds are the same (costs are undone to measured first).
+    QCOMPARE(m.measuredStageSpeeds(), (std::vector<double>{1.5, 0.75}));
+
+    CostModel close = fourLayers();
+    close.layerSource = LayerSource::Trace;
+    close.measuredCosts = true;
+    close.measuredPp = 2;
+    close.measuredPartition = partitionFromBoundaries({2}, 4, 2);
+    close.layers[3].forwardNs *= 1.04; // rank 1's median: 3.02 ms against 3 ms
+    QCOMPARE(close.measuredStageSpeeds(), (std::vector<double>{1.0, 1.0}));
+
+    try {
+        (void)fourLayers().measuredStageSpeeds(); // layers not from a trace
+        QFAIL("expected an error");
+    } catch (const ValueError& e) {
+        QCOMPARE(e.setting(), std::string("stage-speed"));
+        QVERIFY2(std::string(e.what()).find("with_modules=True") != std::string::npos, e.what());
+    }
+}
+
+// simulate --stage-speed writes a job whose rank 2 runs at 0.8; the
+// imported trace's module ranges give that speed back, and auto-balance
+// gives rank 2 fewer layers.
+void TestStageSpeed::speedsFromSimulatedTrace()
+{
+    QTemporaryDir dir;
+    const QString model = QStringLiteral(PIPESCOPE_SOURCE_DIR "/resources/models/gpt-32l.json");
+    auto r = runCli({"simulate", model, "--pp", "4", "--microbatches", "8", "--stage-speed", "1,1,0.8,1", "--emit-kineto",
+                     dir.filePath("job")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    r = runCli({"import", dir.filePath("job"), "-o", dir.filePath("job.pipescope")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    r = runCli({"whatif", dir.filePath("job.pipescope"), "--stage-speed", "trace", "--auto-balance", "--json", "--summary"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    const json doc = json::parse(r.out.toStdString());
+    const std::vector<double> speeds = doc["cost_model"]["stage_speed"].get<std::vector<double>>();
+    QCOMPARE(speeds.size(), size_t(4));
+    QCOMPARE(speeds[0], 1.0);
+    QCOMPARE(speeds[1], 1.0);
+    QCOMPARE(speeds[3], 1.0);
+    QVERIFY2(std::abs(speeds[2] - 0.8) < 0.016, qPrintable(QString::number(speeds[2])));
+    const json& balanced = doc["predictions"].back();
+    const std::vector<int> layers = balanced["config"]["layers_per_stage"].get<std::vector<int>>();
+    QVERIFY2(layers[2] < 8, qPrintable(QString::fromStdString(balanced["config"].dump())));
+
+    // A trace that times no layers cannot give speeds.
+    const QString plain = dir.filePath("plain.pipescope");
+    writeStore(pipelineTrace(stragglerSpec()).trace, plain.toStdString());
+    r = runCli({"whatif", plain, "--layers", "4", "--stage-speed", "trace"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.startsWith("pipescope whatif: error: --stage-speed: speeds come from the trace only when it times each layer"),
+             qPrintable(r.err));
 }
 
 QTEST_GUILESS_MAIN(TestStageSpeed)

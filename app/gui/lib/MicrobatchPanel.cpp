@@ -21,9 +21,21 @@ MicrobatchPanel::MicrobatchPanel(QWidget* parent)
     , note_(new QLabel(this))
     , view_(makeTableView(model_, true, this))
 {
-    plot_->setMinimumHeight(90);
+    plot_->setMinimumHeight(150);
     plot_->xAxis->setLabel(tr("microbatch"));
+    // Whole microbatch numbers, every one while they fit.
+    auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+    ticker->setTickStep(1.0);
+    ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    plot_->xAxis->setTicker(ticker);
     plot_->yAxis->setLabel(tr("size (x mean)"));
+    // The key on a row of its own above the bars, which it would otherwise hide.
+    plot_->plotLayout()->insertRow(0);
+    plot_->plotLayout()->addElement(0, 0, plot_->legend);
+    plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);
+    plot_->legend->setBorderPen(Qt::NoPen);
+    plot_->legend->setFont(plot_->font());
+    plot_->plotLayout()->setRowStretchFactor(0, 0.001);
     note_->setTextFormat(Qt::PlainText);
     note_->setWordWrap(true);
     auto* layout = new QVBoxLayout(this);
@@ -32,6 +44,8 @@ MicrobatchPanel::MicrobatchPanel(QWidget* parent)
     auto* split = new QSplitter(Qt::Vertical, this);
     split->addWidget(plot_);
     split->addWidget(view_);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 1);
     layout->addWidget(split, 1);
     registerTable(view_);
     setResult({}, {});

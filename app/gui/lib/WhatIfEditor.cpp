@@ -8,6 +8,7 @@
 #include "LayerStrip.h"
 #include "ParetoChart.h"
 #include "timeline/Palette.h"
+#include "util/Error.h"
 #include "util/Format.h"
 #include "whatif/PartitionExport.h"
 #include "whatif/WhatIfJson.h"
@@ -26,6 +27,7 @@
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QMenu>
 #include <QPainter>
@@ -282,6 +284,18 @@ void WhatIfEditor::buildUi()
     auto* actions = new QHBoxLayout;
     for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, searchRecompute_, cancel_, undoBtn, redoBtn, exportBtn})
         actions->addWidget(w);
+    actions->addSpacing(16);
+    auto* speedsLabel = new QLabel(tr("GPU speeds"), this);
+    speeds_ = new QLineEdit(this);
+    speeds_->setPlaceholderText(tr("1,1,0.8,1 or trace"));
+    speeds_->setToolTip(tr("Relative throughput of each pipeline rank's GPU (0.8: its layers take 1/0.8 as long), or "
+                           "'trace' to read them from the time each rank took for its layers (pipescope whatif "
+                           "--stage-speed). Auto-balance then gives slower GPUs fewer layers"));
+    speeds_->setAccessibleName(speedsLabel->text());
+    speeds_->setMaximumWidth(speeds_->fontMetrics().horizontalAdvance(QStringLiteral("0.800,0.800,0.800,0.800,0.8")));
+    actions->addWidget(speedsLabel);
+    actions->addWidget(speeds_);
+    actions->addWidget(errorLabel("stage-speed"), 1);
     actions->addStretch(1);
     controls->setColumnStretch(8, 1);
     root->addLayout(controls);
@@ -470,6 +484,12 @@ void WhatIfEditor::buildUi()
     });
     connect(searchTable_, &QTableWidget::cellClicked, this, [this](int row, int) { applySearchRow(row); });
     connect(pareto_, &ParetoChart::rowClicked, this, &WhatIfEditor::applySearchRow);
+    connect(speeds_, &QLineEdit::editingFinished, this, [this] {
+        if (speeds_->isModified()) {
+            speeds_->setModified(false);
+            setStageSpeeds(speeds_->text());
+        }
+    });
     connect(microbatchOrder_, &QComboBox::activated, this, [this](int index) {
         const QString name = microbatchOrder_->itemData(index).toString();
         const auto o = whatif::microbatchOrderFromString(name.toStdString());
@@ -509,6 +529,8 @@ void WhatIfEditor::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<co
     analysis_ = std::move(analysis);
     pipeline_->setMeasured(analysis_);
     model_ = model;
+    baseModel_ = model;
+    speeds_->clear();
     strip_->setCostModel(model_);
     strip_->setEditable(false); // until the session answers
     measured_.reset();
@@ -574,6 +596,8 @@ void WhatIfEditor::onCostModel(CostModelPtr model, quint64 id)
     if (id < modelRequest_)
         return;
     model_ = *model;
+    baseModel_ = *model;
+    speeds_->clear(); // speeds were declared on the model that was replaced
     if (id == modelRequest_)
         recalibration_ = requestedRecalibration_;
     strip_->setCostModel(model_);
@@ -812,6 +836,23 @@ void WhatIfEditor::refreshFigures()
         (p.memory[size_t(r)].outOfMemory ? oom : ok)->addData(r, gib);
         top = std::max(top, gib);
     }
+    // The measured run's peaks (the trace's allocator totals) as black ticks over the bars.
+    bool measuredShown = false;
+    {
+        auto* measured = new QCPGraph(memoryPlot_->xAxis, memoryPlot_->yAxis);
+        measured->setName(tr("measured"));
+        measured->setLineStyle(QCPGraph::lsNone);
+        measured->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssPlus, QPen(QColor("#1d2329"), 2), Qt::NoBrush, 10));
+        for (int r = 0; r < ranks && size_t(r) < p.measuredPeakBytes.size(); ++r)
+            if (p.measuredPeakBytes[size_t(r)] >= 0) {
+                const double gib = p.measuredPeakBytes[size_t(r)] / kGiB;
+                measured->addData(r, gib);
+                top = std::max(top, gib);
+                measuredShown = true;
+            }
+        measured->setVisible(measuredShown);
+    }
+    memoryPlot_->yAxis->setLabel(measuredShown ? tr("peak GiB (+ measured)") : tr("peak GiB"));
     if (p.gpuMemoryBytes) {
         const double limit = *p.gpuMemoryBytes / kGiB;
         auto* line = new QCPItemStraightLine(memoryPlot_);
@@ -834,7 +875,7 @@ void WhatIfEditor::refreshFigures()
         note->setColor(QColor("#666666"));
     };
     if (!memoryKnown)
-        unknownNote(memoryPlot_, tr("unknown"));
+        unknownNote(memoryPlot_, measuredShown ? tr("predicted: unknown") : tr("unknown"));
     memoryPlot_->replot(QCustomPlot::rpQueuedReplot);
 
     // Memory over the iteration, a step line per rank.
@@ -867,6 +908,54 @@ void WhatIfEditor::refreshFigures()
     export_->setPlainText(exportText());
     refreshExtraWork();
     refreshMicrobatches();
+}
+
+void WhatIfEditor::setStageSpeeds(const QString& text)
+{
+    const QString t = text.trimmed();
+    whatif::CostModel m = baseModel_;
+    std::vector<double> speeds;
+    try {
+        if (t == QLatin1String("trace")) {
+            speeds = m.measuredStageSpeeds();
+        } else if (!t.isEmpty()) {
+            const QStringList parts = t.split(QLatin1Char(','));
+            for (int r = 0; r < parts.size(); ++r) {
+                bool ok = false;
+                const double x = parts[r].trimmed().toDouble(&ok);
+                if (!ok)
+                    throw ValueError("stage-speed", tr("the speed of stage %1 is '%2', not a number; give one relative "
+                                                       "throughput per pipeline rank (e.g. 1,1,0.8,1) or 'trace'")
+                                                        .arg(r)
+                                                        .arg(parts[r].trimmed().left(40))
+                                                        .toStdString());
+                speeds.push_back(x);
+            }
+        }
+        m.setStageSpeeds(speeds);
+        if (scenario_ && !speeds.empty() && static_cast<int>(speeds.size()) != scenario_->pp)
+            throw ValueError("stage-speed", tr("%1 speeds for a scenario of pp %2; give one per pipeline rank")
+                                                .arg(speeds.size())
+                                                .arg(scenario_->pp)
+                                                .toStdString());
+    } catch (const std::exception& e) {
+        showError("stage-speed", QString::fromUtf8(e.what()));
+        return;
+    }
+    showError("stage-speed", QString());
+    if (t == QLatin1String("trace")) {
+        QStringList shown;
+        for (double x : speeds)
+            shown << QString::number(x, 'g', 3);
+        speeds_->setText(shown.join(QLatin1Char(',')));
+    }
+    // A new model: the session starts again on it, then the scenario shown comes back.
+    const std::optional<whatif::Scenario> keep = scenario_ ? std::optional<whatif::Scenario>(*scenario_) : std::nullopt;
+    model_ = m;
+    strip_->setCostModel(model_);
+    modelRequest_ = send(worker_->setCostModel(std::move(m)), Origin::Model, "stage-speed");
+    if (keep)
+        send(worker_->setScenario(*keep), Origin::Restore, "stage-speed");
 }
 
 QString WhatIfEditor::microbatchText() const

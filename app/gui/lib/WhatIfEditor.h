@@ -31,6 +31,7 @@ class QComboBox;
 class QCustomPlot;
 class QDoubleSpinBox;
 class QLabel;
+class QLineEdit;
 class QListWidget;
 class QPlainTextEdit;
 class QPushButton;
@@ -99,6 +100,13 @@ public:
     // has microbatch sizes), and the line saying what their spread costs and
     // which order is fastest (empty while the model has no sizes).
     QComboBox* microbatchOrderBox() const { return microbatchOrder_; }
+    // Relative speed of each pipeline rank's GPU ("1,1,0.8,1"), or "trace" to
+    // read them from the layers the trace timed on each rank (the field then
+    // shows the speeds read); empty: every GPU the reference. As
+    // `pipescope whatif --stage-speed`. A change of speeds replaces the cost
+    // model (the undo history starts again) and keeps the scenario.
+    QLineEdit* speedsBox() const { return speeds_; }
+    void setStageSpeeds(const QString& text);
     QString microbatchText() const;
     QCheckBox* searchRecomputeBox() const { return searchRecompute_; }
     ParetoChart* paretoChart() const { return pareto_; }
@@ -202,6 +210,8 @@ private:
     QDoubleSpinBox* gpu_;
     QComboBox* recompute_ = nullptr;
     QComboBox* microbatchOrder_ = nullptr;
+    QLineEdit* speeds_ = nullptr;
+    whatif::CostModel baseModel_;          // the job's model before any GPU speeds
     QLabel* microbatchResult_ = nullptr;  // what uneven microbatches cost on the shown scenario
     QCheckBox* searchRecompute_ = nullptr;
     ParetoChart* pareto_ = nullptr;

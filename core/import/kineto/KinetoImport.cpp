@@ -846,6 +846,14 @@ void KinetoImporter::instant(const Event& e)
     m.ts = *ts;
     m.bytes = *bytes;
     m.address = e[Field::MemAddr].asInt();
+    // The allocator's totals after the event (PyTorch writes them when known;
+    // older versions wrote -1 for unknown).
+    auto total = [&](Field f) {
+        auto v = e[f].asInt();
+        return v && *v >= 0 ? v : std::nullopt;
+    };
+    m.totalAllocated = total(Field::MemTotalAllocated);
+    m.totalReserved = total(Field::MemTotalReserved);
     shiftFixed_ = true;
     batch_.memoryEvents.push_back(m);
 }

@@ -114,10 +114,12 @@ Field argField(std::string_view k)
         break;
     case 14:
         if (k == "Out msg nelems") return Field::OutNelems;
+        if (k == "Total Reserved") return Field::MemTotalReserved;
         break;
     case 15:
         if (k == "Collective name") return Field::CollectiveName;
         if (k == "Sequence number") return Field::SequenceNumber;
+        if (k == "Total Allocated") return Field::MemTotalAllocated;
         break;
     case 18:
         if (k == "Process Group Name") return Field::GroupName;

@@ -42,7 +42,7 @@ enum class Field : uint8_t {
     // inside "args"
     Device, Stream, Correlation, Bytes, ExternalId, CollectiveName, InNelems, OutNelems, Dtype, GroupSize,
     GroupName, GroupDesc, GroupRanks, SrcRank, DstRank, Seq, Grid, Block, CopyKindArg, ArgName,
-    MemDeviceType, MemDeviceId, MemBytes, MemAddr, SequenceNumber,
+    MemDeviceType, MemDeviceId, MemBytes, MemAddr, MemTotalAllocated, MemTotalReserved, SequenceNumber,
     Count
 };
 inline constexpr size_t kFieldCount = static_cast<size_t>(Field::Count);
