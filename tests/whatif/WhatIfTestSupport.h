@@ -2,6 +2,7 @@
 // Small builders shared by the what-if tests.
 #include "whatif/CostModel.h"
 #include "whatif/Replay.h"
+#include "whatif/WhatIf.h"
 #include "model/Schedule.h"
 
 #include <string>
@@ -31,6 +32,16 @@ inline CostModel fourEqualLayers()
         c.layers.push_back(lc);
     }
     return c;
+}
+
+// A built-in schedule's scenario: kind, pp, microbatches; v 1, no boundaries.
+inline Scenario scenarioOf(ScheduleKind kind, int pp, int microbatches)
+{
+    Scenario s;
+    s.schedule = kind;
+    s.pp = pp;
+    s.microbatches = microbatches;
+    return s;
 }
 
 } // namespace pipescope::whatif::test

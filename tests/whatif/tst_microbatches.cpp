@@ -45,13 +45,17 @@ CostModel twoLayers()
     return c;
 }
 
-Scenario oneFOneB(int pp, int m)
+Scenario oneFOneB(int pp, int m) { return whatif::test::scenarioOf(ScheduleKind::OneFOneB, pp, m); }
+
+// p = 2, m = 4, annotated steps; microbatches 1.5x, 0.5x, 1x and 1x.
+PipelineSpec unevenSpec()
 {
-    Scenario s;
-    s.schedule = ScheduleKind::OneFOneB;
-    s.pp = pp;
-    s.microbatches = m;
-    return s;
+    PipelineSpec spec;
+    spec.stages = 2;
+    spec.microbatches = 4;
+    spec.annotate = true;
+    spec.microbatchScale = {1.5, 0.5, 1.0, 1.0};
+    return spec;
 }
 
 void writeText(const QString& path, const std::string& text)
@@ -175,11 +179,7 @@ void TestMicrobatches::workedReplay()
 // each one's steps, and calibration keeps the sizes per measured stage.
 void TestMicrobatches::measuredSpreadAndCalibration()
 {
-    PipelineSpec spec;
-    spec.stages = 2;
-    spec.microbatches = 4;
-    spec.annotate = true;
-    spec.microbatchScale = {1.5, 0.5, 1.0, 1.0};
+    PipelineSpec spec = unevenSpec();
     const Trace t = pipelineTrace(spec).trace;
     const AnalysisResult r = analyze(t);
     const MicrobatchSpread& ms = r.microbatchSpread;
@@ -319,11 +319,7 @@ void TestMicrobatches::tokensFileErrors()
 void TestMicrobatches::cli()
 {
     QTemporaryDir dir;
-    PipelineSpec spec;
-    spec.stages = 2;
-    spec.microbatches = 4;
-    spec.annotate = true;
-    spec.microbatchScale = {1.5, 0.5, 1.0, 1.0};
+    PipelineSpec spec = unevenSpec();
     const QString store = dir.filePath("job.pipescope");
     writeStore(pipelineTrace(spec).trace, store.toStdString());
 
@@ -400,11 +396,7 @@ void TestMicrobatches::emittedTraceRecoversTheSpread()
 // study, and is left out for even microbatches.
 void TestMicrobatches::reportSection()
 {
-    PipelineSpec spec;
-    spec.stages = 2;
-    spec.microbatches = 4;
-    spec.annotate = true;
-    spec.microbatchScale = {1.5, 0.5, 1.0, 1.0};
+    PipelineSpec spec = unevenSpec();
     const Trace t = pipelineTrace(spec).trace;
     const AnalysisResult r = analyze(t);
     const CostModel model = calibrate(t, r);

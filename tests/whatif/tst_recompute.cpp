@@ -43,10 +43,7 @@ CostModel model()
 
 Scenario scenario(ScheduleKind kind, int pp, int m, std::vector<Recompute> recompute = {})
 {
-    Scenario s;
-    s.schedule = kind;
-    s.pp = pp;
-    s.microbatches = m;
+    Scenario s = whatif::test::scenarioOf(kind, pp, m);
     s.recompute = std::move(recompute);
     return s;
 }

@@ -31,14 +31,7 @@ constexpr TimeNs kMs = 1'000'000;
 
 CostModel fourLayers() { return whatif::test::fourEqualLayers(); }
 
-Scenario oneFOneB(int pp, int m)
-{
-    Scenario s;
-    s.schedule = ScheduleKind::OneFOneB;
-    s.pp = pp;
-    s.microbatches = m;
-    return s;
-}
+Scenario oneFOneB(int pp, int m) { return whatif::test::scenarioOf(ScheduleKind::OneFOneB, pp, m); }
 
 CostModel calibrated(const PipelineSpec& spec, int layers, AnalysisResult* out = nullptr)
 {
