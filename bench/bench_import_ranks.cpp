@@ -8,6 +8,10 @@
 // runs: the load average is printed, and CPU seconds beside each run.
 //
 //   bench_import_ranks [ITERATIONS=29] [RUNS=3] [DIR]   (DIR keeps the traces; default: a temp dir, removed)
+//
+// PIPESCOPE_BENCH_SETTLE=N sets ImportJobOptions::settleInMemoryRecords (0:
+// launch links and nesting are all settled by StoreWriter::finish(), as
+// before files were settled as they were parsed).
 #include "import/Import.h"
 #include "util/Error.h"
 #include "whatif/KinetoEmitter.h"
@@ -101,10 +105,21 @@ Run importOnce(const fs::path& dir, const fs::path& store, int jobs)
     const auto t0 = Clock::now();
     const double c0 = cpuSeconds();
     WorkControl work;
+    // PIPESCOPE_BENCH_STEPS=1: the time of each step of finishing the store.
+    const bool steps = std::getenv("PIPESCOPE_BENCH_STEPS") != nullptr;
+    std::string lastStep;
+    double lastAt = 0;
     work.onProgress = [&](std::string_view phase, double) {
         if (r.read == 0 && phase == "finishing the store") {
             r.read = seconds(t0);
             r.readCpu = cpuSeconds() - c0;
+        }
+        if (steps && r.read > 0) {
+            const double now = seconds(t0);
+            if (!lastStep.empty())
+                std::printf("      %-40s %6.2f s\n", lastStep.c_str(), now - lastAt);
+            lastStep = std::string(phase);
+            lastAt = now;
         }
     };
     ImportJobOptions o;
@@ -113,8 +128,12 @@ Run importOnce(const fs::path& dir, const fs::path& store, int jobs)
     o.progress = false;
     o.jobs = jobs;
     o.work = &work;
+    if (const char* settle = std::getenv("PIPESCOPE_BENCH_SETTLE"))
+        o.settleInMemoryRecords = std::atoll(settle);
     importJob(o);
     r.wall = seconds(t0);
+    if (steps && !lastStep.empty())
+        std::printf("      %-40s %6.2f s\n", (lastStep + " (and commit)").c_str(), r.wall - lastAt);
     r.cpu = cpuSeconds() - c0;
     return r;
 }

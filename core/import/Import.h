@@ -23,6 +23,14 @@ struct ImportOptions {
     // alignment wants them), where the importer knows the time base before it
     // writes them; ImportedSource::timeBaseApplied says what was added.
     bool applyTimeBase = false;
+    // Kineto files of up to this many records are held in memory until
+    // parsed, to settle their launch links and range nesting before they are
+    // stored (on the parser's thread, see import/kineto/ParseAhead.h), which
+    // spares StoreWriter::finish() those passes. Larger files are stored as
+    // they are parsed and settled by finish(). 0: never hold. The store is
+    // the same either way.
+    int64_t settleInMemoryRecords = kSettleInMemoryRecords;
+    static constexpr int64_t kSettleInMemoryRecords = 2'000'000; // a few hundred MB of memory per file at most
 };
 
 // What one importer call added to the store.
@@ -57,6 +65,8 @@ struct ImportJobOptions {
     // (import/kineto/ParseAhead.h); 0: one per core (at most 8); 1: no
     // thread, each file is parsed as it is written. The store is the same either way.
     int jobs = 0;
+    // ImportOptions::settleInMemoryRecords.
+    int64_t settleInMemoryRecords = ImportOptions::kSettleInMemoryRecords;
     const WorkControl* work = nullptr; // progress per file and cancel (optional)
     // Told each warning as it arises (also kept in ImportJobReport::warnings).
     std::function<void(const std::string&)> warn;

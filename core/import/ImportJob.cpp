@@ -312,6 +312,7 @@ ImportJobReport importJob(const ImportJobOptions& options)
     io.shortKernelNames = options.shortKernelNames;
     io.work = options.work;
     io.applyTimeBase = options.alignment != Alignment::None;
+    io.settleInMemoryRecords = options.settleInMemoryRecords;
     // Kineto files are parsed on worker threads ahead of this one, which
     // alone writes the store, file by file in their order.
     std::vector<bool> kineto;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <ctime>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace pipescope {
@@ -76,10 +77,10 @@ StoreWriter::StoreWriter(const std::string& path) : out_(path), db_(createDataba
     db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     insString_ = db_.prepare("INSERT INTO strings(id, value) VALUES (?1, ?2)");
     insActivity_ = db_.prepare(
-        "INSERT INTO activities(rank, stream_id, kind, start_ns, end_ns, name_id, correlation, bytes, copy_kind, grid, block)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-    insCpu_ = db_.prepare("INSERT INTO cpu_ranges(rank, tid, kind, start_ns, end_ns, name_id, domain_id, correlation)"
-                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+        "INSERT INTO activities(rank, stream_id, kind, start_ns, end_ns, name_id, correlation, bytes, copy_kind, grid, block,"
+        " launch_id, launch_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+    insCpu_ = db_.prepare("INSERT INTO cpu_ranges(rank, tid, kind, start_ns, end_ns, name_id, domain_id, correlation, depth,"
+                          " parent_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     insNccl_ = db_.prepare(
         "INSERT INTO nccl_ops(rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name, group_desc,"
         " group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id)"
@@ -217,6 +218,8 @@ int64_t StoreWriter::addActivity(const ActivityRecord& a)
         st.bind(10, a.grid);
     if (!a.block.empty())
         st.bind(11, a.block);
+    if (a.launchId)
+        st.bind(12, *a.launchId).bind(13, a.launchNs);
     st.run();
     return db_.lastInsertRowid();
 }
@@ -226,6 +229,7 @@ int64_t StoreWriter::addCpuRange(const CpuRangeRecord& r)
     auto& st = insCpu_;
     st.bind(1, r.rank).bind(2, r.tid).bind(3, static_cast<int>(r.kind)).bind(4, r.start).bind(5, r.end);
     st.bind(6, r.name).bind(7, r.domain).bind(8, r.correlation);
+    st.bind(9, r.depth).bind(10, r.parentId);
     st.run();
     return db_.lastInsertRowid();
 }
@@ -311,7 +315,17 @@ void StoreWriter::discardInput()
     inputStart_->gpus.restore(gpus_);
     inputStart_->groups.restore(groups_);
     inputStart_->diags.restore(diags_);
+    // What the input settled went with its rows.
+    std::erase_if(settled_, [&](const Settled& s) {
+        return s.activitiesAfter >= inputStart_->maxIds[3] && s.cpuRangesAfter >= inputStart_->maxIds[4];
+    });
     inputStart_.reset();
+}
+
+void StoreWriter::settled(int rank, int64_t activitiesAfter, int64_t activitiesUpTo, int64_t cpuRangesAfter,
+                          int64_t cpuRangesUpTo)
+{
+    settled_.push_back({rank, activitiesAfter, activitiesUpTo, cpuRangesAfter, cpuRangesUpTo});
 }
 
 void StoreWriter::shiftRank(int rank, TimeNs offset)
@@ -392,7 +406,9 @@ void StoreWriter::dropOutOfRangeTimes()
         return inputStart_ ? " AND id > " + std::to_string(inputStart_->maxIds[table]) : std::string();
     };
     const Table tables[] = {
-        {"activities", "(" + bad("start_ns", false) + " OR " + bad("end_ns", false) + " OR " + bad("launch_ns", true) + ")" + since(3)},
+        // launch_ns copies a launch call's start, which is checked in cpu_ranges
+        // (rows the importer settled have it; the rest get it in finish()).
+        {"activities", "(" + bad("start_ns", false) + " OR " + bad("end_ns", false) + ")" + since(3)},
         {"cpu_ranges", "(" + bad("start_ns", false) + " OR " + bad("end_ns", false) + ")" + since(4)},
         {"nccl_ops", "(" + bad("start_ns", true) + " OR " + bad("end_ns", true) + ")" + since(5)},
         {"memory_events", bad("ts_ns", false) + since(6)},
@@ -412,6 +428,7 @@ void StoreWriter::dropOutOfRangeTimes()
     if (dropped.empty())
         return;
     for (const auto& [rank, count] : dropped) {
+        droppedRanks_.insert(rank);
         std::optional<int64_t> source;
         std::string sourcePath = "rank " + std::to_string(rank);
         if (auto it = ranks_.find(rank); it != ranks_.end() && it->second.sourceId)
@@ -456,86 +473,131 @@ void StoreWriter::flushDiagnostics()
     diags_.clear();
 }
 
-void StoreWriter::linkLaunches()
+void StoreWriter::linkLaunches(std::optional<int> rank)
 {
     // One indexed lookup per correlated activity; the first runtime/driver
     // call with the same correlation id on the same rank is the launch.
-    db_.exec("UPDATE activities SET (launch_id, launch_ns) = (SELECT c.id, c.start_ns FROM cpu_ranges c"
-             " WHERE c.rank = activities.rank AND c.correlation = activities.correlation AND c.kind IN (3, 4)"
-             " ORDER BY c.id LIMIT 1) WHERE correlation IS NOT NULL");
+    std::string text = "UPDATE activities SET (launch_id, launch_ns) = (SELECT c.id, c.start_ns FROM cpu_ranges c"
+                       " WHERE c.rank = activities.rank AND c.correlation = activities.correlation AND c.kind IN (3, 4)"
+                       " ORDER BY c.id LIMIT 1) WHERE correlation IS NOT NULL";
+    if (!rank) {
+        db_.exec(text);
+        return;
+    }
+    auto st = db_.prepare(text + " AND rank = ?1");
+    st.bind(1, *rank).run();
 }
 
-void StoreWriter::nestCpuRanges()
+void RangeNester::add(int64_t rank, int64_t tid, TimeNs start, TimeNs end, int64_t id)
 {
-    // Ranges of one thread nest when one contains the other; a stack walk in
-    // start order (longer first on ties, then row order) finds each range's
-    // parent. The index on (rank, tid, start_ns, end_ns) holds every column
-    // needed, in that order but for the end: ranges of one start are put in
-    // descending end here, so SQL sorts nothing. The updates then go in row
-    // order, page after page.
-    auto sel = db_.prepare("SELECT id, rank, tid, start_ns, end_ns FROM cpu_ranges INDEXED BY cpu_ranges_by_time"
-                           " ORDER BY rank, tid, start_ns, end_ns, id");
-    struct Open {
-        int64_t id;
-        TimeNs end;
-    };
-    struct Range {
-        int64_t id;
-        TimeNs end;
-    };
-    struct Update {
-        int64_t id;
-        int64_t parent;
-        int depth;
-    };
-    std::vector<Open> stack;
-    std::vector<Range> group; // the ranges of one rank, tid and start, in ascending end, then id
-    std::vector<Update> updates;
-    int64_t curRank = 0, curTid = 0;
-    TimeNs curStart = 0;
-    bool first = true;
-    auto walk = [&] {
-        // Descending end; ranges with equal ends keep row order.
-        for (size_t i = group.size(); i > 0;) {
-            size_t j = i - 1;
-            while (j > 0 && group[j - 1].end == group[i - 1].end)
-                --j;
-            for (size_t k = j; k < i; ++k) {
-                const Range& r = group[k];
-                while (!stack.empty() && stack.back().end <= curStart)
-                    stack.pop_back();
-                // A range that starts inside the top but ends after it is a partial
-                // overlap, not nesting: treat it as a sibling of the top.
-                while (!stack.empty() && r.end > stack.back().end)
-                    stack.pop_back();
-                if (!stack.empty())
-                    updates.push_back({r.id, stack.back().id, static_cast<int>(stack.size())});
-                stack.push_back({r.id, r.end});
-            }
-            i = j;
-        }
-        group.clear();
-    };
-    while (sel.step()) {
-        const int64_t id = sel.int64(0), rank = sel.int64(1), tid = sel.int64(2);
-        const TimeNs start = sel.int64(3), end = sel.int64(4);
-        if (first || rank != curRank || tid != curTid || start != curStart) {
-            walk();
-            if (first || rank != curRank || tid != curTid)
-                stack.clear();
-            curRank = rank;
-            curTid = tid;
-            curStart = start;
-            first = false;
-        }
-        group.push_back({id, end});
+    if (first_ || rank != rank_ || tid != tid_ || start != start_) {
+        walk();
+        if (first_ || rank != rank_ || tid != tid_)
+            stack_.clear();
+        rank_ = rank;
+        tid_ = tid;
+        start_ = start;
+        first_ = false;
     }
+    group_.push_back({id, end});
+}
+
+void RangeNester::finish()
+{
     walk();
+    stack_.clear();
+    first_ = true;
+}
+
+void RangeNester::walk()
+{
+    // Descending end; ranges with equal ends keep row order.
+    for (size_t i = group_.size(); i > 0;) {
+        size_t j = i - 1;
+        while (j > 0 && group_[j - 1].end == group_[i - 1].end)
+            --j;
+        for (size_t k = j; k < i; ++k) {
+            const Open& r = group_[k];
+            while (!stack_.empty() && stack_.back().end <= start_)
+                stack_.pop_back();
+            // A range that starts inside the top but ends after it is a partial
+            // overlap, not nesting: treat it as a sibling of the top.
+            while (!stack_.empty() && r.end > stack_.back().end)
+                stack_.pop_back();
+            if (!stack_.empty())
+                found.push_back({r.id, stack_.back().id, static_cast<int>(stack_.size())});
+            stack_.push_back({r.id, r.end});
+        }
+        i = j;
+    }
+    group_.clear();
+}
+
+void StoreWriter::nestCpuRanges(std::optional<int> rank)
+{
+    // The index on (rank, tid, start_ns, end_ns) holds every column needed,
+    // in that order but for the end: ranges of one start are put in
+    // descending end by RangeNester, so SQL sorts nothing. The updates then
+    // go in row order, page after page.
+    const char* all = "SELECT id, rank, tid, start_ns, end_ns FROM cpu_ranges INDEXED BY cpu_ranges_by_time"
+                      " ORDER BY rank, tid, start_ns, end_ns, id";
+    const char* one = "SELECT id, rank, tid, start_ns, end_ns FROM cpu_ranges INDEXED BY cpu_ranges_by_time"
+                      " WHERE rank = ?1 ORDER BY rank, tid, start_ns, end_ns, id";
+    auto sel = db_.prepare(rank ? one : all);
+    if (rank) {
+        // Start from scratch: rows an importer settled may have parents.
+        auto reset = db_.prepare("UPDATE cpu_ranges SET depth = 0, parent_id = NULL WHERE rank = ?1 AND parent_id IS NOT NULL");
+        reset.bind(1, *rank).run();
+        sel.bind(1, *rank);
+    }
+    RangeNester nester;
+    while (sel.step())
+        nester.add(sel.int64(1), sel.int64(2), sel.int64(3), sel.int64(4), sel.int64(0));
+    nester.finish();
     sel.reset();
-    std::sort(updates.begin(), updates.end(), [](const Update& a, const Update& b) { return a.id < b.id; });
+    auto& updates = nester.found;
+    std::sort(updates.begin(), updates.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     auto upd = db_.prepare("UPDATE cpu_ranges SET depth = ?2, parent_id = ?3 WHERE id = ?1");
-    for (const Update& u : updates)
+    for (const auto& u : updates)
         upd.bind(1, u.id).bind(2, u.depth).bind(3, u.parent).run();
+}
+
+std::vector<int> StoreWriter::unsettledRanks()
+{
+    // Ranks some input settled once, that lost no rows and have no rows from
+    // elsewhere, are done; every other rank that has rows is settled here.
+    std::map<int, int> times;
+    for (const Settled& s : settled_)
+        ++times[s.rank];
+    std::set<int> todo(droppedRanks_.begin(), droppedRanks_.end());
+    for (const auto& [rank, n] : times)
+        if (n > 1)
+            todo.insert(rank);
+    // The rows outside the settled id ranges, table by table.
+    auto others = [&](const char* table, auto after, auto upTo) {
+        std::vector<std::pair<int64_t, int64_t>> spans;
+        for (const Settled& s : settled_)
+            spans.emplace_back(s.*after, s.*upTo);
+        std::sort(spans.begin(), spans.end());
+        auto st = db_.prepare(std::string("SELECT DISTINCT rank FROM ") + table + " WHERE id > ?1 AND id <= ?2");
+        int64_t from = std::numeric_limits<int64_t>::min();
+        auto scan = [&](int64_t a, int64_t b) {
+            if (a >= b)
+                return;
+            st.bind(1, a).bind(2, b);
+            while (st.step())
+                todo.insert(static_cast<int>(st.int64(0)));
+            st.reset();
+        };
+        for (const auto& [a, b] : spans) {
+            scan(from, a);
+            from = std::max(from, b);
+        }
+        scan(from, std::numeric_limits<int64_t>::max());
+    };
+    others("activities", &Settled::activitiesAfter, &Settled::activitiesUpTo);
+    others("cpu_ranges", &Settled::cpuRangesAfter, &Settled::cpuRangesUpTo);
+    return {todo.begin(), todo.end()};
 }
 
 void StoreWriter::summarise()
@@ -580,21 +642,62 @@ void StoreWriter::summarise()
     while (pairs.step())
         keys.emplace_back(pairs.int64(0), pairs.int64(1));
     std::map<int64_t, std::array<int64_t, 4>> perStream;
+    // A settled rank's rows are the ids of one span (settled()): read in one
+    // pass in row order and sorted here as the index would give them (start,
+    // then id), rather than looked up one by one through the index.
+    struct Row {
+        TimeNs start;
+        int64_t id;
+        TimeNs end;
+        int64_t stream;
+        int kind;
+    };
+    std::map<int64_t, std::pair<int64_t, int64_t>> streamDevice; // stream id -> rank, device
+    if (!settledClean_.empty()) {
+        auto st = db_.prepare("SELECT id, rank, device FROM streams");
+        while (st.step())
+            streamDevice[st.int64(0)] = {st.int64(1), st.int64(2)};
+    }
+    std::map<int64_t, std::vector<Row>> byDevice; // of the settled rank being summarised
+    std::optional<int64_t> loadedRank;
+    auto load = [&](int64_t rank, const Settled& span) {
+        byDevice.clear();
+        auto st = db_.prepare("SELECT id, stream_id, kind, start_ns, end_ns FROM activities WHERE id > ?1 AND id <= ?2");
+        st.bind(1, span.activitiesAfter).bind(2, span.activitiesUpTo);
+        while (st.step()) {
+            auto it = streamDevice.find(st.int64(1));
+            if (it == streamDevice.end() || it->second.first != rank)
+                continue;
+            byDevice[it->second.second].push_back(
+                {st.int64(3), st.int64(0), st.int64(4), st.int64(1), static_cast<int>(st.int64(2))});
+        }
+        for (auto& [device, rows] : byDevice)
+            std::sort(rows.begin(), rows.end(),
+                      [](const Row& a, const Row& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); });
+        loadedRank = rank;
+    };
     for (auto [rank, device] : keys) {
         int64_t counts[4] = {0, 0, 0, 0};
         Union kernels, gpu;
-        acts.bind(1, rank).bind(2, device);
-        while (acts.step()) {
-            int kind = static_cast<int>(acts.int64(0));
-            TimeNs s = acts.int64(1), e = acts.int64(2);
+        auto add = [&](int kind, TimeNs s, TimeNs e, int64_t stream) {
             if (kind >= 0 && kind < 4) {
                 ++counts[kind];
-                ++perStream[acts.int64(3)][static_cast<size_t>(kind)];
+                ++perStream[stream][static_cast<size_t>(kind)];
             }
             if (kind == static_cast<int>(ActivityKind::Kernel))
                 kernels.add(s, e);
             if (kind != static_cast<int>(ActivityKind::Sync))
                 gpu.add(s, e);
+        };
+        if (auto clean = settledClean_.find(static_cast<int>(rank)); clean != settledClean_.end()) {
+            if (loadedRank != rank)
+                load(rank, clean->second);
+            for (const Row& r : byDevice[device])
+                add(r.kind, r.start, r.end, r.stream);
+        } else {
+            acts.bind(1, rank).bind(2, device);
+            while (acts.step())
+                add(static_cast<int>(acts.int64(0)), acts.int64(1), acts.int64(2), acts.int64(3));
         }
         acts.reset();
         kernels.close();
@@ -609,14 +712,18 @@ void StoreWriter::summarise()
     for (const auto& [id, c] : perStream)
         streamCounts[std::to_string(id)] = c;
     setMeta("count.streams", streamCounts.dump());
-    auto cpu = db_.prepare("SELECT kind, COUNT(*) FROM cpu_ranges GROUP BY kind");
-    nlohmann::json cpuCounts = nlohmann::json::object();
-    while (cpu.step()) {
-        auto k = static_cast<int>(cpu.int64(0));
-        std::string name = k >= 0 && k <= 6 ? std::string(toString(static_cast<CpuRangeKind>(k))) : std::to_string(k);
-        cpuCounts[name] = cpu.int64(1);
-    }
+    // Counted here: GROUP BY would sort every row.
+    auto cpu = db_.prepare("SELECT kind FROM cpu_ranges");
+    std::map<int64_t, int64_t> byKind;
+    while (cpu.step())
+        ++byKind[cpu.int64(0)];
     cpu.reset();
+    nlohmann::json cpuCounts = nlohmann::json::object();
+    for (const auto& [kind, n] : byKind) {
+        auto k = static_cast<int>(kind);
+        std::string name = k >= 0 && k <= 6 ? std::string(toString(static_cast<CpuRangeKind>(k))) : std::to_string(k);
+        cpuCounts[name] = n;
+    }
     setMeta("count.cpu_ranges", cpuCounts.dump());
     auto launches = db_.prepare("SELECT COUNT(*) FROM activities WHERE launch_id IS NOT NULL");
     launches.step();
@@ -631,6 +738,7 @@ void StoreWriter::finish()
         if (progress_)
             progress_(s);
     };
+    step("checking times");
     dropOutOfRangeTimes();
     flushDiagnostics();
     {
@@ -671,10 +779,23 @@ void StoreWriter::finish()
     }
     step("indexing");
     db_.exec(kIndexSql);
-    step("linking launches");
-    linkLaunches();
-    step("nesting ranges");
-    nestCpuRanges();
+    if (settled_.empty()) {
+        step("linking launches");
+        linkLaunches();
+        step("nesting ranges");
+        nestCpuRanges();
+    } else {
+        // Importers settled most ranks as they added the rows (settled()).
+        step("linking launches and nesting ranges");
+        const std::vector<int> unsettled = unsettledRanks();
+        for (int rank : unsettled) {
+            linkLaunches(rank);
+            nestCpuRanges(rank);
+        }
+        for (const Settled& s : settled_)
+            if (!std::binary_search(unsettled.begin(), unsettled.end(), s.rank))
+                settledClean_.emplace(s.rank, s);
+    }
     step("summarising");
     summarise();
     auto meta = db_.prepare("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)");
@@ -688,8 +809,14 @@ void StoreWriter::finish()
     insString_ = {};
     insMemory_ = {};
     meta = {};
+    // Statistics for the query planner, from a sample of each index (a full
+    // ANALYZE reads every index of a store of gigabytes; PRAGMA optimize's
+    // choice of tables depends on the queries this connection happened to run).
+    step("analysing");
+    db_.exec("PRAGMA analysis_limit = 1000");
+    db_.exec("ANALYZE");
+    step("committing");
     db_.exec("COMMIT");
-    db_.exec("PRAGMA optimize");
     db_.close();
     out_.commit();
     finished_ = true;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -39,6 +40,10 @@ struct ActivityRecord {
     std::optional<CopyKind> copyKind;
     std::string grid; // "x,y,z" or empty
     std::string block;
+    // Normally left empty for finish() to fill; an importer that settled them
+    // itself (see StoreWriter::settled()) stores them as they are.
+    std::optional<int64_t> launchId; // cpu_ranges row of the launch call
+    std::optional<TimeNs> launchNs;  // its start
 };
 
 struct CpuRangeRecord {
@@ -50,6 +55,39 @@ struct CpuRangeRecord {
     StringId name = 0;
     std::optional<StringId> domain;
     std::optional<int64_t> correlation;
+    // Likewise: left at 0 and empty unless the importer settled the nesting.
+    int depth = 0;
+    std::optional<int64_t> parentId;
+};
+
+// Nests CPU ranges as finish() does: ranges of one thread nest when one
+// contains the other; a stack walk in start order (longer first on ties,
+// then row order) finds each range's parent. Importers that settle nesting
+// themselves use it too, so both give the same parents.
+class RangeNester {
+public:
+    struct Parent {
+        int64_t id;
+        int64_t parent;
+        int depth;
+    };
+    // Ranges in ascending (rank, tid, start, end, id).
+    void add(int64_t rank, int64_t tid, TimeNs start, TimeNs end, int64_t id);
+    // After the last add(): `found` then holds every range that has a parent, in walk order.
+    void finish();
+    std::vector<Parent> found;
+
+private:
+    void walk();
+    struct Open {
+        int64_t id;
+        TimeNs end;
+    };
+    std::vector<Open> stack_;
+    std::vector<Open> group_; // the ranges of one rank, tid and start, in ascending end, then id
+    int64_t rank_ = 0, tid_ = 0;
+    TimeNs start_ = 0;
+    bool first_ = true;
 };
 
 struct NcclRecord {
@@ -111,6 +149,16 @@ public:
     void keepInput();
     void discardInput();
 
+    // Says that the rows with ids in (activitiesAfter, activitiesUpTo] and
+    // (cpuRangesAfter, cpuRangesUpTo], all of `rank`, were added with their
+    // launch links and nesting already settled, as finish() would settle
+    // them: the rank's other rows do not change them (they are all its rows).
+    // finish() then skips the rank, unless another input also holds it, or
+    // rows of it were dropped (dropOutOfRangeTimes), or it holds other rows:
+    // then it settles the rank again from scratch.
+    void settled(int rank, int64_t activitiesAfter, int64_t activitiesUpTo, int64_t cpuRangesAfter,
+                 int64_t cpuRangesUpTo);
+
     // Adds offset to every time of a rank (activities, ranges, NCCL ops, memory).
     void shiftRank(int rank, TimeNs offset);
 
@@ -145,8 +193,9 @@ public:
 
 private:
     void flushDiagnostics();
-    void linkLaunches();
-    void nestCpuRanges();
+    void linkLaunches(std::optional<int> rank = std::nullopt);
+    void nestCpuRanges(std::optional<int> rank = std::nullopt);
+    std::vector<int> unsettledRanks();
     void summarise();
 
     AtomicOutput out_;
@@ -169,6 +218,13 @@ private:
     std::map<std::pair<int64_t, std::string>, DiagEntry> diags_;
     std::function<void(std::string_view)> progress_;
     bool finished_ = false;
+    struct Settled {
+        int rank;
+        int64_t activitiesAfter, activitiesUpTo, cpuRangesAfter, cpuRangesUpTo;
+    };
+    std::vector<Settled> settled_;
+    std::map<int, Settled> settledClean_; // in finish(): the settled ranks it leaves as they are
+    std::set<int> droppedRanks_; // ranks that lost rows in dropOutOfRangeTimes()
     // An in-memory map's entries as they were before the current input first
     // touched them (nullopt: absent), to put back if the input is discarded.
     // Kept per entry: copying whole maps per input would grow with the job.

@@ -182,7 +182,8 @@ struct Outcome {
 };
 
 Outcome runImport(const QStringList& inputs, const std::string& output, Alignment alignment, int jobs,
-                  const WorkControl* work = nullptr)
+                  const WorkControl* work = nullptr,
+                  int64_t settleInMemoryRecords = ImportOptions::kSettleInMemoryRecords)
 {
     ImportJobOptions o;
     for (const QString& in : inputs)
@@ -192,6 +193,7 @@ Outcome runImport(const QStringList& inputs, const std::string& output, Alignmen
     o.progress = false;
     o.jobs = jobs;
     o.work = work;
+    o.settleInMemoryRecords = settleInMemoryRecords;
     Outcome out;
     try {
         out.report = importJob(o);
@@ -299,6 +301,33 @@ void TestImportJobs::sameStoreWithAnyNumberOfJobs()
         if (QTest::currentTestFailed())
             return;
     }
+    // Launch links and nesting settled as each file is parsed, or by
+    // StoreWriter::finish() for files over the cap (0: every file; 40: the
+    // small ones are held, the others not), come out the same.
+    for (int64_t cap : {int64_t{0}, int64_t{40}}) {
+        for (int jobs : {1, 2}) {
+            const std::string path =
+                test::path(out, ("cap-" + std::to_string(cap) + "-jobs-" + std::to_string(jobs) + ".pipescope").c_str());
+            const Outcome other = runImport(inputs, path, Alignment(alignment), jobs, nullptr, cap);
+            QVERIFY2(other.error.isEmpty(), qPrintable(other.error));
+            QCOMPARE(describe(other.report), describe(serial.report));
+            compareStores(serialPath, path);
+            if (QTest::currentTestFailed())
+                return;
+        }
+    }
+    // The comparisons above cover launch_id, launch_ns, depth and parent_id:
+    // make sure they were there to compare.
+    sql::Database db(serialPath, sql::Database::Mode::ReadOnly);
+    auto count = [&](const char* sqlText) {
+        auto st = db.prepare(sqlText);
+        st.step();
+        return st.int64(0);
+    };
+    if (count("SELECT COUNT(*) FROM activities WHERE correlation IS NOT NULL") > 0)
+        QVERIFY(count("SELECT COUNT(*) FROM activities WHERE launch_id IS NOT NULL AND launch_ns IS NOT NULL") > 0);
+    if (inputs == QStringList{job_})
+        QVERIFY(count("SELECT COUNT(*) FROM cpu_ranges WHERE parent_id IS NOT NULL AND depth > 0") > 0);
 }
 
 void TestImportJobs::workersWaitForTheWriter()

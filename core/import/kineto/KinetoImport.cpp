@@ -293,13 +293,34 @@ private:
         if (options_.applyTimeBase && !shiftFixed_ && base >= -kMaxShift && base <= kMaxShift)
             timeShift_ = base;
     }
-    // Hands the batch over (to be written, or queued for the writing thread).
+    // Hands the batch over (to be written, or queued for the writing thread),
+    // or keeps it while the file is held (settleInMemory()).
     void deliver()
     {
         batch_.timeShift = timeShift_;
+        if (holding_) {
+            heldRecords_ += static_cast<int64_t>(batch_.records());
+            if (heldRecords_ <= options_.settleInMemoryRecords) {
+                held_.push_back(std::move(batch_));
+                batch_ = kineto::RecordBatch{};
+                return;
+            }
+            release(); // too large to hold: finish() settles it
+        }
         deliver_(batch_);
         batch_.clear();
     }
+    // Hands the held batches over, in order, and holds no more.
+    void release()
+    {
+        holding_ = false;
+        for (kineto::RecordBatch& b : held_)
+            deliver_(b);
+        std::vector<kineto::RecordBatch>().swap(held_);
+    }
+    void settleInMemory();
+    template <typename SetActivity, typename SetCpu>
+    void resolveFlowsWith(const SetActivity& setActivity, const SetCpu& setCpu);
     void complete(const Event& e);
     void gpuActivity(const Event& e, Category cat, TimeNs start, TimeNs end, std::string_view name);
     void cpuRange(const Event& e, Category cat, TimeNs start, TimeNs end, std::string_view name);
@@ -319,6 +340,11 @@ private:
     ImportOptions options_;
     kineto::KinetoFileImport::Deliver deliver_;
     kineto::RecordBatch batch_;
+    // A file is held whole while it has at most settleInMemoryRecords
+    // records; parse() then settles its launch links and nesting (settled_).
+    bool holding_ = false, settled_ = false;
+    int64_t heldRecords_ = 0;
+    std::vector<kineto::RecordBatch> held_;
     // File-local numbers (RecordBatch.h); strings and streams count from 0.
     int64_t activities_ = 0, cpuRanges_ = 0, stringCount_ = 0, streamCount_ = 0;
     struct StringHash {
@@ -956,14 +982,10 @@ void KinetoImporter::writeNccl(int64_t activityId, TimeNs start, TimeNs end, int
     noteGroup(a);
 }
 
-void KinetoImporter::resolveFlows(kineto::BatchWriter& out)
+template <typename SetActivity, typename SetCpu>
+void KinetoImporter::resolveFlowsWith(const SetActivity& setActivity, const SetCpu& setCpu)
 {
-    if (pendingFlows_.empty())
-        return;
     std::sort(flows_.begin(), flows_.end(), [](const Flow& a, const Flow& b) { return a.key() < b.key(); });
-    auto& db = out.store().database();
-    auto updActivity = db.prepare("UPDATE activities SET correlation = ?2 WHERE id = ?1");
-    auto updCpu = db.prepare("UPDATE cpu_ranges SET correlation = ?2 WHERE id = ?1");
     std::unordered_map<int64_t, size_t> ncclByActivity;
     for (size_t i = 0; i < pendingNccl_.size(); ++i)
         ncclByActivity.emplace(pendingNccl_[i].activityId, i);
@@ -987,9 +1009,9 @@ void KinetoImporter::resolveFlows(kineto::BatchWriter& out)
             continue;
         }
         if (p.activity)
-            updActivity.bind(1, out.activityId(p.rowId)).bind(2, *id).run();
+            setActivity(p.rowId, *id);
         else
-            updCpu.bind(1, out.cpuRangeId(p.rowId)).bind(2, *id).run();
+            setCpu(p.rowId, *id);
         if (p.activity) {
             if (auto n = ncclByActivity.find(p.rowId); n != ncclByActivity.end())
                 pendingNccl_[n->second].correlation = id;
@@ -1000,6 +1022,85 @@ void KinetoImporter::resolveFlows(kineto::BatchWriter& out)
              std::to_string(unresolved) + " GPU activities or launch calls have neither args.correlation nor a launch flow");
     std::vector<Flow>().swap(flows_);
     std::vector<PendingFlow>().swap(pendingFlows_);
+}
+
+void KinetoImporter::resolveFlows(kineto::BatchWriter& out)
+{
+    if (pendingFlows_.empty())
+        return;
+    auto& db = out.store().database();
+    auto updActivity = db.prepare("UPDATE activities SET correlation = ?2 WHERE id = ?1");
+    auto updCpu = db.prepare("UPDATE cpu_ranges SET correlation = ?2 WHERE id = ?1");
+    resolveFlowsWith([&](int64_t row, int64_t id) { updActivity.bind(1, out.activityId(row)).bind(2, id).run(); },
+                     [&](int64_t row, int64_t id) { updCpu.bind(1, out.cpuRangeId(row)).bind(2, id).run(); });
+}
+
+// The held file's launch flows, launch links and range nesting, settled as
+// StoreWriter::finish() would settle them from the stored rows: the file
+// holds all of its rank's rows (importJob refuses a rank from two files;
+// StoreWriter::settled() checks), times differ from the stored ones by one
+// shift, and file-local numbers keep the order of store ids.
+void KinetoImporter::settleInMemory()
+{
+    std::vector<ActivityRecord*> acts;
+    std::vector<CpuRangeRecord*> cpus;
+    acts.reserve(static_cast<size_t>(activities_));
+    cpus.reserve(static_cast<size_t>(cpuRanges_));
+    for (kineto::RecordBatch& b : held_) {
+        for (ActivityRecord& a : b.activities)
+            acts.push_back(&a);
+        for (CpuRangeRecord& r : b.cpuRanges)
+            cpus.push_back(&r);
+    }
+    if (static_cast<int64_t>(acts.size()) != activities_ || static_cast<int64_t>(cpus.size()) != cpuRanges_)
+        return; // not every record is held: finish() settles the file
+    if (!pendingFlows_.empty()) {
+        resolveFlowsWith([&](int64_t row, int64_t id) { acts[static_cast<size_t>(row - 1)]->correlation = id; },
+                         [&](int64_t row, int64_t id) { cpus[static_cast<size_t>(row - 1)]->correlation = id; });
+    }
+    // Launches: the first runtime or driver call with the activity's correlation.
+    {
+        std::unordered_map<int64_t, int64_t> launchOf; // correlation -> local row
+        for (size_t i = 0; i < cpus.size(); ++i) {
+            const CpuRangeRecord& r = *cpus[i];
+            if (r.correlation && (r.kind == CpuRangeKind::Runtime || r.kind == CpuRangeKind::Driver))
+                launchOf.emplace(*r.correlation, static_cast<int64_t>(i + 1));
+        }
+        for (ActivityRecord* a : acts) {
+            if (!a->correlation)
+                continue;
+            auto it = launchOf.find(*a->correlation);
+            if (it == launchOf.end())
+                continue;
+            a->launchId = it->second;
+            a->launchNs = cpus[static_cast<size_t>(it->second - 1)]->start;
+        }
+    }
+    // Nesting, in (tid, start, end, row) order as StoreWriter reads the index.
+    {
+        struct Key {
+            int64_t tid;
+            TimeNs start, end;
+            int64_t row;
+        };
+        std::vector<Key> keys;
+        keys.reserve(cpus.size());
+        for (size_t i = 0; i < cpus.size(); ++i)
+            keys.push_back({cpus[i]->tid, cpus[i]->start, cpus[i]->end, static_cast<int64_t>(i + 1)});
+        std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+            return std::tie(a.tid, a.start, a.end, a.row) < std::tie(b.tid, b.start, b.end, b.row);
+        });
+        RangeNester nester;
+        for (const Key& k : keys)
+            nester.add(0, k.tid, k.start, k.end, k.row);
+        nester.finish();
+        for (const auto& p : nester.found) {
+            CpuRangeRecord& r = *cpus[static_cast<size_t>(p.id - 1)];
+            r.depth = p.depth;
+            r.parentId = p.parent;
+        }
+    }
+    settled_ = true;
 }
 
 void KinetoImporter::joinPendingNccl(kineto::BatchWriter& out)
@@ -1121,6 +1222,7 @@ void KinetoImporter::parse(const kineto::KinetoFileImport::Deliver& handOver)
         if (auto base = kineto::peekBaseTime(path_))
             offerTimeShift(*base);
     }
+    holding_ = options_.settleInMemoryRecords > 0;
     auto result = kineto::readTrace(file, *this);
     if (!result.sawTraceEvents)
         throw FormatError(path_ + ": no \"traceEvents\" array; expected a PyTorch profiler (Kineto) JSON trace");
@@ -1129,6 +1231,10 @@ void KinetoImporter::parse(const kineto::KinetoFileImport::Deliver& handOver)
                           " in traceEvents, none a GPU activity or CPU range with valid times); "
                           "check that the profiler recorded activities");
     deliver();
+    if (holding_) {
+        settleInMemory();
+        release();
+    }
 }
 
 ImportedSource KinetoImporter::finish(kineto::BatchWriter& out)
@@ -1149,6 +1255,11 @@ ImportedSource KinetoImporter::finish(kineto::BatchWriter& out)
     std::vector<CpuComm>().swap(cpuComms_);
     finishRank(out);
     int r = *rank_;
+    if (settled_) {
+        const auto& before = out.before();
+        writer.settled(r, before.activities, before.activities + activities_, before.cpuRanges,
+                       before.cpuRanges + cpuRanges_);
+    }
 
     // The rank's GPU is the one that ran the most kernels; GPUs are those with
     // activities (deviceProperties lists every GPU on the host).

@@ -66,6 +66,11 @@ void BatchWriter::write(RecordBatch& b)
         a.end += shift;
         a.streamId = streamId(a.streamId);
         a.name = string(a.name);
+        if (a.launchId) { // settled in the file (KinetoImport: settleInMemory)
+            a.launchId = cpuRangeId(*a.launchId);
+            if (a.launchNs)
+                *a.launchNs += shift;
+        }
         expect(writer_.addActivity(a), activityId(++activities_));
     }
     for (CpuRangeRecord& r : b.cpuRanges) {
@@ -75,6 +80,8 @@ void BatchWriter::write(RecordBatch& b)
         r.name = string(r.name);
         if (r.domain)
             r.domain = string(*r.domain);
+        if (r.parentId)
+            r.parentId = cpuRangeId(*r.parentId);
         expect(writer_.addCpuRange(r), cpuRangeId(++cpuRanges_));
     }
     for (NcclRecord& n : b.ncclOps) {

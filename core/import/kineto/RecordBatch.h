@@ -33,8 +33,8 @@ struct RecordBatch {
     };
     std::vector<std::string> strings;       // first used in this batch, numbered on from the previous batch
     std::vector<Stream> streams;            // likewise
-    std::vector<ActivityRecord> activities; // name, streamId: file-local; numbered 1, 2, ... in the file
-    std::vector<CpuRangeRecord> cpuRanges;  // name: file-local; numbered 1, 2, ... in the file
+    std::vector<ActivityRecord> activities; // name, streamId, launchId: file-local; numbered 1, 2, ... in the file
+    std::vector<CpuRangeRecord> cpuRanges;  // name, parentId: file-local; numbered 1, 2, ... in the file
     std::vector<NcclRecord> ncclOps;        // activityId, streamId: file-local
     std::vector<MemoryEvent> memoryEvents;
     uint64_t bytesRead = 0; // of the file on disk when the batch was handed over, for progress
