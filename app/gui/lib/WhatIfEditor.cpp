@@ -852,7 +852,6 @@ void WhatIfEditor::refreshFigures()
             }
         measured->setVisible(measuredShown);
     }
-    memoryPlot_->yAxis->setLabel(measuredShown ? tr("peak GiB (+ measured)") : tr("peak GiB"));
     if (p.gpuMemoryBytes) {
         const double limit = *p.gpuMemoryBytes / kGiB;
         auto* line = new QCPItemStraightLine(memoryPlot_);
@@ -862,7 +861,10 @@ void WhatIfEditor::refreshFigures()
         top = std::max(top, limit);
     }
     memoryPlot_->xAxis->setTicker(ticker);
-    memoryPlot_->xAxis->setLabel(p.outOfMemory() ? tr("rank (out of memory)") : tr("rank"));
+    QString rankLabel = p.outOfMemory() ? tr("rank (out of memory)") : tr("rank");
+    if (measuredShown)
+        rankLabel += tr("; + measured peak");
+    memoryPlot_->xAxis->setLabel(rankLabel);
     memoryPlot_->xAxis->setRange(-0.6, ranks - 0.4);
     memoryPlot_->yAxis->setRange(0, std::max(1e-3, top) * 1.1);
     // Empty axes would look like zero memory: say why there is nothing to show.
