@@ -13,6 +13,10 @@ namespace pipescope::detail {
 
 namespace {
 
+// Stages x microbatches: 4096 x 4096 at most (a pipeline of 64 stages with
+// 1,024 microbatches uses 64 K).
+constexpr int64_t kMaxMicrobatchCells = int64_t{1} << 24;
+
 MicrobatchTimes spreadOf(const std::vector<TimeNs>& perMicrobatch)
 {
     MicrobatchTimes t;
@@ -49,7 +53,9 @@ void measureMicrobatchSpread(AnalysisResult& out, const std::vector<Step>& selec
         M = std::max(M, s.microbatch + 1);
         P = std::max(P, s.stage + 1);
     }
-    if (M < 2 || P < 1 || M > 1'000'000 || P > 1'000'000)
+    // The table below is stages x microbatches; step labels from a trace can
+    // claim any index, so a table larger than any real pipeline's is not made.
+    if (M < 2 || P < 1 || static_cast<int64_t>(M) * P > kMaxMicrobatchCells)
         return;
     ms.microbatches = M;
     // (stage, microbatch, rank) -> forward, backward time on that rank (its chunks added).

@@ -653,8 +653,9 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
         }
     }
     // Uneven microbatches: each microbatch's steps against its stage's mean
-    // (replicas averaged; a backward is B, or I + W when split).
-    if (m >= 2) {
+    // (replicas averaged; a backward is B, or I + W when split). A pipeline
+    // larger than a replay takes is never replayed, so it keeps no sizes.
+    if (m >= 2 && int64_t{S} * m <= kMaxReplaySteps) {
         const size_t SM = static_cast<size_t>(S) * static_cast<size_t>(m);
         std::vector<double> ks(SM * 4, 0.0), kn(SM * 4, 0.0);
         for (const PipelineStep& st : mp.steps) {

@@ -10,6 +10,7 @@
 #include "WhatIfTestSupport.h"
 #include "analysis/Analysis.h"
 #include "analysis/Verdict.h"
+#include "analysis/detail/Context.h"
 #include "report/Report.h"
 #include "util/Error.h"
 #include "util/Format.h"
@@ -78,6 +79,7 @@ private slots:
     void cli();
     void emittedTraceRecoversTheSpread();
     void reportSection();
+    void hugeIndicesMakeNoTable();
 };
 
 void TestMicrobatches::orders()
@@ -419,6 +421,20 @@ void TestMicrobatches::reportSection()
     spec.microbatchScale.clear();
     const std::string even = report::renderReport(pipelineTrace(spec).trace);
     QVERIFY(even.find("id=\"microbatches\"") == std::string::npos);
+}
+
+// Step labels may claim any stage and microbatch: two steps at index
+// 999,999 would ask for a 10^12-cell table; the spread is left out instead.
+void TestMicrobatches::hugeIndicesMakeNoTable()
+{
+    AnalysisResult r;
+    std::vector<Step> steps(2);
+    steps[1].stage = 999'999;
+    steps[1].microbatch = 999'999;
+    steps[1].end = 10;
+    detail::measureMicrobatchSpread(r, steps);
+    QCOMPARE(r.microbatchSpread.microbatches, 0);
+    QVERIFY(r.microbatchSpread.stages.empty());
 }
 
 QTEST_GUILESS_MAIN(TestMicrobatches)
