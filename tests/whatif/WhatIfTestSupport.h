@@ -4,7 +4,9 @@
 #include "whatif/Replay.h"
 #include "whatif/WhatIf.h"
 #include "model/Schedule.h"
+#include "util/Error.h"
 
+#include <functional>
 #include <string>
 
 namespace pipescope::whatif::test {
@@ -42,6 +44,17 @@ inline Scenario scenarioOf(ScheduleKind kind, int pp, int microbatches)
     s.pp = pp;
     s.microbatches = microbatches;
     return s;
+}
+
+// "setting: message" of the ValueError f throws, or "no error".
+inline std::string errorOf(const std::function<void()>& f)
+{
+    try {
+        f();
+    } catch (const ValueError& e) {
+        return e.setting() + ": " + e.what();
+    }
+    return "no error";
 }
 
 } // namespace pipescope::whatif::test

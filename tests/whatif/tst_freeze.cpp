@@ -20,6 +20,7 @@
 
 using namespace pipescope;
 using namespace pipescope::whatif;
+using whatif::test::errorOf;
 using pipescope::test::PipelineSpec;
 using pipescope::test::pipelineTrace;
 using pipescope::test::runCli;
@@ -47,16 +48,6 @@ Scenario scenario(ScheduleKind kind, int pp, int m, std::optional<std::vector<in
     s.microbatches = m;
     s.boundaries = std::move(boundaries);
     return s;
-}
-
-std::string errorOf(const std::function<void()>& f)
-{
-    try {
-        f();
-    } catch (const ValueError& e) {
-        return e.setting() + ": " + e.what();
-    }
-    return "no error";
 }
 
 } // namespace

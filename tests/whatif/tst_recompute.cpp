@@ -21,6 +21,7 @@
 
 using namespace pipescope;
 using namespace pipescope::whatif;
+using whatif::test::errorOf;
 using pipescope::test::runCli;
 
 namespace {
@@ -46,16 +47,6 @@ Scenario scenario(ScheduleKind kind, int pp, int m, std::vector<Recompute> recom
     Scenario s = whatif::test::scenarioOf(kind, pp, m);
     s.recompute = std::move(recompute);
     return s;
-}
-
-std::string errorOf(const std::function<void()>& f)
-{
-    try {
-        f();
-    } catch (const ValueError& e) {
-        return e.setting() + ": " + e.what();
-    }
-    return "no error";
 }
 
 SearchRow row(TimeNs t, int64_t bytes)

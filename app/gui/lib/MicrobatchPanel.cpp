@@ -27,6 +27,7 @@ MicrobatchPanel::MicrobatchPanel(QWidget* parent)
     auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
     ticker->setTickStep(1.0);
     ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    ticker->setTickCount(32); // every microbatch up to 32, multiples beyond
     plot_->xAxis->setTicker(ticker);
     plot_->yAxis->setLabel(tr("size (x mean)"));
     // The key on a row of its own above the bars, which it would otherwise hide.
