@@ -4,10 +4,12 @@
 // whose p, dp, v, m and schedule come out right, and of those whose every
 // step (kind, chunk, microbatch, in order on every rank) is right.
 //
-//   build/release/bench/bench_inference [--quick] [--verbose] [--modules]
+//   build/release/bench/bench_inference [--quick] [--verbose] [--modules] [--blocking]
 //
 // --quick runs p in {2, 4} only; --modules keeps PyTorch module events in the
-// traces (nn.Module ranges), which the step inference does not need.
+// traces (nn.Module ranges), which the step inference does not need;
+// --blocking writes jobs whose exchanges hold the compute stream, as
+// Megatron-LM runs them (simulate --exchanges blocking).
 #include "../tests/common/InferenceMatrix.h"
 #include "whatif/ModelDescription.h"
 
@@ -28,13 +30,18 @@ namespace fs = std::filesystem;
 
 int main(int argc, char** argv)
 {
-    bool quick = false, verbose = false, modules = false;
+    bool quick = false, verbose = false, modules = false, blocking = false;
     for (int i = 1; i < argc; ++i) {
         quick = quick || std::strcmp(argv[i], "--quick") == 0;
         verbose = verbose || std::strcmp(argv[i], "--verbose") == 0;
         modules = modules || std::strcmp(argv[i], "--modules") == 0;
+        blocking = blocking || std::strcmp(argv[i], "--blocking") == 0;
     }
-    const CostModel model = CostModel::fromModel(loadModelDescription(PIPESCOPE_SOURCE_DIR "/resources/models/gpt-32l.json"));
+    CostModel model = CostModel::fromModel(loadModelDescription(PIPESCOPE_SOURCE_DIR "/resources/models/gpt-32l.json"));
+    if (blocking) {
+        model.blockingExchanges = true;
+        model.exchangeGapNs = kDefaultExchangeGapNs;
+    }
     const fs::path work = fs::temp_directory_path() / ("pipescope-bench-inference-" + std::to_string(::getpid()));
     fs::create_directories(work);
 

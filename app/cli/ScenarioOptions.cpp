@@ -83,6 +83,27 @@ void ScenarioArgs::applyMicrobatchTokens(whatif::CostModel& model, whatif::Scena
         changes.microbatches = static_cast<int>(tokens.tokens.size());
 }
 
+void ScenarioArgs::applyExchanges(whatif::CostModel& model) const
+{
+    if (exchanges.empty() || exchanges == "trace")
+        return;
+    if (exchanges == "blocking") {
+        model.blockingExchanges = true;
+        if (model.exchangeGapNs <= 0)
+            model.exchangeGapNs = whatif::kDefaultExchangeGapNs;
+    } else if (exchanges == "overlapped") {
+        model.blockingExchanges = false;
+    } else {
+        throw ValueError("--exchanges", "unknown exchange mode '" + printable(exchanges) +
+                                            "'; choose trace, blocking or overlapped");
+    }
+}
+
+void addExchangesOption(CLI::App& app, ScenarioArgs& a, const char* help)
+{
+    app.add_option("--exchanges", a.exchanges, help);
+}
+
 bool ScenarioArgs::changesScenario() const
 {
     return !schedule.empty() || !scheduleCsv.empty() || pp > 0 || v > 0 || microbatches > 0 || !boundaries.empty() ||

@@ -23,12 +23,17 @@ struct ScenarioArgs {
     std::string microbatchTokens; // --microbatch-tokens FILE
     std::string recompute;        // --recompute none|selective|full|LIST|auto
     std::vector<std::string> searchRecompute; // --search-recompute none,selective,full,per-stage
+    std::string exchanges;        // --exchanges trace|blocking|overlapped (whatif, simulate)
 
     // Overrides the fields of `changes` that were given on the command line.
     void applyTo(whatif::ScenarioChanges& changes) const;
     // Reads --microbatch-tokens into the model (and, without --microbatches,
     // makes the file's count the scenario's). Throws Error naming the file.
     void applyMicrobatchTokens(whatif::CostModel& model, whatif::ScenarioChanges& changes) const;
+    // --exchanges: blocking (batches that hold the compute stream, as
+    // Megatron-LM runs them), overlapped (sends overlap compute) or trace (as
+    // the analysis found; the default). Throws ValueError for another word.
+    void applyExchanges(whatif::CostModel& model) const;
     bool changesScenario() const;
     // --recompute auto: auto-balance chooses each stage's recomputation.
     void applyTo(whatif::BalanceOptions& options) const;
@@ -52,6 +57,8 @@ struct CalibrationArgs {
 };
 
 void addCalibrationOptions(CLI::App& app, CalibrationArgs& a);
+// --exchanges, for the commands that replay (whatif, simulate).
+void addExchangesOption(CLI::App& app, ScenarioArgs& a, const char* help);
 
 struct ScenarioHelp {
     const char* pp;

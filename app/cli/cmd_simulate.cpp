@@ -58,6 +58,7 @@ int runSimulate(const SimulateArgs& a)
         throw ValueError("--microbatch-sizes", "give the microbatches' sizes either with --microbatch-sizes or with "
                                                "--microbatch-tokens, not both");
     a.applyMicrobatchTokens(model, changes);
+    a.applyExchanges(model);
     const Scenario scenario = applyChanges(base, changes);
     if (!a.microbatchSizes.empty())
         model.microbatchSizes =
@@ -147,6 +148,9 @@ RegisterCommand reg{{"simulate", "Plan a pipeline run from a model description: 
                          app.add_option("--microbatch-sizes", a->microbatchSizes,
                                         "Uneven microbatches: lognormal:SIGMA, uniform:LO,HI or one relative size per "
                                         "microbatch (1,0.5,2,...)");
+                         addExchangesOption(app, *a,
+                                            "overlapped (default: sends overlap the next step) or blocking (batched "
+                                            "exchanges that hold the compute stream, as Megatron-LM runs them)");
                          app.add_flag("--no-step-annotations", a->noStepAnnotations,
                                       "Emit no forward/backward step ranges: the analysis then reads steps from "
                                       "kernel order and point-to-point transfers alone");

@@ -167,6 +167,7 @@ int runWhatIfImpl(WhatIfArgs& a)
     ScenarioChanges changes;
     a.applyTo(changes);
     a.applyMicrobatchTokens(model, changes);
+    a.applyExchanges(model);
     const Scenario base = measuredScenario(model);
     if (!a.boundaries.empty() && model.layerSource == LayerSource::Stages)
         throw Error("the trace does not attribute kernels to layers, so --boundaries has no layers to move; "
@@ -263,6 +264,8 @@ int runWhatIfImpl(WhatIfArgs& a)
         std::cout << speedLine << "\n";
     if (const std::string frozenLine = frozenLayersText(model); !frozenLine.empty())
         std::cout << frozenLine << "\n";
+    if (const std::string exchangeLine = exchangesText(model); !exchangeLine.empty())
+        std::cout << exchangeLine << "\n";
     std::cout << "\n";
     printPredictions(predictions, a.search ? &rows : nullptr);
     for (size_t i = 0; i < extra.size(); ++i)
@@ -327,6 +330,9 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                                         "gradients, nor any backward before the first trainable layer")
                              ->delimiter(',');
                          addOutputOptions(app, *a);
+                         addExchangesOption(app, *a,
+                                            "trace (default: as the analysis found), blocking (batched exchanges "
+                                            "that hold the compute stream, as Megatron-LM runs them) or overlapped");
                          return [a] { return runWhatIf(*a); };
                      }}};
 

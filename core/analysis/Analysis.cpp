@@ -334,9 +334,73 @@ void measureMessages(const Trace& trace, const Iteration& it, MeasuredPipeline& 
             const End& rcv = rv->second[i];
             if (rcv.start < it.start || rcv.start >= it.end || rcv.end < snd.start)
                 continue;
-            mp.messages.push_back(
-                {pair.first, pair.second, snd.bytes > 0 ? snd.bytes : rcv.bytes, snd.start, rcv.start, rcv.end});
+            mp.messages.push_back({pair.first, pair.second, snd.bytes > 0 ? snd.bytes : rcv.bytes, snd.start, rcv.start,
+                                   rcv.end, snd.end});
         }
+    }
+}
+
+// Whether the trace allows blocking exchanges (docs/analysis.md,
+// "Exchanges"): a send that began before its receiver posted keeps the
+// sender's compute waiting under batched, blocking exchanges, so a step that
+// starts before such a send has ended shows sends that overlap compute. With
+// enough such sends and (almost) none overlapped, exchanges may block; the
+// what-if then keeps whichever reproduces the measured iteration better.
+// Also the median time from an exchange kernel's end to the step after it.
+void measureExchanges(MeasuredPipeline& mp)
+{
+    constexpr TimeNs kPending = 20'000;
+    std::map<int, std::vector<std::pair<TimeNs, TimeNs>>> steps; // rank -> (start, end), sorted
+    for (const PipelineStep& st : mp.steps)
+        steps[st.rank].emplace_back(st.start, st.end);
+    for (auto& [rank, v] : steps)
+        std::sort(v.begin(), v.end());
+    auto nextStart = [&](int rank, TimeNs t) -> std::optional<TimeNs> {
+        auto it = steps.find(rank);
+        if (it == steps.end())
+            return std::nullopt;
+        auto s = std::lower_bound(it->second.begin(), it->second.end(), std::make_pair(t, TimeNs(0)));
+        if (s == it->second.end())
+            return std::nullopt;
+        return s->first;
+    };
+    int pending = 0, overlapped = 0;
+    for (const MeasuredMessage& m : mp.messages) {
+        if (m.recvStart < m.sendStart + kPending / 2 || m.sendEnd - m.sendStart < kPending)
+            continue;
+        const auto next = nextStart(m.srcRank, m.sendStart);
+        if (!next)
+            continue;
+        ++pending;
+        if (*next < m.sendEnd)
+            ++overlapped;
+    }
+    mp.blockingExchanges = pending >= 3 && overlapped * 20 <= pending;
+    if (!mp.blockingExchanges)
+        return;
+    std::map<int, std::vector<TimeNs>> ends; // rank -> its exchange kernels' ends
+    for (const MeasuredMessage& m : mp.messages) {
+        ends[m.srcRank].push_back(m.sendEnd);
+        ends[m.dstRank].push_back(m.recvEnd);
+    }
+    std::vector<TimeNs> gaps;
+    for (auto& [rank, e] : ends) {
+        std::sort(e.begin(), e.end());
+        auto it = steps.find(rank);
+        if (it == steps.end())
+            continue;
+        TimeNs prevEnd = std::numeric_limits<TimeNs>::min();
+        for (const auto& [start, end] : it->second) {
+            // The last exchange that ended between the previous step and this one.
+            auto after = std::upper_bound(e.begin(), e.end(), start);
+            if (after != e.begin() && *std::prev(after) >= prevEnd)
+                gaps.push_back(start - *std::prev(after));
+            prevEnd = end;
+        }
+    }
+    if (!gaps.empty()) {
+        std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+        mp.exchangeGapNs = gaps[gaps.size() / 2];
     }
 }
 
@@ -493,6 +557,7 @@ MeasuredPipeline measurePipeline(const Trace& trace, const AnalysisResult& r)
     if (r.selectedIteration >= 0) {
         const Iteration& it = r.iterations[static_cast<size_t>(r.selectedIteration)];
         measureMessages(trace, it, mp);
+        measureExchanges(mp);
         measureRankStarts(trace, it, mp);
         // The bubbles already count waiting in collectives over the pipeline's
         // ranks as fill_drain, so dataParallelSyncNs above is the all-reduce alone.

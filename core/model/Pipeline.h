@@ -86,6 +86,7 @@ struct MeasuredMessage {
     TimeNs sendStart = 0;
     TimeNs recvStart = 0;
     TimeNs recvEnd = 0;
+    TimeNs sendEnd = 0;
 };
 
 // Per-layer measured cost, when annotations attribute kernels to layers.
@@ -123,6 +124,13 @@ struct MeasuredPipeline {
     // previous iteration posts it late). Empty or 0: at the start.
     std::vector<TimeNs> rankStartNs;
     TimeNs optimizerNs = 0;
+    // Whether a rank's compute waited for its own sends: the batched,
+    // blocking exchanges Megatron-LM and torch.distributed.pipelining run by
+    // default (steps start only after a send its receiver was late for), as
+    // opposed to sends that overlap the next step. With it, the median time
+    // from an exchange's end to the next step (synchronize and launch).
+    bool blockingExchanges = false;
+    TimeNs exchangeGapNs = 0;
     std::optional<int64_t> gpuMemoryBytes;
     // [rank]: measured peak GPU memory in use over the iteration, from the
     // allocator's totals (AnalysisResult::memory); -1 where the trace has no

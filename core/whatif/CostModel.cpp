@@ -485,6 +485,8 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
     c.p2pBytesPerNs = p2pBytesPerNs;
     c.eagerBytes = p2pEagerBytes;
     c.launchGapNs = launchGapNs;
+    c.blockingExchanges = blockingExchanges;
+    c.exchangeGapNs = exchangeGapNs;
     c.pipelineSyncNs = pipelineSyncNs;
     if (schedule.pp == measuredPp && static_cast<int>(rankStartNs.size()) == schedule.pp)
         c.rankStartNs = rankStartNs;
@@ -926,8 +928,28 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     }
 
     // Host time between steps: the smallest gap a rank leaves between two
-    // consecutive steps (a wait on data is longer), median over ranks.
+    // consecutive steps (a wait on data is longer), median over ranks. With
+    // blocking exchanges only gaps without an exchange in them count: the
+    // others are the exchange and exchangeGapNs.
     {
+        std::vector<std::vector<TimeNs>> exchangeEnds;
+        if (mp.blockingExchanges)
+            for (const MeasuredMessage& msg : mp.messages)
+                for (auto [rank, end] : {std::pair{msg.srcRank, msg.sendEnd}, std::pair{msg.dstRank, msg.recvEnd}})
+                    if (rank >= 0 && rank <= 100000) {
+                        if (exchangeEnds.size() <= size_t(rank))
+                            exchangeEnds.resize(size_t(rank) + 1);
+                        exchangeEnds[size_t(rank)].push_back(end);
+                    }
+        for (auto& e : exchangeEnds)
+            std::sort(e.begin(), e.end());
+        auto exchangeBetween = [&](size_t rank, TimeNs from, TimeNs to) {
+            if (rank >= exchangeEnds.size())
+                return false;
+            const auto& e = exchangeEnds[rank];
+            auto it = std::lower_bound(e.begin(), e.end(), from);
+            return it != e.end() && *it <= to;
+        };
         std::vector<std::vector<std::pair<TimeNs, TimeNs>>> byRank;
         for (const PipelineStep& st : mp.steps) {
             if (st.rank < 0 || st.rank > 100000)
@@ -937,11 +959,14 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
             byRank[size_t(st.rank)].emplace_back(st.start, st.end);
         }
         std::vector<double> gaps;
-        for (auto& steps : byRank) {
+        for (size_t rank = 0; rank < byRank.size(); ++rank) {
+            auto& steps = byRank[rank];
             std::sort(steps.begin(), steps.end());
             std::optional<TimeNs> best;
             for (size_t i = 1; i < steps.size(); ++i) {
                 const TimeNs g = steps[i].first - steps[i - 1].second;
+                if (exchangeBetween(rank, steps[i - 1].second, steps[i].first))
+                    continue;
                 if (g >= 0 && (!best || g < *best))
                     best = g;
             }
@@ -961,6 +986,8 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     if (mp.optimizerNs > 0)
         c.measuredOptimizerNs = mp.optimizerNs;
     c.pipelineSyncNs = std::max<TimeNs>(0, mp.pipelineSyncNs);
+    c.blockingExchanges = mp.blockingExchanges;
+    c.exchangeGapNs = std::max<TimeNs>(0, mp.exchangeGapNs);
     // Where each pipeline rank began the measured iteration (median over its replicas).
     {
         std::vector<std::vector<double>> starts(static_cast<size_t>(p));

@@ -70,6 +70,10 @@ enum class LayerSource : uint8_t {
 // "stages", "count", "model", "trace" (the JSON's layer_source)
 std::string_view toString(LayerSource source);
 
+// From an exchange's end to the next step when nothing measured it (a
+// model description): the host's synchronize and the next launch.
+inline constexpr TimeNs kDefaultExchangeGapNs = 30'000;
+
 // Measured speeds this close to 1 are noise, not a slower GPU.
 inline constexpr double kSameSpeedTolerance = 0.03;
 
@@ -97,6 +101,10 @@ struct CostModel {
     double measuredUnits = 0;                  // parameters (or layers) of the measured busiest rank
     double optimizerNsPerParam = 0;
     TimeNs launchGapNs = 0;
+    // Exchanges hold the compute stream (ReplayCosts::blockingExchanges), as
+    // the measured run showed (MeasuredPipeline::blockingExchanges).
+    bool blockingExchanges = false;
+    TimeNs exchangeGapNs = 0;
     // Collective over all pipeline ranks at the iteration end (measured:
     // from the last rank joining to the last leaving).
     TimeNs pipelineSyncNs = 0;

@@ -79,41 +79,9 @@ TimeNs ReplayCosts::stepNs(int stage, StepKind kind, int microbatch, int microba
                   kind);
 }
 
-void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options)
+void Replay::reset(const Schedule& s, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options)
 {
     const int P = s.pp, S = s.stages, M = s.microbatches;
-    if (static_cast<int>(costs.stages.size()) != S)
-        throw Error("replay: the cost model has " + std::to_string(costs.stages.size()) + " stages, the schedule " +
-                    std::to_string(S));
-    // Every cost within the clock, so that one addition of two never wraps.
-    auto checkCost = [](TimeNs t, const char* what) {
-        if (t < 0 || t > kMaxTimeNs)
-            throw Error(std::string("replay: ") + what + " (" + std::to_string(t) +
-                        " ns) is negative or beyond the nanosecond clock (about 146 years); check the costs");
-    };
-    if (!costs.microbatchCosts.empty() &&
-        costs.microbatchCosts.size() != static_cast<size_t>(S) * static_cast<size_t>(M))
-        throw Error("replay: the cost model has per-microbatch costs for " + std::to_string(costs.microbatchCosts.size()) +
-                    " steps, the schedule " + std::to_string(S) + " stages x " + std::to_string(M) + " microbatches");
-    auto checkStage = [&](const StageCost& c) {
-        checkCost(c.forward, "a forward step");
-        checkCost(c.backward, "a backward step");
-        checkCost(c.backwardInput, "an input-gradient step");
-        checkCost(c.backwardWeight, "a weight-gradient step");
-    };
-    for (const StageCost& c : costs.stages)
-        checkStage(c);
-    for (const StageCost& c : costs.microbatchCosts)
-        checkStage(c);
-    checkCost(costs.p2pLatencyNs, "the transfer latency");
-    checkCost(costs.launchGapNs, "the launch gap");
-    checkCost(costs.pipelineSyncNs, "the pipeline-wide collective");
-    for (TimeNs t : costs.allReduceNs)
-        checkCost(t, "a gradient all-reduce");
-    for (TimeNs t : costs.optimizerNs)
-        checkCost(t, "an optimizer step");
-    for (TimeNs t : costs.rankStartNs)
-        checkCost(std::max<TimeNs>(0, t), "a rank's start");
     const size_t SM = static_cast<size_t>(S) * static_cast<size_t>(M);
     arriveF_.assign(SM, -1);
     arriveG_.assign(SM, -1);
@@ -145,9 +113,250 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
         boundaryNs_[b] = costs.transferNs(costs.boundaryBytes[b]);
         boundaryAfterPostNs_[b] = costs.afterPostNs(costs.boundaryBytes[b]);
     }
+}
+
+const ExchangePlan& Replay::planFor(const Schedule& s)
+{
+    auto same = [&] {
+        if (!planValid_ || planKind_ != s.kind || planStages_ != s.stages || planRankOfStage_ != s.rankOfStage ||
+            planRanks_.size() != s.ranks.size())
+            return false;
+        for (size_t r = 0; r < s.ranks.size(); ++r) {
+            const auto& a = planRanks_[r];
+            const auto& b = s.ranks[r];
+            if (a.size() != b.size())
+                return false;
+            for (size_t j = 0; j < a.size(); ++j)
+                if (a[j].kind != b[j].kind || a[j].stage != b[j].stage || a[j].microbatch != b[j].microbatch)
+                    return false;
+        }
+        return true;
+    };
+    if (!same()) {
+        plan_ = exchangePlan(s);
+        planKind_ = s.kind;
+        planStages_ = s.stages;
+        planRankOfStage_ = s.rankOfStage;
+        planRanks_ = s.ranks;
+        planValid_ = true;
+    }
+    return plan_;
+}
+
+bool Replay::runBlocking(const Schedule& s, const ReplayCosts& costs, const ExchangePlan& plan, ReplayResult& out,
+                         const ReplayOptions& options)
+{
+    const int P = s.pp, S = s.stages, M = s.microbatches;
+    const size_t messages = static_cast<size_t>(std::max(0, plan.messages));
+    sendPost_.assign(messages, -1);
+    recvPost_.assign(messages, -1);
+    moved_.assign(messages, -1);
+    sendDone_.assign(messages, -1);
+    recvDone_.assign(messages, -1);
+    nextGroup_.assign(static_cast<size_t>(P), 0);
+    posted_.assign(static_cast<size_t>(P), 0);
+    afterBatch_.assign(static_cast<size_t>(P), 0);
+    const TimeNs gap = costs.launchGapNs;
+
+    struct Ends {
+        int src, dst, boundary;
+        bool gradient;
+    };
+    auto endsOf = [&](int m) {
+        const int boundary = m / 2 / M;
+        const bool gradient = (m & 1) != 0;
+        const int below = s.rankOfStage[static_cast<size_t>(boundary)];
+        const int above = s.rankOfStage[static_cast<size_t>(boundary + 1)];
+        return Ends{gradient ? above : below, gradient ? below : above, boundary, gradient};
+    };
+    auto wake = [&](int rank) {
+        if (!inStack_[static_cast<size_t>(rank)]) {
+            inStack_[static_cast<size_t>(rank)] = 1;
+            stack_.push_back(rank);
+        }
+    };
+    // Moves message m once what it needs is known: the sender's post, and
+    // the receiver's too unless it fits the receiver's buffer.
+    auto settle = [&](int m, int rank) {
+        const size_t k = static_cast<size_t>(m);
+        const TimeNs sPost = sendPost_[k], rPost = recvPost_[k];
+        if (sPost < 0)
+            return;
+        const Ends e = endsOf(m);
+        const TimeNs full = boundaryNs_[static_cast<size_t>(e.boundary)];
+        const TimeNs afterPost = boundaryAfterPostNs_[static_cast<size_t>(e.boundary)];
+        const int64_t bytes = static_cast<size_t>(e.boundary) < costs.boundaryBytes.size()
+                                  ? costs.boundaryBytes[static_cast<size_t>(e.boundary)]
+                                  : 0;
+        // Beyond the receiver's buffer a message waits for its receive.
+        const bool rendezvous = !(costs.eagerBytes > 0 && bytes <= costs.eagerBytes);
+        if (moved_[k] < 0) {
+            if (rendezvous && rPost < 0)
+                return;
+            TimeNs& link = linkFree_[static_cast<size_t>(e.src) * static_cast<size_t>(P) + static_cast<size_t>(e.dst)];
+            TimeNs tStart = std::max(sPost, link);
+            TimeNs tEnd = later(tStart, full, "a transfer", rank);
+            if (rendezvous && later(rPost, afterPost, "a transfer", rank) > tEnd) {
+                tEnd = rPost + afterPost;
+                tStart = tEnd - full; // it moved once the receiver was there
+            }
+            link = std::max(tStart, tEnd - costs.p2pLatencyNs);
+            moved_[k] = tStart;
+            sendDone_[k] = tEnd;
+        }
+        if (recvDone_[k] < 0 && rPost >= 0)
+            recvDone_[k] = std::max(sendDone_[k], rPost);
+    };
+
+    while (!stack_.empty()) {
+        const int r = stack_.back();
+        stack_.pop_back();
+        inStack_[static_cast<size_t>(r)] = 0;
+        const auto& list = s.ranks[static_cast<size_t>(r)];
+        const auto& groups = plan.ranks[static_cast<size_t>(r)];
+        size_t& n = next_[static_cast<size_t>(r)];
+        size_t& g = nextGroup_[static_cast<size_t>(r)];
+        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+        TimeNs& free = rankFree_[static_cast<size_t>(r)];
+        for (;;) {
+            if (g < groups.size() && groups[g].afterStep < static_cast<int>(n)) {
+                const ExchangeGroup& grp = groups[g];
+                if (!posted_[static_cast<size_t>(r)]) {
+                    posted_[static_cast<size_t>(r)] = 1;
+                    for (const ExchangeOp& op : grp.ops) {
+                        (op.send ? sendPost_ : recvPost_)[static_cast<size_t>(op.message)] = free;
+                        const Ends e = endsOf(op.message);
+                        wake(op.send ? e.dst : e.src);
+                    }
+                }
+                TimeNs end = free;
+                bool done = true;
+                for (const ExchangeOp& op : grp.ops) {
+                    settle(op.message, r);
+                    const TimeNs t = (op.send ? sendDone_ : recvDone_)[static_cast<size_t>(op.message)];
+                    if (t < 0)
+                        done = false;
+                    else
+                        end = std::max(end, t);
+                }
+                if (!done)
+                    break; // woken when the peers post
+                free = end;
+                posted_[static_cast<size_t>(r)] = 0;
+                afterBatch_[static_cast<size_t>(r)] = 1;
+                ++g;
+                continue;
+            }
+            if (n >= list.size())
+                break;
+            const Action& a = list[n];
+            const size_t key = static_cast<size_t>(a.stage) * static_cast<size_t>(M) + static_cast<size_t>(a.microbatch);
+            // Input from another rank came with a batch; from this rank, its producer ran before.
+            TimeNs ready = 0;
+            if (a.kind == StepKind::F && a.stage > 0) {
+                if (s.rankOfStage[static_cast<size_t>(a.stage - 1)] == r)
+                    ready = arriveF_[key - static_cast<size_t>(M)];
+                else
+                    ready = recvDone_[static_cast<size_t>(((a.stage - 1) * M + a.microbatch) * 2)];
+            } else if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage < S - 1) {
+                if (s.rankOfStage[static_cast<size_t>(a.stage + 1)] == r)
+                    ready = arriveG_[key + static_cast<size_t>(M)];
+                else
+                    ready = recvDone_[static_cast<size_t>((a.stage * M + a.microbatch) * 2 + 1)];
+            }
+            if (ready < 0)
+                return false; // nothing will bring it: the plan does not fit the order
+            const TimeNs hold = afterBatch_[static_cast<size_t>(r)] ? costs.exchangeGapNs : n > 0 ? gap : 0;
+            const TimeNs start = std::max(later(free, hold, "a step", r), ready);
+            const TimeNs end = later(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
+            rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
+                                             start, end});
+            free = end;
+            afterBatch_[static_cast<size_t>(r)] = 0;
+            ++n;
+            if (a.kind == StepKind::F)
+                arriveF_[key] = end;
+            else if (a.kind == StepKind::B || a.kind == StepKind::I)
+                arriveG_[key] = end;
+        }
+    }
+    for (int r = 0; r < P; ++r)
+        if (next_[static_cast<size_t>(r)] < s.ranks[static_cast<size_t>(r)].size() ||
+            nextGroup_[static_cast<size_t>(r)] < plan.ranks[static_cast<size_t>(r)].size())
+            return false;
+    if (options.timeline) {
+        for (size_t k = 0; k < messages; ++k) {
+            if (moved_[k] < 0)
+                continue;
+            const int m = static_cast<int>(k);
+            const Ends e = endsOf(m);
+            const int64_t bytes = static_cast<size_t>(e.boundary) < costs.boundaryBytes.size()
+                                      ? costs.boundaryBytes[static_cast<size_t>(e.boundary)]
+                                      : 0;
+            out.transfers.push_back(TimedTransfer{e.src, e.dst, e.gradient ? e.boundary + 1 : e.boundary,
+                                                  e.gradient ? e.boundary : e.boundary + 1, (m / 2) % M, e.gradient, bytes,
+                                                  moved_[k], sendDone_[k], sendPost_[k], recvPost_[k]});
+        }
+        std::sort(out.transfers.begin(), out.transfers.end(),
+                  [](const TimedTransfer& a, const TimedTransfer& b) { return a.start < b.start; });
+    }
+    return true;
+}
+
+void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options)
+{
+    const int P = s.pp, S = s.stages, M = s.microbatches;
+    if (static_cast<int>(costs.stages.size()) != S)
+        throw Error("replay: the cost model has " + std::to_string(costs.stages.size()) + " stages, the schedule " +
+                    std::to_string(S));
+    // Every cost within the clock, so that one addition of two never wraps.
+    auto checkCost = [](TimeNs t, const char* what) {
+        if (t < 0 || t > kMaxTimeNs)
+            throw Error(std::string("replay: ") + what + " (" + std::to_string(t) +
+                        " ns) is negative or beyond the nanosecond clock (about 146 years); check the costs");
+    };
+    if (!costs.microbatchCosts.empty() &&
+        costs.microbatchCosts.size() != static_cast<size_t>(S) * static_cast<size_t>(M))
+        throw Error("replay: the cost model has per-microbatch costs for " + std::to_string(costs.microbatchCosts.size()) +
+                    " steps, the schedule " + std::to_string(S) + " stages x " + std::to_string(M) + " microbatches");
+    auto checkStage = [&](const StageCost& c) {
+        checkCost(c.forward, "a forward step");
+        checkCost(c.backward, "a backward step");
+        checkCost(c.backwardInput, "an input-gradient step");
+        checkCost(c.backwardWeight, "a weight-gradient step");
+    };
+    for (const StageCost& c : costs.stages)
+        checkStage(c);
+    for (const StageCost& c : costs.microbatchCosts)
+        checkStage(c);
+    checkCost(costs.p2pLatencyNs, "the transfer latency");
+    checkCost(costs.launchGapNs, "the launch gap");
+    checkCost(costs.exchangeGapNs, "the exchange gap");
+    checkCost(costs.pipelineSyncNs, "the pipeline-wide collective");
+    for (TimeNs t : costs.allReduceNs)
+        checkCost(t, "a gradient all-reduce");
+    for (TimeNs t : costs.optimizerNs)
+        checkCost(t, "an optimizer step");
+    for (TimeNs t : costs.rankStartNs)
+        checkCost(std::max<TimeNs>(0, t), "a rank's start");
+    reset(s, costs, out, options);
+    bool blocked = false;
+    if (costs.blockingExchanges && P > 1) {
+        // Megatron's batches, else one batch per step, else (a custom order
+        // no batching fits) sends that overlap compute.
+        blocked = runBlocking(s, costs, planFor(s), out, options);
+        if (!blocked) {
+            reset(s, costs, out, options);
+            Schedule generic = s;
+            generic.kind = ScheduleKind::Custom;
+            blocked = runBlocking(s, costs, exchangePlan(generic), out, options);
+        }
+        if (!blocked)
+            reset(s, costs, out, options);
+    }
 
     const TimeNs gap = costs.launchGapNs;
-    while (!stack_.empty()) {
+    while (!blocked && !stack_.empty()) {
         const int r = stack_.back();
         stack_.pop_back();
         inStack_[static_cast<size_t>(r)] = 0;
@@ -196,7 +405,7 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
                                                   ? costs.boundaryBytes[static_cast<size_t>(boundary)]
                                                   : 0;
                         out.transfers.push_back(TimedTransfer{src, r, srcStage, a.stage, a.microbatch,
-                                                              a.kind != StepKind::F, bytes, tStart, tEnd});
+                                                              a.kind != StepKind::F, bytes, tStart, tEnd, ready, free});
                     }
                     ready = tEnd;
                 }
@@ -259,6 +468,7 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
     // pipeline filling and draining; gaps in between are waits on a
     // neighbour (imbalance or transfers). Up to one launch gap of each is host time.
     TimeNs idleTotal = 0;
+    const TimeNs hostGap = blocked ? std::max(gap, costs.exchangeGapNs) : gap;
     for (int r = 0; r < P; ++r) {
         RankReplay& rr = out.ranks[static_cast<size_t>(r)];
         auto addBubble = [&](TimeNs b, TimeNs e, BubbleCause c) {
@@ -287,7 +497,7 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
                 if (j == 0) {
                     addBubble(cursor, a.start, BubbleCause::FillDrain);
                 } else {
-                    const TimeNs host = std::min(a.start - cursor, gap);
+                    const TimeNs host = std::min(a.start - cursor, hostGap);
                     addBubble(cursor, cursor + host, BubbleCause::LaunchGap);
                     const bool edge = j <= firstBackward || (anyForward && j - 1 >= lastForward);
                     addBubble(cursor + host, a.start, edge ? BubbleCause::FillDrain : BubbleCause::WaitNeighbor);

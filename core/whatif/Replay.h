@@ -11,9 +11,15 @@
 // there is one), then runs the optimizer. Idle compute time is attributed to
 // the same bubble causes the analysis uses.
 //
+// With ReplayCosts::blockingExchanges the ranks exchange as Megatron-LM and
+// torch.distributed.pipelining do by default instead (Exchanges.h): in
+// batches after their steps, each batch holding the compute stream until
+// both ends of every message in it have posted and the bytes have moved.
+//
 // Replay keeps its scratch buffers between runs: re-running on a schedule of
 // the same size allocates nothing, so it can follow a mouse drag.
 #include "model/Schedule.h"
+#include "whatif/Exchanges.h"
 
 #include <array>
 #include <cstdint>
@@ -49,6 +55,12 @@ struct ReplayCosts {
     // [rank] when the rank can begin (post its first receive); empty: all at 0.
     std::vector<TimeNs> rankStartNs;
     std::vector<TimeNs> optimizerNs;    // [rank] optimizer step (empty: none)
+    // Exchanges hold the compute stream (Exchanges.h): sends wait for their
+    // receivers, and a step starts only once its rank's batch has moved,
+    // exchangeGapNs later (the host's synchronize and launch). Off: sends
+    // overlap compute and only receives hold a step.
+    bool blockingExchanges = false;
+    TimeNs exchangeGapNs = 0;
     // Uneven microbatches: each microbatch's own step times,
     // [virtual stage x microbatches + microbatch]; empty: every microbatch
     // costs stages[stage].
@@ -81,6 +93,10 @@ struct TimedTransfer {
     int64_t bytes = 0;
     TimeNs start = 0;
     TimeNs end = 0;
+    // When each end posted: the sender (its data ready, or its batch under
+    // blocking exchanges) and the receiver (its previous step ended, or its batch).
+    TimeNs sendPost = 0;
+    TimeNs recvPost = 0;
 };
 
 struct Bubble {
@@ -125,6 +141,22 @@ public:
     }
 
 private:
+    void reset(const Schedule& schedule, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options);
+    // Steps and transfers under blocking exchanges; false when the plan deadlocks.
+    bool runBlocking(const Schedule& schedule, const ReplayCosts& costs, const ExchangePlan& plan, ReplayResult& out,
+                     const ReplayOptions& options);
+    const ExchangePlan& planFor(const Schedule& schedule);
+
+    // The exchange plan of the last schedule run with blocking exchanges.
+    ExchangePlan plan_;
+    ScheduleKind planKind_ = ScheduleKind::Custom;
+    int planStages_ = 0;
+    std::vector<int> planRankOfStage_;
+    std::vector<std::vector<Action>> planRanks_;
+    bool planValid_ = false;
+    std::vector<TimeNs> sendPost_, recvPost_, moved_, sendDone_, recvDone_;
+    std::vector<size_t> nextGroup_;
+    std::vector<char> posted_, afterBatch_;
     std::vector<TimeNs> arriveF_, arriveG_, rankFree_, linkFree_, boundaryNs_, boundaryAfterPostNs_;
     std::vector<size_t> next_;
     std::vector<int> stack_;

@@ -762,6 +762,22 @@ CostModel calibrate(const Trace& trace, const AnalysisResult& analysis, const Ca
     CostModel model = CostModel::fromMeasured(measured, options.model, options.measured);
     if (options.gpuMemoryBytes)
         model.memory.gpuMemoryBytes = options.gpuMemoryBytes;
+    // The trace allows blocking exchanges (no send overlapped compute): keep
+    // them only when they reproduce the measured iteration at least as well
+    // as sends that overlap compute (docs/whatif.md, "Exchanges").
+    if (model.blockingExchanges && model.measuredIterationNs) {
+        auto errorWith = [&](bool blocking) {
+            CostModel m = model;
+            m.blockingExchanges = blocking;
+            const TimeNs t = predict(m, measuredScenario(m), ReplayOptions{false}).iterationNs();
+            return std::abs(static_cast<double>(t - *model.measuredIterationNs));
+        };
+        try {
+            model.blockingExchanges = errorWith(true) <= errorWith(false);
+        } catch (const Error&) {
+            model.blockingExchanges = false;
+        }
+    }
     return model;
 }
 

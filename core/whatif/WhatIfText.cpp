@@ -122,6 +122,14 @@ std::string stageSpeedText(const CostModel& model)
     return o.str();
 }
 
+std::string exchangesText(const CostModel& model)
+{
+    if (!model.blockingExchanges)
+        return {};
+    return "exchanges: blocking batches, as Megatron-LM runs them (a step waits for its rank's sends and receives; " +
+           formatDuration(model.exchangeGapNs) + " from a batch to the next step)";
+}
+
 std::string frozenLayersText(const CostModel& model)
 {
     if (model.frozenLayers.empty())

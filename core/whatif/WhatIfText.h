@@ -17,6 +17,8 @@ std::string searchText(const std::vector<SearchRow>& rows, size_t maxRows = 20);
 std::string stragglerFixText(const StragglerFix& fix);
 // "stage speeds 1, 1, 0.8, 1", or empty when every speed is 1.
 std::string stageSpeedText(const CostModel& model);
+// One line when the replay runs blocking exchanges (docs/whatif.md, "Exchanges"); empty otherwise.
+std::string exchangesText(const CostModel& model);
 std::string noLayersNotice(const CostModel& model);
 // "frozen layers 0..1, 30..31 (4 of 32): ...", or empty when none is frozen.
 std::string frozenLayersText(const CostModel& model);

@@ -1,0 +1,46 @@
+#pragma once
+// Blocking point-to-point exchanges, the way Megatron-LM and
+// torch.distributed.pipelining run them by default: after a step, a rank
+// posts its sends and the receives for what comes next as one batch
+// (batch_isend_irecv), and its compute stream waits until every message of
+// the batch has moved. A message moves once both ends have posted, so a
+// rank that finished early waits for its neighbour even to hand over an
+// output. ExchangePlan says which batches each rank posts, and when;
+// Replay follows it when ReplayCosts::blockingExchanges is set
+// (docs/whatif.md, "Exchanges").
+#include "model/Schedule.h"
+
+#include <vector>
+
+namespace pipescope::whatif {
+
+// One message between neighbouring virtual stages on different ranks: the
+// activation stage -> stage + 1 or the gradient stage + 1 -> stage of one
+// microbatch. Its id is ((boundary * microbatches) + microbatch) * 2 + (gradient ? 1 : 0).
+struct ExchangeOp {
+    int message = 0;
+    bool send = false; // this rank's end: the send (true) or the receive
+};
+
+struct ExchangeGroup {
+    int afterStep = -1; // index into the rank's steps it follows; -1: before the first
+    std::vector<ExchangeOp> ops;
+};
+
+struct ExchangePlan {
+    // [rank]: its batches in program order (several may follow one step).
+    std::vector<std::vector<ExchangeGroup>> ranks;
+    int messages = 0; // ids run 0 .. messages - 1
+};
+
+// Megatron-LM's batches for 1F1B (receive before a warm-up forward and send
+// after it; in the steady state the send of a forward's output goes with the
+// receive of the next backward's gradient and the other way round) and for
+// interleaved 1F1B (in the steady state one batch after each forward-backward
+// pair: both outputs, the next forward's input and the next backward's
+// gradient). Other schedules, and lists that do not follow Megatron's
+// warm-up / steady / cool-down shape, get one batch after each step: its
+// output and the next step's input, as torch.distributed.pipelining posts them.
+ExchangePlan exchangePlan(const Schedule& schedule);
+
+} // namespace pipescope::whatif
