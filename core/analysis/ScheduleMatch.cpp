@@ -17,6 +17,7 @@
 // forwards and once backwards.
 #include "analysis/Classify.h"
 #include "analysis/detail/Context.h"
+#include "model/Exchanges.h"
 #include "model/Schedule.h"
 
 #include <algorithm>
@@ -87,6 +88,38 @@ Expected expectedFor(const Schedule& s, int position)
         }
         e.runs.back().push_back(actions[i]);
         sendsAfter(actions[i], gap);
+    }
+    std::sort(gap.begin(), gap.end());
+    e.gaps.push_back(std::move(gap));
+    return e;
+}
+
+// The same under blocking exchanges (model/Exchanges.h): every transfer of a
+// batch falls in the gap after the step the batch follows.
+Expected expectedBlocking(const Schedule& s, const ExchangePlan& plan, int position)
+{
+    Expected e;
+    const auto& actions = s.ranks[size_t(position)];
+    const auto& groups = plan.ranks[size_t(position)];
+    size_t g = 0;
+    auto opsAfter = [&](int step, std::vector<Xfer>& out) {
+        for (; g < groups.size() && groups[g].afterStep == step; ++g)
+            for (const ExchangeOp& op : groups[g].ops) {
+                const MessageEnds m = messageEnds(s, op.message);
+                out.push_back({op.send, op.send ? m.toRank : m.fromRank});
+            }
+    };
+    std::vector<Xfer> gap;
+    opsAfter(-1, gap);
+    for (size_t i = 0; i < actions.size(); ++i) {
+        if (i == 0 || !gap.empty()) {
+            std::sort(gap.begin(), gap.end());
+            e.gaps.push_back(std::move(gap));
+            gap.clear();
+            e.runs.emplace_back();
+        }
+        e.runs.back().push_back(actions[i]);
+        opsAfter(static_cast<int>(i), gap);
     }
     std::sort(gap.begin(), gap.end());
     e.gaps.push_back(std::move(gap));
@@ -254,6 +287,7 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
     struct Best {
         Schedule schedule;
         int matched = 0;
+        bool blocking = false; // read with blocking exchanges' batches
     };
     std::optional<Best> best;
     std::vector<ScheduleKind> alike;
@@ -288,16 +322,28 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
         } catch (const std::exception&) {
             continue;
         }
-        std::vector<Expected> expected;
-        for (int r = 0; r < p; ++r)
-            expected.push_back(expectedFor(s, r));
-        int matched = 0;
-        for (const Observed& o : observed)
-            matched += sameGaps(o, expected[size_t(o.position)]);
+        // Sends that overlap the next step, or Megatron's blocking batches
+        // (the first when both fit equally).
+        auto matchedWith = [&](bool blocking) {
+            std::vector<Expected> expected;
+            const ExchangePlan plan = blocking ? exchangePlan(s) : ExchangePlan{};
+            for (int r = 0; r < p; ++r)
+                expected.push_back(blocking ? expectedBlocking(s, plan, r) : expectedFor(s, r));
+            int n = 0;
+            for (const Observed& o : observed)
+                n += sameGaps(o, expected[size_t(o.position)]);
+            return n;
+        };
+        int matched = matchedWith(false);
+        bool blocking = false;
+        if (const int b = matchedWith(true); b > matched) {
+            matched = b;
+            blocking = true;
+        }
         if (matched == 0)
             continue;
         if (!best || matched > best->matched) {
-            best = Best{std::move(s), matched};
+            best = Best{std::move(s), matched, blocking};
             alike.clear();
         } else if (matched == best->matched) {
             if (std::find(alike.begin(), alike.end(), c.kind) == alike.end() && c.kind != best->schedule.kind)
@@ -311,8 +357,9 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
 
     // ---- steps from the schedule: each run split among its actions by typical step times
     std::vector<Expected> expected;
+    const ExchangePlan plan = best->blocking ? exchangePlan(s) : ExchangePlan{};
     for (int r = 0; r < p; ++r)
-        expected.push_back(expectedFor(s, r));
+        expected.push_back(best->blocking ? expectedBlocking(s, plan, r) : expectedFor(s, r));
     auto unionNs = [&](const std::vector<uint32_t>& ks, size_t from, size_t to) {
         std::vector<Interval> u;
         for (size_t q = from; q < to; ++q)
@@ -414,7 +461,8 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
                            std::to_string(observed.size()) + " rank-iterations fall exactly where " + ps.schedule +
                            " with " + std::to_string(p) + " stages, " + std::to_string(s.chunks()) + " chunk" +
                            (s.chunks() > 1 ? "s" : "") + " and " + std::to_string(s.microbatches) +
-                           " microbatches puts them";
+                           " microbatches puts them" +
+                           (best->blocking ? std::string(" under blocking exchanges (Megatron-LM's batches)") : "");
     if (!alike.empty()) {
         confidence *= 0.5;
         std::string names;

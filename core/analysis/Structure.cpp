@@ -327,6 +327,49 @@ void labelSteps(Context& ctx, const AnalysisResult& out, std::vector<Draft>& dra
     const int p = ctx.pp;
     auto isBackward = [](StepKind k) { return k == StepKind::B || k == StepKind::I; };
 
+    // Around a ring an activation comes from the rank before (stage 0: from
+    // the last stage) and a gradient from the rank after (the last stage:
+    // from stage 0). Under blocking exchanges a rank may receive them a step
+    // early, in the batch after the step before (Megatron's interleaved
+    // steady state receives the next backward's gradient before the next
+    // forward): each receive feeds the next step of its kind.
+    if (!ctx.vShape && ctx.ring && p > 2) {
+        for (auto [b, e] : runs) {
+            const int stage = drafts[b].step.stage;
+            Feed act, grad;
+            for (size_t i = b; i < e; ++i) {
+                const Step& st = drafts[i].step;
+                const Feed f = feeds[i];
+                Feed a, g;
+                a.fromPrev = f.fromPrev;
+                a.fromWrap = f.fromWrap && stage == 0;
+                g.fromNext = f.fromNext;
+                g.fromWrap = f.fromWrap && stage == p - 1;
+                a.knownRecv = g.knownRecv = f.knownRecv;
+                auto merge = [](Feed& into, const Feed& x) {
+                    into.fromPrev = into.fromPrev || x.fromPrev;
+                    into.fromNext = into.fromNext || x.fromNext;
+                    into.fromWrap = into.fromWrap || x.fromWrap;
+                    into.knownRecv = into.knownRecv || (x.knownRecv && x.any());
+                };
+                if (st.kind == StepKind::F) {
+                    merge(a, act);
+                    act = Feed{};
+                    merge(grad, g);
+                    feeds[i] = a;
+                } else if (isBackward(st.kind)) {
+                    merge(g, grad);
+                    grad = Feed{};
+                    merge(act, a);
+                    feeds[i] = g;
+                } else {
+                    merge(act, a);
+                    merge(grad, g);
+                }
+            }
+        }
+    }
+
     // Chunks.
     if (ctx.vShape) {
         // Chunk 0 runs up the stages, chunk 1 back down: a step's feeder says which.

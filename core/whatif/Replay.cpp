@@ -163,11 +163,8 @@ bool Replay::runBlocking(const Schedule& s, const ReplayCosts& costs, const Exch
         bool gradient;
     };
     auto endsOf = [&](int m) {
-        const int boundary = m / 2 / M;
-        const bool gradient = (m & 1) != 0;
-        const int below = s.rankOfStage[static_cast<size_t>(boundary)];
-        const int above = s.rankOfStage[static_cast<size_t>(boundary + 1)];
-        return Ends{gradient ? above : below, gradient ? below : above, boundary, gradient};
+        const MessageEnds e = messageEnds(s, m);
+        return Ends{e.fromRank, e.toRank, e.boundary, e.gradient};
     };
     auto wake = [&](int rank) {
         if (!inStack_[static_cast<size_t>(rank)]) {

@@ -19,7 +19,7 @@
 // Replay keeps its scratch buffers between runs: re-running on a schedule of
 // the same size allocates nothing, so it can follow a mouse drag.
 #include "model/Schedule.h"
-#include "whatif/Exchanges.h"
+#include "model/Exchanges.h"
 
 #include <array>
 #include <cstdint>

@@ -8,7 +8,7 @@
 #include "WhatIfTestSupport.h"
 #include "analysis/Analysis.h"
 #include "analysis/MeasuredPipeline.h"
-#include "whatif/Exchanges.h"
+#include "model/Exchanges.h"
 #include "whatif/WhatIf.h"
 
 #include <QTemporaryDir>
@@ -290,10 +290,9 @@ void TestExchanges::emittedBlockingJob()
     using nlohmann::json;
     QTemporaryDir dir;
     const QString model = QStringLiteral(PIPESCOPE_SOURCE_DIR "/resources/models/gpt-32l.json");
-    // 1F1B only: an interleaved rank under these batches receives the next
-    // backward's gradient a step early, and the analysis, which labels
-    // unannotated chunks by what fed each step, mislabels them (docs/whatif.md).
-    for (const QString& schedule : {QStringLiteral("1f1b")}) {
+    // Interleaved: a rank receives the next backward's gradient a step early,
+    // before the next forward; the step ranges do not name their chunk.
+    for (const QString& schedule : {QStringLiteral("1f1b"), QStringLiteral("interleaved")}) {
         const QString job = dir.filePath("job-" + schedule);
         auto r = pipescope::test::runCli({"simulate", model, "--pp", "4", "--microbatches", "8", "--schedule", schedule,
                                           "--exchanges", "blocking", "--emit-kineto", job, "--iterations", "3"});

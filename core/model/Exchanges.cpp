@@ -1,8 +1,8 @@
-#include "whatif/Exchanges.h"
+#include "model/Exchanges.h"
 
 #include <initializer_list>
 
-namespace pipescope::whatif {
+namespace pipescope {
 
 namespace {
 
@@ -171,6 +171,19 @@ private:
 
 } // namespace
 
+MessageEnds messageEnds(const Schedule& s, int message)
+{
+    MessageEnds e;
+    e.boundary = message / 2 / s.microbatches;
+    e.microbatch = (message / 2) % s.microbatches;
+    e.gradient = (message & 1) != 0;
+    e.fromStage = e.gradient ? e.boundary + 1 : e.boundary;
+    e.toStage = e.gradient ? e.boundary : e.boundary + 1;
+    e.fromRank = s.rankOfStage[size_t(e.fromStage)];
+    e.toRank = s.rankOfStage[size_t(e.toStage)];
+    return e;
+}
+
 ExchangePlan exchangePlan(const Schedule& schedule)
 {
     ExchangePlan plan;
@@ -186,4 +199,4 @@ ExchangePlan exchangePlan(const Schedule& schedule)
     return plan;
 }
 
-} // namespace pipescope::whatif
+} // namespace pipescope

@@ -5,14 +5,15 @@
 // (batch_isend_irecv), and its compute stream waits until every message of
 // the batch has moved. A message moves once both ends have posted, so a
 // rank that finished early waits for its neighbour even to hand over an
-// output. ExchangePlan says which batches each rank posts, and when;
-// Replay follows it when ReplayCosts::blockingExchanges is set
-// (docs/whatif.md, "Exchanges").
+// output. ExchangePlan says which batches each rank posts, and when; the
+// what-if replay follows it when ReplayCosts::blockingExchanges is set
+// (docs/whatif.md, "Exchanges"), and the analysis reads unannotated steps
+// against it (docs/analysis.md).
 #include "model/Schedule.h"
 
 #include <vector>
 
-namespace pipescope::whatif {
+namespace pipescope {
 
 // One message between neighbouring virtual stages on different ranks: the
 // activation stage -> stage + 1 or the gradient stage + 1 -> stage of one
@@ -43,4 +44,14 @@ struct ExchangePlan {
 // output and the next step's input, as torch.distributed.pipelining posts them.
 ExchangePlan exchangePlan(const Schedule& schedule);
 
-} // namespace pipescope::whatif
+// Who sends message `message` of `schedule` to whom.
+struct MessageEnds {
+    int fromRank = 0, toRank = 0;
+    int fromStage = 0, toStage = 0; // virtual stages
+    int boundary = 0;               // the lower of the two
+    int microbatch = 0;
+    bool gradient = false;
+};
+MessageEnds messageEnds(const Schedule& schedule, int message);
+
+} // namespace pipescope
