@@ -517,6 +517,7 @@ struct WhatIfOutcome {
     whatif::LayerSource layerSource = whatif::LayerSource::Stages;
     std::string notice; // no layers: nothing can move, and how to give layers
     std::string straggler; // the costliest data-parallel straggler priced by the what-if (stragglerFixText)
+    std::string exchanges; // blocking exchanges replayed (exchangesText), else empty
     whatif::MicrobatchStudy microbatches; // what uneven microbatches cost (applies false: even, or no sizes)
 };
 
@@ -531,6 +532,7 @@ WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, cons
         w.layers = model.layerCount();
         w.layerSource = model.layerSource;
         w.notice = noLayersNotice(model);
+        w.exchanges = exchangesText(model);
         const Scenario base = measuredScenario(model);
         JsonOptions jo;
         jo.timeline = true;
@@ -700,6 +702,8 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
     if (!recompute.empty())
         out += "<p id=\"whatif-recompute\">Activation recomputation (the forward again inside each backward, for less "
                "stored activation memory): " + recompute + ".</p>\n";
+    if (!w.exchanges.empty())
+        out += "<p id=\"whatif-exchanges\">E" + esc(w.exchanges.substr(1)) + "; see docs/whatif.md, Exchanges.</p>\n";
     if (!w.straggler.empty())
         out += "<p id=\"whatif-straggler\">Straggler: " + esc(w.straggler) +
                " (<code>pipescope whatif --fix-straggler RANK</code>; see docs/whatif.md).</p>\n";

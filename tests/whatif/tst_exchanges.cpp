@@ -9,6 +9,7 @@
 #include "analysis/Analysis.h"
 #include "analysis/MeasuredPipeline.h"
 #include "model/Exchanges.h"
+#include "report/Report.h"
 #include "whatif/WhatIf.h"
 
 #include <QTemporaryDir>
@@ -84,6 +85,7 @@ private slots:
     void megatronWhatIf_data();
     void megatronWhatIf();
     void emittedBlockingJob();
+    void reportSaysBlocking();
     void exchangesOptionChecked();
 };
 
@@ -317,6 +319,26 @@ void TestExchanges::emittedBlockingJob()
     QCOMPARE(pipescope::test::runCli({"import", job, "-o", job + ".pipescope"}).exitCode, 0);
     const auto r = pipescope::test::runCli({"whatif", job + ".pipescope", "--json"});
     QVERIFY(!json::parse(r.out.toStdString())["cost_model"]["exchanges"]["blocking"].get<bool>());
+}
+
+// The report's what-if section says when it replays blocking exchanges, and
+// says nothing for a job whose sends overlap compute.
+void TestExchanges::reportSaysBlocking()
+{
+    MegatronSpec spec;
+    spec.v = 2;
+    const std::string html = report::renderReport(megatronTrace(spec).trace);
+    const size_t at = html.find("<p id=\"whatif-exchanges\">");
+    QVERIFY(at != std::string::npos);
+    const std::string line = html.substr(at, html.find("</p>", at) - at);
+    QVERIFY2(line.find("Exchanges: blocking batches, as Megatron-LM runs them") != std::string::npos, line.c_str());
+    QVERIFY2(line.find("30.000 us from a batch to the next step") != std::string::npos, line.c_str());
+
+    pipescope::test::PipelineSpec overlapping;
+    overlapping.annotate = true;
+    overlapping.commNs = 50'000;
+    QVERIFY(report::renderReport(pipescope::test::pipelineTrace(overlapping).trace).find("whatif-exchanges") ==
+            std::string::npos);
 }
 
 void TestExchanges::exchangesOptionChecked()
