@@ -81,23 +81,30 @@ double percentile(const std::vector<double>& v, double q)
 
 P2pDir Context::direction(uint32_t a) const
 {
-    std::string kind;
-    if (const NcclOp* op = ncclOf(a))
-        kind = op->kind;
-    else
-        kind = ncclKindFromName(trace.str(act(a).name));
-    if (kind == "Send")
-        return P2pDir::Send;
-    if (kind == "Recv")
-        return P2pDir::Recv;
-    return P2pDir::Unknown;
+    const auto ops = opsOf(a);
+    if (ops.empty()) {
+        const std::string kind = ncclKindFromName(trace.str(act(a).name));
+        return kind == "Send" ? P2pDir::Send : kind == "Recv" ? P2pDir::Recv : P2pDir::Unknown;
+    }
+    // A coalesced batch of sends and receives has no one direction.
+    bool sends = false, recvs = false, other = false;
+    for (const NcclOp& op : ops) {
+        sends = sends || op.kind == "Send";
+        recvs = recvs || op.kind == "Recv";
+        other = other || (op.kind != "Send" && op.kind != "Recv");
+    }
+    if (other || sends == recvs)
+        return P2pDir::Unknown;
+    return sends ? P2pDir::Send : P2pDir::Recv;
 }
 
 std::optional<int> Context::peer(uint32_t a) const
 {
-    if (const NcclOp* op = ncclOf(a))
-        return op->peer;
-    return std::nullopt;
+    const auto ops = opsOf(a);
+    if (ops.empty())
+        return std::nullopt;
+    // One peer, or the first of a batch's (its ops are read one by one where it matters).
+    return ops.front().peer;
 }
 
 void classifyActivities(Context& ctx, AnalysisResult& out)

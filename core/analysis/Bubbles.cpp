@@ -361,6 +361,13 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
                     const Activity& a = ctx.act(c);
                     if (a.start < ws || a.start >= we)
                         continue;
+                    if (const auto ops = ctx.opsOf(c); ops.size() > 1) {
+                        // A coalesced batch: one transfer per receive in it.
+                        for (const NcclOp& op : ops)
+                            if (op.kind == "Recv" && op.peer)
+                                out.transfers.push_back({*op.peer, rd.rank, op.bytes.value_or(0), transferNeed(c, rd.rank)});
+                        continue;
+                    }
                     auto peer = ctx.peer(c);
                     if (!peer || ctx.direction(c) == P2pDir::Send)
                         continue;

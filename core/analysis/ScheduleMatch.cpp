@@ -232,22 +232,32 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
                 const Activity& a = ctx.act(c);
                 if (ctx.classOf(c) != WorkClass::P2p || a.start > span->end || a.end < span->start)
                     continue;
-                const P2pDir dir = ctx.direction(c);
-                const auto peer = ctx.peer(c);
-                const RankData* pr = peer ? ctx.rankData(*peer) : nullptr;
-                if (!pr || pr->stage < 0 || pr->replica != rd.replica || pr->stage == rd.stage) {
-                    ok = false; // a transfer with no pipeline peer: not for this reading
-                    break;
+                // One transfer per op: a coalesced batch (batch_isend_irecv) runs several in one kernel.
+                auto add = [&](P2pDir dir, std::optional<int> peer) {
+                    const RankData* pr = peer ? ctx.rankData(*peer) : nullptr;
+                    if (!pr || pr->stage < 0 || pr->replica != rd.replica || pr->stage == rd.stage)
+                        return false; // a transfer with no pipeline peer: not for this reading
+                    const TimeNs anchor = dir == P2pDir::Recv ? a.end : a.start;
+                    if (anchor < span->start || anchor > span->end)
+                        return true;
+                    o.directions = o.directions && (dir == P2pDir::Send || dir == P2pDir::Recv);
+                    const size_t gap = static_cast<size_t>(
+                        std::lower_bound(kernels.begin(), kernels.end(), anchor,
+                                         [&](uint32_t x, TimeNs v) { return ctx.act(x).start < v; }) - kernels.begin());
+                    at[gap].push_back({dir == P2pDir::Send, pr->stage});
+                    ++o.transfers;
+                    return true;
+                };
+                const auto ops = ctx.opsOf(c);
+                if (ops.size() > 1) {
+                    for (const NcclOp& op : ops)
+                        ok = ok && add(op.kind == "Send" ? P2pDir::Send : op.kind == "Recv" ? P2pDir::Recv : P2pDir::Unknown,
+                                       op.peer);
+                } else {
+                    ok = add(ctx.direction(c), ctx.peer(c));
                 }
-                const TimeNs anchor = dir == P2pDir::Recv ? a.end : a.start;
-                if (anchor < span->start || anchor > span->end)
-                    continue;
-                o.directions = o.directions && (dir == P2pDir::Send || dir == P2pDir::Recv);
-                const size_t gap = static_cast<size_t>(
-                    std::lower_bound(kernels.begin(), kernels.end(), anchor,
-                                     [&](uint32_t x, TimeNs v) { return ctx.act(x).start < v; }) - kernels.begin());
-                at[gap].push_back({dir == P2pDir::Send, pr->stage});
-                ++o.transfers;
+                if (!ok)
+                    break;
             }
             if (!ok)
                 return false;

@@ -224,11 +224,10 @@ Feed feedOf(const Context& ctx, const RankData& rd, const std::vector<uint32_t>&
     Feed f;
     auto it = std::upper_bound(recvByEnd.begin(), recvByEnd.end(), after,
                                [&](TimeNs v, uint32_t c) { return v < ctx.act(c).end; });
-    for (; it != recvByEnd.end() && ctx.act(*it).end <= before; ++it) {
-        auto peer = ctx.peer(*it);
+    auto from = [&](std::optional<int> peer, bool knownRecv) {
         const RankData* pr = peer ? ctx.rankData(*peer) : nullptr;
         if (!pr || pr->stage < 0 || pr->replica != rd.replica)
-            continue;
+            return;
         int d = pr->stage - rd.stage;
         bool wrap = ctx.ring && ctx.pp > 2 && ((rd.stage == 0 && pr->stage == ctx.pp - 1) || (rd.stage == ctx.pp - 1 && pr->stage == 0));
         if (wrap)
@@ -238,8 +237,18 @@ Feed feedOf(const Context& ctx, const RankData& rd, const std::vector<uint32_t>&
         else if (d == 1)
             f.fromNext = true;
         else
+            return;
+        f.knownRecv = f.knownRecv || knownRecv;
+    };
+    for (; it != recvByEnd.end() && ctx.act(*it).end <= before; ++it) {
+        // A coalesced batch: only its receives fed anything.
+        if (const auto ops = ctx.opsOf(*it); ops.size() > 1) {
+            for (const NcclOp& op : ops)
+                if (op.kind == "Recv")
+                    from(op.peer, true);
             continue;
-        f.knownRecv = f.knownRecv || ctx.direction(*it) == P2pDir::Recv;
+        }
+        from(ctx.peer(*it), ctx.direction(*it) == P2pDir::Recv);
     }
     return f;
 }

@@ -95,6 +95,9 @@ struct Activity {
     int32_t ncclIndex = -1; // index into Trace::ncclOps, -1 if none
     ActivityKind kind = ActivityKind::Kernel;
     CopyKind copyKind = CopyKind::Unknown;
+    // NCCL ops this kernel runs, Trace::ncclOps[ncclIndex .. + ncclCount):
+    // one, or a coalesced batch's sends and receives (batch_isend_irecv).
+    uint16_t ncclCount = 0;
 };
 static_assert(sizeof(Activity) == 72, "Activity is kept small: tens of millions are held in memory");
 

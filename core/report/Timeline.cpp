@@ -208,9 +208,13 @@ json measuredTimeline(const Trace& trace, const AnalysisResult& result, const Ti
         Activity copy = a;
         if (a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace.ncclOps.size()) {
             copy.ncclIndex = static_cast<int64_t>(window.ncclOps.size());
-            window.ncclOps.push_back(trace.ncclOps[static_cast<size_t>(a.ncclIndex)]);
+            const size_t n = std::min<size_t>(std::max<size_t>(1, a.ncclCount), trace.ncclOps.size() - static_cast<size_t>(a.ncclIndex));
+            for (size_t k = 0; k < n; ++k)
+                window.ncclOps.push_back(trace.ncclOps[static_cast<size_t>(a.ncclIndex) + k]);
+            copy.ncclCount = static_cast<uint16_t>(n);
         } else {
             copy.ncclIndex = -1;
+            copy.ncclCount = 0;
         }
         window.activities.push_back(copy);
     }

@@ -505,8 +505,15 @@ Trace Store::load(const LoadOptions& options)
                 byActivity.emplace(*t.ncclOps[i].activityId, static_cast<int64_t>(i));
         if (!byActivity.empty())
             for (auto& a : t.activities)
-                if (auto it = byActivity.find(a.id); it != byActivity.end())
+                if (auto it = byActivity.find(a.id); it != byActivity.end()) {
                     a.ncclIndex = static_cast<int32_t>(it->second);
+                    // A coalesced batch's ops share the kernel's start, so they load side by side.
+                    size_t n = 1;
+                    while (static_cast<size_t>(it->second) + n < t.ncclOps.size() && n < 0xffff &&
+                           t.ncclOps[static_cast<size_t>(it->second) + n].activityId == a.id)
+                        ++n;
+                    a.ncclCount = static_cast<uint16_t>(n);
+                }
     }
 
     {

@@ -586,7 +586,8 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
             w.complete("user_annotation", "ProfilerStep#" + std::to_string(options.firstStepNumber + it), g, 1,
                        base - kLeadNs - 100'000, res.iterationNs + 200'000, "");
             // Transfers this rank sends and receives, by producing / consuming step.
-            const bool blocking = p.costs.blockingExchanges;
+            // As the replay ran them: an order no batching fits overlaps its sends.
+            const bool blocking = res.blockingExchanges;
             TimeNs previousEnd = -1; // GPU end of the rank's previous step; the receive is posted then
             for (const TimedAction& a : rr.actions) {
                 const TimeNs g0 = base + a.start, g1 = base + a.end;
@@ -598,6 +599,8 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                 // Receives this step waits for, posted as the previous step ends
                 // (so the kernel shows the wait) or as this one starts.
                 for (const TimedTransfer& t : res.transfers) {
+                    if (blocking)
+                        break; // written as batches below
                     // A weight-gradient step (W) needs nothing from a neighbour: its I received it.
                     if (t.dstRank != r || t.dstStage != a.stage || t.microbatch != a.microbatch ||
                         t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
@@ -641,6 +644,8 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                 }
                 // Sends this step produces, launched as it ends.
                 for (const TimedTransfer& t : res.transfers) {
+                    if (blocking)
+                        break;
                     if (t.srcRank != r || t.srcStage != a.stage || t.microbatch != a.microbatch ||
                         t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
                         continue;
@@ -655,6 +660,48 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                            p2p(true, s.rankOfStage[size_t(t.dstStage)], t.bytes));
                 }
                 previousEnd = g1;
+            }
+            // Blocking exchanges: one coalesced batch per post, as batch_isend_irecv
+            // records it: each op's record_param_comms (nccl:send / nccl:recv),
+            // then nccl:coalesced, whose launch runs one SendRecv kernel for all of them.
+            if (blocking) {
+                struct Op {
+                    bool send;
+                    int peerStage;
+                    int64_t bytes;
+                    TimeNs end;
+                };
+                std::map<TimeNs, std::vector<Op>> batches; // by post time
+                for (const TimedTransfer& t : res.transfers) {
+                    if (t.srcRank == r)
+                        batches[t.sendPost].push_back({true, s.rankOfStage[size_t(t.dstStage)], t.bytes, t.end});
+                    if (t.dstRank == r)
+                        batches[t.recvPost].push_back({false, s.rankOfStage[size_t(t.srcStage)], t.bytes, t.end});
+                }
+                for (const auto& [post, ops] : batches) {
+                    const TimeNs ks = base + post;
+                    TimeNs ke = ks + 1'000;
+                    for (const Op& op : ops)
+                        ke = std::max(ke, base + op.end);
+                    TimeNs l = ks - kLeadNs + 1'000;
+                    for (const Op& op : ops) {
+                        const std::string args = p2p(op.send, op.peerStage, op.bytes).substr(2);
+                        w.complete("cpu_op", op.send ? "nccl:send" : "nccl:recv", g, 1, l, 3'000, "");
+                        w.complete("cpu_op", "record_param_comms", g, 1, l + 500, 2'000, args);
+                        l += 4'000;
+                    }
+                    const int64_t id = corr++;
+                    w.complete("cpu_op", "nccl:coalesced", g, 1, l, 4'000, "");
+                    w.complete("cpu_op", "record_param_comms", g, 1, l + 200, 3'600,
+                               "\"Collective name\": \"coalesced\", \"Group size\": " + std::to_string(P) +
+                                   ", \"Process Group Name\": \"1\", \"Process Group Description\": \"pp\", "
+                                   "\"Process Group Ranks\": \"" + ppText + "\"");
+                    launch(l + 1'000, 2'000, id);
+                    kernel(sendRecv, commStream(ks, ke), ks, ke - ks, id,
+                           ", \"Collective name\": \"coalesced\", \"Group size\": " + std::to_string(P) +
+                               ", \"Process Group Name\": \"1\", \"Process Group Description\": \"pp\", "
+                               "\"Process Group Ranks\": \"" + ppText + "\"");
+                }
             }
             const TimeNs end = base + rr.computeEnd;
             if (D > 1 && rr.allReduceEnd > rr.allReduceStart) {

@@ -351,6 +351,7 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
         if (!blocked)
             reset(s, costs, out, options);
     }
+    out.blockingExchanges = blocked;
 
     const TimeNs gap = costs.launchGapNs;
     while (!blocked && !stack_.empty()) {

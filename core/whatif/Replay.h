@@ -120,6 +120,9 @@ struct ReplayResult {
     std::vector<RankReplay> ranks;
     std::vector<TimedTransfer> transfers; // filled when ReplayOptions::timeline
     TimeNs iterationNs = 0;
+    // Ran with blocking exchanges' batches (ReplayCosts::blockingExchanges and
+    // a plan that fits the order; otherwise sends overlapped compute).
+    bool blockingExchanges = false;
     BubbleTotals bubbleNs{};              // summed over ranks
     double bubbleFraction = 0.0;          // idle / (ranks x iteration)
 };

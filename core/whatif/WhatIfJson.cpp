@@ -186,6 +186,7 @@ json predictionToJson(const Prediction& p, const JsonOptions& options)
              {"speedup", speedup ? json(*speedup) : json(nullptr)},
              {"bubble_fraction", p.replay.bubbleFraction},
              {"bubbles_by_cause_ns", causes(p.replay.bubbleNs)},
+             {"blocking_exchanges", p.replay.blockingExchanges},
              {"peak_bytes", p.peakBytes()},
              {"gpu_memory_bytes", optionalNumber(p.gpuMemoryBytes)},
              {"out_of_memory", p.outOfMemory()},

@@ -176,6 +176,7 @@ private slots:
     void sameRankTwiceNamesTheInput();
     void correlationFromFlows();
     void ncclArgsJoinedFromCpuOps();
+    void coalescedBatchGetsEachOp();
     void simulatedTraceMarksStore();
     void badRecordsAreCountedNotFatal();
     void badFiles_data();
@@ -536,6 +537,60 @@ void TestKineto::ncclArgsJoinedFromCpuOps()
     QVERIFY(!st.step());
     st.reset();
     QCOMPARE(queryInt(store, "SELECT COUNT(*) FROM process_groups WHERE rank = 1"), int64_t(2));
+}
+
+// batch_isend_irecv: one SendRecv kernel launched by nccl:coalesced runs the
+// sends and receives recorded on the thread since the previous batch.
+void TestKineto::coalescedBatchGetsEachOp()
+{
+    QTemporaryDir dir;
+    const std::string in = test::path(dir, "coalesced.json");
+    writeFile(in, R"json({"distributedInfo": {"rank": 1, "world_size": 4}, "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "nccl:send", "pid": 1, "tid": 5, "ts": 100, "dur": 3},
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 5, "ts": 100.5, "dur": 2,
+         "args": {"Collective name": "send", "Dst Rank": 2, "In msg nelems": 512, "Out msg nelems": 512, "dtype": "BFloat16",
+                  "Process Group Name": "1", "Process Group Description": "pp", "Group size": 4}},
+        {"ph": "X", "cat": "cpu_op", "name": "nccl:recv", "pid": 1, "tid": 5, "ts": 104, "dur": 3},
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 5, "ts": 104.5, "dur": 2,
+         "args": {"Collective name": "recv", "Src Rank": 0, "In msg nelems": 512, "Out msg nelems": 512, "dtype": "BFloat16"}},
+        {"ph": "X", "cat": "cpu_op", "name": "nccl:coalesced", "pid": 1, "tid": 5, "ts": 108, "dur": 4},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 5, "ts": 109, "dur": 2, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "pid": 1, "tid": 20,
+         "ts": 115, "dur": 50, "args": {"device": 1, "stream": 20, "correlation": 7, "Collective name": "coalesced",
+                                        "Process Group Name": "1", "Process Group Description": "pp", "Group size": 4}},
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 5, "ts": 200, "dur": 2,
+         "args": {"Collective name": "recv", "Src Rank": 2, "In msg nelems": 256, "Out msg nelems": 256, "dtype": "Float"}},
+        {"ph": "X", "cat": "cpu_op", "name": "nccl:coalesced", "pid": 1, "tid": 5, "ts": 204, "dur": 4},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 5, "ts": 205, "dur": 2, "args": {"correlation": 8}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "pid": 1, "tid": 20,
+         "ts": 210, "dur": 30, "args": {"device": 1, "stream": 20, "correlation": 8, "Collective name": "coalesced"}}
+    ]})json");
+    Imported imp = importOne(in, dir);
+    Store store(imp.store);
+    auto st = store.database().prepare(
+        "SELECT n.kind, n.peer, n.bytes, COALESCE(NULLIF(n.group_name, ''), '-'), n.start_ns - (SELECT MIN(start_ns) FROM nccl_ops),"
+        " n.activity_id FROM nccl_ops n ORDER BY n.start_ns, n.id");
+    std::vector<std::string> rows;
+    std::vector<int64_t> activity;
+    while (st.step()) {
+        rows.push_back(st.string(0) + " " + std::to_string(st.int64(1)) + " " + std::to_string(st.int64(2)) + " " +
+                       st.string(3) + " " + std::to_string(st.int64(4)));
+        activity.push_back(st.int64(5));
+    }
+    st.reset();
+    QCOMPARE(rows, (std::vector<std::string>{"Send 2 1024 1 0", "Recv 0 1024 1 0", "Recv 2 1024 - 95000"}));
+    QCOMPARE(activity[0], activity[1]);
+    QVERIFY(activity[2] != activity[0]);
+    // Loaded, the first kernel carries both ops.
+    const Trace t = store.load();
+    int batches = 0;
+    for (const Activity& a : t.activities)
+        if (a.ncclIndex >= 0 && a.ncclCount == 2) {
+            ++batches;
+            QCOMPARE(t.ncclOps[size_t(a.ncclIndex)].kind, std::string("Send"));
+            QCOMPARE(t.ncclOps[size_t(a.ncclIndex) + 1].kind, std::string("Recv"));
+        }
+    QCOMPARE(batches, 1);
 }
 
 void TestKineto::simulatedTraceMarksStore()

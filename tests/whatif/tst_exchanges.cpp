@@ -10,6 +10,7 @@
 #include "analysis/MeasuredPipeline.h"
 #include "model/Exchanges.h"
 #include "report/Report.h"
+#include "store/Store.h"
 #include "whatif/WhatIf.h"
 
 #include <QTemporaryDir>
@@ -165,7 +166,9 @@ void TestExchanges::blockingSenderWaits()
     const ReplayResult async = Replay().run(s, c);
     QCOMPARE(async.ranks[0].actions[2].start, 2 * kMs);
     c.blockingExchanges = true;
+    QVERIFY(!async.blockingExchanges);
     const ReplayResult blocking = Replay().run(s, c);
+    QVERIFY(blocking.blockingExchanges);
     QCOMPARE(blocking.ranks[0].actions[2].start, 4 * kMs);
     QCOMPARE(blocking.iterationNs, async.iterationNs);
     c.exchangeGapNs = 100'000;
@@ -301,10 +304,25 @@ void TestExchanges::emittedBlockingJob()
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         r = pipescope::test::runCli({"import", job, "-o", job + ".pipescope"});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        {
+            // Megatron's batches are coalesced: one SendRecv kernel per batch, its
+            // sends and receives (from the nccl:send / nccl:recv ops) all on it.
+            Store store((job + ".pipescope").toStdString());
+            auto one = [&](const std::string& sql) {
+                auto st = store.database().prepare(sql);
+                const int64_t v = st.step() ? st.int64(0) : -1;
+                st.reset();
+                return v;
+            };
+            QCOMPARE(one("SELECT COUNT(*) FROM nccl_ops WHERE kind NOT IN ('Send', 'Recv')"), int64_t(0));
+            QVERIFY(one("SELECT COUNT(*) FROM (SELECT activity_id FROM nccl_ops GROUP BY activity_id HAVING COUNT(*) >= 2)") > 0);
+            QCOMPARE(one("SELECT COUNT(*) FROM nccl_ops WHERE peer IS NULL"), int64_t(0));
+        }
         r = pipescope::test::runCli({"whatif", job + ".pipescope", "--json"});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         const json doc = json::parse(r.out.toStdString());
         QVERIFY(doc["cost_model"]["exchanges"]["blocking"].get<bool>());
+        QVERIFY(doc["predictions"][0]["blocking_exchanges"].get<bool>());
         const auto& first = doc["predictions"][0];
         const double predicted = first["iteration_ns"].get<double>();
         const double measured = first["measured_iteration_ns"].get<double>();

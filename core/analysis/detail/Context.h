@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace pipescope::detail {
@@ -114,6 +115,16 @@ struct Context {
     {
         auto i = trace.activities[a].ncclIndex;
         return i >= 0 && static_cast<size_t>(i) < trace.ncclOps.size() ? &trace.ncclOps[static_cast<size_t>(i)] : nullptr;
+    }
+    // Every NCCL op the kernel runs: one, or a coalesced batch's sends and receives.
+    std::span<const NcclOp> opsOf(uint32_t a) const
+    {
+        const Activity& x = trace.activities[a];
+        if (x.ncclIndex < 0 || static_cast<size_t>(x.ncclIndex) >= trace.ncclOps.size())
+            return {};
+        const size_t first = static_cast<size_t>(x.ncclIndex);
+        const size_t n = std::min<size_t>(std::max<size_t>(1, x.ncclCount), trace.ncclOps.size() - first);
+        return {trace.ncclOps.data() + first, n};
     }
     RankData* rankData(int rank)
     {

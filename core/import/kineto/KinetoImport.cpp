@@ -194,6 +194,7 @@ struct PendingNccl {
     std::optional<int64_t> externalId, correlation;
     std::string kernelKind; // from the kernel's name
     CommArgs args;
+    std::optional<size_t> from; // the CPU op (cpuComms_) that lent its args
 };
 
 // A collective seen on the CPU side (record_param_comms, nccl:*, c10d::*).
@@ -329,6 +330,7 @@ private:
     CommArgs commArgs(const Event& e);
     std::string normaliseRanks(const Value& v);
     void noteGroup(const CommArgs& a);
+    void writePendingNccl(); // joinPendingNccl's last part: each pending kernel's NCCL records
     void writeNccl(int64_t activityId, TimeNs start, TimeNs end, int64_t streamId, const CommArgs& a,
                    const std::string& kernelKind);
     void resolveFlows(kineto::BatchWriter& out);
@@ -737,7 +739,9 @@ void KinetoImporter::gpuActivity(const Event& e, Category cat, TimeNs start, Tim
         ++ncclKernels_;
         CommArgs args = commArgs(e);
         std::string kernelKind = kineto::ncclKindFromKernelName(name);
-        if (!args.kind.empty() && args.hasArgs()) {
+        // A coalesced batch waits for the end of the file too: its sends and
+        // receives are on the CPU ops before the one that launched it.
+        if (!args.kind.empty() && args.hasArgs() && args.kind != "coalesced") {
             writeNccl(id, start, end, a.streamId, args, kernelKind);
         } else {
             PendingNccl p;
@@ -1121,9 +1125,10 @@ void KinetoImporter::joinPendingNccl(kineto::BatchWriter& out)
     for (size_t k = 0; k < pendingNccl_.size(); ++k) {
         PendingNccl& p = pendingNccl_[k];
         auto it = p.externalId ? byExternal.find(*p.externalId) : byExternal.end();
-        if (it != byExternal.end() && cpuComms_[it->second].args.useful())
+        if (it != byExternal.end() && cpuComms_[it->second].args.useful()) {
             p.args.fillFrom(cpuComms_[it->second].args);
-        else if (p.correlation && !cpuComms_.empty())
+            p.from = it->second;
+        } else if (p.correlation && !cpuComms_.empty())
             unmatched.push_back(k);
     }
     // 2. Otherwise the launch call (same correlation) runs inside the
@@ -1154,14 +1159,70 @@ void KinetoImporter::joinPendingNccl(kineto::BatchWriter& out)
                     (c.args.score() == best->args.score() && c.start >= best->start))
                     best = &c;
             }
-            if (best)
+            if (best) {
                 p.args.fillFrom(best->args);
+                p.from = static_cast<size_t>(best - cpuComms_.data());
+            }
         }
         sel.reset();
         db.exec("DROP TABLE temp.kineto_pending");
     }
+    writePendingNccl();
+}
+
+void KinetoImporter::writePendingNccl()
+{
+    auto kindOf = [](const CommArgs& a) -> const std::string& { return !a.kind.empty() ? a.kind : a.nameKind; };
+    // A coalesced batch (batch_isend_irecv) runs in one kernel the sends and
+    // receives recorded on the launching thread since its previous batch:
+    // one NCCL op each, all on that kernel.
+    std::unordered_map<int64_t, std::vector<size_t>> byTid; // cpuComms_ per thread, by start
     for (const PendingNccl& p : pendingNccl_)
+        if (p.from && kindOf(p.args) == "coalesced" && byTid.empty()) {
+            for (size_t i = 0; i < cpuComms_.size(); ++i)
+                byTid[cpuComms_[i].tid].push_back(i);
+            for (auto& [tid, v] : byTid)
+                std::stable_sort(v.begin(), v.end(), [&](size_t a, size_t b) { return cpuComms_[a].start < cpuComms_[b].start; });
+        }
+    // The ops of each coalesced CPU op, found once (kernels may share one).
+    std::unordered_map<size_t, std::vector<const CpuComm*>> opsOfBatch;
+    for (const PendingNccl& p : pendingNccl_) {
+        if (p.from && kindOf(p.args) == "coalesced") {
+            const CpuComm& c = cpuComms_[*p.from];
+            auto [slot, fresh] = opsOfBatch.try_emplace(*p.from);
+            std::vector<const CpuComm*>& ops = slot->second; // latest first
+            const auto& v = byTid[c.tid];
+            auto at = std::lower_bound(v.begin(), v.end(), c.start,
+                                       [&](size_t i, TimeNs t) { return cpuComms_[i].start < t; });
+            for (int n = 0; fresh && at != v.begin() && n < 4096; ++n) {
+                const CpuComm& o = cpuComms_[*--at];
+                const std::string& k = kindOf(o.args);
+                if (k == "coalesced" && o.end <= c.start)
+                    break; // the previous batch
+                if (k != "Send" && k != "Recv")
+                    continue;
+                // nccl:send and the record_param_comms inside it are one op.
+                if (!ops.empty() && ops.back()->start >= o.start && ops.back()->end <= o.end)
+                    continue;
+                ops.push_back(&o);
+            }
+            for (auto op = ops.rbegin(); op != ops.rend(); ++op) {
+                CommArgs a = (*op)->args;
+                a.kind = kindOf(a);
+                // The batch's group when the op does not name it.
+                CommArgs group;
+                group.groupName = p.args.groupName;
+                group.groupDesc = p.args.groupDesc;
+                group.groupRanks = p.args.groupRanks;
+                group.groupSize = p.args.groupSize;
+                a.fillFrom(group);
+                writeNccl(p.activityId, p.start, p.end, p.streamId, a, p.kernelKind);
+            }
+            if (!ops.empty())
+                continue;
+        }
         writeNccl(p.activityId, p.start, p.end, p.streamId, p.args, p.kernelKind);
+    }
     std::vector<PendingNccl>().swap(pendingNccl_);
 }
 
