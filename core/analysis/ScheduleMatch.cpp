@@ -58,28 +58,15 @@ struct Expected {
     std::vector<std::vector<Xfer>> gaps;
 };
 
-Expected expectedFor(const Schedule& s, int position)
+// A rank's actions cut into runs where transfers fall: before(i, gap) adds
+// those that come before action i, after(i, gap) those that follow it.
+template <typename Before, typename After>
+Expected cutRuns(const std::vector<Action>& actions, Before before, After after)
 {
     Expected e;
-    const int S = s.stages;
-    auto recvsBefore = [&](const Action& a, std::vector<Xfer>& out) {
-        if (a.kind == StepKind::F && a.stage > 0 && s.rankOfStage[size_t(a.stage - 1)] != position)
-            out.push_back({false, s.rankOfStage[size_t(a.stage - 1)]});
-        if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage < S - 1 &&
-            s.rankOfStage[size_t(a.stage + 1)] != position)
-            out.push_back({false, s.rankOfStage[size_t(a.stage + 1)]});
-    };
-    auto sendsAfter = [&](const Action& a, std::vector<Xfer>& out) {
-        if (a.kind == StepKind::F && a.stage < S - 1 && s.rankOfStage[size_t(a.stage + 1)] != position)
-            out.push_back({true, s.rankOfStage[size_t(a.stage + 1)]});
-        if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage > 0 &&
-            s.rankOfStage[size_t(a.stage - 1)] != position)
-            out.push_back({true, s.rankOfStage[size_t(a.stage - 1)]});
-    };
-    const auto& actions = s.ranks[size_t(position)];
     std::vector<Xfer> gap;
     for (size_t i = 0; i < actions.size(); ++i) {
-        recvsBefore(actions[i], gap);
+        before(i, gap);
         if (i == 0 || !gap.empty()) {
             std::sort(gap.begin(), gap.end());
             e.gaps.push_back(std::move(gap));
@@ -87,19 +74,40 @@ Expected expectedFor(const Schedule& s, int position)
             e.runs.emplace_back();
         }
         e.runs.back().push_back(actions[i]);
-        sendsAfter(actions[i], gap);
+        after(i, gap);
     }
     std::sort(gap.begin(), gap.end());
     e.gaps.push_back(std::move(gap));
     return e;
 }
 
+Expected expectedFor(const Schedule& s, int position)
+{
+    const int S = s.stages;
+    const auto& actions = s.ranks[size_t(position)];
+    auto recvsBefore = [&](size_t i, std::vector<Xfer>& out) {
+        const Action& a = actions[i];
+        if (a.kind == StepKind::F && a.stage > 0 && s.rankOfStage[size_t(a.stage - 1)] != position)
+            out.push_back({false, s.rankOfStage[size_t(a.stage - 1)]});
+        if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage < S - 1 &&
+            s.rankOfStage[size_t(a.stage + 1)] != position)
+            out.push_back({false, s.rankOfStage[size_t(a.stage + 1)]});
+    };
+    auto sendsAfter = [&](size_t i, std::vector<Xfer>& out) {
+        const Action& a = actions[i];
+        if (a.kind == StepKind::F && a.stage < S - 1 && s.rankOfStage[size_t(a.stage + 1)] != position)
+            out.push_back({true, s.rankOfStage[size_t(a.stage + 1)]});
+        if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage > 0 &&
+            s.rankOfStage[size_t(a.stage - 1)] != position)
+            out.push_back({true, s.rankOfStage[size_t(a.stage - 1)]});
+    };
+    return cutRuns(actions, recvsBefore, sendsAfter);
+}
+
 // The same under blocking exchanges (model/Exchanges.h): every transfer of a
 // batch falls in the gap after the step the batch follows.
 Expected expectedBlocking(const Schedule& s, const ExchangePlan& plan, int position)
 {
-    Expected e;
-    const auto& actions = s.ranks[size_t(position)];
     const auto& groups = plan.ranks[size_t(position)];
     size_t g = 0;
     auto opsAfter = [&](int step, std::vector<Xfer>& out) {
@@ -109,21 +117,13 @@ Expected expectedBlocking(const Schedule& s, const ExchangePlan& plan, int posit
                 out.push_back({op.send, op.send ? m.toRank : m.fromRank});
             }
     };
-    std::vector<Xfer> gap;
-    opsAfter(-1, gap);
-    for (size_t i = 0; i < actions.size(); ++i) {
-        if (i == 0 || !gap.empty()) {
-            std::sort(gap.begin(), gap.end());
-            e.gaps.push_back(std::move(gap));
-            gap.clear();
-            e.runs.emplace_back();
-        }
-        e.runs.back().push_back(actions[i]);
-        opsAfter(static_cast<int>(i), gap);
-    }
-    std::sort(gap.begin(), gap.end());
-    e.gaps.push_back(std::move(gap));
-    return e;
+    return cutRuns(
+        s.ranks[size_t(position)],
+        [&](size_t i, std::vector<Xfer>& out) {
+            if (i == 0)
+                opsAfter(-1, out);
+        },
+        [&](size_t i, std::vector<Xfer>& out) { opsAfter(static_cast<int>(i), out); });
 }
 
 bool sameGaps(const Observed& o, const Expected& e)
