@@ -29,9 +29,14 @@ void TestStepInference::schedules_data()
     QTest::addColumn<int>("v");
     QTest::addColumn<int>("m");
     QTest::addColumn<int>("dp");
+    QTest::addColumn<bool>("blocking");
+    // Each job twice: sends that overlap the next step, and Megatron's blocking,
+    // coalesced batches (simulate --exchanges blocking; ZB-V and DualPipeV,
+    // which no batching fits, overlap their sends either way).
     auto row = [](ScheduleKind k, int pp, int v, int m, int dp) {
         const test::Config c{k, pp, v, m, dp};
-        QTest::newRow(c.name().c_str()) << int(k) << pp << v << m << dp;
+        QTest::newRow(c.name().c_str()) << int(k) << pp << v << m << dp << false;
+        QTest::newRow((c.name() + " blocking").c_str()) << int(k) << pp << v << m << dp << true;
     };
     row(ScheduleKind::GPipe, 4, 1, 8, 1);
     row(ScheduleKind::OneFOneB, 2, 1, 2, 1);      // m = p: warm-up is the whole pipeline
@@ -52,7 +57,10 @@ void TestStepInference::schedules()
     QFETCH(int, v);
     QFETCH(int, m);
     QFETCH(int, dp);
-    const CostModel model = CostModel::fromModel(loadModelDescription(PIPESCOPE_SOURCE_DIR "/resources/models/gpt-32l.json"));
+    QFETCH(bool, blocking);
+    CostModel model = CostModel::fromModel(loadModelDescription(PIPESCOPE_SOURCE_DIR "/resources/models/gpt-32l.json"));
+    model.blockingExchanges = blocking;
+    model.exchangeGapNs = blocking ? kDefaultExchangeGapNs : 0;
     QTemporaryDir dir;
     const test::Outcome o = test::evaluateInference(model, {ScheduleKind(kind), pp, v, m, dp}, dir.path().toStdString(), false);
     QVERIFY(o.ran);
