@@ -175,15 +175,33 @@ void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
             html += row(QStringLiteral("copy"), qs(toString(a.copyKind)));
         if (a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace_->ncclOps.size()) {
             const NcclOp& op = trace_->ncclOps[static_cast<size_t>(a.ncclIndex)];
-            html += row(QStringLiteral("NCCL"), qs(op.kind));
-            if (op.bytes)
+            const bool batch = a.ncclCount > 1; // a coalesced batch: its ops one by one, then their group
+            html += row(QStringLiteral("NCCL"), batch ? QStringLiteral("coalesced, %1 operations").arg(a.ncclCount) : qs(op.kind));
+            if (batch && static_cast<size_t>(a.ncclIndex) + a.ncclCount <= trace_->ncclOps.size()) {
+                // A coalesced batch (batch_isend_irecv): each send and receive it ran.
+                QStringList ops;
+                for (size_t k = 0; k < a.ncclCount && k < 16; ++k) {
+                    const NcclOp& each = trace_->ncclOps[static_cast<size_t>(a.ncclIndex) + k];
+                    QString text = qs(each.kind);
+                    if (each.peer)
+                        text += (each.kind == "Recv" ? QStringLiteral(" from rank ") : QStringLiteral(" to rank ")) +
+                                QString::number(*each.peer);
+                    if (each.bytes)
+                        text += QStringLiteral(", ") + QString::fromStdString(formatBytes(*each.bytes));
+                    ops << text;
+                }
+                if (a.ncclCount > 16)
+                    ops << QStringLiteral("… %1 more").arg(a.ncclCount - 16);
+                html += row(QStringLiteral("NCCL batch"), ops.join(QStringLiteral("<br>")));
+            }
+            if (!batch && op.bytes)
                 html += row(QStringLiteral("message"), QString::fromStdString(formatBytes(*op.bytes)));
             if (!op.dtype.empty())
                 html += row(QStringLiteral("dtype"), qs(op.dtype));
-            if (op.inNelems)
+            if (!batch && op.inNelems)
                 html += row(QStringLiteral("elements in / out"),
                             QStringLiteral("%1 / %2").arg(*op.inNelems).arg(op.outNelems.value_or(-1)));
-            if (op.peer)
+            if (!batch && op.peer)
                 html += row(QStringLiteral("peer rank"), QString::number(*op.peer));
             if (!op.groupName.empty() || !op.groupDesc.empty())
                 html += row(QStringLiteral("group"), qs(op.groupName) + (op.groupDesc.empty() ? QString() : QStringLiteral(" (") + qs(op.groupDesc) + QLatin1Char(')')));
