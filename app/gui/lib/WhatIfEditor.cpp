@@ -785,6 +785,12 @@ void WhatIfEditor::refreshFigures()
         return;
     const whatif::Prediction& p = *current_;
     iteration_->setText(tr("Predicted iteration %1").arg(qs(formatDuration(p.iterationNs()))));
+    // How the replay exchanged (docs/whatif.md, "Exchanges").
+    iteration_->setToolTip(p.replay.blockingExchanges
+                               ? tr("Replayed with blocking exchanges, as Megatron-LM runs them: a step waits for its "
+                                    "rank's batch of sends and receives and starts %1 after it")
+                                     .arg(qs(formatDuration(p.costs.exchangeGapNs)))
+                               : tr("Replayed with sends that overlap the next step"));
     speedup_->setText(speedupWords(p.speedup()) +
                       (p.measuredIterationNs ? tr(" (measured %1)").arg(qs(formatDuration(*p.measuredIterationNs))) : QString()));
     static_cast<BubbleBar*>(bubbleBar_)->setPrediction(current_);
