@@ -606,14 +606,12 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                         t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
                         continue;
                     // Before the rank's first step the receive is posted as the iteration begins.
-                    // Under blocking exchanges it goes with its batch, which may be steps earlier.
-                    const TimeNs posted = blocking ? base + t.recvPost : previousEnd >= 0 ? previousEnd : -1;
-                    const TimeNs l = posted >= 0 ? posted - kLeadNs + 2'200 : base - kLeadNs - 50'000;
+                    const TimeNs l = previousEnd >= 0 ? previousEnd - kLeadNs + 2'200 : base - kLeadNs - 50'000;
                     const int64_t id = corr++;
                     launch(l, 500, id);
                     // PyTorch orders NCCL work after the compute stream's
                     // current work; the kernel then waits for the sender.
-                    const TimeNs ks = blocking ? posted : std::max(l + 5'000, posted >= 0 ? posted : base);
+                    const TimeNs ks = std::max(l + 5'000, previousEnd >= 0 ? previousEnd : base);
                     const TimeNs ke = std::max(base + t.end, ks + 1'000);
                     kernel(sendRecv, commStream(ks, ke), ks, ke - ks, id,
                            p2p(false, s.rankOfStage[size_t(t.srcStage)], t.bytes));
@@ -649,12 +647,10 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                     if (t.srcRank != r || t.srcStage != a.stage || t.microbatch != a.microbatch ||
                         t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
                         continue;
-                    // Posted as the step ends (under blocking exchanges, with its batch), waits for the receiver.
-                    const TimeNs posted = blocking ? base + t.sendPost : g1;
-                    const TimeNs l = posted - kLeadNs + 1'000;
+                    const TimeNs l = g1 - kLeadNs + 1'000;
                     const int64_t id = corr++;
                     launch(l, 1'000, id);
-                    const TimeNs kst = blocking ? posted : std::max(g1, l + 5'000);
+                    const TimeNs kst = std::max(g1, l + 5'000); // posted as the step ends, waits for the receiver
                     const TimeNs ke = std::max(base + t.end, kst + 2'000);
                     kernel(sendRecv, commStream(kst, ke), kst, ke - kst, id,
                            p2p(true, s.rankOfStage[size_t(t.dstStage)], t.bytes));
