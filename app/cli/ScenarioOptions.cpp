@@ -83,19 +83,22 @@ void ScenarioArgs::applyMicrobatchTokens(whatif::CostModel& model, whatif::Scena
         changes.microbatches = static_cast<int>(tokens.tokens.size());
 }
 
+void ScenarioArgs::checkExchanges() const
+{
+    if (!exchanges.empty() && exchanges != "trace" && exchanges != "blocking" && exchanges != "overlapped")
+        throw ValueError("--exchanges", "unknown exchange mode '" + printable(exchanges) +
+                                            "'; choose trace, blocking or overlapped");
+}
+
 void ScenarioArgs::applyExchanges(whatif::CostModel& model) const
 {
-    if (exchanges.empty() || exchanges == "trace")
-        return;
+    checkExchanges();
     if (exchanges == "blocking") {
         model.blockingExchanges = true;
         if (model.exchangeGapNs <= 0)
             model.exchangeGapNs = whatif::kDefaultExchangeGapNs;
     } else if (exchanges == "overlapped") {
         model.blockingExchanges = false;
-    } else {
-        throw ValueError("--exchanges", "unknown exchange mode '" + printable(exchanges) +
-                                            "'; choose trace, blocking or overlapped");
     }
 }
 

@@ -34,6 +34,7 @@ struct ScenarioArgs {
     // Megatron-LM runs them), overlapped (sends overlap compute) or trace (as
     // the analysis found; the default). Throws ValueError for another word.
     void applyExchanges(whatif::CostModel& model) const;
+    void checkExchanges() const; // the word alone, before any work
     bool changesScenario() const;
     // --recompute auto: auto-balance chooses each stage's recomputation.
     void applyTo(whatif::BalanceOptions& options) const;

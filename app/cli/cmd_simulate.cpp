@@ -33,6 +33,7 @@ struct SimulateArgs : ScenarioArgs {
 
 int runSimulate(const SimulateArgs& a)
 {
+    a.checkExchanges();
     const ModelDescription md = loadModelDescription(a.model);
     CostModel model = CostModel::fromModel(md);
     if (a.dp > 0) {

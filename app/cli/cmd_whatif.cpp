@@ -122,6 +122,7 @@ std::vector<double> stageSpeeds(const WhatIfArgs& a)
 
 int runWhatIfImpl(WhatIfArgs& a)
 {
+    a.checkExchanges();
     a.calibration.load();
     const std::vector<double> speeds = stageSpeeds(a); // refused before any work
     const std::vector<LayerRange> frozen = parseLayerRanges(a.freeze);

@@ -366,6 +366,11 @@ void TestExchanges::exchangesOptionChecked()
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.err.contains("--exchanges: unknown exchange mode 'batched'; choose trace, blocking or overlapped"),
              qPrintable(r.err));
+    // Refused before any work: the store is not even opened.
+    const auto w = pipescope::test::runCli({"whatif", "/nonexistent/job.pipescope", "--exchanges", "batched"});
+    QCOMPARE(w.exitCode, 1);
+    QVERIFY2(w.err.contains("--exchanges: unknown exchange mode 'batched'") && !w.err.contains("nonexistent"),
+             qPrintable(w.err));
 }
 
 QTEST_GUILESS_MAIN(TestExchanges)

@@ -1176,18 +1176,18 @@ void KinetoImporter::writePendingNccl()
     // A coalesced batch (batch_isend_irecv) runs in one kernel the sends and
     // receives recorded on the launching thread since its previous batch:
     // one NCCL op each, all on that kernel.
+    auto coalesced = [&](const PendingNccl& p) { return p.from && kindOf(p.args) == "coalesced"; };
     std::unordered_map<int64_t, std::vector<size_t>> byTid; // cpuComms_ per thread, by start
-    for (const PendingNccl& p : pendingNccl_)
-        if (p.from && kindOf(p.args) == "coalesced" && byTid.empty()) {
-            for (size_t i = 0; i < cpuComms_.size(); ++i)
-                byTid[cpuComms_[i].tid].push_back(i);
-            for (auto& [tid, v] : byTid)
-                std::stable_sort(v.begin(), v.end(), [&](size_t a, size_t b) { return cpuComms_[a].start < cpuComms_[b].start; });
-        }
+    if (std::any_of(pendingNccl_.begin(), pendingNccl_.end(), coalesced)) {
+        for (size_t i = 0; i < cpuComms_.size(); ++i)
+            byTid[cpuComms_[i].tid].push_back(i);
+        for (auto& [tid, v] : byTid)
+            std::stable_sort(v.begin(), v.end(), [&](size_t a, size_t b) { return cpuComms_[a].start < cpuComms_[b].start; });
+    }
     // The ops of each coalesced CPU op, found once (kernels may share one).
     std::unordered_map<size_t, std::vector<const CpuComm*>> opsOfBatch;
     for (const PendingNccl& p : pendingNccl_) {
-        if (p.from && kindOf(p.args) == "coalesced") {
+        if (coalesced(p)) {
             const CpuComm& c = cpuComms_[*p.from];
             auto [slot, fresh] = opsOfBatch.try_emplace(*p.from);
             std::vector<const CpuComm*>& ops = slot->second; // latest first
