@@ -174,7 +174,6 @@ inline constexpr const char* kIndexSql = R"SQL(
 CREATE INDEX activities_by_stream_time ON activities(rank, stream_id, start_ns);
 CREATE INDEX activities_by_time ON activities(rank, start_ns);
 CREATE INDEX cpu_ranges_by_time ON cpu_ranges(rank, tid, start_ns, end_ns);
-CREATE INDEX cpu_ranges_by_correlation ON cpu_ranges(rank, correlation) WHERE correlation IS NOT NULL;
 CREATE INDEX nccl_ops_by_time ON nccl_ops(rank, start_ns);
 CREATE INDEX nccl_ops_by_activity ON nccl_ops(activity_id);
 CREATE INDEX memory_events_by_time ON memory_events(rank, device, ts_ns);

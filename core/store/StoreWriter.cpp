@@ -473,19 +473,29 @@ void StoreWriter::flushDiagnostics()
     diags_.clear();
 }
 
-void StoreWriter::linkLaunches(std::optional<int> rank)
+void StoreWriter::linkLaunches(const std::vector<int>* ranks)
 {
     // One indexed lookup per correlated activity; the first runtime/driver
-    // call with the same correlation id on the same rank is the launch.
+    // call with the same correlation id on the same rank is the launch. The
+    // lookup index lives only while linking (readers follow launch_id), and is
+    // built before the store's indexes, which then reuse its freed pages.
+    if (ranks && ranks->empty())
+        return;
+    db_.exec("CREATE INDEX launch_lookup ON cpu_ranges(rank, correlation) WHERE correlation IS NOT NULL AND kind IN (3, 4)");
     std::string text = "UPDATE activities SET (launch_id, launch_ns) = (SELECT c.id, c.start_ns FROM cpu_ranges c"
                        " WHERE c.rank = activities.rank AND c.correlation = activities.correlation AND c.kind IN (3, 4)"
                        " ORDER BY c.id LIMIT 1) WHERE correlation IS NOT NULL";
-    if (!rank) {
+    if (!ranks) {
         db_.exec(text);
-        return;
+    } else {
+        // One pass over the table for all the ranks (there is no index on activities yet).
+        std::string list = "[";
+        for (int r : *ranks)
+            list += (list.size() > 1 ? "," : "") + std::to_string(r);
+        auto st = db_.prepare(text + " AND rank IN (SELECT value FROM json_each(?1))");
+        st.bind(1, list + "]").run();
     }
-    auto st = db_.prepare(text + " AND rank = ?1");
-    st.bind(1, *rank).run();
+    db_.exec("DROP INDEX launch_lookup");
 }
 
 void RangeNester::add(int64_t rank, int64_t tid, TimeNs start, TimeNs end, int64_t id)
@@ -777,21 +787,21 @@ void StoreWriter::finish()
             st.bind(1, g.rank).bind(2, g.name).bind(3, g.desc).bind(4, ranksJson(g.ranks)).bind(5, g.size).run();
         }
     }
+    // Launches are linked before the indexes are built (the updates then
+    // maintain none); ranges are nested after, through cpu_ranges_by_time.
+    // Importers settled most ranks as they added the rows (settled()).
+    const bool allUnsettled = settled_.empty();
+    const std::vector<int> unsettled = allUnsettled ? std::vector<int>{} : unsettledRanks();
+    step("linking launches");
+    linkLaunches(allUnsettled ? nullptr : &unsettled);
     step("indexing");
     db_.exec(kIndexSql);
-    if (settled_.empty()) {
-        step("linking launches");
-        linkLaunches();
-        step("nesting ranges");
+    step("nesting ranges");
+    if (allUnsettled) {
         nestCpuRanges();
     } else {
-        // Importers settled most ranks as they added the rows (settled()).
-        step("linking launches and nesting ranges");
-        const std::vector<int> unsettled = unsettledRanks();
-        for (int rank : unsettled) {
-            linkLaunches(rank);
+        for (int rank : unsettled)
             nestCpuRanges(rank);
-        }
         for (const Settled& s : settled_)
             if (!std::binary_search(unsettled.begin(), unsettled.end(), s.rank))
                 settledClean_.emplace(s.rank, s);

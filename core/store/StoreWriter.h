@@ -193,7 +193,8 @@ public:
 
 private:
     void flushDiagnostics();
-    void linkLaunches(std::optional<int> rank = std::nullopt);
+    // Links the launches of every rank, or of the ranks given (none: nothing).
+    void linkLaunches(const std::vector<int>* ranks = nullptr);
     void nestCpuRanges(std::optional<int> rank = std::nullopt);
     std::vector<int> unsettledRanks();
     void summarise();

@@ -314,6 +314,14 @@ void TestImportJobs::sameStoreWithAnyNumberOfJobs()
             compareStores(serialPath, path);
             if (QTest::currentTestFailed())
                 return;
+            // Linking's lookup index is gone, and the store's indexes took its pages.
+            sql::Database db(path, sql::Database::Mode::ReadOnly);
+            auto lookup = db.prepare("SELECT COUNT(*) FROM sqlite_master WHERE name = 'launch_lookup'");
+            QVERIFY(lookup.step());
+            QCOMPARE(lookup.int64(0), int64_t(0));
+            auto freePages = db.prepare("PRAGMA freelist_count");
+            QVERIFY(freePages.step());
+            QCOMPARE(freePages.int64(0), int64_t(0));
         }
     }
     // The comparisons above cover launch_id, launch_ns, depth and parent_id:
