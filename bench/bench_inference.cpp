@@ -4,12 +4,14 @@
 // whose p, dp, v, m and schedule come out right, and of those whose every
 // step (kind, chunk, microbatch, in order on every rank) is right.
 //
-//   build/release/bench/bench_inference [--quick] [--verbose] [--modules] [--blocking]
+//   build/release/bench/bench_inference [--quick] [--verbose] [--modules] [--blocking] [--no-autograd]
 //
 // --quick runs p in {2, 4} only; --modules keeps PyTorch module events in the
 // traces (nn.Module ranges), which the step inference does not need;
 // --blocking writes jobs whose exchanges hold the compute stream, as
-// Megatron-LM runs them (simulate --exchanges blocking).
+// Megatron-LM runs them (simulate --exchanges blocking); --no-autograd reads
+// kernel order and point-to-point transfers alone, not autograd's sequence
+// numbers (which pair each backward with its forward where the order cannot).
 #include "../tests/common/InferenceMatrix.h"
 #include "whatif/ModelDescription.h"
 
@@ -30,12 +32,13 @@ namespace fs = std::filesystem;
 
 int main(int argc, char** argv)
 {
-    bool quick = false, verbose = false, modules = false, blocking = false;
+    bool quick = false, verbose = false, modules = false, blocking = false, autograd = true;
     for (int i = 1; i < argc; ++i) {
         quick = quick || std::strcmp(argv[i], "--quick") == 0;
         verbose = verbose || std::strcmp(argv[i], "--verbose") == 0;
         modules = modules || std::strcmp(argv[i], "--modules") == 0;
         blocking = blocking || std::strcmp(argv[i], "--blocking") == 0;
+        autograd = autograd && std::strcmp(argv[i], "--no-autograd") != 0;
     }
     CostModel model = CostModel::fromModel(loadModelDescription(PIPESCOPE_SOURCE_DIR "/resources/models/gpt-32l.json"));
     if (blocking) {
@@ -64,7 +67,7 @@ int main(int argc, char** argv)
     for (const test::Config& c : configs) {
         test::Outcome o;
         try {
-            o = test::evaluateInference(model, c, work, modules);
+            o = test::evaluateInference(model, c, work, modules, autograd);
         } catch (const std::exception& e) {
             o.ran = true;
             o.detail = std::string("error: ") + e.what();
@@ -88,8 +91,9 @@ int main(int argc, char** argv)
     std::printf("\nper schedule (shape right / jobs):\n");
     for (const auto& [name, b] : bySchedule)
         std::printf("  %-18s %3d / %3d\n", name.c_str(), b.first, b.second);
-    std::printf("\n%d jobs (%s, without step annotations%s) in %.1f s\n", ran, quick ? "p in {2, 4}" : "p in {2, 4, 8}",
-                modules ? ", with module events" : "", secs);
+    std::printf("\n%d jobs (%s, without step annotations%s%s) in %.1f s\n", ran, quick ? "p in {2, 4}" : "p in {2, 4, 8}",
+                modules ? ", with module events" : "",
+                autograd ? "" : "; kernel order and transfers only, no autograd sequence numbers", secs);
     std::printf("p, dp, v, m and schedule right: %d (%.1f%%)   target >= 95%%\n", shape, 100.0 * shape / std::max(ran, 1));
     std::printf("every step right as well:       %d (%.1f%%)\n", steps, 100.0 * steps / std::max(ran, 1));
     std::printf("right or reported as ambiguous: %d (%.1f%%)   (the trace cannot tell the true schedule from the one named)\n",

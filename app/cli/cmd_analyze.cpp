@@ -330,12 +330,16 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             // v2 added "verdict". Results cached before either are not reused.
                                             // v4: "fillable_bubbles" added (same schema); v5: "all_to_all";
                                             // v6: "microbatches"; v7: "memory" (measured memory).
-                                            cacheKey = std::string("analysis/v7/") + jsonText(k);
+                                            // v8: schedules told apart by autograd's sequence numbers.
+                                            cacheKey = std::string("analysis/v8/") + jsonText(k);
                                             if (auto hit = store.cached(cacheKey))
                                                 text = *hit;
                                         }
                                         if (text.empty()) {
                                             Trace trace = store.load();
+                                            ao.autogradSequences = [&store](const std::vector<int64_t>& ids) {
+                                                return store.autogradSequences(ids);
+                                            };
                                             AnalysisResult r;
                                             try {
                                                 r = analyze(trace, ao);

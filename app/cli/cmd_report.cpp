@@ -53,6 +53,7 @@ int runReport(ReportArgs& a)
     {
         Store store(a.file);
         const Trace trace = store.load();
+        ro.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
         try {
             html = report::renderReport(trace, ro, &verdict);
         } catch (const Error& e) {

@@ -135,6 +135,7 @@ int runWhatIfImpl(WhatIfArgs& a)
     if (a.measuredPp > 0)
         ao.pipelineDegree = a.measuredPp;
     ao.iterationRange = a.iterationRange;
+    ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
     const CalibrateOptions co = a.calibration.options(a.gpuMemoryBytes());
     CostModel model;
     AnalysisResult analysis;

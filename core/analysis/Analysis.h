@@ -10,6 +10,8 @@
 #include "util/Work.h"
 
 #include <array>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,6 +47,11 @@ struct AnalyzeOptions {
     bool allIterations = false;        // steps and bubbles of every iteration, not only the selected one
     TimeNs launchGapNs = 30'000;       // unexplained gaps up to this long are launch gaps
     const WorkControl* work = nullptr; // progress and cancel between passes (optional)
+    // Autograd's sequence numbers of the framework ops that launched the given
+    // activities, by store id (Store::autogradSequences). Optional: with it,
+    // schedules whose kernels and transfers fall alike are told apart by which
+    // forward each backward differentiates. Called at most once per analysis.
+    std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>& activityIds)> autogradSequences;
 };
 
 // ---- iterations ------------------------------------------------------------

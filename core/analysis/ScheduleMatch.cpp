@@ -300,7 +300,7 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
         bool blocking = false; // read with blocking exchanges' batches
     };
     std::optional<Best> best;
-    std::vector<ScheduleKind> alike;
+    std::vector<Best> tied; // other schedules that explain as many rank-iterations
     for (const Candidate& c : candidates) {
         // Microbatches from the layout (the same for every schedule of it).
         Schedule layout;
@@ -354,22 +354,24 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
             continue;
         if (!best || matched > best->matched) {
             best = Best{std::move(s), matched, blocking};
-            alike.clear();
-        } else if (matched == best->matched) {
-            if (std::find(alike.begin(), alike.end(), c.kind) == alike.end() && c.kind != best->schedule.kind)
-                alike.push_back(c.kind);
+            tied.clear();
+        } else if (matched == best->matched && c.kind != best->schedule.kind &&
+                   std::none_of(tied.begin(), tied.end(), [&](const Best& other) { return other.schedule.kind == c.kind; })) {
+            tied.push_back(Best{std::move(s), matched, blocking});
         }
     }
     // Every rank of every iteration but one may be explained (a capture cut mid-step).
     if (!best || best->matched * 10 < static_cast<int>(observed.size()) * 9)
         return false;
-    const Schedule& s = best->schedule;
 
-    // ---- steps from the schedule: each run split among its actions by typical step times
-    std::vector<Expected> expected;
-    const ExchangePlan plan = best->blocking ? exchangePlan(s) : ExchangePlan{};
-    for (int r = 0; r < p; ++r)
-        expected.push_back(best->blocking ? expectedBlocking(s, plan, r) : expectedFor(s, r));
+    // ---- steps from a schedule: each run split among its actions by typical step times
+    auto expectedOf = [&](const Best& b) {
+        std::vector<Expected> expected;
+        const ExchangePlan plan = b.blocking ? exchangePlan(b.schedule) : ExchangePlan{};
+        for (int r = 0; r < p; ++r)
+            expected.push_back(b.blocking ? expectedBlocking(b.schedule, plan, r) : expectedFor(b.schedule, r));
+        return expected;
+    };
     auto unionNs = [&](const std::vector<uint32_t>& ks, size_t from, size_t to) {
         std::vector<Interval> u;
         for (size_t q = from; q < to; ++q)
@@ -377,25 +379,174 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
         return totalLength(u);
     };
     // Typical compute of each step kind per pipeline position, from runs of one step.
-    std::map<std::pair<int, StepKind>, std::pair<double, int>> typical;
-    for (const Observed& o : observed) {
-        const Expected& e = expected[size_t(o.position)];
-        if (!sameGaps(o, e))
-            continue;
-        for (size_t i = 0; i < o.runs.size(); ++i)
-            if (e.runs[i].size() == 1) {
-                auto& tp = typical[{o.position, e.runs[i][0].kind}];
-                tp.first += static_cast<double>(unionNs(o.runs[i], 0, o.runs[i].size()));
-                ++tp.second;
-            }
-    }
-    auto typicalOf = [&](int position, StepKind k) {
+    using Typical = std::map<std::pair<int, StepKind>, std::pair<double, int>>;
+    auto typicalFor = [&](const std::vector<Expected>& expected) {
+        Typical typical;
+        for (const Observed& o : observed) {
+            const Expected& e = expected[size_t(o.position)];
+            if (!sameGaps(o, e))
+                continue;
+            for (size_t i = 0; i < o.runs.size(); ++i)
+                if (e.runs[i].size() == 1) {
+                    auto& tp = typical[{o.position, e.runs[i][0].kind}];
+                    tp.first += static_cast<double>(unionNs(o.runs[i], 0, o.runs[i].size()));
+                    ++tp.second;
+                }
+        }
+        return typical;
+    };
+    auto typicalOf = [](const Typical& typical, int position, StepKind k) {
         auto it = typical.find({position, k});
         if (it != typical.end() && it->second.second > 0)
             return it->second.first / it->second.second;
         // Nothing measured alone: the usual proportions (a backward is twice a forward).
         return k == StepKind::B ? 2.0 : 1.0;
     };
+    // Where each action of a run starts among its kernels (and, last, the run's end):
+    // cumulative compute in proportion to the actions' typical times, at least
+    // one kernel per action.
+    auto splitRun = [&](int position, const std::vector<uint32_t>& ks, const std::vector<Action>& actions,
+                        const Typical& typical) {
+        std::vector<size_t> bounds{0};
+        double total = 0;
+        for (const auto& a : actions)
+            total += typicalOf(typical, position, a.kind);
+        const auto runNs = static_cast<double>(unionNs(ks, 0, ks.size()));
+        size_t from = 0;
+        double acc = 0, target = 0;
+        TimeNs done = 0;
+        for (size_t j = 0; j < actions.size(); ++j) {
+            size_t to = ks.size();
+            if (j + 1 < actions.size()) {
+                target += typicalOf(typical, position, actions[j].kind) / total * runNs;
+                to = from + 1;
+                const size_t last = ks.size() - (actions.size() - j - 1);
+                acc = static_cast<double>(done + unionNs(ks, from, to));
+                while (to < last) {
+                    const double next = static_cast<double>(done + unionNs(ks, from, to + 1));
+                    if (std::abs(next - target) >= std::abs(acc - target))
+                        break;
+                    ++to;
+                    acc = next;
+                }
+            }
+            done += unionNs(ks, from, to);
+            bounds.push_back(to);
+            from = to;
+        }
+        return bounds;
+    };
+
+    // ---- schedules that put every transfer in the same places differ in
+    // which microbatch a backward takes (Megatron's interleaved 1F1B with
+    // m = p against looped BFS); autograd's sequence numbers, where the trace
+    // has them, pair each backward with the forward it differentiates.
+    std::string pairing;
+    if (!tied.empty() && ctx.options.autogradSequences) {
+        const std::vector<Expected> bestExpected = expectedOf(*best);
+        std::vector<const Observed*> sample; // a few rank-iterations, one per position
+        std::set<int> positions;
+        for (const Observed& o : observed)
+            if (sample.size() < 4 && sameGaps(o, bestExpected[size_t(o.position)]) && positions.insert(o.position).second)
+                sample.push_back(&o);
+        std::vector<int64_t> ids;
+        std::vector<uint32_t> kernelsAsked;
+        for (const Observed* o : sample)
+            for (const auto& run : o->runs)
+                for (uint32_t k : run) {
+                    ids.push_back(ctx.act(k).id);
+                    kernelsAsked.push_back(k);
+                }
+        std::vector<std::vector<int64_t>> seqs;
+        try {
+            seqs = ctx.options.autogradSequences(ids);
+        } catch (const std::exception&) {
+            seqs.clear(); // the store could not be read again: the tie stays
+        }
+        std::unordered_map<uint32_t, const std::vector<int64_t>*> seqsOf;
+        if (seqs.size() == ids.size())
+            for (size_t i = 0; i < ids.size(); ++i)
+                if (!seqs[i].empty())
+                    seqsOf.emplace(kernelsAsked[i], &seqs[i]);
+        // Backward steps whose numbers point to a forward step, and how many
+        // point to the forward of the same virtual stage and microbatch.
+        struct Pairing {
+            int pairs = 0, agree = 0;
+        };
+        auto pairingOf = [&](const Best& b) {
+            const std::vector<Expected> expected = expectedOf(b);
+            const Typical typical = typicalFor(expected);
+            Pairing score;
+            for (const Observed* o : sample) {
+                const Expected& e = expected[size_t(o->position)];
+                if (!sameGaps(*o, e))
+                    continue;
+                std::unordered_map<int64_t, std::pair<int, int>> forwardOf; // number -> (stage, microbatch)
+                std::vector<std::pair<const Action*, std::vector<int64_t>>> backwards;
+                for (size_t i = 0; i < o->runs.size(); ++i) {
+                    const std::vector<size_t> bounds = splitRun(o->position, o->runs[i], e.runs[i], typical);
+                    for (size_t j = 0; j < e.runs[i].size(); ++j) {
+                        const Action& a = e.runs[i][j];
+                        std::vector<int64_t> numbers;
+                        for (size_t q = bounds[j]; q < bounds[j + 1]; ++q)
+                            if (auto it = seqsOf.find(o->runs[i][q]); it != seqsOf.end())
+                                numbers.insert(numbers.end(), it->second->begin(), it->second->end());
+                        if (a.kind == StepKind::F) {
+                            for (int64_t n : numbers)
+                                forwardOf.try_emplace(n, a.stage, a.microbatch);
+                        } else if (a.kind == StepKind::B || a.kind == StepKind::I) {
+                            backwards.emplace_back(&a, std::move(numbers));
+                        }
+                    }
+                }
+                for (const auto& [a, numbers] : backwards) {
+                    std::map<std::pair<int, int>, int> votes;
+                    for (int64_t n : numbers)
+                        if (auto f = forwardOf.find(n); f != forwardOf.end())
+                            ++votes[f->second];
+                    if (votes.empty())
+                        continue;
+                    auto top = std::max_element(votes.begin(), votes.end(),
+                                                [](const auto& x, const auto& y) { return x.second < y.second; });
+                    ++score.pairs;
+                    score.agree += top->first == std::make_pair(a->stage, a->microbatch) ? 1 : 0;
+                }
+            }
+            return score;
+        };
+        std::vector<Pairing> scores;
+        scores.push_back(pairingOf(*best));
+        for (const Best& other : tied)
+            scores.push_back(pairingOf(other));
+        const size_t win = static_cast<size_t>(
+            std::max_element(scores.begin(), scores.end(), [](const Pairing& x, const Pairing& y) { return x.agree < y.agree; }) -
+            scores.begin());
+        const Pairing w = scores[win];
+        const bool alone = std::count_if(scores.begin(), scores.end(), [&](const Pairing& x) { return x.agree == w.agree; }) == 1;
+        if (alone && w.agree * 2 > w.pairs) {
+            if (win > 0)
+                std::swap(*best, tied[win - 1]);
+            std::swap(scores[0], scores[win]);
+            // Only schedules the numbers cannot tell from the chosen one stay alike.
+            std::vector<Best> still;
+            for (size_t i = 0; i < tied.size(); ++i)
+                if (scores[i + 1].agree == w.agree)
+                    still.push_back(std::move(tied[i]));
+            int runnerUp = 0;
+            for (size_t i = 1; i < scores.size(); ++i)
+                runnerUp = std::max(runnerUp, scores[i].agree);
+            tied = std::move(still);
+            pairing = "; autograd's sequence numbers pair " + std::to_string(w.agree) + " of " + std::to_string(w.pairs) +
+                      " backward steps with their forwards as " + std::string(toString(best->schedule.kind)) +
+                      " orders them (" + std::to_string(runnerUp) + " as the other orders do)";
+        }
+    }
+    std::vector<ScheduleKind> alike;
+    for (const Best& other : tied)
+        alike.push_back(other.schedule.kind);
+    const Schedule& s = best->schedule;
+    const std::vector<Expected> expected = expectedOf(*best);
+    const Typical typical = typicalFor(expected);
 
     std::set<std::pair<int, int>> replaced;
     std::vector<Step> fresh;
@@ -407,30 +558,8 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
         for (size_t i = 0; i < o.runs.size(); ++i) {
             const auto& ks = o.runs[i];
             const auto& actions = e.runs[i];
-            // Split points: cumulative compute in proportion to the actions' typical times.
-            double total = 0;
-            for (const auto& a : actions)
-                total += typicalOf(o.position, a.kind);
-            const auto runNs = static_cast<double>(unionNs(ks, 0, ks.size()));
-            size_t from = 0;
-            double acc = 0, target = 0;
-            TimeNs done = 0;
+            const std::vector<size_t> bounds = splitRun(o.position, ks, actions, typical);
             for (size_t j = 0; j < actions.size(); ++j) {
-                size_t to = ks.size();
-                if (j + 1 < actions.size()) {
-                    target += typicalOf(o.position, actions[j].kind) / total * runNs;
-                    // At least one kernel per remaining action.
-                    to = from + 1;
-                    const size_t last = ks.size() - (actions.size() - j - 1);
-                    acc = static_cast<double>(done + unionNs(ks, from, to));
-                    while (to < last) {
-                        const double next = static_cast<double>(done + unionNs(ks, from, to + 1));
-                        if (std::abs(next - target) >= std::abs(acc - target))
-                            break;
-                        ++to;
-                        acc = next;
-                    }
-                }
                 Step st;
                 st.iteration = o.iteration;
                 st.rank = o.rank;
@@ -438,14 +567,12 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
                 st.kind = actions[j].kind;
                 st.chunk = s.chunkOfStage[size_t(actions[j].stage)];
                 st.microbatch = actions[j].microbatch;
-                st.start = ctx.act(ks[from]).start;
+                st.start = ctx.act(ks[bounds[j]]).start;
                 st.end = st.start;
-                for (size_t q = from; q < to; ++q)
+                for (size_t q = bounds[j]; q < bounds[j + 1]; ++q)
                     st.end = std::max(st.end, ctx.act(ks[q]).end);
-                st.computeNs = unionNs(ks, from, to);
-                done += st.computeNs;
+                st.computeNs = unionNs(ks, bounds[j], bounds[j + 1]);
                 fresh.push_back(st);
-                from = to;
             }
         }
     }
@@ -481,6 +608,7 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
         evidence += "; " + names + " would put them in the same places (the orders differ only where no transfer "
                     "shows it)";
     }
+    evidence += pairing;
     ps.scheduleAlike = alike;
     ps.scheduleConfidence = std::round(std::clamp(confidence, 0.0, 1.0) * 100) / 100;
     ps.scheduleEvidence = evidence + "; steps inferred from kernel order and point-to-point peers, not annotated";

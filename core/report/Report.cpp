@@ -748,6 +748,7 @@ std::string renderReport(const Trace& trace, const ReportOptions& options, Verdi
     AnalyzeOptions ao;
     ao.iteration = options.iteration;
     ao.work = options.work;
+    ao.autogradSequences = options.autogradSequences;
     const AnalysisResult r = analyze(trace, ao);
     return renderReport(trace, r, options, verdictOut);
 }

@@ -37,6 +37,8 @@ struct ReportOptions {
     std::optional<whatif::MicrobatchTokens> microbatchTokens;
     // Progress and cancel between sections and inside the auto-balance (optional).
     const WorkControl* work = nullptr;
+    // AnalyzeOptions::autogradSequences for the analysis renderReport() runs (optional).
+    std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)> autogradSequences;
 };
 
 // The report as one HTML document. Throws Error when the trace holds no GPU

@@ -340,6 +340,40 @@ std::optional<LaunchCall> Store::launchOf(int64_t activityId)
     return call;
 }
 
+std::vector<std::vector<int64_t>> Store::autogradSequences(const std::vector<int64_t>& activityIds)
+{
+    // The launch call, then the ranges enclosing it (parent_id, from range
+    // nesting); cpu ops keep their sequence number in `correlation`.
+    auto launch = db_.prepare("SELECT launch_id FROM activities WHERE id = ?1");
+    auto range = db_.prepare("SELECT kind, correlation, parent_id FROM cpu_ranges WHERE id = ?1");
+    std::vector<std::vector<int64_t>> out(activityIds.size());
+    for (size_t i = 0; i < activityIds.size(); ++i) {
+        launch.bind(1, activityIds[i]);
+        std::optional<int64_t> at;
+        if (launch.step())
+            at = launch.optInt64(0);
+        launch.reset();
+        // Bounded: a damaged store's parents may loop.
+        for (int depth = 0; at && depth < 256; ++depth) {
+            range.bind(1, *at);
+            if (!range.step()) {
+                range.reset();
+                break;
+            }
+            if (range.int64(0) == static_cast<int64_t>(CpuRangeKind::CpuOp) && !range.isNull(1))
+                out[i].push_back(range.int64(1));
+            at = range.optInt64(2);
+            range.reset();
+        }
+    }
+    return out;
+}
+
+std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)> autogradSequencesAt(std::string path)
+{
+    return [path = std::move(path)](const std::vector<int64_t>& ids) { return Store(path).autogradSequences(ids); };
+}
+
 Trace Store::load(const LoadOptions& options)
 {
     Trace t;

@@ -6,6 +6,7 @@
 #include "util/Work.h"
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,6 +59,11 @@ struct LaunchCall {
     std::string name;
 };
 
+// Store::autogradSequences of the store at path, opened read-only when called:
+// for AnalyzeOptions::autogradSequences where the store is closed before the
+// analysis runs. The store must still be there when it is called.
+std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)> autogradSequencesAt(std::string path);
+
 class Store {
 public:
     // Throws FormatError when the file is not a pipescope store or is newer than this build.
@@ -71,6 +77,11 @@ public:
     // The runtime or driver call that launched an activity (by store id),
     // through its launch link; nullopt when the trace recorded none.
     std::optional<LaunchCall> launchOf(int64_t activityId);
+    // For each activity (by store id): the autograd sequence numbers of the
+    // framework ops around the call that launched it, innermost first (a
+    // backward op carries the number of the forward op that made its node).
+    // Empty where the trace recorded no launch or no numbered op.
+    std::vector<std::vector<int64_t>> autogradSequences(const std::vector<int64_t>& activityIds);
 
     // Cached results (e.g. analysis JSON). get() reads; put() needs a writable
     // store and is only done when the user asks for caching.

@@ -578,8 +578,15 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
         };
 
         ModuleWriter modules{w, options.costModel, p, g, corr, kernels};
+        // Without module events, each kernel is still launched from an op
+        // carrying autograd's sequence number, as PyTorch records every op: a
+        // forward's from aten::linear with the next number, a backward's from
+        // evaluate_function with the number of its forward's op.
+        int64_t sequence = 0, external = 0;
+        std::map<std::tuple<int, int, size_t>, int64_t> forwardSequence; // (stage, microbatch, kernel) -> number
         for (int it = 0; it < options.iterations; ++it) {
             modules.newIteration();
+            forwardSequence.clear();
             const ReplayResult& res = iterations[size_t(it)];
             const RankReplay& rr = res.ranks[size_t(r)];
             const TimeNs base = starts[size_t(it)];
@@ -635,7 +642,19 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                         TimeNs dur = k + 1 == mix.size() ? std::max<TimeNs>(g0 + gaps + work - ks, 3'000)
                                                          : std::max<TimeNs>(static_cast<TimeNs>(static_cast<double>(work) * shares[k] / total), 3'000);
                         const int64_t id = corr++;
-                        launch(ks - kLeadNs + 3'000, 2'500, id);
+                        const TimeNs l = ks - kLeadNs + 3'000;
+                        if (a.kind == StepKind::F) {
+                            forwardSequence[{a.stage, a.microbatch, k}] = ++sequence;
+                            w.complete("cpu_op", "aten::linear", g, 1, l - 150, 2'800,
+                                       "\"External id\": " + std::to_string(++external) + ", \"Sequence number\": " +
+                                           std::to_string(sequence) + ", \"Fwd thread id\": 0");
+                        } else if (auto f = forwardSequence.find({a.stage, a.microbatch, k % kernelsOf(StepKind::F).size()});
+                                   f != forwardSequence.end()) {
+                            w.complete("cpu_op", "autograd::engine::evaluate_function: MmBackward0", g, 1, l - 150, 2'800,
+                                       "\"External id\": " + std::to_string(++external) + ", \"Sequence number\": " +
+                                           std::to_string(f->second) + ", \"Fwd thread id\": 1");
+                        }
+                        launch(l, 2'500, id);
                         kernel(mix[k].name, kComputeStream, ks, dur, id, "");
                         ks += dur + kKernelGapNs;
                     }

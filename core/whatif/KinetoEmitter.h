@@ -24,6 +24,8 @@ struct KinetoEmitOptions {
     // The prediction's cost model: with it each step's kernels run layer by
     // layer inside PyTorch's module events (python_function nn.Module calls,
     // autograd sequence numbers, fwdbwd flows), as with_stack=True records them.
+    // Without it, each kernel is launched from one op carrying autograd's
+    // sequence number (aten::linear forwards, evaluate_function backwards).
     const CostModel* costModel = nullptr;
     // forward_step / backward_step ranges around each step (Megatron-LM's and
     // pipescope_annotate's names). Off: a trace the analysis must read steps

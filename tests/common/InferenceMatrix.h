@@ -40,7 +40,10 @@ struct Outcome {
     std::string detail;
 };
 
-inline Outcome evaluateInference(const CostModel& base, const Config& c, const std::filesystem::path& work, bool modules)
+// autograd: the analysis may read autograd's sequence numbers from the store
+// (AnalyzeOptions::autogradSequences); without, kernel order and transfers alone.
+inline Outcome evaluateInference(const CostModel& base, const Config& c, const std::filesystem::path& work, bool modules,
+                                 bool autograd = true)
 {
     Outcome o;
     CostModel model = base;
@@ -76,6 +79,8 @@ inline Outcome evaluateInference(const CostModel& base, const Config& c, const s
     Store s(store.string());
     AnalyzeOptions ao;
     ao.allIterations = true;
+    if (autograd)
+        ao.autogradSequences = [&s](const std::vector<int64_t>& ids) { return s.autogradSequences(ids); };
     const AnalysisResult r = analyze(s.load(), ao);
     const PipelineStructure& ps = r.pipeline;
     // A schedule whose order is the same as the simulated one's is right too
@@ -101,7 +106,7 @@ inline Outcome evaluateInference(const CostModel& base, const Config& c, const s
     };
     o.shape = ps.found && ps.pp == c.pp && ps.dp == c.dp && ps.chunks == c.v && ps.microbatches == c.m &&
               ps.scheduleKind && sameOrder(*ps.scheduleKind);
-    // Told apart from the truth by nothing in the trace, and said so.
+    // Told apart from the truth by nothing the analysis read, and said so.
     o.ambiguous = !o.shape && ps.found && ps.pp == c.pp && ps.dp == c.dp && ps.chunks == c.v && ps.microbatches == c.m &&
                   std::find(ps.scheduleAlike.begin(), ps.scheduleAlike.end(), c.kind) != ps.scheduleAlike.end();
     if (!o.shape) {

@@ -197,6 +197,52 @@ private slots:
         QCOMPARE(t.ranks[0].rank, 3);
     }
 
+    void autogradSequencesOfLaunches()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        // Rank 0's first launch (90-95) lies in aten::mm (seq 7) in aten::linear
+        // (seq 5); its second (140-145) in an op with no number.
+        writeSmallJob(p, [](StoreWriter& w) {
+            w.addCpuRange({0, 11, CpuRangeKind::CpuOp, 80, 99, w.intern("aten::linear"), std::nullopt, 5});
+            w.addCpuRange({0, 11, CpuRangeKind::CpuOp, 85, 98, w.intern("aten::mm"), std::nullopt, 7});
+            w.addCpuRange({0, 11, CpuRangeKind::CpuOp, 130, 150, w.intern("aten::copy_")});
+        });
+        Store store(p);
+        const Trace t = store.load();
+        std::vector<int64_t> ids;
+        for (const Activity& a : t.activities)
+            ids.push_back(a.id);
+        const auto seqs = store.autogradSequences(ids);
+        QCOMPARE(seqs.size(), ids.size());
+        QCOMPARE(seqs[0], (std::vector<int64_t>{7, 5}));
+        QVERIFY(seqs[1].empty()); // launched inside an op with no sequence number
+        QVERIFY(seqs[2].empty()); // no launch recorded
+        QVERIFY(seqs[5].empty()); // rank 1's launch: no op around it
+        QCOMPARE(store.autogradSequences({int64_t(1) << 40}), (std::vector<std::vector<int64_t>>{{}}));
+    }
+
+    void autogradSequencesStopOnLoopingParents()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p, [](StoreWriter& w) {
+            w.addCpuRange({0, 11, CpuRangeKind::CpuOp, 85, 98, w.intern("aten::mm"), std::nullopt, 7});
+        });
+        {
+            // A damaged store: the op is its own parent.
+            sql::Database db(p, sql::Database::Mode::ReadWrite);
+            db.exec("UPDATE cpu_ranges SET parent_id = id WHERE kind = 2");
+        }
+        Store store(p);
+        const Trace t = store.load();
+        const auto seqs = store.autogradSequences({t.activities[0].id});
+        QCOMPARE(seqs.size(), size_t(1));
+        QVERIFY(!seqs[0].empty());
+        QVERIFY(seqs[0].size() <= 256);
+        QVERIFY(std::all_of(seqs[0].begin(), seqs[0].end(), [](int64_t n) { return n == 7; }));
+    }
+
     void readingDoesNotModify()
     {
         QTemporaryDir dir;

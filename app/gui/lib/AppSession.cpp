@@ -143,6 +143,7 @@ void analyseInto(Job& job, std::shared_ptr<const Trace> trace, const OpenOptions
     ao.iteration = options.iteration;
     ao.allIterations = true; // the timeline shows steps and bubbles of every iteration
     ao.work = work;
+    ao.autogradSequences = autogradSequencesAt(job.storePath.toStdString());
     auto analysis = std::make_shared<AnalysisResult>(analyze(*trace, ao));
 
     checkpoint(work, "building the timeline", -1);
