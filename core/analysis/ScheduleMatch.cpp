@@ -527,18 +527,15 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
             if (win > 0)
                 std::swap(*best, tied[win - 1]);
             std::swap(scores[0], scores[win]);
-            // Only schedules the numbers cannot tell from the chosen one stay alike.
-            std::vector<Best> still;
+            // The winner is alone at the top: the numbers tell it from every other.
+            std::string others;
             for (size_t i = 0; i < tied.size(); ++i)
-                if (scores[i + 1].agree == w.agree)
-                    still.push_back(std::move(tied[i]));
-            int runnerUp = 0;
-            for (size_t i = 1; i < scores.size(); ++i)
-                runnerUp = std::max(runnerUp, scores[i].agree);
-            tied = std::move(still);
+                others += (others.empty() ? "" : ", ") + std::to_string(scores[i + 1].agree) + " as " +
+                          std::string(toString(tied[i].schedule.kind)) + " orders them";
+            tied.clear();
             pairing = "; autograd's sequence numbers pair " + std::to_string(w.agree) + " of " + std::to_string(w.pairs) +
-                      " backward steps with their forwards as " + std::string(toString(best->schedule.kind)) +
-                      " orders them (" + std::to_string(runnerUp) + " as the other orders do)";
+                      " backward steps with their own forwards as " + std::string(toString(best->schedule.kind)) +
+                      " orders them, against " + others;
         }
     }
     std::vector<ScheduleKind> alike;
