@@ -356,8 +356,26 @@ void LayerFinder::chooseModuleUnits(std::vector<RankLayers>& ranks)
             }
         }
     }
-    if (votes.empty())
+    if (votes.empty()) {
+        // No module repeats a child class: every chunk holds a single block
+        // (p = 8, v = 4 on 32 layers). The block class is then the class
+        // called most often as a child of the outermost modules, over all of
+        // them, if more than once.
+        for (const RankLayers& rl : ranks) {
+            auto [ch, roots] = childrenOf(rl);
+            for (int root : roots)
+                for (int c : ch[size_t(root)])
+                    ++votes[std::string(moduleClass(t.str(rl.nodes[size_t(c)].name)))];
+        }
+        std::erase_if(votes, [](const auto& v) { return v.second < 2; });
+    }
+    if (votes.empty()) {
+        // Nothing to call a layer: the kernels' scope nodes are not units.
+        for (RankLayers& rl : ranks)
+            for (KernelAttr& k : rl.kernels)
+                k.node = -1;
         return;
+    }
     std::string blockClass;
     int best = 0;
     for (const auto& [cls, k] : votes)

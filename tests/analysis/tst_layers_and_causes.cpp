@@ -125,6 +125,7 @@ private slots:
     void pipelineWideAllReduceIsDrain();
     void gradientAllReduceIsDpSync();
     void modulesGiveLayers();
+    void oneBlockPerStage();
     void layerRangesGiveLayers();
     void nothingToAttribute();
 };
@@ -209,6 +210,24 @@ void TestLayersAndCauses::modulesGiveLayers()
     QCOMPARE(j["layers"][3]["role"].get<std::string>(), std::string("after"));
     QCOMPARE(j["layers"][0]["forward_ns"].get<TimeNs>(), TimeNs(600'000));
     QCOMPARE(j["layer_source"]["source"].get<std::string>(), std::string("modules"));
+}
+
+// Each stage holds a single block (as p = 8, v = 4 does with 32 layers): no
+// module calls a class twice, so the block class is the one every stage's
+// model calls. This crashed the attribution before (kernels kept module
+// indices where unit indices were expected).
+void TestLayersAndCauses::oneBlockPerStage()
+{
+    Trace t = pipelineTrace(layeredSpec()).trace;
+    addModuleRanges(t, {{"Model_0/Block_0", "Model_0/Block_0"}, {"Model_0/Block_1", "Model_0/Block_1"}});
+    const AnalysisResult r = analyze(t);
+    QCOMPARE(r.layers.source, std::string("modules"));
+    QCOMPARE(r.layers.layers.size(), size_t(2));
+    compareLayer(r.layers.layers[0], "layers.0", 0, 1'200'000, 2'000'000);
+    compareLayer(r.layers.layers[1], "layers.1", 1, 1'200'000, 2'000'000);
+    QVERIFY(r.layers.before.empty());
+    QVERIFY(r.layers.after.empty());
+    QCOMPARE(r.layers.attributedNs, r.layers.computeNs);
 }
 
 // The annotation helper's NVTX ranges around each layer's forward, no launch
