@@ -93,7 +93,7 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
         char conf[16];
         std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100);
         os << "  stages " << p.pp << ", data-parallel replicas " << p.dp << ", chunks " << p.chunks << ", microbatches "
-           << p.microbatches << "    (stages from " << p.stageSource << ", steps " << p.labelsFrom << ")\n";
+           << p.microbatches << "    (stages from " << p.stageSource << ", " << describeStepSource(p.labelsFrom) << ")\n";
         os << "  schedule: " << p.schedule << " (confidence " << conf << "): " << p.scheduleEvidence << "\n";
         if (r.imbalance.idealBubbleFraction > 0)
             os << "  ideal bubble fraction (p-1)/(v*m+p-1): " << fmtPct(r.imbalance.idealBubbleFraction) << "\n";

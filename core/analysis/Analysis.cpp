@@ -17,6 +17,17 @@
 
 namespace pipescope {
 
+std::string describeStepSource(const std::string& labelsFrom)
+{
+    if (labelsFrom == "annotations")
+        return "steps from annotations";
+    if (labelsFrom == "inferred")
+        return "steps inferred";
+    if (labelsFrom == "annotations+inferred")
+        return "steps partly annotated, partly inferred";
+    return "no steps";
+}
+
 namespace {
 constexpr std::array<std::string_view, 7> kWork = {"compute", "p2p", "collective", "memcpy", "memset", "sync", "other"};
 constexpr std::array<std::string_view, 4> kRole = {"compute", "communication", "copy", "idle"};

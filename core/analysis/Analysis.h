@@ -98,7 +98,7 @@ struct PipelineStructure {
     std::string stageSource;     // user | process_group | peers | timing
     int pp = 1, dp = 1, chunks = 1, microbatches = 0;
     std::vector<StageAssignment> stageMap;
-    std::string labelsFrom;      // annotations | inferred | none
+    std::string labelsFrom;      // annotations | inferred | annotations+inferred | none
     std::string schedule = "unknown"; // toString(ScheduleKind) or "unknown"
     std::optional<ScheduleKind> scheduleKind; // the same, typed; unset when unknown
     double scheduleConfidence = 0.0;
@@ -107,6 +107,10 @@ struct PipelineStructure {
     // steps differently only where no transfer or annotation shows it).
     std::vector<ScheduleKind> scheduleAlike;
 };
+
+// Where the steps came from, in words: "steps from annotations", "steps
+// inferred", "steps partly annotated, partly inferred" or "no steps".
+std::string describeStepSource(const std::string& labelsFrom);
 
 // ---- bubbles ---------------------------------------------------------------
 

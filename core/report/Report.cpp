@@ -131,7 +131,7 @@ void header(std::string& out, const Context& c)
         fact(out, "microbatches", std::to_string(p.microbatches));
         fact(out, "schedule", esc(p.schedule) + " (confidence " + fixed(p.scheduleConfidence * 100.0, 0) + "%)<div class=\"sub\">" +
                                   esc(p.scheduleEvidence) + "</div>");
-        fact(out, "stages from", esc(p.stageSource) + ", steps from " + esc(p.labelsFrom));
+        fact(out, "stages from", esc(p.stageSource) + ", " + esc(describeStepSource(p.labelsFrom)));
     } else {
         fact(out, "pipeline", "<span class=\"warn\">no pipeline found</span>: " + esc(p.reason));
     }

@@ -182,6 +182,7 @@ void TestAnalysisPipelines::captureFromRestartingMicrobatches()
     checkCaptureIterations(t, r);
     checkCapturePipeline(r);
     QCOMPARE(r.pipeline.labelsFrom, std::string("annotations"));
+    QCOMPARE(describeStepSource(r.pipeline.labelsFrom), std::string("steps from annotations"));
     QCOMPARE(r.pipeline.scheduleConfidence, 1.0);
 }
 
@@ -204,6 +205,7 @@ void TestAnalysisPipelines::captureFromPeriodicStructure()
     QVERIFY(r.pipeline.found);
     QCOMPARE(r.pipeline.pp, 4);
     QCOMPARE(r.pipeline.labelsFrom, std::string("inferred"));
+    QCOMPARE(describeStepSource(r.pipeline.labelsFrom), std::string("steps inferred"));
 }
 
 // Explicit `pipescope/iteration <n>` ranges (pipescope_annotate's psa.iteration) win over
