@@ -2,6 +2,7 @@
 
 #include "NumberChecks.h"
 
+#include "analysis/CommRules.h"
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
 #include "util/Format.h"
@@ -122,8 +123,17 @@ std::optional<int64_t> ScenarioArgs::gpuMemoryBytes() const
 
 void CalibrationArgs::load()
 {
+    if (!commRulesFile.empty())
+        commRules = std::make_shared<const CommRules>(CommRules::fromFile(commRulesFile));
     if (!model.empty())
         description = whatif::loadModelDescription(model);
+}
+
+void addCommRulesOption(CLI::App& app, std::string& file)
+{
+    app.add_option("--comm-rules", file,
+                   "Rule file: which kernels are communication beyond NCCL's and the built-in table, one "
+                   "`CLASS PATTERN` a line (docs/communication-kernels.md)");
 }
 
 whatif::CalibrateOptions CalibrationArgs::options(std::optional<int64_t> gpuMemoryBytes) const
@@ -144,15 +154,16 @@ void addCalibrationOptions(CLI::App& app, CalibrationArgs& a)
     app.add_option("--layers", a.layers, "Layer count when the trace does not name layers")->check(wholeNumber(1, 100000));
     app.add_option("--measured-boundaries", a.measuredBoundaries, "The measured run's boundaries (default: an even split)")
         ->delimiter(',')
-        ->check(wholeNumber());
+        ->check(wholeNumber(1, 100000));
     app.add_option("--weights", a.weights, "Relative cost of each layer, comma-separated")
         ->delimiter(',')
         ->check(number());
+    addCommRulesOption(app, a.commRulesFile);
 }
 
 void addScenarioOptions(CLI::App& app, ScenarioArgs& a, const ScenarioHelp& help)
 {
-    app.add_option("--boundaries", a.boundaries, help.boundaries)->delimiter(',')->check(wholeNumber());
+    app.add_option("--boundaries", a.boundaries, help.boundaries)->delimiter(',')->check(wholeNumber(1, 100000));
     app.add_option("--schedule", a.schedule, "gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipev");
     app.add_option("--schedule-csv", a.scheduleCsv, "A schedule order in torch.distributed.pipelining's CSV format");
     app.add_option("--pp", a.pp, help.pp)->check(wholeNumber(1, 4096));

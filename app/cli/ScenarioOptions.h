@@ -51,6 +51,8 @@ struct CalibrationArgs {
     std::vector<int> measuredBoundaries;
     std::vector<double> weights;
     std::optional<whatif::ModelDescription> description; // --model, once load() has read it
+    std::string commRulesFile;                            // --comm-rules
+    std::shared_ptr<const CommRules> commRules;           // once load() has read it (null: built-in table)
 
     void load();
     // The options for calibrate(); valid while this object lives (they point at `description`).
@@ -58,6 +60,8 @@ struct CalibrationArgs {
 };
 
 void addCalibrationOptions(CLI::App& app, CalibrationArgs& a);
+// --comm-rules FILE: which kernels are communication beyond NCCL's and the built-in table.
+void addCommRulesOption(CLI::App& app, std::string& file);
 // --exchanges, for the commands that replay (whatif, simulate).
 void addExchangesOption(CLI::App& app, ScenarioArgs& a, const char* help);
 

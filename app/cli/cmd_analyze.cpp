@@ -1,5 +1,7 @@
 // pipescope analyze FILE: where the pipeline loses time, and why.
 #include "Command.h"
+#include "ScenarioOptions.h"
+#include "analysis/CommRules.h"
 #include "NumberChecks.h"
 #include "util/Format.h"
 #include "util/JsonText.h"
@@ -289,7 +291,7 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
 static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: steps, bubbles by cause, imbalance, critical path", 30,
                             [](CLI::App& app) -> RunFn {
                                 struct Opts {
-                                    std::string file, output, stageMap, iterationRange;
+                                    std::string file, output, stageMap, iterationRange, commRules;
                                     std::optional<int> iteration, pp;
                                     bool json = false, hta = false, all = false, cache = false;
                                 };
@@ -305,6 +307,7 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                 app.add_flag("--all-iterations", o->all, "steps and bubbles of every iteration, not only the selected one");
                                 app.add_option("-o,--output", o->output, "write to this file instead of standard output");
                                 app.add_flag("--cache", o->cache, "with --json: reuse or store the result in the store's cache table");
+                                addCommRulesOption(app, o->commRules);
                                 return [o]() -> int {
                                     AnalyzeOptions ao;
                                     ao.iteration = o->iteration;
@@ -314,6 +317,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                     ao.iterationRange = o->iterationRange;
                                     ao.htaCompatible = o->hta;
                                     ao.allIterations = o->all;
+                                    if (!o->commRules.empty())
+                                        ao.commRules = std::make_shared<const CommRules>(CommRules::fromFile(o->commRules));
 
                                     // Refuse an output that is the store before any work.
                                     AtomicOutput::protectInput(o->file);
@@ -331,7 +336,11 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             // v4: "fillable_bubbles" added (same schema); v5: "all_to_all";
                                             // v6: "microbatches"; v7: "memory" (measured memory).
                                             // v8: schedules told apart by autograd's sequence numbers.
-                                            cacheKey = std::string("analysis/v8/") + jsonText(k);
+                                            // v9: pipelines only with proof (no stages from timing), all-to-all
+                                            // behind SendRecv kernels, communication kernels beyond NCCL.
+                                            if (ao.commRules)
+                                                k["comm_rules"] = ao.commRules->userText();
+                                            cacheKey = std::string("analysis/v9/") + jsonText(k);
                                             if (auto hit = store.cached(cacheKey))
                                                 text = *hit;
                                         }

@@ -2,6 +2,8 @@
 // the store's timeline as Chrome Trace Event JSON for Perfetto and
 // chrome://tracing (docs/export.md).
 #include "Command.h"
+#include "ScenarioOptions.h"
+#include "analysis/CommRules.h"
 #include "NumberChecks.h"
 #include "analysis/Analysis.h"
 #include "report/ChromeTrace.h"
@@ -27,6 +29,7 @@ struct ExportArgs {
     std::string from, to;
     std::vector<int> ranks;
     bool noStages = false;
+    std::string commRules;
 };
 
 // "250ms", "1.5s", "800us", "1200ns"; a bare number is microseconds, the unit of the written ts.
@@ -58,7 +61,12 @@ TimeNs parseOffset(const std::string& flag, const std::string& text)
 int runExport(const ExportArgs& a)
 {
     // Fail on an unwritable output before loading the store.
-    { AtomicOutput probe(a.output); }
+    // A file is written beside and renamed; a pipe, terminal or device (-o /dev/stdout) directly.
+    { AtomicOutput probe(a.output, AtomicOutput::Target::FileOrStream); }
+
+    std::shared_ptr<const CommRules> rules;
+    if (!a.commRules.empty())
+        rules = std::make_shared<const CommRules>(CommRules::fromFile(a.commRules));
 
     Store store(a.file);
     const Trace trace = store.load();
@@ -94,12 +102,14 @@ int runExport(const ExportArgs& a)
     if (!a.noStages && !trace.activities.empty()) {
         // Stage numbers and stream roles for the names; a job the analysis cannot read is still exported.
         try {
-            report::addAnalysis(o, analyze(trace));
+            AnalyzeOptions ao;
+            ao.commRules = rules;
+            report::addAnalysis(o, analyze(trace, ao));
         } catch (const Error&) {
         }
     }
 
-    AtomicOutput out(a.output);
+    AtomicOutput out(a.output, AtomicOutput::Target::FileOrStream);
     report::ChromeTraceStats stats;
     {
         std::ofstream os(out.tempPath(), std::ios::binary | std::ios::trunc);
@@ -118,7 +128,9 @@ int runExport(const ExportArgs& a)
         throw Error(a.file + ": nothing to export in the chosen --from/--to range and --ranks; widen them"
                     " (`pipescope info " + a.file + "` shows the time span)");
     out.commit();
-    std::cout << "Wrote " << a.output << ": " << stats.ranks << (stats.ranks == 1 ? " rank, " : " ranks, ")
+    // On stderr when the trace itself went to a pipe or terminal, so the JSON stays clean.
+    std::ostream& say = out.direct() ? std::cerr : std::cout;
+    say << "Wrote " << a.output << ": " << stats.ranks << (stats.ranks == 1 ? " rank, " : " ranks, ")
               << formatCount(stats.gpuEvents) << " GPU activities, " << formatCount(stats.cpuEvents)
               << " CPU ranges. Open it in ui.perfetto.dev or chrome://tracing.\n";
     return kExitOk;
@@ -128,13 +140,14 @@ RegisterCommand reg{{"export", "Write the timeline as Chrome Trace Event JSON fo
                      [](CLI::App& app) -> RunFn {
                          auto a = std::make_shared<ExportArgs>();
                          app.add_option("FILE", a->file, "pipescope store (from pipescope import or capture)")->required();
-                         app.add_option("-o,--output", a->output, "JSON file to write")->required();
+                         app.add_option("-o,--output", a->output, "JSON file to write (or a pipe: -o /dev/stdout)")->required();
                          app.add_option("--from", a->from,
                                         "start of the time range, from the start of the trace (e.g. 1.5s, 250ms, 800us)");
                          app.add_option("--to", a->to, "end of the time range, from the start of the trace");
                          app.add_option("--ranks", a->ranks, "ranks to export, e.g. 0,1 (default: all)")
                              ->delimiter(',')
                              ->check(wholeNumber(0, kMaxRank));
+                         addCommRulesOption(app, a->commRules);
                          app.add_flag("--no-stages", a->noStages,
                                       "skip the analysis that names stages and stream roles (faster on huge traces)");
                          return [a] { return runExport(*a); };

@@ -43,6 +43,7 @@ int runReport(ReportArgs& a)
     ro.whatIf = !a.noWhatIf;
     a.applyTo(ro.whatIfChanges);
     ro.calibrate = a.calibration.options(a.gpuMemoryBytes());
+    ro.commRules = a.calibration.commRules;
     if (!a.microbatchTokens.empty()) {
         ro.microbatchTokens = whatif::loadMicrobatchTokens(a.microbatchTokens);
         if (a.microbatches <= 0)

@@ -28,6 +28,7 @@ struct SimulateArgs : ScenarioArgs {
     uint64_t seed = 1;
     bool noStepAnnotations = false;
     std::string microbatchSizes; // --microbatch-sizes
+    const CLI::Option* microbatchSizesOption = nullptr; // given, even as "": an empty value is refused
     std::vector<double> stageSpeed; // --stage-speed
 };
 
@@ -55,6 +56,10 @@ int runSimulate(const SimulateArgs& a)
     if (md.v && a.schedule.empty())
         changes.v = *md.v;
     a.applyTo(changes);
+    if (a.microbatchSizesOption && a.microbatchSizesOption->count() > 0 && a.microbatchSizes.find_first_not_of(" \t") == std::string::npos)
+        throw ValueError("--microbatch-sizes", "the value is empty; give lognormal:SIGMA, uniform:LO,HI or one "
+                                               "relative size per microbatch (1,0.5,2,...), or leave the flag out "
+                                               "for equal microbatches");
     if (!a.microbatchSizes.empty() && !a.microbatchTokens.empty())
         throw ValueError("--microbatch-sizes", "give the microbatches' sizes either with --microbatch-sizes or with "
                                                "--microbatch-tokens, not both");
@@ -146,7 +151,7 @@ RegisterCommand reg{{"simulate", "Plan a pipeline run from a model description: 
                                         "uneven GPUs")
                              ->delimiter(',')
                              ->check(number());
-                         app.add_option("--microbatch-sizes", a->microbatchSizes,
+                         a->microbatchSizesOption = app.add_option("--microbatch-sizes", a->microbatchSizes,
                                         "Uneven microbatches: lognormal:SIGMA, uniform:LO,HI or one relative size per "
                                         "microbatch (1,0.5,2,...)");
                          addExchangesOption(app, *a,

@@ -135,6 +135,7 @@ int runWhatIfImpl(WhatIfArgs& a)
     if (a.measuredPp > 0)
         ao.pipelineDegree = a.measuredPp;
     ao.iterationRange = a.iterationRange;
+    ao.commRules = a.calibration.commRules;
     ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
     const CalibrateOptions co = a.calibration.options(a.gpuMemoryBytes());
     CostModel model;
@@ -142,7 +143,10 @@ int runWhatIfImpl(WhatIfArgs& a)
     try {
         analysis = analyze(trace, ao);
         model = calibrate(trace, analysis, co);
-    } catch (const ValueError&) {
+    } catch (const ValueError& e) {
+        // The measured run's boundaries are checked while calibrating: name the flag that gave them.
+        if (e.setting() == "boundaries" && !a.calibration.measuredBoundaries.empty())
+            throw ValueError("--measured-boundaries", e.what());
         throw;
     } catch (const Error& e) {
         // The analysis names analyze's --pp; for whatif, --pp is the degree to predict.
@@ -152,9 +156,19 @@ int runWhatIfImpl(WhatIfArgs& a)
         throw Error(a.file + ": " + message);
     }
 
-    if (!speeds.empty())
-        model.setStageSpeeds(speeds);
-    else if (speedsFromTrace(a))
+    if (!speeds.empty()) {
+        try {
+            model.setStageSpeeds(speeds);
+        } catch (const ValueError& e) {
+            // Speeds from --gpu-types: a wrong count is that flag's.
+            if (a.gpuTypes.empty())
+                throw;
+            std::string message = e.what();
+            if (auto at = message.find("stage speeds given"); at != std::string::npos)
+                message.replace(at, 18, "GPU types given in --gpu-types");
+            throw ValueError("gpu-types", message);
+        }
+    } else if (speedsFromTrace(a))
         model.setStageSpeeds(model.measuredStageSpeeds());
     // Kept to price the freeze against every layer trainable.
     std::optional<CostModel> trainable;

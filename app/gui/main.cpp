@@ -96,7 +96,11 @@ int main(int argc, char** argv)
     QCommandLineOption panelOpt(QStringLiteral("panel"),
                                 QStringLiteral("Bottom panel to show: bubbles, imbalance, microbatches, critical-path, hta, diagnostics"),
                                 QStringLiteral("PANEL"));
-    parser.addOptions({layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
+    QCommandLineOption commRulesOpt(QStringLiteral("comm-rules"),
+                                    QStringLiteral("Rule file: which kernels are communication beyond NCCL's "
+                                                   "(docs/communication-kernels.md)"),
+                                    QStringLiteral("FILE"));
+    parser.addOptions({commRulesOpt, layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
                        panelOpt});
     parser.process(app);
 
@@ -108,6 +112,7 @@ int main(int argc, char** argv)
             return fail(QStringLiteral("--layers must be a whole number between 1 and 100000 (got '%1')").arg(parser.value(layersOpt)));
     }
     options.modelFile = parser.value(modelOpt);
+    options.commRulesFile = parser.value(commRulesOpt);
     if (parser.isSet(iterationOpt)) {
         bool ok = false;
         const int it = parser.value(iterationOpt).toInt(&ok);

@@ -3,6 +3,7 @@
 // their time, how much of it the critical path runs through, and the spread
 // across ranks.
 #include "analysis/Analysis.h"
+#include "analysis/CommRules.h"
 #include "analysis/detail/Context.h"
 
 #include <algorithm>
@@ -54,7 +55,13 @@ void measureAllToAll(Context& ctx, AnalysisResult& out)
             if (act.end <= from || act.start < from)
                 continue;
             const NcclOp* op = ctx.ncclOf(ai);
-            const bool isA2a = op ? op->kind == "AllToAll" : namesAllToAll(ctx.trace.str(act.name));
+            bool isA2a = op ? op->kind == "AllToAll" : namesAllToAll(ctx.trace.str(act.name));
+            if (!op && !isA2a) {
+                // DeepEP's dispatch and combine, or a user's rule, say all-to-all.
+                const CommRules& rules = ctx.options.commRules ? *ctx.options.commRules : CommRules::builtIn();
+                auto m = rules.match(ctx.trace.str(act.name));
+                isA2a = m && m->op == "AllToAll";
+            }
             if (!isA2a)
                 continue;
             ++r.count;

@@ -134,11 +134,11 @@ void classifyActivities(Context& ctx, AnalysisResult& out)
         const NcclOp* op = ctx.ncclOf(static_cast<uint32_t>(i));
         if (op || a.kind != ActivityKind::Kernel || a.name < 0
             || static_cast<size_t>(a.name) >= kernelClassByName.size()) {
-            c = classify(a.kind, t.str(a.name), op);
+            c = classify(a.kind, t.str(a.name), op, ctx.options.commRules.get());
         } else {
             auto& cached = kernelClassByName[static_cast<size_t>(a.name)];
             if (cached < 0)
-                cached = static_cast<int8_t>(classify(a.kind, t.str(a.name), nullptr));
+                cached = static_cast<int8_t>(classify(a.kind, t.str(a.name), nullptr, ctx.options.commRules.get()));
             c = static_cast<WorkClass>(cached);
         }
         ctx.cls[i] = static_cast<uint8_t>(c);
@@ -242,6 +242,7 @@ void classifyActivities(Context& ctx, AnalysisResult& out)
 AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
 {
     AnalysisResult out;
+    out.commRules = options.commRules;
     const WorkControl* work = options.work;
     checkpoint(work, "classifying kernels", 0.0);
     detail::Context ctx(trace, options, out.warnings);

@@ -13,11 +13,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace pipescope {
+
+class CommRules;
 
 // ---- classification -------------------------------------------------------
 
@@ -52,6 +55,9 @@ struct AnalyzeOptions {
     // schedules whose kernels and transfers fall alike are told apart by which
     // forward each backward differentiates. Called at most once per analysis.
     std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>& activityIds)> autogradSequences;
+    // Which kernels are communication beyond NCCL's (--comm-rules FILE and the
+    // built-in table, CommRules.h); null: the built-in table.
+    std::shared_ptr<const CommRules> commRules;
 };
 
 // ---- iterations ------------------------------------------------------------
@@ -388,6 +394,7 @@ struct AnalysisResult {
     AllToAll allToAll;               // selected iteration
     MicrobatchSpread microbatchSpread; // selected iteration
     std::vector<MeasuredMemory> memory; // selected iteration, ranks with allocator events, rank order
+    std::shared_ptr<const CommRules> commRules; // the rules the kernels were classified by (null: built-in)
 
     // Totals of the selected iteration.
     const RankIdle* idleOf(int iteration, int rank) const;

@@ -1,5 +1,7 @@
 #include "analysis/Classify.h"
 
+#include "analysis/CommRules.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -96,7 +98,7 @@ bool isOptimizerKernel(std::string_view name)
     return false;
 }
 
-WorkClass classify(ActivityKind kind, std::string_view name, const NcclOp* nccl)
+WorkClass classify(ActivityKind kind, std::string_view name, const NcclOp* nccl, const CommRules* rules)
 {
     switch (kind) {
     case ActivityKind::Memcpy:
@@ -108,6 +110,9 @@ WorkClass classify(ActivityKind kind, std::string_view name, const NcclOp* nccl)
     case ActivityKind::Kernel:
         break;
     }
+    if (rules)
+        if (auto m = rules->matchUser(name))
+            return m->cls;
     if (nccl) {
         if (nccl->isP2p || isP2pKind(nccl->kind))
             return WorkClass::P2p;
@@ -116,6 +121,8 @@ WorkClass classify(ActivityKind kind, std::string_view name, const NcclOp* nccl)
     std::string op = ncclKindFromName(name);
     if (!op.empty())
         return isP2pKind(op) ? WorkClass::P2p : WorkClass::Collective;
+    if (auto m = (rules ? *rules : CommRules::builtIn()).match(name))
+        return m->cls;
     return WorkClass::Compute;
 }
 

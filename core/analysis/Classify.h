@@ -25,7 +25,11 @@ HtaKernelKind htaKernelKind(std::string_view name);
 // outside the pipeline's forward and backward steps.
 bool isOptimizerKernel(std::string_view name);
 
-// Classifies one activity. `nccl` is the op linked to it, when any.
-WorkClass classify(ActivityKind kind, std::string_view name, const NcclOp* nccl);
+class CommRules;
+
+// Classifies one activity. `nccl` is the op linked to it, when any. The
+// user's rules in `rules` come first, then NCCL's record and kernel names,
+// then the built-in table of other communication kernels (CommRules.h).
+WorkClass classify(ActivityKind kind, std::string_view name, const NcclOp* nccl, const CommRules* rules = nullptr);
 
 } // namespace pipescope

@@ -156,6 +156,12 @@ void computeHtaViews(Context& ctx, AnalysisResult& out)
                 if (freshKind)
                     kc->second = htaKernelKind(t.str(act.name));
                 e.kind = kc->second;
+                // HTA's regexes know NCCL only; outside its own arithmetic, DeepEP,
+                // NVSHMEM and the other communication kernels (CommRules.h) count
+                // as communication, not computation.
+                if (!hta && e.kind == HtaKernelKind::Computation &&
+                    (ctx.classOf(a) == WorkClass::Collective || ctx.classOf(a) == WorkClass::P2p))
+                    e.kind = HtaKernelKind::Communication;
             } else {
                 e.kind = HtaKernelKind::Memory;
             }

@@ -508,6 +508,7 @@ void mapStages(Context& ctx, AnalysisResult& out)
     const Trace& t = ctx.trace;
     std::map<int, int> stageOf, replicaOf;
     bool p2pSeen = false;
+    bool irregularPeers = false; // peers that form no chain of stages
     for (const auto& rd : ctx.ranks) {
         stageOf[rd.rank] = -1;
         for (uint32_t c : rd.comm)
@@ -630,7 +631,6 @@ void mapStages(Context& ctx, AnalysisResult& out)
                 if (g.size() > 2 && adj.count(g.front()) && adj[g.front()].count(g.back()))
                     ctx.ring = true;
         } else if (!adj.empty()) {
-            ps.stageSource = "peers";
             std::set<int> seen;
             std::vector<std::vector<int>> chains;
             bool valid = true;
@@ -658,9 +658,16 @@ void mapStages(Context& ctx, AnalysisResult& out)
                 if (chains.back().size() != comp.size())
                     valid = false;
             }
-            if (!valid)
-                ctx.warn("pipeline_peers_irregular", "point-to-point peers do not form simple chains of stages; "
-                                                     "the stage order may be wrong, set it with --pp or --stage-map");
+            // A pipeline's transfers go to the neighbouring stages only; a rank
+            // talking to three or more peers is some other exchange (all-to-all
+            // written as sends and receives), not proof of stages.
+            if (!valid) {
+                irregularPeers = true;
+                chains.clear();
+                ctx.ring = false;
+            }
+            if (!chains.empty())
+                ps.stageSource = "peers";
             std::sort(chains.begin(), chains.end());
             for (size_t c = 0; c < chains.size(); ++c)
                 for (size_t i = 0; i < chains[c].size(); ++i)
@@ -668,25 +675,10 @@ void mapStages(Context& ctx, AnalysisResult& out)
                         stageOf[chains[c][i]] = static_cast<int>(i);
                         replicaOf[chains[c][i]] = static_cast<int>(c);
                     }
-        } else if (p2pRanks.size() >= 2 && out.worldSize && *out.worldSize == static_cast<int>(ctx.ranks.size())
-                   && p2pRanks.size() == ctx.ranks.size()) {
-            // Bare SendRecv kernels also implement all-to-all (embeddings, experts): only a
-            // complete job whose every rank exchanges point-to-point is taken as one pipeline.
-            ps.stageSource = "timing";
-            std::vector<int> order(p2pRanks.begin(), p2pRanks.end());
-            order.erase(std::remove_if(order.begin(), order.end(), [&](int r) { return !ctx.rankData(r); }), order.end());
-            std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-                auto fa = firstCompute.count(a) ? firstCompute[a] : std::numeric_limits<TimeNs>::max();
-                auto fb = firstCompute.count(b) ? firstCompute[b] : std::numeric_limits<TimeNs>::max();
-                return fa < fb;
-            });
-            for (size_t i = 0; i < order.size(); ++i) {
-                stageOf[order[i]] = static_cast<int>(i);
-                replicaOf[order[i]] = 0;
-            }
-            ctx.warn("stage_order_from_timing", "the point-to-point kernels carry no peer ranks, so stages were ordered "
-                                                "by when each rank starts computing; set them with --pp or --stage-map if wrong");
         }
+        // Bare SendRecv kernels without peer ranks prove nothing: NCCL runs
+        // all-to-all (embeddings, experts), gather and scatter the same way.
+        // Only a process group, peers, --pp or --stage-map make a pipeline.
     }
 
     int pp = 0, dp = 0;
@@ -709,9 +701,12 @@ void mapStages(Context& ctx, AnalysisResult& out)
             ps.reason = "a single rank: no pipeline stages to relate";
         else if (ps.stageSource.empty() && !p2pSeen)
             ps.reason = "no point-to-point traffic between ranks";
+        else if (irregularPeers)
+            ps.reason = "point-to-point peers do not form chains of stages (a rank exchanges with three or more peers, "
+                        "as all-to-all does); give --pp N or --stage-map to analyse the job as a pipeline";
         else if (ps.stageSource.empty())
-            ps.reason = "point-to-point kernels without peer ranks (they may be all-to-all); give --pp N or --stage-map "
-                        "to analyse the job as a pipeline";
+            ps.reason = "point-to-point kernels without peer ranks: nothing shows who sends to whom, and NCCL runs "
+                        "all-to-all the same way; give --pp N or --stage-map to analyse the job as a pipeline";
         else
             ps.reason = "all ranks map to a single stage";
         ps.stageSource = ps.stageSource.empty() ? "none" : ps.stageSource;

@@ -2,7 +2,9 @@
 // that ranks are distinct, aligns the ranks' clocks and finishes the store.
 #include "import/Import.h"
 
+#include "import/kineto/KinetoReader.h"
 #include "import/kineto/ParseAhead.h"
+#include "util/StreamInput.h"
 #include "store/Schema.h"
 #include "util/Error.h"
 #include "util/AtomicOutput.h"
@@ -41,7 +43,7 @@ bool looksLikeTraceName(const std::string& name)
            hasSuffix(name, ".pscap");
 }
 
-std::vector<std::string> expandInputs(const std::vector<std::string>& inputs)
+std::vector<std::string> expandInputs(const std::vector<std::string>& inputs, std::vector<std::string>& warnings)
 {
     std::vector<std::string> files;
     for (const auto& in : inputs) {
@@ -54,10 +56,17 @@ std::vector<std::string> expandInputs(const std::vector<std::string>& inputs)
         }
         std::vector<std::string> found;
         for (const auto& entry : fs::directory_iterator(in, ec)) {
-            if (!entry.is_regular_file())
-                continue;
             auto name = entry.path().filename().string();
             if (name.starts_with("."))
+                continue;
+            std::error_code linkEc;
+            if (entry.is_symlink(linkEc) && !fs::exists(entry.path(), linkEc) && looksLikeTraceName(name)) {
+                warnings.push_back(entry.path().string() + ": a symbolic link to " +
+                                   fs::read_symlink(entry.path(), linkEc).string() +
+                                   ", which does not exist; skipped (re-create the link or copy the trace)");
+                continue;
+            }
+            if (!entry.is_regular_file())
                 continue;
             if (looksLikeTraceName(name))
                 found.push_back(entry.path().string());
@@ -256,12 +265,105 @@ std::map<int, TimeNs> alignByOperations(StoreWriter& writer, const std::vector<i
     return corr;
 }
 
+namespace {
+
+// Piped inputs (a pipe, FIFO or device named on the command line) are copied
+// into a private folder first: format detection, the end-of-file time base
+// and SQLite exports need a file they can read more than once. Messages and
+// the store name the input as the user gave it.
+class SpooledInputs {
+public:
+    ~SpooledInputs()
+    {
+        if (dir_.empty())
+            return;
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+        AtomicOutput::untrackTemporary(tracked_);
+    }
+    std::string add(const std::string& input)
+    {
+        if (dir_.empty()) {
+            std::error_code ec;
+            fs::path base = fs::temp_directory_path(ec);
+            if (ec)
+                base = "/tmp";
+            std::string templ = (base / "pipescope-input-XXXXXX").string();
+            if (!::mkdtemp(templ.data()))
+                throw Error(input + ": is a pipe or device, and pipescope cannot make a folder in " + base.string() +
+                            " to read it into (" + std::strerror(errno) + "); set TMPDIR to a writable folder");
+            dir_ = templ;
+            tracked_ = AtomicOutput::trackTemporary(dir_);
+        }
+        const fs::path sub = fs::path(dir_) / std::to_string(copies_.size());
+        fs::create_directory(sub);
+        std::string copy = spoolStreamInput(input, sub.string());
+        copies_.emplace_back(copy, input);
+        return copy;
+    }
+    bool empty() const { return copies_.empty(); }
+    // The input a copy stands for, or the path itself.
+    std::string original(const std::string& path) const
+    {
+        for (const auto& [copy, input] : copies_)
+            if (copy == path)
+                return input;
+        return path;
+    }
+    std::string restore(std::string text) const
+    {
+        for (const auto& [copy, input] : copies_)
+            for (size_t at = text.find(copy); at != std::string::npos; at = text.find(copy, at + input.size()))
+                text.replace(at, copy.size(), input);
+        return text;
+    }
+
+private:
+    std::string dir_;
+    int tracked_ = -1;
+    std::vector<std::pair<std::string, std::string>> copies_;
+};
+
+ImportJobReport importJobFromFiles(const ImportJobOptions& options, const SpooledInputs* spooled);
+
+} // namespace
+
 ImportJobReport importJob(const ImportJobOptions& options)
 {
     if (options.inputs.empty())
         throw Error("no input traces given; pass trace files or a directory of per-rank traces");
+    SpooledInputs spooled;
+    ImportJobOptions own;
+    const ImportJobOptions* opts = &options;
+    for (size_t i = 0; i < options.inputs.size(); ++i) {
+        if (!isStreamInput(options.inputs[i]))
+            continue;
+        if (opts == &options) {
+            own = options;
+            opts = &own;
+        }
+        own.inputs[i] = spooled.add(options.inputs[i]);
+    }
+    if (spooled.empty())
+        return importJobFromFiles(options, nullptr);
+    try {
+        return importJobFromFiles(*opts, &spooled);
+    } catch (const FormatError& e) {
+        throw FormatError(spooled.restore(e.what()));
+    } catch (const Error& e) {
+        throw Error(spooled.restore(e.what()));
+    }
+}
+
+namespace {
+
+ImportJobReport importJobFromFiles(const ImportJobOptions& options, const SpooledInputs* spooled)
+{
     ImportJobReport report;
-    report.files = expandInputs(options.inputs);
+    report.files = expandInputs(options.inputs, report.warnings);
+    if (options.warn)
+        for (const auto& w : report.warnings)
+            options.warn(w);
     if (options.rank && report.files.size() != 1)
         throw Error("--rank applies to a single input file, but " + std::to_string(report.files.size()) +
                     " were given; name ranks in the file names (rank-N) instead");
@@ -326,12 +428,32 @@ ImportJobReport importJob(const ImportJobOptions& options)
     if (jobs > 1 && std::find(kineto.begin(), kineto.end(), true) != kineto.end())
         ahead.emplace(report.files, kineto, io, jobs);
     std::map<int, std::string> rankOwner;
+    std::vector<size_t> skipped; // files that turned out not to be traces
     for (size_t i = 0; i < report.files.size(); ++i) {
         const auto& file = report.files[i];
         checkpoint(options.work, "importing " + file, static_cast<double>(i) / static_cast<double>(report.files.size()));
         const StoreWriter::Mark before = writer.mark();
         ImportedSource src;
-        if (formats[i] == "kineto")
+        if (formats[i] == "kineto" && !named.count(file)) {
+            // A JSON file found in a folder that is not a trace at all
+            // (notes.json, a top-level array) is skipped with a warning; a
+            // damaged trace stays an error.
+            writer.beginInput();
+            try {
+                src = ahead ? ahead->import(i, writer) : importKineto(file, writer, io);
+            } catch (const kineto::NotATraceError& e) {
+                writer.discardInput();
+                report.warnings.push_back(std::string(e.what()) + "; skipped");
+                if (options.warn)
+                    options.warn(report.warnings.back());
+                skipped.push_back(i);
+                continue;
+            } catch (...) {
+                writer.discardInput();
+                throw;
+            }
+            writer.keepInput();
+        } else if (formats[i] == "kineto")
             src = ahead ? ahead->import(i, writer) : importKineto(file, writer, io);
         else if (formats[i] == "nsys")
             src = importNsys(file, writer, io);
@@ -365,9 +487,16 @@ ImportJobReport importJob(const ImportJobOptions& options)
                 shift(src.timeBase);
             }
         }
+        if (spooled && spooled->original(file) != file)
+            writer.setSourcePath(src.sourceId, spooled->original(file));
         report.sources.push_back(src);
     }
     ahead.reset();
+    for (auto it = skipped.rbegin(); it != skipped.rend(); ++it)
+        report.files.erase(report.files.begin() + static_cast<std::ptrdiff_t>(*it));
+    if (report.sources.empty())
+        throw FormatError("no trace among the files found in " + options.inputs.front() +
+                          "; pass Kineto JSON traces or Nsight Systems SQLite exports");
     refuseMixedJobs(report);
 
     // Clock alignment. Time-base alignment puts every source on the epoch
@@ -410,7 +539,15 @@ ImportJobReport importJob(const ImportJobOptions& options)
     if (options.work && options.work->onProgress)
         writer.setProgress([work = options.work](std::string_view step) { work->onProgress(step, -1); });
     writer.finish();
+    if (spooled) {
+        for (auto& f : report.files)
+            f = spooled->original(f);
+        for (auto& w : report.warnings)
+            w = spooled->restore(w);
+    }
     return report;
 }
+
+} // namespace
 
 } // namespace pipescope

@@ -749,6 +749,7 @@ std::string renderReport(const Trace& trace, const ReportOptions& options, Verdi
     ao.iteration = options.iteration;
     ao.work = options.work;
     ao.autogradSequences = options.autogradSequences;
+    ao.commRules = options.commRules;
     const AnalysisResult r = analyze(trace, ao);
     return renderReport(trace, r, options, verdictOut);
 }

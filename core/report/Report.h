@@ -39,6 +39,8 @@ struct ReportOptions {
     const WorkControl* work = nullptr;
     // AnalyzeOptions::autogradSequences for the analysis renderReport() runs (optional).
     std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)> autogradSequences;
+    // AnalyzeOptions::commRules (--comm-rules) for that analysis.
+    std::shared_ptr<const CommRules> commRules;
 };
 
 // The report as one HTML document. Throws Error when the trace holds no GPU

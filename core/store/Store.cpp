@@ -455,7 +455,11 @@ Trace Store::load(const LoadOptions& options)
         } else {
             // A plain table scan in row order, sorted here: far faster than
             // walking the time index with a lookup per row.
-            auto st = db_.prepare(std::string(columns) + " WHERE a.end_ns >= ?1 AND a.start_ns < ?2");
+            // Rows whose times are not integers are read too, so that the damage
+            // check sees them instead of the comparison dropping them.
+            auto st = db_.prepare(std::string(columns) +
+                                  " WHERE (a.end_ns >= ?1 AND a.start_ns < ?2)"
+                                  " OR typeof(a.start_ns) != 'integer' OR typeof(a.end_ns) != 'integer'");
             st.bind(1, from).bind(2, to);
             auto count = db_.prepare("SELECT COUNT(*) FROM activities");
             count.step();
@@ -476,6 +480,19 @@ Trace Store::load(const LoadOptions& options)
                 return x.start < y.start;
             return x.end < y.end;
         };
+        // Every activity names a stream of the store (the timeline and the
+        // analysis look its stream up).
+        {
+            std::vector<int64_t> ids;
+            ids.reserve(t.streams.size());
+            for (const StreamInfo& s : t.streams)
+                ids.push_back(s.id);
+            std::sort(ids.begin(), ids.end());
+            for (const Activity& a : t.activities)
+                if (!std::binary_search(ids.begin(), ids.end(), a.streamId))
+                    damaged(path(), "activity " + std::to_string(a.id) + " names stream " + std::to_string(a.streamId) +
+                                        ", which the streams table does not hold");
+        }
         // Importers mostly write in time order; sorting is then a no-op worth skipping.
         if (!std::is_sorted(t.activities.begin(), t.activities.end(), before))
             std::stable_sort(t.activities.begin(), t.activities.end(), before);

@@ -132,6 +132,12 @@ void StoreWriter::setSourceAlignment(int64_t sourceId, TimeNs clockOffset, std::
     st.bind(1, sourceId).bind(2, clockOffset).bind(3, alignment).run();
 }
 
+void StoreWriter::setSourcePath(int64_t sourceId, std::string_view path)
+{
+    auto st = db_.prepare("UPDATE sources SET path = ?2 WHERE id = ?1");
+    st.bind(1, sourceId).bind(2, path).run();
+}
+
 void StoreWriter::setMeta(std::string_view key, std::string_view value)
 {
     auto st = db_.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");

@@ -121,6 +121,8 @@ public:
     StringId intern(std::string_view text);
     int64_t addSource(const SourceRecord& source);
     void setSourceAlignment(int64_t sourceId, TimeNs clockOffset, std::string_view alignment);
+    // The path the user named, for a source read from a copy (a piped input).
+    void setSourcePath(int64_t sourceId, std::string_view path);
     void setMeta(std::string_view key, std::string_view value);
 
     // Ranks and GPUs are upserted: later calls fill fields that were unknown.

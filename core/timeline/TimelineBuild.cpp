@@ -182,10 +182,10 @@ TimelineModel buildMeasured(const Trace& trace, const AnalysisResult& result, co
         if (!op && a.kind == ActivityKind::Kernel && knownName) {
             int8_t& cached = kernelClassByName[static_cast<size_t>(a.name)];
             if (cached < 0)
-                cached = static_cast<int8_t>(classify(a.kind, trace.str(a.name), nullptr));
+                cached = static_cast<int8_t>(classify(a.kind, trace.str(a.name), nullptr, result.commRules.get()));
             e.code = static_cast<uint8_t>(cached);
         } else {
-            e.code = static_cast<uint8_t>(classify(a.kind, trace.str(a.name), op));
+            e.code = static_cast<uint8_t>(classify(a.kind, trace.str(a.name), op, result.commRules.get()));
         }
         if (op || a.bytes) {
             CommDetail d;

@@ -23,6 +23,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The name part of a temporary: ".NAME.tmp-PID" plus SQLite's "-journal" must
+// fit a file name (255 bytes on Linux file systems), so a long NAME is cut and
+// a hash of the whole name keeps two long names that share a start apart.
+std::string temporaryStem(const std::string& name)
+{
+    constexpr size_t kMaxName = 255;
+    constexpr size_t kOverhead = 1 /* . */ + 5 /* .tmp- */ + 10 /* pid */ + 8 /* -journal */;
+    if (name.size() + kOverhead <= kMaxName)
+        return name;
+    uint64_t h = 1469598103934665603ull; // FNV-1a
+    for (unsigned char c : name)
+        h = (h ^ c) * 1099511628211ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return name.substr(0, kMaxName - kOverhead - 17) + "~" + std::string(hex, 16);
+}
+
 // ---- inputs no output may replace ----------------------------------------
 
 struct InputId {
@@ -256,7 +273,7 @@ void AtomicOutput::untrackTemporary(int handle)
 
 void AtomicOutput::removeStaleTemporaries(const std::string& folder, const std::string& name)
 {
-    const std::string prefix = "." + name + ".tmp-";
+    const std::string prefix = "." + temporaryStem(name) + ".tmp-";
     std::error_code ec;
     for (auto it = fs::directory_iterator(folder, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
         const std::string entry = it->path().filename().string();
@@ -313,7 +330,7 @@ AtomicOutput::AtomicOutput(std::string finalPath, Target target) : final_(std::m
         throw Error(final_ + ": cannot write: folder " + dir.string() + " is not writable (" + std::strerror(errno) +
                     "); choose another -o path");
     removeStaleTemporaries(dir.string(), p.filename().string());
-    temp_ = (dir / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+    temp_ = (dir / ("." + temporaryStem(p.filename().string()) + ".tmp-" + std::to_string(::getpid()))).string();
     fs::remove(temp_, ec);
     tracked_ = trackTemporary(temp_);
 }

@@ -2,6 +2,7 @@
 
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
+#include "util/StreamInput.h"
 
 #include <cerrno>
 #include <cstring>
@@ -27,15 +28,18 @@ InputFile::InputFile(std::string path) : path_(std::move(path))
     if (S_ISDIR(st.st_mode))
         throw Error(path_ + ": is a directory, expected a trace file");
     input_ = AtomicOutput::InputGuard(path_);
-    size_ = static_cast<uint64_t>(st.st_size);
-    file_ = std::fopen(path_.c_str(), "rb");
+    size_ = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+    // A pipe, FIFO or device is read as a stream: opened without blocking on a
+    // missing writer, and never rewound (the first chunk is kept instead).
+    file_ = S_ISREG(st.st_mode) ? std::fopen(path_.c_str(), "rb") : openStreamInput(path_);
     if (!file_)
         throw Error(path_ + ": cannot open: " + std::strerror(errno));
     raw_.resize(kChunk);
-    unsigned char magic[2] = {0, 0};
-    size_t n = std::fread(magic, 1, 2, file_);
-    std::rewind(file_);
-    if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+    pending_ = std::fread(raw_.data(), 1, raw_.size(), file_);
+    if (pending_ == 0 && std::ferror(file_))
+        throw Error(path_ + ": read error: " + std::strerror(errno));
+    consumed_ = pending_;
+    if (pending_ >= 2 && static_cast<unsigned char>(raw_[0]) == 0x1f && static_cast<unsigned char>(raw_[1]) == 0x8b) {
         gz_ = std::make_unique<GzState>();
         if (inflateInit2(&gz_->z, 15 + 32) != Z_OK)
             throw Error(path_ + ": cannot initialise gzip decoder");
@@ -53,8 +57,21 @@ InputFile::~InputFile()
 
 uint64_t InputFile::bytesOnDisk() const
 {
-    long pos = file_ ? std::ftell(file_) : 0;
-    return pos < 0 ? 0 : static_cast<uint64_t>(pos);
+    return consumed_;
+}
+
+size_t InputFile::fill()
+{
+    if (pending_ > 0) {
+        const size_t n = pending_;
+        pending_ = 0;
+        return n;
+    }
+    size_t n = std::fread(raw_.data(), 1, raw_.size(), file_);
+    if (n == 0 && std::ferror(file_))
+        throw Error(path_ + ": read error: " + std::strerror(errno));
+    consumed_ += n;
+    return n;
 }
 
 std::string_view InputFile::read()
@@ -62,21 +79,16 @@ std::string_view InputFile::read()
     if (eof_)
         return {};
     if (!gz_) {
-        size_t n = std::fread(raw_.data(), 1, raw_.size(), file_);
-        if (n == 0) {
-            if (std::ferror(file_))
-                throw Error(path_ + ": read error: " + std::strerror(errno));
+        size_t n = fill();
+        if (n == 0)
             eof_ = true;
-        }
         return {raw_.data(), n};
     }
     z_stream& z = gz_->z;
     for (;;) {
         if (z.avail_in == 0) {
-            size_t n = std::fread(raw_.data(), 1, raw_.size(), file_);
+            size_t n = fill();
             if (n == 0) {
-                if (std::ferror(file_))
-                    throw Error(path_ + ": read error: " + std::strerror(errno));
                 eof_ = true;
                 if (!gz_->ended)
                     throw FormatError(path_ + ": truncated gzip data (the file ends inside the compressed stream); "

@@ -1,6 +1,7 @@
 #pragma once
 // Reads a file in chunks, transparently gunzipping it when it starts with the
 // gzip magic. Truncated or corrupt gzip data is a FormatError naming the file.
+// A pipe, FIFO or device is read the same way, as a stream (util/StreamInput.h).
 #include "util/AtomicOutput.h"
 #include "util/Limits.h"
 
@@ -25,7 +26,7 @@ public:
 
     bool compressed() const { return gz_ != nullptr; }
     const std::string& path() const { return path_; }
-    // Bytes consumed from disk so far and the file's size, for progress reports.
+    // Bytes consumed from disk so far and the file's size (0 for a stream), for progress reports.
     uint64_t bytesOnDisk() const;
     uint64_t sizeOnDisk() const { return size_; }
 
@@ -40,7 +41,10 @@ private:
     AtomicOutput::InputGuard input_; // not written over while being read
     std::FILE* file_ = nullptr;
     std::unique_ptr<GzState> gz_;
+    size_t fill(); // next raw chunk into raw_ (the first one was read when opening)
     std::vector<char> raw_;
+    size_t pending_ = 0;    // bytes of raw_ read when opening, not yet handed on
+    uint64_t consumed_ = 0; // raw bytes read so far
     std::vector<char> out_;
     uint64_t size_ = 0;
     bool eof_ = false;

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the QtTest executables.
 #include <QDir>
+#include <QFileInfo>
 #include <QProcess>
 #include <QString>
 #include <QTemporaryDir>
@@ -25,6 +26,28 @@ inline bool haveExternalData()
         if (!pipescope::test::haveExternalData())                                                          \
             QSKIP("external trace corpus not found at " PIPESCOPE_EXTERNAL_DATA);                          \
     } while (0)
+
+inline std::string independentData(const char* relative)
+{
+    return std::string(PIPESCOPE_INDEPENDENT_DATA) + "/" + relative;
+}
+
+#define PIPESCOPE_REQUIRE_INDEPENDENT_DATA()                                                                \
+    do {                                                                                                   \
+        if (!QDir(QString::fromUtf8(PIPESCOPE_INDEPENDENT_DATA)).exists())                                 \
+            QSKIP("independent pipeline jobs not found at " PIPESCOPE_INDEPENDENT_DATA);                   \
+    } while (0)
+
+// Real public traces that are not in the shared corpus (PIPESCOPE_EXTRA_TRACES
+// names a folder holding them, see docs/testing-real-traces.md); empty when unset.
+inline QString extraTraces(const char* relative)
+{
+    const QString root = qEnvironmentVariable("PIPESCOPE_EXTRA_TRACES");
+    if (root.isEmpty())
+        return {};
+    const QString p = root + "/" + QString::fromUtf8(relative);
+    return QFileInfo::exists(p) ? p : QString();
+}
 
 inline std::string path(const QTemporaryDir& dir, const char* name)
 {

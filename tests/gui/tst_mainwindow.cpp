@@ -204,6 +204,35 @@ private Q_SLOTS:
         QCOMPARE(QFileInfo(cached).lastModified(), first);
     }
 
+    // The import cache is an optimisation: when its folder cannot be made
+    // (a file where the folder should be), the trace opens from a temporary
+    // store and the status bar says where the cache is and why.
+    void unusableCacheFallsBackToATemporaryStore()
+    {
+        QTemporaryDir blocked;
+        QFile file(blocked.path() + "/imports");
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.close();
+        qputenv("PIPESCOPE_CACHE_DIR", blocked.path().toUtf8());
+        MainWindow w(nullptr, false);
+        const bool opened = openAndWait(w, {kSimulated});
+        qputenv("PIPESCOPE_CACHE_DIR", cache_.path().toUtf8());
+        QVERIFY2(opened, qPrintable(w.lastError()));
+        QVERIFY(!w.job()->storePath.startsWith(blocked.path()));
+        QVERIFY(QFileInfo::exists(w.job()->storePath));
+        QCOMPARE(w.job()->analysis->pipeline.pp, 4);
+        QVERIFY2(w.job()->notice.contains(blocked.path() + "/imports cannot be created"), qPrintable(w.job()->notice));
+        QVERIFY(w.findChild<QStatusBar*>()->findChildren<QLabel*>().size() > 0);
+        bool said = false;
+        for (QLabel* l : w.findChild<QStatusBar*>()->findChildren<QLabel*>())
+            said = said || l->text() == w.job()->notice;
+        QVERIFY(said);
+        const QString temporary = w.job()->storePath;
+        // A second open of another job removes the temporary store with the job.
+        QVERIFY(openAndWait(w, {kStore}));
+        QVERIFY(!QFileInfo::exists(temporary));
+    }
+
     void opensAnExternalTrace()
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();

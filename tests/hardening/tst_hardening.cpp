@@ -2,6 +2,8 @@
 // or special files, damaged stores and out-of-range ranks and times are one
 // clear error (or counted bad records), temporaries do not outlive their
 // process, and quoted input cannot drive the terminal.
+#include "StoreFixture.h"
+#include "SyntheticTrace.h"
 #include "TestSupport.h"
 #include "analysis/Analysis.h"
 #include "import/capture/CaptureSchema.h"
@@ -19,6 +21,8 @@
 #include "whatif/WhatIf.h"
 
 #include <QFile>
+#include <QProcess>
+#include <QProcessEnvironment>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -309,6 +313,11 @@ private slots:
         QTest::newRow("end before start") << "UPDATE activities SET end_ns = start_ns - 1" << "activities.end_ns lies before start_ns";
         QTest::newRow("world size") << "UPDATE ranks SET world_size = 2000000000" << "ranks.world_size holds an out-of-range value";
         QTest::newRow("missing table") << "DROP TABLE nccl_ops" << "table nccl_ops is missing";
+        // Second sweep: rows the load query's time filter used to drop before the check saw them.
+        QTest::newRow("float time out of range") << "UPDATE activities SET start_ns = 1.5e19 WHERE id % 2 = 0"
+                                                 << "activities.start_ns holds a time that is not an integer within the representable range";
+        QTest::newRow("stream that does not exist") << "UPDATE activities SET stream_id = 999999 WHERE id = (SELECT MIN(id) FROM activities)"
+                                                    << "activity 1 names stream 999999, which the streams table does not hold";
     }
     void damagedStores()
     {
@@ -534,26 +543,28 @@ private slots:
     // 7. Temporaries go when a signal ends the process, and stale ones of dead processes on the next write.
     void temporaryRemovedOnSigint()
     {
+        // A FIFO whose writer stops half-way: pipescope is reading it into its
+        // private copy (TMPDIR) when SIGINT comes; the copy goes with it.
         QTemporaryDir dir;
         const QString fifo = dir.path() + "/rank-0.json";
         QCOMPARE(::mkfifo(fifo.toUtf8().constData(), 0600), 0);
         QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("TMPDIR", dir.path());
+        p.setProcessEnvironment(env);
         p.start(QString::fromUtf8(PIPESCOPE_CLI), {"import", fifo, "-o", dir.path() + "/job.pipescope", "-q"});
         QVERIFY(p.waitForStarted());
         const QByteArray head = trace(50);
-        // Format detection reads the first bytes, then the importer opens the file again.
         int fd = ::open(fifo.toUtf8().constData(), O_WRONLY);
         QVERIFY(fd >= 0);
-        QCOMPARE(::write(fd, head.constData(), 200), ssize_t(200));
-        ::close(fd);
-        fd = ::open(fifo.toUtf8().constData(), O_WRONLY);
-        QVERIFY(fd >= 0);
         QCOMPARE(::write(fd, head.constData(), 200), ssize_t(200)); // the rest never comes
-        QVERIFY(QTest::qWaitFor([&] { return !hiddenTemporaries(dir.path()).isEmpty(); }, 60000));
+        auto copies = [&] { return QDir(dir.path()).entryList({"pipescope-input-*"}, QDir::Dirs); };
+        QVERIFY(QTest::qWaitFor([&] { return !copies().isEmpty(); }, 60000));
         ::kill(static_cast<pid_t>(p.processId()), SIGINT);
         QVERIFY(p.waitForFinished(60000));
         ::close(fd);
         QCOMPARE(p.exitStatus(), QProcess::CrashExit);
+        QCOMPARE(copies(), QStringList());
         QCOMPARE(hiddenTemporaries(dir.path()), QStringList());
         QVERIFY(!QFile::exists(dir.path() + "/job.pipescope"));
     }
@@ -915,6 +926,192 @@ private slots:
         QVERIFY2(r.err.contains(file + ": the Nsight export holds no CUDA activity, API calls or NVTX ranges"),
                  qPrintable(r.err));
         QVERIFY(!QFile::exists(dir.path() + "/job.pipescope"));
+    }
+
+    // ---- Second sweep (issue 20) ------------------------------------------
+
+    // 1. A kernel's grid or block array is bounded while parsing, dropped
+    // when it is not a launch shape, and counted; the store stays small.
+    void hugeGridArrayIsBoundedAndCounted()
+    {
+        QTemporaryDir dir;
+        QByteArray grid = "1";
+        grid.reserve(4 << 20);
+        for (int i = 0; i < 2'000'000; ++i)
+            grid += ",1";
+        const QByteArray t = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":1,"
+                             "\"dur\":1,\"args\":{\"device\":0,\"stream\":7,\"grid\":[" + grid + "],\"block\":[1,2,3,4]}},"
+                             "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":3,"
+                             "\"dur\":1,\"args\":{\"device\":0,\"stream\":7,\"grid\":[8,1,1],\"block\":[640,1,1]}}]}";
+        const QString in = writeFile(dir.path() + "/t.json.gz", gzip(t));
+        const QString store = dir.path() + "/job.pipescope";
+        auto r = runCli({"import", in, "-o", store, "-q"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(QFileInfo(store).size() < 1 << 20);
+        const std::string s = store.toStdString();
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM activities WHERE grid IS NULL AND block IS NULL"), int64_t(1));
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM activities WHERE grid = '8,1,1' AND block = '640,1,1'"), int64_t(1));
+        QCOMPARE(count(s, "SELECT COALESCE(SUM(count), 0) FROM diagnostics WHERE kind IN ('bad_value:grid', 'bad_value:block')"),
+                 int64_t(2));
+    }
+
+    // 3. export writes to a pipe or device directly; its JSON stays clean on stdout.
+    void exportToStandardOutput()
+    {
+        QTemporaryDir dir;
+        const QString store = storeOf(dir);
+        auto r = runCli({"export", store, "-o", "/dev/stdout"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QJsonParseError e{};
+        const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8(), &e);
+        QVERIFY2(e.error == QJsonParseError::NoError, qPrintable(e.errorString()));
+        QCOMPARE(doc.object().value("traceEvents").toArray().isEmpty(), false);
+        QVERIFY2(r.err.contains("Wrote /dev/stdout"), qPrintable(r.err));
+        QVERIFY(!r.err.contains("a store"));
+    }
+
+    // 6. Piped input is read as a stream; a FIFO without a writer is an error in bounded time.
+    void pipedInputIsImported()
+    {
+        QTemporaryDir dir;
+        const QByteArray t = trace(3, "\"distributedInfo\": {\"rank\": 0, \"world_size\": 1}");
+        QTemporaryDir tmp; // where the input is copied while it is read
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("TMPDIR", tmp.path());
+        QProcess p;
+        p.setProcessEnvironment(env);
+        p.start(QString::fromUtf8(PIPESCOPE_CLI), {"import", "/dev/stdin", "-o", dir.path() + "/job.pipescope", "-q"});
+        QVERIFY(p.waitForStarted());
+        p.write(t);
+        p.closeWriteChannel();
+        QVERIFY(p.waitForFinished(60000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const std::string s = (dir.path() + "/job.pipescope").toStdString();
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM activities"), int64_t(3));
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM sources WHERE path = '/dev/stdin'"), int64_t(1));
+        // Compressed, too.
+        QProcess z;
+        z.setProcessEnvironment(env);
+        z.start(QString::fromUtf8(PIPESCOPE_CLI), {"import", "/dev/stdin", "-o", dir.path() + "/z.pipescope", "-q"});
+        QVERIFY(z.waitForStarted());
+        z.write(gzip(t));
+        z.closeWriteChannel();
+        QVERIFY(z.waitForFinished(60000));
+        QVERIFY2(z.exitCode() == 0, z.readAllStandardError().constData());
+        QCOMPARE(count((dir.path() + "/z.pipescope").toStdString(), "SELECT COUNT(*) FROM activities"), int64_t(3));
+        // The copy it was read from is gone.
+        QCOMPARE(QDir(tmp.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden), QStringList());
+    }
+    void fifoWithoutWriterIsAnErrorInBoundedTime()
+    {
+        QTemporaryDir dir;
+        const QString fifo = dir.path() + "/trace.fifo";
+        QCOMPARE(::mkfifo(fifo.toLocal8Bit().constData(), 0600), 0);
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("PIPESCOPE_INPUT_WAIT_SECONDS", "1");
+        p.setProcessEnvironment(env);
+        p.start(QString::fromUtf8(PIPESCOPE_CLI), {"import", fifo, "-o", dir.path() + "/job.pipescope"});
+        QVERIFY(p.waitForFinished(30000));
+        QCOMPARE(p.exitCode(), 1);
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        QVERIFY2(err.contains(fifo + ": nothing arrived within 1 s (a pipe or FIFO with no writer?)"), qPrintable(err));
+        QVERIFY(!QFile::exists(dir.path() + "/job.pipescope"));
+
+        // The tokens file of a what-if is read the same way.
+        QCOMPARE(runCli({"simulate", model(), "--emit-kineto", dir.path() + "/t", "--summary"}).exitCode, 0);
+        QCOMPARE(runCli({"import", dir.path() + "/t", "-o", dir.path() + "/sim.pipescope", "-q"}).exitCode, 0);
+        QProcess w;
+        w.setProcessEnvironment(env);
+        w.start(QString::fromUtf8(PIPESCOPE_CLI), {"whatif", dir.path() + "/sim.pipescope", "--microbatch-tokens", fifo});
+        QVERIFY(w.waitForFinished(60000));
+        QCOMPARE(w.exitCode(), 1);
+        const QString werr = QString::fromUtf8(w.readAllStandardError());
+        QVERIFY2(werr.contains(fifo + ": nothing arrived within 1 s"), qPrintable(werr));
+    }
+
+    // 7. Left-overs.
+    void longOutputNamesCanBeWritten()
+    {
+        QTemporaryDir dir;
+        const QString in = writeFile(dir.path() + "/rank-0.json", trace(2));
+        for (int len : {250, 254, 255}) {
+            const QString name = QString(len - 10, 'x') + ".pipescope";
+            QCOMPARE(name.size(), len);
+            auto r = runCli({"import", in, "-o", dir.path() + "/" + name, "-q"});
+            QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+            QVERIFY(QFile::exists(dir.path() + "/" + name));
+            auto rep = runCli({"report", dir.path() + "/" + name, "-o", dir.path() + "/" + QString(len - 5, 'r') + ".html"});
+            QVERIFY2(rep.exitCode == 0, qPrintable(rep.err));
+        }
+        QVERIFY(hiddenTemporaries(dir.path()).isEmpty());
+    }
+    void scenarioFlagsNameThemselves()
+    {
+        QTemporaryDir dir;
+        QCOMPARE(runCli({"simulate", model(), "--emit-kineto", dir.path() + "/t", "--summary"}).exitCode, 0);
+        const QString store = dir.path() + "/sim.pipescope";
+        QCOMPARE(runCli({"import", dir.path() + "/t", "-o", store, "-q"}).exitCode, 0);
+
+        auto big = runCli({"whatif", store, "--boundaries", "99999999999"});
+        QCOMPARE(big.exitCode, 2);
+        QVERIFY2(big.err.contains("--boundaries") && big.err.contains("99999999999") && !big.err.contains("Could not convert"),
+                 qPrintable(big.err));
+
+        // A pipeline whose trace names no layers: --layers and --measured-boundaries say where they are.
+        const std::string bare = test::path(dir, "bare.pipescope");
+        writeStore(pipelineTrace(PipelineSpec{}).trace, bare);
+        auto measured = runCli({"whatif", QString::fromStdString(bare), "--layers", "16", "--measured-boundaries", "5,3,12"});
+        QCOMPARE(measured.exitCode, 1);
+        QVERIFY2(measured.err.contains("error: --measured-boundaries: "), qPrintable(measured.err));
+        QVERIFY(!measured.err.contains("error: --boundaries"));
+
+        auto types = runCli({"whatif", store, "--gpu-types", "A,A,B", "--gpu-throughput", "A=1,B=0.5"});
+        QCOMPARE(types.exitCode, 1);
+        QVERIFY2(types.err.contains("error: --gpu-types: 3 GPU types given in --gpu-types; the measured pipeline has 4 stages"),
+                 qPrintable(types.err));
+
+        auto sizes = runCli({"simulate", model(), "--microbatch-sizes", "", "--summary"});
+        QCOMPARE(sizes.exitCode, 1);
+        QVERIFY2(sizes.err.contains("--microbatch-sizes: the value is empty"), qPrintable(sizes.err));
+    }
+    void danglingRankLinkInAFolderIsWarned()
+    {
+        QTemporaryDir dir;
+        QDir().mkdir(dir.path() + "/traces");
+        writeFile(dir.path() + "/traces/rank-0.json", trace(2, "\"distributedInfo\": {\"rank\": 0, \"world_size\": 2}"));
+        QVERIFY(QFile::link(dir.path() + "/gone/rank-1.json", dir.path() + "/traces/rank-1.json"));
+        auto r = runCli({"import", dir.path() + "/traces", "-o", dir.path() + "/job.pipescope", "-q"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.err.contains(dir.path() + "/traces/rank-1.json: a symbolic link to " + dir.path() +
+                                "/gone/rank-1.json, which does not exist; skipped"),
+                 qPrintable(r.err));
+    }
+    // Issue 19 item 4: JSON that is not a trace in a folder of rank files is skipped by name.
+    void nonTraceJsonInAFolderIsSkipped()
+    {
+        QTemporaryDir dir;
+        QDir().mkdir(dir.path() + "/traces");
+        writeFile(dir.path() + "/traces/rank-0.json", trace(2, "\"distributedInfo\": {\"rank\": 0, \"world_size\": 1}"));
+        writeFile(dir.path() + "/traces/notes.json", "{\"author\": \"me\", \"runs\": 3}");
+        writeFile(dir.path() + "/traces/truth.json", "[1, 2, 3]");
+        auto r = runCli({"import", dir.path() + "/traces", "-o", dir.path() + "/job.pipescope", "-q"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.err.contains(dir.path() + "/traces/notes.json: no \"traceEvents\" array; not a PyTorch profiler (Kineto) "
+                                "JSON trace; skipped"),
+                 qPrintable(r.err));
+        QVERIFY2(r.err.contains(dir.path() + "/traces/truth.json: the top level is a JSON array"), qPrintable(r.err));
+        const std::string s = (dir.path() + "/job.pipescope").toStdString();
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM activities"), int64_t(2));
+        QCOMPARE(count(s, "SELECT COUNT(*) FROM sources"), int64_t(1));
+        // Named on the command line, it is still an error.
+        auto named = runCli({"import", dir.path() + "/traces/notes.json", "-o", dir.path() + "/n.pipescope"});
+        QCOMPARE(named.exitCode, 1);
+        // A damaged trace in a folder stays an error.
+        writeFile(dir.path() + "/traces/rank-1.json", "{\"traceEvents\": [{\"ph\":\"X\",");
+        auto damaged = runCli({"import", dir.path() + "/traces", "-o", dir.path() + "/d.pipescope"});
+        QCOMPARE(damaged.exitCode, 1);
+        QVERIFY2(damaged.err.contains(dir.path() + "/traces/rank-1.json: "), qPrintable(damaged.err));
     }
 };
 

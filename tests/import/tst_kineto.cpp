@@ -203,7 +203,8 @@ void TestKineto::externalFacts_data()
     QTest::addColumn<qint64>("syncs");
     QTest::addColumn<QString>("cpuKinds");       // cpu_ranges per kind
     QTest::addColumn<QString>("kernelsByStream"); // stream:kernels
-    QTest::addColumn<QString>("ncclByKind");
+    QTest::addColumn<QString>("ncclByKind");      // kind per kernel: the CPU op that launched it (nccl:all_to_all,
+                                                  // nccl:all_reduce, ...) outranks a SendRecv kernel name
     QTest::addColumn<qint64>("firstKernelNs");
     QTest::addColumn<qint64>("lastKernelEndNs");
     QTest::addColumn<qint64>("kernelBusyNs");
@@ -218,11 +219,11 @@ void TestKineto::externalFacts_data()
         << qint64(4458677083431186) << qint64(155215315) << qint64(157500014) << qint64(660551005) << qint64(2700);
     QTest::newRow("hta-sampled-128rank-r0")
         << "hta-sampled-128rank-r0.json.gz" << 0 << 128 << 0 << qint64(1154) << qint64(40) << qint64(10) << qint64(0)
-        << "0:73,2:2329,3:1204" << "7:1036,23:108,84:8,203:2" << "SendRecv:10" << qint64(1682725898082228000)
+        << "0:73,2:2329,3:1204" << "7:1036,23:108,84:8,203:2" << "AllGather:2,AllReduce:4,AllToAll:4" << qint64(1682725898082228000)
         << qint64(1682725899305046000) << qint64(547303000) << qint64(547656000) << qint64(1222847000) << qint64(1154);
     QTest::newRow("hta-sampled-128rank-r1")
         << "hta-sampled-128rank-r1.json.gz" << 1 << 128 << 1 << qint64(1104) << qint64(40) << qint64(10) << qint64(0)
-        << "0:65,2:2302,3:1154" << "7:986,23:108,84:8,203:2" << "SendRecv:10" << qint64(1682725898082381000)
+        << "0:65,2:2302,3:1154" << "7:986,23:108,84:8,203:2" << "AllGather:2,AllReduce:4,AllToAll:4" << qint64(1682725898082381000)
         << qint64(1682725899313563000) << qint64(575496000) << qint64(580050000) << qint64(1231186000) << qint64(1104);
     QTest::newRow("hta-alexnet-1rank")
         << "hta-alexnet-1rank.json.gz" << 0 << -1 << 0 << qint64(79) << qint64(16) << qint64(3) << qint64(41)

@@ -1,5 +1,6 @@
 #include "AppSession.h"
 
+#include "analysis/CommRules.h"
 #include "import/Import.h"
 #include "store/Store.h"
 #include "timeline/TimelineBuild.h"
@@ -16,6 +17,7 @@
 #include <QStandardPaths>
 
 #include <map>
+#include <mutex>
 
 namespace pipescope::gui {
 
@@ -92,6 +94,11 @@ QString AppSession::cachedStorePath(const QStringList& inputs)
 
 namespace {
 
+// Temporary stores made when the cache was unusable, by cache key: the first
+// frame and the whole load of one open share one import.
+std::mutex gScratchMutex;
+std::map<QString, std::weak_ptr<const QTemporaryDir>> gScratch;
+
 // The job's inputs, title and store, importing the inputs into the cache when they are not a store.
 std::shared_ptr<Job> prepareJob(const QStringList& inputs, const OpenOptions& options, const WorkControl* work)
 {
@@ -118,16 +125,70 @@ std::shared_ptr<Job> prepareJob(const QStringList& inputs, const OpenOptions& op
         job->storePath = inputs.front();
     } else {
         job->storePath = AppSession::cachedStorePath(inputs);
-        if (!QFileInfo::exists(job->storePath)) {
-            QDir().mkpath(AppSession::cacheFolder());
+        const QString key = job->storePath;
+        {
+            std::lock_guard lock(gScratchMutex);
+            auto it = gScratch.find(key);
+            if (it != gScratch.end()) {
+                if (auto alive = it->second.lock(); alive && QFileInfo::exists(alive->filePath(QStringLiteral("import.pipescope")))) {
+                    job->storePath = alive->filePath(QStringLiteral("import.pipescope"));
+                    job->scratch = alive;
+                    job->notice = QStringLiteral("The import cache folder %1 is unusable; this import is kept in a "
+                                                 "temporary file and will be redone next time (set PIPESCOPE_CACHE_DIR "
+                                                 "to a writable folder)")
+                                      .arg(AppSession::cacheFolder());
+                } else {
+                    gScratch.erase(it);
+                }
+            }
+        }
+        if (!job->scratch && !QFileInfo::exists(job->storePath)) {
             ImportJobOptions io;
             for (const QString& in : inputs)
                 io.inputs.push_back(in.toStdString());
-            io.output = job->storePath.toStdString();
             io.progress = false;
             io.work = work;
             io.alignment = Alignment::TimeBase;
-            importJob(io);
+            // The cache only saves a re-import: when its folder cannot be made
+            // or written (read-only, full, a file in its place), the trace is
+            // imported into a temporary store instead and the user is told.
+            const QString folder = AppSession::cacheFolder();
+            QString why;
+            if (!QDir().mkpath(folder) || !QFileInfo(folder).isDir())
+                why = QStringLiteral("cannot be created");
+            else if (!QFileInfo(folder).isWritable())
+                why = QStringLiteral("is not writable");
+            if (why.isEmpty()) {
+                io.output = job->storePath.toStdString();
+                try {
+                    importJob(io);
+                } catch (const FormatError&) {
+                    throw; // the input's fault: a temporary store would fail the same way
+                } catch (const Error& e) {
+                    // Only a failure to write the cache falls back; its messages name the store.
+                    if (QString::fromStdString(e.what()).indexOf(job->storePath) < 0)
+                        throw;
+                    why = QStringLiteral("could not be written (%1)").arg(QString::fromStdString(e.what()).section(QStringLiteral(": "), -1));
+                }
+            }
+            if (!why.isEmpty()) {
+                auto scratch = std::make_shared<QTemporaryDir>(QDir::tempPath() + QStringLiteral("/pipescope-open-XXXXXX"));
+                if (!scratch->isValid())
+                    throw Error("the import cache folder " + folder.toStdString() + " " + why.toStdString() +
+                                ", and no temporary folder can be made in " + QDir::tempPath().toStdString() +
+                                " either; set PIPESCOPE_CACHE_DIR or TMPDIR to a writable folder");
+                job->storePath = scratch->filePath(QStringLiteral("import.pipescope"));
+                io.output = job->storePath.toStdString();
+                importJob(io);
+                {
+                    std::lock_guard lock(gScratchMutex);
+                    gScratch[key] = scratch;
+                }
+                job->scratch = std::move(scratch);
+                job->notice = QStringLiteral("The import cache folder %1 %2; this import is kept in a temporary file "
+                                             "and will be redone next time (set PIPESCOPE_CACHE_DIR to a writable folder)")
+                                  .arg(folder, why);
+            }
         }
         guards->emplace_back(job->storePath.toStdString());
     }
@@ -144,6 +205,8 @@ void analyseInto(Job& job, std::shared_ptr<const Trace> trace, const OpenOptions
     ao.allIterations = true; // the timeline shows steps and bubbles of every iteration
     ao.work = work;
     ao.autogradSequences = autogradSequencesAt(job.storePath.toStdString());
+    if (!options.commRulesFile.isEmpty())
+        ao.commRules = std::make_shared<const CommRules>(CommRules::fromFile(options.commRulesFile.toStdString()));
     auto analysis = std::make_shared<AnalysisResult>(analyze(*trace, ao));
 
     checkpoint(work, "building the timeline", -1);

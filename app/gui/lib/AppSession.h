@@ -16,6 +16,7 @@
 
 #include <QObject>
 #include <QStringList>
+#include <QTemporaryDir>
 
 #include <atomic>
 #include <memory>
@@ -32,6 +33,7 @@ namespace pipescope::gui {
 struct OpenOptions {
     int layers = 0;            // like `pipescope whatif --layers N` when the trace names no layers
     QString modelFile;         // like `--model FILE`
+    QString commRulesFile;     // like `--comm-rules FILE`: more communication kernels
     std::vector<int> measuredBoundaries; // like `--measured-boundaries`: the measured run's partition
     std::optional<int> iteration;
     // Stores with more GPU activities than this show a first frame of one
@@ -60,6 +62,11 @@ struct Job {
     // The opened files and the store: no report or export the user saves may
     // replace them while the job is open.
     std::shared_ptr<const std::vector<AtomicOutput::InputGuard>> protectedFiles;
+    // Said in the status bar once the job shows (e.g. the import cache could
+    // not be written and a temporary store was used); empty when all is well.
+    QString notice;
+    // The temporary store's folder when the cache was unusable; removed with the job.
+    std::shared_ptr<const QTemporaryDir> scratch;
 };
 
 class AppSession : public QObject {

@@ -341,6 +341,21 @@ void MainWindow::buildMenus()
     if (examplesMenu->isEmpty())
         examplesMenu->addAction(QStringLiteral("(no bundled examples found)"))->setEnabled(false);
     file->addSeparator();
+    file->addAction(QStringLiteral("Communication r&ules..."), this, [this] {
+        // Kernels the built-in table does not know as communication: the job is analysed again with them.
+        const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Communication rules (CLASS PATTERN per line)"),
+                                                          QString(), QStringLiteral("Rule files (*.txt *.rules);;All files (*)"));
+        if (path.isEmpty())
+            return;
+        commRulesFile_ = path;
+        if (job_) {
+            OpenOptions o = job_->options;
+            o.commRulesFile = path;
+            open(job_->inputs, o);
+        } else {
+            status_->setText(QStringLiteral("Communication rules from %1 apply to the next job opened").arg(path));
+        }
+    });
     file->addAction(QStringLiteral("Save HTML &report..."), this, &MainWindow::exportReport);
     file->addAction(QStringLiteral("Export timeline &image (PNG, SVG)..."), this, &MainWindow::exportTimelineImage);
     file->addAction(QStringLiteral("Export &Chrome trace JSON (Perfetto) of the visible range..."), this,
@@ -466,8 +481,13 @@ void MainWindow::refreshRecentMenu()
     recentMenu_->setEnabled(!recentMenu_->isEmpty());
 }
 
-void MainWindow::open(const QStringList& inputs, const OpenOptions& options)
+void MainWindow::open(const QStringList& inputs, const OpenOptions& given)
 {
+    OpenOptions options = given;
+    if (options.commRulesFile.isEmpty())
+        options.commRulesFile = commRulesFile_; // chosen in File > Communication rules
+    else
+        commRulesFile_ = options.commRulesFile;
     lastError_.clear();
     status_->setText(QStringLiteral("Opening %1 ...").arg(inputs.join(QStringLiteral(", "))));
     session_->open(inputs, options);
@@ -476,7 +496,10 @@ void MainWindow::open(const QStringList& inputs, const OpenOptions& options)
 void MainWindow::onLoaded(std::shared_ptr<const Job> job)
 {
     addRecent(job->inputs);
+    const QString notice = job->notice;
     showJob(std::move(job));
+    if (!notice.isEmpty())
+        status_->setText(notice);
 }
 
 void MainWindow::showJob(std::shared_ptr<const Job> job)

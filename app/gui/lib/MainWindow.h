@@ -129,6 +129,7 @@ private:
     bool docksSized_ = false;
     bool restoredLayout_ = false;
     int jobsShown_ = 0;
+    QString commRulesFile_; // File > Communication rules (or --comm-rules): kept for every job opened
 };
 
 } // namespace pipescope::gui

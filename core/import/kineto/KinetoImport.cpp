@@ -699,10 +699,20 @@ void KinetoImporter::gpuActivity(const Event& e, Category cat, TimeNs start, Tim
         a.kind = ActivityKind::Kernel;
         const Value& grid = e[Field::Grid];
         const Value& block = e[Field::Block];
-        if (grid.type == Value::Type::Array)
-            a.grid = grid.text;
-        if (block.type == Value::Type::Array)
-            a.block = block.text;
+        // A launch shape is up to three numbers; anything longer is not one
+        // and is dropped (and diagnosed), not stored.
+        auto shape = [this](const Value& v, std::string& to, const char* field) {
+            if (v.type != Value::Type::Array)
+                return;
+            if (v.clipped || std::count(v.text.begin(), v.text.end(), ',') > 2) {
+                diag(Severity::Warning, std::string("bad_value:") + field,
+                     std::string("a kernel's ") + field + " array has more than three elements; it was dropped");
+                return;
+            }
+            to = v.text;
+        };
+        shape(grid, a.grid, "grid");
+        shape(block, a.block, "block");
         break;
     }
     case Category::Memcpy: {
@@ -954,7 +964,15 @@ void KinetoImporter::writeNccl(int64_t activityId, TimeNs start, TimeNs end, int
     // An explicit `Collective name` says what the user called; the kernel's
     // name says how NCCL ran it (all_to_all runs SendRecv kernels); a CPU
     // op's name is the last resort (NCCL >= 2.19 names every kernel Generic).
-    r.kind = !a.kind.empty() ? a.kind : !kernelKind.empty() ? kernelKind : !a.nameKind.empty() ? a.nameKind : "Unknown";
+    // NCCL runs all-to-all, gather and scatter as SendRecv kernels: a CPU op
+    // naming a collective (nccl:all_to_all, c10d::alltoall_base_) outranks a
+    // point-to-point kernel name, so the embedding exchange of a DLRM job is
+    // not read as pipeline transfers.
+    const bool collectiveByName = kineto::isCollective(a.nameKind);
+    r.kind = !a.kind.empty()                                                        ? a.kind
+             : !kernelKind.empty() && !(collectiveByName && kineto::isPointToPoint(kernelKind)) ? kernelKind
+             : !a.nameKind.empty()                                                  ? a.nameKind
+                                                                                    : "Unknown";
     r.isP2p = kineto::isPointToPoint(r.kind);
     r.inNelems = a.inNelems;
     r.outNelems = a.outNelems;
@@ -1286,7 +1304,7 @@ void KinetoImporter::parse(const kineto::KinetoFileImport::Deliver& handOver)
     holding_ = options_.settleInMemoryRecords > 0;
     auto result = kineto::readTrace(file, *this);
     if (!result.sawTraceEvents)
-        throw FormatError(path_ + ": no \"traceEvents\" array; expected a PyTorch profiler (Kineto) JSON trace");
+        throw kineto::NotATraceError(path_ + ": no \"traceEvents\" array; not a PyTorch profiler (Kineto) JSON trace");
     if (records_ == 0)
         throw FormatError(path_ + ": no usable events (" + std::to_string(events_) +
                           " in traceEvents, none a GPU activity or CPU range with valid times); "

@@ -116,6 +116,12 @@ bool isPointToPoint(std::string_view kind)
     return kind == "Send" || kind == "Recv" || kind == "SendRecv";
 }
 
+bool isCollective(std::string_view kind)
+{
+    return kind == "AllReduce" || kind == "AllGather" || kind == "ReduceScatter" || kind == "AllToAll" ||
+           kind == "Broadcast" || kind == "Reduce" || kind == "Gather" || kind == "Scatter" || kind == "Barrier";
+}
+
 std::optional<int> dtypeSize(std::string_view dtype)
 {
     if (dtype.rfind("c10::", 0) == 0)

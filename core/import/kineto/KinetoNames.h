@@ -29,6 +29,8 @@ std::string ncclKindFromKernelName(std::string_view kernelName);
 // returned as written; empty input gives an empty result.
 std::string normaliseCollective(std::string_view name);
 
+// A normalised collective kind (AllReduce, AllToAll, Gather, ...): not Send, Recv or SendRecv.
+bool isCollective(std::string_view kind);
 bool isPointToPoint(std::string_view kind);
 
 // Bytes per element of a PyTorch dtype as Kineto writes it ("Float", "BFloat16",

@@ -39,6 +39,7 @@ void Event::clear()
     for (Value& v : fields) {
         v.type = Value::Type::Absent;
         v.text.clear();
+        v.clipped = false;
     }
 }
 
@@ -228,6 +229,7 @@ public:
 
     const std::string& error() const { return error_; }
     bool sawTraceEvents() const { return sawTraceEvents_; }
+    bool isNotATrace() const { return notATrace_; }
     bool sawTopObject() const { return sawTopObject_; }
 
 private:
@@ -239,7 +241,7 @@ private:
     bool scalar(MakeJson make, SetValue set)
     {
         if (depth_ == 0)
-            return structural("the top level is not a JSON object; expected a Kineto trace object with \"traceEvents\"");
+            return notATrace("the top level is not a JSON object; expected a Kineto trace object with \"traceEvents\"");
         if (depth_ == 1) {
             if (topKey_ == "traceEvents")
                 return structural("\"traceEvents\" is not an array");
@@ -268,7 +270,7 @@ private:
     {
         if (depth_ == 0) {
             if (!object)
-                return structural("the top level is a JSON array; expected a Kineto trace object with \"traceEvents\"");
+                return notATrace("the top level is a JSON array; expected a Kineto trace object with \"traceEvents\"");
             sawTopObject_ = true;
             depth_ = 1;
             return true;
@@ -381,6 +383,12 @@ private:
     void appendArrayInt(int64_t n)
     {
         std::string& t = arrayTarget_->text;
+        // Bounded like every value: a huge array in a small compressed file
+        // must not grow memory or the store.
+        if (t.size() > kMaxStringBytes) {
+            arrayTarget_->clipped = true;
+            return;
+        }
         if (!t.empty())
             t.push_back(',');
         char buf[24];
@@ -415,6 +423,12 @@ private:
         error_ = std::move(message);
         return false;
     }
+    bool notATrace(std::string message)
+    {
+        notATrace_ = true;
+        return structural(std::move(message));
+    }
+
 
     EventSink& sink_;
     int depth_ = 0;
@@ -422,6 +436,7 @@ private:
     std::string topKey_;
     bool sawTraceEvents_ = false;
     bool sawTopObject_ = false;
+    bool notATrace_ = false;
 
     // Events mode
     Event event_;
@@ -447,7 +462,8 @@ private:
 
 ReadResult readTrace(InputFile& file, EventSink& sink)
 {
-    if (file.sizeOnDisk() == 0)
+    // The first chunk is read on opening: nothing read means nothing there (a file or a pipe).
+    if (file.bytesOnDisk() == 0)
         throw FormatError(file.path() + ": the file is empty; expected a PyTorch profiler (Kineto) JSON trace");
     SaxHandler handler(sink);
     JsonParser<SaxHandler> parser(
@@ -464,6 +480,8 @@ ReadResult readTrace(InputFile& file, EventSink& sink)
             message = "invalid JSON at line " + std::to_string(e.line) + ", column " + std::to_string(e.column) +
                       " (byte offset " + std::to_string(e.offset) + "): " + e.what;
         }
+        if (handler.isNotATrace())
+            throw NotATraceError(file.path() + ": " + message + "; not a PyTorch profiler (Kineto) JSON trace");
         throw FormatError(file.path() + ": " + message + "; expected a PyTorch profiler (Kineto) JSON trace");
     }
     ReadResult result;

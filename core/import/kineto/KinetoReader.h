@@ -7,6 +7,8 @@
 // whole, as they are rarely more than a few kilobytes.
 #include <array>
 #include <cstdint>
+#include "util/Error.h"
+
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -28,6 +30,8 @@ struct Value {
     // String: the text; Float: the token as written; Array: its integer
     // elements joined by commas ("512,1,1").
     std::string text;
+    // Array: elements past kMaxStringBytes of text were dropped while parsing.
+    bool clipped = false;
 
     bool present() const { return type != Type::Absent; }
     std::optional<int64_t> asInt() const { return type == Type::Int ? std::optional<int64_t>(i) : std::nullopt; }
@@ -66,6 +70,14 @@ public:
     virtual void onOversizedTopLevel(std::string_view /*key*/) {}
     // Called once per chunk read from disk, for progress reports.
     virtual void onProgress(uint64_t bytesOnDisk) { (void)bytesOnDisk; }
+};
+
+// The file is JSON but not a trace at all (a top-level array, an object
+// without "traceEvents"): a folder import skips such files with a warning,
+// where a damaged trace stays an error.
+class NotATraceError : public FormatError {
+public:
+    using FormatError::FormatError;
 };
 
 struct ReadResult {

@@ -1,0 +1,363 @@
+// Trust on traces nobody here wrote (issue 19): no pipeline is claimed without
+// proof, communication that NCCL runs as SendRecv kernels or that is not NCCL
+// at all is not read as pipeline transfers or compute, and jobs written by an
+// independent simulator read exactly.
+#include "TestSupport.h"
+#include "analysis/Analysis.h"
+#include "analysis/Classify.h"
+#include "analysis/CommRules.h"
+#include "import/Import.h"
+#include "store/Store.h"
+#include "util/Error.h"
+
+#include <QFile>
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+using namespace pipescope;
+using json = nlohmann::json;
+
+namespace {
+
+Trace importJobAndLoad(const std::vector<std::string>& inputs, const QTemporaryDir& dir, const char* name = "job.pipescope")
+{
+    ImportJobOptions o;
+    o.inputs = inputs;
+    o.output = test::path(dir, name);
+    o.progress = false;
+    importJob(o);
+    Store s(o.output);
+    return s.load();
+}
+
+// One rank of a recommendation-model step as PyTorch writes it on older
+// releases (the shape of torchrec's DLRM traces): the embedding all-to-all is
+// a `nccl:all_to_all` annotation around the launch of a SendRecv kernel, with
+// no peer or collective arguments anywhere; the dense part's gradients are an
+// all-reduce. Compute on stream 7, NCCL on stream 84.
+json recommendationRank(int rank, int world)
+{
+    json ev = json::array();
+    const int64_t base = 1'000'000 + rank * 13; // ranks start a few µs apart
+    int64_t corr = 100;
+    const int64_t tid = 5000 + rank;
+    ev.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#10"}, {"pid", tid}, {"tid", tid},
+                  {"ts", base}, {"dur", 20'000}});
+    int64_t t = base + 100;
+    auto launch = [&](const std::string& kernel, int stream, int64_t at, int64_t dur, const std::string& around) {
+        const int64_t c = corr++;
+        if (!around.empty()) {
+            ev.push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "record_param_comms"}, {"pid", tid}, {"tid", tid},
+                          {"ts", at - 20}, {"dur", 60}, {"args", {{"External id", c}}}});
+            ev.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", around}, {"pid", tid}, {"tid", tid},
+                          {"ts", at - 10}, {"dur", 40}, {"args", {{"External id", c + 10000}}}});
+        }
+        ev.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", tid}, {"tid", tid},
+                      {"ts", at}, {"dur", 5}, {"args", {{"correlation", c}}}});
+        ev.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", kernel}, {"pid", rank}, {"tid", stream}, {"ts", at + 15},
+                      {"dur", dur}, {"args", {{"device", rank}, {"stream", stream}, {"correlation", c}, {"grid", {8, 1, 1}}}}});
+    };
+    for (int i = 0; i < 5; ++i) {
+        launch("void embedding_forward_kernel<float>(float*, int)", 7, t, 400, "");
+        t += 500;
+        launch("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 84, t,
+               300 + 100 * ((rank + i) % world), "nccl:all_to_all");
+        t += 900;
+        launch("ampere_sgemm_128x64_nn", 7, t, 600, "");
+        t += 700;
+    }
+    for (int i = 0; i < 3; ++i) {
+        launch("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 84, t, 200, "nccl:all_reduce");
+        t += 300;
+    }
+    return {{"schemaVersion", 1},
+            {"distributedInfo", {{"backend", "nccl"}, {"rank", rank}, {"world_size", world}}},
+            {"traceEvents", ev}};
+}
+
+void writeJson(const QString& path, const json& j)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray::fromStdString(j.dump()));
+}
+
+int64_t count(const AnalysisResult& r, WorkClass c) { return r.kernelCounts[static_cast<size_t>(c)]; }
+
+} // namespace
+
+class TestTrust : public QObject {
+    Q_OBJECT
+private slots:
+    // Item 1: an all-to-all NCCL runs as SendRecv kernels is a collective,
+    // and no pipeline is invented from it.
+    void allToAllOverSendRecvIsNotAPipeline()
+    {
+        QTemporaryDir dir;
+        std::vector<std::string> files;
+        for (int r = 0; r < 4; ++r) {
+            const QString f = dir.path() + QStringLiteral("/rank-%1.json").arg(r);
+            writeJson(f, recommendationRank(r, 4));
+            files.push_back(f.toStdString());
+        }
+        const Trace t = importJobAndLoad(files, dir);
+        int allToAll = 0, allReduce = 0;
+        for (const NcclOp& op : t.ncclOps) {
+            allToAll += op.kind == "AllToAll";
+            allReduce += op.kind == "AllReduce";
+            QVERIFY(!op.isP2p);
+        }
+        QCOMPARE(allToAll, 4 * 5);
+        QCOMPARE(allReduce, 4 * 3);
+        const AnalysisResult r = analyze(t);
+        QVERIFY(!r.pipeline.found);
+        QCOMPARE(count(r, WorkClass::P2p), int64_t(0));
+        QCOMPARE(count(r, WorkClass::Collective), int64_t(4 * 8));
+        QCOMPARE(count(r, WorkClass::Compute), int64_t(4 * 10));
+        QCOMPARE(r.pipeline.reason, std::string("no point-to-point traffic between ranks"));
+        // The expert/embedding exchange is measured as all-to-all instead.
+        QCOMPARE(r.allToAll.ranks.size(), size_t(4));
+        for (const auto& a : r.allToAll.ranks)
+            QCOMPARE(a.count, 5);
+    }
+
+    // Bare SendRecv kernels (no CPU op, no peers) prove nothing: no pipeline,
+    // and the reason says how to ask for one.
+    void bareSendRecvKernelsAreNoProof()
+    {
+        QTemporaryDir dir;
+        std::vector<std::string> files;
+        for (int r = 0; r < 4; ++r) {
+            json j = recommendationRank(r, 4);
+            json kept = json::array();
+            for (const json& e : j["traceEvents"])
+                if (e["cat"] == "kernel" || e["name"] == "ProfilerStep#10")
+                    kept.push_back(e);
+            j["traceEvents"] = kept;
+            const QString f = dir.path() + QStringLiteral("/rank-%1.json").arg(r);
+            writeJson(f, j);
+            files.push_back(f.toStdString());
+        }
+        const Trace t = importJobAndLoad(files, dir);
+        const AnalysisResult r = analyze(t);
+        QCOMPARE(count(r, WorkClass::P2p), int64_t(4 * 5));
+        QVERIFY(!r.pipeline.found);
+        QVERIFY2(r.pipeline.reason.find("point-to-point kernels without peer ranks") != std::string::npos, r.pipeline.reason.c_str());
+        QVERIFY(r.pipeline.reason.find("--pp N or --stage-map") != std::string::npos);
+        // Asked for, it is analysed as one.
+        AnalyzeOptions o;
+        o.pipelineDegree = 4;
+        const AnalysisResult asked = analyze(t, o);
+        QVERIFY(asked.pipeline.found);
+        QCOMPARE(asked.pipeline.stageSource, std::string("user"));
+    }
+
+    // Real: two ranks of a 128-rank recommendation job (HTA's sampled trace):
+    // SendRecv kernels under nccl:all_to_all.
+    void realRecommendationJobIsNotAPipeline()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        QTemporaryDir dir;
+        const Trace t = importJobAndLoad({test::externalData("kineto/hta-sampled-128rank-r0.json.gz"),
+                                          test::externalData("kineto/hta-sampled-128rank-r1.json.gz")},
+                                         dir);
+        const AnalysisResult r = analyze(t);
+        QVERIFY(!r.pipeline.found);
+        QCOMPARE(r.ranks, (std::vector<int>{0, 1}));
+        // The README's facts: 10 SendRecv kernels per rank, all of them the all-to-all.
+        QCOMPARE(count(r, WorkClass::P2p), int64_t(0));
+        int sendRecvKernels = 0;
+        for (const Activity& a : t.activities)
+            sendRecvKernels += t.str(a.name).find("SendRecv") != std::string::npos;
+        QCOMPARE(sendRecvKernels, 20);
+    }
+
+    // Real, when present: the 8-rank torchrec DLRM step (facebookresearch/param,
+    // et_replay/tests/inputs/dlrm_kineto.tar.gz), 5 SendRecv (all-to-all) and
+    // 3 AllReduce kernels per rank.
+    void realDlrmJobIsNotAPipeline()
+    {
+        const QString folder = test::extraTraces("dlrm_kineto");
+        if (folder.isEmpty())
+            QSKIP("PIPESCOPE_EXTRA_TRACES/dlrm_kineto not present (docs/testing-real-traces.md)");
+        QTemporaryDir dir;
+        const Trace t = importJobAndLoad({folder.toStdString()}, dir);
+        const AnalysisResult r = analyze(t);
+        QVERIFY(!r.pipeline.found);
+        QCOMPARE(r.ranks.size(), size_t(8));
+        QCOMPARE(count(r, WorkClass::P2p), int64_t(0));
+        QCOMPARE(count(r, WorkClass::Collective), int64_t(8 * 8));
+        QCOMPARE(r.allToAll.ranks.size(), size_t(8));
+    }
+
+    // Item 3: DeepEP's kernels are communication (all-to-all); its layout kernel is compute.
+    void communicationBeyondNccl_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<int>("cls");
+        QTest::addColumn<QString>("op");
+        const int coll = static_cast<int>(WorkClass::Collective), comp = static_cast<int>(WorkClass::Compute),
+                  p2p = static_cast<int>(WorkClass::P2p);
+        QTest::newRow("dpsk combine") << "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*)" << coll << "AllToAll";
+        QTest::newRow("dpsk cached_notify") << "void dpsk::ep::internode::cached_notify<false>(int, int)" << coll << "AllToAll";
+        QTest::newRow("dpsk notify_dispatch") << "void dpsk::ep::internode::notify_dispatch<false, 8>(int const*)" << coll << "AllToAll";
+        QTest::newRow("deep_ep intranode dispatch") << "void deep_ep::intranode::dispatch<8, 768>(int4*, float*)" << coll << "AllToAll";
+        QTest::newRow("deep_ep low latency") << "void deep_ep::internode_ll::combine<false>(void*)" << coll << "AllToAll";
+        QTest::newRow("layout is compute") << "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*)" << comp << "";
+        QTest::newRow("nvshmem") << "nvshmemi_barrier_all_on_stream_kernel" << coll << "";
+        QTest::newRow("symmetric memory") << "void c10d::symmetric_memory::multimem_all_reduce_kernel<bf16>(bf16*)" << coll << "AllReduce";
+        QTest::newRow("one shot") << "void one_shot_all_reduce_kernel<float, 8>(float**)" << coll << "AllReduce";
+        QTest::newRow("two shot") << "two_shot_all_reduce_kernel_inplace" << coll << "AllReduce";
+        QTest::newRow("vllm") << "void vllm::cross_device_reduce_1stage<half, 8>(vllm::RankData*)" << coll << "AllReduce";
+        QTest::newRow("nccl 2.19 generic") << "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)" << coll << "";
+        QTest::newRow("nccl 2.19 sendrecv") << "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)" << p2p << "";
+        QTest::newRow("nccl 2.x") << "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)" << coll << "";
+        QTest::newRow("nccl <2.6") << "ncclAllReduceRingLLKernel_sum_f32(CollectiveArgs)" << coll << "";
+        QTest::newRow("gemm") << "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64" << comp << "";
+    }
+    void communicationBeyondNccl()
+    {
+        QFETCH(QString, name);
+        QFETCH(int, cls);
+        QFETCH(QString, op);
+        QCOMPARE(static_cast<int>(classify(ActivityKind::Kernel, name.toStdString(), nullptr)), cls);
+        auto m = CommRules::builtIn().match(name.toStdString());
+        QCOMPARE(QString::fromStdString(std::string(m ? m->op : std::string_view())), op);
+    }
+
+    // A DualPipe rank whose time goes to DeepEP is not "compute-bound".
+    void deepEpTimeIsCommunication()
+    {
+        QTemporaryDir dir;
+        json ev = json::array();
+        int64_t t = 1000;
+        auto kernel = [&](const std::string& name, int stream, int64_t dur) {
+            ev.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", 0}, {"tid", stream}, {"ts", t}, {"dur", dur},
+                          {"args", {{"device", 0}, {"stream", stream}}}});
+        };
+        for (int i = 0; i < 4; ++i) {
+            kernel("void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*)", 7, 10);
+            kernel("void dpsk::ep::internode::dispatch<false, 8, false, 8>(int4*)", 27, 3000);
+            t += 3000;
+            kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 7, 1000);
+            kernel("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*)", 27, 3000);
+            t += 3000;
+        }
+        // One profiler step around it all, as the real profile has.
+        ev.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#1"}, {"pid", 100}, {"tid", 100},
+                      {"ts", 900}, {"dur", t - 900 + 1000}});
+        const QString f = dir.path() + "/train.json";
+        writeJson(f, {{"distributedInfo", {{"rank", 0}, {"world_size", 64}}}, {"traceEvents", ev}});
+        const Trace tr = importJobAndLoad({f.toStdString()}, dir);
+        const AnalysisResult r = analyze(tr);
+        QCOMPARE(count(r, WorkClass::Collective), int64_t(8));
+        QCOMPARE(count(r, WorkClass::Compute), int64_t(8));
+        QCOMPARE(r.allToAll.ranks.size(), size_t(1));
+        QCOMPARE(r.allToAll.ranks[0].count, 8);
+        QCOMPARE(r.allToAll.ranks[0].kernelNs, TimeNs(24'000'000));
+        QCOMPARE(r.hta.temporal.size() > 0, true);
+        QVERIFY(r.hta.temporal[0].computeTimeNs < r.hta.temporal[0].nonComputeTimeNs);
+    }
+
+    // Real, when present: DeepSeek-V3's published DualPipe training profile
+    // (deepseek-ai/profile-data train.json): 32 DeepEP kernels, 113.030 ms.
+    void realDeepSeekProfile()
+    {
+        const QString file = test::extraTraces("deepseek/train.json");
+        if (file.isEmpty())
+            QSKIP("PIPESCOPE_EXTRA_TRACES/deepseek/train.json not present (docs/testing-real-traces.md)");
+        QTemporaryDir dir;
+        const Trace t = importJobAndLoad({file.toStdString()}, dir);
+        const AnalysisResult r = analyze(t);
+        int64_t deepEpNs = 0, deepEp = 0;
+        for (size_t i = 0; i < t.activities.size(); ++i) {
+            const std::string& n = t.str(t.activities[i].name);
+            if (n.find("dpsk::ep::inter") != std::string::npos) {
+                QCOMPARE(static_cast<int>(classify(ActivityKind::Kernel, n, nullptr)), static_cast<int>(WorkClass::Collective));
+                deepEpNs += t.activities[i].end - t.activities[i].start;
+                ++deepEp;
+            }
+        }
+        QCOMPARE(deepEp, int64_t(32));
+        QCOMPARE(deepEpNs, int64_t(113'030'000));
+    }
+
+    // The rule file: the user's rules first, in order; mistakes named by line.
+    void ruleFiles()
+    {
+        const CommRules rules = CommRules::fromText("# mine\n"
+                                                    "all-to-all   *my_moe::dispatch_tokens*\n"
+                                                    "\n"
+                                                    "compute nvshmem_gemm\r\n"
+                                                    "p2p fancy_send\n",
+                                                    "rules.txt");
+        auto m = rules.match("void my_moe::dispatch_tokens<8>(int*)");
+        QVERIFY(m);
+        QCOMPARE(static_cast<int>(m->cls), static_cast<int>(WorkClass::Collective));
+        QCOMPARE(std::string(m->op), std::string("AllToAll"));
+        QCOMPARE(std::string(m->family), std::string("rule file rules.txt line 2"));
+        // The user's compute rule wins over the built-in NVSHMEM entry.
+        QCOMPARE(static_cast<int>(classify(ActivityKind::Kernel, "nvshmem_gemm_fused", nullptr, &rules)),
+                 static_cast<int>(WorkClass::Compute));
+        QCOMPARE(static_cast<int>(classify(ActivityKind::Kernel, "nvshmem_barrier", nullptr, &rules)),
+                 static_cast<int>(WorkClass::Collective));
+        QCOMPARE(static_cast<int>(classify(ActivityKind::Kernel, "my_fancy_send_kernel", nullptr, &rules)),
+                 static_cast<int>(WorkClass::P2p));
+        QCOMPARE(static_cast<int>(classify(ActivityKind::Kernel, "my_fancy_send_kernel", nullptr)),
+                 static_cast<int>(WorkClass::Compute));
+
+        auto error = [](const char* text) {
+            try {
+                CommRules::fromText(text, "r.txt");
+            } catch (const Error& e) {
+                return std::string(e.what());
+            }
+            return std::string();
+        };
+        QCOMPARE(error("all-to-all *x*\nbogus *y*\n"),
+                 std::string("r.txt line 2: unknown class 'bogus'; use collective, all-to-all, all-reduce, all-gather, "
+                             "reduce-scatter, p2p, compute or memcpy"));
+        QCOMPARE(error("collective\n"), std::string("r.txt line 1: 'collective' is not CLASS PATTERN (e.g. `all-to-all *my_ep::dispatch*`)"));
+        QCOMPARE(error("collective **\n"), std::string("r.txt line 1: the pattern matches every kernel; name the kernels the rule is for"));
+        QVERIFY(commPatternMatches("a*b?d", "AxxBcD"));
+        QVERIFY(!commPatternMatches("a*b?d", "AxxBD"));
+        QVERIFY(commPatternMatches("mid", "xxMIDxx"));
+    }
+
+    // The CLI takes --comm-rules, and a bad file is one clear error.
+    void cliCommRules()
+    {
+#ifndef PIPESCOPE_CLI
+        QSKIP("the pipescope command-line tool is not built");
+#else
+        QTemporaryDir dir;
+        json ev = json::array();
+        for (int i = 0; i < 4; ++i) {
+            ev.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "my_moe::dispatch_tokens"}, {"pid", 0}, {"tid", 7},
+                          {"ts", 1000 + 100 * i}, {"dur", 50}, {"args", {{"device", 0}, {"stream", 7}}}});
+        }
+        writeJson(dir.path() + "/t.json", {{"traceEvents", ev}});
+        QCOMPARE(test::runCli({"import", dir.path() + "/t.json", "-o", dir.path() + "/t.pipescope", "-q"}).exitCode, 0);
+        QFile rules(dir.path() + "/rules.txt");
+        QVERIFY(rules.open(QIODevice::WriteOnly));
+        rules.write("all-to-all my_moe::dispatch\n");
+        rules.close();
+        auto plain = test::runCli({"analyze", dir.path() + "/t.pipescope", "--json"});
+        QCOMPARE(plain.exitCode, 0);
+        auto with = test::runCli({"analyze", dir.path() + "/t.pipescope", "--json", "--comm-rules", dir.path() + "/rules.txt"});
+        QVERIFY2(with.exitCode == 0, qPrintable(with.err));
+        const json a = json::parse(plain.out.toStdString()), b = json::parse(with.out.toStdString());
+        QCOMPARE(a["classification"]["activities"]["compute"].get<int>(), 4);
+        QCOMPARE(a["classification"]["activities"]["collective"].get<int>(), 0);
+        QCOMPARE(b["classification"]["activities"]["collective"].get<int>(), 4);
+        QCOMPARE(b["classification"]["activities"]["compute"].get<int>(), 0);
+        auto bad = test::runCli({"analyze", dir.path() + "/t.pipescope", "--comm-rules", dir.path() + "/missing.txt"});
+        QCOMPARE(bad.exitCode, 1);
+        QVERIFY2(bad.err.contains(dir.path() + "/missing.txt: cannot open"), qPrintable(bad.err));
+#endif
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTrust)
+#include "tst_trust.moc"
