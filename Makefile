@@ -3,12 +3,16 @@ MAKEFLAGS += --no-print-directory
 BUILD ?= build/release
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test demo screenshots asan package clean
+.PHONY: all deps test-deps configure build test demo screenshots asan package clean
 
 all: build
 
 deps:
 	@scripts/setup-deps.sh
+
+# The test suite also needs a browser (the report's render check).
+test-deps:
+	@scripts/setup-deps.sh --tests
 
 configure: deps
 	@test -f $(BUILD)/CMakeCache.txt || cmake --preset release >/dev/null
@@ -18,7 +22,7 @@ build: configure
 
 # A test function that skips itself (data or a tool missing here) leaves its
 # program passed; the skipped ones are listed after ctest's summary.
-test: build
+test: test-deps build
 	@cd $(BUILD) && status=0; ctest --output-on-failure -j $(JOBS) || status=$$?; \
 	  $(CURDIR)/scripts/skipped-tests.sh Testing/Temporary/LastTest.log; exit $$status
 
@@ -36,7 +40,7 @@ screenshots: configure
 package: build
 	@cd $(BUILD) && cpack -G DEB
 
-asan: deps
+asan: test-deps
 	@test -f build/asan/CMakeCache.txt || cmake --preset asan >/dev/null
 	@cmake --build build/asan -j $(JOBS)
 	@cd build/asan && status=0; ctest --output-on-failure -j $(JOBS) || status=$$?; \

@@ -4,6 +4,11 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
           libsqlite3-dev nlohmann-json3-dev libcli11-dev zlib1g-dev sqlite3 xvfb xauth)
+# `setup-deps.sh --tests` (make test, make asan): also what the test suite
+# runs besides the build, e.g. a real browser for the report's render check.
+if [[ "${1:-}" == "--tests" ]]; then
+  packages+=(chromium)
+fi
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -92,9 +92,20 @@ HtaKernelKind htaKernelKind(std::string_view n)
 
 bool isOptimizerKernel(std::string_view name)
 {
-    for (std::string_view w : {"multi_tensor_apply", "adam", "sgd", "lamb", "optimizer", "adagrad", "rmsprop"})
-        if (ifind(name.substr(0, 256), w) != std::string_view::npos)
+    const std::string_view head = name.substr(0, 256);
+    for (std::string_view w : {"multi_tensor_apply", "adam", "sgd", "optimizer", "adagrad", "rmsprop"})
+        if (ifind(head, w) != std::string_view::npos)
             return true;
+    // LAMB, but not the {lambda()#2} every elementwise kernel of PyTorch carries.
+    for (size_t from = 0; from < head.size();) {
+        const size_t at = ifind(head.substr(from), "lamb");
+        if (at == std::string_view::npos)
+            break;
+        const size_t next = from + at + 4;
+        if (!iequalsPrefix(head.substr(next), "da"))
+            return true;
+        from = next;
+    }
     return false;
 }
 

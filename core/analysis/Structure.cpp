@@ -884,6 +884,76 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
             cur.rank = rd.rank;
             cur.iteration = it.index;
             TimeNs prevEnd = std::numeric_limits<TimeNs>::min();
+            auto startNext = [&] {
+                segments.push_back(std::move(cur));
+                cur = Segment{};
+                cur.rank = rd.rank;
+                cur.iteration = it.index;
+            };
+
+            // Where a transfer sits among the compute kernels: by the CPU's
+            // launch order when the trace links every launch (a send queued
+            // behind a long receive on a busy NCCL stream starts late on the
+            // GPU, but was issued right after its step), else by GPU time.
+            bool byLaunch = !p2p.empty();
+            for (auto k = lo; k != hi && byLaunch; ++k) {
+                const Activity& a = ctx.act(*k);
+                byLaunch = a.launchStart.has_value() &&
+                           (k == lo || *a.launchStart >= *ctx.act(*(k - 1)).launchStart);
+            }
+            for (uint32_t c : p2p)
+                byLaunch = byLaunch && ctx.act(c).launchStart.has_value();
+
+            if (byLaunch) {
+                std::vector<uint32_t> byLaunchOrder = p2p;
+                std::sort(byLaunchOrder.begin(), byLaunchOrder.end(), [&](uint32_t x, uint32_t y) {
+                    return *ctx.act(x).launchStart < *ctx.act(y).launchStart;
+                });
+                size_t next = 0; // first op not yet placed
+                auto launchedBefore = [&](TimeNs when, std::vector<uint32_t>& into) {
+                    into.clear();
+                    for (; next < byLaunchOrder.size() && *ctx.act(byLaunchOrder[next]).launchStart < when; ++next)
+                        into.push_back(byLaunchOrder[next]);
+                };
+                std::vector<uint32_t> ops;
+                // Ops issued before the first kernel are its inputs.
+                launchedBefore(*ctx.act(*lo).launchStart, ops);
+                for (uint32_t c : ops)
+                    evidenceOf(c, false, cur, ctx.act(*lo).start);
+                for (auto k = lo; k != hi; ++k) {
+                    const Activity& a = ctx.act(*k);
+                    auto [opt, fresh] = optimizerName.try_emplace(a.name, false);
+                    if (fresh)
+                        opt->second = isOptimizerKernel(t.str(a.name));
+                    launchedBefore(*a.launchStart, ops);
+                    if (opt->second) {
+                        // The optimizer is not part of any step; what was issued
+                        // before it is the segment's output.
+                        if (!cur.kernels.empty()) {
+                            for (uint32_t c : ops)
+                                evidenceOf(c, true, cur);
+                            startNext();
+                        }
+                        continue;
+                    }
+                    if (!cur.kernels.empty() && !ops.empty()) {
+                        for (uint32_t c : ops)
+                            evidenceOf(c, true, cur);
+                        startNext();
+                        for (uint32_t c : ops)
+                            evidenceOf(c, false, cur, a.start);
+                    }
+                    cur.kernels.push_back(*k);
+                }
+                // Ops issued after the last kernel (its outputs).
+                launchedBefore(std::numeric_limits<TimeNs>::max(), ops);
+                for (uint32_t c : ops)
+                    evidenceOf(c, true, cur);
+                if (!cur.kernels.empty())
+                    segments.push_back(std::move(cur));
+                continue;
+            }
+
             // p2p ops that end (or start) before the first kernel are its inputs.
             TimeNs firstStart = ctx.act(*lo).start;
             for (uint32_t c : p2p)
@@ -950,6 +1020,11 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
         }
     }
 
+    if (std::getenv("PIPESCOPE_DEBUG_SEGMENTS"))
+        for (const Segment& sg : segments)
+            if (sg.iteration == out.selectedIteration)
+                std::fprintf(stderr, "seg rank %d it %d kernels %zu first %lld before %d after %d\n", sg.rank, sg.iteration,
+                             sg.kernels.size(), (long long)ctx.act(sg.kernels.front()).start, (int)sg.before, (int)sg.after);
     // Typical F and B compute from segments whose kind is clear, to tell a merged
     // F+B (or B+F) from a single step and to find where to split it.
     double sumF = 0, sumB = 0;

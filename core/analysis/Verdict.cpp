@@ -149,8 +149,16 @@ PathBreakdown pathBreakdown(const AnalysisResult& r)
         // what no bubble covers (the rank computing on another stream) stays "other".
         TimeNs covered = 0;
         auto it = bubblesOf.find(s.rank);
-        if (it != bubblesOf.end())
-            for (const Bubble* b : it->second) {
+        if (it != bubblesOf.end()) {
+            // A rank's bubbles are disjoint gaps in start order: start at the
+            // last one beginning before the segment (linear in the path, not
+            // segments times bubbles).
+            const auto& bs = it->second;
+            auto from = std::upper_bound(bs.begin(), bs.end(), s.start, [](TimeNs v, const Bubble* b) { return v < b->start; });
+            if (from != bs.begin())
+                --from;
+            for (auto bi = from; bi != bs.end(); ++bi) {
+                const Bubble* b = *bi;
                 if (b->start >= s.end)
                     break;
                 const TimeNs lo = std::max(s.start, b->start), hi = std::min(s.end, b->end);
@@ -159,6 +167,7 @@ PathBreakdown pathBreakdown(const AnalysisResult& r)
                     covered += hi - lo;
                 }
             }
+        }
         add(PathLimiter::Other, s.rank, s.end - s.start - covered);
     }
     for (int l = 0; l < kPathLimiters; ++l)
@@ -339,7 +348,7 @@ Verdict verdict(const AnalysisResult& r, const Trace* trace)
         std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100.0);
         f.push_back("pipeline: p=" + std::to_string(p.pp) + ", dp=" + std::to_string(p.dp) + ", v=" + std::to_string(p.chunks) +
                     ", m=" + std::to_string(p.microbatches) + ", schedule " + p.schedule + " (confidence " + conf + "), ideal bubble " +
-                    pct0(im.idealBubbleFraction));
+                    pct0(im.idealBubbleFraction) + "; " + p.reason);
         if (bottleneck)
             f.push_back("busiest stage " + std::to_string(bottleneck->stage) + ": busy " + times(im.maxOverMean) + " the mean; iteration " +
                         formatDuration(im.iterationNs) + ", balanced-partition lower bound " + formatDuration(im.balancedLowerBoundNs));
@@ -357,10 +366,25 @@ Verdict verdict(const AnalysisResult& r, const Trace* trace)
                         " vs " + formatDuration(s.peerMedianNs) + "), costing up to " + formatDuration(s.costNs) + " per iteration");
         }
     } else {
-        f.push_back("no pipeline found, so no stage imbalance or fill/drain");
+        // Why, so that a reader can tell "not a pipeline" from "not proven one".
+        f.push_back("no pipeline found (" + p.reason + "), so no stage imbalance or fill/drain");
     }
-    if (!r.warnings.empty())
-        f.push_back(std::to_string(r.warnings.size()) + (r.warnings.size() == 1 ? " analysis warning" : " analysis warnings"));
+    // Communication that runs beside compute (DualPipe-style overlap) is not
+    // compute, even when the compute stream never idles.
+    if (!r.allToAll.ranks.empty()) {
+        const AllToAll& a = r.allToAll;
+        TimeNs window = 0;
+        for (const AllToAllRank& x : a.ranks)
+            window = std::max(window, x.windowNs);
+        if (window > 0 && share(a.maxNs, window) >= 0.05)
+            f.push_back("all-to-all kernels (expert or embedding exchange): " + formatDuration(a.medianNs) + " per rank (median, " +
+                        pct0(share(a.medianNs, window)) + " of the iteration), " + pct0(a.criticalShare) +
+                        " of the critical path");
+    }
+    for (size_t i = 0; i < r.warnings.size() && i < 2; ++i)
+        f.push_back("analysis warning: " + r.warnings[i].message);
+    if (r.warnings.size() > 2)
+        f.push_back(std::to_string(r.warnings.size() - 2) + " more analysis warnings (see the diagnostics)");
     if (trace) {
         if (trace->simulated())
             f.push_back("the trace is SIMULATED: these numbers describe the simulator, not hardware");

@@ -670,7 +670,7 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
     if (c.trace.simulated())
         out += " The trace is simulated.";
     out += "</p>\n<div class=\"scroll\"><table id=\"whatif-table\"><thead><tr><th>scenario</th><th>schedule</th><th>pp</th><th>v</th>"
-           "<th>microbatches</th><th>boundaries</th><th>predicted iteration</th><th>measured</th><th>speed-up</th><th>bubble fraction</th>"
+           "<th>microbatches</th><th>boundaries</th><th>predicted iteration</th><th>measured</th><th>speed-up vs measured</th><th>bubble fraction</th>"
            "<th>peak memory per stage</th></tr></thead><tbody>\n";
     for (const json& p : w.predictions) {
         const json& cfg = p.value("config", json::object());
@@ -679,11 +679,21 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
             bounds += (bounds.empty() ? "" : ",") + std::to_string(b.get<int>());
         const json& measured = p.value("measured_iteration_ns", json(nullptr));
         const json& speedup = p.value("speedup", json(nullptr));
+        // The measured configuration's replay is the model's calibration, not a speed-up.
+        const json& calibration = p.value("calibration_error", json(nullptr));
+        std::string speedCell = "-";
+        if (calibration.is_number()) {
+            char buf[48];
+            std::snprintf(buf, sizeof buf, "calibration %+.1f%%", calibration.get<double>() * 100.0);
+            speedCell = buf;
+        } else if (speedup.is_number()) {
+            speedCell = fixed(speedup.get<double>(), 3) + "&times;";
+        }
         out += "<tr><td>" + esc(p.value("label", std::string())) + "</td>" + td(esc(cfg.value("schedule", std::string())), false) +
                td(std::to_string(cfg.value("pp", 0))) + td(std::to_string(cfg.value("v", 1))) + td(std::to_string(cfg.value("microbatches", 0))) +
                td(bounds.empty() ? "-" : bounds) + tdDur(p.value("iteration_ns", TimeNs(0))) +
                (measured.is_number() ? tdDur(measured.get<TimeNs>()) : td("-")) +
-               td(speedup.is_number() ? fixed(speedup.get<double>(), 3) + "&times;" : "-") +
+               td(speedCell) +
                td(pct(p.value("bubble_fraction", 0.0))) + "<td>" + peakPerStage(p, &p == &w.predictions.front()) +
                "</td></tr>\n";
     }

@@ -18,6 +18,13 @@ std::optional<double> Prediction::speedup() const
     return static_cast<double>(*measuredIterationNs) / static_cast<double>(replay.iterationNs);
 }
 
+std::optional<double> Prediction::calibrationError() const
+{
+    if (!measuredConfiguration || !measuredIterationNs || *measuredIterationNs <= 0)
+        return std::nullopt;
+    return static_cast<double>(replay.iterationNs - *measuredIterationNs) / static_cast<double>(*measuredIterationNs);
+}
+
 bool Prediction::outOfMemory() const
 {
     return std::any_of(memory.begin(), memory.end(), [](const RankMemory& m) { return m.outOfMemory; });
@@ -261,8 +268,19 @@ Prediction predict(const CostModel& model, const Scenario& sc, const ReplayOptio
     Partition partition = partitionFor(model, sc, schedule.stages);
     Replay replay;
     std::string label = sc.label.empty() ? "requested" : sc.label;
-    return finish(model, std::move(label), std::move(schedule), std::move(partition), options, replay,
-                  sc.microbatchOrder, sc.recompute);
+    Prediction p = finish(model, std::move(label), std::move(schedule), std::move(partition), options, replay,
+                          sc.microbatchOrder, sc.recompute);
+    // The measured run replayed: same schedule, shape and partition, the model as calibrated.
+    const Scenario m = measuredScenario(model);
+    bool noRecompute = true;
+    for (Recompute r : sc.recompute)
+        noRecompute = noRecompute && r == Recompute::None;
+    p.measuredConfiguration = model.measuredIterationNs && !sc.custom && sc.schedule == m.schedule && sc.pp == m.pp &&
+                              sc.v == m.v && sc.microbatches == m.microbatches && noRecompute &&
+                              sc.microbatchOrder == MicrobatchOrder::Given && model.stageSpeed.empty() &&
+                              model.frozenLayers.empty() && model.measuredPartition &&
+                              p.partition.boundaries() == model.measuredPartition->boundaries();
+    return p;
 }
 
 std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vector<int>& inFlight,

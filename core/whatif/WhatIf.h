@@ -52,8 +52,16 @@ struct Prediction {
     std::vector<int64_t> measuredPeakBytes;
     std::vector<Recompute> recompute; // per virtual stage (empty: none)
 
+    // The replay of the measured run itself (its schedule, degree, chunks,
+    // microbatches and partition, no speed, freeze or recomputation change):
+    // its difference from the measurement is the model's calibration error,
+    // not a speed-up (calibrationError()).
+    bool measuredConfiguration = false;
+
     TimeNs iterationNs() const { return replay.iterationNs; }
     std::optional<double> speedup() const; // measured / predicted
+    // (predicted - measured) / measured, for the measured configuration only.
+    std::optional<double> calibrationError() const;
     bool outOfMemory() const;
     int64_t peakBytes() const; // over ranks
 };

@@ -184,6 +184,8 @@ json predictionToJson(const Prediction& p, const JsonOptions& options)
              {"iteration_ns", p.replay.iterationNs},
              {"measured_iteration_ns", optionalNumber(p.measuredIterationNs)},
              {"speedup", speedup ? json(*speedup) : json(nullptr)},
+             {"measured_configuration", p.measuredConfiguration},
+             {"calibration_error", p.calibrationError() ? json(*p.calibrationError()) : json(nullptr)},
              {"bubble_fraction", p.replay.bubbleFraction},
              {"bubbles_by_cause_ns", causes(p.replay.bubbleNs)},
              {"blocking_exchanges", p.replay.blockingExchanges},

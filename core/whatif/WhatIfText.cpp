@@ -3,6 +3,7 @@
 #include "util/Format.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 namespace pipescope::whatif {
@@ -21,6 +22,14 @@ std::string ratio(double x)
 {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2fx", x);
+    return buf;
+}
+
+// "-0.6 %", "+1.2 %": a signed change, one decimal.
+std::string signedPercent(double x)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%+.1f%%", x * 100.0);
     return buf;
 }
 
@@ -50,7 +59,11 @@ std::string predictionText(const Prediction& p)
     std::ostringstream o;
     o << p.label << ": " << describeConfig(p) << "\n";
     o << "  iteration  " << formatDuration(p.iterationNs());
-    if (p.measuredIterationNs) {
+    if (auto err = p.calibrationError()) {
+        // Not a speed-up: how far the model's replay of the measured run is from it.
+        o << "   (replay of the measured run: " << formatDuration(p.iterationNs()) << " vs "
+          << formatDuration(*p.measuredIterationNs) << " measured, calibration error " << signedPercent(*err) << ")";
+    } else if (p.measuredIterationNs) {
         o << "   (measured " << formatDuration(*p.measuredIterationNs);
         if (auto s = p.speedup())
             o << ", speed-up " << ratio(*s);

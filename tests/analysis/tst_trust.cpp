@@ -11,6 +11,9 @@
 #include "util/Error.h"
 
 #include <QFile>
+
+#include <algorithm>
+#include <cmath>
 #include <QtTest>
 
 #include <nlohmann/json.hpp>
@@ -191,6 +194,70 @@ private slots:
         QCOMPARE(r.allToAll.ranks.size(), size_t(8));
     }
 
+    // Item 2: the job an independent simulator wrote (shared/data/independent,
+    // its README's facts): 1F1B, p 4, dp 1, v 1, m 4, no step annotations,
+    // one SendRecv kernel per send and per receive on one stream.
+    void independentOneFOneB()
+    {
+        PIPESCOPE_REQUIRE_INDEPENDENT_DATA();
+        QTemporaryDir dir;
+        const Trace t = importJobAndLoad({test::independentData("pp4-m4-1f1b-unannotated")}, dir);
+        AnalyzeOptions o;
+        o.allIterations = true;
+        const AnalysisResult r = analyze(t, o);
+        QVERIFY(r.pipeline.found);
+        QCOMPARE(r.pipeline.pp, 4);
+        QCOMPARE(r.pipeline.dp, 1);
+        QCOMPARE(r.pipeline.chunks, 1);
+        QCOMPARE(r.pipeline.microbatches, 4);
+        QCOMPARE(r.pipeline.schedule, std::string("1f1b"));
+        for (const auto& a : r.pipeline.stageMap)
+            QCOMPARE(a.stage, a.rank);
+        QCOMPARE(r.iterations.size(), size_t(2));
+        QCOMPARE(r.iterations[0].label, std::string("ProfilerStep#4"));
+        QCOMPARE(r.iterations[1].label, std::string("ProfilerStep#5"));
+        // Megatron's order: min(m, p-1-stage) warm-up forwards, then one forward one backward.
+        const std::vector<std::string> order{"F0 F1 F2 F3 B0 B1 B2 B3", "F0 F1 F2 B0 F3 B1 B2 B3",
+                                             "F0 F1 B0 F2 B1 F3 B2 B3", "F0 B0 F1 B1 F2 B2 F3 B3"};
+        for (int it = 0; it < 2; ++it)
+            for (int rank = 0; rank < 4; ++rank) {
+                std::vector<const Step*> steps;
+                for (const Step& st : r.steps)
+                    if (st.iteration == it && st.rank == rank)
+                        steps.push_back(&st);
+                std::sort(steps.begin(), steps.end(), [](const Step* a, const Step* b) { return a->start < b->start; });
+                std::string seen;
+                for (const Step* st : steps)
+                    seen += (seen.empty() ? "" : " ") + std::string(st->kind == StepKind::F ? "F" : "B") +
+                            std::to_string(st->microbatch);
+                QCOMPARE(QString::fromStdString(seen), QString::fromStdString(order[static_cast<size_t>(rank)]));
+            }
+        // About 73.7 ms an iteration; about 43 % of rank time idle; the stages balanced.
+        for (const Iteration& it : r.iterations)
+            QVERIFY2(std::abs(static_cast<double>(it.end - it.start) - 73.7e6) < 0.5e6, std::to_string(it.end - it.start).c_str());
+        TimeNs idle = 0, window = 0;
+        for (const RankIdle& ri : r.idle)
+            if (ri.iteration == r.selectedIteration) {
+                idle += ri.idleNs;
+                window += ri.windowNs;
+            }
+        QVERIFY2(std::abs(static_cast<double>(idle) / static_cast<double>(window) - 0.43) < 0.02,
+                 std::to_string(static_cast<double>(idle) / static_cast<double>(window)).c_str());
+        QVERIFY(r.imbalance.maxOverMean < 1.01);
+    }
+
+    // PyTorch's elementwise kernels name their lambdas ({lambda()#2}): they are
+    // not the LAMB optimizer, and must not cut a step in two.
+    void lambdasAreNotTheLambOptimizer()
+    {
+        QVERIFY(!isOptimizerKernel("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl("
+                                   "at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const>"));
+        QVERIFY(isOptimizerKernel("void multi_tensor_apply_kernel<TensorListMetadata<4>, LAMBStage1Functor<float>>"));
+        QVERIFY(isOptimizerKernel("fused_lamb_kernel"));
+        QVERIFY(isOptimizerKernel("void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor<float, 4>>"));
+        QVERIFY(!isOptimizerKernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"));
+    }
+
     // Item 3: DeepEP's kernels are communication (all-to-all); its layout kernel is compute.
     void communicationBeyondNccl_data()
     {
@@ -323,6 +390,35 @@ private slots:
         QVERIFY(commPatternMatches("a*b?d", "AxxBcD"));
         QVERIFY(!commPatternMatches("a*b?d", "AxxBD"));
         QVERIFY(commPatternMatches("mid", "xxMIDxx"));
+    }
+
+    // Item 6: the replay of the measured configuration is the model's
+    // calibration error, not a speed-up; other scenarios compare with the measured run.
+    void calibrationIsNotASpeedup()
+    {
+#ifndef PIPESCOPE_CLI
+        QSKIP("the pipescope command-line tool is not built");
+#else
+        const QString store = QString::fromUtf8(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+        auto r = test::runCli({"whatif", store, "--microbatches", "16", "--json"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const json doc = json::parse(r.out.toStdString());
+        const json& preds = doc["predictions"];
+        QCOMPARE(preds.size(), size_t(2));
+        const json& measured = preds[0];
+        QCOMPARE(measured["measured_configuration"].get<bool>(), true);
+        const double m = measured["measured_iteration_ns"].get<double>(), p = measured["iteration_ns"].get<double>();
+        QCOMPARE(measured["calibration_error"].get<double>(), (p - m) / m);
+        const json& requested = preds[1];
+        QCOMPARE(requested["measured_configuration"].get<bool>(), false);
+        QVERIFY(requested["calibration_error"].is_null());
+        QCOMPARE(requested["speedup"].get<double>(), m / requested["iteration_ns"].get<double>());
+
+        auto text = test::runCli({"whatif", store});
+        QVERIFY(text.out.contains("(replay of the measured run: "));
+        QVERIFY(text.out.contains(" measured, calibration error "));
+        QVERIFY(!text.out.contains("speed-up 1.00x"));
+#endif
     }
 
     // The CLI takes --comm-rules, and a bad file is one clear error.

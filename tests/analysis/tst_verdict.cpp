@@ -57,7 +57,8 @@ void TestVerdict::realCaptureIsCommunicationBound()
                                      "copies <1%, other idle <1%"));
     // The loss all-reduce over the four stages is drain (dp = 1: no data-parallel sync).
     QCOMPARE(v.facts[2], std::string("GPU idle: 98% of GPU time; fill_drain 61 points, wait_neighbor 35 points, p2p_transfer 1 points"));
-    QCOMPARE(v.facts[3], std::string("pipeline: p=4, dp=1, v=1, m=8, schedule 1f1b (confidence 100%), ideal bubble 27%"));
+    QCOMPARE(v.facts[3], std::string("pipeline: p=4, dp=1, v=1, m=8, schedule 1f1b (confidence 100%), ideal bubble 27%; "
+                                       "stages from process_group"));
     // Stage 3 is 1.26x the mean, but with compute at 3% of the path it is not what limits the job.
     QVERIFY(r.imbalance.maxOverMean > kVerdictImbalance);
 }
