@@ -8,6 +8,7 @@
 #include "analysis/Analysis.h"
 #include "analysis/AnalysisJson.h"
 #include "analysis/Verdict.h"
+#include "whatif/Levers.h"
 #include "store/Sqlite.h"
 #include "store/Store.h"
 #include "util/AtomicOutput.h"
@@ -64,7 +65,7 @@ TextTable table(std::vector<std::string> header)
     return TextTable(std::move(header));
 }
 
-void printText(std::ostream& os, const std::string& file, const AnalysisResult& r)
+void printText(std::ostream& os, const std::string& file, const AnalysisResult& r, const whatif::Levers& levers)
 {
     os << "pipescope analyze " << file << "\n\n";
     {
@@ -73,6 +74,19 @@ void printText(std::ostream& os, const std::string& file, const AnalysisResult& 
         os << "verdict: " << v.headline << "\n";
         for (const auto& f : v.facts)
             os << "  " << f << "\n";
+        os << "\n";
+    }
+    if (!levers.bubbles.empty() || !levers.levers.empty()) {
+        // The same list as the report's and the app's Summary, best first.
+        os << "what would help most (predicted by the what-if engine, against the measured "
+           << formatDuration(levers.measuredNs) << "):\n";
+        if (!levers.bubbles.empty())
+            os << "  " << levers.bubbles << "\n";
+        for (const whatif::Lever& l : levers.levers)
+            os << "  " << whatif::leverText(l) << "\n";
+        if (levers.levers.empty())
+            os << "  none of rebalancing, more microbatches, interleaving, a zero-bubble schedule or fixing a straggler "
+                  "is predicted to gain more than 0.5%\n";
         os << "\n";
     }
     os << "ranks: " << r.ranks.size();
@@ -338,9 +352,10 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             // v8: schedules told apart by autograd's sequence numbers.
                                             // v9: pipelines only with proof (no stages from timing), all-to-all
                                             // behind SendRecv kernels, communication kernels beyond NCCL.
+                                            // v10: "levers".
                                             if (ao.commRules)
                                                 k["comm_rules"] = ao.commRules->userText();
-                                            cacheKey = std::string("analysis/v9/") + jsonText(k);
+                                            cacheKey = std::string("analysis/v10/") + jsonText(k);
                                             if (auto hit = store.cached(cacheKey))
                                                 text = *hit;
                                         }
@@ -355,24 +370,35 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             } catch (const Error& e) {
                                                 throw Error(o->file + ": " + e.what());
                                             }
-                                            // Uneven microbatches: what their spread costs, replayed.
+                                            // The what-if engine prices the levers (and, for uneven
+                                            // microbatches, what their spread costs).
                                             std::optional<whatif::MicrobatchStudy> study;
-                                            if (r.microbatchSpread.uneven) {
+                                            whatif::Levers levers;
+                                            if (r.pipeline.found) {
                                                 try {
                                                     const whatif::CostModel model = whatif::calibrate(trace, r);
-                                                    study = whatif::studyMicrobatches(model, whatif::measuredScenario(model));
+                                                    if (r.microbatchSpread.uneven)
+                                                        study = whatif::studyMicrobatches(model, whatif::measuredScenario(model));
+                                                    levers = whatif::rankLevers(model, r);
                                                 } catch (const Error&) {
-                                                    // No replay of this pipeline: the spread alone is shown.
+                                                    // No replay of this pipeline: the analysis alone is shown.
                                                 }
                                             }
                                             if (o->json) {
                                                 nlohmann::json doc = toJson(r, ao);
                                                 doc["microbatches"]["cost"] =
                                                     study && study->applies ? whatif::microbatchStudyToJson(*study) : nlohmann::json(nullptr);
+                                                nlohmann::json lv = nlohmann::json::array();
+                                                for (const whatif::Lever& l : levers.levers)
+                                                    lv.push_back({{"kind", l.kind}, {"change", l.change},
+                                                                  {"predicted_iteration_ns", l.predictedNs}, {"gain", l.gain}});
+                                                doc["levers"] = {{"bubbles", levers.bubbles},
+                                                                 {"measured_iteration_ns", levers.measuredNs},
+                                                                 {"levers", lv}};
                                                 text = jsonText(doc, 1) + "\n";
                                             } else {
                                                 std::ostringstream os;
-                                                printText(os, o->file, r);
+                                                printText(os, o->file, r, levers);
                                                 if (study && study->applies)
                                                     os << "\n" << whatif::microbatchStudyText(*study);
                                                 text = os.str();

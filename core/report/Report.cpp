@@ -9,6 +9,7 @@
 #include "report/Timeline.h"
 #include "util/Error.h"
 #include "util/Format.h"
+#include "whatif/Levers.h"
 #include "whatif/WhatIf.h"
 #include "whatif/Microbatches.h"
 #include "whatif/WhatIfJson.h"
@@ -66,6 +67,7 @@ struct Context {
     TimeNs windowSum = 0, idleSum = 0;
     std::array<TimeNs, kBubbleCauses> causeSum{};
     std::vector<const RankIdle*> idle; // selected iteration, in lane order
+    const whatif::Levers* levers = nullptr; // priced by the what-if section's model, when it ran
 };
 
 void fact(std::string& out, const std::string& name, const std::string& escapedValue)
@@ -96,6 +98,20 @@ void header(std::string& out, const Context& c)
             for (const auto& f : v.facts)
                 out += "<li>" + esc(f) + "</li>";
             out += "</ul>";
+        }
+        // The levers, best first, each priced by the what-if engine (the same list as analyze and the app).
+        if (c.levers && (!c.levers->bubbles.empty() || !c.levers->levers.empty())) {
+            out += "<div id=\"levers\"><strong>What would help most</strong> (predicted by the what-if engine, against the "
+                   "measured " + esc(formatDuration(c.levers->measuredNs)) + ")";
+            out += "<ul class=\"note\">";
+            if (!c.levers->bubbles.empty())
+                out += "<li>" + esc(c.levers->bubbles) + "</li>";
+            for (const whatif::Lever& l : c.levers->levers)
+                out += "<li data-lever=\"" + esc(l.kind) + "\">" + esc(whatif::leverText(l)) + "</li>";
+            if (c.levers->levers.empty())
+                out += "<li>none of rebalancing, more microbatches, interleaving, a zero-bubble schedule or fixing a "
+                       "straggler is predicted to gain more than 0.5%</li>";
+            out += "</ul></div>";
         }
         out += "</div>\n";
     }
@@ -519,6 +535,7 @@ struct WhatIfOutcome {
     std::string straggler; // the costliest data-parallel straggler priced by the what-if (stragglerFixText)
     std::string exchanges; // blocking exchanges replayed (exchangesText), else empty
     whatif::MicrobatchStudy microbatches; // what uneven microbatches cost (applies false: even, or no sizes)
+    whatif::Levers levers; // the changes that would help most, for the verdict
 };
 
 WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, const ReportOptions& options)
@@ -550,6 +567,7 @@ WhatIfOutcome runWhatIf(const Trace& trace, const AnalysisResult& analysis, cons
         BalanceResult b = autoBalance(model, requested, bo);
         b.prediction.label = "auto-balance";
         w.predictions.push_back(predictionToJson(b.prediction, jo));
+        w.levers = rankLevers(model, analysis);
         if (!analysis.imbalance.stragglers.empty()) {
             try {
                 w.straggler = stragglerFixText(priceStraggler(model, analysis, analysis.imbalance.stragglers.front().rank));
@@ -817,6 +835,7 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
     if (pipeline && options.whatIf) {
         checkpoint(options.work, "writing the report: what-if", -1);
         w = runWhatIf(trace, r, options);
+        c.levers = &w.levers;
     }
 
     std::string out;

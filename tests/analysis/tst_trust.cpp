@@ -9,6 +9,9 @@
 #include "import/Import.h"
 #include "store/Store.h"
 #include "util/Error.h"
+#include "util/Format.h"
+#include "whatif/Levers.h"
+#include "whatif/WhatIf.h"
 
 #include <QFile>
 
@@ -244,6 +247,33 @@ private slots:
         QVERIFY2(std::abs(static_cast<double>(idle) / static_cast<double>(window) - 0.43) < 0.02,
                  std::to_string(static_cast<double>(idle) / static_cast<double>(window)).c_str());
         QVERIFY(r.imbalance.maxOverMean < 1.01);
+
+        // Item 7: the levers, best first, each the what-if engine's own prediction.
+        const whatif::CostModel model = whatif::calibrate(t, r);
+        const whatif::Levers levers = whatif::rankLevers(model, r);
+        QCOMPARE(levers.measuredNs, *model.measuredIterationNs);
+        QVERIFY2(levers.bubbles.find("is at the ideal for 1f1b with p=4, m=4 (43%)") != std::string::npos, levers.bubbles.c_str());
+        QVERIFY(levers.levers.size() >= 3);
+        for (size_t i = 1; i < levers.levers.size(); ++i)
+            QVERIFY(levers.levers[i - 1].gain >= levers.levers[i].gain);
+        bool sawMicrobatches = false;
+        for (const whatif::Lever& l : levers.levers) {
+            QCOMPARE(l.gain, (static_cast<double>(levers.measuredNs) - static_cast<double>(l.predictedNs)) /
+                                 static_cast<double>(levers.measuredNs));
+            if (l.kind == "microbatches") {
+                sawMicrobatches = true;
+                whatif::ScenarioChanges c;
+                c.microbatches = 8;
+                whatif::BalanceOptions bo;
+                bo.timeline = false;
+                bo.maxRefineRounds = 4;
+                const auto b = whatif::autoBalance(model, whatif::applyChanges(whatif::measuredScenario(model), c), bo);
+                QCOMPARE(l.predictedNs, b.prediction.iterationNs());
+                QCOMPARE(whatif::leverText(l), "m=8 microbatches (same global batch): " + formatDuration(l.predictedNs) + " (-" +
+                                                   QString::number(l.gain * 100.0, 'f', 1).toStdString() + "%)");
+            }
+        }
+        QVERIFY(sawMicrobatches);
     }
 
     // PyTorch's elementwise kernels name their lambdas ({lambda()#2}): they are

@@ -6,6 +6,7 @@
 #include "DetailsPanel.h"
 #include "ExportWorker.h"
 #include "MainWindow.h"
+#include "SummaryPanel.h"
 #include "PipelineView.h"
 #include "TimelineView.h"
 #include "WhatIfEditor.h"
@@ -127,6 +128,12 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(w.whatIfEditor()->currentPrediction().has_value(), 10000);
         QCOMPARE(w.whatIfEditor()->currentPrediction()->schedule.pp, 4);
         QVERIFY(w.lastError().isEmpty());
+        // The Summary lists what would help most, as analyze and the report do.
+        const QString levers = w.findChild<SummaryPanel*>()->leversText();
+        QVERIFY2(levers.startsWith("What would help most (what-if, against the measured 84.877 ms):"), qPrintable(levers));
+        QVERIFY2(levers.contains(QString::fromStdString(job->levers.bubbles)), qPrintable(levers));
+        for (const whatif::Lever& l : job->levers.levers)
+            QVERIFY(levers.contains(QString::fromStdString(whatif::leverText(l))));
     }
 
     void selectionShowsDetails()

@@ -313,6 +313,8 @@ std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const Ope
             co.measured.layers = options.layers;
         co.measured.measuredBoundaries = options.measuredBoundaries;
         job->costModel = whatif::calibrate(*job->trace, *job->analysis, co);
+        checkpoint(work, "pricing what would help most", -1);
+        job->levers = whatif::rankLevers(*job->costModel, *job->analysis);
     } catch (const Cancelled&) {
         throw;
     } catch (const std::exception& e) {

@@ -13,6 +13,7 @@
 #include "timeline/TimelineModel.h"
 #include "util/AtomicOutput.h"
 #include "whatif/CostModel.h"
+#include "whatif/Levers.h"
 
 #include <QObject>
 #include <QStringList>
@@ -53,6 +54,7 @@ struct Job {
     std::shared_ptr<const timeline::TimelineModel> timeline;
     std::optional<whatif::CostModel> costModel; // unset when the what-if engine cannot calibrate
     QString whatIfError;                        // why, in one sentence
+    whatif::Levers levers;                      // what would help most, priced on costModel (empty without one)
     OpenOptions options;
     // False for the first frame of a large store: trace, analysis and timeline
     // of the activities starting in [windowFrom, windowTo) only, no cost model;

@@ -540,6 +540,8 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     }
     for (AnalysisPanel* p : panels_)
         p->setResult(j.analysis, j.trace);
+    if (auto* summary = findChild<SummaryPanel*>())
+        summary->setLevers(j.levers);
     pipeline_->setMeasured(j.analysis);
     if (!restoredLayout_ && !jobsShown_++)
         QTimer::singleShot(0, this, &MainWindow::sizeDocks); // after the panels' first layout

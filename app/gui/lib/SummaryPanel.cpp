@@ -69,6 +69,7 @@ SummaryPanel::SummaryPanel(QWidget* parent)
     : AnalysisPanel(parent)
     , verdict_(new QLabel(this))
     , facts_(new QLabel(this))
+    , levers_(new QLabel(this))
     , bar_(new IdleShareBar(this))
     , model_(new SummaryModel(this))
     , view_(makeTableView(model_, false, this))
@@ -87,6 +88,12 @@ SummaryPanel::SummaryPanel(QWidget* parent)
     facts_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     layout->addWidget(verdict_);
     layout->addWidget(facts_);
+    levers_->setTextFormat(Qt::PlainText);
+    levers_->setWordWrap(true);
+    levers_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    levers_->setObjectName(QStringLiteral("levers"));
+    levers_->hide();
+    layout->addWidget(levers_);
     auto* barLabel = new QLabel(tr("GPU time of the iteration: compute, then idle by cause"), this);
     layout->addWidget(barLabel);
     layout->addWidget(bar_);
@@ -103,6 +110,7 @@ void SummaryPanel::setResult(std::shared_ptr<const AnalysisResult> result, std::
     if (!result_) {
         verdict_->setText(tr("No analysis loaded."));
         facts_->clear();
+        setLevers({});
         bar_->setShares(0, {});
         return;
     }
@@ -122,6 +130,26 @@ void SummaryPanel::setResult(std::shared_ptr<const AnalysisResult> result, std::
         }
     bar_->setShares(busy, byCause);
 }
+
+void SummaryPanel::setLevers(const whatif::Levers& levers)
+{
+    if (levers.bubbles.empty() && levers.levers.empty()) {
+        levers_->clear();
+        levers_->hide();
+        return;
+    }
+    QString text = tr("What would help most (what-if, against the measured %1):").arg(QString::fromStdString(formatDuration(levers.measuredNs)));
+    if (!levers.bubbles.empty())
+        text += QStringLiteral("\n\u2022 ") + QString::fromStdString(levers.bubbles);
+    for (const whatif::Lever& l : levers.levers)
+        text += QStringLiteral("\n\u2022 ") + QString::fromStdString(whatif::leverText(l));
+    if (levers.levers.empty())
+        text += QStringLiteral("\n\u2022 ") + tr("no lever is predicted to gain more than 0.5%");
+    levers_->setText(text);
+    levers_->show();
+}
+
+QString SummaryPanel::leversText() const { return levers_->isVisible() || !levers_->text().isEmpty() ? levers_->text() : QString(); }
 
 QString SummaryPanel::verdictText() const { return verdict_->text(); }
 

@@ -4,6 +4,7 @@
 // colours) and the job facts table (SummaryModel: ranks, pp/dp/v/m,
 // schedule with confidence, iteration time, idle by cause, bottleneck).
 #include "AnalysisPanel.h"
+#include "whatif/Levers.h"
 
 #include <array>
 
@@ -38,14 +39,20 @@ public:
 
     void setResult(std::shared_ptr<const AnalysisResult> result, std::shared_ptr<const Trace> trace) override;
 
+    // The changes that would help most, priced by the what-if engine (the
+    // same list as `pipescope analyze` and the report); empty hides them.
+    void setLevers(const whatif::Levers& levers);
+
     // The verdict's headline as shown (plain text), and its facts one per line.
     QString verdictText() const;
     QString factsText() const;
+    QString leversText() const;
     SummaryModel* model() const { return model_; }
 
 private:
     QLabel* verdict_;
     QLabel* facts_;
+    QLabel* levers_;
     IdleShareBar* bar_;
     SummaryModel* model_;
     QTableView* view_;

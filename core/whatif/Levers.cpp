@@ -1,0 +1,151 @@
+#include "whatif/Levers.h"
+
+#include "util/Error.h"
+#include "util/Format.h"
+#include "whatif/WhatIf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace pipescope::whatif {
+
+namespace {
+
+std::string percent(double x)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%+.1f%%", x * 100.0);
+    return buf;
+}
+
+} // namespace
+
+std::string leverText(const Lever& l)
+{
+    return l.change + ": " + formatDuration(l.predictedNs) + " (" + percent(-l.gain) + ")";
+}
+
+Levers rankLevers(const CostModel& model, const AnalysisResult& r)
+{
+    Levers out;
+    const PipelineStructure& p = r.pipeline;
+    if (!p.found || !model.measuredIterationNs || *model.measuredIterationNs <= 0 || model.layers.empty())
+        return out;
+    out.measuredNs = *model.measuredIterationNs;
+    const double measured = static_cast<double>(out.measuredNs);
+
+    // Where the bubbles come from: the schedule's own fill/drain, or waiting on a stage.
+    {
+        TimeNs window = 0, fill = 0, wait = 0;
+        for (const RankIdle& ri : r.idle)
+            if (ri.iteration == r.selectedIteration) {
+                window += ri.windowNs;
+                fill += ri.byCause[static_cast<size_t>(BubbleCause::FillDrain)];
+                wait += ri.byCause[static_cast<size_t>(BubbleCause::WaitNeighbor)];
+            }
+        if (window > 0) {
+            const double fillShare = static_cast<double>(fill) / static_cast<double>(window);
+            const double waitShare = static_cast<double>(wait) / static_cast<double>(window);
+            const double ideal = r.imbalance.idealBubbleFraction;
+            char buf[256];
+            const std::string shape = p.schedule + " with p=" + std::to_string(p.pp) +
+                                      (p.chunks > 1 ? ", v=" + std::to_string(p.chunks) : std::string()) + ", m=" +
+                                      std::to_string(p.microbatches);
+            if (waitShare > fillShare && waitShare >= 0.05)
+                std::snprintf(buf, sizeof buf, "bubbles are mostly waiting on a slower stage (%.0f%% of rank time), not the schedule's fill/drain (%.0f%%)",
+                              waitShare * 100.0, fillShare * 100.0);
+            else if (std::abs(fillShare - ideal) <= 0.03)
+                std::snprintf(buf, sizeof buf, "fill/drain (%.0f%% of rank time) is at the ideal for %s (%.0f%%)", fillShare * 100.0,
+                              shape.c_str(), ideal * 100.0);
+            else
+                std::snprintf(buf, sizeof buf, "fill/drain is %.0f%% of rank time, against %.0f%% ideal for %s", fillShare * 100.0,
+                              ideal * 100.0, shape.c_str());
+            out.bubbles = buf;
+        }
+    }
+
+    const Scenario base = measuredScenario(model);
+    auto add = [&](std::string kind, std::string change, TimeNs predicted) {
+        if (predicted <= 0)
+            return;
+        const double gain = (measured - static_cast<double>(predicted)) / measured;
+        if (gain < 0.005)
+            return;
+        out.levers.push_back({std::move(kind), std::move(change), predicted, gain});
+    };
+    // Each scenario on its best partition (the min-max split, refined by a
+    // few replays), so that schedules are compared at their best.
+    auto best = [&](const Scenario& s) -> TimeNs {
+        try {
+            BalanceOptions bo;
+            bo.timeline = false;
+            bo.maxRefineRounds = 4;
+            return autoBalance(model, s, bo).prediction.iterationNs();
+        } catch (const Error&) {
+            return 0;
+        }
+    };
+    const bool layersKnown = model.layerSource != LayerSource::Stages;
+
+    // 1. Rebalance the stages (move layers), same schedule.
+    if (layersKnown) {
+        try {
+            BalanceOptions bo;
+            bo.timeline = false;
+            const BalanceResult b = autoBalance(model, base, bo);
+            std::string bounds;
+            for (int x : b.prediction.partition.boundaries())
+                bounds += (bounds.empty() ? "" : ",") + std::to_string(x);
+            add("rebalance", "rebalance the stages (boundaries " + bounds + ")", b.prediction.iterationNs());
+        } catch (const Error&) {
+        }
+    }
+    // 2. Twice the microbatches (the same global batch in smaller pieces).
+    if (base.microbatches > 0 && base.microbatches * 2 <= 4096) {
+        try {
+            ScenarioChanges c;
+            c.microbatches = base.microbatches * 2;
+            const Scenario s = applyChanges(base, c);
+            add("microbatches", "m=" + std::to_string(*c.microbatches) + " microbatches (same global batch)",
+                layersKnown ? best(s) : predict(model, s).iterationNs());
+        } catch (const Error&) {
+        }
+    }
+    // 3. Interleave: two chunks per rank (or one more than now).
+    if (layersKnown && (base.schedule == ScheduleKind::OneFOneB || base.schedule == ScheduleKind::Interleaved1F1B ||
+                        base.schedule == ScheduleKind::GPipe)) {
+        const int v = base.schedule == ScheduleKind::Interleaved1F1B ? base.v + 1 : 2;
+        if (model.layerCount() >= base.pp * v) {
+            try {
+                ScenarioChanges c;
+                c.schedule = "interleaved-1f1b";
+                c.v = v;
+                add("interleave", "interleave v=" + std::to_string(v) + " (interleaved-1f1b)", best(applyChanges(base, c)));
+            } catch (const Error&) {
+            }
+        }
+    }
+    // 4. A zero-bubble schedule (the backward split into input and weight parts).
+    if (layersKnown && base.schedule != ScheduleKind::ZeroBubbleH1 && base.schedule != ScheduleKind::ZeroBubbleH2) {
+        try {
+            ScenarioChanges c;
+            c.schedule = "zb-h1";
+            add("schedule", "zero-bubble schedule zb-h1", best(applyChanges(base, c)));
+        } catch (const Error&) {
+        }
+    }
+    // 5. The worst straggler at its peers' speed.
+    if (!r.imbalance.stragglers.empty()) {
+        try {
+            const StragglerFix f = priceStraggler(model, r, r.imbalance.stragglers.front().rank);
+            add("straggler", "fix the straggler rank " + std::to_string(f.rank) + " (stage " + std::to_string(f.stage) + ")",
+                f.iterationNs);
+        } catch (const Error&) {
+        }
+    }
+    std::stable_sort(out.levers.begin(), out.levers.end(), [](const Lever& a, const Lever& b) { return a.gain > b.gain; });
+    return out;
+}
+
+} // namespace pipescope::whatif

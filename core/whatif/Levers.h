@@ -1,0 +1,35 @@
+#pragma once
+// The changes that would help a measured pipeline most, each priced by the
+// what-if engine (docs/whatif.md, "Levers"): rebalancing the stages, more
+// microbatches, interleaving, fixing a straggler, a zero-bubble schedule.
+// `analyze`, the report and the app's Summary show the same list, best first.
+#include "analysis/Analysis.h"
+#include "whatif/CostModel.h"
+
+#include <string>
+#include <vector>
+
+namespace pipescope::whatif {
+
+struct Lever {
+    std::string kind;   // rebalance, microbatches, interleave, straggler, schedule
+    std::string change; // what to do, in words ("interleave v=2 (interleaved-1f1b)")
+    TimeNs predictedNs = 0;
+    double gain = 0;    // (measured - predicted) / measured: 0.10 is 10 % faster
+};
+
+struct Levers {
+    // Where the bubbles come from, in one sentence ("fill/drain is at the
+    // 1F1B ideal for m=8"); empty without a pipeline.
+    std::string bubbles;
+    TimeNs measuredNs = 0;
+    std::vector<Lever> levers; // gain above half a percent, best first
+};
+
+// Throws nothing: a lever the model cannot price is left out.
+Levers rankLevers(const CostModel& model, const AnalysisResult& analysis);
+
+// "interleave v=2 (interleaved-1f1b): 118.2 ms (-10.0%)"
+std::string leverText(const Lever& lever);
+
+} // namespace pipescope::whatif
