@@ -701,9 +701,7 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
         const json& calibration = p.value("calibration_error", json(nullptr));
         std::string speedCell = "-";
         if (calibration.is_number()) {
-            char buf[48];
-            std::snprintf(buf, sizeof buf, "calibration %+.1f%%", calibration.get<double>() * 100.0);
-            speedCell = buf;
+            speedCell = "calibration " + formatSignedPercent(calibration.get<double>());
         } else if (speedup.is_number()) {
             speedCell = fixed(speedup.get<double>(), 3) + "&times;";
         }

@@ -48,6 +48,13 @@ std::string formatPercent(double fraction)
     return buf;
 }
 
+std::string formatSignedPercent(double fraction)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%+.1f%%", fraction * 100.0);
+    return buf;
+}
+
 std::string formatCount(int64_t n)
 {
     std::string digits = std::to_string(std::llabs(n));

@@ -13,6 +13,8 @@ std::string formatDuration(int64_t ns);
 std::string formatBytes(int64_t bytes);
 // "12.34%".
 std::string formatPercent(double fraction);
+// A change as a signed percent with one decimal: 0.012 -> "+1.2%", -0.1 -> "-10.0%".
+std::string formatSignedPercent(double fraction);
 // "1,234,567".
 std::string formatCount(int64_t n);
 // "+1.234 ms", "-5.000 us", "0 ns": a shift applied to a clock, signed.

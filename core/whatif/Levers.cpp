@@ -10,20 +10,10 @@
 
 namespace pipescope::whatif {
 
-namespace {
-
-std::string percent(double x)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%+.1f%%", x * 100.0);
-    return buf;
-}
-
-} // namespace
 
 std::string leverText(const Lever& l)
 {
-    return l.change + ": " + formatDuration(l.predictedNs) + " (" + percent(-l.gain) + ")";
+    return l.change + ": " + formatDuration(l.predictedNs) + " (" + formatSignedPercent(-l.gain) + ")";
 }
 
 Levers rankLevers(const CostModel& model, const AnalysisResult& r)

@@ -25,13 +25,6 @@ std::string ratio(double x)
     return buf;
 }
 
-// "-0.6 %", "+1.2 %": a signed change, one decimal.
-std::string signedPercent(double x)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%+.1f%%", x * 100.0);
-    return buf;
-}
 
 } // namespace
 
@@ -62,7 +55,7 @@ std::string predictionText(const Prediction& p)
     if (auto err = p.calibrationError()) {
         // Not a speed-up: how far the model's replay of the measured run is from it.
         o << "   (replay of the measured run: " << formatDuration(p.iterationNs()) << " vs "
-          << formatDuration(*p.measuredIterationNs) << " measured, calibration error " << signedPercent(*err) << ")";
+          << formatDuration(*p.measuredIterationNs) << " measured, calibration error " << formatSignedPercent(*err) << ")";
     } else if (p.measuredIterationNs) {
         o << "   (measured " << formatDuration(*p.measuredIterationNs);
         if (auto s = p.speedup())

@@ -13,6 +13,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
+    using namespace pipescope;
     using namespace pipescope::whatif;
     Schedule s;
     try {

@@ -793,10 +793,8 @@ void WhatIfEditor::refreshFigures()
                                : tr("Replayed with sends that overlap the next step"));
     if (auto err = p.calibrationError()) {
         // The measured configuration replayed: its difference is the model's error, not a speed-up.
-        speedup_->setText(tr("calibration %1%2% (measured %3)")
-                              .arg(*err >= 0 ? QStringLiteral("+") : QString())
-                              .arg(*err * 100.0, 0, 'f', 1)
-                              .arg(qs(formatDuration(*p.measuredIterationNs))));
+        speedup_->setText(tr("calibration %1 (measured %2)")
+                              .arg(qs(formatSignedPercent(*err)), qs(formatDuration(*p.measuredIterationNs))));
         speedup_->setToolTip(tr("The measured configuration replayed: %1 against %2 measured. The difference is the "
                                 "model's calibration error, not a speed-up; other scenarios' speed-ups are against the "
                                 "measured run.")
