@@ -3,6 +3,8 @@
 #include "import/Import.h"
 
 #include "import/kineto/KinetoReader.h"
+#include "import/megatron/MegatronTiming.h"
+#include "util/InputFile.h"
 #include "import/kineto/ParseAhead.h"
 #include "util/StreamInput.h"
 #include "store/Schema.h"
@@ -88,7 +90,7 @@ std::string detectFormat(const std::string& path)
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f)
         throw Error(path + ": cannot open: " + std::strerror(errno));
-    char head[64] = {};
+    char head[4096] = {};
     size_t n = std::fread(head, 1, sizeof head, f);
     std::fclose(f);
     if (n == 0) {
@@ -98,8 +100,18 @@ std::string detectFormat(const std::string& path)
                                      "save the trace to a file and import that");
         throw FormatError(path + ": file is empty; expected a Kineto JSON trace or an Nsight Systems SQLite export");
     }
-    if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b)
+    if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b) {
+        // Compressed JSON: Megatron step timings or (by far the most often) a Kineto trace.
+        try {
+            InputFile in(path);
+            const std::string_view chunk = in.read();
+            if (looksLikeMegatronTiming(chunk.substr(0, 4096)))
+                return "megatron-timing";
+        } catch (const Error&) {
+            // a damaged stream: the Kineto reader names what is wrong
+        }
         return "kineto";
+    }
     if (n >= 16 && std::memcmp(head, "SQLite format 3", 16) == 0) {
         // Opened read-only and immutable: detection leaves no -shm or lock beside the input.
         std::string kind;
@@ -131,6 +143,8 @@ std::string detectFormat(const std::string& path)
         char c = head[i];
         if (c == ' ' || c == '\t' || c == '\r' || c == '\n')
             continue;
+        if (c == '[' && looksLikeMegatronTiming(std::string_view(head + i, n - i)))
+            return "megatron-timing";
         if (c == '{' || c == '[')
             return "kineto";
         break;
@@ -427,6 +441,23 @@ ImportJobReport importJobFromFiles(const ImportJobOptions& options, const Spoole
     std::optional<kineto::ParseAhead> ahead;
     if (jobs > 1 && std::find(kineto.begin(), kineto.end(), true) != kineto.end())
         ahead.emplace(report.files, kineto, io, jobs);
+    // Megatron step timings: the job's pipeline degree is the number of rank
+    // files imported together (each file knows only its own rank).
+    int megatronRanks = 0;
+    {
+        std::map<int, std::string> seen;
+        for (size_t i = 0; i < report.files.size(); ++i)
+            if (formats[i] == "megatron-timing") {
+                const int r = megatronTimingRank(report.files[i]);
+                if (auto [it, fresh] = seen.emplace(r, report.files[i]); !fresh)
+                    throw FormatError(report.files[i] + " and " + it->second + " both hold pipeline rank " + std::to_string(r) +
+                                      "; import each rank's Megatron timing file once");
+                ++megatronRanks;
+            }
+        if (!seen.empty() && seen.rbegin()->first != megatronRanks - 1)
+            throw FormatError("the Megatron timing files hold pipeline ranks up to " + std::to_string(seen.rbegin()->first) +
+                              " but there are " + std::to_string(megatronRanks) + " of them; import every rank's file together");
+    }
     std::map<int, std::string> rankOwner;
     std::vector<size_t> skipped; // files that turned out not to be traces
     for (size_t i = 0; i < report.files.size(); ++i) {
@@ -457,6 +488,8 @@ ImportJobReport importJobFromFiles(const ImportJobOptions& options, const Spoole
             src = ahead ? ahead->import(i, writer) : importKineto(file, writer, io);
         else if (formats[i] == "nsys")
             src = importNsys(file, writer, io);
+        else if (formats[i] == "megatron-timing")
+            src = importMegatronTiming(file, writer, io, megatronRanks);
 #ifdef PIPESCOPE_HAVE_CAPTURE_IMPORT
         else if (formats[i] == "capture")
             src = importCapture(file, writer, io);

@@ -1,0 +1,169 @@
+// Megatron-LM step timings (MegatronApp's tracer) read as a job: the real
+// pp = 4, interleaved v = 4, m = 8 timeline of shared/data/external
+// (its README's facts), and small files for what is refused.
+#include "TestSupport.h"
+#include "analysis/Analysis.h"
+#include "analysis/Verdict.h"
+#include "import/Import.h"
+#include "import/megatron/MegatronTiming.h"
+#include "store/Store.h"
+#include "util/Error.h"
+
+#include <QFile>
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace pipescope;
+
+namespace {
+
+Trace importFiles(const std::vector<std::string>& inputs, const QTemporaryDir& dir)
+{
+    ImportJobOptions o;
+    o.inputs = inputs;
+    o.output = test::path(dir, "job.pipescope");
+    o.progress = false;
+    importJob(o);
+    Store s(o.output);
+    return s.load();
+}
+
+void write(const QString& path, const QByteArray& text)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(text);
+}
+
+// One rank of a two-rank 1F1B job: iteration 0 runs F0 F1 B0 B1 (rank 0).
+QByteArray twoRankFile(int rank, const char* extra = "")
+{
+    return QByteArray("[{\"name\": \"iteration\", \"ph\": \"B\", \"pad_before\": 0},\n") +
+           "{\"name\": \"forward\", \"ph\": \"B\", \"rel_ts\": 1000},\n"
+           "{\"microbatch\": 0, \"model_chunk\": 0, \"pp_rank\": " + QByteArray::number(rank) +
+           ", \"name\": \"forward\", \"ph\": \"E\", \"rel_ts\": 5000},\n"
+           "{\"name\": \"backward\", \"ph\": \"B\", \"rel_ts\": 20000},\n"
+           "{\"microbatch\": 0, \"model_chunk\": 0, \"pp_rank\": " + QByteArray::number(rank) +
+           ", \"name\": \"backward\", \"ph\": \"E\", \"rel_ts\": 28000},\n" + extra +
+           "{\"name\": \"iteration\", \"ph\": \"E\", \"rel_ts\": 30000, \"duration_wall\": 31000, \"duration_cuda\": 30000}]\n";
+}
+
+} // namespace
+
+class TestMegatronTiming : public QObject {
+    Q_OBJECT
+private slots:
+    void detection()
+    {
+        QVERIFY(looksLikeMegatronTiming("[{\"name\": \"iteration\", \"ph\": \"B\", \"pad_before\": 0}, {"));
+        QVERIFY(looksLikeMegatronTiming(" [\n  {\n \"ph\": \"B\", \"name\": \"iteration\"}]"));
+        QVERIFY(!looksLikeMegatronTiming("[{\"ph\": \"X\", \"name\": \"gemm\"}]"));
+        QVERIFY(!looksLikeMegatronTiming("{\"traceEvents\": []}"));
+    }
+
+    // Steps keep their recorded times; iterations start 10 s apart; each step
+    // is one annotated range around one kernel; transfers go to the neighbours.
+    void smallJob()
+    {
+        QTemporaryDir dir;
+        write(dir.path() + "/benchmark-data-0-pipeline-0-tensor-0.json", twoRankFile(0));
+        write(dir.path() + "/benchmark-data-0-pipeline-1-tensor-0.json", twoRankFile(1));
+        const Trace t = importFiles({dir.path().toStdString()}, dir);
+        QCOMPARE(t.ranks.size(), size_t(2));
+        QCOMPARE(t.sources.front().format, std::string("megatron-timing"));
+        std::map<std::string, std::pair<TimeNs, TimeNs>> ranges;
+        for (const CpuRange& r : t.cpuRanges)
+            if (r.rank == 0)
+                ranges[t.str(r.name)] = {r.start, r.end};
+        QCOMPARE(ranges["ProfilerStep#0"], (std::pair<TimeNs, TimeNs>{0, 31000}));
+        QCOMPARE(ranges["pipescope/forward mb=0 chunk=0"], (std::pair<TimeNs, TimeNs>{1000, 5000}));
+        QCOMPARE(ranges["pipescope/backward mb=0 chunk=0"], (std::pair<TimeNs, TimeNs>{20000, 28000}));
+        int sends = 0, recvs = 0;
+        for (const NcclOp& op : t.ncclOps) {
+            QCOMPARE(*op.peer, 1 - op.rank);
+            sends += op.kind == "Send";
+            recvs += op.kind == "Recv";
+        }
+        // Rank 0 sends its forward's output and receives its backward's input; rank 1 the reverse.
+        QCOMPARE(sends, 2);
+        QCOMPARE(recvs, 2);
+        const AnalysisResult r = analyze(t);
+        QVERIFY(r.pipeline.found);
+        QCOMPARE(r.pipeline.pp, 2);
+        QCOMPARE(r.pipeline.microbatches, 1);
+    }
+
+    void refused()
+    {
+        QTemporaryDir dir;
+        write(dir.path() + "/a.json", twoRankFile(0));
+        write(dir.path() + "/b.json", twoRankFile(0));
+        try {
+            importFiles({(dir.path() + "/a.json").toStdString(), (dir.path() + "/b.json").toStdString()}, dir);
+            QFAIL("two files of rank 0 were accepted");
+        } catch (const FormatError& e) {
+            QVERIFY2(std::string(e.what()).find("both hold pipeline rank 0") != std::string::npos, e.what());
+        }
+        QTemporaryDir d2;
+        write(d2.path() + "/r.json", twoRankFile(0, "{\"name\": \"forward\", \"ph\": \"E\", \"rel_ts\": 29000, \"microbatch\": 1, "
+                                                  "\"model_chunk\": 0, \"pp_rank\": 0},\n"));
+        try {
+            importFiles({(d2.path() + "/r.json").toStdString()}, d2);
+            QFAIL("an end without its begin was accepted");
+        } catch (const FormatError& e) {
+            QVERIFY2(std::string(e.what()).find("r.json: a forward end without its begin") != std::string::npos, e.what());
+        }
+    }
+
+    // The real job: the README's facts.
+    void realInterleavedJob()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        QTemporaryDir dir;
+        const Trace t = importFiles({test::externalData("megatron-pp4-interleaved")}, dir);
+        QCOMPARE(t.ranks.size(), size_t(4));
+        AnalyzeOptions o;
+        o.iteration = 10;
+        const AnalysisResult r = analyze(t, o);
+        QCOMPARE(r.iterations.size(), size_t(20));
+        QVERIFY(r.pipeline.found);
+        QCOMPARE(r.pipeline.pp, 4);
+        QCOMPARE(r.pipeline.dp, 1);
+        QCOMPARE(r.pipeline.chunks, 4);
+        QCOMPARE(r.pipeline.microbatches, 8);
+        QCOMPARE(r.pipeline.schedule, std::string("interleaved-1f1b"));
+        QCOMPARE(r.pipeline.scheduleConfidence, 1.0);
+        // 32 forwards and 32 backwards per rank; the last step's end, iteration 10.
+        // Times from the iteration's begin record (its ProfilerStep range), as rel_ts counts them.
+        TimeNs begin = -1;
+        for (const CpuRange& c : t.cpuRanges)
+            if (c.rank == 0 && t.str(c.name) == "ProfilerStep#10")
+                begin = c.start;
+        QCOMPARE(begin, TimeNs(100'000'000'000));
+        const double lastEndMs[4] = {679.6, 669.8, 661.1, 651.7};
+        for (int rank = 0; rank < 4; ++rank) {
+            int f = 0, b = 0;
+            TimeNs last = 0;
+            for (const Step& s : r.steps)
+                if (s.rank == rank && s.iteration == 10) {
+                    (s.kind == StepKind::F ? f : b) += 1;
+                    last = std::max(last, s.end);
+                }
+            QCOMPARE(f, 32);
+            QCOMPARE(b, 32);
+            QVERIFY2(std::abs(static_cast<double>(last - begin) / 1e6 - lastEndMs[rank]) < 0.05,
+                     std::to_string(static_cast<double>(last - begin) / 1e6).c_str());
+        }
+        // The last stage (its last chunk carries the loss) is the bottleneck.
+        QCOMPARE(r.imbalance.bottleneckStage, 3);
+        const Verdict v = verdict(r, &t);
+        QCOMPARE(v.kind, std::string("stage-imbalance"));
+        QVERIFY2(v.headline.rfind("stage 3 is the bottleneck", 0) == 0, v.headline.c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestMegatronTiming)
+#include "tst_megatron_timing.moc"
