@@ -121,6 +121,25 @@ Scenario applyChanges(Scenario s, const ScenarioChanges& c)
 void evaluate(const CostModel& model, Prediction& p, const ReplayOptions& options, Replay& replay)
 {
     const Schedule& schedule = p.schedule;
+    // The measured run replayed (same schedule, shape and partition, the model
+    // as calibrated): whichever way the prediction was made (predict, the
+    // app's session, a drag back to the measured boundaries).
+    {
+        const Scenario m = measuredScenario(model);
+        p.measuredConfiguration =
+            model.measuredIterationNs.has_value() && schedule.kind == m.schedule && schedule.pp == m.pp &&
+            schedule.chunks() == m.v && schedule.microbatches == m.microbatches && !anyRecompute(p.recompute) &&
+            p.microbatchOrder == MicrobatchOrder::Given && model.stageSpeed.empty() && model.frozenLayers.empty() &&
+            [&] {
+                if (model.measuredPartition)
+                    return p.partition.boundaries() == model.measuredPartition->boundaries();
+                try {
+                    return p.partition.boundaries() == partitionFor(model, m, schedule.stages).boundaries();
+                } catch (const Error&) {
+                    return false;
+                }
+            }();
+    }
     p.costs = model.replayCosts(p.partition, schedule, p.microbatchOrder);
     p.unevenMicrobatches = !p.costs.microbatchCosts.empty();
     // Activation recomputation: the forward again inside each backward.
@@ -270,16 +289,6 @@ Prediction predict(const CostModel& model, const Scenario& sc, const ReplayOptio
     std::string label = sc.label.empty() ? "requested" : sc.label;
     Prediction p = finish(model, std::move(label), std::move(schedule), std::move(partition), options, replay,
                           sc.microbatchOrder, sc.recompute);
-    // The measured run replayed: same schedule, shape and partition, the model as calibrated.
-    const Scenario m = measuredScenario(model);
-    bool noRecompute = true;
-    for (Recompute r : sc.recompute)
-        noRecompute = noRecompute && r == Recompute::None;
-    p.measuredConfiguration = model.measuredIterationNs && !sc.custom && sc.schedule == m.schedule && sc.pp == m.pp &&
-                              sc.v == m.v && sc.microbatches == m.microbatches && noRecompute &&
-                              sc.microbatchOrder == MicrobatchOrder::Given && model.stageSpeed.empty() &&
-                              model.frozenLayers.empty() && model.measuredPartition &&
-                              p.partition.boundaries() == model.measuredPartition->boundaries();
     return p;
 }
 

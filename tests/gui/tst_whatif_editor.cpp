@@ -327,6 +327,16 @@ void TestWhatIfEditor::stripAsksForLayers()
     QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
     LayerStrip* strip = editor.layerStrip();
     QVERIFY(strip->needsLayers());
+    // The prompt fills the strip, also when the strip was laid out while hidden
+    // (the app's What-if tab is not shown when a job opens).
+    QWidget* prompt = strip->findChild<QPushButton*>()->parentWidget();
+    QCOMPARE(prompt->geometry(), strip->rect());
+    editor.hide();
+    editor.resize(1200, 800);
+    QApplication::processEvents();
+    editor.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&editor));
+    QCOMPARE(prompt->geometry(), strip->rect());
 
     QSignalSpy requested(strip, &LayerStrip::layersRequested);
     QPushButton* use = nullptr;

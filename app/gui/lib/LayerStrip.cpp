@@ -103,7 +103,9 @@ void LayerStrip::showPrompt(bool show)
 
 void LayerStrip::resizeEvent(QResizeEvent*)
 {
-    if (prompt_->isVisible())
+    // isHidden, not isVisible: the strip is resized while its tab is not shown,
+    // and the prompt must fill it when the tab comes up.
+    if (!prompt_->isHidden())
         prompt_->setGeometry(rect());
 }
 
