@@ -567,12 +567,10 @@ void mapStages(Context& ctx, AnalysisResult& out)
         // Point-to-point edges between ranks, from NCCL records.
         std::map<int, std::set<int>> adj;
         std::set<std::vector<int>> groups;
-        std::set<int> p2pRanks;
         for (const NcclOp& op : t.ncclOps) {
             bool p2p = op.isP2p || op.kind == "Send" || op.kind == "Recv" || op.kind == "SendRecv";
             if (!p2p)
                 continue;
-            p2pRanks.insert(op.rank);
             if (op.peer && *op.peer != op.rank && ctx.rankData(op.rank)) {
                 adj[op.rank].insert(*op.peer);
                 adj[*op.peer].insert(op.rank);
@@ -580,13 +578,6 @@ void mapStages(Context& ctx, AnalysisResult& out)
             if (op.groupRanks.size() >= 2)
                 groups.insert(op.groupRanks);
         }
-        for (const auto& rd : ctx.ranks)
-            for (uint32_t c : rd.comm)
-                if (ctx.classOf(c) == WorkClass::P2p) {
-                    p2pRanks.insert(rd.rank);
-                    break;
-                }
-
         // The process group carrying point-to-point traffic is the pipeline group, when its
         // members only talk to their neighbours in the group's order.
         bool byGroups = !groups.empty();
@@ -1020,11 +1011,6 @@ void buildSteps(Context& ctx, AnalysisResult& out, std::vector<Step>& steps)
         }
     }
 
-    if (std::getenv("PIPESCOPE_DEBUG_SEGMENTS"))
-        for (const Segment& sg : segments)
-            if (sg.iteration == out.selectedIteration)
-                std::fprintf(stderr, "seg rank %d it %d kernels %zu first %lld before %d after %d\n", sg.rank, sg.iteration,
-                             sg.kernels.size(), (long long)ctx.act(sg.kernels.front()).start, (int)sg.before, (int)sg.after);
     // Typical F and B compute from segments whose kind is clear, to tell a merged
     // F+B (or B+F) from a single step and to find where to split it.
     double sumF = 0, sumB = 0;

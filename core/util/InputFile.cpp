@@ -35,14 +35,21 @@ InputFile::InputFile(std::string path) : path_(std::move(path))
     if (!file_)
         throw Error(path_ + ": cannot open: " + std::strerror(errno));
     raw_.resize(kChunk);
+    // The destructor does not run for a constructor that throws: close here.
+    auto fail = [this](const std::string& message) {
+        std::fclose(file_);
+        file_ = nullptr;
+        gz_.reset();
+        throw Error(message);
+    };
     pending_ = std::fread(raw_.data(), 1, raw_.size(), file_);
     if (pending_ == 0 && std::ferror(file_))
-        throw Error(path_ + ": read error: " + std::strerror(errno));
+        fail(path_ + ": read error: " + std::strerror(errno));
     consumed_ = pending_;
     if (pending_ >= 2 && static_cast<unsigned char>(raw_[0]) == 0x1f && static_cast<unsigned char>(raw_[1]) == 0x8b) {
         gz_ = std::make_unique<GzState>();
         if (inflateInit2(&gz_->z, 15 + 32) != Z_OK)
-            throw Error(path_ + ": cannot initialise gzip decoder");
+            fail(path_ + ": cannot initialise gzip decoder");
         out_.resize(kChunk * 4);
     }
 }
