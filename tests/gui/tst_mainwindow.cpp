@@ -13,6 +13,7 @@
 
 #include "TestSupport.h"
 #include "report/ChromeTrace.h"
+#include "util/Format.h"
 #include "store/Sqlite.h"
 
 #include <QAction>
@@ -169,7 +170,11 @@ private Q_SLOTS:
         QVERIFY2(bubbleText.contains(QStringLiteral("cause\n") + QString::fromUtf8(toString(BubbleCause(b.code)).data())),
                  qPrintable(bubbleText));
         QVERIFY(bubbleText.contains(causeExplanation(BubbleCause(b.code)).left(30)));
-        QVERIFY(bubbleText.contains(QStringLiteral("%1 ns on the job clock").arg(b.start)));
+        // Relative to the job start as the axis counts, the absolute clock beside it.
+        QVERIFY2(bubbleText.contains(QStringLiteral("start\n%1 from the job start (%2 ns on the job clock)")
+                                         .arg(QString::fromStdString(formatDuration(b.start - model->start)))
+                                         .arg(b.start)),
+                 qPrintable(bubbleText));
 
         w.timeline()->selectEvent({kernelLane, kernel});
         const Activity& a = w.job()->trace->activities[size_t(model->lanes[size_t(kernelLane)].events[size_t(kernel)].activity)];

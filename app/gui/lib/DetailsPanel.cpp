@@ -146,8 +146,13 @@ void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
     const timeline::Lane& l = model_->lanes[static_cast<size_t>(lane)];
     const timeline::Event& e = model_->event(lane, event);
     QString html = QStringLiteral("<p>%1</p><table>").arg(summary);
-    html += row(QStringLiteral("start"), QStringLiteral("%1 ns on the job clock").arg(e.start));
-    html += row(QStringLiteral("end"), QStringLiteral("%1 ns").arg(e.end));
+    // Times from the start of the job (of the prediction), as the timeline's axis counts
+    // them; the absolute clock value beside it for matching with other tools.
+    const TimeNs origin = model_->predicted ? 0 : model_->start;
+    const QString from = model_->predicted ? QStringLiteral("from the predicted iteration's start")
+                                           : QStringLiteral("from the job start");
+    html += row(QStringLiteral("start"), QStringLiteral("%1 %2 (%3 ns on the job clock)").arg(dur(e.start - origin), from).arg(e.start));
+    html += row(QStringLiteral("end"), QStringLiteral("%1 %2").arg(dur(e.end - origin), from));
     html += row(QStringLiteral("duration"), dur(e.end - e.start));
     if (l.kind != timeline::LaneKind::Bubbles)
         html += relations(lane, event);
@@ -166,9 +171,8 @@ void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
         if (a.correlation)
             html += row(QStringLiteral("correlation"), QString::number(*a.correlation));
         if (a.launchStart && !launchShown_)
-            html += row(QStringLiteral("launched"), QStringLiteral("%1 before it started (CPU call at %2 ns)")
-                                                        .arg(dur(a.start - *a.launchStart))
-                                                        .arg(*a.launchStart));
+            html += row(QStringLiteral("launched"), QStringLiteral("%1 before it started (CPU call at %2 from the job start)")
+                                                        .arg(dur(a.start - *a.launchStart), dur(*a.launchStart - origin)));
         if (a.bytes)
             html += row(QStringLiteral("bytes"), QString::fromStdString(formatBytes(*a.bytes)));
         if (a.kind == ActivityKind::Memcpy)
