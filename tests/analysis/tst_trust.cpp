@@ -269,7 +269,7 @@ private slots:
                 bo.maxRefineRounds = 4;
                 const auto b = whatif::autoBalance(model, whatif::applyChanges(whatif::measuredScenario(model), c), bo);
                 QCOMPARE(l.predictedNs, b.prediction.iterationNs());
-                QCOMPARE(whatif::leverText(l), "m=8 microbatches (same global batch): " + formatDuration(l.predictedNs) + " (-" +
+                QCOMPARE(whatif::leverText(l), "m=8 microbatches (same global batch), auto-balanced: " + formatDuration(l.predictedNs) + " (-" +
                                                    QString::number(l.gain * 100.0, 'f', 1).toStdString() + "%)");
             }
         }
