@@ -130,6 +130,12 @@ double CostModel::speedOfRank(int rank) const
     return stageSpeed[static_cast<size_t>(rank)];
 }
 
+double CostModel::paceOfRank(int rank) const
+{
+    const double pace = rank >= 0 && static_cast<size_t>(rank) < replicaPace.size() ? replicaPace[size_t(rank)] : 1.0;
+    return speedOfRank(rank) / pace;
+}
+
 bool CostModel::heterogeneous() const
 {
     return std::any_of(stageSpeed.begin(), stageSpeed.end(), [](double x) { return x != 1.0; });
@@ -433,7 +439,7 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
         if (s == S - 1)
             add(f, i, w, lastStageExtra);
         // x / 1.0 is x exactly: all speeds 1 cost what they did without speeds.
-        const double speed = speedOfRank(schedule.rankOfStage[size_t(s)]);
+        const double speed = paceOfRank(schedule.rankOfStage[size_t(s)]);
         StageCost& sc = c.stages[size_t(s)];
         sc.forward = toNs(f * scale / speed);
         sc.backwardInput = toNs(i * scale / speed);

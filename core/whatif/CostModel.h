@@ -135,6 +135,11 @@ struct CostModel {
     // 0.5 = takes twice as long); empty: all 1. A stage's layers take
     // reference cost / speed of the rank holding it (docs/whatif.md).
     std::vector<double> stageSpeed;
+    // [measured pipeline rank]: its slowest data-parallel replica's compute
+    // over the replicas' mean (>= 1), from the analysed iteration; empty for
+    // dp = 1. Every replica's pipeline waits for the slowest at the gradient
+    // all-reduce, so each stage runs at its slowest replica's pace.
+    std::vector<double> replicaPace;
     // Set by fromMeasured: the layer costs are as measured on the stage that
     // ran them, so setStageSpeeds() turns them into reference-speed costs.
     bool measuredCosts = false;
@@ -166,6 +171,10 @@ struct CostModel {
     // Layers 0..n-1 all frozen (0 when layer 0 is trainable).
     int frozenPrefix() const;
     double speedOfRank(int rank) const;
+    // The pace a pipeline rank's work runs at in a replay: its declared speed,
+    // slowed by replicaPace (the slowest data-parallel replica of the stage
+    // sets the pipeline's pace; the layer costs are replica means).
+    double paceOfRank(int rank) const;
     bool heterogeneous() const; // some stage speed differs from 1
     // Declares the GPUs' speeds, one per pipeline rank (measuredPp of them for
     // a calibrated model). Costs measured on a trace already include the

@@ -171,7 +171,7 @@ void addRecomputeCosts(const CostModel& model, const Partition& partition, const
         double forward = 0;
         for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
             forward += model.layers[size_t(l)].forwardNs;
-        const double speed = model.speedOfRank(schedule.rankOfStage[size_t(s)]);
+        const double speed = model.paceOfRank(schedule.rankOfStage[size_t(s)]);
         const double extra = recomputeForwardNs(perStage[size_t(s)], forward, model.memory) * scale / speed;
         if (extra <= 0)
             continue;

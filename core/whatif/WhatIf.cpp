@@ -318,7 +318,7 @@ std::vector<int> minMaxPartition(const CostModel& model, int S, const std::vecto
     // A slower stage's layers take longer: reference cost / the speed of the rank holding it.
     std::vector<double> speed(size_t(S), 1.0);
     for (int s = 0; s < S && size_t(s) < rankOfStage.size(); ++s)
-        speed[size_t(s)] = model.speedOfRank(rankOfStage[size_t(s)]);
+        speed[size_t(s)] = model.paceOfRank(rankOfStage[size_t(s)]);
     const std::vector<Recompute> noneOnly{Recompute::None};
     auto optionsOf = [&](int s) -> const std::vector<Recompute>& {
         return size_t(s) < stageOptions.size() && !stageOptions[size_t(s)].empty() ? stageOptions[size_t(s)] : noneOnly;
@@ -768,9 +768,14 @@ StragglerFix priceStraggler(const CostModel& model, const AnalysisResult& analys
     const Scenario base = measuredScenario(model);
     ReplayOptions fast;
     fast.timeline = false;
-    fix.baseIterationNs = predict(model, base, fast).iterationNs();
+    {
+        CostModel means = model;
+        means.replicaPace.clear();
+        fix.baseIterationNs = predict(means, base, fast).iterationNs();
+    }
     auto replayWith = [&](bool fixed) {
         CostModel m = model;
+        m.replicaPace.clear(); // the slowdowns below stand for it
         m.stageSpeed.resize(size_t(p), 1.0); // the speeds as declared (costs stay as calibrated)
         for (int s = 0; s < p; ++s)
             m.stageSpeed[size_t(s)] /= slowdown(s, fixed);
@@ -789,6 +794,25 @@ CostModel calibrate(const Trace& trace, const AnalysisResult& analysis, const Ca
     CostModel model = CostModel::fromMeasured(measured, options.model, options.measured);
     if (options.gpuMemoryBytes)
         model.memory.gpuMemoryBytes = options.gpuMemoryBytes;
+    // dp > 1: each stage runs at its slowest replica's pace (docs/whatif.md,
+    // "Data-parallel replicas").
+    if (analysis.pipeline.dp > 1 && model.measuredPp > 0) {
+        std::vector<std::vector<double>> compute(static_cast<size_t>(model.measuredPp));
+        for (const RankSpeed& r : analysis.imbalance.rankSpeed)
+            if (r.stage >= 0 && r.stage < model.measuredPp && r.computeNs > 0)
+                compute[size_t(r.stage)].push_back(static_cast<double>(r.computeNs));
+        model.replicaPace.assign(static_cast<size_t>(model.measuredPp), 1.0);
+        for (size_t s = 0; s < compute.size(); ++s) {
+            if (compute[s].size() < 2)
+                continue;
+            double sum = 0, worst = 0;
+            for (double x : compute[s]) {
+                sum += x;
+                worst = std::max(worst, x);
+            }
+            model.replicaPace[s] = worst / (sum / static_cast<double>(compute[s].size()));
+        }
+    }
     // The trace allows blocking exchanges (no send overlapped compute): keep
     // them only when they reproduce the measured iteration at least as well
     // as sends that overlap compute (docs/whatif.md, "Exchanges").

@@ -237,6 +237,17 @@ void TestStageSpeed::stragglerAtPeerSpeed()
     QVERIFY2(std::abs(f.fixedNs - 15 * kMs) <= 2, std::to_string(f.fixedNs).c_str());
     QVERIFY2(std::abs(f.gainNs - 2'400'000) <= 4, std::to_string(f.gainNs).c_str());
     QCOMPARE(f.iterationNs, f.fixedNs);
+    // The measured configuration itself replays at each stage's slowest
+    // replica (CostModel::replicaPace): the 17.4 ms the job ran, not the
+    // replica means' faster pipeline.
+    QVERIFY(std::abs(model.replicaPace[1] - 14.4 / 13.2) < 1e-9);
+    QCOMPARE(model.replicaPace[0], 1.0);
+    const TimeNs replayed = predict(model, measuredScenario(model)).iterationNs();
+    QVERIFY2(std::abs(replayed - f.slowestReplicaNs) <= 2, std::to_string(replayed).c_str());
+    qInfo("measured %.3f ms, replayed %.3f ms at the slowest replicas, %.3f ms on replica means",
+          double(*model.measuredIterationNs) / 1e6, double(replayed) / 1e6, double(f.baseIterationNs) / 1e6);
+    QVERIFY(std::abs(static_cast<double>(replayed - *model.measuredIterationNs)) <
+            std::abs(static_cast<double>(f.baseIterationNs - *model.measuredIterationNs)));
     // A rank as fast as its peers gains nothing.
     QCOMPARE(priceStraggler(model, r, 2).gainNs, TimeNs(0));
     const json j = stragglerFixToJson(f);
