@@ -52,8 +52,10 @@ asan: test-deps
 FUZZ_SECONDS ?= 60
 comma := ,
 FUZZ_EXTERNAL = $(wildcard ../shared/data/external/kineto)
-FUZZ_TARGETS = kineto:tests/data/kineto,resources/examples/simulated-1f1b$(if $(FUZZ_EXTERNAL),$(comma)$(FUZZ_EXTERNAL)) nsys:tests/data/nsys/fuzz store:tests/fuzz/seeds/store \
-               model:resources/models schedule:tests/fuzz/seeds/schedule
+# tests/fuzz/seeds/<target>: the minimized corpus of earlier runs (libFuzzer -merge=1), kept in the repository.
+FUZZ_TARGETS = kineto:tests/fuzz/seeds/kineto,tests/data/kineto,resources/examples/simulated-1f1b$(if $(FUZZ_EXTERNAL),$(comma)$(FUZZ_EXTERNAL)) \
+               nsys:tests/data/nsys/fuzz store:tests/fuzz/seeds/store \
+               model:tests/fuzz/seeds/model,resources/models schedule:tests/fuzz/seeds/schedule
 fuzz: deps
 	@test -f build/fuzz/CMakeCache.txt || cmake --preset fuzz >/dev/null
 	@cmake --build build/fuzz -j $(JOBS) --target $(foreach t,$(FUZZ_TARGETS),fuzz_$(firstword $(subst :, ,$(t))))
