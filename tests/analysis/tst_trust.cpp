@@ -1,4 +1,4 @@
-// Trust on traces nobody here wrote (issue 19): no pipeline is claimed without
+// Trust on traces nobody here wrote: no pipeline is claimed without
 // proof, communication that NCCL runs as SendRecv kernels or that is not NCCL
 // at all is not read as pipeline transfers or compute, and jobs written by an
 // independent simulator read exactly.
@@ -96,7 +96,7 @@ int64_t count(const AnalysisResult& r, WorkClass c) { return r.kernelCounts[stat
 class TestTrust : public QObject {
     Q_OBJECT
 private slots:
-    // Item 1: an all-to-all NCCL runs as SendRecv kernels is a collective,
+    // An all-to-all NCCL runs as SendRecv kernels is a collective,
     // and no pipeline is invented from it.
     void allToAllOverSendRecvIsNotAPipeline()
     {
@@ -197,7 +197,7 @@ private slots:
         QCOMPARE(r.allToAll.ranks.size(), size_t(8));
     }
 
-    // Item 2: the job an independent simulator wrote (shared/data/independent,
+    // The job an independent simulator wrote (shared/data/independent,
     // its README's facts): 1F1B, p 4, dp 1, v 1, m 4, no step annotations,
     // one SendRecv kernel per send and per receive on one stream.
     void independentOneFOneB()
@@ -248,7 +248,7 @@ private slots:
                  std::to_string(static_cast<double>(idle) / static_cast<double>(window)).c_str());
         QVERIFY(r.imbalance.maxOverMean < 1.01);
 
-        // Item 7: the levers, best first, each the what-if engine's own prediction.
+        // The levers, best first, each the what-if engine's own prediction.
         const whatif::CostModel model = whatif::calibrate(t, r);
         const whatif::Levers levers = whatif::rankLevers(model, r);
         QCOMPARE(levers.measuredNs, *model.measuredIterationNs);
@@ -288,7 +288,7 @@ private slots:
         QVERIFY(!isOptimizerKernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"));
     }
 
-    // Item 3: DeepEP's kernels are communication (all-to-all); its layout kernel is compute.
+    // DeepEP's kernels are communication (all-to-all); its layout kernel is compute.
     void communicationBeyondNccl_data()
     {
         QTest::addColumn<QString>("name");
@@ -422,7 +422,7 @@ private slots:
         QVERIFY(commPatternMatches("mid", "xxMIDxx"));
     }
 
-    // Item 6: the replay of the measured configuration is the model's
+    // The replay of the measured configuration is the model's
     // calibration error, not a speed-up; other scenarios compare with the measured run.
     void calibrationIsNotASpeedup()
     {

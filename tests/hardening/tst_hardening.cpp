@@ -928,7 +928,7 @@ private slots:
         QVERIFY(!QFile::exists(dir.path() + "/job.pipescope"));
     }
 
-    // ---- Second sweep (issue 20) ------------------------------------------
+    // ---- Second sweep ----------------------------------------------------
 
     // 1. A kernel's grid or block array is bounded while parsing, dropped
     // when it is not a launch shape, and counted; the store stays small.
@@ -1087,7 +1087,7 @@ private slots:
                                 "/gone/rank-1.json, which does not exist; skipped"),
                  qPrintable(r.err));
     }
-    // Issue 19 item 4: JSON that is not a trace in a folder of rank files is skipped by name.
+    // JSON that is not a trace in a folder of rank files is skipped by name.
     void nonTraceJsonInAFolderIsSkipped()
     {
         QTemporaryDir dir;
