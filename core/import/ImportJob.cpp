@@ -4,7 +4,6 @@
 
 #include "import/kineto/KinetoReader.h"
 #include "import/megatron/MegatronTiming.h"
-#include "util/InputFile.h"
 #include "import/kineto/ParseAhead.h"
 #include "util/StreamInput.h"
 #include "store/Schema.h"
@@ -27,6 +26,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <thread>
+#include <zlib.h>
 
 namespace pipescope {
 
@@ -101,16 +101,22 @@ std::string detectFormat(const std::string& path)
         throw FormatError(path + ": file is empty; expected a Kineto JSON trace or an Nsight Systems SQLite export");
     }
     if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b) {
-        // Compressed JSON: Megatron step timings or (by far the most often) a Kineto trace.
-        try {
-            InputFile in(path);
-            const std::string_view chunk = in.read();
-            if (looksLikeMegatronTiming(chunk.substr(0, 4096)))
-                return "megatron-timing";
-        } catch (const Error&) {
-            // a damaged stream: the Kineto reader names what is wrong
+        // Compressed JSON: Megatron step timings or (by far the most often) a
+        // Kineto trace. The bytes already read decompress far enough to tell;
+        // a damaged stream is left for the Kineto reader to name.
+        char text[4096];
+        z_stream z{};
+        size_t produced = 0;
+        if (inflateInit2(&z, 15 + 32) == Z_OK) {
+            z.next_in = reinterpret_cast<Bytef*>(head);
+            z.avail_in = static_cast<uInt>(n);
+            z.next_out = reinterpret_cast<Bytef*>(text);
+            z.avail_out = sizeof text;
+            inflate(&z, Z_NO_FLUSH);
+            produced = sizeof text - z.avail_out;
+            inflateEnd(&z);
         }
-        return "kineto";
+        return looksLikeMegatronTiming(std::string_view(text, produced)) ? "megatron-timing" : "kineto";
     }
     if (n >= 16 && std::memcmp(head, "SQLite format 3", 16) == 0) {
         // Opened read-only and immutable: detection leaves no -shm or lock beside the input.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <string_view>
 #include <cstdlib>
 #include <ctime>
 
@@ -52,6 +53,9 @@ std::string formatSignedPercent(double fraction)
 {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%+.1f%%", fraction * 100.0);
+    // What rounds to zero has no sign ("-0.0%" reads as a loss).
+    if (std::string_view(buf + 1) == "0.0%")
+        return "0.0%";
     return buf;
 }
 

@@ -2,6 +2,7 @@
 // proof, communication that NCCL runs as SendRecv kernels or that is not NCCL
 // at all is not read as pipeline transfers or compute, and jobs written by an
 // independent simulator read exactly.
+#include "ImportFixture.h"
 #include "TestSupport.h"
 #include "analysis/Analysis.h"
 #include "analysis/Classify.h"
@@ -26,16 +27,6 @@ using json = nlohmann::json;
 
 namespace {
 
-Trace importJobAndLoad(const std::vector<std::string>& inputs, const QTemporaryDir& dir, const char* name = "job.pipescope")
-{
-    ImportJobOptions o;
-    o.inputs = inputs;
-    o.output = test::path(dir, name);
-    o.progress = false;
-    importJob(o);
-    Store s(o.output);
-    return s.load();
-}
 
 // One rank of a recommendation-model step as PyTorch writes it on older
 // releases (the shape of torchrec's DLRM traces): the embedding all-to-all is
@@ -107,7 +98,7 @@ private slots:
             writeJson(f, recommendationRank(r, 4));
             files.push_back(f.toStdString());
         }
-        const Trace t = importJobAndLoad(files, dir);
+        const Trace t = test::importAndLoad(files, dir);
         int allToAll = 0, allReduce = 0;
         for (const NcclOp& op : t.ncclOps) {
             allToAll += op.kind == "AllToAll";
@@ -145,7 +136,7 @@ private slots:
             writeJson(f, j);
             files.push_back(f.toStdString());
         }
-        const Trace t = importJobAndLoad(files, dir);
+        const Trace t = test::importAndLoad(files, dir);
         const AnalysisResult r = analyze(t);
         QCOMPARE(count(r, WorkClass::P2p), int64_t(4 * 5));
         QVERIFY(!r.pipeline.found);
@@ -165,7 +156,7 @@ private slots:
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();
         QTemporaryDir dir;
-        const Trace t = importJobAndLoad({test::externalData("kineto/hta-sampled-128rank-r0.json.gz"),
+        const Trace t = test::importAndLoad({test::externalData("kineto/hta-sampled-128rank-r0.json.gz"),
                                           test::externalData("kineto/hta-sampled-128rank-r1.json.gz")},
                                          dir);
         const AnalysisResult r = analyze(t);
@@ -188,7 +179,7 @@ private slots:
         if (folder.isEmpty())
             QSKIP("PIPESCOPE_EXTRA_TRACES/dlrm_kineto not present (docs/testing-real-traces.md)");
         QTemporaryDir dir;
-        const Trace t = importJobAndLoad({folder.toStdString()}, dir);
+        const Trace t = test::importAndLoad({folder.toStdString()}, dir);
         const AnalysisResult r = analyze(t);
         QVERIFY(!r.pipeline.found);
         QCOMPARE(r.ranks.size(), size_t(8));
@@ -204,7 +195,7 @@ private slots:
     {
         PIPESCOPE_REQUIRE_INDEPENDENT_DATA();
         QTemporaryDir dir;
-        const Trace t = importJobAndLoad({test::independentData("pp4-m4-1f1b-unannotated")}, dir);
+        const Trace t = test::importAndLoad({test::independentData("pp4-m4-1f1b-unannotated")}, dir);
         AnalyzeOptions o;
         o.allIterations = true;
         const AnalysisResult r = analyze(t, o);
@@ -346,7 +337,7 @@ private slots:
                       {"ts", 900}, {"dur", t - 900 + 1000}});
         const QString f = dir.path() + "/train.json";
         writeJson(f, {{"distributedInfo", {{"rank", 0}, {"world_size", 64}}}, {"traceEvents", ev}});
-        const Trace tr = importJobAndLoad({f.toStdString()}, dir);
+        const Trace tr = test::importAndLoad({f.toStdString()}, dir);
         const AnalysisResult r = analyze(tr);
         QCOMPARE(count(r, WorkClass::Collective), int64_t(8));
         QCOMPARE(count(r, WorkClass::Compute), int64_t(8));
@@ -365,7 +356,7 @@ private slots:
         if (file.isEmpty())
             QSKIP("PIPESCOPE_EXTRA_TRACES/deepseek/train.json not present (docs/testing-real-traces.md)");
         QTemporaryDir dir;
-        const Trace t = importJobAndLoad({file.toStdString()}, dir);
+        const Trace t = test::importAndLoad({file.toStdString()}, dir);
         const AnalysisResult r = analyze(t);
         int64_t deepEpNs = 0, deepEp = 0;
         for (size_t i = 0; i < t.activities.size(); ++i) {

@@ -1,6 +1,7 @@
 // Megatron-LM step timings (MegatronApp's tracer) read as a job: the real
 // pp = 4, interleaved v = 4, m = 8 timeline of shared/data/external
 // (its README's facts), and small files for what is refused.
+#include "ImportFixture.h"
 #include "TestSupport.h"
 #include "analysis/Analysis.h"
 #include "analysis/Verdict.h"
@@ -20,16 +21,6 @@ using namespace pipescope;
 
 namespace {
 
-Trace importFiles(const std::vector<std::string>& inputs, const QTemporaryDir& dir)
-{
-    ImportJobOptions o;
-    o.inputs = inputs;
-    o.output = test::path(dir, "job.pipescope");
-    o.progress = false;
-    importJob(o);
-    Store s(o.output);
-    return s.load();
-}
 
 void write(const QString& path, const QByteArray& text)
 {
@@ -71,7 +62,7 @@ private slots:
         QTemporaryDir dir;
         write(dir.path() + "/benchmark-data-0-pipeline-0-tensor-0.json", twoRankFile(0));
         write(dir.path() + "/benchmark-data-0-pipeline-1-tensor-0.json", twoRankFile(1));
-        const Trace t = importFiles({dir.path().toStdString()}, dir);
+        const Trace t = test::importAndLoad({dir.path().toStdString()}, dir);
         QCOMPARE(t.ranks.size(), size_t(2));
         QCOMPARE(t.sources.front().format, std::string("megatron-timing"));
         std::map<std::string, std::pair<TimeNs, TimeNs>> ranges;
@@ -102,7 +93,7 @@ private slots:
         write(dir.path() + "/a.json", twoRankFile(0));
         write(dir.path() + "/b.json", twoRankFile(0));
         try {
-            importFiles({(dir.path() + "/a.json").toStdString(), (dir.path() + "/b.json").toStdString()}, dir);
+            test::importAndLoad({(dir.path() + "/a.json").toStdString(), (dir.path() + "/b.json").toStdString()}, dir);
             QFAIL("two files of rank 0 were accepted");
         } catch (const FormatError& e) {
             QVERIFY2(std::string(e.what()).find("both hold pipeline rank 0") != std::string::npos, e.what());
@@ -111,7 +102,7 @@ private slots:
         write(d2.path() + "/r.json", twoRankFile(0, "{\"name\": \"forward\", \"ph\": \"E\", \"rel_ts\": 29000, \"microbatch\": 1, "
                                                   "\"model_chunk\": 0, \"pp_rank\": 0},\n"));
         try {
-            importFiles({(d2.path() + "/r.json").toStdString()}, d2);
+            test::importAndLoad({(d2.path() + "/r.json").toStdString()}, d2);
             QFAIL("an end without its begin was accepted");
         } catch (const FormatError& e) {
             QVERIFY2(std::string(e.what()).find("r.json: a forward end without its begin") != std::string::npos, e.what());
@@ -123,7 +114,7 @@ private slots:
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();
         QTemporaryDir dir;
-        const Trace t = importFiles({test::externalData("megatron-pp4-interleaved")}, dir);
+        const Trace t = test::importAndLoad({test::externalData("megatron-pp4-interleaved")}, dir);
         QCOMPARE(t.ranks.size(), size_t(4));
         AnalyzeOptions o;
         o.iteration = 10;

@@ -63,9 +63,11 @@ bool looksLikeMegatronTiming(std::string_view head)
            first.find("\"ph\"") != std::string_view::npos;
 }
 
-int megatronTimingRank(const std::string& path)
+namespace {
+
+// The pipeline rank a file's end records carry.
+int rankOf(const json& doc, const std::string& path)
 {
-    const json doc = readList(path);
     std::optional<int64_t> rank;
     for (const json& r : doc) {
         if (!r.is_object() || stringOf(r, "ph") != "E")
@@ -83,11 +85,18 @@ int megatronTimingRank(const std::string& path)
     return static_cast<int>(*rank);
 }
 
+} // namespace
+
+int megatronTimingRank(const std::string& path)
+{
+    return rankOf(readList(path), path);
+}
+
 ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer, const ImportOptions& options,
                                     int p)
 {
     const json doc = readList(path);
-    const int rank = options.rank.value_or(megatronTimingRank(path));
+    const int rank = options.rank ? *options.rank : rankOf(doc, path);
     if (p < 1 || rank >= p)
         throw FormatError(path + ": pipeline rank " + std::to_string(rank) + " in a job of " + std::to_string(p) +
                           " Megatron timing files; import every rank's file together");
