@@ -86,14 +86,26 @@ void ScenarioArgs::applyMicrobatchTokens(whatif::CostModel& model, whatif::Scena
 
 void ScenarioArgs::checkExchanges() const
 {
-    if (!exchanges.empty() && exchanges != "trace" && exchanges != "blocking" && exchanges != "overlapped")
+    if (!exchanges.empty() && exchanges != "trace" && exchanges != "blocking" && exchanges != "overlapped" &&
+        exchanges != "megatron")
         throw ValueError("--exchanges", "unknown exchange mode '" + printable(exchanges) +
-                                            "'; choose trace, blocking or overlapped");
+                                            "'; choose trace, blocking, overlapped or megatron");
+    if (!links.empty() && links != "shared" && links != "separate")
+        throw ValueError("--links", "unknown link model '" + printable(links) + "'; choose shared or separate");
 }
 
 void ScenarioArgs::applyExchanges(whatif::CostModel& model) const
 {
     checkExchanges();
+    if (exchanges == "megatron") {
+        model.megatronExchanges = true;
+        if (links.empty())
+            whatif::chooseExchanges(model, false); // shared or separate, whichever reproduces the measured run
+    } else if (exchanges == "blocking" || exchanges == "overlapped") {
+        model.megatronExchanges = false;
+    }
+    if (links == "shared" || links == "separate")
+        model.sharedLinks = links == "shared";
     if (exchanges == "blocking") {
         model.blockingExchanges = true;
         if (model.exchangeGapNs <= 0)
@@ -106,6 +118,10 @@ void ScenarioArgs::applyExchanges(whatif::CostModel& model) const
 void addExchangesOption(CLI::App& app, ScenarioArgs& a, const char* help)
 {
     app.add_option("--exchanges", a.exchanges, help);
+    app.add_option("--links", a.links,
+                   "with Megatron's exchanges: shared (transfers in flight share one medium, as through host memory) "
+                   "or separate (each direction between two ranks a link of its own); default: whichever reproduces "
+                   "the measured run");
 }
 
 bool ScenarioArgs::changesScenario() const

@@ -23,7 +23,8 @@ struct ScenarioArgs {
     std::string microbatchTokens; // --microbatch-tokens FILE
     std::string recompute;        // --recompute none|selective|full|LIST|auto
     std::vector<std::string> searchRecompute; // --search-recompute none,selective,full,per-stage
-    std::string exchanges;        // --exchanges trace|blocking|overlapped (whatif, simulate)
+    std::string exchanges;        // --exchanges trace|blocking|overlapped|megatron (whatif, simulate)
+    std::string links;            // --links shared|separate (with Megatron's exchanges)
 
     // Overrides the fields of `changes` that were given on the command line.
     void applyTo(whatif::ScenarioChanges& changes) const;

@@ -155,8 +155,9 @@ RegisterCommand reg{{"simulate", "Plan a pipeline run from a model description: 
                                         "Uneven microbatches: lognormal:SIGMA, uniform:LO,HI or one relative size per "
                                         "microbatch (1,0.5,2,...)");
                          addExchangesOption(app, *a,
-                                            "overlapped (default: sends overlap the next step) or blocking (batched "
-                                            "exchanges that hold the compute stream, as Megatron-LM runs them)");
+                                            "overlapped (default: sends overlap the next step), blocking (batched "
+                                            "exchanges that hold the compute stream) or megatron (as Megatron-LM "
+                                            "issues them)");
                          app.add_flag("--no-step-annotations", a->noStepAnnotations,
                                       "Emit no forward/backward step ranges: the analysis then reads steps from "
                                       "kernel order and point-to-point transfers alone");

@@ -347,8 +347,10 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                              ->delimiter(',');
                          addOutputOptions(app, *a);
                          addExchangesOption(app, *a,
-                                            "trace (default: as the analysis found), blocking (batched exchanges "
-                                            "that hold the compute stream, as Megatron-LM runs them) or overlapped");
+                                            "trace (default: as the analysis and calibration found), blocking (batched "
+                                            "exchanges that hold the compute stream), overlapped, or megatron (as "
+                                            "Megatron-LM issues them: for interleaved 1F1B overlapped in the steady "
+                                            "state, blocking in warm-up and cool-down)");
                          return [a] { return runWhatIf(*a); };
                      }}};
 

@@ -21,6 +21,11 @@ namespace pipescope {
 struct ExchangeOp {
     int message = 0;
     bool send = false; // this rank's end: the send (true) or the receive
+    // The step before which the rank's compute stream waits for this end to
+    // complete; -1: the one after its batch (a blocking batch). Overlapped
+    // exchanges wait later: a receive before the step that needs it, a send
+    // before the step after the rank's next send.
+    int waitBefore = -1;
 };
 
 struct ExchangeGroup {
@@ -43,6 +48,22 @@ struct ExchangePlan {
 // warm-up / steady / cool-down shape, get one batch after each step: its
 // output and the next step's input, as torch.distributed.pipelining posts them.
 ExchangePlan exchangePlan(const Schedule& schedule);
+
+// Megatron-LM's exchanges as it runs them by default: for 1F1B the blocking
+// batches above; for interleaved 1F1B with overlap_p2p_comm (its default
+// there), blocking send_forward_recv_forward in the warm-up and
+// send_backward_recv_backward in the cool-down, and in the steady state
+// sends and receives posted after each step and waited for only where
+// schedules.py waits: a receive before the step that needs it, a send after
+// the rank's next send of the same direction. Other schedules get
+// exchangePlan's batches.
+ExchangePlan megatronExchangePlan(const Schedule& schedule);
+
+// The step before which `op`, posted in `group`, is waited for.
+inline int waitStep(const ExchangeGroup& group, const ExchangeOp& op)
+{
+    return op.waitBefore >= 0 ? op.waitBefore : group.afterStep + 1;
+}
 
 // Who sends message `message` of `schedule` to whom.
 struct MessageEnds {

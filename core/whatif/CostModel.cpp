@@ -493,6 +493,8 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
     c.launchGapNs = launchGapNs;
     c.blockingExchanges = blockingExchanges;
     c.exchangeGapNs = exchangeGapNs;
+    c.megatronExchanges = megatronExchanges;
+    c.sharedLinks = sharedLinks;
     c.pipelineSyncNs = pipelineSyncNs;
     if (schedule.pp == measuredPp && static_cast<int>(rankStartNs.size()) == schedule.pp)
         c.rankStartNs = rankStartNs;
@@ -909,12 +911,19 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     // The kernels show what the bytes needed once both sides were there; a
     // receiver that was already waiting shows how long a message really took
     // to land after its send began (a slow transport, GPUs time-shared between
-    // processes). Whatever exceeds the bytes' own time is latency.
+    // processes). A send that held its stream for most of that time waited
+    // for the bytes to land (a rendezvous), so its end is when they did and
+    // whatever the receive took beyond it is the receiver's own delay; a
+    // short send only handed its bytes to a buffer, and the receive's end
+    // tells when they arrived. Whatever exceeds the bytes' own time is latency.
     {
         std::vector<double> landed;
         for (const MeasuredMessage& msg : mp.messages)
-            if (msg.recvStart <= msg.sendStart && msg.recvEnd >= msg.sendStart)
-                landed.push_back(static_cast<double>(msg.recvEnd - msg.sendStart));
+            if (msg.recvStart <= msg.sendStart && msg.recvEnd >= msg.sendStart) {
+                const TimeNs received = msg.recvEnd - msg.sendStart, sent = msg.sendEnd - msg.sendStart;
+                const bool rendezvous = sent > 0 && sent <= received && 2 * sent >= received;
+                landed.push_back(static_cast<double>(rendezvous ? sent : received));
+            }
         if (!landed.empty()) {
             const double wire = c.p2pBytesPerNs > 0 ? static_cast<double>(c.p2pBytes) / c.p2pBytesPerNs : 0.0;
             const double latency = median(landed) - wire;

@@ -105,6 +105,11 @@ struct CostModel {
     // the measured run showed (MeasuredPipeline::blockingExchanges).
     bool blockingExchanges = false;
     TimeNs exchangeGapNs = 0;
+    // Exchanges as Megatron-LM issues them, and whether transfers share one
+    // medium (ReplayCosts::megatronExchanges, sharedLinks): chosen by
+    // calibrate() when they reproduce the measured run better, or by the user.
+    bool megatronExchanges = false;
+    bool sharedLinks = false;
     // Collective over all pipeline ranks at the iteration end (measured:
     // from the last rank joining to the last leaving).
     TimeNs pipelineSyncNs = 0;

@@ -115,10 +115,10 @@ void Replay::reset(const Schedule& s, const ReplayCosts& costs, ReplayResult& ou
     }
 }
 
-const ExchangePlan& Replay::planFor(const Schedule& s)
+const ExchangePlan& Replay::planFor(const Schedule& s, bool megatron)
 {
     auto same = [&] {
-        if (!planValid_ || planKind_ != s.kind || planStages_ != s.stages || planRankOfStage_ != s.rankOfStage ||
+        if (!planValid_ || planMegatron_ != megatron || planKind_ != s.kind || planStages_ != s.stages || planRankOfStage_ != s.rankOfStage ||
             planRanks_.size() != s.ranks.size())
             return false;
         for (size_t r = 0; r < s.ranks.size(); ++r) {
@@ -133,7 +133,8 @@ const ExchangePlan& Replay::planFor(const Schedule& s)
         return true;
     };
     if (!same()) {
-        plan_ = exchangePlan(s);
+        plan_ = megatron ? megatronExchangePlan(s) : exchangePlan(s);
+        planMegatron_ = megatron;
         planKind_ = s.kind;
         planStages_ = s.stages;
         planRankOfStage_ = s.rankOfStage;
@@ -338,7 +339,12 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
         checkCost(std::max<TimeNs>(0, t), "a rank's start");
     reset(s, costs, out, options);
     bool blocked = false;
-    if (costs.blockingExchanges && P > 1) {
+    if (costs.megatronExchanges && P > 1) {
+        blocked = runTimed(s, costs, planFor(s, true), out, options);
+        if (!blocked)
+            reset(s, costs, out, options);
+    }
+    if (!blocked && costs.blockingExchanges && P > 1) {
         // Megatron's batches, else one batch per step, else (a custom order
         // no batching fits) sends that overlap compute.
         blocked = runBlocking(s, costs, planFor(s), out, options);

@@ -61,6 +61,16 @@ struct ReplayCosts {
     // overlap compute and only receives hold a step.
     bool blockingExchanges = false;
     TimeNs exchangeGapNs = 0;
+    // Exchanges as Megatron-LM issues them (megatronExchangePlan: for
+    // interleaved 1F1B, overlapped in the steady state and blocking in the
+    // warm-up and cool-down), replayed in time order. Outranks
+    // blockingExchanges.
+    bool megatronExchanges = false;
+    // Under megatronExchanges: every transfer in flight shares one medium,
+    // n at once each moving at 1/n of the speed (GPUs that exchange through
+    // host memory or one PCIe switch); off: each direction between two ranks
+    // is a link of its own.
+    bool sharedLinks = false;
     // Uneven microbatches: each microbatch's own step times,
     // [virtual stage x microbatches + microbatch]; empty: every microbatch
     // costs stages[stage].
@@ -148,7 +158,11 @@ private:
     // Steps and transfers under blocking exchanges; false when the plan deadlocks.
     bool runBlocking(const Schedule& schedule, const ReplayCosts& costs, const ExchangePlan& plan, ReplayResult& out,
                      const ReplayOptions& options);
-    const ExchangePlan& planFor(const Schedule& schedule);
+    // Steps and transfers in time order under a plan's posts and waits
+    // (TimedExchanges.cpp); false when the plan deadlocks.
+    bool runTimed(const Schedule& schedule, const ReplayCosts& costs, const ExchangePlan& plan, ReplayResult& out,
+                  const ReplayOptions& options);
+    const ExchangePlan& planFor(const Schedule& schedule, bool megatron = false);
 
     // The exchange plan of the last schedule run with blocking exchanges.
     ExchangePlan plan_;
@@ -157,6 +171,7 @@ private:
     std::vector<int> planRankOfStage_;
     std::vector<std::vector<Action>> planRanks_;
     bool planValid_ = false;
+    bool planMegatron_ = false;
     std::vector<TimeNs> sendPost_, recvPost_, moved_, sendDone_, recvDone_;
     std::vector<size_t> nextGroup_;
     std::vector<char> posted_, afterBatch_;

@@ -788,6 +788,40 @@ StragglerFix priceStraggler(const CostModel& model, const AnalysisResult& analys
     return fix;
 }
 
+void chooseExchanges(CostModel& model, bool keepCurrent)
+{
+    if (!model.measuredIterationNs)
+        return;
+    const Scenario base = measuredScenario(model);
+    if (base.schedule != ScheduleKind::OneFOneB && base.schedule != ScheduleKind::Interleaved1F1B)
+        return;
+    auto errorOf = [&](const CostModel& m) {
+        try {
+            const TimeNs t = predict(m, base, ReplayOptions{false}).iterationNs();
+            return std::abs(static_cast<double>(t - *model.measuredIterationNs));
+        } catch (const Error&) {
+            return std::numeric_limits<double>::infinity();
+        }
+    };
+    std::vector<CostModel> candidates;
+    if (keepCurrent)
+        candidates.push_back(model); // as the trace showed
+    for (bool shared : {false, true}) {
+        CostModel m = model;
+        m.megatronExchanges = true;
+        m.sharedLinks = shared;
+        candidates.push_back(std::move(m));
+    }
+    size_t best = 0;
+    double bestError = errorOf(candidates[0]);
+    for (size_t i = 1; i < candidates.size(); ++i)
+        if (const double e = errorOf(candidates[i]); e < bestError) {
+            best = i;
+            bestError = e;
+        }
+    model = std::move(candidates[best]);
+}
+
 CostModel calibrate(const Trace& trace, const AnalysisResult& analysis, const CalibrateOptions& options)
 {
     const MeasuredPipeline measured = measurePipeline(trace, analysis);
@@ -829,6 +863,7 @@ CostModel calibrate(const Trace& trace, const AnalysisResult& analysis, const Ca
             model.blockingExchanges = false;
         }
     }
+    chooseExchanges(model, true);
     return model;
 }
 

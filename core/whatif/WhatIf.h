@@ -115,6 +115,13 @@ struct CalibrateOptions {
 // found no pipeline or the measurement is unusable.
 CostModel calibrate(const Trace& trace, const AnalysisResult& analysis, const CalibrateOptions& options = {});
 
+// For a measured 1F1B or interleaved run: replays the measured configuration
+// with Megatron-LM's exchanges over separate links and over one shared
+// medium (and, with keepCurrent, the exchanges the model has) and keeps the
+// one closest to the measured iteration (docs/whatif.md, "Exchanges").
+// calibrate() calls it with keepCurrent.
+void chooseExchanges(CostModel& model, bool keepCurrent);
+
 struct BalanceOptions {
     std::optional<int64_t> memoryLimitBytes; // default: the cost model's GPU memory, if known
     bool refineWithReplay = true;            // hill-climb the min-max partition on replayed time

@@ -74,7 +74,7 @@ json costModelToJson(const CostModel& m)
                   {"bytes", m.p2pBytes},
                   {"eager_bytes", m.p2pEagerBytes}}},
                 {"launch_gap_ns", m.launchGapNs},
-                {"exchanges", {{"blocking", m.blockingExchanges}, {"gap_ns", m.exchangeGapNs}}},
+                {"exchanges", {{"blocking", m.blockingExchanges}, {"gap_ns", m.exchangeGapNs}, {"megatron", m.megatronExchanges}, {"shared_links", m.sharedLinks}}},
                 {"pipeline_sync_ns", m.pipelineSyncNs},
                 {"rank_start_ns", m.rankStartNs},
                 {"dp", m.dataParallel},

@@ -130,6 +130,12 @@ std::string stageSpeedText(const CostModel& model)
 
 std::string exchangesText(const CostModel& model)
 {
+    if (model.megatronExchanges)
+        return std::string("exchanges: as Megatron-LM issues them (interleaved 1F1B: overlapped in the steady state, "
+                           "blocking in warm-up and cool-down; 1F1B: blocking batches), ") +
+               (model.sharedLinks ? "transfers in flight sharing one medium"
+                                  : "each direction between two ranks a link of its own") +
+               ", " + formatDuration(model.p2pLatencyNs) + " per transfer alone";
     if (!model.blockingExchanges)
         return {};
     return "exchanges: blocking batches, as Megatron-LM runs them (a step waits for its rank's sends and receives; " +

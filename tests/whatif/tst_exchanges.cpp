@@ -364,7 +364,7 @@ void TestExchanges::exchangesOptionChecked()
     const QString model = QStringLiteral(PIPESCOPE_SOURCE_DIR "/resources/models/gpt-32l.json");
     const auto r = pipescope::test::runCli({"simulate", model, "--exchanges", "batched"});
     QCOMPARE(r.exitCode, 1);
-    QVERIFY2(r.err.contains("--exchanges: unknown exchange mode 'batched'; choose trace, blocking or overlapped"),
+    QVERIFY2(r.err.contains("--exchanges: unknown exchange mode 'batched'; choose trace, blocking, overlapped or megatron"),
              qPrintable(r.err));
     // Refused before any work: the store is not even opened.
     const auto w = pipescope::test::runCli({"whatif", "/nonexistent/job.pipescope", "--exchanges", "batched"});

@@ -131,12 +131,12 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
     const int64_t comm = writer.stream(rank, rank, 23, "p2p");
     const StringId sendName = writer.intern("ncclDevKernel_SendRecv (send implied by the schedule)");
     const StringId recvName = writer.intern("ncclDevKernel_SendRecv (receive implied by the schedule)");
-    auto transfer = [&](bool send, int peer, TimeNs at) {
+    auto transfer = [&](bool send, int peer, TimeNs at, TimeNs until = 0) {
         ActivityRecord a;
         a.rank = rank;
         a.streamId = comm;
         a.start = at;
-        a.end = at + 1;
+        a.end = std::max(at + 1, until);
         a.name = send ? sendName : recvName;
         const int64_t id = writer.addActivity(a);
         NcclRecord n;
@@ -155,6 +155,14 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
         src.records += 2;
     };
 
+    // The one transfer whose time the timeline shows: the first of each
+    // iteration, microbatch 0's activation from rank 0 to rank 1, which has
+    // waited for it since the iteration began, with nothing else in flight.
+    // Rank 0's send lasts until its next step starts; rank 1's receive from
+    // the iteration's start until its first step.
+    bool firstSendPending = false;
+    TimeNs firstSendAt = 0;
+    int stepsThisIteration = 0;
     int iteration = -1;
     TimeNs base = 0;
     TimeNs stepBegin = 0;
@@ -168,6 +176,10 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
         if (name == "iteration") {
             if (ph == "B") {
                 ++iteration;
+                stepsThisIteration = 0;
+                if (firstSendPending) // an iteration with one step: the send stays an instant
+                    transfer(true, next, firstSendAt);
+                firstSendPending = false;
                 base = kIterationStride * iteration;
                 if (!validTime(base))
                     throw FormatError(path + ": too many iterations");
@@ -198,6 +210,10 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
             stepBegin = base + *ts;
             inStep = true;
             stepName = name;
+            if (firstSendPending) {
+                transfer(true, next, firstSendAt, stepBegin);
+                firstSendPending = false;
+            }
             continue;
         }
         if (ph != "E" || !inStep || stepName != name)
@@ -227,11 +243,18 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
         // Virtual stage s = chunk x p + rank: a forward's input comes from
         // s - 1 and its output goes to s + 1; a backward's the other way.
         const int64_t s = *chunk * p + rank;
+        const bool first = stepsThisIteration++ == 0;
         if (forward) {
             if (s > 0)
-                transfer(false, prev, start - 1);
-            if (s < virtualStages - 1)
-                transfer(true, next, a.end);
+                transfer(false, prev, first && s == 1 ? std::min(base, start - 1) : start - 1, first && s == 1 ? start : 0);
+            if (s < virtualStages - 1) {
+                if (first && s == 0) {
+                    firstSendPending = true;
+                    firstSendAt = a.end;
+                } else {
+                    transfer(true, next, a.end);
+                }
+            }
         } else {
             if (s < virtualStages - 1)
                 transfer(false, next, start - 1);
@@ -239,6 +262,8 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
                 transfer(true, prev, a.end);
         }
     }
+    if (firstSendPending)
+        transfer(true, next, firstSendAt);
     if (src.records == 0)
         throw FormatError(path + ": no iteration with steps; not a Megatron timing file");
     return src;
