@@ -9,6 +9,8 @@
 #include "import/megatron/MegatronTiming.h"
 #include "store/Store.h"
 #include "util/Error.h"
+#include "whatif/Replay.h"
+#include "whatif/WhatIf.h"
 
 #include <QFile>
 #include <QtTest>
@@ -153,6 +155,73 @@ private slots:
         const Verdict v = verdict(r, &t);
         QCOMPARE(v.kind, std::string("stage-imbalance"));
         QVERIFY2(v.headline.rfind("stage 3 is the bottleneck", 0) == 0, v.headline.c_str());
+    }
+
+    // Replaying each of iterations 5 to 18 from its own steps (each step its
+    // recorded length; exchanges as Megatron issues them, over the medium
+    // calibration chose, each transfer taking what the iteration's first
+    // hand-off took) ends within 3% of the recorded last step, and starts the
+    // median step within 5% of the iteration of its recorded start. Waiting
+    // on the data alone would end near 577 ms, 15% early.
+    void replayReproducesIterations()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        QTemporaryDir dir;
+        const Trace t = test::importAndLoad({test::externalData("megatron-pp4-interleaved")}, dir);
+        for (int iteration = 5; iteration <= 18; ++iteration) {
+            AnalyzeOptions o;
+            o.iteration = iteration;
+            const AnalysisResult r = analyze(t, o);
+            const whatif::CostModel model = whatif::calibrate(t, r);
+            QVERIFY(model.megatronExchanges);
+            QVERIFY(model.sharedLinks);
+            // The first hand-off: rank 0's first send, about 1.0 ms.
+            QVERIFY2(model.p2pLatencyNs > 950'000 && model.p2pLatencyNs < 1'100'000,
+                     std::to_string(model.p2pLatencyNs).c_str());
+            const whatif::Scenario sc = whatif::measuredScenario(model);
+            const Schedule s = whatif::scheduleFor(sc);
+            QVERIFY(s.kind == ScheduleKind::Interleaved1F1B);
+            whatif::ReplayCosts costs = model.replayCosts(whatif::partitionFor(model, sc, s.stages), s);
+            const int P = s.pp, M = s.microbatches;
+            costs.microbatchCosts.assign(size_t(s.stages) * size_t(M), whatif::StageCost{});
+            const TimeNs begin = r.iterations[size_t(iteration)].start;
+            std::map<std::tuple<int, int, int>, TimeNs> recorded; // (F/B, virtual stage, microbatch) -> start
+            TimeNs lastEnd = 0;
+            for (const Step& st : r.steps) {
+                QCOMPARE(st.iteration, iteration);
+                const int stage = st.chunk * P + st.rank;
+                whatif::StageCost& c = costs.microbatchCosts[size_t(stage) * size_t(M) + size_t(st.microbatch)];
+                (st.kind == StepKind::F ? c.forward : c.backward) = st.end - st.start;
+                recorded[{st.kind == StepKind::F ? 0 : 1, stage, st.microbatch}] = st.start - begin;
+                lastEnd = std::max(lastEnd, st.end - begin);
+            }
+            QCOMPARE(recorded.size(), size_t(2 * 16 * 8));
+            const whatif::ReplayResult res = whatif::Replay().run(s, costs);
+            TimeNs replayedEnd = 0;
+            std::vector<double> off;
+            for (const whatif::RankReplay& rr : res.ranks)
+                for (const whatif::TimedAction& a : rr.actions) {
+                    replayedEnd = std::max(replayedEnd, a.end);
+                    const auto it = recorded.find({a.kind == StepKind::F ? 0 : 1, a.stage, a.microbatch});
+                    QVERIFY(it != recorded.end());
+                    off.push_back(std::abs(static_cast<double>(a.start - it->second)));
+                }
+            QCOMPARE(off.size(), recorded.size());
+            std::nth_element(off.begin(), off.begin() + off.size() / 2, off.end());
+            const double endError = static_cast<double>(replayedEnd) / static_cast<double>(lastEnd) - 1;
+            const double startError = off[off.size() / 2] / static_cast<double>(lastEnd);
+            QVERIFY2(std::abs(endError) < 0.03 && startError < 0.05,
+                     qPrintable(QString("iteration %1: last step %2 ms replayed, %3 ms recorded (%4%); median start "
+                                        "%5% of the iteration off")
+                                    .arg(iteration)
+                                    .arg(static_cast<double>(replayedEnd) / 1e6)
+                                    .arg(static_cast<double>(lastEnd) / 1e6)
+                                    .arg(endError * 100, 0, 'f', 2)
+                                    .arg(startError * 100, 0, 'f', 2)));
+            qInfo("iteration %d: replayed %.1f ms, recorded %.1f ms (%+.2f%%), median start off %.2f%% of the iteration",
+                  iteration, static_cast<double>(replayedEnd) / 1e6, static_cast<double>(lastEnd) / 1e6, endError * 100,
+                  startError * 100);
+        }
     }
 };
 

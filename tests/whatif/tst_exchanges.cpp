@@ -43,6 +43,8 @@ std::string planText(const Schedule& s, const ExchangePlan& plan, int rank)
             const int m = g.ops[i].message;
             out += (i ? " " : "") + std::string(g.ops[i].send ? "s" : "r") + ((m & 1) ? "g" : "a") +
                    std::to_string((m / 2) % s.microbatches);
+            if (const int w = waitStep(g, g.ops[i]); w != g.afterStep + 1)
+                out += ">" + std::to_string(w); // waited for later than the next step
         }
         out += "]";
     }
@@ -78,6 +80,8 @@ class TestExchanges : public QObject {
 private slots:
     void megatronOneFOneBPlan();
     void megatronInterleavedPlan();
+    void megatronOverlappedPlan();
+    void sharedLinks();
     void otherSchedulesBatchPerStep();
     void blockingSenderWaits();
     void overlappingSendsAreNotBlocking();
@@ -140,6 +144,69 @@ void TestExchanges::megatronInterleavedPlan()
         fourWay = fourWay || (sendsIn == 2 && g.ops.size() >= 3);
     }
     QVERIFY(fourWay);
+}
+
+// Interleaved, p = 2, v = 2, m = 4, as Megatron-LM runs it with
+// overlap_p2p_comm: rank 0 runs F(c0,0) F(c0,1) F(c1,0) F(c1,1) | F(c0,2)
+// B(c1,0) F(c0,3) B(c1,1) F(c1,2) B(c0,0) F(c1,3) B(c0,1) | B(c1,2) B(c1,3)
+// B(c0,2) B(c0,3). Warm-up and cool-down exchanges hold the next step; after
+// the warm-up the first backward's gradient is received without blocking;
+// in the steady state a receive is waited for before the step that needs it
+// and a send once the rank's next send that way is posted (">N": before step N).
+void TestExchanges::megatronOverlappedPlan()
+{
+    const Schedule s = makeSchedule(ScheduleKind::Interleaved1F1B, 2, 2, 4);
+    const ExchangePlan plan = megatronExchangePlan(s);
+    QCOMPARE(planText(s, plan, 0),
+             std::string("0[sa0] 1[sa1 ra0] 2[sa0 ra1] 3[sa1] 3[rg0>5] 4[sa2>7] 5[sg0>8 rg1>7] 6[sa3>9 ra2>8] "
+                         "7[sg1>10 rg0>9] 8[sa2>11 ra3>10] 9[rg1>11] 10[sa3>16] 11[rg2] 12[sg2 rg3] 13[sg3 rg2] "
+                         "14[rg3]"));
+    // Each message sent once and received once, every send waited for.
+    std::vector<int> sends(size_t(plan.messages), 0), recvs(size_t(plan.messages), 0);
+    for (const auto& rank : plan.ranks)
+        for (const ExchangeGroup& g : rank)
+            for (const ExchangeOp& op : g.ops) {
+                ++(op.send ? sends : recvs)[size_t(op.message)];
+                QVERIFY(waitStep(g, op) > g.afterStep);
+            }
+    QCOMPARE(sends, recvs);
+    // 1F1B keeps its blocking batches.
+    const Schedule one = makeSchedule(ScheduleKind::OneFOneB, 2, 1, 3);
+    QCOMPARE(planText(one, megatronExchangePlan(one), 0), planText(one, exchangePlan(one), 0));
+}
+
+// 1F1B, p = 2, m = 2, forwards 10 ms, backwards 20 ms, 5 ms per transfer.
+// Rank 0 runs F0 F1 B0 B1, rank 1 F0 B0 F1 B1. Rank 0: F0 0-10, act0
+// 10-15, F1 15-25; rank 1: F0 15-25, B0 25-45. Then act1 (posted 25) and
+// grad0 (posted 45) move together from 45: 50 over separate links, 55 when
+// they share one medium at half speed each. Rank 0's B0 follows, rank 1's F1
+// 50/55-60/65, B1 to 80/85, grad1 alone to 85/90, rank 0's B1 to 105/110.
+void TestExchanges::sharedLinks()
+{
+    const Schedule s = makeSchedule(ScheduleKind::OneFOneB, 2, 1, 2);
+    ReplayCosts c;
+    c.stages = {StageCost{10 * kMs, 20 * kMs, 0, 0}, StageCost{10 * kMs, 20 * kMs, 0, 0}};
+    c.boundaryBytes = {0};
+    c.p2pLatencyNs = 5 * kMs;
+    c.megatronExchanges = true;
+    const ReplayResult separate = Replay().run(s, c);
+    QVERIFY(separate.blockingExchanges);
+    QCOMPARE(separate.ranks[0].actions[2].start, 50 * kMs);
+    QCOMPARE(separate.ranks[1].actions[2].start, 50 * kMs);
+    QCOMPARE(separate.ranks[0].actions[3].start, 85 * kMs);
+    QCOMPARE(separate.ranks[0].computeEnd, 105 * kMs);
+    c.sharedLinks = true;
+    const ReplayResult shared = Replay().run(s, c);
+    QCOMPARE(shared.ranks[0].actions[2].start, 55 * kMs);
+    QCOMPARE(shared.ranks[1].actions[2].start, 55 * kMs);
+    QCOMPARE(shared.ranks[0].actions[3].start, 90 * kMs);
+    QCOMPARE(shared.ranks[0].computeEnd, 110 * kMs);
+    // The transfers as replayed: act1 and grad0 from 45, landing together.
+    int together = 0;
+    for (const TimedTransfer& t : shared.transfers)
+        if (t.start == 45 * kMs && t.end == 55 * kMs)
+            ++together;
+    QCOMPARE(together, 2);
 }
 
 void TestExchanges::otherSchedulesBatchPerStep()

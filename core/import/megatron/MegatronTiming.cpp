@@ -158,8 +158,9 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
     // The one transfer whose time the timeline shows: the first of each
     // iteration, microbatch 0's activation from rank 0 to rank 1, which has
     // waited for it since the iteration began, with nothing else in flight.
-    // Rank 0's send lasts until its next step starts; rank 1's receive from
-    // the iteration's start until its first step.
+    // Rank 0's send lasts until its next step starts. Every other rank's
+    // first receive lasts from the iteration's start (Megatron posts it
+    // first) until its first step; its sender's end is only implied.
     bool firstSendPending = false;
     TimeNs firstSendAt = 0;
     int stepsThisIteration = 0;
@@ -246,7 +247,7 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
         const bool first = stepsThisIteration++ == 0;
         if (forward) {
             if (s > 0)
-                transfer(false, prev, first && s == 1 ? std::min(base, start - 1) : start - 1, first && s == 1 ? start : 0);
+                transfer(false, prev, first ? std::min(base, start - 1) : start - 1, first ? start : 0);
             if (s < virtualStages - 1) {
                 if (first && s == 0) {
                     firstSendPending = true;
