@@ -155,6 +155,12 @@ private slots:
         const Verdict v = verdict(r, &t);
         QCOMPARE(v.kind, std::string("stage-imbalance"));
         QVERIFY2(v.headline.rfind("stage 3 is the bottleneck", 0) == 0, v.headline.c_str());
+        // Its last chunk, with the loss, carries the excess: 19.26 ms of backward alone (the README).
+        QVERIFY(!v.facts.empty());
+        QVERIFY2(v.facts[0].rfind("most of stage 3's excess is its chunk 3 (virtual stage 15 of 16, the last, where the "
+                                  "loss is computed)",
+                                  0) == 0,
+                 v.facts[0].c_str());
     }
 
     // Replaying each of iterations 5 to 18 from its own steps (each step its
@@ -222,6 +228,41 @@ private slots:
                   iteration, static_cast<double>(replayedEnd) / 1e6, static_cast<double>(lastEnd) / 1e6, endError * 100,
                   startError * 100);
         }
+    }
+
+    // What-ifs on the same calibrated model keep Megatron's exchanges over the
+    // shared medium: v = 2 moves half as many messages (7 boundaries x 8
+    // microbatches x 2 ways) and, on this medium, beats the measured v = 4;
+    // plain 1F1B posts Megatron's blocking batches (3 x 8 x 2 messages).
+    void whatIfsKeepTheExchanges()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        QTemporaryDir dir;
+        const Trace t = test::importAndLoad({test::externalData("megatron-pp4-interleaved")}, dir);
+        AnalyzeOptions o;
+        o.iteration = 10;
+        const AnalysisResult r = analyze(t, o);
+        const whatif::CostModel model = whatif::calibrate(t, r);
+        const whatif::Scenario base = whatif::measuredScenario(model);
+        const whatif::Prediction measured = whatif::predict(model, base);
+        QVERIFY(measured.replay.blockingExchanges);
+        QCOMPARE(measured.replay.transfers.size(), size_t(15 * 8 * 2));
+        QVERIFY2(std::abs(*measured.calibrationError()) < 0.03, std::to_string(*measured.calibrationError()).c_str());
+
+        whatif::ScenarioChanges v2;
+        v2.v = 2;
+        const whatif::Prediction half = whatif::predict(model, whatif::applyChanges(base, v2));
+        QVERIFY(half.replay.blockingExchanges);
+        QCOMPARE(half.replay.transfers.size(), size_t(7 * 8 * 2));
+        QVERIFY(half.iterationNs() < measured.iterationNs());
+
+        whatif::ScenarioChanges plain;
+        plain.schedule = "1f1b";
+        plain.v = 1;
+        const whatif::Prediction one = whatif::predict(model, whatif::applyChanges(base, plain));
+        QVERIFY(one.schedule.kind == ScheduleKind::OneFOneB);
+        QVERIFY(one.replay.blockingExchanges);
+        QCOMPARE(one.replay.transfers.size(), size_t(3 * 8 * 2));
     }
 };
 
