@@ -918,10 +918,10 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     // tells when they arrived. Whatever exceeds the bytes' own time is latency.
     {
         std::vector<double> landed;
-        // A send of 1 ns is one the trace only implies (a Megatron timing
-        // file): it tells nothing of when the bytes left or landed.
+        // A send of exactly 1 ns is one the trace only implies (a Megatron
+        // timing file): it tells nothing of when the bytes left or landed.
         for (const MeasuredMessage& msg : mp.messages)
-            if (msg.recvStart <= msg.sendStart && msg.recvEnd >= msg.sendStart && msg.sendEnd - msg.sendStart > 1) {
+            if (msg.recvStart <= msg.sendStart && msg.recvEnd >= msg.sendStart && msg.sendEnd - msg.sendStart != 1) {
                 const TimeNs received = msg.recvEnd - msg.sendStart, sent = msg.sendEnd - msg.sendStart;
                 const bool rendezvous = sent > 0 && sent <= received && 2 * sent >= received;
                 landed.push_back(static_cast<double>(rendezvous ? sent : received));

@@ -81,6 +81,7 @@ private slots:
     void fromMeasuredSplitsStages();
     void fromMeasuredWithLayers();
     void fromMeasuredLatencySyncAndStarts();
+    void rendezvousSendTellsTheLanding();
     void staticMemoryAndZero();
     void memoryFollowsTheTimeline();
     void outOfMemoryFlag();
@@ -224,6 +225,33 @@ void TestModel::fromMeasuredSplitsStages()
 // land; what exceeds the bytes' time (from the kernels) is latency. The
 // collective over the pipeline and each rank's start are carried to the
 // replay, the starts only while the pipeline degree is the measured one.
+// A send that held its stream for most of a waiting receiver's wait ended
+// when its bytes landed (a rendezvous): its own time is the transfer's, the
+// rest the receiver's delay. A short (eager) send says nothing, nor does a
+// send of exactly 1 ns (implied by a timing file, not measured).
+void TestModel::rendezvousSendTellsTheLanding()
+{
+    MeasuredPipeline mp;
+    mp.pipelineDegree = 2;
+    mp.microbatches = 1;
+    mp.schedule = "1f1b";
+    mp.steps = {PipelineStep{0, 0, 0, 0, StepKind::F, 0, 10, 10}, PipelineStep{1, 1, 0, 0, StepKind::F, 130, 140, 10},
+                PipelineStep{1, 1, 0, 0, StepKind::B, 140, 160, 20}, PipelineStep{0, 0, 0, 0, StepKind::B, 170, 190, 20}};
+    mp.stageOfRank = {0, 1};
+    mp.iterationNs = 190;
+    // Sent at 10, the receiver waiting since 0: the send ends at 110, the receive at 125.
+    mp.messages = {{0, 1, 0, 10, 0, 125, 110}};
+    FromMeasuredOptions o;
+    o.layers = 2;
+    QCOMPARE(CostModel::fromMeasured(mp, nullptr, o).p2pLatencyNs, TimeNs(100));
+    // An eager send (done at 12): the receive's end tells the landing.
+    mp.messages = {{0, 1, 0, 10, 0, 125, 12}};
+    QCOMPARE(CostModel::fromMeasured(mp, nullptr, o).p2pLatencyNs, TimeNs(115));
+    // An implied 1 ns send: no measure.
+    mp.messages = {{0, 1, 0, 10, 0, 125, 11}};
+    QCOMPARE(CostModel::fromMeasured(mp, nullptr, o).p2pLatencyNs, TimeNs(0));
+}
+
 void TestModel::fromMeasuredLatencySyncAndStarts()
 {
     MeasuredPipeline mp;
