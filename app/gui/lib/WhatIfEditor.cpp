@@ -786,11 +786,19 @@ void WhatIfEditor::refreshFigures()
     const whatif::Prediction& p = *current_;
     iteration_->setText(tr("Predicted iteration %1").arg(qs(formatDuration(p.iterationNs()))));
     // How the replay exchanged (docs/whatif.md, "Exchanges").
-    iteration_->setToolTip(p.replay.blockingExchanges
-                               ? tr("Replayed with blocking exchanges, as Megatron-LM runs them: a step waits for its "
-                                    "rank's batch of sends and receives and starts %1 after it")
-                                     .arg(qs(formatDuration(p.costs.exchangeGapNs)))
-                               : tr("Replayed with sends that overlap the next step"));
+    if (p.replay.blockingExchanges && p.costs.megatronExchanges)
+        iteration_->setToolTip(
+            tr("Replayed with Megatron-LM's exchanges as it issues them (interleaved 1F1B: overlapped in the steady "
+               "state, blocking in warm-up and cool-down; 1F1B: blocking batches), %1; %2 per transfer alone")
+                .arg(p.costs.sharedLinks ? tr("every transfer in flight sharing one medium")
+                                         : tr("each direction between two ranks a link of its own"),
+                     qs(formatDuration(p.costs.p2pLatencyNs))));
+    else
+        iteration_->setToolTip(p.replay.blockingExchanges
+                                   ? tr("Replayed with blocking exchanges, as Megatron-LM runs them: a step waits for its "
+                                        "rank's batch of sends and receives and starts %1 after it")
+                                         .arg(qs(formatDuration(p.costs.exchangeGapNs)))
+                                   : tr("Replayed with sends that overlap the next step"));
     if (auto err = p.calibrationError()) {
         // The measured configuration replayed: its difference is the model's error, not a speed-up.
         speedup_->setText(tr("calibration %1 (measured %2)")
