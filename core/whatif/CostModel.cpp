@@ -945,7 +945,9 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     }
 
     // Host time between steps: the smallest gap a rank leaves between two
-    // consecutive steps (a wait on data is longer), median over ranks. With
+    // consecutive steps (a wait on data is longer), the smallest over ranks:
+    // a rank downstream of a slower one waits for data before every step
+    // (GPipe's forwards), while the slowest runs back to back. With
     // blocking exchanges only gaps without an exchange in them count: the
     // others are the exchange and exchangeGapNs.
     {
@@ -991,7 +993,7 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
                 gaps.push_back(static_cast<double>(*best));
         }
         if (!(model && model->launchGapUs))
-            c.launchGapNs = toNs(median(gaps));
+            c.launchGapNs = gaps.empty() ? 0 : toNs(*std::min_element(gaps.begin(), gaps.end()));
     }
 
     c.dataParallel = std::max(1, mp.dataParallel);

@@ -40,6 +40,21 @@ struct MegatronSpec {
     TimeNs optimizerNs = 500'000;
     double jitter = 0.01;            // each step's relative wobble, deterministic
     int iterations = 3;
+    // Layers of each virtual stage (chunk c of rank r is c x pp + r); empty:
+    // layers / (pp x v) each.
+    std::vector<int> chunkLayers;
+    // Data-parallel replicas: rank d x pp + r runs stage r of replica d; after
+    // its last step each rank all-reduces its gradients with the other
+    // replicas of its stage (the all-reduce ends allReduceNs after the last
+    // of them joins), then runs the optimizer.
+    int dp = 1;
+    TimeNs allReduceNs = 2'000'000;
+    std::map<int, double> rankSlowdown; // rank -> factor on its compute time
+    // v = 1: torch.distributed.pipelining's ScheduleGPipe instead of
+    // Megatron's 1F1B: every forward, then every backward; before each step a
+    // batch with its input's receive, waited for; after it a batch with its
+    // output's send, not waited for until the phase ends.
+    bool gpipe = false;
 };
 
 struct MegatronRun {
@@ -56,6 +71,8 @@ struct Instr {
     int chunk = 0, microbatch = 0;
     // exchange: (peer, send?, tag) where tag is 0 for activations, 1 for gradients
     std::vector<std::tuple<int, bool, int>> ops;
+    bool wait = true;     // the compute stream waits for the exchange (false: posted only)
+    bool waitAll = false; // waits for every exchange posted without waiting
 };
 
 inline double wobble(uint64_t key, double amount)
@@ -92,6 +109,37 @@ inline std::vector<Instr> program(const MegatronSpec& s, int r)
     auto firstVirtual = [&](int chunk) { return chunk == 0 && r == 0; };
     auto lastVirtual = [&](int chunk) { return chunk == v - 1 && r == p - 1; };
     using Ops = std::vector<std::tuple<int, bool, int>>;
+    auto post = [&](Ops ops) {
+        if (ops.empty())
+            return;
+        Instr i;
+        i.compute = false;
+        i.ops = std::move(ops);
+        i.wait = false;
+        out.push_back(i);
+    };
+    auto waitAll = [&] {
+        Instr i;
+        i.compute = false;
+        i.waitAll = true;
+        out.push_back(i);
+    };
+    if (v == 1 && s.gpipe) {
+        const bool first = r == 0, last = r == p - 1;
+        for (int i = 0; i < m; ++i) {
+            comm(first ? Ops{} : Ops{{prev, false, 0}});
+            compute(true, 0, i);
+            post(last ? Ops{} : Ops{{next, true, 0}});
+        }
+        waitAll();
+        for (int i = 0; i < m; ++i) {
+            comm(last ? Ops{} : Ops{{next, false, 1}});
+            compute(false, 0, i);
+            post(first ? Ops{} : Ops{{prev, true, 1}});
+        }
+        waitAll();
+        return out;
+    }
     if (v == 1) {
         const int w = std::min(p - r - 1, m), R = m - w;
         const bool first = r == 0, last = r == p - 1;
@@ -195,34 +243,60 @@ inline std::vector<Instr> program(const MegatronSpec& s, int r)
 inline MegatronRun megatronTrace(const MegatronSpec& s)
 {
     using megatron_detail::Instr;
-    const int p = s.pp, v = s.v;
-    if (s.layers % (p * v) != 0)
-        throw std::invalid_argument("layers must split evenly over the chunks");
-    const int perChunk = s.layers / (p * v);
+    const int p = s.pp, v = s.v, dp = std::max(1, s.dp), world = p * dp;
+    std::vector<int> chunkLayers = s.chunkLayers;
+    if (chunkLayers.empty()) {
+        if (s.layers % (p * v) != 0)
+            throw std::invalid_argument("layers must split evenly over the chunks");
+        chunkLayers.assign(size_t(p * v), s.layers / (p * v));
+    }
+    if (static_cast<int>(chunkLayers.size()) != p * v)
+        throw std::invalid_argument("chunkLayers needs one count per virtual stage");
+    std::vector<int> firstLayer(size_t(p * v), 0);
+    for (int c = 1; c < p * v; ++c)
+        firstLayer[size_t(c)] = firstLayer[size_t(c - 1)] + chunkLayers[size_t(c - 1)];
     TraceBuilder tb;
     MegatronRun run;
-    std::vector<int> group;
-    for (int r = 0; r < p; ++r)
-        group.push_back(r);
+    auto pipelineGroup = [&](int d) {
+        std::vector<int> g;
+        for (int r = 0; r < p; ++r)
+            g.push_back(d * p + r);
+        return g;
+    };
+    auto replicaGroup = [&](int r) {
+        std::vector<int> g;
+        for (int d = 0; d < dp; ++d)
+            g.push_back(d * p + r);
+        return g;
+    };
     TimeNs t0 = 1'000'000'000;
     for (int iter = 0; iter < s.iterations; ++iter) {
         std::vector<std::vector<Instr>> prog;
-        for (int r = 0; r < p; ++r)
-            prog.push_back(megatron_detail::program(s, r));
-        std::vector<size_t> pc(size_t(p), 0);
-        std::vector<TimeNs> cursor(size_t(p), t0);
-        std::vector<char> posted(size_t(p), 0);
+        for (int g = 0; g < world; ++g)
+            prog.push_back(megatron_detail::program(s, g % p));
+        std::vector<size_t> pc(size_t(world), 0);
+        std::vector<TimeNs> cursor(size_t(world), t0);
+        std::vector<char> posted(size_t(world), 0);
         // channel (src, dst, tag) -> post times of its sends and receives, in order
         std::map<std::tuple<int, int, int>, std::vector<TimeNs>> sendPosts, recvPosts;
-        std::map<std::tuple<int, int, int>, size_t> sendCount, recvCount; // ops posted so far per channel
-        std::vector<std::vector<size_t>> opIndex(static_cast<size_t>(p)); // the current exchange's op positions
+        std::vector<std::vector<size_t>> opIndex(static_cast<size_t>(world)); // the current exchange's op positions
+        // Exchanges posted without waiting: (peer, send?, tag, index in its channel, posted at).
+        std::vector<std::vector<std::tuple<int, bool, int, size_t, TimeNs>>> outstanding(static_cast<size_t>(world));
+        auto transferEnd = [&](TimeNs both) {
+            return both + s.p2pLatencyNs + TimeNs(double(s.activationBytes) / s.p2pBytesPerNs);
+        };
+        auto channelOf = [](int self, int peer, bool send, int tag) {
+            return send ? std::make_tuple(self, peer, tag) : std::make_tuple(peer, self, tag);
+        };
         bool progress = true;
         while (progress) {
             progress = false;
-            for (int r = 0; r < p; ++r) {
-                while (pc[size_t(r)] < prog[size_t(r)].size()) {
-                    const Instr& in = prog[size_t(r)][pc[size_t(r)]];
-                    TimeNs& t = cursor[size_t(r)];
+            for (int g = 0; g < world; ++g) {
+                const int r = g % p, d = g / p;
+                const std::vector<int> group = pipelineGroup(d);
+                while (pc[size_t(g)] < prog[size_t(g)].size()) {
+                    const Instr& in = prog[size_t(g)][pc[size_t(g)]];
+                    TimeNs& t = cursor[size_t(g)];
                     if (in.compute) {
                         // The chunk's modules in forward order (embedding, its layers, the head
                         // and loss), each kernel launched inside its pipescope/layer range, as the
@@ -231,88 +305,136 @@ inline MegatronRun megatronTrace(const MegatronSpec& s)
                         std::vector<std::pair<std::string, double>> parts;
                         if (virt == 0)
                             parts.push_back({"embed", double(s.embeddingNs)});
-                        for (int l = 0; l < perChunk; ++l)
-                            parts.push_back({"layers." + std::to_string(virt * perChunk + l), double(s.layerForwardNs)});
+                        for (int l = 0; l < chunkLayers[size_t(virt)]; ++l)
+                            parts.push_back({"layers." + std::to_string(firstLayer[size_t(virt)] + l), double(s.layerForwardNs)});
                         if (virt == p * v - 1)
                             parts.push_back({"lm_head", double(s.lossNs)});
                         if (!in.forward)
                             std::reverse(parts.begin(), parts.end());
-                        const uint64_t key = (uint64_t(iter) << 40) ^ (uint64_t(r) << 32) ^ (uint64_t(in.chunk) << 24) ^
+                        const uint64_t key = (uint64_t(iter) << 40) ^ (uint64_t(g) << 32) ^ (uint64_t(in.chunk) << 24) ^
                                              (uint64_t(in.microbatch) << 8) ^ uint64_t(in.forward);
-                        const double scale = megatron_detail::wobble(key, s.jitter) * (in.forward ? 1.0 : s.backwardRatio);
+                        const auto slow = s.rankSlowdown.find(g);
+                        const double scale = megatron_detail::wobble(key, s.jitter) * (in.forward ? 1.0 : s.backwardRatio) *
+                                             (slow != s.rankSlowdown.end() ? slow->second : 1.0);
                         const TimeNs start = t + s.launchNs;
                         TimeNs k = start;
                         for (const auto& [module, ns] : parts) {
                             const TimeNs len = TimeNs(ns * scale);
                             const TimeNs launch = k - s.launchNs;
-                            tb.kernel(r, 7, in.forward ? "sm90_xmma_gemm_bf16_fprop" : "sm90_xmma_gemm_bf16_dgrad", k, k + len,
+                            tb.kernel(g, 7, in.forward ? "sm90_xmma_gemm_bf16_fprop" : "sm90_xmma_gemm_bf16_dgrad", k, k + len,
                                       launch);
                             if (in.forward)
-                                tb.range(r, CpuRangeKind::Nvtx, "pipescope/layer " + module, launch - 100, launch + 1'000);
+                                tb.range(g, CpuRangeKind::Nvtx, "pipescope/layer " + module, launch - 100, launch + 1'000);
                             k += len;
                         }
                         const std::string label = std::string(in.forward ? "pipescope/forward" : "pipescope/backward") +
                                                   " mb=" + std::to_string(in.microbatch) + " stage=" + std::to_string(r) +
                                                   " chunk=" + std::to_string(in.chunk);
-                        tb.range(r, CpuRangeKind::Nvtx, label, start - s.launchNs - 500, k - s.launchNs + 1);
+                        tb.range(g, CpuRangeKind::Nvtx, label, start - s.launchNs - 500, k - s.launchNs + 1);
                         t = k;
-                        ++pc[size_t(r)];
+                        ++pc[size_t(g)];
                         progress = true;
                         continue;
                     }
-                    // An exchange: post every op once, then wait for the peers.
-                    if (!posted[size_t(r)]) {
-                        posted[size_t(r)] = 1;
-                        opIndex[size_t(r)].clear();
-                        for (const auto& [peer, send, tag] : in.ops) {
-                            const auto ch = send ? std::make_tuple(r, peer, tag) : std::make_tuple(peer, r, tag);
-                            auto& posts = send ? sendPosts[ch] : recvPosts[ch];
-                            opIndex[size_t(r)].push_back(posts.size());
+                    if (in.waitAll) {
+                        // Every exchange posted without waiting must have moved.
+                        TimeNs done = t;
+                        bool ready = true;
+                        for (const auto& [peer, send, tag, idx, at] : outstanding[size_t(g)]) {
+                            const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
+                            if (other.size() <= idx) {
+                                ready = false;
+                                break;
+                            }
+                            done = std::max(done, transferEnd(std::max(at, other[idx])));
+                        }
+                        if (!ready)
+                            break;
+                        for (const auto& [peer, send, tag, idx, at] : outstanding[size_t(g)]) {
+                            const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
+                            tb.nccl(g, 24, send ? "Send" : "Recv", at, transferEnd(std::max(at, other[idx])), peer,
+                                    s.activationBytes, group);
+                        }
+                        outstanding[size_t(g)].clear();
+                        t = done;
+                        ++pc[size_t(g)];
+                        progress = true;
+                        continue;
+                    }
+                    // An exchange: post every op once, then (unless it is only posted) wait for the peers.
+                    if (!posted[size_t(g)]) {
+                        posted[size_t(g)] = 1;
+                        opIndex[size_t(g)].clear();
+                        for (const auto& [stagePeer, send, tag] : in.ops) {
+                            const int peer = d * p + stagePeer;
+                            auto& posts = send ? sendPosts[channelOf(g, peer, send, tag)] : recvPosts[channelOf(g, peer, send, tag)];
+                            opIndex[size_t(g)].push_back(posts.size());
+                            if (!in.wait)
+                                outstanding[size_t(g)].emplace_back(peer, send, tag, posts.size(), t);
                             posts.push_back(t);
                         }
                         progress = true;
+                    }
+                    if (!in.wait) {
+                        posted[size_t(g)] = 0;
+                        ++pc[size_t(g)];
+                        continue;
                     }
                     bool ready = true;
                     TimeNs done = t;
                     std::vector<TimeNs> ends;
                     for (size_t o = 0; o < in.ops.size(); ++o) {
-                        const auto& [peer, send, tag] = in.ops[o];
-                        const auto ch = send ? std::make_tuple(r, peer, tag) : std::make_tuple(peer, r, tag);
-                        const auto& other = send ? recvPosts[ch] : sendPosts[ch];
-                        const size_t idx = opIndex[size_t(r)][o];
+                        const auto& [stagePeer, send, tag] = in.ops[o];
+                        const int peer = d * p + stagePeer;
+                        const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
+                        const size_t idx = opIndex[size_t(g)][o];
                         if (other.size() <= idx) {
                             ready = false;
                             break;
                         }
-                        const TimeNs both = std::max(t, other[idx]);
-                        const TimeNs end = both + s.p2pLatencyNs + TimeNs(double(s.activationBytes) / s.p2pBytesPerNs);
+                        const TimeNs end = transferEnd(std::max(t, other[idx]));
                         ends.push_back(end);
                         done = std::max(done, end);
                     }
                     if (!ready)
                         break;
                     for (size_t o = 0; o < in.ops.size(); ++o) {
-                        const auto& [peer, send, tag] = in.ops[o];
-                        tb.nccl(r, 20 + int64_t(o), send ? "Send" : "Recv", t, ends[o], peer, s.activationBytes, group);
+                        const auto& [stagePeer, send, tag] = in.ops[o];
+                        tb.nccl(g, 20 + int64_t(o), send ? "Send" : "Recv", t, ends[o], d * p + stagePeer, s.activationBytes, group);
                     }
                     t = done + s.syncNs - s.launchNs;
-                    posted[size_t(r)] = 0;
-                    ++pc[size_t(r)];
+                    posted[size_t(g)] = 0;
+                    ++pc[size_t(g)];
                     progress = true;
                 }
             }
         }
-        for (int r = 0; r < p; ++r)
-            if (pc[size_t(r)] < prog[size_t(r)].size())
-                throw std::logic_error("the Megatron program deadlocks at rank " + std::to_string(r));
+        for (int g = 0; g < world; ++g)
+            if (pc[size_t(g)] < prog[size_t(g)].size())
+                throw std::logic_error("the Megatron program deadlocks at rank " + std::to_string(g));
+        // The gradient all-reduce over each stage's replicas, then the optimizer.
+        std::vector<TimeNs> joinAt(static_cast<size_t>(world));
+        for (int g = 0; g < world; ++g)
+            joinAt[size_t(g)] = cursor[size_t(g)] + s.launchNs;
+        if (dp > 1)
+            for (int r = 0; r < p; ++r) {
+                TimeNs last = 0;
+                for (int rr : replicaGroup(r))
+                    last = std::max(last, joinAt[size_t(rr)]);
+                for (int rr : replicaGroup(r)) {
+                    tb.nccl(rr, 22, "AllReduce", joinAt[size_t(rr)], last + s.allReduceNs, std::nullopt,
+                            s.activationBytes * 16, replicaGroup(r));
+                    joinAt[size_t(rr)] = last + s.allReduceNs + s.launchNs;
+                }
+            }
         TimeNs end = t0;
-        for (int r = 0; r < p; ++r) {
-            const TimeNs start = cursor[size_t(r)] + s.launchNs;
-            tb.kernel(r, 7, "multi_tensor_apply_kernel_adam", start, start + s.optimizerNs, start - s.launchNs);
+        for (int g = 0; g < world; ++g) {
+            const TimeNs start = joinAt[size_t(g)];
+            tb.kernel(g, 7, "multi_tensor_apply_kernel_adam", start, start + s.optimizerNs, start - s.launchNs);
             end = std::max(end, start + s.optimizerNs);
         }
-        for (int r = 0; r < p; ++r)
-            tb.range(r, CpuRangeKind::Annotation, "ProfilerStep#" + std::to_string(iter + 1), t0 - 50'000, end + 10'000);
+        for (int g = 0; g < world; ++g)
+            tb.range(g, CpuRangeKind::Annotation, "ProfilerStep#" + std::to_string(iter + 1), t0 - 50'000, end + 10'000);
         run.iterationStart.push_back(t0);
         run.iterationEnd.push_back(end);
         t0 = end + 200'000;

@@ -1,0 +1,152 @@
+// What-ifs across schedules, held against an independent model of the other
+// run (tests/common/MegatronJob.h: Megatron-LM's 1F1B and interleaved loops,
+// torch.distributed.pipelining's GPipe; it shares no code with the replay):
+// calibrate on one job, predict another schedule, partition or chunk count,
+// and compare with that job run by the independent model. Balanced and
+// imbalanced stages, one and two data-parallel replicas, one replica slower.
+#include "MegatronJob.h"
+#include "TestSupport.h"
+#include "analysis/Analysis.h"
+#include "whatif/WhatIf.h"
+
+#include <QtTest>
+
+#include <cmath>
+#include <string>
+
+using namespace pipescope;
+using namespace pipescope::whatif;
+using pipescope::test::MegatronSpec;
+using pipescope::test::megatronTrace;
+
+namespace {
+
+struct Job {
+    std::string schedule = "1f1b"; // 1f1b, interleaved-1f1b or gpipe
+    int v = 1;
+    std::vector<int> chunkLayers;  // empty: even
+};
+
+MegatronSpec specFor(const MegatronSpec& base, const Job& j)
+{
+    MegatronSpec s = base;
+    s.v = j.v;
+    s.gpipe = j.schedule == "gpipe";
+    s.chunkLayers = j.chunkLayers;
+    return s;
+}
+
+CostModel calibrated(const Trace& t, int layers)
+{
+    const AnalysisResult a = analyze(t);
+    CalibrateOptions o;
+    o.measured.layers = layers;
+    return calibrate(t, a, o);
+}
+
+// First layer of each virtual stage after the first.
+std::vector<int> boundariesOf(const std::vector<int>& chunkLayers)
+{
+    std::vector<int> b;
+    int at = 0;
+    for (size_t i = 0; i + 1 < chunkLayers.size(); ++i)
+        b.push_back(at += chunkLayers[i]);
+    return b;
+}
+
+} // namespace
+
+Q_DECLARE_METATYPE(Job)
+
+class TestCrossSchedule : public QObject {
+    Q_OBJECT
+private slots:
+    void predictsTheOtherRun_data();
+    void predictsTheOtherRun();
+};
+
+void TestCrossSchedule::predictsTheOtherRun_data()
+{
+    QTest::addColumn<int>("layers");
+    QTest::addColumn<int>("dp");
+    QTest::addColumn<int>("slowRank"); // -1: none; else 10% slower
+    QTest::addColumn<Job>("from");
+    QTest::addColumn<Job>("to");
+    const Job oneF{"1f1b", 1, {}}, gpipe{"gpipe", 1, {}}, v2{"interleaved-1f1b", 2, {}}, v4{"interleaved-1f1b", 4, {}};
+    QTest::newRow("1f1b to gpipe") << 16 << 1 << -1 << oneF << gpipe;
+    QTest::newRow("gpipe to 1f1b") << 16 << 1 << -1 << gpipe << oneF;
+    QTest::newRow("gpipe to interleaved v2") << 16 << 1 << -1 << gpipe << v2;
+    QTest::newRow("1f1b to interleaved v4") << 16 << 1 << -1 << oneF << v4;
+    QTest::newRow("interleaved v4 to gpipe") << 16 << 1 << -1 << v4 << gpipe;
+    // 18 layers 5/4/4/5 on two replicas, replica 1's stage 1 10% slower,
+    // to interleaved with 3/3/2/2/2/2/2/2 and back.
+    const Job uneven1f{"1f1b", 1, {5, 4, 4, 5}}, unevenGpipe{"gpipe", 1, {5, 4, 4, 5}};
+    const Job uneven2{"interleaved-1f1b", 2, {3, 3, 2, 2, 2, 2, 2, 2}};
+    QTest::newRow("imbalanced dp2 slow: 1f1b to interleaved v2") << 18 << 2 << 5 << uneven1f << uneven2;
+    QTest::newRow("imbalanced dp2 slow: interleaved v2 to 1f1b") << 18 << 2 << 5 << uneven2 << uneven1f;
+    QTest::newRow("imbalanced dp2 slow: 1f1b to gpipe") << 18 << 2 << 5 << uneven1f << unevenGpipe;
+    QTest::newRow("TMP dp1: 1f1b to v2") << 18 << 1 << -1 << uneven1f << uneven2;
+    QTest::newRow("TMP dp2: 1f1b to v2") << 18 << 2 << -1 << uneven1f << uneven2;
+    QTest::newRow("TMP dp1 slow1: 1f1b to v2") << 18 << 1 << 1 << uneven1f << uneven2;
+    QTest::newRow("TMP dp1: 1f1b even18? to v2 even") << 16 << 1 << -1 << Job{"1f1b",1,{5,3,3,5}} << Job{"interleaved-1f1b",2,{2,2,2,2,2,2,2,2}};
+    QTest::newRow("TMP dp1: 1f1b 4444 to v2 33222222") << 18 << 1 << -1 << Job{"1f1b",1,{4,5,5,4}} << uneven2;
+    QTest::newRow("imbalanced dp1: gpipe to 1f1b") << 18 << 1 << -1 << unevenGpipe << uneven1f;
+}
+
+void TestCrossSchedule::predictsTheOtherRun()
+{
+    QFETCH(int, layers);
+    QFETCH(int, dp);
+    QFETCH(int, slowRank);
+    QFETCH(Job, from);
+    QFETCH(Job, to);
+    MegatronSpec base;
+    base.layers = layers;
+    base.dp = dp;
+    if (slowRank >= 0)
+        base.rankSlowdown[slowRank] = 1.10;
+    const CostModel model = calibrated(megatronTrace(specFor(base, from)).trace, layers);
+    const pipescope::test::MegatronRun other = megatronTrace(specFor(base, to));
+    const CostModel truth = calibrated(other.trace, layers);
+
+    ScenarioChanges ch;
+    ch.schedule = to.schedule;
+    ch.v = to.v;
+    if (!to.chunkLayers.empty())
+        ch.boundaries = boundariesOf(to.chunkLayers);
+    const Prediction p = predict(model, applyChanges(measuredScenario(model), ch));
+    {
+        const Prediction self = predict(model, measuredScenario(model));
+        std::string sp, rp;
+        for (double x : model.stageSpeed) sp += std::to_string(x) + " ";
+        for (double x : model.replicaPace) rp += std::to_string(x) + " ";
+        if (from.schedule == "gpipe") {
+            const AnalysisResult a = analyze(megatronTrace(specFor(base, from)).trace);
+            for (int r = 0; r < 4; ++r) {
+                std::string line;
+                TimeNs t0 = a.iterations[size_t(a.selectedIteration)].start;
+                int n = 0;
+                for (const Step& st : a.steps) if (st.rank == r && n++ < 20) line += (st.kind == StepKind::F ? "F" : "B") + std::to_string(st.microbatch) + "@" + std::to_string((st.start - t0) / 10000) + " ";
+                std::string rl;
+                n = 0;
+                for (const TimedAction& x : self.replay.ranks[size_t(r)].actions) if (n++ < 20) rl += (x.kind == StepKind::F ? "F" : "B") + std::to_string(x.microbatch) + "@" + std::to_string(x.start / 10000) + " ";
+                qInfo("DEBUG rank %d measured %s", r, line.c_str());
+                qInfo("DEBUG rank %d replayed %s", r, rl.c_str());
+            }
+        }
+        {
+            std::string c;
+            for (const auto& st : self.costs.stages) c += std::to_string(st.forward / 1000) + "/" + std::to_string(st.backward / 1000) + " ";
+            qInfo("DEBUG costs %s latency %ld bw %f launch %ld", c.c_str(), (long)self.costs.p2pLatencyNs, self.costs.p2pBytesPerNs, (long)self.costs.launchGapNs);
+        }
+        qInfo("DEBUG calib %.3f vs %.3f; speeds %s; pace %s; megatron %d shared %d blocking %d; layers %d", self.iterationNs()/1e6, (double)*model.measuredIterationNs/1e6, sp.c_str(), rp.c_str(), model.megatronExchanges, model.sharedLinks, model.blockingExchanges, model.layerCount());
+    }
+    const double measured = static_cast<double>(*truth.measuredIterationNs);
+    const double err = static_cast<double>(p.iterationNs()) / measured - 1;
+    qInfo("%s: predicted %.3f ms, the other run %.3f ms (%+.2f%%)", QTest::currentDataTag(),
+          static_cast<double>(p.iterationNs()) / 1e6, measured / 1e6, err * 100);
+    QVERIFY2(std::abs(err) < 0.03, qPrintable(QString::number(err * 100, 'f', 2) + "%"));
+}
+
+QTEST_GUILESS_MAIN(TestCrossSchedule)
+#include "tst_cross_schedule.moc"
