@@ -491,9 +491,18 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
     c.p2pBytesPerNs = p2pBytesPerNs;
     c.eagerBytes = p2pEagerBytes;
     c.launchGapNs = launchGapNs;
-    c.blockingExchanges = blockingExchanges;
+    // Exchanges learnt on Megatron's schedules (1F1B, interleaved) carry to
+    // those; another schedule is torch.distributed.pipelining's, which posts
+    // each receive before the step that needs it and lets sends overlap
+    // compute (docs/whatif.md, "Exchanges").
+    const auto megatronKind = [](ScheduleKind k) {
+        return k == ScheduleKind::OneFOneB || k == ScheduleKind::Interleaved1F1B;
+    };
+    const std::optional<ScheduleKind> measuredKind = scheduleKindFromString(measuredSchedule);
+    const bool carries = megatronKind(schedule.kind) || !measuredKind || !megatronKind(*measuredKind);
+    c.blockingExchanges = blockingExchanges && carries;
     c.exchangeGapNs = exchangeGapNs;
-    c.megatronExchanges = megatronExchanges;
+    c.megatronExchanges = megatronExchanges && carries;
     c.sharedLinks = sharedLinks;
     c.pipelineSyncNs = pipelineSyncNs;
     if (schedule.pp == measuredPp && static_cast<int>(rankStartNs.size()) == schedule.pp)

@@ -55,6 +55,20 @@ struct MegatronSpec {
     // batch with its input's receive, waited for; after it a batch with its
     // output's send, not waited for until the phase ends.
     bool gpipe = false;
+    // v = 1: torch's ZB1P (ScheduleInterleavedZeroBubble, ZB-H1 for one
+    // chunk): p - r - 1 warm-up forwards, then a forward (while any remain)
+    // and a backward-input step per round, rank r deferring its first r
+    // backward-weight steps to the cool-down; exchanges posted as for gpipe.
+    // A backward-input step takes inputShare of the backward, a weight step
+    // the rest; steps are labelled as torch records them ("PP:1I0").
+    bool zeroBubble = false;
+    double inputShare = 0.5;
+    // v > 1: Megatron's overlap_p2p_comm (its default for the interleaved
+    // schedule; batch_p2p_comm is then off): warm-up and cool-down exchanges
+    // as above, but in the steady state each step's sends and the next
+    // step's receives are posted without waiting; a step waits for its own
+    // receive, and a send is waited for once the next send that way is posted.
+    bool overlapP2p = false;
 };
 
 struct MegatronRun {
@@ -71,8 +85,11 @@ struct Instr {
     int chunk = 0, microbatch = 0;
     // exchange: (peer, send?, tag) where tag is 0 for activations, 1 for gradients
     std::vector<std::tuple<int, bool, int>> ops;
+    int part = 0;         // backward: 0 whole, 1 input gradient only, 2 weight gradient only
     bool wait = true;     // the compute stream waits for the exchange (false: posted only)
     bool waitAll = false; // waits for every exchange posted without waiting
+    int waitRecv = -1;    // >= 0: waits for the oldest receive of this tag posted without waiting
+    int waitSend = -1;    // >= 0: waits for every send of this tag posted without waiting but the newest
 };
 
 inline double wobble(uint64_t key, double amount)
@@ -124,6 +141,39 @@ inline std::vector<Instr> program(const MegatronSpec& s, int r)
         i.waitAll = true;
         out.push_back(i);
     };
+    if (v == 1 && s.zeroBubble) {
+        const bool first = r == 0, last = r == p - 1;
+        const int w = std::min(p - 1 - r, m);
+        auto part = [&](int which, int mb) {
+            Instr i;
+            i.forward = false;
+            i.part = which;
+            i.microbatch = mb;
+            out.push_back(i);
+        };
+        for (int i = 0; i < w; ++i) {
+            comm(first ? Ops{} : Ops{{prev, false, 0}});
+            compute(true, 0, i);
+            post(last ? Ops{} : Ops{{next, true, 0}});
+        }
+        int weights = 0;
+        for (int op = w; op < m + w; ++op) {
+            if (op < m) {
+                comm(first ? Ops{} : Ops{{prev, false, 0}});
+                compute(true, 0, op);
+                post(last ? Ops{} : Ops{{next, true, 0}});
+            }
+            comm(last ? Ops{} : Ops{{next, false, 1}});
+            part(1, op - w);
+            post(first ? Ops{} : Ops{{prev, true, 1}});
+            if (op - w >= r)
+                part(2, weights++);
+        }
+        while (weights < m)
+            part(2, weights++);
+        waitAll();
+        return out;
+    }
     if (v == 1 && s.gpipe) {
         const bool first = r == 0, last = r == p - 1;
         for (int i = 0; i < m; ++i) {
@@ -216,6 +266,58 @@ inline std::vector<Instr> program(const MegatronSpec& s, int r)
         Ops o;
         recvB(o, 0);
         comm(o);
+    }
+    auto waitFor = [&](int recvTag, int sendTag) {
+        Instr i;
+        i.compute = false;
+        i.waitRecv = recvTag;
+        i.waitSend = sendTag;
+        out.push_back(i);
+    };
+    if (s.overlapP2p) {
+        // The warm-up's last exchange above received the first backward's
+        // gradient too; Megatron posts that receive without waiting. Move it.
+        if (!allWarm && w > 0) {
+            Instr& last = out.back();
+            Ops keep, later;
+            for (const auto& op : last.ops)
+                (std::get<2>(op) == 1 && !std::get<1>(op) ? later : keep).push_back(op);
+            last.ops = keep;
+            if (last.ops.empty())
+                out.pop_back();
+            post(later);
+        }
+        for (int i = 0; i < R; ++i) {
+            const int fk = w + i;
+            if (!firstVirtual(chunkF(fk)))
+                waitFor(0, -1);
+            compute(true, chunkF(fk), mbOf(fk));
+            Ops f;
+            sendF(f, fk);
+            if (i + 1 < R)
+                recvF(f, fk + 1);
+            post(f);
+            waitFor(-1, 0);
+            if (!lastVirtual(chunkB(i)))
+                waitFor(1, -1);
+            compute(false, chunkB(i), mbOf(i));
+            Ops b;
+            sendB(b, i);
+            recvB(b, i + 1);
+            post(b);
+            waitFor(-1, 1);
+        }
+        for (int k = R; k < total; ++k) {
+            if (!lastVirtual(chunkB(k)))
+                waitFor(1, -1);
+            compute(false, chunkB(k), mbOf(k));
+            Ops o;
+            sendB(o, k);
+            recvB(o, k + 1);
+            comm(o);
+        }
+        waitAll();
+        return out;
     }
     for (int i = 0; i < R; ++i) {
         const int fk = w + i;
@@ -314,7 +416,9 @@ inline MegatronRun megatronTrace(const MegatronSpec& s)
                         const uint64_t key = (uint64_t(iter) << 40) ^ (uint64_t(g) << 32) ^ (uint64_t(in.chunk) << 24) ^
                                              (uint64_t(in.microbatch) << 8) ^ uint64_t(in.forward);
                         const auto slow = s.rankSlowdown.find(g);
-                        const double scale = megatron_detail::wobble(key, s.jitter) * (in.forward ? 1.0 : s.backwardRatio) *
+                        const double share = in.part == 1 ? s.inputShare : in.part == 2 ? 1.0 - s.inputShare : 1.0;
+                        const double scale = megatron_detail::wobble(key ^ (uint64_t(in.part) << 4), s.jitter) *
+                                             (in.forward ? 1.0 : s.backwardRatio * share) *
                                              (slow != s.rankSlowdown.end() ? slow->second : 1.0);
                         const TimeNs start = t + s.launchNs;
                         TimeNs k = start;
@@ -327,11 +431,59 @@ inline MegatronRun megatronTrace(const MegatronSpec& s)
                                 tb.range(g, CpuRangeKind::Nvtx, "pipescope/layer " + module, launch - 100, launch + 1'000);
                             k += len;
                         }
-                        const std::string label = std::string(in.forward ? "pipescope/forward" : "pipescope/backward") +
-                                                  " mb=" + std::to_string(in.microbatch) + " stage=" + std::to_string(r) +
-                                                  " chunk=" + std::to_string(in.chunk);
+                        const std::string label =
+                            s.zeroBubble ? "PP:" + std::to_string(r) + (in.forward ? "F" : in.part == 1 ? "I" : "W") +
+                                               std::to_string(in.microbatch)
+                                         : std::string(in.forward ? "pipescope/forward" : "pipescope/backward") + " mb=" +
+                                               std::to_string(in.microbatch) + " stage=" + std::to_string(r) +
+                                               " chunk=" + std::to_string(in.chunk);
                         tb.range(g, CpuRangeKind::Nvtx, label, start - s.launchNs - 500, k - s.launchNs + 1);
                         t = k;
+                        ++pc[size_t(g)];
+                        progress = true;
+                        continue;
+                    }
+                    if (in.waitRecv >= 0 || in.waitSend >= 0) {
+                        // Wait for the oldest outstanding receive of a tag, or for every
+                        // outstanding send of a tag but the newest.
+                        auto& pending = outstanding[size_t(g)];
+                        std::vector<size_t> chosen;
+                        if (in.waitRecv >= 0) {
+                            for (size_t q = 0; q < pending.size(); ++q)
+                                if (!std::get<1>(pending[q]) && std::get<2>(pending[q]) == in.waitRecv) {
+                                    chosen.push_back(q);
+                                    break;
+                                }
+                        } else {
+                            std::vector<size_t> sends;
+                            for (size_t q = 0; q < pending.size(); ++q)
+                                if (std::get<1>(pending[q]) && std::get<2>(pending[q]) == in.waitSend)
+                                    sends.push_back(q);
+                            if (!sends.empty())
+                                sends.pop_back();
+                            chosen = sends;
+                        }
+                        TimeNs done = t;
+                        bool ready = true;
+                        for (size_t q : chosen) {
+                            const auto& [peer, send, tag, idx, at] = pending[q];
+                            const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
+                            if (other.size() <= idx) {
+                                ready = false;
+                                break;
+                            }
+                            done = std::max(done, transferEnd(std::max(at, other[idx])));
+                        }
+                        if (!ready)
+                            break;
+                        for (auto q = chosen.rbegin(); q != chosen.rend(); ++q) {
+                            const auto& [peer, send, tag, idx, at] = pending[*q];
+                            const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
+                            tb.nccl(g, 24, send ? "Send" : "Recv", at, transferEnd(std::max(at, other[idx])), peer,
+                                    s.activationBytes, group);
+                            pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(*q));
+                        }
+                        t = done;
                         ++pc[size_t(g)];
                         progress = true;
                         continue;

@@ -22,9 +22,10 @@ using pipescope::test::megatronTrace;
 namespace {
 
 struct Job {
-    std::string schedule = "1f1b"; // 1f1b, interleaved-1f1b or gpipe
+    std::string schedule = "1f1b"; // 1f1b, interleaved-1f1b, gpipe or zb-h1
     int v = 1;
     std::vector<int> chunkLayers;  // empty: even
+    bool overlapP2p = false;       // interleaved: Megatron's overlap_p2p_comm (its default there)
 };
 
 MegatronSpec specFor(const MegatronSpec& base, const Job& j)
@@ -32,6 +33,8 @@ MegatronSpec specFor(const MegatronSpec& base, const Job& j)
     MegatronSpec s = base;
     s.v = j.v;
     s.gpipe = j.schedule == "gpipe";
+    s.zeroBubble = j.schedule == "zb-h1";
+    s.overlapP2p = j.overlapP2p;
     s.chunkLayers = j.chunkLayers;
     return s;
 }
@@ -75,7 +78,10 @@ void TestCrossSchedule::predictsTheOtherRun_data()
     const Job oneF{"1f1b", 1, {}}, gpipe{"gpipe", 1, {}}, v2{"interleaved-1f1b", 2, {}}, v4{"interleaved-1f1b", 4, {}};
     QTest::newRow("1f1b to gpipe") << 16 << 1 << -1 << oneF << gpipe;
     QTest::newRow("gpipe to 1f1b") << 16 << 1 << -1 << gpipe << oneF;
-    QTest::newRow("gpipe to interleaved v2") << 16 << 1 << -1 << gpipe << v2;
+    // From torch's schedules, whose sends overlap compute, to Megatron's
+    // interleaved with overlap_p2p_comm.
+    const Job v2overlap{"interleaved-1f1b", 2, {}, true};
+    QTest::newRow("gpipe to interleaved v2 (overlapped)") << 16 << 1 << -1 << gpipe << v2overlap;
     QTest::newRow("1f1b to interleaved v4") << 16 << 1 << -1 << oneF << v4;
     QTest::newRow("interleaved v4 to gpipe") << 16 << 1 << -1 << v4 << gpipe;
     // 18 layers 5/4/4/5 on two replicas, replica 1's stage 1 10% slower,
@@ -85,11 +91,18 @@ void TestCrossSchedule::predictsTheOtherRun_data()
     QTest::newRow("imbalanced dp2 slow: 1f1b to interleaved v2") << 18 << 2 << 5 << uneven1f << uneven2;
     QTest::newRow("imbalanced dp2 slow: interleaved v2 to 1f1b") << 18 << 2 << 5 << uneven2 << uneven1f;
     QTest::newRow("imbalanced dp2 slow: 1f1b to gpipe") << 18 << 2 << 5 << uneven1f << unevenGpipe;
-    QTest::newRow("TMP dp1: 1f1b to v2") << 18 << 1 << -1 << uneven1f << uneven2;
-    QTest::newRow("TMP dp2: 1f1b to v2") << 18 << 2 << -1 << uneven1f << uneven2;
-    QTest::newRow("TMP dp1 slow1: 1f1b to v2") << 18 << 1 << 1 << uneven1f << uneven2;
-    QTest::newRow("TMP dp1: 1f1b even18? to v2 even") << 16 << 1 << -1 << Job{"1f1b",1,{5,3,3,5}} << Job{"interleaved-1f1b",2,{2,2,2,2,2,2,2,2}};
-    QTest::newRow("TMP dp1: 1f1b 4444 to v2 33222222") << 18 << 1 << -1 << Job{"1f1b",1,{4,5,5,4}} << uneven2;
+    const Job zb{"zb-h1", 1, {}}, unevenZb{"zb-h1", 1, {5, 4, 4, 5}};
+    QTest::newRow("1f1b to zb-h1") << 16 << 1 << -1 << oneF << zb;
+    QTest::newRow("zb-h1 to 1f1b") << 16 << 1 << -1 << zb << oneF;
+    QTest::newRow("zb-h1 to interleaved v2 (overlapped)") << 16 << 1 << -1 << zb << v2overlap;
+    QTest::newRow("interleaved v2 (overlapped) to zb-h1") << 16 << 1 << -1 << v2overlap << zb;
+    const Job v4overlap{"interleaved-1f1b", 4, {}, true};
+    QTest::newRow("interleaved v2 to v4 (both overlapped)") << 16 << 1 << -1 << v2overlap << v4overlap;
+    QTest::newRow("interleaved v2 (overlapped) to 1f1b") << 16 << 1 << -1 << v2overlap << oneF;
+    QTest::newRow("gpipe to zb-h1") << 16 << 1 << -1 << gpipe << zb;
+    QTest::newRow("imbalanced dp2 slow: 1f1b to zb-h1") << 18 << 2 << 5 << uneven1f << unevenZb;
+    const Job uneven2overlap{"interleaved-1f1b", 2, {3, 3, 2, 2, 2, 2, 2, 2}, true};
+    QTest::newRow("imbalanced dp2 slow: zb-h1 to interleaved v2 (overlapped)") << 18 << 2 << 5 << unevenZb << uneven2overlap;
     QTest::newRow("imbalanced dp1: gpipe to 1f1b") << 18 << 1 << -1 << unevenGpipe << uneven1f;
 }
 
@@ -115,32 +128,6 @@ void TestCrossSchedule::predictsTheOtherRun()
     if (!to.chunkLayers.empty())
         ch.boundaries = boundariesOf(to.chunkLayers);
     const Prediction p = predict(model, applyChanges(measuredScenario(model), ch));
-    {
-        const Prediction self = predict(model, measuredScenario(model));
-        std::string sp, rp;
-        for (double x : model.stageSpeed) sp += std::to_string(x) + " ";
-        for (double x : model.replicaPace) rp += std::to_string(x) + " ";
-        if (from.schedule == "gpipe") {
-            const AnalysisResult a = analyze(megatronTrace(specFor(base, from)).trace);
-            for (int r = 0; r < 4; ++r) {
-                std::string line;
-                TimeNs t0 = a.iterations[size_t(a.selectedIteration)].start;
-                int n = 0;
-                for (const Step& st : a.steps) if (st.rank == r && n++ < 20) line += (st.kind == StepKind::F ? "F" : "B") + std::to_string(st.microbatch) + "@" + std::to_string((st.start - t0) / 10000) + " ";
-                std::string rl;
-                n = 0;
-                for (const TimedAction& x : self.replay.ranks[size_t(r)].actions) if (n++ < 20) rl += (x.kind == StepKind::F ? "F" : "B") + std::to_string(x.microbatch) + "@" + std::to_string(x.start / 10000) + " ";
-                qInfo("DEBUG rank %d measured %s", r, line.c_str());
-                qInfo("DEBUG rank %d replayed %s", r, rl.c_str());
-            }
-        }
-        {
-            std::string c;
-            for (const auto& st : self.costs.stages) c += std::to_string(st.forward / 1000) + "/" + std::to_string(st.backward / 1000) + " ";
-            qInfo("DEBUG costs %s latency %ld bw %f launch %ld", c.c_str(), (long)self.costs.p2pLatencyNs, self.costs.p2pBytesPerNs, (long)self.costs.launchGapNs);
-        }
-        qInfo("DEBUG calib %.3f vs %.3f; speeds %s; pace %s; megatron %d shared %d blocking %d; layers %d", self.iterationNs()/1e6, (double)*model.measuredIterationNs/1e6, sp.c_str(), rp.c_str(), model.megatronExchanges, model.sharedLinks, model.blockingExchanges, model.layerCount());
-    }
     const double measured = static_cast<double>(*truth.measuredIterationNs);
     const double err = static_cast<double>(p.iterationNs()) / measured - 1;
     qInfo("%s: predicted %.3f ms, the other run %.3f ms (%+.2f%%)", QTest::currentDataTag(),
