@@ -43,10 +43,15 @@ ReplayCosts costsFor(const Schedule& s)
     return c;
 }
 
-void replayFigure(const char* what, ScheduleKind kind, int pp, int v, int m, double targetMs)
+enum class Exchanges { Overlapped, Megatron, MegatronShared };
+
+void replayFigure(const char* what, ScheduleKind kind, int pp, int v, int m, double targetMs,
+                  Exchanges exchanges = Exchanges::Overlapped)
 {
     const Schedule s = makeSchedule(kind, pp, v, m);
-    const ReplayCosts c = costsFor(s);
+    ReplayCosts c = costsFor(s);
+    c.megatronExchanges = exchanges != Exchanges::Overlapped;
+    c.sharedLinks = exchanges == Exchanges::MegatronShared;
     Replay replay;
     ReplayResult out;
     ReplayOptions full, fast;
@@ -66,6 +71,13 @@ int main()
     replayFigure("replay zb-v, 8 ranks x 64 microbatches", ScheduleKind::ZeroBubbleV, 8, 2, 64, 1.0);
     replayFigure("replay interleaved, p8 v4 m160 (~10k steps)", ScheduleKind::Interleaved1F1B, 8, 4, 160, 10.0);
     replayFigure("replay 1f1b, p16 m312 (~10k steps)", ScheduleKind::OneFOneB, 16, 1, 312, 10.0);
+    replayFigure("  Megatron's exchanges, separate links", ScheduleKind::OneFOneB, 16, 1, 312, 10.0, Exchanges::Megatron);
+    replayFigure("replay interleaved p8 v4 m160, Megatron's", ScheduleKind::Interleaved1F1B, 8, 4, 160, 10.0,
+                 Exchanges::Megatron);
+    replayFigure("  ... transfers sharing one medium", ScheduleKind::Interleaved1F1B, 8, 4, 160, 10.0,
+                 Exchanges::MegatronShared);
+    replayFigure("replay interleaved p64 v2 m128, Megatron's shared", ScheduleKind::Interleaved1F1B, 64, 2, 128, 50.0,
+                 Exchanges::MegatronShared);
 
     // 128 heterogeneous layers (every fourth one heavier, a heavy head) over 16 stages.
     CostModel model;

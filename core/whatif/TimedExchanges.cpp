@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <queue>
 #include <string>
+#include <unordered_map>
 
 namespace pipescope::whatif {
 
@@ -56,14 +58,53 @@ bool Replay::runTimed(const Schedule& s, const ReplayCosts& costs, const Exchang
     std::vector<char> started(static_cast<size_t>(P), 0); // the rank has begun (its first posts made)
     std::vector<char> afterPost(static_cast<size_t>(P), 0);
 
-    struct Flow {
-        int message;
-        double left; // ns of work at full speed
-        int link;    // sharing domain: 0 when all share one medium, else src * P + dst + 1
+    // Transfers in flight share their domain's speed equally: the whole
+    // medium, or one direction between two ranks. Each domain keeps the work
+    // every one of its transfers has received so far (its service); a
+    // transfer lands when the service reaches what it had at the start plus
+    // the transfer's work, so an event costs a heap operation, not a scan.
+    struct Domain {
+        double service = 0; // ns of work each transfer in flight has received
+        TimeNs at = 0;      // when service was last brought up to date
+        int count = 0;      // transfers in flight
+        uint64_t version = 0;
+        std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> finishes;
     };
-    std::vector<Flow> flows;
-    std::vector<int> perDomain(costs.sharedLinks ? 1 : static_cast<size_t>(P) * static_cast<size_t>(P) + 1, 0);
+    std::unordered_map<int, Domain> domains;
+    struct Landing {
+        TimeNs at;
+        int domain;
+        uint64_t version;
+        bool operator>(const Landing& o) const { return at > o.at; }
+    };
+    std::priority_queue<Landing, std::vector<Landing>, std::greater<>> landings;
+    auto bringUp = [](Domain& d, TimeNs now) {
+        if (d.count > 0)
+            d.service += static_cast<double>(now - d.at) / d.count;
+        d.at = now;
+    };
+    auto reschedule = [&](int id, Domain& d) {
+        ++d.version;
+        if (d.count == 0)
+            return;
+        const double left = std::max(0.0, d.finishes.top().first - d.service);
+        landings.push(Landing{d.at + std::max<TimeNs>(1, static_cast<TimeNs>(std::ceil(left * d.count))), id, d.version});
+    };
 
+    // Ranks to look at again at this moment: a step of theirs ended, they
+    // begin, or a transfer of theirs landed.
+    std::vector<int> dirty;
+    std::vector<char> isDirty(static_cast<size_t>(P), 0);
+    auto touch = [&](int r) {
+        if (!isDirty[static_cast<size_t>(r)]) {
+            isDirty[static_cast<size_t>(r)] = 1;
+            dirty.push_back(r);
+        }
+    };
+    auto touchBoth = [&](const MessageEnds& e) {
+        touch(e.fromRank);
+        touch(e.toRank);
+    };
     auto ends = [&](int m) { return messageEnds(s, m); };
     auto domainOf = [&](const MessageEnds& e) {
         return costs.sharedLinks ? 0 : e.fromRank * P + e.toRank + 1;
@@ -77,10 +118,15 @@ bool Replay::runTimed(const Schedule& s, const ReplayCosts& costs, const Exchang
         const TimeNs work = costs.transferNs(bytes);
         if (work <= 0) {
             sendDone_[static_cast<size_t>(m)] = now;
+            touchBoth(e);
             return;
         }
-        flows.push_back(Flow{m, static_cast<double>(work), domainOf(e)});
-        ++perDomain[static_cast<size_t>(flows.back().link)];
+        const int id = domainOf(e);
+        Domain& d = domains[id];
+        bringUp(d, now);
+        d.finishes.emplace(d.service + static_cast<double>(work), m);
+        ++d.count;
+        reschedule(id, d);
     };
     auto postGroups = [&](int r, int afterStep, TimeNs now) {
         const auto& groups = plan.ranks[static_cast<size_t>(r)];
@@ -96,95 +142,94 @@ bool Replay::runTimed(const Schedule& s, const ReplayCosts& costs, const Exchang
             }
         return any;
     };
-    // Starts what each idle rank can start at `now`; true when something changed.
-    auto advanceRanks = [&](TimeNs now) {
-        bool changed = false;
-        for (int r = 0; r < P; ++r) {
-            const size_t ri = static_cast<size_t>(r);
-            const auto& list = s.ranks[ri];
-            TimeNs& free = rankFree_[ri];
-            if (!started[ri]) {
-                if (free > now)
-                    continue;
-                started[ri] = 1;
-                afterPost[ri] = postGroups(r, -1, free) ? 1 : 0;
-                changed = true;
-            }
-            for (;;) {
-                if (running[ri]) {
-                    if (free > now)
-                        break;
-                    running[ri] = 0;
-                    afterPost[ri] = postGroups(r, static_cast<int>(next_[ri]) - 1, free) ? 1 : 0;
-                    changed = true;
-                }
-                size_t& n = next_[ri];
-                if (n >= list.size())
-                    break;
-                // Every end waited for before this step has completed.
-                TimeNs ready = free;
-                bool blocked = false;
-                auto& w = waits[ri];
-                for (size_t i = nextWait[ri]; i < w.size() && w[i].step <= static_cast<int>(n); ++i) {
-                    const TimeNs done = sendDone_[static_cast<size_t>(w[i].message)];
-                    if (done < 0 || done > now) {
-                        blocked = true;
-                        break;
-                    }
-                    ready = std::max(ready, done);
-                }
-                if (blocked)
-                    break;
-                while (nextWait[ri] < w.size() && w[nextWait[ri]].step <= static_cast<int>(n))
-                    ++nextWait[ri];
-                const Action& a = list[n];
-                const TimeNs hold = afterPost[ri] ? costs.exchangeGapNs : n > 0 ? costs.launchGapNs : 0;
-                const TimeNs start = std::max(checkedSum(free, hold, "a step", r), ready);
-                const TimeNs end = checkedSum(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
-                out.ranks[ri].actions.push_back(
-                    TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch, start, end});
-                free = end;
-                running[ri] = 1;
-                afterPost[ri] = 0;
-                ++n;
-                changed = true;
-            }
+    // When each running rank's step ends, or a rank begins.
+    std::priority_queue<std::pair<TimeNs, int>, std::vector<std::pair<TimeNs, int>>, std::greater<>> wakes;
+    for (int r = 0; r < P; ++r)
+        wakes.emplace(rankFree_[static_cast<size_t>(r)], r);
+    auto landedNow = [&](int m) { touchBoth(ends(m)); };
+    // Starts what rank r can start at `now`.
+    auto advance = [&](int r, TimeNs now) {
+        const size_t ri = static_cast<size_t>(r);
+        const auto& list = s.ranks[ri];
+        TimeNs& free = rankFree_[ri];
+        auto postAfter = [&](int step) { afterPost[ri] = postGroups(r, step, free) ? 1 : 0; };
+        if (!started[ri]) {
+            if (free > now)
+                return;
+            started[ri] = 1;
+            postAfter(-1);
         }
-        return changed;
+        for (;;) {
+            if (running[ri]) {
+                if (free > now)
+                    return;
+                running[ri] = 0;
+                postAfter(static_cast<int>(next_[ri]) - 1);
+            }
+            size_t& n = next_[ri];
+            if (n >= list.size())
+                return;
+            // Every end waited for before this step has completed.
+            TimeNs ready = free;
+            auto& w = waits[ri];
+            for (size_t i = nextWait[ri]; i < w.size() && w[i].step <= static_cast<int>(n); ++i) {
+                const TimeNs done = sendDone_[static_cast<size_t>(w[i].message)];
+                if (done < 0 || done > now)
+                    return; // looked at again when it lands
+                ready = std::max(ready, done);
+            }
+            while (nextWait[ri] < w.size() && w[nextWait[ri]].step <= static_cast<int>(n))
+                ++nextWait[ri];
+            const Action& a = list[n];
+            const TimeNs hold = afterPost[ri] ? costs.exchangeGapNs : n > 0 ? costs.launchGapNs : 0;
+            const TimeNs start = std::max(checkedSum(free, hold, "a step", r), ready);
+            const TimeNs end = checkedSum(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
+            out.ranks[ri].actions.push_back(
+                TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch, start, end});
+            free = end;
+            running[ri] = 1;
+            afterPost[ri] = 0;
+            ++n;
+            wakes.emplace(end, r);
+        }
     };
 
     TimeNs now = 0;
     for (;;) {
-        while (advanceRanks(now)) {
+        while (!wakes.empty() && wakes.top().first <= now) {
+            touch(wakes.top().second);
+            wakes.pop();
+        }
+        while (!dirty.empty()) {
+            const int r = dirty.back();
+            dirty.pop_back();
+            isDirty[static_cast<size_t>(r)] = 0;
+            advance(r, now);
         }
         // The next moment something happens: a step ends, a rank begins, a transfer lands.
-        TimeNs next = kNever;
-        for (int r = 0; r < P; ++r) {
-            const size_t ri = static_cast<size_t>(r);
-            if (running[ri] || !started[ri])
-                next = std::min(next, rankFree_[ri]);
-        }
-        double soonest = std::numeric_limits<double>::infinity();
-        for (const Flow& f : flows)
-            soonest = std::min(soonest, f.left * perDomain[static_cast<size_t>(f.link)]);
-        if (!flows.empty())
-            next = std::min(next, now + std::max<TimeNs>(1, static_cast<TimeNs>(std::ceil(soonest))));
+        while (!landings.empty() && landings.top().version != domains[landings.top().domain].version)
+            landings.pop(); // superseded: its domain's count changed since
+        TimeNs next = wakes.empty() ? kNever : wakes.top().first;
+        if (!landings.empty())
+            next = std::min(next, landings.top().at);
         if (next == kNever)
             break;
-        next = std::max(next, now);
-        const double dt = static_cast<double>(next - now);
-        for (Flow& f : flows)
-            f.left -= dt / perDomain[static_cast<size_t>(f.link)];
-        now = next;
-        for (size_t i = 0; i < flows.size();) {
-            if (flows[i].left <= 0.5) {
-                sendDone_[static_cast<size_t>(flows[i].message)] = now;
-                --perDomain[static_cast<size_t>(flows[i].link)];
-                flows[i] = flows.back();
-                flows.pop_back();
-            } else {
-                ++i;
+        now = std::max(next, now);
+        while (!landings.empty() && landings.top().at <= now) {
+            const Landing l = landings.top();
+            landings.pop();
+            Domain& d = domains[l.domain];
+            if (l.version != d.version)
+                continue;
+            bringUp(d, now);
+            while (d.count > 0 && d.finishes.top().first <= d.service + 0.5) {
+                const int m = d.finishes.top().second;
+                d.finishes.pop();
+                --d.count;
+                sendDone_[static_cast<size_t>(m)] = now;
+                landedNow(m);
             }
+            reschedule(l.domain, d);
         }
     }
     for (int r = 0; r < P; ++r) {
