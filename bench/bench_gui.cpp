@@ -14,12 +14,12 @@
 // Prints figures with their targets; asserts nothing.
 //   bench_gui [activities=10000000] [dir=/tmp] [keep|reuse] [layers=128]
 //   (keep: leave the store; reuse: use a store left by keep)
-#include "AppSession.h"
-#include "LayerStrip.h"
+#include "session/AppSession.h"
+#include "whatif/LayerStrip.h"
 #include "MainWindow.h"
-#include "PipelineView.h"
-#include "TimelineView.h"
-#include "WhatIfEditor.h"
+#include "views/PipelineView.h"
+#include "views/TimelineView.h"
+#include "whatif/WhatIfEditor.h"
 
 #include "../tests/common/SyntheticTrace.h"
 #include "store/StoreWriter.h"

@@ -3,9 +3,9 @@
 // README's pictures are made and how a cluster node without a display can
 // still produce them.
 #include "MainWindow.h"
-#include "PipelineView.h"
+#include "views/PipelineView.h"
 #include "Version.h"
-#include "WhatIfEditor.h"
+#include "whatif/WhatIfEditor.h"
 
 #include "util/Error.h"
 

@@ -2,14 +2,14 @@
 // profiler traces (imported once into the cache, then reused) and a real
 // external trace; a bad file gives one error and the app stays usable; and
 // the app renders non-blank screenshots headless.
-#include "AppSession.h"
-#include "DetailsPanel.h"
-#include "ExportWorker.h"
+#include "session/AppSession.h"
+#include "panels/DetailsPanel.h"
+#include "session/ExportWorker.h"
 #include "MainWindow.h"
-#include "SummaryPanel.h"
-#include "PipelineView.h"
-#include "TimelineView.h"
-#include "WhatIfEditor.h"
+#include "panels/SummaryPanel.h"
+#include "views/PipelineView.h"
+#include "views/TimelineView.h"
+#include "whatif/WhatIfEditor.h"
 
 #include "TestSupport.h"
 #include "report/ChromeTrace.h"

@@ -1,7 +1,7 @@
 // The Gantt timeline widget, driven as a user would: the example capture
 // loaded and analysed, wheel and keys moving the visible range, clicks
 // hitting events, painting bounded by pixels, a frame that is not blank.
-#include "TimelineView.h"
+#include "views/TimelineView.h"
 #include "analysis/Analysis.h"
 #include "store/Store.h"
 #include "timeline/TimelineBuild.h"

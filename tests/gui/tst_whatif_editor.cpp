@@ -4,11 +4,11 @@
 // sentence beside the control and keeps the prediction; the worker answers
 // the newest of a burst of drag requests; the strip asks for layers when the
 // trace names none; the editor renders.
-#include "LayerStrip.h"
-#include "ParetoChart.h"
-#include "PipelineView.h"
-#include "WhatIfEditor.h"
-#include "WhatIfWorker.h"
+#include "whatif/LayerStrip.h"
+#include "whatif/ParetoChart.h"
+#include "views/PipelineView.h"
+#include "whatif/WhatIfEditor.h"
+#include "whatif/WhatIfWorker.h"
 
 #include "TestSupport.h"
 #include "analysis/Analysis.h"

@@ -3,7 +3,7 @@
 // as tabs, the analysis panels as docks (their layout kept with QSettings),
 // File > Open / Recent / Examples, drag and drop, exports. It only arranges
 // views over one AppSession; all work happens in core and the session layer.
-#include "AppSession.h"
+#include "session/AppSession.h"
 
 #include "report/Report.h"
 

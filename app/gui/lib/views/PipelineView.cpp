@@ -1,0 +1,305 @@
+#include "views/PipelineView.h"
+#include "views/QtPalette.h"
+
+#include "views/PaletteLegend.h"
+
+#include "timeline/Palette.h"
+#include "util/Format.h"
+
+#include <QPaintEvent>
+#include <QPainter>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace pipescope::gui {
+
+namespace {
+
+constexpr int kLabelW = 92;  // row labels on the left
+constexpr int kAxisH = 22;   // time axis at the bottom
+constexpr int kTitleH = 16;  // "measured" / "predicted" headings
+constexpr int kRowGap = 2;
+
+
+// 1, 2, 5 x 10^k: a tick step giving about `target` ticks over `span`.
+double niceStep(double span, int target)
+{
+    const double raw = span / std::max(1, target);
+    const double mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1e-9))));
+    for (double f : {1.0, 2.0, 5.0, 10.0})
+        if (raw <= f * mag)
+            return f * mag;
+    return 10 * mag;
+}
+
+} // namespace
+
+PipelineView::PipelineView(QWidget* parent) : QWidget(parent)
+{
+    setAttribute(Qt::WA_OpaquePaintEvent);
+    setAccessibleName(tr("Pipeline view"));
+}
+
+void PipelineView::setMeasured(std::shared_ptr<const AnalysisResult> measured)
+{
+    measured_ = std::move(measured);
+    iteration_ = -1;
+    update();
+}
+
+void PipelineView::setIteration(int position)
+{
+    iteration_ = position;
+    update();
+}
+
+int PipelineView::shownIteration() const
+{
+    if (!measured_)
+        return -1;
+    const int n = static_cast<int>(measured_->iterations.size());
+    if (iteration_ >= 0 && iteration_ < n)
+        return iteration_;
+    return measured_->selectedIteration >= 0 && measured_->selectedIteration < n ? measured_->selectedIteration : -1;
+}
+
+std::vector<Step> PipelineView::shownSteps() const
+{
+    std::vector<Step> out;
+    const int shown = shownIteration();
+    if (shown < 0)
+        return out;
+    const int index = measured_->iterations[size_t(shown)].index;
+    std::set<int> ranks;
+    for (const Row& r : measuredRows())
+        ranks.insert(r.rank);
+    for (const Step& s : measured_->steps)
+        if (s.iteration == index && ranks.count(s.rank))
+            out.push_back(s);
+    return out;
+}
+
+void PipelineView::setPrediction(std::shared_ptr<const whatif::Prediction> prediction)
+{
+    prediction_ = std::move(prediction);
+    update();
+}
+
+void PipelineView::setMode(Mode mode)
+{
+    mode_ = mode;
+    update();
+}
+
+void PipelineView::setCriticalPathVisible(bool visible)
+{
+    criticalPath_ = visible;
+    update();
+}
+
+void PipelineView::setReplicasStacked(bool stacked)
+{
+    replicasStacked_ = stacked;
+    update();
+}
+
+std::vector<PipelineView::Row> PipelineView::measuredRows() const
+{
+    std::vector<Row> rows;
+    if (!measured_ || !measured_->pipeline.found)
+        return rows;
+    std::vector<StageAssignment> a = measured_->pipeline.stageMap;
+    a.erase(std::remove_if(a.begin(), a.end(), [&](const StageAssignment& s) {
+                return s.stage < 0 || (!replicasStacked_ && s.replica != 0);
+            }),
+            a.end());
+    std::sort(a.begin(), a.end(), [](const auto& x, const auto& y) {
+        return std::tie(x.stage, x.replica, x.rank) < std::tie(y.stage, y.replica, y.rank);
+    });
+    for (const auto& s : a) {
+        Row r;
+        r.rank = s.rank;
+        r.stage = s.stage;
+        r.label = replicasStacked_ ? tr("stage %1 · r%2").arg(s.stage).arg(s.rank) : tr("stage %1").arg(s.stage);
+        rows.push_back(r);
+    }
+    return rows;
+}
+
+TimeNs PipelineView::spanNs() const
+{
+    TimeNs span = 0;
+    if (const int shown = shownIteration(); shown >= 0) {
+        const Iteration& it = measured_->iterations[size_t(shown)];
+        span = it.end - it.start;
+    }
+    if (prediction_)
+        span = std::max(span, prediction_->iterationNs());
+    return span;
+}
+
+void PipelineView::paintEvent(QPaintEvent*)
+{
+    QPainter p(this);
+    p.fillRect(rect(), palette().base());
+    painted_ = 0;
+    const TimeNs span = spanNs();
+    const int shown = shownIteration();
+    const std::vector<Row> mRows = shown >= 0 ? measuredRows() : std::vector<Row>{};
+    const int pRows = prediction_ ? prediction_->schedule.pp : 0;
+    if (span <= 0 || (mRows.empty() && pRows == 0)) {
+        p.setPen(palette().color(QPalette::PlaceholderText));
+        p.drawText(rect(), Qt::AlignCenter, tr("No pipeline to show"));
+        return;
+    }
+    const bool ghost = mode_ == Ghost && !mRows.empty() && pRows > 0;
+    const int sections = ghost ? 1 : int(!mRows.empty()) + int(pRows > 0);
+    const int rowsTotal = ghost ? int(mRows.size()) : int(mRows.size()) + pRows;
+    const int plotW = std::max(1, width() - kLabelW - 8);
+    const int rowH = std::max(6, (height() - kAxisH - sections * kTitleH) / std::max(1, rowsTotal) - kRowGap);
+    const double pxPerNs = double(plotW) / double(span);
+    auto xOf = [&](TimeNs t) { return kLabelW + t * pxPerNs; };
+    const QFontMetrics fm(font());
+    const QColor text = palette().color(QPalette::Text);
+
+    // One box: a step with its microbatch number where it fits, or a bubble.
+    auto box = [&](double x0, double x1, int y, int h, QColor fill, const QString& label, bool outline) {
+        const QRectF r(x0, y, std::max(1.0, x1 - x0), h);
+        p.fillRect(r, fill);
+        if (outline) {
+            p.setPen(QPen(fill.darker(160), 1));
+            p.drawRect(r);
+        }
+        if (!label.isEmpty() && r.width() >= fm.horizontalAdvance(label) + 2 && h >= fm.height() - 2) {
+            p.setPen(text);
+            p.drawText(r, Qt::AlignCenter, label);
+        }
+        ++painted_;
+    };
+
+    int y = 0;
+    auto title = [&](const QString& t) {
+        p.setPen(text);
+        QFont f = font();
+        f.setBold(true);
+        p.setFont(f);
+        p.drawText(QRect(4, y, width() - 8, kTitleH), Qt::AlignLeft | Qt::AlignVCenter, t);
+        p.setFont(font());
+        y += kTitleH;
+    };
+
+    // ---- measured -----------------------------------------------------------
+    int measuredTop = y;
+    if (!mRows.empty()) {
+        const Iteration& it = measured_->iterations[size_t(shown)];
+        const bool analysed = measured_->criticalPath.iteration == it.index && shown == measured_->selectedIteration;
+        const QString which = shown == measured_->selectedIteration ? QString() : tr(" (iteration %1)").arg(it.index);
+        title(ghost ? tr("measured%3 %1, predicted %2 (ghost)")
+                          .arg(QString::fromStdString(formatDuration(it.end - it.start)),
+                               QString::fromStdString(formatDuration(prediction_->iterationNs())), which)
+                    : tr("measured%2 %1").arg(QString::fromStdString(formatDuration(it.end - it.start)), which));
+        measuredTop = y;
+        std::map<int, int> rowOfRank;
+        for (size_t i = 0; i < mRows.size(); ++i)
+            rowOfRank[mRows[i].rank] = int(i);
+        for (size_t i = 0; i < mRows.size(); ++i) {
+            p.setPen(text);
+            p.drawText(QRect(4, y + int(i) * (rowH + kRowGap), kLabelW - 8, rowH), Qt::AlignLeft | Qt::AlignVCenter,
+                       mRows[i].label);
+        }
+        for (const Bubble& b : measured_->bubbles) {
+            const auto r = rowOfRank.find(b.rank);
+            if (b.iteration != it.index || r == rowOfRank.end())
+                continue;
+            box(xOf(b.start - it.start), xOf(b.end - it.start), y + r->second * (rowH + kRowGap), rowH,
+                toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+        }
+        for (const Step& s : measured_->steps) {
+            const auto r = rowOfRank.find(s.rank);
+            if (s.iteration != it.index || r == rowOfRank.end())
+                continue;
+            box(xOf(s.start - it.start), xOf(s.end - it.start), y + r->second * (rowH + kRowGap), rowH,
+                toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
+                false);
+        }
+        if (criticalPath_ && analysed) {
+            const auto hl = toQColor(timeline::rgbFromHex(timeline::kHighlightHex));
+            p.setPen(QPen(hl, 3));
+            for (const PathSegment& seg : measured_->criticalPath.segments) {
+                const auto r = rowOfRank.find(seg.rank);
+                if (r == rowOfRank.end())
+                    continue;
+                const int yy = y + r->second * (rowH + kRowGap) + rowH - 2;
+                p.drawLine(QPointF(xOf(seg.start - it.start), yy), QPointF(xOf(seg.end - it.start), yy));
+            }
+        }
+        if (!ghost)
+            y += int(mRows.size()) * (rowH + kRowGap);
+    }
+
+    // ---- prediction ---------------------------------------------------------
+    if (pRows > 0) {
+        if (!ghost) {
+            title(tr("predicted %1 (%2)")
+                      .arg(QString::fromStdString(formatDuration(prediction_->iterationNs())),
+                           QString::fromStdString(prediction_->schedule.name())));
+        } else {
+            y = measuredTop;
+        }
+        const int alpha = ghost ? 90 : 255;
+        for (int r = 0; r < pRows; ++r) {
+            if (!ghost) {
+                p.setPen(text);
+                p.drawText(QRect(4, y + r * (rowH + kRowGap), kLabelW - 8, rowH), Qt::AlignLeft | Qt::AlignVCenter,
+                           tr("rank %1").arg(r));
+            }
+            if (size_t(r) >= prediction_->replay.ranks.size())
+                continue;
+            // Ghost rows follow the measured rows' order: rank r of the pipeline is stage r.
+            int row = r;
+            if (ghost) {
+                row = -1;
+                for (size_t i = 0; i < mRows.size(); ++i)
+                    if (mRows[i].stage == r) {
+                        row = int(i);
+                        break;
+                    }
+                if (row < 0)
+                    continue;
+            }
+            const int yy = y + row * (rowH + kRowGap);
+            const int h = ghost ? rowH / 2 : rowH; // the ghost covers the lower half, so both stay readable
+            const int top = ghost ? yy + rowH - h : yy;
+            const whatif::RankReplay& rr = prediction_->replay.ranks[size_t(r)];
+            if (!ghost)
+                for (const whatif::Bubble& b : rr.bubbles)
+                    box(xOf(b.start), xOf(b.end), top, h, toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+            for (const whatif::TimedAction& a : rr.actions)
+                box(xOf(a.start), xOf(a.end), top, h,
+                    toQColor(timeline::microbatchTint(timeline::stepColor(a.kind), a.microbatch), alpha),
+                    ghost ? QString() : QString::number(a.microbatch), ghost);
+        }
+        if (!ghost)
+            y += pRows * (rowH + kRowGap);
+        else
+            y = measuredTop + int(mRows.size()) * (rowH + kRowGap);
+    }
+
+    // ---- time axis ----------------------------------------------------------
+    const int axisY = std::min(y + 2, height() - kAxisH);
+    p.setPen(text);
+    p.drawLine(kLabelW, axisY, kLabelW + plotW, axisY);
+    const double step = niceStep(double(span), std::max(2, plotW / 110));
+    for (double t = 0; t <= double(span) + 1; t += step) {
+        const int x = int(std::lround(xOf(TimeNs(t))));
+        p.drawLine(x, axisY, x, axisY + 4);
+        const QString label = QString::fromStdString(formatDuration(TimeNs(t)));
+        p.drawText(QRect(x - 50, axisY + 4, 100, kAxisH - 4), Qt::AlignHCenter | Qt::AlignTop, label);
+    }
+}
+
+} // namespace pipescope::gui

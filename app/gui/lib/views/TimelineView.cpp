@@ -1,0 +1,1281 @@
+#include "views/TimelineView.h"
+#include "views/QtPalette.h"
+
+#include "views/PaletteLegend.h"
+
+#include "timeline/Palette.h"
+#include "timeline/TimelineLinks.h"
+#include "util/Format.h"
+
+#include <QApplication>
+#include <QContextMenuEvent>
+#include <QHBoxLayout>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QMenu>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <QWheelEvent>
+#include <qcustomplot.h>
+
+#include <QResizeEvent>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace pipescope::gui {
+
+using namespace pipescope::timeline;
+
+namespace {
+
+constexpr double kMinWidthNs = 10.0;
+constexpr double kWheelZoom = 0.8; // width factor per wheel notch towards the user
+constexpr double kKeyZoom = 0.5;
+constexpr double kPanFraction = 0.1;
+
+QString qstr(const std::string& s) { return QString::fromStdString(s); }
+
+// Tick labels in the unit the visible width calls for.
+class TimeTicker : public QCPAxisTicker {
+public:
+    void generate(const QCPRange& range, const QLocale& locale, QChar formatChar, int precision, QVector<double>& ticks,
+                  QVector<double>* subTicks, QVector<QString>* tickLabels) override
+    {
+        width_ = range.size();
+        QCPAxisTicker::generate(range, locale, formatChar, precision, ticks, subTicks, tickLabels);
+    }
+
+protected:
+    QString getTickLabel(double tick, const QLocale&, QChar, int) override
+    {
+        struct Unit {
+            double ns;
+            const char* name;
+        };
+        static constexpr Unit units[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}, {1, "ns"}};
+        Unit u = units[3];
+        for (const Unit& c : units)
+            if (width_ >= c.ns * 2) {
+                u = c;
+                break;
+            }
+        const double v = tick / u.ns;
+        // Enough decimals to tell neighbouring ticks apart.
+        const double step = width_ / u.ns / 5;
+        const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step))));
+        return QString::number(v, 'f', decimals) + QString::fromUtf8(" ") + QString::fromUtf8(u.name);
+    }
+
+private:
+    double width_ = 1;
+};
+
+} // namespace
+
+// ---- the body: lanes from draw lists, labels, iteration lines, search marks --
+
+class TimelineBody : public QCPLayerable {
+public:
+    TimelineBody(QCustomPlot* plot, TimelineView* view) : QCPLayerable(plot, QStringLiteral("main")), view_(view) {}
+
+protected:
+    void applyDefaultAntialiasingHint(QCPPainter* painter) const override { painter->setAntialiasing(false); }
+    // Rows and their labels, never over the time axis below them.
+    QRect clipRect() const override
+    {
+        const QRect ar = mParentPlot->axisRect()->rect();
+        return QRect(0, ar.top(), mParentPlot->viewport().width(), ar.height());
+    }
+    void draw(QCPPainter* painter) override;
+
+private:
+    void drawLane(QCPPainter* p, int lane, const QRect& r, int& prims, bool summary, double* busyPx);
+
+    TimelineView* view_;
+    std::vector<DrawItem> items_; // reused between frames
+};
+
+// ---- the overlay: hover, selection, the dragged area ----------------------
+
+class TimelineOverlay : public QCPLayerable {
+public:
+    TimelineOverlay(QCustomPlot* plot, TimelineView* view) : QCPLayerable(plot, QStringLiteral("timelineOverlay")), view_(view) {}
+    QRect dragRect;
+
+protected:
+    void applyDefaultAntialiasingHint(QCPPainter* painter) const override { painter->setAntialiasing(true); }
+    QRect clipRect() const override { return mParentPlot->axisRect()->rect(); }
+    void draw(QCPPainter* painter) override;
+
+private:
+    void outline(QCPPainter* p, const TimelineEventRef& ref, const QColor& c, int width);
+    TimelineView* view_;
+};
+
+// ---------------------------------------------------------------------------
+
+TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
+{
+    plot_ = new QCustomPlot(this);
+    plot_->setInteractions({}); // navigation is ours: see eventFilter
+    plot_->setFocusPolicy(Qt::StrongFocus);
+    plot_->setMouseTracking(true);
+    plot_->yAxis->setVisible(false);
+    plot_->xAxis->grid()->setVisible(false);
+    plot_->yAxis->grid()->setVisible(false);
+    plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker));
+    plot_->axisRect()->setAutoMargins(QCP::msBottom | QCP::msTop | QCP::msRight);
+    plot_->axisRect()->setMargins(QMargins(labelWidth_, 4, 8, 0));
+    plot_->addLayer(QStringLiteral("timelineOverlay"), plot_->layer(QStringLiteral("overlay")), QCustomPlot::limBelow);
+    overlayLayer_ = plot_->layer(QStringLiteral("timelineOverlay"));
+    overlayLayer_->setMode(QCPLayer::lmBuffered);
+    body_ = new TimelineBody(plot_, this);
+    overlay_ = new TimelineOverlay(plot_, this);
+    plot_->installEventFilter(this);
+    setFocusProxy(plot_);
+
+    legend_ = new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::Work, this);
+    shortcuts_ = new QLabel(plot_);
+    shortcuts_->setText(shortcutsText());
+    shortcuts_->setStyleSheet(QStringLiteral("QLabel { background: rgba(29,35,41,235); color: white; padding: 10px; border-radius: 6px; }"));
+    shortcuts_->hide();
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(0);
+    layout->addWidget(plot_, 1);
+    layout->addWidget(legend_);
+
+    connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this](const QCPRange&) {
+        const auto r = visibleRange();
+        Q_EMIT visibleRangeChanged(r.first, r.second);
+    });
+    plot_->xAxis->setRange(0, 1000);
+}
+
+TimelineView::~TimelineView() = default;
+
+QString TimelineView::shortcutsText()
+{
+    return QStringLiteral(
+        "<b>Timeline shortcuts</b><table>"
+        "<tr><td>wheel</td><td>zoom at the cursor</td></tr>"
+        "<tr><td>drag</td><td>pan</td></tr>"
+        "<tr><td>shift-drag, right-drag</td><td>area statistics</td></tr>"
+        "<tr><td>click / double-click</td><td>select / fit the event</td></tr>"
+        "<tr><td>W / S</td><td>zoom in / out</td></tr>"
+        "<tr><td>A / D, &larr; / &rarr;</td><td>pan</td></tr>"
+        "<tr><td>&uarr; / &darr;</td><td>scroll tracks</td></tr>"
+        "<tr><td>Alt+&uarr; / Alt+&darr;</td><td>move the selected track</td></tr>"
+        "<tr><td>F</td><td>fit the selection</td></tr>"
+        "<tr><td>0, Home</td><td>fit all</td></tr>"
+        "<tr><td>. / ,</td><td>next / previous event on the track</td></tr>"
+        "<tr><td>F3 / Shift+F3</td><td>next / previous search hit</td></tr>"
+        "<tr><td>Esc</td><td>clear the selection</td></tr>"
+        "<tr><td>?</td><td>this list</td></tr></table>");
+}
+
+void TimelineView::setShortcutsVisible(bool visible)
+{
+    if (visible) {
+        shortcuts_->adjustSize();
+        shortcuts_->move(std::max(0, plot_->width() - shortcuts_->width() - 12), 12);
+        shortcuts_->raise();
+    }
+    shortcuts_->setVisible(visible);
+}
+
+bool TimelineView::shortcutsVisible() const { return shortcuts_->isVisibleTo(plot_); }
+
+// ---- model and rows --------------------------------------------------------
+
+void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
+{
+    const size_t oldLanes = model_ ? model_->lanes.size() : 0;
+    model_ = std::move(model);
+    const size_t n = model_ ? model_->lanes.size() : 0;
+    if (n != oldLanes) {
+        hidden_.assign(n, 0);
+        pinned_.assign(n, 0);
+        order_.resize(n);
+        for (size_t i = 0; i < n; ++i)
+            order_[i] = static_cast<int>(i);
+        if (!cpuShown_ && model_)
+            for (size_t i = 0; i < n; ++i)
+                if (model_->lanes[i].kind == LaneKind::Cpu)
+                    hidden_[i] = 1;
+    }
+    arrows_.clear();
+    hover_ = selected_ = {};
+    selectedLane_ = -1;
+    haveArea_ = false;
+    hits_.clear();
+    hitTimes_.clear();
+    hitsPerLane_.clear();
+    currentHit_ = -1;
+    firstRow_ = 0;
+    origin_ = model_ ? model_->start : 0;
+    // Track labels as wide as the longest needs, within reason.
+    if (model_) {
+        const QFontMetrics fm(plot_->font());
+        int widest = 0;
+        for (size_t i = 0; i < n; ++i)
+            widest = std::max(widest, fm.horizontalAdvance(laneTitle(static_cast<int>(i))));
+        labelWidth_ = std::clamp(widest + 16, 150, 320);
+        plot_->axisRect()->setMargins(QMargins(labelWidth_, 4, 8, 0));
+    }
+    rebuildGroups();
+    rebuildRows();
+    fitAll();
+}
+
+void TimelineView::rebuildGroups()
+{
+    groups_.clear();
+    if (!model_)
+        return;
+    std::map<std::pair<int, int>, size_t> index;
+    for (size_t i = 0; i < model_->lanes.size(); ++i) {
+        const Lane& l = model_->lanes[i];
+        // Lanes come sorted by stage, replica and rank, so groups appear in order.
+        auto [it, inserted] = index.try_emplace({l.stage, l.replica}, groups_.size());
+        if (inserted)
+            groups_.push_back({l.stage, l.replica, {}, {}, 0});
+        groups_[it->second].lanes.push_back(static_cast<int>(i));
+    }
+    for (Group& g : groups_)
+        std::stable_sort(g.lanes.begin(), g.lanes.end(),
+                         [this](int a, int b) { return order_[static_cast<size_t>(a)] < order_[static_cast<size_t>(b)]; });
+    for (Group& g : groups_) {
+        std::map<int, int> best; // rank -> its steps lane, else its first compute stream
+        for (int li : g.lanes) {
+            const Lane& l = model_->lanes[static_cast<size_t>(li)];
+            const bool steps = l.kind == LaneKind::Steps;
+            const bool compute = l.kind == LaneKind::Kernels && l.role == StreamRole::Compute;
+            auto f = best.find(l.rank);
+            if (steps && (f == best.end() || model_->lanes[static_cast<size_t>(f->second)].kind != LaneKind::Steps))
+                best[l.rank] = li;
+            else if (compute && f == best.end())
+                best[l.rank] = li;
+        }
+        for (auto& [r, li] : best)
+            g.summaryLanes.push_back(li);
+    }
+}
+
+void TimelineView::rebuildRows()
+{
+    rows_.clear();
+    const size_t n = model_ ? model_->lanes.size() : 0;
+    rowOfLane_.assign(n, -1);
+    if (!model_)
+        return;
+    bool anyPinned = false;
+    for (int i : pinnedLanes())
+        if (!hidden_[static_cast<size_t>(i)]) {
+            if (!anyPinned)
+                rows_.push_back({Row::PinnedHeader, -1, -1});
+            anyPinned = true;
+            rowOfLane_[static_cast<size_t>(i)] = static_cast<int>(rows_.size());
+            rows_.push_back({Row::LaneRow, i, -1});
+        }
+    for (size_t g = 0; g < groups_.size(); ++g) {
+        rows_.push_back({Row::GroupHeader, -1, static_cast<int>(g)});
+        if (isGroupCollapsed(groups_[g].stage, groups_[g].replica))
+            continue;
+        for (int li : groups_[g].lanes)
+            if (!hidden_[static_cast<size_t>(li)] && !pinned_[static_cast<size_t>(li)]) {
+                rowOfLane_[static_cast<size_t>(li)] = static_cast<int>(rows_.size());
+                rows_.push_back({Row::LaneRow, li, static_cast<int>(g)});
+            }
+    }
+    firstRow_ = std::clamp(firstRow_, 0, std::max(0, rowCount() - 1));
+}
+
+void TimelineView::setGroupCollapsed(int stage, int replica, bool collapsed)
+{
+    collapsed_[{stage, replica}] = collapsed;
+    rebuildRows();
+    replotBody();
+}
+
+bool TimelineView::isGroupCollapsed(int stage, int replica) const
+{
+    auto it = collapsed_.find({stage, replica});
+    return it != collapsed_.end() && it->second;
+}
+
+void TimelineView::setAllGroupsCollapsed(bool collapsed)
+{
+    for (const Group& g : groups_)
+        collapsed_[{g.stage, g.replica}] = collapsed;
+    rebuildRows();
+    replotBody();
+}
+
+void TimelineView::setLaneHidden(int lane, bool hidden)
+{
+    if (lane < 0 || static_cast<size_t>(lane) >= hidden_.size())
+        return;
+    hidden_[static_cast<size_t>(lane)] = hidden;
+    rebuildRows();
+    replotBody();
+}
+
+bool TimelineView::isLaneHidden(int lane) const
+{
+    return lane >= 0 && static_cast<size_t>(lane) < hidden_.size() && hidden_[static_cast<size_t>(lane)];
+}
+
+void TimelineView::showAllLanes()
+{
+    std::fill(hidden_.begin(), hidden_.end(), 0);
+    rebuildRows();
+    replotBody();
+}
+
+void TimelineView::setLanePinned(int lane, bool pinned)
+{
+    if (lane < 0 || static_cast<size_t>(lane) >= pinned_.size())
+        return;
+    pinned_[static_cast<size_t>(lane)] = pinned;
+    rebuildRows();
+    replotBody();
+}
+
+bool TimelineView::isLanePinned(int lane) const
+{
+    return lane >= 0 && static_cast<size_t>(lane) < pinned_.size() && pinned_[static_cast<size_t>(lane)];
+}
+
+std::vector<int> TimelineView::pinnedLanes() const
+{
+    std::vector<int> out;
+    for (size_t i = 0; i < pinned_.size(); ++i)
+        if (pinned_[i])
+            out.push_back(static_cast<int>(i));
+    std::stable_sort(out.begin(), out.end(),
+                     [this](int a, int b) { return order_[static_cast<size_t>(a)] < order_[static_cast<size_t>(b)]; });
+    return out;
+}
+
+void TimelineView::moveLane(int lane, int delta)
+{
+    if (!model_ || lane < 0 || static_cast<size_t>(lane) >= order_.size() || delta == 0)
+        return;
+    // The tracks it moves among, in their shown order, hidden ones left out.
+    std::vector<int> peers;
+    if (isLanePinned(lane)) {
+        peers = pinnedLanes();
+    } else {
+        for (const Group& g : groups_)
+            if (std::find(g.lanes.begin(), g.lanes.end(), lane) != g.lanes.end())
+                for (int li : g.lanes)
+                    if (!pinned_[static_cast<size_t>(li)])
+                        peers.push_back(li);
+    }
+    std::erase_if(peers, [&](int li) { return li != lane && hidden_[static_cast<size_t>(li)]; });
+    const auto at = std::find(peers.begin(), peers.end(), lane);
+    if (at == peers.end())
+        return;
+    const long to = std::clamp<long>((at - peers.begin()) + delta, 0, static_cast<long>(peers.size()) - 1);
+    if (to == at - peers.begin())
+        return;
+    const int other = peers[static_cast<size_t>(to)];
+    // Moving past `other` takes its place; everything in between shifts by one.
+    const int from = order_[static_cast<size_t>(lane)], dest = order_[static_cast<size_t>(other)];
+    for (int& o : order_) {
+        if (delta > 0 && o > from && o <= dest)
+            --o;
+        else if (delta < 0 && o >= dest && o < from)
+            ++o;
+    }
+    order_[static_cast<size_t>(lane)] = dest;
+    rebuildGroups();
+    rebuildRows();
+    replotBody();
+}
+
+int TimelineView::rowOfLane(int lane) const
+{
+    return lane >= 0 && static_cast<size_t>(lane) < rowOfLane_.size() ? rowOfLane_[static_cast<size_t>(lane)] : -1;
+}
+
+void TimelineView::setCpuLanesShown(bool shown)
+{
+    cpuShown_ = shown;
+    if (model_)
+        for (size_t i = 0; i < model_->lanes.size() && i < hidden_.size(); ++i)
+            if (model_->lanes[i].kind == LaneKind::Cpu)
+                hidden_[i] = !shown;
+    rebuildRows();
+    replotBody();
+}
+
+int TimelineView::rowTop(int row) const { return plot_->axisRect()->top() + (row - firstRow_) * rowHeight(); }
+
+int TimelineView::visibleRowCount() const { return std::max(1, plot_->axisRect()->height() / rowHeight()); }
+
+int TimelineView::rowAt(int y) const
+{
+    const int top = plot_->axisRect()->top();
+    if (y < top || y >= plot_->axisRect()->bottom())
+        return -1;
+    const int r = firstRow_ + (y - top) / rowHeight();
+    return r < rowCount() ? r : -1;
+}
+
+QRect TimelineView::laneRect(int lane) const
+{
+    if (lane < 0 || static_cast<size_t>(lane) >= rowOfLane_.size() || rowOfLane_[static_cast<size_t>(lane)] < 0)
+        return {};
+    const int row = rowOfLane_[static_cast<size_t>(lane)];
+    if (row < firstRow_ || row >= firstRow_ + visibleRowCount())
+        return {};
+    const QRect ar = plot_->axisRect()->rect();
+    return QRect(ar.left(), rowTop(row), ar.width(), rowHeight());
+}
+
+void TimelineView::scrollRows(int delta)
+{
+    const int old = firstRow_;
+    firstRow_ = std::clamp(firstRow_ + delta, 0, std::max(0, rowCount() - visibleRowCount()));
+    if (firstRow_ != old)
+        replotBody();
+}
+
+QString TimelineView::laneTitle(int lane) const
+{
+    const Lane& l = model_->lanes[static_cast<size_t>(lane)];
+    QString s = QStringLiteral("r%1 ").arg(l.rank);
+    if (l.kind == LaneKind::Kernels && l.device >= 0)
+        s += QStringLiteral("gpu%1 ").arg(l.device);
+    return s + qstr(l.label);
+}
+
+// ---- range -----------------------------------------------------------------
+
+QPair<qint64, qint64> TimelineView::visibleRange() const
+{
+    const QCPRange r = plot_->xAxis->range();
+    return {origin_ + std::llround(r.lower), origin_ + std::llround(r.upper)};
+}
+
+void TimelineView::setVisibleRange(qint64 fromNs, qint64 toNs)
+{
+    double lo = static_cast<double>(fromNs - origin_), hi = static_cast<double>(toNs - origin_);
+    if (hi < lo)
+        std::swap(lo, hi);
+    if (hi - lo < kMinWidthNs) {
+        const double c = (lo + hi) / 2;
+        lo = c - kMinWidthNs / 2;
+        hi = c + kMinWidthNs / 2;
+    }
+    plot_->xAxis->setRange(lo, hi);
+    replotBody();
+}
+
+void TimelineView::fitAll()
+{
+    if (!model_ || model_->end <= model_->start) {
+        setVisibleRange(origin_, origin_ + 1000);
+        return;
+    }
+    setVisibleRange(model_->start, model_->end);
+}
+
+void TimelineView::fitSelection()
+{
+    qint64 s = 0, e = 0;
+    if (haveArea_) {
+        s = areaFrom_;
+        e = areaTo_;
+    } else if (selected_.valid() && model_) {
+        const Event& ev = model_->event(selected_.lane, selected_.event);
+        const qint64 pad = std::max<qint64>(5, ev.duration() / 20);
+        s = ev.start - pad;
+        e = ev.end + pad;
+    } else {
+        return;
+    }
+    setVisibleRange(s, e);
+}
+
+double TimelineView::nsPerPixel() const
+{
+    return plot_->xAxis->range().size() / std::max(1, plot_->axisRect()->width());
+}
+
+double TimelineView::xOf(qint64 ns) const { return plot_->xAxis->coordToPixel(static_cast<double>(ns - origin_)); }
+
+qint64 TimelineView::timeAt(double x) const { return origin_ + std::llround(plot_->xAxis->pixelToCoord(x)); }
+
+void TimelineView::zoomAbout(double factor, double anchorX)
+{
+    const QCPRange r = plot_->xAxis->range();
+    // NaN: the middle of the range (a pixel's time would be off by rounding).
+    const double anchor = std::isnan(anchorX) ? r.center() : plot_->xAxis->pixelToCoord(anchorX);
+    // Whole nanoseconds at both ends, so the new width is exactly the old one times factor.
+    double lo = std::round(anchor + (r.lower - anchor) * factor);
+    double hi = lo + std::round(r.size() * factor);
+    if (hi - lo < kMinWidthNs) {
+        const double k = kMinWidthNs / (hi - lo);
+        lo = anchor + (lo - anchor) * k;
+        hi = anchor + (hi - anchor) * k;
+    }
+    plot_->xAxis->setRange(lo, hi);
+    replotBody();
+}
+
+void TimelineView::panBy(double fraction)
+{
+    const QCPRange r = plot_->xAxis->range();
+    const double d = r.size() * fraction;
+    plot_->xAxis->setRange(r.lower + d, r.upper + d);
+    replotBody();
+}
+
+void TimelineView::centreOn(qint64 ns)
+{
+    const auto r = visibleRange();
+    if (ns >= r.first && ns < r.second)
+        return;
+    const qint64 half = (r.second - r.first) / 2;
+    setVisibleRange(ns - half, ns - half + (r.second - r.first));
+}
+
+void TimelineView::replotBody() { plot_->replot(QCustomPlot::rpQueuedReplot); }
+
+void TimelineView::replotOverlay() { overlayLayer_->replot(); }
+
+void TimelineView::setColorBy(ColorBy by)
+{
+    colorBy_ = by;
+    replotBody();
+}
+
+// ---- events ----------------------------------------------------------------
+
+TimelineEventRef TimelineView::eventAt(const QPoint& pos, int tolerancePx) const
+{
+    if (!model_ || pos.x() < plot_->axisRect()->left() || pos.x() >= plot_->axisRect()->right())
+        return {};
+    const int row = rowAt(pos.y());
+    if (row < 0 || rows_[static_cast<size_t>(row)].kind != Row::LaneRow)
+        return {};
+    const int lane = rows_[static_cast<size_t>(row)].lane;
+    const qint64 t = timeAt(pos.x());
+    const qint64 tol = std::llround(tolerancePx * nsPerPixel());
+    const int64_t e = model_->hitTest(lane, t, tol);
+    return e < 0 ? TimelineEventRef{} : TimelineEventRef{lane, e};
+}
+
+QString TimelineView::toolTipFor(const TimelineEventRef& ref) const
+{
+    if (!model_ || !ref.valid())
+        return {};
+    const Lane& l = model_->lanes[static_cast<size_t>(ref.lane)];
+    const Event& e = model_->event(ref.lane, ref.event);
+    QString name = qstr(model_->name(e.name));
+    if (name.size() > 400)
+        name = name.left(400) + QStringLiteral("…");
+    QStringList lines;
+    lines << QStringLiteral("<b>%1</b>").arg(name.toHtmlEscaped());
+    const qint64 rel = e.start - (model_->predicted ? 0 : model_->start);
+    lines << QStringLiteral("start %1 · duration %2")
+                 .arg(qstr(formatDuration(rel)), qstr(formatDuration(e.duration())));
+    QString where = QStringLiteral("rank %1").arg(l.rank);
+    if (l.stage >= 0)
+        where += QStringLiteral(" · stage %1 · replica %2").arg(l.stage).arg(l.replica);
+    if (l.kind == LaneKind::Kernels)
+        where += QStringLiteral(" · gpu %1 · stream %2 (%3)").arg(l.device).arg(l.stream).arg(qstr(std::string(toString(l.role))));
+    lines << where;
+    switch (l.kind) {
+    case LaneKind::Steps:
+        lines << QStringLiteral("step %1 · microbatch %2%3")
+                     .arg(QChar::fromLatin1(toChar(StepKind(e.code & 3))))
+                     .arg(e.microbatch)
+                     .arg(e.chunk ? QStringLiteral(" · chunk %1").arg(e.chunk) : QString());
+        break;
+    case LaneKind::Bubbles:
+        lines << QStringLiteral("idle: %1").arg(qstr(std::string(toString(BubbleCause(std::min<int>(e.code, kBubbleCauses - 1))))));
+        break;
+    case LaneKind::Kernels:
+    case LaneKind::Transfers:
+        lines << QStringLiteral("%1").arg(qstr(std::string(toString(WorkClass(std::min<int>(e.code, 6))))));
+        if (e.step != kNoStep)
+            lines << QStringLiteral("in step %1 · microbatch %2").arg(QChar::fromLatin1(toChar(StepKind(e.step & 3)))).arg(e.microbatch);
+        else if (l.kind == LaneKind::Transfers && e.microbatch >= 0)
+            lines << QStringLiteral("microbatch %1").arg(e.microbatch);
+        break;
+    case LaneKind::Cpu:
+        lines << QStringLiteral("CPU thread %1").arg(l.tid);
+        break;
+    }
+    if (e.detail >= 0 && (l.kind == LaneKind::Kernels || l.kind == LaneKind::Transfers)
+        && static_cast<size_t>(e.detail) < model_->comms.size()) {
+        const CommDetail& d = model_->comms[static_cast<size_t>(e.detail)];
+        QStringList c;
+        if (d.op > 0)
+            c << qstr(model_->name(d.op)).toHtmlEscaped();
+        if (d.bytes >= 0)
+            c << qstr(formatBytes(d.bytes));
+        if (d.peer >= 0)
+            c << QStringLiteral("peer rank %1").arg(d.peer);
+        if (d.groupSize > 0)
+            c << QStringLiteral("group of %1").arg(d.groupSize);
+        if (!c.isEmpty())
+            lines << c.join(QStringLiteral(" · "));
+    }
+    return lines.join(QStringLiteral("<br>"));
+}
+
+void TimelineView::selectEvent(const TimelineEventRef& ref)
+{
+    selected_ = ref;
+    if (ref.valid())
+        selectedLane_ = ref.lane;
+    computeArrows();
+    replotOverlay();
+    Q_EMIT eventSelected(ref.lane, ref.event);
+}
+
+void TimelineView::selectNextEvent()
+{
+    if (!model_ || selectedLane_ < 0)
+        return;
+    const qint64 t = selected_.valid() ? model_->event(selected_.lane, selected_.event).start : visibleRange().first - 1;
+    const int64_t e = model_->nextEvent(selectedLane_, t);
+    if (e < 0)
+        return;
+    selectEvent({selectedLane_, e});
+    centreOn(model_->event(selectedLane_, e).start);
+}
+
+void TimelineView::selectPreviousEvent()
+{
+    if (!model_ || selectedLane_ < 0)
+        return;
+    const qint64 t = selected_.valid() ? model_->event(selected_.lane, selected_.event).start : visibleRange().second;
+    const int64_t e = model_->previousEvent(selectedLane_, t);
+    if (e < 0)
+        return;
+    selectEvent({selectedLane_, e});
+    centreOn(model_->event(selectedLane_, e).start);
+}
+
+void TimelineView::computeArrows()
+{
+    arrows_.clear();
+    if (!model_ || !selected_.valid())
+        return;
+    const TimelineModel& m = *model_;
+    const EventRef ref{selected_.lane, selected_.event};
+    const Lane& l = m.lanes[static_cast<size_t>(ref.lane)];
+    const Event& e = m.event(ref.lane, ref.event);
+    auto add = [&](SelectionArrow::Kind kind, int fromLane, qint64 fromNs, EventRef to, qint64 toNs) {
+        arrows_.push_back({kind, fromLane, fromNs, to.lane, toNs, to.event});
+    };
+    switch (l.kind) {
+    case LaneKind::Steps:
+        if (auto p = precedingStep(m, ref))
+            add(SelectionArrow::Kind::Preceding, p->lane, m.event(p->lane, p->event).end, ref, e.start);
+        if (auto d = dependentStep(m, ref))
+            add(SelectionArrow::Kind::Dependent, ref.lane, e.end, *d, m.event(d->lane, d->event).start);
+        break;
+    case LaneKind::Bubbles:
+        if (auto w = bubbleWait(m, ref)) {
+            if (w->waitedOn)
+                add(SelectionArrow::Kind::WaitedOn, w->waitedOn->lane, m.event(w->waitedOn->lane, w->waitedOn->event).end,
+                    w->next, m.event(w->next.lane, w->next.event).start);
+        }
+        break;
+    case LaneKind::Kernels:
+    case LaneKind::Transfers:
+        if (auto o = matchingTransfer(m, ref)) {
+            const Event& oe = m.event(o->lane, o->event);
+            if (l.kind == LaneKind::Transfers) // a predicted transfer to the step it feeds
+                add(SelectionArrow::Kind::Message, ref.lane, e.start, *o, oe.start);
+            else if (p2pDirection(m, ref) == P2pDirection::Send) // bytes leave at the send's start, land at the receive's end
+                add(SelectionArrow::Kind::Message, ref.lane, e.start, *o, oe.end);
+            else
+                arrows_.push_back({SelectionArrow::Kind::Message, o->lane, oe.start, ref.lane, e.end, ref.event});
+        }
+        if (launchLookup_ && e.activity >= 0) {
+            if (auto call = launchLookup_(e.activity)) {
+                const int cpu = cpuLaneAt(m, l.rank, call->tid, call->start);
+                if (cpu >= 0)
+                    arrows_.push_back({SelectionArrow::Kind::Launch, cpu, call->start, ref.lane, e.start, ref.event});
+            }
+        }
+        break;
+    case LaneKind::Cpu:
+        break;
+    }
+}
+
+// ---- search ----------------------------------------------------------------
+
+int TimelineView::setSearch(const QString& pattern, bool regex)
+{
+    hits_.clear();
+    hitTimes_.clear();
+    hitsPerLane_.clear();
+    currentHit_ = -1;
+    searchError_.clear();
+    int result = 0;
+    if (model_ && !pattern.isEmpty()) {
+        SearchResult r = model_->search(pattern.toStdString(), regex);
+        if (!r.error.empty()) {
+            searchError_ = qstr(r.error);
+            result = -1;
+        } else {
+            for (size_t li = 0; li < r.perLane.size(); ++li)
+                for (int64_t e : r.perLane[li])
+                    hits_.push_back({model_->event(static_cast<int>(li), e).start, static_cast<int>(li), e});
+            std::stable_sort(hits_.begin(), hits_.end(), [](const Hit& a, const Hit& b) { return a.start < b.start; });
+            hitTimes_.reserve(hits_.size());
+            for (const Hit& h : hits_)
+                hitTimes_.push_back(h.start);
+            hitsPerLane_ = std::move(r.perLane);
+            result = static_cast<int>(hits_.size());
+        }
+    }
+    replotBody();
+    Q_EMIT searchChanged(searchHitCount(), currentHit_);
+    return result;
+}
+
+void TimelineView::selectHit(int index)
+{
+    if (hits_.empty())
+        return;
+    currentHit_ = (index % searchHitCount() + searchHitCount()) % searchHitCount();
+    const Hit& h = hits_[static_cast<size_t>(currentHit_)];
+    selectEvent({h.lane, h.event});
+    centreOn(h.start);
+    Q_EMIT searchChanged(searchHitCount(), currentHit_);
+}
+
+void TimelineView::nextSearchHit() { selectHit(currentHit_ + 1); }
+
+void TimelineView::previousSearchHit() { selectHit(currentHit_ < 0 ? -1 : currentHit_ - 1); }
+
+// ---- input -----------------------------------------------------------------
+
+void TimelineView::keyPressEvent(QKeyEvent* event)
+{
+    if (!handleKey(event))
+        QWidget::keyPressEvent(event);
+}
+
+bool TimelineView::handleKey(QKeyEvent* event)
+{
+    const double centre = std::numeric_limits<double>::quiet_NaN();
+    switch (event->key()) {
+    case Qt::Key_W:
+        zoomAbout(kKeyZoom, centre);
+        return true;
+    case Qt::Key_S:
+        zoomAbout(1 / kKeyZoom, centre);
+        return true;
+    case Qt::Key_A:
+    case Qt::Key_Left:
+        panBy(-kPanFraction);
+        return true;
+    case Qt::Key_D:
+    case Qt::Key_Right:
+        panBy(kPanFraction);
+        return true;
+    case Qt::Key_Up:
+    case Qt::Key_Down: {
+        const int delta = event->key() == Qt::Key_Up ? -1 : 1;
+        if (event->modifiers() & Qt::AltModifier) {
+            if (selectedLane_ >= 0)
+                moveLane(selectedLane_, delta);
+        } else {
+            scrollRows(delta);
+        }
+        return true;
+    }
+    case Qt::Key_F:
+        fitSelection();
+        return true;
+    case Qt::Key_0:
+    case Qt::Key_Home:
+        fitAll();
+        return true;
+    case Qt::Key_Period:
+        selectNextEvent();
+        return true;
+    case Qt::Key_Comma:
+        selectPreviousEvent();
+        return true;
+    case Qt::Key_F3:
+        if (event->modifiers() & Qt::ShiftModifier)
+            previousSearchHit();
+        else
+            nextSearchHit();
+        return true;
+    case Qt::Key_Question:
+        setShortcutsVisible(!shortcutsVisible());
+        return true;
+    case Qt::Key_Escape:
+        haveArea_ = false;
+        setShortcutsVisible(false);
+        selectEvent({});
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool TimelineView::eventFilter(QObject* watched, QEvent* event)
+{
+    if (watched != plot_)
+        return QWidget::eventFilter(watched, event);
+    switch (event->type()) {
+    case QEvent::KeyPress:
+        return handleKey(static_cast<QKeyEvent*>(event));
+    case QEvent::Wheel:
+    case QEvent::MouseButtonPress:
+    case QEvent::MouseMove:
+    case QEvent::MouseButtonRelease:
+    case QEvent::MouseButtonDblClick:
+    case QEvent::ContextMenu:
+        return handleMouse(event);
+    case QEvent::Resize:
+        replotBody();
+        return false;
+    default:
+        return false;
+    }
+}
+
+bool TimelineView::handleMouse(QEvent* event)
+{
+    if (event->type() == QEvent::ContextMenu)
+        return true; // opened on a right click without a drag, see below
+    if (event->type() == QEvent::Wheel) {
+        auto* w = static_cast<QWheelEvent*>(event);
+        const double notches = w->angleDelta().y() / 120.0;
+        if (w->modifiers() & Qt::ShiftModifier)
+            scrollRows(notches > 0 ? -3 : 3);
+        else if (notches != 0)
+            zoomAbout(std::pow(kWheelZoom, notches), w->position().x());
+        return true;
+    }
+    auto* m = static_cast<QMouseEvent*>(event);
+    const QPoint pos = m->position().toPoint();
+    switch (event->type()) {
+    case QEvent::MouseButtonPress:
+        plot_->setFocus(Qt::MouseFocusReason);
+        pressPos_ = lastPos_ = pos;
+        pressButton_ = m->button();
+        if (m->button() == Qt::LeftButton)
+            drag_ = (m->modifiers() & Qt::ShiftModifier) ? Drag::Area : Drag::Pan;
+        else if (m->button() == Qt::RightButton)
+            drag_ = Drag::Maybe;
+        return true;
+    case QEvent::MouseMove: {
+        const bool moved = (pos - pressPos_).manhattanLength() >= 4;
+        if (drag_ == Drag::Maybe && moved)
+            drag_ = Drag::Area;
+        if (drag_ == Drag::Pan) {
+            const double dx = pos.x() - lastPos_.x();
+            const QCPRange r = plot_->xAxis->range();
+            const double d = -dx * nsPerPixel();
+            plot_->xAxis->setRange(r.lower + d, r.upper + d);
+            lastPos_ = pos;
+            replotBody();
+        } else if (drag_ == Drag::Area) {
+            overlay_->dragRect = QRect(pressPos_, pos).normalized();
+            lastPos_ = pos;
+            replotOverlay();
+        } else {
+            const TimelineEventRef h = eventAt(pos);
+            if (!(h == hover_)) {
+                hover_ = h;
+                replotOverlay();
+            }
+            if (h.valid())
+                QToolTip::showText(m->globalPosition().toPoint(), toolTipFor(h), plot_);
+            else
+                QToolTip::hideText();
+        }
+        return true;
+    }
+    case QEvent::MouseButtonRelease: {
+        const Drag d = drag_;
+        drag_ = Drag::None;
+        const bool moved = (pos - pressPos_).manhattanLength() >= 4;
+        if (d == Drag::Area) {
+            overlay_->dragRect = {};
+            finishArea(pressPos_, pos);
+        } else if (d == Drag::Maybe) {
+            showContextMenu(pos);
+        } else if (d == Drag::Pan && !moved) {
+            const int row = rowAt(pos.y());
+            if (row >= 0 && rows_[static_cast<size_t>(row)].kind == Row::GroupHeader) {
+                const Group& g = groups_[static_cast<size_t>(rows_[static_cast<size_t>(row)].group)];
+                setGroupCollapsed(g.stage, g.replica, !isGroupCollapsed(g.stage, g.replica));
+            } else {
+                if (row >= 0 && rows_[static_cast<size_t>(row)].kind == Row::LaneRow)
+                    selectedLane_ = rows_[static_cast<size_t>(row)].lane;
+                haveArea_ = false;
+                selectEvent(eventAt(pos));
+            }
+        }
+        return true;
+    }
+    case QEvent::MouseButtonDblClick: {
+        const TimelineEventRef h = eventAt(pos);
+        if (h.valid()) {
+            haveArea_ = false;
+            selectEvent(h);
+        }
+        fitSelection();
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+void TimelineView::finishArea(const QPoint& a, const QPoint& b)
+{
+    if (!model_)
+        return;
+    const double ax = std::clamp<double>(std::min(a.x(), b.x()), plot_->axisRect()->left(), plot_->axisRect()->right());
+    const double bx = std::clamp<double>(std::max(a.x(), b.x()), plot_->axisRect()->left(), plot_->axisRect()->right());
+    areaFrom_ = timeAt(ax);
+    areaTo_ = timeAt(bx);
+    haveArea_ = areaTo_ > areaFrom_;
+    // The lanes of the rows the drag crossed; a collapsed group stands for all its lanes.
+    int r0 = rowAt(std::min(a.y(), b.y())), r1 = rowAt(std::max(a.y(), b.y()));
+    if (r0 < 0)
+        r0 = firstRow_;
+    if (r1 < 0)
+        r1 = std::min(rowCount(), firstRow_ + visibleRowCount()) - 1;
+    std::vector<int> lanes;
+    for (int r = r0; r <= r1 && r < rowCount(); ++r) {
+        const Row& row = rows_[static_cast<size_t>(r)];
+        if (row.kind == Row::LaneRow)
+            lanes.push_back(row.lane);
+        else if (row.kind == Row::GroupHeader) {
+            const Group& g = groups_[static_cast<size_t>(row.group)];
+            if (isGroupCollapsed(g.stage, g.replica))
+                for (int li : g.lanes)
+                    if (!hidden_[static_cast<size_t>(li)])
+                        lanes.push_back(li);
+        }
+    }
+    replotOverlay();
+    Q_EMIT areaSelected(areaFrom_, areaTo_, model_->areaStats(lanes, areaFrom_, areaTo_));
+}
+
+void TimelineView::showContextMenu(const QPoint& pos)
+{
+    if (!model_)
+        return;
+    QMenu menu(this);
+    const int row = rowAt(pos.y());
+    if (row >= 0) {
+        const Row& r = rows_[static_cast<size_t>(row)];
+        if (r.kind == Row::LaneRow) {
+            const int lane = r.lane;
+            menu.addAction(tr("Hide track"), this, [this, lane] { setLaneHidden(lane, true); });
+            menu.addAction(isLanePinned(lane) ? tr("Unpin track") : tr("Pin track to the top"), this,
+                           [this, lane] { setLanePinned(lane, !isLanePinned(lane)); });
+            menu.addAction(tr("Move track up\tAlt+Up"), this, [this, lane] { moveLane(lane, -1); });
+            menu.addAction(tr("Move track down\tAlt+Down"), this, [this, lane] { moveLane(lane, 1); });
+        }
+        if (r.group >= 0) {
+            const Group& g = groups_[static_cast<size_t>(r.group)];
+            const int s = g.stage, rep = g.replica;
+            menu.addAction(isGroupCollapsed(s, rep) ? tr("Expand group") : tr("Collapse group"), this,
+                           [this, s, rep] { setGroupCollapsed(s, rep, !isGroupCollapsed(s, rep)); });
+        }
+    }
+    const auto hiddenCount = std::count(hidden_.begin(), hidden_.end(), 1);
+    if (hiddenCount > 0)
+        menu.addAction(tr("Show %1 hidden tracks").arg(hiddenCount), this, [this] { showAllLanes(); });
+    if (std::any_of(model_->lanes.begin(), model_->lanes.end(), [](const Lane& l) { return l.kind == LaneKind::Cpu; })) {
+        QAction* cpu = menu.addAction(tr("Show CPU annotation tracks"), this, [this](bool on) { setCpuLanesShown(on); });
+        cpu->setCheckable(true);
+        cpu->setChecked(cpuShown_);
+    }
+    menu.addSeparator();
+    menu.addAction(tr("Collapse all groups"), this, [this] { setAllGroupsCollapsed(true); });
+    menu.addAction(tr("Expand all groups"), this, [this] { setAllGroupsCollapsed(false); });
+    menu.addSeparator();
+    QAction* byClass = menu.addAction(tr("Colour kernels by work class"), this, [this] { setColorBy(ColorBy::Class); });
+    QAction* byStep = menu.addAction(tr("Colour kernels by step"), this, [this] { setColorBy(ColorBy::Step); });
+    byClass->setCheckable(true);
+    byStep->setCheckable(true);
+    byClass->setChecked(colorBy_ == ColorBy::Class);
+    byStep->setChecked(colorBy_ == ColorBy::Step);
+    menu.exec(plot_->mapToGlobal(pos));
+}
+
+// ---- painting ----------------------------------------------------------------
+
+void TimelineBody::draw(QCPPainter* p)
+{
+    TimelineView& v = *view_;
+    int prims = 0;
+    const QRect ar = mParentPlot->axisRect()->rect();
+    const int rh = v.rowHeight();
+    const QFontMetrics fm(mParentPlot->font());
+    p->setFont(mParentPlot->font());
+    if (!v.model_) {
+        v.lastPrimitives_ = 0;
+        return;
+    }
+    const int firstRow = v.firstRow_, lastRow = std::min(v.rowCount(), firstRow + v.visibleRowCount() + 1);
+    const QColor text = toQColor(kTextHex);
+    for (int row = firstRow; row < lastRow; ++row) {
+        const TimelineView::Row& r = v.rows_[static_cast<size_t>(row)];
+        const int y = v.rowTop(row);
+        const QRect body(ar.left(), y, ar.width(), rh);
+        if (r.kind != TimelineView::Row::LaneRow) {
+            p->fillRect(QRect(0, y, ar.right(), rh), QColor(0xf6, 0xf8, 0xfa));
+            ++prims;
+            QString label;
+            if (r.kind == TimelineView::Row::PinnedHeader) {
+                label = QStringLiteral("pinned");
+            } else {
+                TimelineView::Group& g = v.groups_[static_cast<size_t>(r.group)];
+                const bool collapsed = v.isGroupCollapsed(g.stage, g.replica);
+                label = QString::fromUtf8(collapsed ? "▸ " : "▾ ")
+                        + (g.stage < 0 ? QStringLiteral("outside the pipeline") : QStringLiteral("stage %1 · replica %2").arg(g.stage).arg(g.replica));
+                if (collapsed) {
+                    // Utilisation: each rank's steps (or compute stream) drawn with its busy share.
+                    double busyPx = 0;
+                    for (int li : g.summaryLanes)
+                        drawLane(p, li, body, prims, true, &busyPx);
+                    g.busyShare = g.summaryLanes.empty() ? 0 : busyPx / (ar.width() * static_cast<double>(g.summaryLanes.size()));
+                    label += QStringLiteral(" · %1% busy").arg(qRound(g.busyShare * 100));
+                }
+            }
+            QFont bold = mParentPlot->font();
+            bold.setBold(true);
+            p->setFont(bold);
+            p->setPen(text);
+            p->drawText(QRect(4, y, v.labelWidth_ - 8 + (r.kind == TimelineView::Row::GroupHeader ? ar.width() : 0), rh),
+                        Qt::AlignVCenter | Qt::AlignLeft, label);
+            p->setFont(mParentPlot->font());
+            ++prims;
+            continue;
+        }
+        drawLane(p, r.lane, body, prims, false, nullptr);
+        const bool sel = r.lane == v.selectedLane_;
+        p->setPen(sel ? toQColor(kSelectionHex) : text);
+        p->drawText(QRect(4, y, v.labelWidth_ - 8, rh), Qt::AlignVCenter | Qt::AlignLeft,
+                    fm.elidedText(v.laneTitle(r.lane), Qt::ElideMiddle, v.labelWidth_ - 8));
+        ++prims;
+    }
+    // Iteration boundaries.
+    QPen dashed(toQColor(kIterationHex));
+    dashed.setStyle(Qt::DashLine);
+    p->setPen(dashed);
+    const auto range = v.visibleRange();
+    for (const IterationMark& it : v.model_->iterations)
+        for (TimeNs t : {it.start, it.end})
+            if (t >= range.first && t <= range.second) {
+                const double x = v.xOf(t);
+                p->drawLine(QPointF(x, ar.top()), QPointF(x, ar.bottom()));
+                ++prims;
+            }
+    // Search hits along the time axis: one mark per pixel column holding a hit.
+    if (!v.hitTimes_.empty()) {
+        const QColor mark = toQColor(kHighlightHex);
+        int runStart = -1;
+        for (int x = 0; x <= ar.width(); ++x) {
+            bool hit = false;
+            if (x < ar.width()) {
+                const qint64 t0 = v.timeAt(ar.left() + x), t1 = v.timeAt(ar.left() + x + 1);
+                auto it = std::lower_bound(v.hitTimes_.begin(), v.hitTimes_.end(), t0);
+                hit = it != v.hitTimes_.end() && *it < t1;
+            }
+            if (hit && runStart < 0)
+                runStart = x;
+            if (!hit && runStart >= 0) {
+                p->fillRect(QRect(ar.left() + runStart, ar.bottom() - 5, x - runStart, 6), mark);
+                ++prims;
+                runStart = -1;
+            }
+        }
+    }
+    v.lastPrimitives_ = prims;
+}
+
+void TimelineBody::drawLane(QCPPainter* p, int laneIndex, const QRect& r, int& prims, bool summary, double* busyPx)
+{
+    TimelineView& v = *view_;
+    const TimelineModel& m = *v.model_;
+    const Lane& lane = m.lanes[static_cast<size_t>(laneIndex)];
+    const auto range = v.visibleRange();
+    m.drawList(laneIndex, range.first, range.second, r.width(), items_);
+    const std::vector<int64_t>* hits = static_cast<size_t>(laneIndex) < v.hitsPerLane_.size() && !v.hitsPerLane_[static_cast<size_t>(laneIndex)].empty()
+                                           ? &v.hitsPerLane_[static_cast<size_t>(laneIndex)]
+                                           : nullptr;
+    const QFontMetrics fm(mParentPlot->font());
+    const int top = r.top() + 2, h = r.height() - 4;
+    const QColor highlight = toQColor(kHighlightHex);
+    for (const DrawItem& d : items_) {
+        const double x0 = std::max(0.0, d.x0), x1 = std::min<double>(r.width(), d.x1);
+        if (x1 <= x0 && d.x1 < 0)
+            continue;
+        Rgb c{};
+        const Event* ev = d.event >= 0 ? &lane.events[static_cast<size_t>(d.event)] : nullptr;
+        switch (lane.kind) {
+        case LaneKind::Steps:
+            c = microbatchTint(stepColor(StepKind(d.code & 3)), ev ? ev->microbatch : -1);
+            break;
+        case LaneKind::Bubbles:
+            c = causeColor(BubbleCause(std::min<int>(d.code, kBubbleCauses - 1)));
+            break;
+        case LaneKind::Kernels:
+        case LaneKind::Transfers:
+            c = classColor(WorkClass(std::min<int>(d.code, 6)));
+            if (v.colorBy_ == TimelineView::ColorBy::Step && ev && ev->step != kNoStep)
+                c = microbatchTint(stepColor(StepKind(ev->step & 3)), ev->microbatch);
+            break;
+        case LaneKind::Cpu:
+            c = rgbFromHex(kCpuHex);
+            break;
+        }
+        // Folded blocks fade with how little of their span is busy.
+        const int alpha = d.count > 1 ? 70 + static_cast<int>(185 * d.busyFraction) : 255;
+        QRectF rect(r.left() + x0, top, std::max(1.0, x1 - x0), h);
+        if (summary) {
+            const double bh = std::max(2.0, h * static_cast<double>(d.busyFraction));
+            rect = QRectF(rect.left(), top + h - bh, rect.width(), bh);
+        }
+        if (busyPx)
+            *busyPx += (x1 - x0) * static_cast<double>(d.busyFraction);
+        p->fillRect(rect, toQColor(c, alpha));
+        ++prims;
+        if (summary)
+            continue;
+        if (hits) {
+            // A hit inside this item: outline it.
+            const auto& ev0 = lane.events;
+            const int64_t first = d.event >= 0 ? d.event
+                                               : std::lower_bound(ev0.begin(), ev0.end(), d.start, [](const Event& e, TimeNs t) { return e.start < t; }) - ev0.begin();
+            const int64_t last = d.event >= 0 ? d.event + 1
+                                              : std::lower_bound(ev0.begin(), ev0.end(), d.end, [](const Event& e, TimeNs t) { return e.start < t; }) - ev0.begin();
+            auto it = std::lower_bound(hits->begin(), hits->end(), first);
+            if (it != hits->end() && *it < last) {
+                p->setPen(QPen(highlight, 2));
+                p->setBrush(Qt::NoBrush);
+                p->drawRect(rect.adjusted(0, 0, -1, -1));
+                ++prims;
+            }
+        }
+        // A folded block says how many events it stands for, when that fits.
+        if (!ev && d.count > 1 && rect.width() >= 14) {
+            const QString n = QString::number(d.count);
+            if (fm.horizontalAdvance(n) + 4 <= rect.width()) {
+                p->setPen(toQColor(kTextHex));
+                p->drawText(rect, Qt::AlignCenter, n);
+                ++prims;
+            }
+        }
+        // The microbatch inside a step (or a kernel coloured by step) when it fits.
+        if (ev && rect.width() >= 12) {
+            QString label;
+            if (lane.kind == LaneKind::Steps)
+                label = qstr(m.name(ev->name));
+            else if (v.colorBy_ == TimelineView::ColorBy::Step && ev->microbatch >= 0)
+                label = QString::number(ev->microbatch);
+            if (!label.isEmpty()) {
+                if (fm.horizontalAdvance(label) + 4 > rect.width() && ev->microbatch >= 0)
+                    label = QString::number(ev->microbatch);
+                if (fm.horizontalAdvance(label) + 4 <= rect.width()) {
+                    p->setPen(toQColor(kTextHex));
+                    p->drawText(rect, Qt::AlignCenter, label);
+                    ++prims;
+                }
+            }
+        }
+    }
+}
+
+void TimelineOverlay::outline(QCPPainter* p, const TimelineEventRef& ref, const QColor& c, int width)
+{
+    TimelineView& v = *view_;
+    if (!ref.valid())
+        return;
+    const QRect lr = v.laneRect(ref.lane);
+    if (lr.isEmpty())
+        return;
+    const Event& e = v.model_->event(ref.lane, ref.event);
+    const double x0 = std::max<double>(lr.left() - 2, v.xOf(e.start));
+    const double x1 = std::min<double>(lr.right() + 2, v.xOf(e.end));
+    p->setPen(QPen(c, width));
+    p->setBrush(Qt::NoBrush);
+    p->drawRect(QRectF(x0 - 1, lr.top() + 1, std::max(2.0, x1 - x0 + 2), lr.height() - 2));
+}
+
+void TimelineOverlay::draw(QCPPainter* p)
+{
+    TimelineView& v = *view_;
+    if (!v.model_)
+        return;
+    const QRect ar = mParentPlot->axisRect()->rect();
+    if (v.haveArea_) {
+        const double x0 = v.xOf(v.areaFrom_), x1 = v.xOf(v.areaTo_);
+        p->fillRect(QRectF(x0, ar.top(), x1 - x0, ar.height()), QColor(9, 105, 218, 30));
+    }
+    if (!dragRect.isNull())
+        p->fillRect(QRectF(dragRect.left(), ar.top(), dragRect.width(), ar.height()), QColor(9, 105, 218, 50));
+    outline(p, v.hover_, QColor(0x1d, 0x23, 0x29), 1);
+    outline(p, v.selected_, toQColor(kSelectionHex), 2);
+    // The selection's arrows (see TimelineView::selectionArrows); an end on a
+    // track that is not on screen points at the top or bottom edge.
+    for (const SelectionArrow& a : v.arrows_) {
+        auto yOf = [&](int lane) -> std::optional<double> {
+            const QRect r = v.laneRect(lane);
+            if (!r.isEmpty())
+                return r.center().y();
+            const int row = v.rowOfLane(lane);
+            if (row < 0)
+                return std::nullopt;
+            return row < v.firstRow_ ? ar.top() + 1.0 : ar.bottom() - 1.0;
+        };
+        const auto y0 = yOf(a.fromLane), y1 = yOf(a.toLane);
+        if (!y0 || !y1)
+            continue;
+        QColor c = toQColor(kSelectionHex);
+        Qt::PenStyle style = Qt::SolidLine;
+        switch (a.kind) {
+        case SelectionArrow::Kind::Preceding:
+        case SelectionArrow::Kind::WaitedOn:
+            style = Qt::DashLine;
+            break;
+        case SelectionArrow::Kind::Launch:
+            c = QColor(0x6e, 0x40, 0xc9);
+            break;
+        default:
+            break;
+        }
+        const QPointF from(v.xOf(a.fromNs), *y0), to(v.xOf(a.toNs), *y1);
+        QPen pen(c, 1.5);
+        pen.setStyle(style);
+        p->setPen(pen);
+        p->drawLine(from, to);
+        p->setPen(QPen(c, 1.5));
+        const double ang = std::atan2(to.y() - from.y(), to.x() - from.x());
+        for (double d : {0.5, -0.5})
+            p->drawLine(to, to - QPointF(8 * std::cos(ang + d), 8 * std::sin(ang + d)));
+        if (a.toEvent >= 0 && a.toLane != v.selected_.lane)
+            outline(p, {a.toLane, a.toEvent}, c, 1);
+    }
+}
+
+} // namespace pipescope::gui

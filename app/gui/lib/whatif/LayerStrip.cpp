@@ -1,0 +1,318 @@
+#include "whatif/LayerStrip.h"
+
+#include "timeline/Palette.h"
+
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+namespace pipescope::gui {
+
+namespace {
+
+constexpr int kMargin = 8;       // left and right
+constexpr int kBandH = 6;        // stage colour band under the cells
+constexpr int kHandleH = 14;     // the grip above the cells
+constexpr int kCellTop = kHandleH + 2;
+constexpr int kGrabPx = 6;       // how close a press must come to a handle
+
+// Stage bands take the palette's hues in turn (ranks, not causes: any distinct set will do).
+QColor bandColor(int index)
+{
+    static const std::array<std::string_view, 8> hues = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1",
+                                                         "#edc948", "#76b7b2", "#ff9da7", "#9c755f"};
+    const auto c = timeline::rgbFromHex(hues[size_t(index) % hues.size()]);
+    return QColor(c.r, c.g, c.b);
+}
+
+} // namespace
+
+LayerStrip::LayerStrip(QWidget* parent) : QWidget(parent)
+{
+    setFocusPolicy(Qt::StrongFocus);
+    setMouseTracking(true);
+    setAccessibleName(tr("Layer strip"));
+    setToolTip(tr("Drag a stage boundary; Up/Down select a boundary, Left/Right move it"));
+
+    prompt_ = new QWidget(this);
+    auto* v = new QVBoxLayout(prompt_);
+    promptText_ = new QLabel(tr("The trace does not attribute kernels to layers, so there is no boundary to move. "
+                                "Give the layer count, or a model file with the layers."),
+                             prompt_);
+    promptText_->setWordWrap(true);
+    v->addWidget(promptText_);
+    auto* row = new QHBoxLayout;
+    row->addWidget(new QLabel(tr("Layers:"), prompt_));
+    layerCount_ = new QSpinBox(prompt_);
+    layerCount_->setRange(1, 100000);
+    layerCount_->setValue(16);
+    layerCount_->setAccessibleName(tr("Layer count"));
+    row->addWidget(layerCount_);
+    useCount_ = new QPushButton(tr("Use layer count"), prompt_);
+    row->addWidget(useCount_);
+    modelFile_ = new QPushButton(tr("Model file..."), prompt_);
+    row->addWidget(modelFile_);
+    row->addStretch(1);
+    v->addLayout(row);
+    prompt_->hide();
+    connect(useCount_, &QPushButton::clicked, this, [this] { emit layersRequested(layerCount_->value()); });
+    connect(modelFile_, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Model description"), {},
+                                                          tr("Model descriptions (*.json);;All files (*)"));
+        if (!path.isEmpty())
+            emit modelFileRequested(path);
+    });
+}
+
+QSize LayerStrip::sizeHint() const { return {640, needsLayers_ ? 90 : 64}; }
+QSize LayerStrip::minimumSizeHint() const { return {160, needsLayers_ ? 80 : 48}; }
+
+void LayerStrip::setCostModel(const whatif::CostModel& model)
+{
+    cost_.clear();
+    names_.clear();
+    for (const auto& l : model.layers) {
+        cost_.push_back(l.forwardNs + l.backwardNs);
+        names_.push_back(QString::fromStdString(l.name));
+    }
+    maxCost_ = cost_.empty() ? 0 : *std::max_element(cost_.begin(), cost_.end());
+    needsLayers_ = model.layerSource == whatif::LayerSource::Stages;
+    if (model.measuredPp > 0 && needsLayers_)
+        layerCount_->setMinimum(model.measuredPp * std::max(1, model.measuredV));
+    dragging_ = -1;
+    showPrompt(needsLayers_);
+    updateGeometry();
+    update();
+}
+
+void LayerStrip::showPrompt(bool show)
+{
+    prompt_->setVisible(show);
+    if (show)
+        prompt_->setGeometry(rect());
+}
+
+void LayerStrip::resizeEvent(QResizeEvent*)
+{
+    // isHidden, not isVisible: the strip is resized while its tab is not shown,
+    // and the prompt must fill it when the tab comes up.
+    if (!prompt_->isHidden())
+        prompt_->setGeometry(rect());
+}
+
+void LayerStrip::setBoundaries(const std::vector<int>& boundaries)
+{
+    // A drag in progress owns the handles; the session's echo must not pull them back.
+    if (dragging_ >= 0)
+        return;
+    boundaries_ = boundaries;
+    if (selected_ >= static_cast<int>(boundaries_.size()))
+        selected_ = boundaries_.empty() ? -1 : 0;
+    update();
+}
+
+void LayerStrip::setStageRanks(const std::vector<int>& rankOfStage)
+{
+    rankOfStage_ = rankOfStage;
+    update();
+}
+
+void LayerStrip::setEditable(bool editable)
+{
+    editable_ = editable;
+    update();
+}
+
+void LayerStrip::selectHandle(int handle)
+{
+    selected_ = handle >= 0 && handle < static_cast<int>(boundaries_.size()) ? handle : -1;
+    update();
+}
+
+int LayerStrip::edgeX(int layer) const
+{
+    const int n = std::max(1, layerCount());
+    const double w = double(width() - 2 * kMargin) / n;
+    return kMargin + static_cast<int>(std::lround(w * layer));
+}
+
+int LayerStrip::handleY() const { return kHandleH / 2; }
+
+int LayerStrip::handleAt(int x) const
+{
+    int best = -1, bestDist = kGrabPx + 1;
+    for (int h = 0; h < static_cast<int>(boundaries_.size()); ++h) {
+        const int d = std::abs(handleX(h) - x);
+        if (d < bestDist)
+            best = h, bestDist = d;
+    }
+    return best;
+}
+
+int LayerStrip::snap(int handle, int x) const
+{
+    const int n = std::max(1, layerCount());
+    const double w = double(width() - 2 * kMargin) / n;
+    int layer = static_cast<int>(std::lround((x - kMargin) / std::max(1e-9, w)));
+    const int lo = handle > 0 ? boundaries_[size_t(handle) - 1] + 1 : 1;
+    const int hi = handle + 1 < static_cast<int>(boundaries_.size()) ? boundaries_[size_t(handle) + 1] - 1 : layerCount() - 1;
+    return std::clamp(layer, lo, hi);
+}
+
+bool LayerStrip::moveHandle(int handle, int layer)
+{
+    if (handle < 0 || handle >= static_cast<int>(boundaries_.size()))
+        return false;
+    const int lo = handle > 0 ? boundaries_[size_t(handle) - 1] + 1 : 1;
+    const int hi = handle + 1 < static_cast<int>(boundaries_.size()) ? boundaries_[size_t(handle) + 1] - 1 : layerCount() - 1;
+    layer = std::clamp(layer, lo, hi);
+    if (layer == boundaries_[size_t(handle)])
+        return false;
+    boundaries_[size_t(handle)] = layer;
+    update();
+    return true;
+}
+
+void LayerStrip::mousePressEvent(QMouseEvent* e)
+{
+    if (needsLayers_ || !editable_ || e->button() != Qt::LeftButton)
+        return QWidget::mousePressEvent(e);
+    const int h = handleAt(int(e->position().x()));
+    if (h < 0)
+        return;
+    dragging_ = h;
+    selected_ = h;
+    pressBoundaries_ = boundaries_;
+    update();
+}
+
+void LayerStrip::mouseMoveEvent(QMouseEvent* e)
+{
+    if (dragging_ < 0) {
+        setCursor(!needsLayers_ && editable_ && handleAt(int(e->position().x())) >= 0 ? Qt::SplitHCursor : Qt::ArrowCursor);
+        return;
+    }
+    if (moveHandle(dragging_, snap(dragging_, int(e->position().x()))))
+        emit boundariesDragged(boundaries_);
+}
+
+void LayerStrip::mouseReleaseEvent(QMouseEvent* e)
+{
+    if (dragging_ < 0 || e->button() != Qt::LeftButton)
+        return;
+    moveHandle(dragging_, snap(dragging_, int(e->position().x())));
+    dragging_ = -1;
+    if (boundaries_ != pressBoundaries_)
+        emit boundariesCommitted(boundaries_);
+    update();
+}
+
+void LayerStrip::keyPressEvent(QKeyEvent* e)
+{
+    const int handles = static_cast<int>(boundaries_.size());
+    if (needsLayers_ || handles == 0)
+        return QWidget::keyPressEvent(e);
+    switch (e->key()) {
+    case Qt::Key_Up:
+    case Qt::Key_Down: {
+        const int step = e->key() == Qt::Key_Down ? 1 : -1;
+        selectHandle(selected_ < 0 ? 0 : (selected_ + step + handles) % handles);
+        return;
+    }
+    case Qt::Key_Left:
+    case Qt::Key_Right: {
+        if (!editable_)
+            return;
+        if (selected_ < 0)
+            selectHandle(0);
+        const int step = e->key() == Qt::Key_Right ? 1 : -1;
+        if (moveHandle(selected_, boundaries_[size_t(selected_)] + step)) {
+            emit boundariesDragged(boundaries_);
+            emit boundariesCommitted(boundaries_); // each key press is one step to undo
+        }
+        return;
+    }
+    default:
+        QWidget::keyPressEvent(e);
+    }
+}
+
+void LayerStrip::paintEvent(QPaintEvent*)
+{
+    QPainter p(this);
+    p.fillRect(rect(), palette().base());
+    if (needsLayers_)
+        return; // the prompt covers the strip
+    const int n = layerCount();
+    if (n == 0) {
+        p.setPen(palette().color(QPalette::PlaceholderText));
+        p.drawText(rect(), Qt::AlignCenter, tr("No job loaded"));
+        return;
+    }
+    const int cellBottom = height() - kBandH - 2;
+    const int cellH = std::max(4, cellBottom - kCellTop);
+
+    // Stage of each layer from the boundaries.
+    std::vector<int> stageOf(size_t(n), 0);
+    for (int l = 0, s = 0; l < n; ++l) {
+        while (s < static_cast<int>(boundaries_.size()) && l >= boundaries_[size_t(s)])
+            ++s;
+        stageOf[size_t(l)] = s;
+    }
+    const QFontMetrics fm(font());
+    for (int l = 0; l < n; ++l) {
+        const int x0 = edgeX(l), x1 = edgeX(l + 1);
+        const int s = stageOf[size_t(l)];
+        const QColor band = bandColor(size_t(s) < rankOfStage_.size() ? rankOfStage_[size_t(s)] : s);
+        QColor cell = band.lighter(175);
+        p.fillRect(QRect(x0, kCellTop, x1 - x0, cellH), cell);
+        // The bar: this layer's forward + backward against the costliest layer.
+        const int barH = maxCost_ > 0 ? static_cast<int>(std::lround(cellH * cost_[size_t(l)] / maxCost_)) : 0;
+        p.fillRect(QRect(x0, kCellTop + cellH - barH, x1 - x0, barH), band.lighter(130));
+        p.fillRect(QRect(x0, height() - kBandH, x1 - x0, kBandH), band);
+        if (x1 - x0 > 2) {
+            p.setPen(palette().color(QPalette::Base));
+            p.drawLine(x0, kCellTop, x0, kCellTop + cellH);
+        }
+        // Names only where they fit; otherwise the tooltip of the strip carries the count.
+        const QString label = names_[size_t(l)];
+        if (x1 - x0 - 4 >= fm.horizontalAdvance(label)) {
+            p.setPen(palette().color(QPalette::Text));
+            p.drawText(QRect(x0 + 2, kCellTop, x1 - x0 - 4, cellH), Qt::AlignCenter, label);
+        } else if (x1 - x0 - 4 >= fm.horizontalAdvance(QString::number(l))) {
+            p.setPen(palette().color(QPalette::Text));
+            p.drawText(QRect(x0 + 2, kCellTop, x1 - x0 - 4, cellH), Qt::AlignCenter, QString::number(l));
+        }
+    }
+    // Handles: a line through the cells and a grip above.
+    for (int h = 0; h < static_cast<int>(boundaries_.size()); ++h) {
+        const int x = handleX(h);
+        const bool sel = h == selected_;
+        const auto hx = timeline::rgbFromHex(sel ? timeline::kSelectionHex : timeline::kTextHex);
+        const QColor c(hx.r, hx.g, hx.b);
+        p.setPen(QPen(c, sel ? 3 : 2));
+        p.drawLine(x, kCellTop - 2, x, height());
+        if (editable_) {
+            const QPolygon grip({QPoint(x - 5, 1), QPoint(x + 5, 1), QPoint(x + 5, kHandleH - 5), QPoint(x, kHandleH),
+                                 QPoint(x - 5, kHandleH - 5)});
+            p.setBrush(c);
+            p.drawPolygon(grip);
+            p.setBrush(Qt::NoBrush);
+        }
+    }
+    if (hasFocus() && selected_ >= 0) {
+        p.setPen(QPen(palette().color(QPalette::Highlight), 1, Qt::DotLine));
+        p.drawRect(rect().adjusted(0, 0, -1, -1));
+    }
+}
+
+} // namespace pipescope::gui

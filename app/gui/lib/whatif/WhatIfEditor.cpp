@@ -1,0 +1,1273 @@
+#include "whatif/WhatIfEditor.h"
+#include "whatif/ExtraWork.h"
+#include "whatif/Microbatches.h"
+#include "views/QtPalette.h"
+
+#include "views/PaletteLegend.h"
+
+#include "whatif/LayerStrip.h"
+#include "whatif/ParetoChart.h"
+#include "timeline/Palette.h"
+#include "util/Error.h"
+#include "util/Format.h"
+#include "whatif/PartitionExport.h"
+#include "whatif/WhatIfJson.h"
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QMenu>
+#include <QPainter>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QToolButton>
+#include <QUndoCommand>
+#include <QUndoStack>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace pipescope::gui {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+QString speedupWords(std::optional<double> s)
+{
+    if (!s || *s <= 0)
+        return QObject::tr("no measured iteration to compare");
+    if (std::abs(*s - 1.0) < 0.005)
+        return QObject::tr("as fast as measured");
+    return *s > 1 ? QObject::tr("%1x faster").arg(*s, 0, 'f', 2) : QObject::tr("%1x slower").arg(1.0 / *s, 0, 'f', 2);
+}
+
+QString boundariesText(const std::vector<int>& b)
+{
+    QStringList parts;
+    for (int x : b)
+        parts << QString::number(x);
+    return parts.join(',');
+}
+
+// Idle share of each bubble cause as one stacked bar, with its total beside.
+class BubbleBar : public QWidget {
+public:
+    explicit BubbleBar(QWidget* parent) : QWidget(parent) { setMinimumSize(160, 18); }
+    void setPrediction(PredictionPtr p)
+    {
+        prediction_ = std::move(p);
+        QStringList tips;
+        if (prediction_) {
+            const auto& r = prediction_->replay;
+            const double denom = double(std::max<TimeNs>(1, r.iterationNs)) * double(std::max<size_t>(1, r.ranks.size()));
+            for (int c = 0; c < kBubbleCauses; ++c)
+                if (r.bubbleNs[size_t(c)] > 0)
+                    tips << QString("%1 %2").arg(qs(std::string(toString(BubbleCause(c)))),
+                                                 qs(formatPercent(double(r.bubbleNs[size_t(c)]) / denom)));
+        }
+        setToolTip(tips.join('\n'));
+        update();
+    }
+    QSize sizeHint() const override { return {260, 18}; }
+
+protected:
+    void paintEvent(QPaintEvent*) override
+    {
+        QPainter p(this);
+        const int textW = 70;
+        const QRect bar(0, 2, std::max(10, width() - textW), height() - 4);
+        p.fillRect(bar, palette().alternateBase());
+        if (!prediction_)
+            return;
+        const auto& r = prediction_->replay;
+        const double denom = double(std::max<TimeNs>(1, r.iterationNs)) * double(std::max<size_t>(1, r.ranks.size()));
+        double x = bar.left();
+        for (int c = 0; c < kBubbleCauses; ++c) {
+            const double w = bar.width() * double(r.bubbleNs[size_t(c)]) / denom;
+            p.fillRect(QRectF(x, bar.top(), w, bar.height()), toQColor(timeline::causeColor(BubbleCause(c))));
+            x += w;
+        }
+        p.setPen(palette().color(QPalette::Text));
+        p.drawRect(bar.adjusted(0, 0, -1, -1));
+        p.drawText(QRect(bar.right() + 6, 0, textW - 6, height()), Qt::AlignVCenter | Qt::AlignLeft,
+                   qs(formatPercent(r.bubbleFraction)));
+    }
+
+private:
+    PredictionPtr prediction_;
+};
+
+QCustomPlot* smallPlot(QWidget* parent, const QString& yLabel)
+{
+    auto* plot = new QCustomPlot(parent);
+    plot->setMinimumHeight(110);
+    plot->yAxis->setLabel(yLabel);
+    plot->setAntialiasedElements(QCP::aeNone);
+    plot->legend->setVisible(false);
+    return plot;
+}
+
+} // namespace
+
+// One undo step: the state before and after a change. The change already
+// happened when the step is pushed, so its first redo does nothing.
+class WhatIfEditor::Command : public QUndoCommand {
+public:
+    Command(WhatIfEditor* editor, State before, State after, const QString& text, bool done = true)
+        : QUndoCommand(text), editor_(editor), before_(std::move(before)), after_(std::move(after)), first_(done)
+    {
+    }
+    void redo() override
+    {
+        if (first_) {
+            first_ = false;
+            return;
+        }
+        editor_->restore(after_);
+    }
+    void undo() override { editor_->restore(before_); }
+
+private:
+    WhatIfEditor* editor_;
+    State before_, after_;
+    bool first_;
+};
+
+WhatIfEditor::WhatIfEditor(QWidget* parent) : QWidget(parent), worker_(new WhatIfWorker(this)), undo_(new QUndoStack(this))
+{
+    buildUi();
+    connect(worker_, &WhatIfWorker::costModelReady, this, &WhatIfEditor::onCostModel);
+    connect(worker_, &WhatIfWorker::measuredReady, this, [this](PredictionPtr m, quint64 id) {
+        if (id >= modelRequest_)
+            measured_ = std::move(m);
+    });
+    connect(worker_, &WhatIfWorker::scenarioApplied, this, &WhatIfEditor::onScenario);
+    connect(worker_, &WhatIfWorker::predictionReady, this, &WhatIfEditor::onPrediction);
+    connect(worker_, &WhatIfWorker::failed, this, &WhatIfEditor::onFailed);
+    connect(worker_, &WhatIfWorker::requestDropped, this, [this](quint64 id) { pending_.erase(id); });
+    connect(worker_, &WhatIfWorker::searchFinished, this, &WhatIfEditor::onSearch);
+    connect(worker_, &WhatIfWorker::searchProgress, this, [this](const QString& phase, double f) {
+        status_->setText(f >= 0 ? tr("searching: %1 (%2%)").arg(phase).arg(int(f * 100)) : tr("searching: %1").arg(phase));
+    });
+    connect(worker_, &WhatIfWorker::balanceProgress, this, [this](const QString& phase, double f) {
+        if (balancing_)
+            status_->setText(f >= 0 ? tr("auto-balance: %1 (%2%)").arg(phase).arg(int(f * 100)) : tr("auto-balance: %1").arg(phase));
+    });
+}
+
+WhatIfEditor::~WhatIfEditor()
+{
+    // The undo steps call back into the editor; they go before its widgets do.
+    undo_->clear();
+}
+
+void WhatIfEditor::buildUi()
+{
+    auto* root = new QVBoxLayout(this);
+    root->setContentsMargins(4, 4, 4, 4);
+
+    // Layer strip with its error line.
+    strip_ = new LayerStrip(this);
+    root->addWidget(strip_);
+    auto errorLabel = [this](const QString& setting) {
+        auto* l = new QLabel(this);
+        l->setStyleSheet("color: #d1242f;");
+        l->setWordWrap(true);
+        l->hide();
+        l->setObjectName("error-" + setting);
+        errors_[setting] = l;
+        return l;
+    };
+    root->addWidget(errorLabel("boundaries"));
+
+    // Controls, each with its inline error beneath.
+    auto* controls = new QGridLayout;
+    auto addControl = [&](int col, const QString& label, QWidget* w, const QString& setting) {
+        controls->addWidget(new QLabel(label, this), 0, col);
+        controls->addWidget(w, 1, col);
+        controls->addWidget(errorLabel(setting), 2, col);
+        w->setAccessibleName(label);
+    };
+    schedule_ = new QComboBox(this);
+    for (ScheduleKind k : builtinScheduleKinds())
+        schedule_->addItem(qs(std::string(toString(k))), qs(std::string(toString(k))));
+    schedule_->addItem(tr("CSV file..."), QString("csv"));
+    v_ = new QSpinBox(this);
+    v_->setRange(1, 64);
+    m_ = new QSpinBox(this);
+    m_->setRange(1, 100000);
+    pp_ = new QSpinBox(this);
+    pp_->setRange(1, 4096);
+    gpu_ = new QDoubleSpinBox(this);
+    gpu_->setRange(0, 4096);
+    gpu_->setDecimals(1);
+    gpu_->setSuffix(" GiB");
+    gpu_->setSpecialValueText(tr("unknown"));
+    extraWork_ = new QDoubleSpinBox(this);
+    extraWork_->setRange(0, 1e6);
+    extraWork_->setDecimals(3);
+    extraWork_->setSuffix(" ms");
+    extraWork_->setSpecialValueText(tr("none"));
+    extraWork_->setToolTip(tr("Work added to every rank per iteration (e.g. second-order optimizer updates), placed in its "
+                              "bubbles first; what does not fit runs after its last step (pipescope whatif --extra-work)"));
+    for (QAbstractSpinBox* s : std::initializer_list<QAbstractSpinBox*>{v_, m_, pp_, gpu_, extraWork_})
+        s->setKeyboardTracking(false); // one request per value, not per keystroke
+    addControl(0, tr("Schedule"), schedule_, "schedule");
+    addControl(1, tr("v (chunks per rank)"), v_, "v");
+    addControl(2, tr("Microbatches"), m_, "microbatches");
+    addControl(3, tr("pp"), pp_, "pp");
+    addControl(4, tr("GPU memory"), gpu_, "gpu");
+    addControl(5, tr("Extra work / iteration"), extraWork_, "extra");
+    recompute_ = new QComboBox(this);
+    for (whatif::Recompute r : {whatif::Recompute::None, whatif::Recompute::Selective, whatif::Recompute::Full})
+        recompute_->addItem(qs(std::string(toString(r))), qs(std::string(toString(r))));
+    recompute_->setToolTip(tr("Activation recomputation on every stage: the forward again inside each backward, for "
+                              "less stored activation memory (pipescope whatif --recompute)"));
+    addControl(6, tr("Recompute"), recompute_, "recompute");
+    microbatchOrder_ = new QComboBox(this);
+    for (whatif::MicrobatchOrder o : whatif::allMicrobatchOrders())
+        microbatchOrder_->addItem(qs(std::string(toString(o))), qs(std::string(toString(o))));
+    microbatchOrder_->setToolTip(tr("Uneven microbatches: run them as given (measured), all equal (the same total work "
+                                    "spread evenly), or reordered (pipescope whatif --microbatch-order). Needs microbatches "
+                                    "that differ: the trace's, or a tokens file"));
+    addControl(7, tr("Microbatch order"), microbatchOrder_, "microbatch-order");
+    balance_ = new QPushButton(tr("Auto-balance"), this);
+    search_ = new QPushButton(tr("Search"), this);
+    cancel_ = new QPushButton(tr("Cancel"), this);
+    cancel_->setEnabled(false);
+    auto* undoBtn = new QToolButton(this);
+    undoBtn->setDefaultAction(undo_->createUndoAction(this, tr("Undo")));
+    auto* redoBtn = new QToolButton(this);
+    redoBtn->setDefaultAction(undo_->createRedoAction(this, tr("Redo")));
+    auto* exportBtn = new QToolButton(this);
+    exportBtn->setText(tr("Export"));
+    exportBtn->setPopupMode(QToolButton::InstantPopup);
+    auto* exportMenu = new QMenu(exportBtn);
+    exportMenu->addAction(tr("Save as pipescope.whatif/1 JSON..."), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save what-if JSON"), "whatif.json", tr("JSON (*.json)"));
+        QString error;
+        if (!path.isEmpty() && !saveWhatIfJson(path, &error))
+            showError("general", error);
+    });
+    exportMenu->addAction(tr("Copy Megatron-LM arguments and module lists"), this,
+                          [this] { QApplication::clipboard()->setText(exportText()); });
+    exportBtn->setMenu(exportMenu);
+    searchRecompute_ = new QCheckBox(tr("with recomputation"), this);
+    searchRecompute_->setToolTip(tr("Search also tries selective and full recomputation everywhere and auto-balance's "
+                                    "choice per stage within the GPU memory"));
+    // The actions on a row of their own: with the scenario's eight controls
+    // one row would make the window wider than a laptop screen.
+    auto* actions = new QHBoxLayout;
+    for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, searchRecompute_, cancel_, undoBtn, redoBtn, exportBtn})
+        actions->addWidget(w);
+    actions->addSpacing(16);
+    auto* speedsLabel = new QLabel(tr("GPU speeds"), this);
+    speeds_ = new QLineEdit(this);
+    speeds_->setPlaceholderText(tr("1,1,0.8,1 or trace"));
+    speeds_->setToolTip(tr("Relative throughput of each pipeline rank's GPU (0.8: its layers take 1/0.8 as long), or "
+                           "'trace' to read them from the time each rank took for its layers (pipescope whatif "
+                           "--stage-speed). Auto-balance then gives slower GPUs fewer layers"));
+    speeds_->setAccessibleName(speedsLabel->text());
+    speeds_->setMaximumWidth(speeds_->fontMetrics().horizontalAdvance(QStringLiteral("0.800,0.800,0.800,0.800,0.8")));
+    actions->addWidget(speedsLabel);
+    actions->addWidget(speeds_);
+    actions->addWidget(errorLabel("stage-speed"), 1);
+    actions->addStretch(1);
+    controls->setColumnStretch(8, 1);
+    root->addLayout(controls);
+    root->addLayout(actions);
+    root->addWidget(errorLabel("general"));
+
+    // Headline figures.
+    auto* figures = new QHBoxLayout;
+    iteration_ = new QLabel(this);
+    QFont big = iteration_->font();
+    big.setPointSizeF(big.pointSizeF() * 1.3);
+    big.setBold(true);
+    iteration_->setFont(big);
+    speedup_ = new QLabel(this);
+    speedup_->setFont(big);
+    bubbleBar_ = new BubbleBar(this);
+    status_ = new QLabel(this);
+    // Figures change on every drag step: their text must never resize the window.
+    iteration_->setFixedWidth(iteration_->fontMetrics().horizontalAdvance(QStringLiteral("Predicted iteration 000.000 ms ")));
+    speedup_->setFixedWidth(speedup_->fontMetrics().horizontalAdvance(QStringLiteral("as fast as measured (measured 000.000 ms) ")));
+    status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    figures->addWidget(iteration_);
+    figures->addSpacing(16);
+    figures->addWidget(speedup_);
+    figures->addSpacing(16);
+    figures->addWidget(new QLabel(tr("Bubble:"), this));
+    figures->addWidget(bubbleBar_, 1);
+    figures->addWidget(status_);
+    auto* ghost = new QCheckBox(tr("Prediction as ghost"), this);
+    auto* criticalPath = new QCheckBox(tr("Critical path"), this);
+    criticalPath->setChecked(true);
+    figures->addWidget(ghost);
+    figures->addWidget(criticalPath);
+    root->addLayout(figures);
+    extraResult_ = new QLabel(this);
+    extraResult_->setObjectName("extra-work-result");
+    extraResult_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    extraResult_->hide();
+    root->addWidget(extraResult_);
+    connect(extraWork_, &QDoubleSpinBox::valueChanged, this, [this] { refreshExtraWork(); });
+    microbatchResult_ = new QLabel(this);
+    microbatchResult_->setObjectName("microbatch-result");
+    microbatchResult_->setWordWrap(true);
+    microbatchResult_->setTextFormat(Qt::PlainText);
+    microbatchResult_->hide();
+    root->addWidget(microbatchResult_);
+
+    // Diagram and charts side by side with the tables.
+    auto* split = new QSplitter(Qt::Vertical, this);
+    pipeline_ = new PipelineView(split);
+    connect(ghost, &QCheckBox::toggled, pipeline_,
+            [this](bool on) { pipeline_->setMode(on ? PipelineView::Ghost : PipelineView::Stacked); });
+    connect(criticalPath, &QCheckBox::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
+    // Two rows per stage (measured, predicted) stay readable: about 18 px each.
+    pipeline_->setMinimumHeight(2 * 4 * 18 + 60);
+    auto* diagram = new QWidget(split);
+    auto* diagramLayout = new QVBoxLayout(diagram);
+    diagramLayout->setContentsMargins(0, 0, 0, 0);
+    diagramLayout->setSpacing(0);
+    pipeline_->setParent(diagram);
+    diagramLayout->addWidget(pipeline_, 1);
+    diagramLayout->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, diagram));
+    split->addWidget(diagram);
+    auto* tabs = new QTabWidget(split);
+    auto* charts = new QWidget(tabs);
+    auto* chartRow = new QHBoxLayout(charts);
+    busyPlot_ = smallPlot(charts, tr("ms per rank"));
+    memoryPlot_ = smallPlot(charts, tr("peak GiB"));
+    memoryTimePlot_ = smallPlot(charts, tr("GiB over time"));
+    // The ranks' key beside the chart, not over the lines' ends.
+    memoryTimePlot_->axisRect()->insetLayout()->take(memoryTimePlot_->legend);
+    memoryTimePlot_->plotLayout()->addElement(0, 1, memoryTimePlot_->legend);
+    memoryTimePlot_->plotLayout()->setColumnStretchFactor(1, 0.001);
+    memoryTimePlot_->legend->setRowSpacing(0);
+    memoryTimePlot_->legend->setMargins(QMargins(4, 2, 4, 2));
+    chartRow->addWidget(busyPlot_, 1);
+    chartRow->addWidget(memoryPlot_, 1);
+    chartRow->addWidget(memoryTimePlot_, 2);
+    tabs->addTab(charts, tr("Busy, idle and memory"));
+
+    searchTable_ = new QTableWidget(tabs);
+    searchTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    searchTable_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    searchTable_->setColumnCount(10);
+    searchTable_->setHorizontalHeaderLabels(
+        {tr("#"), tr("schedule"), tr("v"), tr("microbatches"), tr("iteration"), tr("speed-up"), tr("bubble"),
+         tr("peak memory"), tr("recompute"), tr("boundaries")});
+    searchTable_->horizontalHeader()->setStretchLastSection(true);
+    tabs->addTab(searchTable_, tr("Search"));
+    pareto_ = new ParetoChart(tabs);
+    tabs->addTab(pareto_, tr("Memory-time front"));
+
+    auto* scenarioTab = new QWidget(tabs);
+    auto* sl = new QHBoxLayout(scenarioTab);
+    auto* left = new QVBoxLayout;
+    scenarios_ = new QListWidget(scenarioTab);
+    auto* save = new QPushButton(tr("Save current as..."), scenarioTab);
+    left->addWidget(scenarios_);
+    left->addWidget(save);
+    sl->addLayout(left, 1);
+    auto* right = new QVBoxLayout;
+    auto* pick = new QHBoxLayout;
+    compareA_ = new QComboBox(scenarioTab);
+    compareB_ = new QComboBox(scenarioTab);
+    pick->addWidget(compareA_);
+    pick->addWidget(new QLabel(tr("against"), scenarioTab));
+    pick->addWidget(compareB_);
+    right->addLayout(pick);
+    compare_ = new QTableWidget(scenarioTab);
+    compare_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    compare_->horizontalHeader()->setStretchLastSection(true);
+    right->addWidget(compare_);
+    sl->addLayout(right, 2);
+    tabs->addTab(scenarioTab, tr("Scenarios"));
+
+    export_ = new QPlainTextEdit(tabs);
+    export_->setReadOnly(true);
+    tabs->addTab(export_, tr("Export"));
+    split->addWidget(tabs);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    root->addWidget(split, 1);
+
+    // Wiring.
+    connect(strip_, &LayerStrip::boundariesDragged, this, [this](std::vector<int> b) {
+        send(worker_->setBoundaries(std::move(b)), Origin::DragStep, "boundaries");
+    });
+    connect(strip_, &LayerStrip::boundariesCommitted, this, [this](std::vector<int> b) {
+        send(worker_->setBoundaries(std::move(b)), Origin::DragCommit, "boundaries", tr("Move stage boundary"));
+    });
+    connect(strip_, &LayerStrip::layersRequested, this, [this](int layers) {
+        if (!recalibrates_ || !trace_)
+            return;
+        whatif::FromMeasuredOptions o;
+        o.layers = layers;
+        requestedRecalibration_ = Recalibration{layers, {}};
+        modelRequest_ = send(worker_->calibrate(trace_, analysis_, o), Origin::Model, "layers");
+    });
+    connect(strip_, &LayerStrip::modelFileRequested, this, [this](const QString& path) {
+        if (!recalibrates_ || !trace_)
+            return;
+        requestedRecalibration_ = Recalibration{std::nullopt, path};
+        modelRequest_ = send(worker_->calibrate(trace_, analysis_, {}, path), Origin::Model, "layers");
+    });
+    connect(schedule_, &QComboBox::activated, this, [this](int index) {
+        const QString name = schedule_->itemData(index).toString();
+        if (name == "csv") {
+            syncControls(); // the combo shows the schedule in force until a file is chosen
+            const QString path = QFileDialog::getOpenFileName(this, tr("Schedule CSV"), {}, tr("CSV (*.csv);;All files (*)"));
+            if (!path.isEmpty())
+                loadScheduleCsv(path);
+            return;
+        }
+        whatif::ScenarioChanges c;
+        c.schedule = name.toStdString();
+        applyChange(c, "schedule", tr("Schedule %1").arg(name));
+    });
+    connect(v_, &QSpinBox::valueChanged, this, [this](int v) {
+        whatif::ScenarioChanges c;
+        c.v = v;
+        applyChange(c, "v", tr("v %1").arg(v));
+    });
+    connect(m_, &QSpinBox::valueChanged, this, [this](int m) {
+        whatif::ScenarioChanges c;
+        c.microbatches = m;
+        applyChange(c, "microbatches", tr("%1 microbatches").arg(m));
+    });
+    connect(pp_, &QSpinBox::valueChanged, this, [this](int pp) {
+        whatif::ScenarioChanges c;
+        c.pp = pp;
+        applyChange(c, "pp", tr("pp %1").arg(pp));
+    });
+    connect(gpu_, &QDoubleSpinBox::valueChanged, this, [this](double gib) {
+        std::optional<int64_t> bytes;
+        if (gib > 0)
+            bytes = static_cast<int64_t>(std::llround(gib * kGiB));
+        send(worker_->setGpuMemory(bytes), Origin::Control, "gpu", tr("GPU memory"));
+    });
+    connect(balance_, &QPushButton::clicked, this, &WhatIfEditor::autoBalance);
+    connect(search_, &QPushButton::clicked, this, &WhatIfEditor::search);
+    connect(cancel_, &QPushButton::clicked, this, [this] {
+        if (searching_)
+            worker_->cancelSearch();
+        if (balancing_)
+            worker_->cancelBalance();
+    });
+    connect(searchTable_, &QTableWidget::cellClicked, this, [this](int row, int) { applySearchRow(row); });
+    connect(pareto_, &ParetoChart::rowClicked, this, &WhatIfEditor::applySearchRow);
+    connect(speeds_, &QLineEdit::editingFinished, this, [this] {
+        if (speeds_->isModified()) {
+            speeds_->setModified(false);
+            setStageSpeeds(speeds_->text());
+        }
+    });
+    connect(microbatchOrder_, &QComboBox::activated, this, [this](int index) {
+        const QString name = microbatchOrder_->itemData(index).toString();
+        const auto o = whatif::microbatchOrderFromString(name.toStdString());
+        if (!o)
+            return;
+        whatif::ScenarioChanges c;
+        c.microbatchOrder = *o;
+        applyChange(c, "microbatch-order", tr("Microbatch order %1").arg(name));
+    });
+    connect(recompute_, &QComboBox::activated, this, [this](int index) {
+        const QString name = recompute_->itemData(index).toString();
+        const auto r = whatif::recomputeFromString(name.toStdString());
+        if (!r)
+            return; // "per stage" only shows a mixed setting
+        whatif::ScenarioChanges c;
+        c.recompute = std::vector<whatif::Recompute>{*r};
+        applyChange(c, "recompute", tr("Recompute %1").arg(name));
+    });
+    connect(save, &QPushButton::clicked, this, [this] {
+        bool ok = false;
+        const QString name = QInputDialog::getText(this, tr("Save scenario"), tr("Name:"), QLineEdit::Normal,
+                                                   tr("scenario %1").arg(saved_.size() + 1), &ok);
+        if (ok && !name.trimmed().isEmpty())
+            saveScenario(name.trimmed());
+    });
+    connect(scenarios_, &QListWidget::itemDoubleClicked, this, [this](QListWidgetItem* item) { applyScenario(item->text()); });
+    auto recompare = [this] { compare(compareA_->currentText(), compareB_->currentText()); };
+    connect(compareA_, &QComboBox::currentTextChanged, this, recompare);
+    connect(compareB_, &QComboBox::currentTextChanged, this, recompare);
+    strip_->setEditable(false);
+}
+
+void WhatIfEditor::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<const AnalysisResult> analysis,
+                          whatif::CostModel model)
+{
+    trace_ = std::move(trace);
+    analysis_ = std::move(analysis);
+    pipeline_->setMeasured(analysis_);
+    model_ = model;
+    baseModel_ = model;
+    speeds_->clear();
+    strip_->setCostModel(model_);
+    strip_->setEditable(false); // until the session answers
+    measured_.reset();
+    current_.reset();
+    haveCommitted_ = false;
+    undo_->clear();
+    clearErrors();
+    recalibration_.reset();
+    requestedRecalibration_.reset();
+    balancing_ = searching_ = false; // answers for the previous job are dropped
+    refreshBusy();
+    modelRequest_ = send(worker_->setCostModel(std::move(model)), Origin::Model, {});
+}
+
+void WhatIfEditor::setUnavailable(const QString& reason)
+{
+    modelRequest_ = std::numeric_limits<quint64>::max(); // answers still on their way belong to the previous job
+    recalibration_.reset();
+    requestedRecalibration_.reset();
+    balancing_ = searching_ = false;
+    refreshBusy();
+    trace_.reset();
+    analysis_.reset();
+    model_ = whatif::CostModel{};
+    measured_.reset();
+    current_.reset();
+    scenario_.reset();
+    haveCommitted_ = false;
+    undo_->clear();
+    strip_->setCostModel(model_);
+    strip_->setBoundaries({});
+    strip_->setEditable(false);
+    pipeline_->setMeasured(nullptr);
+    pipeline_->setPrediction(nullptr);
+    iteration_->setText(tr("No what-if for this job"));
+    speedup_->clear();
+    export_->clear();
+    clearErrors();
+    showError("general", reason);
+    emit predictionChanged();
+}
+
+quint64 WhatIfEditor::send(quint64 id, Origin origin, const QString& setting, const QString& undoText)
+{
+    pending_[id] = Pending{origin, setting, undoText};
+    return id;
+}
+
+void WhatIfEditor::applyChange(whatif::ScenarioChanges changes, const QString& setting, const QString& undoText)
+{
+    send(worker_->apply(std::move(changes)), Origin::Control, setting, undoText);
+}
+
+void WhatIfEditor::restore(const State& state)
+{
+    if (current_ && current_->gpuMemoryBytes != state.gpuBytes)
+        send(worker_->setGpuMemory(state.gpuBytes), Origin::Restore, "gpu");
+    send(worker_->setScenario(state.scenario), Origin::Restore, {});
+}
+
+void WhatIfEditor::onCostModel(CostModelPtr model, quint64 id)
+{
+    if (id < modelRequest_)
+        return;
+    model_ = *model;
+    baseModel_ = *model;
+    speeds_->clear(); // speeds were declared on the model that was replaced
+    if (id == modelRequest_)
+        recalibration_ = requestedRecalibration_;
+    strip_->setCostModel(model_);
+    undo_->clear(); // the steps name layers of the model that was replaced
+}
+
+void WhatIfEditor::onScenario(ScenarioPtr scenario, quint64 id)
+{
+    if (id >= modelRequest_)
+        scenario_ = std::move(scenario); // its prediction follows at once
+}
+
+void WhatIfEditor::onPrediction(PredictionPtr prediction, quint64 id)
+{
+    if (balancing_ && id == balanceRequest_) {
+        balancing_ = false;
+        refreshBusy();
+    }
+    if (id < modelRequest_ || !scenario_)
+        return;
+    const auto it = pending_.find(id);
+    const Origin origin = it != pending_.end() ? it->second.origin : Origin::Restore;
+    const QString undoText = it != pending_.end() ? it->second.undoText : QString();
+    if (it != pending_.end())
+        pending_.erase(it);
+    const State now{*scenario_, prediction->gpuMemoryBytes};
+    switch (origin) {
+    case Origin::Model:
+        committed_ = now;
+        haveCommitted_ = true;
+        undo_->clear();
+        break;
+    case Origin::DragStep:
+        break; // the release makes the undo step
+    case Origin::DragCommit:
+    case Origin::Control:
+        if (haveCommitted_)
+            undo_->push(new Command(this, committed_, now, undoText));
+        committed_ = now;
+        break;
+    case Origin::Restore:
+        committed_ = now;
+        break;
+    }
+    current_ = std::move(prediction);
+    if (origin != Origin::DragStep)
+        clearErrors();
+    status_->clear();
+    strip_->setEditable(model_.layerSource != whatif::LayerSource::Stages);
+    strip_->setStageRanks(current_->schedule.rankOfStage);
+    strip_->setBoundaries(current_->partition.boundaries());
+    if (origin != Origin::DragStep)
+        syncControls();
+    refreshFigures();
+    emit predictionChanged();
+}
+
+void WhatIfEditor::onFailed(const QString& message, const QString& setting, quint64 id)
+{
+    if (balancing_ && id == balanceRequest_) {
+        balancing_ = false;
+        refreshBusy();
+        if (message == "cancelled") {
+            pending_.erase(id);
+            status_->setText(tr("auto-balance cancelled"));
+            return;
+        }
+        status_->clear();
+    }
+    if (id < modelRequest_ && id != searchRequest_)
+        return;
+    QString where = setting;
+    const auto it = pending_.find(id);
+    if (it != pending_.end()) {
+        if (where.isEmpty() || !errors_.count(where))
+            where = it->second.setting; // core named no setting: the control that asked
+        pending_.erase(it);
+    }
+    if (id == searchRequest_) {
+        searching_ = false;
+        refreshBusy();
+        status_->clear();
+        if (message == "cancelled")
+            return;
+    }
+    if (where == "weights" || where == "layers")
+        where = "boundaries";
+    showError(errors_.count(where) ? where : QString("general"), message);
+}
+
+void WhatIfEditor::showError(const QString& setting, const QString& message)
+{
+    QLabel* l = errors_.count(setting) ? errors_[setting] : errors_["general"];
+    l->setText(message);
+    l->setVisible(!message.isEmpty());
+    if (!message.isEmpty())
+        Q_EMIT errorShown(setting, message);
+}
+
+QString WhatIfEditor::firstError() const
+{
+    for (const auto& [name, label] : errors_)
+        if (label->isVisibleTo(const_cast<WhatIfEditor*>(this)) && !label->text().isEmpty())
+            return label->text();
+    return {};
+}
+
+void WhatIfEditor::applyChanges(const whatif::ScenarioChanges& changes)
+{
+    applyChange(changes, QStringLiteral("general"), QStringLiteral("Apply changes"));
+}
+
+void WhatIfEditor::clearErrors()
+{
+    for (auto& [name, label] : errors_) {
+        label->clear();
+        label->hide();
+    }
+}
+
+QString WhatIfEditor::errorText(const QString& setting) const
+{
+    const auto it = errors_.find(setting);
+    return it != errors_.end() && it->second->isVisibleTo(const_cast<WhatIfEditor*>(this)) ? it->second->text() : QString();
+}
+
+QString WhatIfEditor::predictedIterationText() const { return iteration_->text(); }
+QString WhatIfEditor::speedupText() const { return speedup_->text(); }
+
+std::optional<whatif::Prediction> WhatIfEditor::currentPrediction() const
+{
+    return current_ ? std::optional<whatif::Prediction>(*current_) : std::nullopt;
+}
+
+std::optional<whatif::Prediction> WhatIfEditor::measuredPrediction() const
+{
+    return measured_ ? std::optional<whatif::Prediction>(*measured_) : std::nullopt;
+}
+
+void WhatIfEditor::syncControls()
+{
+    if (!scenario_)
+        return;
+    const QSignalBlocker b1(schedule_), b2(v_), b3(m_), b4(pp_), b5(gpu_), b6(recompute_), b7(microbatchOrder_);
+    microbatchOrder_->setCurrentIndex(
+        std::max(0, microbatchOrder_->findData(qs(std::string(toString(scenario_->microbatchOrder))))));
+    microbatchOrder_->setEnabled(model_.microbatchSizes.has_value());
+    {
+        const std::vector<whatif::Recompute> rc =
+            current_ ? current_->recompute : whatif::recomputePerStage(scenario_->recompute, 1);
+        const QString text = qs(whatif::recomputeText(rc));
+        int at = recompute_->findData(text);
+        if (at < 0) {
+            // Stages differ (auto-balance's choice, a search row): shown, not offered.
+            at = recompute_->findData(QString("per-stage"));
+            if (at < 0) {
+                recompute_->addItem(tr("per stage"), QString("per-stage"));
+                at = recompute_->count() - 1;
+            }
+            recompute_->setItemText(at, tr("per stage: %1").arg(text));
+        }
+        recompute_->setCurrentIndex(at);
+    }
+    const QString name = qs(std::string(toString(scenario_->schedule)));
+    int index = schedule_->findData(name);
+    if (index < 0) {
+        // A loaded CSV: shown by name until another schedule is chosen.
+        index = schedule_->findData(QString("custom"));
+        if (index < 0) {
+            schedule_->insertItem(schedule_->count() - 1, tr("custom (CSV)"), QString("custom"));
+            index = schedule_->findData(QString("custom"));
+        }
+    }
+    schedule_->setCurrentIndex(index);
+    v_->setValue(scenario_->v);
+    m_->setValue(scenario_->microbatches);
+    pp_->setValue(scenario_->pp);
+    const auto gpu = current_ ? current_->gpuMemoryBytes : model_.memory.gpuMemoryBytes;
+    gpu_->setValue(gpu ? double(*gpu) / kGiB : 0.0);
+}
+
+void WhatIfEditor::refreshFigures()
+{
+    if (!current_)
+        return;
+    const whatif::Prediction& p = *current_;
+    iteration_->setText(tr("Predicted iteration %1").arg(qs(formatDuration(p.iterationNs()))));
+    // How the replay exchanged (docs/whatif.md, "Exchanges").
+    if (p.replay.blockingExchanges && p.costs.megatronExchanges)
+        iteration_->setToolTip(
+            tr("Replayed with Megatron-LM's exchanges as it issues them (interleaved 1F1B: overlapped in the steady "
+               "state, blocking in warm-up and cool-down; 1F1B: blocking batches), %1; %2 per transfer alone")
+                .arg(p.costs.sharedLinks ? tr("every transfer in flight sharing one medium")
+                                         : tr("each direction between two ranks a link of its own"),
+                     qs(formatDuration(p.costs.p2pLatencyNs))));
+    else
+        iteration_->setToolTip(p.replay.blockingExchanges
+                                   ? tr("Replayed with blocking exchanges, as Megatron-LM runs them: a step waits for its "
+                                        "rank's batch of sends and receives and starts %1 after it")
+                                         .arg(qs(formatDuration(p.costs.exchangeGapNs)))
+                                   : tr("Replayed with sends that overlap the next step"));
+    if (auto err = p.calibrationError()) {
+        // The measured configuration replayed: its difference is the model's error, not a speed-up.
+        speedup_->setText(tr("calibration %1 (measured %2)")
+                              .arg(qs(formatSignedPercent(*err)), qs(formatDuration(*p.measuredIterationNs))));
+        speedup_->setToolTip(tr("The measured configuration replayed: %1 against %2 measured. The difference is the "
+                                "model's calibration error, not a speed-up; other scenarios' speed-ups are against the "
+                                "measured run.")
+                                 .arg(qs(formatDuration(p.iterationNs())), qs(formatDuration(*p.measuredIterationNs))));
+    } else {
+        speedup_->setText(speedupWords(p.speedup()) +
+                          (p.measuredIterationNs ? tr(" (measured %1)").arg(qs(formatDuration(*p.measuredIterationNs))) : QString()));
+        speedup_->setToolTip(tr("Measured iteration / predicted iteration"));
+    }
+    static_cast<BubbleBar*>(bubbleBar_)->setPrediction(current_);
+    pipeline_->setPrediction(current_);
+
+    const int ranks = static_cast<int>(p.replay.ranks.size());
+    QVector<double> keys, busy, idle;
+    QVector<QString> labels;
+    for (int r = 0; r < ranks; ++r) {
+        keys << r;
+        busy << p.replay.ranks[size_t(r)].busyNs / 1e6;
+        idle << (p.iterationNs() - p.replay.ranks[size_t(r)].busyNs) / 1e6;
+        labels << QString::number(r);
+    }
+    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+    ticker->addTicks(keys, labels);
+
+    // Busy and idle per rank, stacked.
+    busyPlot_->clearPlottables();
+    auto* busyBars = new QCPBars(busyPlot_->xAxis, busyPlot_->yAxis);
+    busyBars->setName(tr("busy"));
+    busyBars->setBrush(toQColor(timeline::stepColor(StepKind::F)));
+    busyBars->setPen(Qt::NoPen);
+    busyBars->setData(keys, busy);
+    auto* idleBars = new QCPBars(busyPlot_->xAxis, busyPlot_->yAxis);
+    idleBars->setName(tr("idle"));
+    idleBars->setBrush(toQColor(timeline::causeColor(BubbleCause::Other)));
+    idleBars->setPen(Qt::NoPen);
+    idleBars->setData(keys, idle);
+    idleBars->moveAbove(busyBars);
+    busyPlot_->xAxis->setTicker(ticker);
+    busyPlot_->xAxis->setLabel(tr("rank: busy below, idle above"));
+    busyPlot_->xAxis->setRange(-0.6, ranks - 0.4);
+    busyPlot_->yAxis->setRange(0, std::max(1e-3, p.iterationNs() / 1e6) * 1.05);
+    busyPlot_->replot(QCustomPlot::rpQueuedReplot);
+
+    // Peak memory per rank against the GPU's; ranks out of memory in red.
+    memoryPlot_->clearPlottables();
+    memoryPlot_->clearItems();
+    auto* ok = new QCPBars(memoryPlot_->xAxis, memoryPlot_->yAxis);
+    auto* oom = new QCPBars(memoryPlot_->xAxis, memoryPlot_->yAxis);
+    ok->setBrush(toQColor(timeline::stepColor(StepKind::B)));
+    oom->setBrush(QColor("#d1242f"));
+    ok->setPen(Qt::NoPen);
+    oom->setPen(Qt::NoPen);
+    double top = 0;
+    for (int r = 0; r < ranks && size_t(r) < p.memory.size(); ++r) {
+        const double gib = p.memory[size_t(r)].peakBytes / kGiB;
+        (p.memory[size_t(r)].outOfMemory ? oom : ok)->addData(r, gib);
+        top = std::max(top, gib);
+    }
+    // The measured run's peaks (the trace's allocator totals) as black ticks over the bars.
+    bool measuredShown = false;
+    {
+        auto* measured = new QCPGraph(memoryPlot_->xAxis, memoryPlot_->yAxis);
+        measured->setName(tr("measured"));
+        measured->setLineStyle(QCPGraph::lsNone);
+        measured->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssPlus, QPen(QColor("#1d2329"), 2), Qt::NoBrush, 10));
+        for (int r = 0; r < ranks && size_t(r) < p.measuredPeakBytes.size(); ++r)
+            if (p.measuredPeakBytes[size_t(r)] >= 0) {
+                const double gib = p.measuredPeakBytes[size_t(r)] / kGiB;
+                measured->addData(r, gib);
+                top = std::max(top, gib);
+                measuredShown = true;
+            }
+        measured->setVisible(measuredShown);
+    }
+    if (p.gpuMemoryBytes) {
+        const double limit = *p.gpuMemoryBytes / kGiB;
+        auto* line = new QCPItemStraightLine(memoryPlot_);
+        line->point1->setCoords(-1, limit);
+        line->point2->setCoords(1, limit);
+        line->setPen(QPen(QColor("#d1242f"), 1, Qt::DashLine));
+        top = std::max(top, limit);
+    }
+    memoryPlot_->xAxis->setTicker(ticker);
+    QString rankLabel = p.outOfMemory() ? tr("rank (out of memory)") : tr("rank");
+    if (measuredShown)
+        rankLabel += tr("; + measured peak");
+    memoryPlot_->xAxis->setLabel(rankLabel);
+    memoryPlot_->xAxis->setRange(-0.6, ranks - 0.4);
+    memoryPlot_->yAxis->setRange(0, std::max(1e-3, top) * 1.1);
+    // Empty axes would look like zero memory: say why there is nothing to show.
+    const bool memoryKnown = std::any_of(p.memory.begin(), p.memory.end(), [](const auto& m) { return m.peakBytes > 0; });
+    auto unknownNote = [](QCustomPlot* plot, const QString& text) {
+        auto* note = new QCPItemText(plot);
+        note->position->setType(QCPItemPosition::ptAxisRectRatio);
+        note->position->setCoords(0.5, 0.45);
+        note->setText(text);
+        note->setColor(QColor("#666666"));
+    };
+    if (!memoryKnown)
+        unknownNote(memoryPlot_, measuredShown ? tr("predicted: unknown") : tr("unknown"));
+    memoryPlot_->replot(QCustomPlot::rpQueuedReplot);
+
+    // Memory over the iteration, a step line per rank.
+    memoryTimePlot_->clearGraphs();
+    memoryTimePlot_->clearItems();
+    if (!memoryKnown)
+        unknownNote(memoryTimePlot_, tr("memory unknown: the trace gives no parameter or\nactivation sizes (open it with a model file, --model)"));
+    static const std::array<std::string_view, 8> hues = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1",
+                                                         "#edc948", "#76b7b2", "#ff9da7", "#9c755f"};
+    double peak = 0;
+    for (int r = 0; r < ranks && size_t(r) < p.memory.size(); ++r) {
+        auto* g = memoryTimePlot_->addGraph();
+        g->setLineStyle(QCPGraph::lsStepLeft);
+        g->setPen(QPen(toQColor(timeline::rgbFromHex(hues[size_t(r) % hues.size()])), 1.5));
+        g->setName(tr("rank %1").arg(r));
+        QVector<double> t, y;
+        for (const auto& pt : p.memory[size_t(r)].overTime) {
+            t << pt.t / 1e6;
+            y << pt.bytes / kGiB;
+            peak = std::max(peak, pt.bytes / kGiB);
+        }
+        g->setData(t, y, true);
+    }
+    memoryTimePlot_->xAxis->setLabel(tr("ms"));
+    memoryTimePlot_->xAxis->setRange(0, std::max(1e-3, p.iterationNs() / 1e6));
+    memoryTimePlot_->yAxis->setRange(0, std::max(1e-3, peak) * 1.1);
+    memoryTimePlot_->legend->setVisible(memoryKnown && ranks <= 8);
+    memoryTimePlot_->replot(QCustomPlot::rpQueuedReplot);
+
+    export_->setPlainText(exportText());
+    refreshExtraWork();
+    refreshMicrobatches();
+}
+
+void WhatIfEditor::setStageSpeeds(const QString& text)
+{
+    const QString t = text.trimmed();
+    whatif::CostModel m = baseModel_;
+    std::vector<double> speeds;
+    try {
+        if (t == QLatin1String("trace")) {
+            speeds = m.measuredStageSpeeds();
+        } else if (!t.isEmpty()) {
+            const QStringList parts = t.split(QLatin1Char(','));
+            for (int r = 0; r < parts.size(); ++r) {
+                bool ok = false;
+                const double x = parts[r].trimmed().toDouble(&ok);
+                if (!ok)
+                    throw ValueError("stage-speed", tr("the speed of stage %1 is '%2', not a number; give one relative "
+                                                       "throughput per pipeline rank (e.g. 1,1,0.8,1) or 'trace'")
+                                                        .arg(r)
+                                                        .arg(parts[r].trimmed().left(40))
+                                                        .toStdString());
+                speeds.push_back(x);
+            }
+        }
+        m.setStageSpeeds(speeds);
+        if (scenario_ && !speeds.empty() && static_cast<int>(speeds.size()) != scenario_->pp)
+            throw ValueError("stage-speed", tr("%1 speeds for a scenario of pp %2; give one per pipeline rank")
+                                                .arg(speeds.size())
+                                                .arg(scenario_->pp)
+                                                .toStdString());
+    } catch (const std::exception& e) {
+        showError("stage-speed", QString::fromUtf8(e.what()));
+        return;
+    }
+    showError("stage-speed", QString());
+    if (t == QLatin1String("trace")) {
+        QStringList shown;
+        for (double x : speeds)
+            shown << QString::number(x, 'g', 3);
+        speeds_->setText(shown.join(QLatin1Char(',')));
+    }
+    // A new model: the session starts again on it, then the scenario shown comes back.
+    const std::optional<whatif::Scenario> keep = scenario_ ? std::optional<whatif::Scenario>(*scenario_) : std::nullopt;
+    model_ = m;
+    strip_->setCostModel(model_);
+    modelRequest_ = send(worker_->setCostModel(std::move(m)), Origin::Model, "stage-speed");
+    if (keep)
+        send(worker_->setScenario(*keep), Origin::Restore, "stage-speed");
+}
+
+QString WhatIfEditor::microbatchText() const
+{
+    return microbatchResult_->isVisibleTo(const_cast<WhatIfEditor*>(this)) ? microbatchResult_->text() : QString();
+}
+
+void WhatIfEditor::refreshMicrobatches()
+{
+    if (!current_ || !scenario_ || !model_.unevenFor(scenario_->microbatches, whatif::MicrobatchOrder::Given)) {
+        microbatchResult_->hide();
+        return;
+    }
+    // Six replays of the shown schedule: milliseconds even for thousands of steps.
+    try {
+        const whatif::MicrobatchStudy st = whatif::studyMicrobatches(model_, *scenario_);
+        if (!st.applies) {
+            microbatchResult_->hide();
+            return;
+        }
+        const double g = static_cast<double>(std::max<TimeNs>(1, st.givenNs));
+        QString text = tr("Uneven microbatches (%1x to %2x of the mean, %3): the spread costs %4 per iteration (%5); "
+                          "equal microbatches would take %6.")
+                           .arg(st.minSize, 0, 'f', 2)
+                           .arg(st.maxSize, 0, 'f', 2)
+                           .arg(st.source == "trace" ? tr("as measured") : tr("from the %1").arg(qs(st.source)))
+                           .arg(qs(formatDuration(st.spreadCostNs)), qs(formatPercent(static_cast<double>(st.spreadCostNs) / g)),
+                                qs(formatDuration(st.equalNs)));
+        if (st.bestGainNs > 0)
+            text += tr(" Running them %1 saves %2 (%3).")
+                        .arg(qs(std::string(toString(st.bestOrder))), qs(formatDuration(st.bestGainNs)),
+                             qs(formatPercent(static_cast<double>(st.bestGainNs) / g)));
+        else
+            text += tr(" No reordering beats the given order.");
+        QStringList waits;
+        for (const whatif::MicrobatchRankIdle& r : st.ranks)
+            waits << tr("rank %1 %2").arg(r.rank).arg(qs(formatDuration(r.spreadNs)));
+        text += tr(" Waiting caused by the spread: %1.").arg(waits.join(QStringLiteral(", ")));
+        microbatchResult_->setText(text);
+        microbatchResult_->show();
+    } catch (const std::exception&) {
+        microbatchResult_->hide();
+    }
+}
+
+double WhatIfEditor::extraWorkMs() const { return extraWork_->value(); }
+void WhatIfEditor::setExtraWorkMs(double ms) { extraWork_->setValue(ms); }
+QString WhatIfEditor::extraWorkText() const { return extraResult_->isVisibleTo(const_cast<WhatIfEditor*>(this)) ? extraResult_->text() : QString(); }
+
+void WhatIfEditor::refreshExtraWork()
+{
+    const double ms = extraWork_->value();
+    if (!current_ || ms <= 0) {
+        extraResult_->hide();
+        return;
+    }
+    // A post-pass over the shown prediction's replay: cheap enough for the UI thread.
+    try {
+        const auto e = whatif::addExtraWork(*current_, static_cast<TimeNs>(std::llround(ms * 1e6)));
+        TimeNs hidden = 0, work = 0;
+        for (const auto& r : e.ranks) {
+            hidden += r.hiddenNs;
+            work += e.workNs;
+        }
+        extraResult_->setText(tr("With %1 of extra work per rank: iteration %2 (%3 longer); %4 of the work fits in bubbles")
+                                  .arg(qs(formatDuration(e.workNs)), qs(formatDuration(e.iterationNs)), qs(formatDuration(e.extraNs())),
+                                       qs(formatPercent(work > 0 ? static_cast<double>(hidden) / static_cast<double>(work) : 0.0))));
+        extraResult_->show();
+        showError("extra", QString()); // clears it
+    } catch (const std::exception& ex) {
+        extraResult_->hide();
+        showError("extra", QString::fromUtf8(ex.what()));
+    }
+}
+
+void WhatIfEditor::autoBalance()
+{
+    balanceRequest_ = send(worker_->autoBalance(), Origin::Control, "boundaries", tr("Auto-balance"));
+    balancing_ = true;
+    refreshBusy();
+    status_->setText(tr("auto-balance..."));
+}
+
+void WhatIfEditor::search()
+{
+    whatif::SearchSpace space;
+    if (searchRecompute_->isChecked()) {
+        space.recompute = {whatif::Recompute::None, whatif::Recompute::Selective, whatif::Recompute::Full};
+        space.recomputePerStage = true;
+    }
+    searchRequest_ = worker_->search(space);
+    searching_ = true;
+    refreshBusy();
+    status_->setText(tr("searching..."));
+}
+
+void WhatIfEditor::refreshBusy()
+{
+    search_->setEnabled(!searching_);
+    balance_->setEnabled(!balancing_);
+    cancel_->setEnabled(searching_ || balancing_);
+}
+
+QString WhatIfEditor::statusText() const { return status_->text(); }
+
+std::optional<whatif::Scenario> WhatIfEditor::currentScenario() const
+{
+    return scenario_ ? std::optional<whatif::Scenario>(*scenario_) : std::nullopt;
+}
+
+void WhatIfEditor::onSearch(SearchRowsPtr rows, quint64 id)
+{
+    if (id != searchRequest_)
+        return;
+    searching_ = false;
+    refreshBusy();
+    status_->clear();
+    searchRows_ = std::move(rows);
+    searchTable_->setRowCount(static_cast<int>(searchRows_->size()));
+    for (int i = 0; i < static_cast<int>(searchRows_->size()); ++i) {
+        const whatif::SearchRow& r = (*searchRows_)[size_t(i)];
+        const QStringList cells = {QString::number(i + 1),
+                                   qs(std::string(toString(r.scenario.schedule))),
+                                   QString::number(r.scenario.v),
+                                   QString::number(r.scenario.microbatches),
+                                   qs(formatDuration(r.iterationNs)),
+                                   speedupWords(r.speedup),
+                                   qs(formatPercent(r.bubbleFraction)),
+                                   qs(formatBytes(r.peakBytes)) + (r.outOfMemory ? tr(" (out of memory)") : QString()) +
+                                       (r.pareto ? tr(" (front)") : QString()),
+                                   (r.recomputeChosen ? tr("per stage: ") : QString()) +
+                                       qs(whatif::recomputeText(r.scenario.recompute)),
+                                   boundariesText(r.boundaries)};
+        for (int c = 0; c < cells.size(); ++c) {
+            auto* item = new QTableWidgetItem(cells[c]);
+            if (r.outOfMemory)
+                item->setForeground(QColor("#d1242f"));
+            searchTable_->setItem(i, c, item);
+        }
+    }
+    searchTable_->resizeColumnsToContents();
+    pareto_->setRows(searchRows_, current_ ? current_->gpuMemoryBytes : model_.memory.gpuMemoryBytes);
+}
+
+void WhatIfEditor::applySearchRow(int row)
+{
+    if (!searchRows_ || row < 0 || row >= static_cast<int>(searchRows_->size()))
+        return;
+    const whatif::SearchRow& r = (*searchRows_)[size_t(row)];
+    whatif::ScenarioChanges c;
+    c.schedule = std::string(toString(r.scenario.schedule));
+    c.pp = r.scenario.pp;
+    c.v = r.scenario.v;
+    c.microbatches = r.scenario.microbatches;
+    c.boundaries = r.boundaries;
+    c.recompute = r.scenario.recompute;
+    applyChange(c, "schedule", tr("Search row %1").arg(row + 1));
+}
+
+void WhatIfEditor::loadScheduleCsv(const QString& path)
+{
+    whatif::ScenarioChanges c;
+    c.scheduleCsv = path.toStdString();
+    applyChange(c, "schedule", tr("Schedule from %1").arg(path));
+}
+
+void WhatIfEditor::saveScenario(const QString& name)
+{
+    if (!current_ || !scenario_)
+        return;
+    Saved s{name, State{*scenario_, current_->gpuMemoryBytes}, current_};
+    s.state.scenario.label = name.toStdString();
+    const auto it = std::find_if(saved_.begin(), saved_.end(), [&](const Saved& x) { return x.name == name; });
+    if (it != saved_.end())
+        *it = s;
+    else
+        saved_.push_back(s);
+    refreshScenarioList();
+}
+
+QStringList WhatIfEditor::scenarioNames() const
+{
+    QStringList names;
+    for (const Saved& s : saved_)
+        names << s.name;
+    return names;
+}
+
+void WhatIfEditor::refreshScenarioList()
+{
+    scenarios_->clear();
+    const QString a = compareA_->currentText(), b = compareB_->currentText();
+    const QSignalBlocker ba(compareA_), bb(compareB_);
+    compareA_->clear();
+    compareB_->clear();
+    compareA_->addItem(tr("current"));
+    compareB_->addItem(tr("current"));
+    for (const Saved& s : saved_) {
+        scenarios_->addItem(s.name);
+        compareA_->addItem(s.name);
+        compareB_->addItem(s.name);
+    }
+    compareA_->setCurrentText(a.isEmpty() ? tr("current") : a);
+    compareB_->setCurrentText(b.isEmpty() && !saved_.empty() ? saved_.back().name : b);
+    compare(compareA_->currentText(), compareB_->currentText());
+}
+
+void WhatIfEditor::applyScenario(const QString& name)
+{
+    const auto it = std::find_if(saved_.begin(), saved_.end(), [&](const Saved& x) { return x.name == name; });
+    if (it == saved_.end() || !haveCommitted_)
+        return;
+    // Nothing has happened yet: this step's first redo does the work.
+    const State before = committed_, after = it->state;
+    undo_->push(new Command(this, before, after, tr("Scenario %1").arg(name), false));
+}
+
+void WhatIfEditor::compare(const QString& a, const QString& b)
+{
+    auto find = [&](const QString& name) -> PredictionPtr {
+        if (name == tr("current") || name.isEmpty())
+            return current_;
+        for (const Saved& s : saved_)
+            if (s.name == name)
+                return s.prediction;
+        return nullptr;
+    };
+    const PredictionPtr pa = find(a), pb = find(b);
+    const QStringList rows = {tr("schedule"), tr("pp"),       tr("v"),           tr("microbatches"),
+                              tr("boundaries"), tr("iteration"), tr("speed-up"), tr("bubble"),
+                              tr("peak memory"), tr("out of memory")};
+    compare_->clear();
+    compare_->setRowCount(rows.size());
+    compare_->setColumnCount(2);
+    compare_->setHorizontalHeaderLabels({a, b});
+    compare_->setVerticalHeaderLabels(rows);
+    auto fill = [&](int col, const PredictionPtr& p) {
+        if (!p)
+            return;
+        const QStringList cells = {qs(p->schedule.name()),
+                                   QString::number(p->schedule.pp),
+                                   QString::number(p->schedule.chunks()),
+                                   QString::number(p->schedule.microbatches),
+                                   boundariesText(p->partition.boundaries()),
+                                   qs(formatDuration(p->iterationNs())),
+                                   speedupWords(p->speedup()),
+                                   qs(formatPercent(p->replay.bubbleFraction)),
+                                   qs(formatBytes(p->peakBytes())),
+                                   p->outOfMemory() ? tr("yes") : tr("no")};
+        for (int r = 0; r < cells.size(); ++r)
+            compare_->setItem(r, col, new QTableWidgetItem(cells[r]));
+    };
+    fill(0, pa);
+    fill(1, pb);
+}
+
+QString WhatIfEditor::exportText() const
+{
+    if (!current_)
+        return {};
+    return qs(whatif::partitionExportText(current_->partition, current_->schedule, model_));
+}
+
+std::string WhatIfEditor::whatIfJson() const
+{
+    std::vector<whatif::Prediction> predictions;
+    if (measured_)
+        predictions.push_back(*measured_);
+    if (current_)
+        predictions.push_back(*current_);
+    const bool simulated = trace_ && trace_->simulated();
+    return whatif::whatIfDocument(whatif::WhatIfSource{"trace", sourcePath_.toStdString(), simulated}, model_, predictions)
+        .dump(2);
+}
+
+bool WhatIfEditor::saveWhatIfJson(const QString& path, QString* error) const
+{
+    QSaveFile f(path);
+    const std::string text = whatIfJson() + "\n";
+    if (!f.open(QIODevice::WriteOnly) || f.write(text.data(), qint64(text.size())) != qint64(text.size()) || !f.commit()) {
+        if (error)
+            *error = tr("%1: cannot write: %2").arg(path, f.errorString());
+        return false;
+    }
+    return true;
+}
+
+} // namespace pipescope::gui
