@@ -1,0 +1,499 @@
+// CostModel::fromMeasured: a cost model calibrated on a measured pipeline
+// (docs/whatif.md, "Cost model from a trace").
+#include "whatif/CostModel.h"
+
+#include "util/Error.h"
+#include "util/Format.h"
+#include "util/Limits.h"
+#include "whatif/detail/CostMath.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <string>
+
+namespace pipescope::whatif {
+
+using namespace detail;
+
+CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescription* model,
+                                  const FromMeasuredOptions& options)
+{
+    for (size_t l = 0; l < options.layerWeights.size(); ++l) {
+        const double w = options.layerWeights[l];
+        if (!std::isfinite(w) || w < 0)
+            throw ValueError("weights", "layer weight " + std::to_string(l + 1) + " is " + formatNumber(w) +
+                                            "; weights must be finite numbers of at least 0");
+    }
+    const int p = std::max(1, mp.pipelineDegree), v = std::max(1, mp.chunks), S = p * v;
+    const int m = std::max(1, mp.microbatches);
+    const ScheduleKind kind = scheduleKindFromString(mp.schedule).value_or(ScheduleKind::OneFOneB);
+    std::optional<MicrobatchSizes> measuredSizes;
+
+    // Mean step time per virtual stage and kind.
+    std::vector<double> sum(static_cast<size_t>(S) * 4, 0.0), count(static_cast<size_t>(S) * 4, 0.0);
+    for (const PipelineStep& st : mp.steps) {
+        int vs = st.stage >= p ? st.stage : virtualStage(kind, p, st.stage, std::clamp(st.chunk, 0, v - 1));
+        if (v == 1)
+            vs = st.stage;
+        if (vs < 0 || vs >= S || st.end < st.start)
+            continue;
+        const size_t k = static_cast<size_t>(vs) * 4 + static_cast<size_t>(st.kind);
+        sum[k] += static_cast<double>(st.end - st.start);
+        count[k] += 1;
+    }
+    std::vector<double> meanF(static_cast<size_t>(S), -1), meanB(static_cast<size_t>(S), -1),
+        share(static_cast<size_t>(S), -1);
+    for (int s = 0; s < S; ++s) {
+        auto mean = [&](StepKind k) {
+            const size_t i = static_cast<size_t>(s) * 4 + static_cast<size_t>(k);
+            return count[i] > 0 ? sum[i] / count[i] : -1.0;
+        };
+        meanF[size_t(s)] = mean(StepKind::F);
+        const double B = mean(StepKind::B), I = mean(StepKind::I), W = mean(StepKind::W);
+        if (I >= 0 && W >= 0 && I + W > 0) {
+            meanB[size_t(s)] = B >= 0 ? B : I + W;
+            share[size_t(s)] = I / (I + W);
+        } else if (B >= 0) {
+            meanB[size_t(s)] = B;
+        } else if (I >= 0) {
+            meanB[size_t(s)] = I;
+        }
+    }
+    // Uneven microbatches: each microbatch's steps against its stage's mean
+    // (replicas averaged; a backward is B, or I + W when split). A pipeline
+    // larger than a replay takes is never replayed, so it keeps no sizes.
+    if (m >= 2 && int64_t{S} * m <= kMaxReplaySteps) {
+        const size_t SM = static_cast<size_t>(S) * static_cast<size_t>(m);
+        std::vector<double> ks(SM * 4, 0.0), kn(SM * 4, 0.0);
+        for (const PipelineStep& st : mp.steps) {
+            int vs = st.stage >= p ? st.stage : virtualStage(kind, p, st.stage, std::clamp(st.chunk, 0, v - 1));
+            if (v == 1)
+                vs = st.stage;
+            if (vs < 0 || vs >= S || st.end < st.start || st.microbatch < 0 || st.microbatch >= m)
+                continue;
+            const size_t k = (static_cast<size_t>(vs) * static_cast<size_t>(m) + static_cast<size_t>(st.microbatch)) * 4 +
+                             static_cast<size_t>(st.kind);
+            ks[k] += static_cast<double>(st.end - st.start);
+            kn[k] += 1;
+        }
+        MicrobatchSizes sizes;
+        sizes.source = "trace";
+        bool complete = true;
+        for (int s = 0; s < S && complete; ++s) {
+            std::vector<double> fr(static_cast<size_t>(m)), br(static_cast<size_t>(m));
+            for (int mb = 0; mb < m; ++mb) {
+                const size_t base = (static_cast<size_t>(s) * static_cast<size_t>(m) + static_cast<size_t>(mb)) * 4;
+                auto mean = [&](StepKind k) { return kn[base + size_t(k)] > 0 ? ks[base + size_t(k)] / kn[base + size_t(k)] : -1.0; };
+                const double F = mean(StepKind::F), B = mean(StepKind::B), I = mean(StepKind::I), W = mean(StepKind::W);
+                fr[size_t(mb)] = F;
+                br[size_t(mb)] = B >= 0 ? B : (I >= 0 ? I + std::max(0.0, W) : -1.0);
+                if (F < 0 || br[size_t(mb)] < 0)
+                    complete = false;
+            }
+            auto relative = [](std::vector<double>& row) {
+                const double mean = std::accumulate(row.begin(), row.end(), 0.0) / static_cast<double>(row.size());
+                for (double& x : row)
+                    x = mean > 0 ? x / mean : 1.0;
+            };
+            relative(fr);
+            relative(br);
+            sizes.forward.push_back(std::move(fr));
+            sizes.backward.push_back(std::move(br));
+        }
+        // Kept only when every step was seen and the microbatches really differ.
+        if (complete && sizes.spread() >= kUnevenMicrobatchCv)
+            measuredSizes = std::move(sizes);
+    }
+
+    // Stages without measured steps take the mean of the others.
+    auto fill = [&](std::vector<double>& v_, const char* what) {
+        double total = 0, n = 0;
+        for (double x : v_)
+            if (x >= 0) {
+                total += x;
+                n += 1;
+            }
+        if (n == 0)
+            throw Error(std::string("the measured pipeline has no ") + what +
+                        " steps, so it cannot calibrate a replay; check that the trace covers a whole iteration");
+        for (double& x : v_)
+            if (x < 0)
+                x = total / n;
+    };
+    fill(meanF, "forward");
+    fill(meanB, "backward");
+
+    CostModel c;
+    c.name = model ? model->name : "measured";
+    const double defaultShare = model ? model->backwardInputShare : 0.5;
+    c.layerSource = !mp.layers.empty() ? LayerSource::Trace
+                    : model             ? LayerSource::Model
+                    : options.layers    ? LayerSource::Count
+                                        : LayerSource::Stages;
+    if (!mp.layers.empty()) {
+        // Layers attributed by annotations: their own times, scaled so each
+        // stage adds up to its measured step; first/last stage residue is the extra.
+        std::vector<LayerCost> ls = mp.layers;
+        std::stable_sort(ls.begin(), ls.end(), [](const LayerCost& a, const LayerCost& b) { return a.stage < b.stage; });
+        Partition measured;
+        measured.firstLayer.assign(static_cast<size_t>(S) + 1, 0);
+        std::vector<int> perStage(static_cast<size_t>(S), 0);
+        for (const LayerCost& l : ls) {
+            if (l.stage < 0 || l.stage >= S)
+                throw Error("the measured layer '" + l.name + "' is on stage " + std::to_string(l.stage) +
+                            ", outside the pipeline's " + std::to_string(S) + " stages");
+            ++perStage[size_t(l.stage)];
+        }
+        for (int s = 0; s < S; ++s)
+            measured.firstLayer[size_t(s) + 1] = measured.firstLayer[size_t(s)] + perStage[size_t(s)];
+        for (const LayerCost& l : ls) {
+            LayerCostModel lc;
+            lc.name = l.name;
+            lc.forwardNs = static_cast<double>(l.forwardNs);
+            if (l.backwardInputNs && l.backwardWeightNs && *l.backwardInputNs + *l.backwardWeightNs > 0) {
+                lc.backwardNs = static_cast<double>(*l.backwardInputNs + *l.backwardWeightNs);
+                lc.backwardInputShare = static_cast<double>(*l.backwardInputNs) / lc.backwardNs;
+            } else {
+                lc.backwardNs = static_cast<double>(l.backwardNs);
+                lc.backwardInputShare = share[size_t(l.stage)] >= 0 ? share[size_t(l.stage)] : defaultShare;
+            }
+            c.layers.push_back(lc);
+        }
+        for (int s = 0; s < S; ++s) {
+            double f = 0, b = 0;
+            for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l) {
+                f += c.layers[size_t(l)].forwardNs;
+                b += c.layers[size_t(l)].backwardNs;
+            }
+            const bool edge = s == 0 || s == S - 1;
+            LayerCostModel& extra = s == 0 ? c.firstStageExtra : c.lastStageExtra;
+            auto settle = [&](double layersSum, double target, double LayerCostModel::*field) {
+                if (edge && target >= layersSum) {
+                    extra.*field += target - layersSum;
+                    return;
+                }
+                if (layersSum > 0)
+                    for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l)
+                        c.layers[size_t(l)].*field *= target / layersSum;
+                else if (edge)
+                    extra.*field += target;
+            };
+            settle(f, meanF[size_t(s)], &LayerCostModel::forwardNs);
+            settle(b, meanB[size_t(s)], &LayerCostModel::backwardNs);
+        }
+        c.firstStageExtra.backwardInputShare = share[0] >= 0 ? share[0] : defaultShare;
+        c.lastStageExtra.backwardInputShare = share[size_t(S - 1)] >= 0 ? share[size_t(S - 1)] : defaultShare;
+        c.firstStageExtra.name = "first-stage extra";
+        c.lastStageExtra.name = "last-stage extra";
+        c.measuredPartition = measured;
+    } else {
+        // Each stage's measured time split over its layers by weight.
+        int L = S;
+        if (model)
+            L = static_cast<int>(model->layers.size());
+        if (options.layers)
+            L = *options.layers;
+        if (!options.layerWeights.empty() && static_cast<int>(options.layerWeights.size()) != L)
+            throw ValueError("weights", std::to_string(options.layerWeights.size()) + " layer weights given for " +
+                                            std::to_string(L) + " layers");
+        const Partition measured = options.measuredBoundaries.empty()
+                                       ? evenPartition(L, S)
+                                       : partitionFromBoundaries(options.measuredBoundaries, L, S);
+        std::vector<double> weight(static_cast<size_t>(L), 1.0);
+        for (int l = 0; l < L; ++l) {
+            if (!options.layerWeights.empty())
+                weight[size_t(l)] = options.layerWeights[size_t(l)];
+            else if (model && l < static_cast<int>(model->layers.size()))
+                weight[size_t(l)] = model->layers[size_t(l)].cost;
+        }
+        const double firstW = model && model->firstStage && model->firstStageGiven ? model->firstStage->cost : 0.0;
+        const double lastW = model && model->lastStage && model->lastStageGiven ? model->lastStage->cost : 0.0;
+        c.layers.resize(static_cast<size_t>(L));
+        for (int s = 0; s < S; ++s) {
+            double total = 0;
+            for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l)
+                total += weight[size_t(l)];
+            if (s == 0)
+                total += firstW;
+            if (s == S - 1)
+                total += lastW;
+            if (!std::isfinite(total))
+                throw ValueError("weights", "the layer weights of stage " + std::to_string(s) +
+                                                " add up to more than a number can hold; give smaller weights");
+            if (total <= 0)
+                throw Error("the layer weights of stage " + std::to_string(s) + " add up to zero; give positive weights");
+            const double sh = share[size_t(s)] >= 0 ? share[size_t(s)] : defaultShare;
+            for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l) {
+                LayerCostModel& lc = c.layers[size_t(l)];
+                lc.name = model && l < static_cast<int>(model->layers.size()) ? model->layers[size_t(l)].name
+                                                                             : "layer " + std::to_string(l);
+                lc.forwardNs = meanF[size_t(s)] * weight[size_t(l)] / total;
+                lc.backwardNs = meanB[size_t(s)] * weight[size_t(l)] / total;
+                lc.backwardInputShare = sh;
+            }
+            if (s == 0) {
+                c.firstStageExtra.forwardNs = meanF[0] * firstW / total;
+                c.firstStageExtra.backwardNs = meanB[0] * firstW / total;
+                c.firstStageExtra.backwardInputShare = sh;
+            }
+            if (s == S - 1) {
+                c.lastStageExtra.forwardNs = meanF[size_t(s)] * lastW / total;
+                c.lastStageExtra.backwardNs = meanB[size_t(s)] * lastW / total;
+                c.lastStageExtra.backwardInputShare = sh;
+            }
+        }
+        c.firstStageExtra.name = model && model->firstStage ? model->firstStage->name : "first-stage extra";
+        c.lastStageExtra.name = model && model->lastStage ? model->lastStage->name : "last-stage extra";
+        c.measuredPartition = measured;
+    }
+
+    // Parameters and activations come from the model description when it has them.
+    if (model) {
+        const CostModel planned = [&] {
+            try {
+                return fromModel(*model);
+            } catch (const Error&) {
+                // A description without times still has structure; take what it gives.
+                ModelDescription copy = *model;
+                copy.layerForwardMs = 1.0;
+                return fromModel(copy);
+            }
+        }();
+        if (planned.layers.size() == c.layers.size())
+            for (size_t l = 0; l < c.layers.size(); ++l) {
+                c.layers[l].params = planned.layers[l].params;
+                c.layers[l].activationBytes = planned.layers[l].activationBytes;
+            }
+        c.firstStageExtra.params = planned.firstStageExtra.params;
+        c.firstStageExtra.activationBytes = planned.firstStageExtra.activationBytes;
+        c.lastStageExtra.params = planned.lastStageExtra.params;
+        c.lastStageExtra.activationBytes = planned.lastStageExtra.activationBytes;
+        c.p2pBytes = planned.p2pBytes;
+        c.memory = model->memory;
+        c.gradCommBytesPerParam = planned.gradCommBytesPerParam;
+        c.optimizerNsPerParam = planned.optimizerNsPerParam;
+    }
+
+    // Point-to-point: fit latency + bytes / bandwidth to the measured transfers.
+    std::vector<double> bytes, ns;
+    for (const MeasuredTransfer& t : mp.transfers)
+        if (t.transferNs > 0 && t.bytes >= 0) {
+            bytes.push_back(static_cast<double>(t.bytes));
+            ns.push_back(static_cast<double>(t.transferNs));
+        }
+    if (!bytes.empty()) {
+        const double mb = median(bytes), mt = median(ns);
+        const double xm = std::accumulate(bytes.begin(), bytes.end(), 0.0) / static_cast<double>(bytes.size());
+        const double ym = std::accumulate(ns.begin(), ns.end(), 0.0) / static_cast<double>(ns.size());
+        double sxx = 0, sxy = 0;
+        for (size_t i = 0; i < bytes.size(); ++i) {
+            sxx += (bytes[i] - xm) * (bytes[i] - xm);
+            sxy += (bytes[i] - xm) * (ns[i] - ym);
+        }
+        const double slope = sxx > 0 ? sxy / sxx : 0.0;
+        if (slope > 0 && ym - slope * xm >= 0) {
+            c.p2pBytesPerNs = 1.0 / slope;
+            c.p2pLatencyNs = toNs(ym - slope * xm);
+        } else if (mb > 0) {
+            // One message size: all of it is attributed to bandwidth, so
+            // larger or smaller microbatches scale the transfer time.
+            c.p2pLatencyNs = 0;
+            c.p2pBytesPerNs = mb / std::max(1.0, mt);
+        } else {
+            c.p2pLatencyNs = toNs(mt);
+            c.p2pBytesPerNs = 0;
+        }
+        c.p2pBytes = toBytes(mb, "bytes sent between stages");
+    }
+    // The kernels show what the bytes needed once both sides were there; a
+    // receiver that was already waiting shows how long a message really took
+    // to land after its send began (a slow transport, GPUs time-shared between
+    // processes). A send that held its stream for most of that time waited
+    // for the bytes to land (a rendezvous), so its end is when they did and
+    // whatever the receive took beyond it is the receiver's own delay; a
+    // short send only handed its bytes to a buffer, and the receive's end
+    // tells when they arrived. Whatever exceeds the bytes' own time is latency.
+    {
+        std::vector<double> landed;
+        // A send of exactly 1 ns is one the trace only implies (a Megatron
+        // timing file): it tells nothing of when the bytes left or landed.
+        for (const MeasuredMessage& msg : mp.messages)
+            if (msg.recvStart <= msg.sendStart && msg.recvEnd >= msg.sendStart && msg.sendEnd - msg.sendStart != 1) {
+                const TimeNs received = msg.recvEnd - msg.sendStart, sent = msg.sendEnd - msg.sendStart;
+                const bool rendezvous = sent > 0 && sent <= received && 2 * sent >= received;
+                landed.push_back(static_cast<double>(rendezvous ? sent : received));
+            }
+        if (!landed.empty()) {
+            const double wire = c.p2pBytesPerNs > 0 ? static_cast<double>(c.p2pBytes) / c.p2pBytesPerNs : 0.0;
+            const double latency = median(landed) - wire;
+            if (latency > static_cast<double>(c.p2pLatencyNs))
+                c.p2pLatencyNs = toNs(latency);
+        }
+    }
+    if (model) {
+        if (model->p2pLatencyUs)
+            c.p2pLatencyNs = toNs(*model->p2pLatencyUs * 1e3);
+        if (model->p2pBandwidthGBps)
+            c.p2pBytesPerNs = *model->p2pBandwidthGBps;
+        if (model->p2pBytes)
+            c.p2pBytes = *model->p2pBytes;
+        if (model->launchGapUs)
+            c.launchGapNs = toNs(*model->launchGapUs * 1e3);
+    }
+
+    // Host time between steps: the smallest gap a rank leaves between two
+    // consecutive steps (a wait on data is longer), the smallest over ranks:
+    // a rank downstream of a slower one waits for data before every step
+    // (GPipe's forwards), while the slowest runs back to back. With
+    // blocking exchanges only gaps without an exchange in them count: the
+    // others are the exchange and exchangeGapNs.
+    {
+        std::vector<std::vector<TimeNs>> exchangeEnds;
+        if (mp.blockingExchanges)
+            for (const MeasuredMessage& msg : mp.messages)
+                for (auto [rank, end] : {std::pair{msg.srcRank, msg.sendEnd}, std::pair{msg.dstRank, msg.recvEnd}})
+                    if (rank >= 0 && rank <= 100000) {
+                        if (exchangeEnds.size() <= size_t(rank))
+                            exchangeEnds.resize(size_t(rank) + 1);
+                        exchangeEnds[size_t(rank)].push_back(end);
+                    }
+        for (auto& e : exchangeEnds)
+            std::sort(e.begin(), e.end());
+        auto exchangeBetween = [&](size_t rank, TimeNs from, TimeNs to) {
+            if (rank >= exchangeEnds.size())
+                return false;
+            const auto& e = exchangeEnds[rank];
+            auto it = std::lower_bound(e.begin(), e.end(), from);
+            return it != e.end() && *it <= to;
+        };
+        std::vector<std::vector<std::pair<TimeNs, TimeNs>>> byRank;
+        for (const PipelineStep& st : mp.steps) {
+            if (st.rank < 0 || st.rank > 100000)
+                continue;
+            if (byRank.size() <= size_t(st.rank))
+                byRank.resize(size_t(st.rank) + 1);
+            byRank[size_t(st.rank)].emplace_back(st.start, st.end);
+        }
+        std::vector<double> gaps;
+        for (size_t rank = 0; rank < byRank.size(); ++rank) {
+            auto& steps = byRank[rank];
+            std::sort(steps.begin(), steps.end());
+            std::optional<TimeNs> best;
+            for (size_t i = 1; i < steps.size(); ++i) {
+                const TimeNs g = steps[i].first - steps[i - 1].second;
+                if (exchangeBetween(rank, steps[i - 1].second, steps[i].first))
+                    continue;
+                if (g >= 0 && (!best || g < *best))
+                    best = g;
+            }
+            if (best)
+                gaps.push_back(static_cast<double>(*best));
+        }
+        if (!(model && model->launchGapUs))
+            c.launchGapNs = gaps.empty() ? 0 : toNs(*std::min_element(gaps.begin(), gaps.end()));
+    }
+
+    c.dataParallel = std::max(1, mp.dataParallel);
+    c.memory.dataParallel = c.dataParallel;
+    if (!c.memory.gpuMemoryBytes)
+        c.memory.gpuMemoryBytes = mp.gpuMemoryBytes;
+    if (mp.dataParallelSyncNs > 0)
+        c.measuredAllReduceNs = mp.dataParallelSyncNs;
+    if (mp.optimizerNs > 0)
+        c.measuredOptimizerNs = mp.optimizerNs;
+    c.pipelineSyncNs = std::max<TimeNs>(0, mp.pipelineSyncNs);
+    c.blockingExchanges = mp.blockingExchanges;
+    c.exchangeGapNs = std::max<TimeNs>(0, mp.exchangeGapNs);
+    // Where each pipeline rank began the measured iteration (median over its replicas).
+    {
+        std::vector<std::vector<double>> starts(static_cast<size_t>(p));
+        for (size_t g = 0; g < mp.rankStartNs.size() && g < mp.stageOfRank.size(); ++g)
+            if (mp.stageOfRank[g] >= 0 && mp.stageOfRank[g] < p)
+                starts[size_t(mp.stageOfRank[g])].push_back(static_cast<double>(mp.rankStartNs[g]));
+        bool any = false;
+        for (const auto& s_ : starts)
+            for (double x : s_)
+                any = any || x > 0;
+        if (any)
+            for (const auto& s_ : starts)
+                c.rankStartNs.push_back(toNs(median(s_)));
+    }
+    // Time after the last step that neither the all-reduce, the pipeline-wide
+    // collective nor the optimizer explains (e.g. an optimizer the analysis
+    // could not name) still belongs to every iteration: carry it as optimizer time.
+    if (mp.iterationNs > 0 && !mp.steps.empty()) {
+        TimeNs first = mp.steps.front().start, last = mp.steps.front().end;
+        for (const PipelineStep& st : mp.steps) {
+            first = std::min(first, st.start);
+            last = std::max(last, st.end);
+        }
+        // With the ranks' starts the replay begins where the iteration does,
+        // not at its first step.
+        if (!c.rankStartNs.empty() && mp.iterationStart && *mp.iterationStart <= first)
+            first = *mp.iterationStart;
+        // After the last step of the iteration, less the pipeline-wide
+        // collective (which the replay starts as the last rank joins it).
+        const TimeNs critical = std::max<TimeNs>(0, mp.iterationNs - (last - first) - c.pipelineSyncNs);
+        const TimeNs tail = critical - mp.dataParallelSyncNs - mp.optimizerNs;
+        if (tail > 0) {
+            c.measuredOptimizerNs = mp.optimizerNs + tail;
+        } else if (critical >= 0) {
+            // The measured all-reduce is the longest of any rank; the rank
+            // that finishes last had at most this much after its last step.
+            const TimeNs opt = std::min(mp.optimizerNs, critical);
+            if (opt > 0)
+                c.measuredOptimizerNs = opt;
+            else
+                c.measuredOptimizerNs.reset();
+            if (critical - opt > 0)
+                c.measuredAllReduceNs = critical - opt;
+            else
+                c.measuredAllReduceNs.reset();
+        }
+    }
+    if (model && model->allReduceBandwidthGBps) {
+        c.measuredAllReduceNs.reset();
+        c.allReduceBytesPerNs = *model->allReduceBandwidthGBps;
+        c.allReduceLatencyNs = toNs(model->allReduceLatencyUs.value_or(0.0) * 1e3);
+    }
+    if (model && model->optimizerMs)
+        c.measuredOptimizerNs.reset();
+    // The measured all-reduce and optimizer belong to the busiest rank.
+    {
+        const Partition& part = *c.measuredPartition;
+        const std::vector<int64_t> params = c.stageParams(part);
+        const bool haveParams = std::accumulate(params.begin(), params.end(), int64_t(0)) > 0;
+        std::vector<double> units(static_cast<size_t>(p), 0.0);
+        for (int s = 0; s < S; ++s) {
+            const int r = isVShaped(kind) ? (s < p ? s : 2 * p - 1 - s) : s % p;
+            units[size_t(r)] += haveParams ? static_cast<double>(params[size_t(s)]) : part.layersOf(s);
+        }
+        c.measuredUnits = *std::max_element(units.begin(), units.end());
+    }
+
+    c.referenceMicrobatches = m;
+    c.keepGlobalBatch = true;
+    c.measuredCosts = true;
+    if (mp.iterationNs > 0)
+        c.measuredIterationNs = mp.iterationNs;
+    c.measuredIdleNsPerStage = mp.idleNsPerStage;
+    c.measuredSchedule = mp.schedule;
+    c.measuredPp = p;
+    c.measuredV = v;
+    c.measuredMicrobatches = m;
+    c.microbatchSizes = std::move(measuredSizes);
+    if (std::any_of(mp.measuredPeakBytes.begin(), mp.measuredPeakBytes.end(), [](int64_t b) { return b >= 0; })) {
+        c.measuredPeakBytes.assign(static_cast<size_t>(p), -1);
+        for (size_t r = 0; r < mp.measuredPeakBytes.size() && r < mp.stageOfRank.size(); ++r) {
+            const int st = mp.stageOfRank[r];
+            if (st >= 0 && st < p)
+                c.measuredPeakBytes[size_t(st)] = std::max(c.measuredPeakBytes[size_t(st)], mp.measuredPeakBytes[r]);
+        }
+    }
+    return c;
+}
+
+} // namespace pipescope::whatif
