@@ -12,7 +12,6 @@
 #include <limits>
 #include <set>
 
-
 namespace pipescope::whatif {
 
 namespace {

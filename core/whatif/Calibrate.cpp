@@ -11,7 +11,6 @@
 #include <limits>
 #include <set>
 
-
 namespace pipescope::whatif {
 
 void chooseExchanges(CostModel& model, bool keepCurrent)

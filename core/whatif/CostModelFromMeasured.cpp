@@ -5,6 +5,7 @@
 #include "util/Error.h"
 #include "util/Format.h"
 #include "util/Limits.h"
+#include "whatif/MeasuredFits.h"
 #include "whatif/detail/CostMath.h"
 
 #include <algorithm>
@@ -17,6 +18,123 @@
 namespace pipescope::whatif {
 
 using namespace detail;
+
+// The kernels show what the bytes needed once both sides were there; a
+// receiver that was already waiting shows how long a message really took to
+// land after its send began (a slow transport, GPUs time-shared between
+// processes). A send that held its stream for most of that time waited for
+// the bytes to land (a rendezvous), so its end is when they did and whatever
+// the receive took beyond it is the receiver's own delay; a short send only
+// handed its bytes to a buffer, and the receive's end tells when they
+// arrived. Whatever exceeds the bytes' own time is latency.
+P2pLink fitP2pLink(const std::vector<MeasuredTransfer>& transfers, const std::vector<MeasuredMessage>& messages,
+                   P2pLink link)
+{
+    // Fit latency + bytes / bandwidth to the transfers' kernel times.
+    std::vector<double> bytes, ns;
+    for (const MeasuredTransfer& t : transfers)
+        if (t.transferNs > 0 && t.bytes >= 0) {
+            bytes.push_back(static_cast<double>(t.bytes));
+            ns.push_back(static_cast<double>(t.transferNs));
+        }
+    if (!bytes.empty()) {
+        const double mb = median(bytes), mt = median(ns);
+        const double xm = std::accumulate(bytes.begin(), bytes.end(), 0.0) / static_cast<double>(bytes.size());
+        const double ym = std::accumulate(ns.begin(), ns.end(), 0.0) / static_cast<double>(ns.size());
+        double sxx = 0, sxy = 0;
+        for (size_t i = 0; i < bytes.size(); ++i) {
+            sxx += (bytes[i] - xm) * (bytes[i] - xm);
+            sxy += (bytes[i] - xm) * (ns[i] - ym);
+        }
+        const double slope = sxx > 0 ? sxy / sxx : 0.0;
+        if (slope > 0 && ym - slope * xm >= 0) {
+            link.bytesPerNs = 1.0 / slope;
+            link.latencyNs = toNs(ym - slope * xm);
+        } else if (mb > 0) {
+            // One message size: all of it is attributed to bandwidth, so
+            // larger or smaller microbatches scale the transfer time.
+            link.latencyNs = 0;
+            link.bytesPerNs = mb / std::max(1.0, mt);
+        } else {
+            link.latencyNs = toNs(mt);
+            link.bytesPerNs = 0;
+        }
+        link.bytes = toBytes(mb, "bytes sent between stages");
+    }
+    // Then the landings of messages whose receiver was already waiting.
+    {
+        std::vector<double> landed;
+        // A send of exactly 1 ns is one the trace only implies (a Megatron
+        // timing file): it tells nothing of when the bytes left or landed.
+        for (const MeasuredMessage& msg : messages)
+            if (msg.recvStart <= msg.sendStart && msg.recvEnd >= msg.sendStart && msg.sendEnd - msg.sendStart != 1) {
+                const TimeNs received = msg.recvEnd - msg.sendStart, sent = msg.sendEnd - msg.sendStart;
+                const bool rendezvous = sent > 0 && sent <= received && 2 * sent >= received;
+                landed.push_back(static_cast<double>(rendezvous ? sent : received));
+            }
+        if (!landed.empty()) {
+            const double wire = link.bytesPerNs > 0 ? static_cast<double>(link.bytes) / link.bytesPerNs : 0.0;
+            const double latency = median(landed) - wire;
+            if (latency > static_cast<double>(link.latencyNs))
+                link.latencyNs = toNs(latency);
+        }
+    }
+    return link;
+}
+
+// Host time between steps: the smallest gap a rank leaves between two
+// consecutive steps (a wait on data is longer), the smallest over ranks: a
+// rank downstream of a slower one waits for data before every step (GPipe's
+// forwards), while the slowest runs back to back. With blocking exchanges
+// only gaps without an exchange in them count: the others are the exchange
+// and exchangeGapNs.
+std::optional<TimeNs> smallestStepGap(const MeasuredPipeline& mp)
+{
+    std::vector<std::vector<TimeNs>> exchangeEnds;
+    if (mp.blockingExchanges)
+        for (const MeasuredMessage& msg : mp.messages)
+            for (auto [rank, end] : {std::pair{msg.srcRank, msg.sendEnd}, std::pair{msg.dstRank, msg.recvEnd}})
+                if (rank >= 0 && rank <= 100000) {
+                    if (exchangeEnds.size() <= size_t(rank))
+                        exchangeEnds.resize(size_t(rank) + 1);
+                    exchangeEnds[size_t(rank)].push_back(end);
+                }
+    for (auto& e : exchangeEnds)
+        std::sort(e.begin(), e.end());
+    auto exchangeBetween = [&](size_t rank, TimeNs from, TimeNs to) {
+        if (rank >= exchangeEnds.size())
+            return false;
+        const auto& e = exchangeEnds[rank];
+        auto it = std::lower_bound(e.begin(), e.end(), from);
+        return it != e.end() && *it <= to;
+    };
+    std::vector<std::vector<std::pair<TimeNs, TimeNs>>> byRank;
+    for (const PipelineStep& st : mp.steps) {
+        if (st.rank < 0 || st.rank > 100000)
+            continue;
+        if (byRank.size() <= size_t(st.rank))
+            byRank.resize(size_t(st.rank) + 1);
+        byRank[size_t(st.rank)].emplace_back(st.start, st.end);
+    }
+    std::vector<double> gaps;
+    for (size_t rank = 0; rank < byRank.size(); ++rank) {
+        auto& steps = byRank[rank];
+        std::sort(steps.begin(), steps.end());
+        std::optional<TimeNs> best;
+        for (size_t i = 1; i < steps.size(); ++i) {
+            const TimeNs g = steps[i].first - steps[i - 1].second;
+            if (exchangeBetween(rank, steps[i - 1].second, steps[i].first))
+                continue;
+            if (g >= 0 && (!best || g < *best))
+                best = g;
+        }
+        if (best)
+            gaps.push_back(static_cast<double>(*best));
+    }
+    if (gaps.empty())
+        return std::nullopt;
+    return toNs(*std::min_element(gaps.begin(), gaps.end()));
+}
 
 CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescription* model,
                                   const FromMeasuredOptions& options)
@@ -277,61 +395,12 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
         c.optimizerNsPerParam = planned.optimizerNsPerParam;
     }
 
-    // Point-to-point: fit latency + bytes / bandwidth to the measured transfers.
-    std::vector<double> bytes, ns;
-    for (const MeasuredTransfer& t : mp.transfers)
-        if (t.transferNs > 0 && t.bytes >= 0) {
-            bytes.push_back(static_cast<double>(t.bytes));
-            ns.push_back(static_cast<double>(t.transferNs));
-        }
-    if (!bytes.empty()) {
-        const double mb = median(bytes), mt = median(ns);
-        const double xm = std::accumulate(bytes.begin(), bytes.end(), 0.0) / static_cast<double>(bytes.size());
-        const double ym = std::accumulate(ns.begin(), ns.end(), 0.0) / static_cast<double>(ns.size());
-        double sxx = 0, sxy = 0;
-        for (size_t i = 0; i < bytes.size(); ++i) {
-            sxx += (bytes[i] - xm) * (bytes[i] - xm);
-            sxy += (bytes[i] - xm) * (ns[i] - ym);
-        }
-        const double slope = sxx > 0 ? sxy / sxx : 0.0;
-        if (slope > 0 && ym - slope * xm >= 0) {
-            c.p2pBytesPerNs = 1.0 / slope;
-            c.p2pLatencyNs = toNs(ym - slope * xm);
-        } else if (mb > 0) {
-            // One message size: all of it is attributed to bandwidth, so
-            // larger or smaller microbatches scale the transfer time.
-            c.p2pLatencyNs = 0;
-            c.p2pBytesPerNs = mb / std::max(1.0, mt);
-        } else {
-            c.p2pLatencyNs = toNs(mt);
-            c.p2pBytesPerNs = 0;
-        }
-        c.p2pBytes = toBytes(mb, "bytes sent between stages");
-    }
-    // The kernels show what the bytes needed once both sides were there; a
-    // receiver that was already waiting shows how long a message really took
-    // to land after its send began (a slow transport, GPUs time-shared between
-    // processes). A send that held its stream for most of that time waited
-    // for the bytes to land (a rendezvous), so its end is when they did and
-    // whatever the receive took beyond it is the receiver's own delay; a
-    // short send only handed its bytes to a buffer, and the receive's end
-    // tells when they arrived. Whatever exceeds the bytes' own time is latency.
+    // Point-to-point: latency and bandwidth from the measured transfers and messages.
     {
-        std::vector<double> landed;
-        // A send of exactly 1 ns is one the trace only implies (a Megatron
-        // timing file): it tells nothing of when the bytes left or landed.
-        for (const MeasuredMessage& msg : mp.messages)
-            if (msg.recvStart <= msg.sendStart && msg.recvEnd >= msg.sendStart && msg.sendEnd - msg.sendStart != 1) {
-                const TimeNs received = msg.recvEnd - msg.sendStart, sent = msg.sendEnd - msg.sendStart;
-                const bool rendezvous = sent > 0 && sent <= received && 2 * sent >= received;
-                landed.push_back(static_cast<double>(rendezvous ? sent : received));
-            }
-        if (!landed.empty()) {
-            const double wire = c.p2pBytesPerNs > 0 ? static_cast<double>(c.p2pBytes) / c.p2pBytesPerNs : 0.0;
-            const double latency = median(landed) - wire;
-            if (latency > static_cast<double>(c.p2pLatencyNs))
-                c.p2pLatencyNs = toNs(latency);
-        }
+        const P2pLink link = fitP2pLink(mp.transfers, mp.messages, P2pLink{c.p2pLatencyNs, c.p2pBytesPerNs, c.p2pBytes});
+        c.p2pLatencyNs = link.latencyNs;
+        c.p2pBytesPerNs = link.bytesPerNs;
+        c.p2pBytes = link.bytes;
     }
     if (model) {
         if (model->p2pLatencyUs)
@@ -344,57 +413,8 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
             c.launchGapNs = toNs(*model->launchGapUs * 1e3);
     }
 
-    // Host time between steps: the smallest gap a rank leaves between two
-    // consecutive steps (a wait on data is longer), the smallest over ranks:
-    // a rank downstream of a slower one waits for data before every step
-    // (GPipe's forwards), while the slowest runs back to back. With
-    // blocking exchanges only gaps without an exchange in them count: the
-    // others are the exchange and exchangeGapNs.
-    {
-        std::vector<std::vector<TimeNs>> exchangeEnds;
-        if (mp.blockingExchanges)
-            for (const MeasuredMessage& msg : mp.messages)
-                for (auto [rank, end] : {std::pair{msg.srcRank, msg.sendEnd}, std::pair{msg.dstRank, msg.recvEnd}})
-                    if (rank >= 0 && rank <= 100000) {
-                        if (exchangeEnds.size() <= size_t(rank))
-                            exchangeEnds.resize(size_t(rank) + 1);
-                        exchangeEnds[size_t(rank)].push_back(end);
-                    }
-        for (auto& e : exchangeEnds)
-            std::sort(e.begin(), e.end());
-        auto exchangeBetween = [&](size_t rank, TimeNs from, TimeNs to) {
-            if (rank >= exchangeEnds.size())
-                return false;
-            const auto& e = exchangeEnds[rank];
-            auto it = std::lower_bound(e.begin(), e.end(), from);
-            return it != e.end() && *it <= to;
-        };
-        std::vector<std::vector<std::pair<TimeNs, TimeNs>>> byRank;
-        for (const PipelineStep& st : mp.steps) {
-            if (st.rank < 0 || st.rank > 100000)
-                continue;
-            if (byRank.size() <= size_t(st.rank))
-                byRank.resize(size_t(st.rank) + 1);
-            byRank[size_t(st.rank)].emplace_back(st.start, st.end);
-        }
-        std::vector<double> gaps;
-        for (size_t rank = 0; rank < byRank.size(); ++rank) {
-            auto& steps = byRank[rank];
-            std::sort(steps.begin(), steps.end());
-            std::optional<TimeNs> best;
-            for (size_t i = 1; i < steps.size(); ++i) {
-                const TimeNs g = steps[i].first - steps[i - 1].second;
-                if (exchangeBetween(rank, steps[i - 1].second, steps[i].first))
-                    continue;
-                if (g >= 0 && (!best || g < *best))
-                    best = g;
-            }
-            if (best)
-                gaps.push_back(static_cast<double>(*best));
-        }
-        if (!(model && model->launchGapUs))
-            c.launchGapNs = gaps.empty() ? 0 : toNs(*std::min_element(gaps.begin(), gaps.end()));
-    }
+    if (!(model && model->launchGapUs))
+        c.launchGapNs = smallestStepGap(mp).value_or(0);
 
     c.dataParallel = std::max(1, mp.dataParallel);
     c.memory.dataParallel = c.dataParallel;

@@ -11,7 +11,6 @@
 #include <limits>
 #include <set>
 
-
 namespace pipescope::whatif {
 
 std::optional<double> Prediction::speedup() const

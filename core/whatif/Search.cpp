@@ -11,7 +11,6 @@
 #include <limits>
 #include <set>
 
-
 namespace pipescope::whatif {
 
 std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenario& base, const SearchSpace& space,

@@ -10,7 +10,6 @@
 #include <limits>
 #include <set>
 
-
 namespace pipescope::whatif {
 
 StragglerFix priceStraggler(const CostModel& model, const AnalysisResult& analysis, int rank)

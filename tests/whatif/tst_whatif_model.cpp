@@ -4,6 +4,7 @@
 #include "WhatIfTestSupport.h"
 #include "util/Error.h"
 #include "whatif/CostModel.h"
+#include "whatif/MeasuredFits.h"
 #include "whatif/KinetoEmitter.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
@@ -82,6 +83,8 @@ private slots:
     void fromMeasuredWithLayers();
     void fromMeasuredLatencySyncAndStarts();
     void rendezvousSendTellsTheLanding();
+    void fitP2pLinkAlone();
+    void smallestStepGapOverRanks();
     void staticMemoryAndZero();
     void memoryFollowsTheTimeline();
     void outOfMemoryFlag();
@@ -250,6 +253,41 @@ void TestModel::rendezvousSendTellsTheLanding()
     // An implied 1 ns send: no measure.
     mp.messages = {{0, 1, 0, 10, 0, 125, 11}};
     QCOMPARE(CostModel::fromMeasured(mp, nullptr, o).p2pLatencyNs, TimeNs(0));
+}
+
+// Two message sizes on a 10 ns + bytes / 100 link; then a landing 200 ns
+// after a rendezvous send began, with 1000 bytes on the wire (10 ns), raises
+// the latency to 190 ns.
+void TestModel::fitP2pLinkAlone()
+{
+    const std::vector<MeasuredTransfer> transfers = {{0, 1, 1000, 20}, {0, 1, 3000, 40}, {1, 0, 1000, 20}, {1, 0, 3000, 40}};
+    P2pLink link = fitP2pLink(transfers, {}, P2pLink{});
+    QCOMPARE(link.latencyNs, TimeNs(10));
+    QCOMPARE(link.bytesPerNs, 100.0);
+    QCOMPARE(link.bytes, int64_t(2000));
+    // Sent at 100, the receiver waiting since 0; the send held its stream to 300, the receive to 310.
+    link = fitP2pLink(transfers, {{0, 1, 1000, 100, 0, 310, 300}}, P2pLink{});
+    QCOMPARE(link.latencyNs, TimeNs(200 - 20)); // 2000 median bytes on the wire: 20 ns
+    // Nothing measured: the link given stays.
+    link = fitP2pLink({}, {}, P2pLink{7, 3.0, 5});
+    QCOMPARE(link.latencyNs, TimeNs(7));
+    QCOMPARE(link.bytesPerNs, 3.0);
+    QCOMPARE(link.bytes, int64_t(5));
+}
+
+// Rank 0 runs back to back 5 ns apart; rank 1 waits 40 ns for data before
+// each step: the launch gap is 5 ns, not a median of the two. With blocking
+// exchanges a gap holding an exchange's end does not count.
+void TestModel::smallestStepGapOverRanks()
+{
+    MeasuredPipeline mp;
+    mp.steps = {PipelineStep{0, 0, 0, 0, StepKind::F, 0, 100, 100}, PipelineStep{0, 0, 0, 1, StepKind::F, 105, 205, 100},
+                PipelineStep{1, 1, 0, 0, StepKind::F, 140, 200, 60}, PipelineStep{1, 1, 0, 1, StepKind::F, 240, 300, 60}};
+    QCOMPARE(*smallestStepGap(mp), TimeNs(5));
+    mp.blockingExchanges = true;
+    mp.messages = {{0, 1, 0, 100, 0, 140, 102}}; // rank 0's send ends at 102, inside its 5 ns gap
+    QCOMPARE(*smallestStepGap(mp), TimeNs(40));
+    QVERIFY(!smallestStepGap(MeasuredPipeline{}));
 }
 
 void TestModel::fromMeasuredLatencySyncAndStarts()
