@@ -45,23 +45,40 @@ void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step
         return;
     auto A = [&](int li) -> const Activity& { return ctx.act(nodes[static_cast<size_t>(li)]); };
 
-    // Matching point-to-point ops between ranks: the k-th op from r to q pairs with the k-th from q to r.
-    std::map<std::tuple<int, int, int>, int> p2pSlot; // (rank, peer, k) -> node
+    // Matching point-to-point ops between ranks. A receive on q from r pairs
+    // with the send from r to q of the same rank among that pair's sends, as
+    // NCCL delivers them in order; ops of unknown direction (a SendRecv
+    // kernel carrying both) pair by their rank among all ops between the two.
+    std::map<std::tuple<int, int, int>, int> p2pSlot; // (rank, peer, k) -> node, undirected ops
+    std::map<std::tuple<int, int, int>, int> sendSlot; // (sender, receiver, k) -> the k-th send
+    std::map<std::tuple<int, int, int>, int> recvSlot; // (sender, receiver, k) -> the k-th receive
     std::vector<int> p2pK(nodes.size(), -1);
     // Collectives: the k-th op of a group on each rank.
     std::map<std::pair<std::string, int>, std::vector<int>> collSlot;
     std::vector<std::pair<std::string, int>> collKey(nodes.size());
     {
         std::map<std::pair<int, int>, int> pairCount;
+        std::map<std::pair<int, int>, int> sendCount, recvCount; // (sender, receiver)
         std::map<std::pair<int, std::string>, int> groupCount;
         for (size_t li = 0; li < nodes.size(); ++li) {
             uint32_t a = nodes[li];
             int rank = ctx.act(a).rank;
             if (ctx.classOf(a) == WorkClass::P2p) {
                 if (auto peer = ctx.peer(a)) {
-                    int k = pairCount[{rank, *peer}]++;
-                    p2pSlot[{rank, *peer, k}] = static_cast<int>(li);
-                    p2pK[li] = k;
+                    const P2pDir dir = ctx.direction(a);
+                    if (dir == P2pDir::Send) {
+                        const int k = sendCount[{rank, *peer}]++;
+                        sendSlot[{rank, *peer, k}] = static_cast<int>(li);
+                        p2pK[li] = k;
+                    } else if (dir == P2pDir::Recv) {
+                        const int k = recvCount[{*peer, rank}]++;
+                        recvSlot[{*peer, rank, k}] = static_cast<int>(li);
+                        p2pK[li] = k;
+                    } else {
+                        int k = pairCount[{rank, *peer}]++;
+                        p2pSlot[{rank, *peer, k}] = static_cast<int>(li);
+                        p2pK[li] = k;
+                    }
                 }
             } else if (ctx.classOf(a) == WorkClass::Collective) {
                 std::string key;
@@ -137,8 +154,13 @@ void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step
             size_t lc = static_cast<size_t>(cur);
             if (p2pK[lc] >= 0) {
                 auto peer = ctx.peer(nodes[lc]);
-                auto m = p2pSlot.find({*peer, n.rank, p2pK[lc]});
-                if (m != p2pSlot.end() && A(m->second).start > viaStart && A(m->second).start < T) {
+                // A receive's send is keyed (peer, rank, k), a send's receive (rank, peer, k).
+                const P2pDir dir = ctx.direction(nodes[lc]);
+                const auto& slots = dir == P2pDir::Recv ? sendSlot : dir == P2pDir::Send ? recvSlot : p2pSlot;
+                const auto key = dir == P2pDir::Send ? std::make_tuple(n.rank, *peer, p2pK[lc])
+                                                     : std::make_tuple(*peer, n.rank, p2pK[lc]);
+                auto m = slots.find(key);
+                if (m != slots.end() && A(m->second).start > viaStart && A(m->second).start < T) {
                     via = m->second;
                     viaStart = A(via).start;
                 }

@@ -43,6 +43,7 @@ private slots:
     void stepsWithoutDirection();
     void stageOrderFromTiming();
     void hostStall();
+    void criticalPathPairsDirectedMessages();
     void straggler();
     void stragglerLeaveOneOut_data();
     void stragglerLeaveOneOut();
@@ -182,6 +183,33 @@ void TestAnalysis::stageOrderFromTiming()
     QVERIFY(asked.pipeline.found);
     for (const auto& a : asked.pipeline.stageMap)
         QCOMPARE(a.stage, a.rank);
+}
+
+// A receive that waited is followed to the send it received. Rank 1 first
+// sends X to rank 0, then waits in a receive for M (2..101 us) that rank 0
+// sends at 100 us after computing 3..100 us; rank 0 receives X only at
+// 150 us. Counting all ops between the two ranks would pair rank 1's receive
+// of M (its second op with rank 0) with rank 0's receive of X (its second):
+// the wait would read as 99 us of point-to-point. Paired by direction, the
+// path runs through rank 0's compute and M's 1 us send.
+void TestAnalysis::criticalPathPairsDirectedMessages()
+{
+    TraceBuilder tb;
+    const TimeNs us = 1'000;
+    tb.nccl(1, 21, "Send", 1 * us, 2 * us, 0, 1024, {0, 1});   // X
+    tb.nccl(1, 20, "Recv", 2 * us, 101 * us, 0, 1024, {0, 1}); // M, waited for
+    tb.kernel(1, 7, "sm90_gemm_b", 101 * us, 200 * us);
+    tb.kernel(0, 7, "sm90_gemm_a", 3 * us, 100 * us);
+    tb.nccl(0, 21, "Send", 100 * us, 101 * us, 1, 1024, {0, 1}); // M
+    tb.nccl(0, 20, "Recv", 150 * us, 151 * us, 1, 1024, {0, 1}); // X
+    tb.worldSize(2);
+    const AnalysisResult r = analyze(tb.build());
+    const CriticalPath& cp = r.criticalPath;
+    QCOMPARE(cp.byKind.count("p2p") ? cp.byKind.at("p2p") : TimeNs(0), TimeNs(1 * us));
+    bool throughRank0 = false;
+    for (const PathSegment& seg : cp.segments)
+        throughRank0 = throughRank0 || (seg.rank == 0 && seg.start == 3 * us && seg.end == 100 * us);
+    QVERIFY(throughRank0);
 }
 
 // A launch that reaches the GPU late is host-bound, to the nanosecond.

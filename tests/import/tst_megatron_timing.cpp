@@ -16,6 +16,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -150,6 +151,16 @@ private slots:
             QVERIFY2(std::abs(static_cast<double>(last - begin) / 1e6 - lastEndMs[rank]) < 0.05,
                      std::to_string(static_cast<double>(last - begin) / 1e6).c_str());
         }
+        // Every idle moment has a cause: before a step the rank waited for its
+        // neighbour (its receive lasts the wait), never "other".
+        TimeNs waited = 0, other = 0;
+        for (const RankIdle& ri : r.idle)
+            if (ri.iteration == 10) {
+                waited += ri.byCause[size_t(BubbleCause::WaitNeighbor)];
+                other += ri.byCause[size_t(BubbleCause::Other)];
+            }
+        QCOMPARE(other, TimeNs(0));
+        QVERIFY2(waited > 200'000'000, std::to_string(waited).c_str());
         // The last stage (its last chunk carries the loss) is the bottleneck.
         QCOMPARE(r.imbalance.bottleneckStage, 3);
         const Verdict v = verdict(r, &t);
@@ -227,6 +238,37 @@ private slots:
             qInfo("iteration %d: replayed %.1f ms, recorded %.1f ms (%+.2f%%), median start off %.2f%% of the iteration",
                   iteration, static_cast<double>(replayedEnd) / 1e6, static_cast<double>(lastEnd) / 1e6, endError * 100,
                   startError * 100);
+        }
+    }
+
+    // The measured iteration and its replay name idle time alike: fill/drain
+    // and waits on a neighbour each within 2 points of rank time (the replay
+    // of the measured configuration is 1.2% long; the rest is where the
+    // model puts waiting between the two causes).
+    void measuredAndReplayedCausesAgree()
+    {
+        PIPESCOPE_REQUIRE_EXTERNAL_DATA();
+        QTemporaryDir dir;
+        const Trace t = test::importAndLoad({test::externalData("megatron-pp4-interleaved")}, dir);
+        AnalyzeOptions o;
+        o.iteration = 10;
+        const AnalysisResult r = analyze(t, o);
+        std::array<double, kBubbleCauses> measured{};
+        double rankTime = 0;
+        for (const RankIdle& ri : r.idle)
+            if (ri.iteration == 10) {
+                rankTime += static_cast<double>(ri.windowNs);
+                for (int c = 0; c < kBubbleCauses; ++c)
+                    measured[size_t(c)] += static_cast<double>(ri.byCause[size_t(c)]);
+            }
+        const whatif::CostModel model = whatif::calibrate(t, r);
+        const whatif::Prediction p = whatif::predict(model, whatif::measuredScenario(model));
+        const double replayTime = static_cast<double>(p.replay.iterationNs) * static_cast<double>(p.replay.ranks.size());
+        for (BubbleCause c : {BubbleCause::FillDrain, BubbleCause::WaitNeighbor, BubbleCause::Other}) {
+            const double m = measured[size_t(c)] / rankTime;
+            const double q = static_cast<double>(p.replay.bubbleNs[size_t(c)]) / replayTime;
+            qInfo("%s: measured %.1f%%, replayed %.1f%% of rank time", std::string(toString(c)).c_str(), m * 100, q * 100);
+            QVERIFY2(std::abs(m - q) < 0.02, std::string(toString(c)).c_str());
         }
     }
 

@@ -158,12 +158,12 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
     // The one transfer whose time the timeline shows: the first of each
     // iteration, microbatch 0's activation from rank 0 to rank 1, which has
     // waited for it since the iteration began, with nothing else in flight.
-    // Rank 0's send lasts until its next step starts. Every other rank's
-    // first receive lasts from the iteration's start (Megatron posts it
-    // first) until its first step; its sender's end is only implied.
+    // Rank 0's send lasts until its next step starts; the other sends are
+    // instants the schedule implies.
     bool firstSendPending = false;
     TimeNs firstSendAt = 0;
     int stepsThisIteration = 0;
+    TimeNs previousEnd = 0; // the rank's last step's end
     int iteration = -1;
     TimeNs base = 0;
     TimeNs stepBegin = 0;
@@ -245,9 +245,14 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
         // s - 1 and its output goes to s + 1; a backward's the other way.
         const int64_t s = *chunk * p + rank;
         const bool first = stepsThisIteration++ == 0;
+        // A receive lasts while the rank waited for it: from its previous
+        // step's end (the iteration's start before its first) to this step.
+        const TimeNs waitFrom = first ? base : previousEnd;
+        const TimeNs recvFrom = waitFrom < start ? waitFrom : start - 1;
+        previousEnd = std::max(previousEnd, end);
         if (forward) {
             if (s > 0)
-                transfer(false, prev, first ? std::min(base, start - 1) : start - 1, first ? start : 0);
+                transfer(false, prev, recvFrom, start);
             if (s < virtualStages - 1) {
                 if (first && s == 0) {
                     firstSendPending = true;
@@ -258,7 +263,7 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
             }
         } else {
             if (s < virtualStages - 1)
-                transfer(false, next, start - 1);
+                transfer(false, next, recvFrom, start);
             if (s > 0)
                 transfer(true, prev, a.end);
         }
