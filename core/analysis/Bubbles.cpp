@@ -164,34 +164,11 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
         return it->second ? BubbleCause::FillDrain : BubbleCause::DpSync;
     };
 
-    // Steps per (iteration, rank): where the rank's fill ends and its drain begins.
-    struct Phases {
-        TimeNs fillEnd = std::numeric_limits<TimeNs>::min();
-        TimeNs drainStart = std::numeric_limits<TimeNs>::max();
-        bool any = false;
-    };
-    std::map<std::pair<int, int>, Phases> phases;
-    {
-        for (const Step& s : steps) {
-            Phases& ph = phases[{s.iteration, s.rank}];
-            if (!ph.any) {
-                ph.any = true;
-                ph.fillEnd = std::numeric_limits<TimeNs>::max();
-                ph.drainStart = std::numeric_limits<TimeNs>::min();
-            }
-            if (s.kind != StepKind::F)
-                ph.fillEnd = std::min(ph.fillEnd, s.start);
-            else
-                ph.drainStart = std::max(ph.drainStart, s.end);
-        }
-        for (auto& [key, ph] : phases) {
-            // A rank with only forwards (or only backwards) is all fill/drain around them.
-            if (ph.fillEnd == std::numeric_limits<TimeNs>::max())
-                ph.fillEnd = ph.drainStart;
-            if (ph.drainStart == std::numeric_limits<TimeNs>::min())
-                ph.drainStart = ph.fillEnd;
-        }
-    }
+    // Steps per (iteration, rank): where the rank's fill ends and its drain
+    // begins, by the rule the replay uses too (model/Pipeline.h).
+    std::map<std::pair<int, int>, FillDrainBounds> phases;
+    for (const Step& s : steps)
+        phases[{s.iteration, s.rank}].add(s.kind == StepKind::F, s.start, s.end);
 
     // (iteration, stage) -> the replica with the least fillable time so far.
     std::map<std::pair<int, int>, FillableBubbles> fillable;
@@ -227,7 +204,7 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
             ri.busyNs = busyWithin(rd.busy, ws, we);
             ri.idleNs = ri.windowNs - ri.busyNs;
 
-            Phases ph;
+            FillDrainBounds ph;
             bool inPipeline = pipeline && rd.stage >= 0;
             if (inPipeline) {
                 auto pit = phases.find({it.index, rd.rank});
@@ -256,7 +233,7 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
 
             // One idle gap [a, b) before compute kernel `next` (none for the trailing gap).
             auto explain = [&](TimeNs a, TimeNs b, const Activity* next) {
-                bool fillRegion = inPipeline && (!ph.any || b <= ph.fillEnd || a >= ph.drainStart);
+                bool fillRegion = inPipeline && ph.inFillOrDrain(a, b);
                 // The communication the next kernel waited for: the latest op ending in (a, b].
                 TimeNs dep = a;
                 auto e1 = std::upper_bound(ci.byEnd.begin(), ci.byEnd.end(), b,

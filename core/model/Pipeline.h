@@ -4,6 +4,7 @@
 // cost model from it and replays other configurations). Plain values only.
 #include "model/Types.h"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <string>
@@ -23,6 +24,34 @@ inline constexpr int kBubbleCauses = 7;
 std::string_view toString(BubbleCause c);
 std::optional<BubbleCause> bubbleCauseFromString(std::string_view name);
 using CauseTotals = std::array<TimeNs, kBubbleCauses>;
+
+// The one rule for where a rank's pipeline fills and drains, used by the
+// analysis for measured idle time and by the replay for predicted idle time
+// (docs/analysis.md, section 4): the fill lasts until the rank's first step
+// that is not a forward begins, the drain from its last forward's end. Idle
+// time there is fill/drain; between them it is waiting (or transfer, host,
+// ...). A rank with only forwards, or only backwards, is all fill and drain
+// around its steps.
+class FillDrainBounds {
+public:
+    void add(bool forward, TimeNs start, TimeNs end)
+    {
+        any_ = true;
+        if (!forward)
+            firstOther_ = firstOther_ ? std::min(*firstOther_, start) : start;
+        else
+            lastForwardEnd_ = lastForwardEnd_ ? std::max(*lastForwardEnd_, end) : end;
+    }
+    bool any() const { return any_; }
+    TimeNs fillEnd() const { return firstOther_ ? *firstOther_ : lastForwardEnd_.value_or(0); }
+    TimeNs drainStart() const { return lastForwardEnd_ ? *lastForwardEnd_ : firstOther_.value_or(0); }
+    // Idle [from, to) of the rank lies in its fill or its drain.
+    bool inFillOrDrain(TimeNs from, TimeNs to) const { return !any_ || to <= fillEnd() || from >= drainStart(); }
+
+private:
+    bool any_ = false;
+    std::optional<TimeNs> firstOther_, lastForwardEnd_;
+};
 
 // Microbatches whose costs vary by at least this coefficient of variation
 // are uneven: the analysis says so, and a calibrated what-if replays each

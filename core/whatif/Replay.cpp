@@ -468,9 +468,10 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
     out.iterationNs = iteration;
     out.bubbleNs.fill(0);
 
-    // Gaps before a rank's first backward or after its last forward are the
-    // pipeline filling and draining; gaps in between are waits on a
-    // neighbour (imbalance or transfers). Up to one launch gap of each is host time.
+    // Gaps before a rank's first step that is not a forward, or after its
+    // last forward, are the pipeline filling and draining; gaps in between
+    // are waits on a neighbour (imbalance or transfers). Up to one launch gap
+    // of each is host time.
     TimeNs idleTotal = 0;
     const TimeNs hostGap = blocked ? std::max(gap, costs.exchangeGapNs) : gap;
     for (int r = 0; r < P; ++r) {
@@ -483,16 +484,10 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
                 rr.bubbles.push_back(Bubble{b, e, c});
         };
         const auto& acts = rr.actions;
-        size_t firstBackward = acts.size(), lastForward = 0;
-        bool anyForward = false;
-        for (size_t j = 0; j < acts.size(); ++j) {
-            if (firstBackward == acts.size() && (acts[j].kind == StepKind::B || acts[j].kind == StepKind::I))
-                firstBackward = j;
-            if (acts[j].kind == StepKind::F) {
-                lastForward = j;
-                anyForward = true;
-            }
-        }
+        // Fill and drain by the analysis's rule (model/Pipeline.h).
+        FillDrainBounds phases;
+        for (const TimedAction& a : acts)
+            phases.add(a.kind == StepKind::F, a.start, a.end);
         TimeNs busy = 0;
         TimeNs cursor = 0;
         for (size_t j = 0; j < acts.size(); ++j) {
@@ -503,8 +498,8 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
                 } else {
                     const TimeNs host = std::min(a.start - cursor, hostGap);
                     addBubble(cursor, cursor + host, BubbleCause::LaunchGap);
-                    const bool edge = j <= firstBackward || (anyForward && j - 1 >= lastForward);
-                    addBubble(cursor + host, a.start, edge ? BubbleCause::FillDrain : BubbleCause::WaitNeighbor);
+                    addBubble(cursor + host, a.start,
+                              phases.inFillOrDrain(cursor, a.start) ? BubbleCause::FillDrain : BubbleCause::WaitNeighbor);
                 }
             }
             busy += a.end - a.start;

@@ -16,6 +16,7 @@ Q_DECLARE_METATYPE(pipescope::ScheduleKind)
 class TestSchedule : public QObject {
     Q_OBJECT
 private slots:
+    void fillDrainRule();
     void everyBuiltinIsValid_data();
     void everyBuiltinIsValid();
     void bubbleClosedForm_data();
@@ -550,6 +551,30 @@ void TestSchedule::scheduleNames()
     QCOMPARE(scheduleKindFromString("ZBVZeroBubble"), std::optional<ScheduleKind>(ScheduleKind::ZeroBubbleV));
     QCOMPARE(scheduleKindFromString("DualPipeV"), std::optional<ScheduleKind>(ScheduleKind::DualPipeV));
     QVERIFY(!scheduleKindFromString("2f2b").has_value());
+}
+
+// The fill/drain rule both the analysis and the replay use: a rank running
+// F0 0-10, F1 12-20, I0 30-40, F2 41-50, W0 52-60, I1 70-80 fills until its
+// first non-forward (30) and drains after its last forward (50).
+void TestSchedule::fillDrainRule()
+{
+    FillDrainBounds b;
+    QVERIFY(b.inFillOrDrain(0, 100)); // no steps: all of it
+    b.add(true, 0, 10);
+    b.add(true, 12, 20);
+    b.add(false, 30, 40);
+    b.add(true, 41, 50);
+    b.add(false, 52, 60);
+    b.add(false, 70, 80);
+    QCOMPARE(b.fillEnd(), TimeNs(30));
+    QCOMPARE(b.drainStart(), TimeNs(50));
+    QVERIFY(b.inFillOrDrain(20, 30));   // before the first input-gradient step
+    QVERIFY(!b.inFillOrDrain(40, 41));  // between I0 and F2: waiting
+    QVERIFY(b.inFillOrDrain(60, 70));   // after the last forward
+    FillDrainBounds onlyForwards;
+    onlyForwards.add(true, 0, 10);
+    onlyForwards.add(true, 20, 30);
+    QVERIFY(onlyForwards.inFillOrDrain(10, 20));
 }
 
 QTEST_GUILESS_MAIN(TestSchedule)
