@@ -14,13 +14,11 @@
 #include "whatif/ExtraWork.h"
 #include "whatif/Microbatches.h"
 #include "whatif/ModelDescription.h"
+#include "whatif/StageSpeeds.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
 #include "whatif/WhatIfText.h"
 
-#include <cmath>
-#include <map>
-#include <sstream>
 #include <iostream>
 #include <memory>
 
@@ -40,23 +38,8 @@ struct WhatIfArgs : ScenarioArgs {
     std::vector<std::string> freeze;                 // --freeze: layer ranges FIRST..LAST
 };
 
-std::string numberText(double x)
-{
-    std::ostringstream o;
-    o << x;
-    return o.str();
-}
-
-void checkSpeed(double x, const std::string& flag, const std::string& what)
-{
-    if (!std::isfinite(x) || x <= 0 || x > 1e6)
-        throw ValueError(flag, what + " is " + numberText(x) +
-                                   "; a relative throughput must be a finite number above 0 and at most 1,000,000 "
-                                   "(1 = as fast as the reference, 0.5 = twice as slow)");
-}
-
 // --stage-speed trace: each rank's speed from the layers the trace timed on it.
-bool speedsFromTrace(const WhatIfArgs& a) { return a.stageSpeed.size() == 1 && a.stageSpeed.front() == "trace"; }
+bool speedsFromTrace(const WhatIfArgs& a) { return a.stageSpeed.size() == 1 && whatif::speedsFromTrace(a.stageSpeed.front()); }
 
 // Per-rank speeds from --stage-speed, or from --gpu-types with --gpu-throughput;
 // empty when neither is given. Throws ValueError naming the flag.
@@ -67,57 +50,9 @@ std::vector<double> stageSpeeds(const WhatIfArgs& a)
                                         "--gpu-throughput, not both");
     if (speedsFromTrace(a))
         return {}; // read from the cost model once it is calibrated
-    std::vector<double> given;
-    for (size_t r = 0; r < a.stageSpeed.size(); ++r) {
-        const std::string& text = a.stageSpeed[r];
-        double x = 0;
-        size_t used = 0;
-        try {
-            x = std::stod(text, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used == 0 || used != text.size())
-            throw ValueError("stage-speed", "the speed of stage " + std::to_string(r) + " is '" + printable(text) +
-                                                "', not a number; give one relative throughput per pipeline rank "
-                                                "(e.g. 1,1,0.8,1) or 'trace' to read them from the trace");
-        checkSpeed(x, "stage-speed", "the speed of stage " + std::to_string(r));
-        given.push_back(x);
-    }
-    if (a.gpuTypes.empty() != a.gpuThroughput.empty())
-        throw ValueError(a.gpuTypes.empty() ? "gpu-types" : "gpu-throughput",
-                         "--gpu-types (one GPU type per stage, e.g. A,A,B,B) and --gpu-throughput (each type's relative "
-                         "throughput, e.g. A=1,B=0.6) go together");
-    if (a.gpuTypes.empty())
-        return given;
-    std::map<std::string, double> throughput;
-    for (const std::string& item : a.gpuThroughput) {
-        const size_t eq = item.find('=');
-        if (eq == std::string::npos || eq == 0)
-            throw ValueError("gpu-throughput", "'" + printable(item) + "' is not TYPE=SPEED (e.g. A=1,B=0.6)");
-        const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-        double x = 0;
-        size_t used = 0;
-        try {
-            x = std::stod(value, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used == 0 || used != value.size())
-            throw ValueError("gpu-throughput", "the throughput of GPU type '" + printable(name) + "' is '" + printable(value) +
-                                                   "', not a number");
-        checkSpeed(x, "gpu-throughput", "the throughput of GPU type '" + printable(name) + "'");
-        if (!throughput.emplace(name, x).second)
-            throw ValueError("gpu-throughput", "GPU type '" + printable(name) + "' is given twice");
-    }
-    std::vector<double> speeds;
-    for (const std::string& type : a.gpuTypes) {
-        const auto it = throughput.find(type);
-        if (it == throughput.end())
-            throw ValueError("gpu-types", "GPU type '" + printable(type) + "' has no throughput in --gpu-throughput");
-        speeds.push_back(it->second);
-    }
-    return speeds;
+    if (!a.gpuTypes.empty() || !a.gpuThroughput.empty())
+        return whatif::speedsFromGpuTypes(a.gpuTypes, a.gpuThroughput);
+    return whatif::parseStageSpeeds(a.stageSpeed);
 }
 
 int runWhatIfImpl(WhatIfArgs& a)

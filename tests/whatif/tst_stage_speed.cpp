@@ -9,6 +9,7 @@
 #include "analysis/Analysis.h"
 #include "report/Report.h"
 #include "util/Error.h"
+#include "whatif/StageSpeeds.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
 
@@ -61,6 +62,7 @@ PipelineSpec stragglerSpec()
 class TestStageSpeed : public QObject {
     Q_OBJECT
 private slots:
+    void speedsAsWritten();
     void autoBalanceWeighsSpeed();
     void speedCountForPp();
     void homogeneousUnchanged();
@@ -452,6 +454,34 @@ void TestStageSpeed::speedsFromSimulatedTrace()
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.err.startsWith("pipescope whatif: error: --stage-speed: speeds come from the trace only when it times each layer"),
              qPrintable(r.err));
+}
+
+// Speeds as the CLI and the app's editor take them: one parser, one set of
+// rules and messages.
+void TestStageSpeed::speedsAsWritten()
+{
+    QCOMPARE(parseStageSpeeds(std::string_view(" 1, 1,0.8 ,1")), (std::vector<double>{1, 1, 0.8, 1}));
+    QVERIFY(parseStageSpeeds(std::string_view("  ")).empty());
+    QVERIFY(speedsFromTrace(" Trace "));
+    QVERIFY(!speedsFromTrace("traces"));
+    auto settingOf = [](auto&& call) {
+        try {
+            call();
+        } catch (const ValueError& e) {
+            return e.setting() + ": " + e.what();
+        }
+        return std::string("no error");
+    };
+    QCOMPARE(settingOf([] { parseStageSpeeds(std::string_view("1,fast")); }),
+             std::string("stage-speed: the speed of stage 1 is 'fast', not a number; give one relative throughput per "
+                         "pipeline rank (e.g. 1,1,0.8,1) or 'trace' to read them from the trace"));
+    QCOMPARE(settingOf([] { parseStageSpeeds(std::string_view("1,0")); }),
+             std::string("stage-speed: the speed of stage 1 is 0; a relative throughput must be a finite number above 0 "
+                         "and at most 1,000,000 (1 = as fast as the reference, 0.5 = twice as slow)"));
+    QCOMPARE(speedsFromGpuTypes({"A", "B", "A"}, {"A=1", "B=0.5"}), (std::vector<double>{1, 0.5, 1}));
+    QCOMPARE(settingOf([] { speedsFromGpuTypes({"A", "C"}, {"A=1"}); }),
+             std::string("gpu-types: GPU type 'C' has no throughput in --gpu-throughput"));
+    QCOMPARE(settingOf([] { speedsFromGpuTypes({"A"}, {}); }).substr(0, 14), std::string("gpu-throughput"));
 }
 
 QTEST_GUILESS_MAIN(TestStageSpeed)

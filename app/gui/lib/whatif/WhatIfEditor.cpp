@@ -11,6 +11,7 @@
 #include "util/Error.h"
 #include "util/Format.h"
 #include "whatif/PartitionExport.h"
+#include "whatif/StageSpeeds.h"
 #include "whatif/WhatIfJson.h"
 
 #include <QApplication>
@@ -943,22 +944,10 @@ void WhatIfEditor::setStageSpeeds(const QString& text)
     whatif::CostModel m = baseModel_;
     std::vector<double> speeds;
     try {
-        if (t == QLatin1String("trace")) {
+        if (whatif::speedsFromTrace(t.toStdString()))
             speeds = m.measuredStageSpeeds();
-        } else if (!t.isEmpty()) {
-            const QStringList parts = t.split(QLatin1Char(','));
-            for (int r = 0; r < parts.size(); ++r) {
-                bool ok = false;
-                const double x = parts[r].trimmed().toDouble(&ok);
-                if (!ok)
-                    throw ValueError("stage-speed", tr("the speed of stage %1 is '%2', not a number; give one relative "
-                                                       "throughput per pipeline rank (e.g. 1,1,0.8,1) or 'trace'")
-                                                        .arg(r)
-                                                        .arg(parts[r].trimmed().left(40))
-                                                        .toStdString());
-                speeds.push_back(x);
-            }
-        }
+        else
+            speeds = whatif::parseStageSpeeds(t.toStdString());
         m.setStageSpeeds(speeds);
         if (scenario_ && !speeds.empty() && static_cast<int>(speeds.size()) != scenario_->pp)
             throw ValueError("stage-speed", tr("%1 speeds for a scenario of pp %2; give one per pipeline rank")
@@ -970,7 +959,7 @@ void WhatIfEditor::setStageSpeeds(const QString& text)
         return;
     }
     showError("stage-speed", QString());
-    if (t == QLatin1String("trace")) {
+    if (whatif::speedsFromTrace(t.toStdString())) {
         QStringList shown;
         for (double x : speeds)
             shown << QString::number(x, 'g', 3);
