@@ -19,6 +19,7 @@
 #include "whatif/WhatIfJson.h"
 #include "whatif/WhatIfText.h"
 
+#include <cmath>
 #include <iostream>
 #include <memory>
 
