@@ -24,6 +24,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLineEdit>
+#include <QTableWidget>
 #include <QImage>
 #include <QLabel>
 #include <QStatusBar>
@@ -135,6 +136,44 @@ private Q_SLOTS:
         QVERIFY2(levers.contains(QString::fromStdString(job->levers.bubbles)), qPrintable(levers));
         for (const whatif::Lever& l : job->levers.levers)
             QVERIFY(levers.contains(QString::fromStdString(whatif::leverText(l))));
+    }
+
+    // One job at a time: what the user did on job A (a saved scenario, a
+    // search over configurations, a kernel search, extra work, speeds) is gone
+    // when job B opens, and nothing drawn for A is shown for B.
+    void nothingOfTheLastJobRemains()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        WhatIfEditor* e = w.whatIfEditor();
+        QTRY_VERIFY_WITH_TIMEOUT(e->currentPrediction().has_value(), 10000);
+        e->saveScenario("A's scenario");
+        QCOMPARE(e->scenarioNames(), QStringList{"A's scenario"});
+        e->search();
+        QTRY_VERIFY_WITH_TIMEOUT(e->searchTable()->rowCount() > 0, 60000);
+        e->setExtraWorkMs(5);
+        auto* search = w.findChild<QLineEdit*>(QStringLiteral("search"));
+        QVERIFY(search);
+        search->setText(QStringLiteral("nccl"));
+        const TimeNs aIteration = e->currentPrediction()->iterationNs();
+
+        QVERIFY(openAndWait(w, {kSimulated}));
+        QVERIFY(w.job()->storePath != kStore);
+        // Straight away, before the new job's prediction arrives.
+        QVERIFY(e->scenarioNames().isEmpty());
+        QCOMPARE(e->searchTable()->rowCount(), 0);
+        QCOMPARE(e->comparisonTable()->rowCount(), 0);
+        QCOMPARE(e->extraWorkMs(), 0.0);
+        QVERIFY(e->extraWorkText().isEmpty());
+        QVERIFY(e->speedsBox()->text().isEmpty());
+        QVERIFY(search->text().isEmpty());
+        QVERIFY(!e->currentPrediction() || e->currentPrediction()->iterationNs() != aIteration);
+        // Then B's own prediction, of B's measured configuration.
+        QTRY_VERIFY_WITH_TIMEOUT(e->currentPrediction().has_value(), 10000);
+        QVERIFY(e->currentPrediction()->measuredConfiguration);
+        QCOMPARE(e->currentPrediction()->measuredIterationNs, w.job()->costModel->measuredIterationNs);
     }
 
     void selectionShowsDetails()

@@ -509,6 +509,11 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     const auto range = timeline_->visibleRange();
     job_ = std::move(job);
     const Job& j = *job_;
+    if (!detailOfShown) {
+        // Another job: the last one's search does not carry over.
+        search_->clear();
+        searchHits_->clear();
+    }
     setWindowTitle(j.title + (j.simulated ? QStringLiteral(" [SIMULATED]") : QString()) + QStringLiteral(" - pipescope"));
     timeline_->setModel(j.timeline);
     details_->setJob(j.trace, j.timeline);

@@ -523,19 +523,13 @@ void WhatIfEditor::buildUi()
     strip_->setEditable(false);
 }
 
-void WhatIfEditor::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<const AnalysisResult> analysis,
-                          whatif::CostModel model)
+// Everything that belongs to the job shown so far: its predictions, search
+// results, saved scenarios and comparisons, figures, undo history and messages.
+void WhatIfEditor::forgetJob()
 {
-    trace_ = std::move(trace);
-    analysis_ = std::move(analysis);
-    pipeline_->setMeasured(analysis_);
-    model_ = model;
-    baseModel_ = model;
-    speeds_->clear();
-    strip_->setCostModel(model_);
-    strip_->setEditable(false); // until the session answers
     measured_.reset();
     current_.reset();
+    scenario_.reset();
     haveCommitted_ = false;
     undo_->clear();
     clearErrors();
@@ -543,33 +537,60 @@ void WhatIfEditor::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<co
     requestedRecalibration_.reset();
     balancing_ = searching_ = false; // answers for the previous job are dropped
     refreshBusy();
+    searchRows_.reset();
+    searchTable_->setRowCount(0);
+    pareto_->setRows(nullptr, std::nullopt);
+    saved_.clear();
+    refreshScenarioList();
+    compare_->setRowCount(0);
+    export_->clear();
+    speeds_->clear();
+    {
+        const QSignalBlocker block(extraWork_);
+        extraWork_->setValue(0);
+    }
+    extraResult_->clear();
+    extraResult_->hide();
+    microbatchResult_->clear();
+    status_->clear();
+    iteration_->clear();
+    speedup_->clear();
+    static_cast<BubbleBar*>(bubbleBar_)->setPrediction(nullptr);
+    pipeline_->setPrediction(nullptr);
+    for (QCustomPlot* plot : {busyPlot_, memoryPlot_, memoryTimePlot_}) {
+        plot->clearPlottables();
+        plot->clearItems();
+        plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+}
+
+void WhatIfEditor::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<const AnalysisResult> analysis,
+                          whatif::CostModel model)
+{
+    forgetJob();
+    trace_ = std::move(trace);
+    analysis_ = std::move(analysis);
+    pipeline_->setMeasured(analysis_);
+    model_ = model;
+    baseModel_ = model;
+    strip_->setCostModel(model_);
+    strip_->setEditable(false); // until the session answers
     modelRequest_ = send(worker_->setCostModel(std::move(model)), Origin::Model, {});
 }
 
 void WhatIfEditor::setUnavailable(const QString& reason)
 {
     modelRequest_ = std::numeric_limits<quint64>::max(); // answers still on their way belong to the previous job
-    recalibration_.reset();
-    requestedRecalibration_.reset();
-    balancing_ = searching_ = false;
-    refreshBusy();
+    forgetJob();
     trace_.reset();
     analysis_.reset();
     model_ = whatif::CostModel{};
-    measured_.reset();
-    current_.reset();
-    scenario_.reset();
-    haveCommitted_ = false;
-    undo_->clear();
+    baseModel_ = model_;
     strip_->setCostModel(model_);
     strip_->setBoundaries({});
     strip_->setEditable(false);
     pipeline_->setMeasured(nullptr);
-    pipeline_->setPrediction(nullptr);
     iteration_->setText(tr("No what-if for this job"));
-    speedup_->clear();
-    export_->clear();
-    clearErrors();
     showError("general", reason);
     emit predictionChanged();
 }

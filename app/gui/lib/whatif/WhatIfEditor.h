@@ -175,6 +175,7 @@ private:
     void syncControls();
     void showError(const QString& setting, const QString& message);
     void clearErrors();
+    void forgetJob(); // drops every trace of the job shown so far (setJob, setUnavailable)
     void refreshFigures();
     void refreshExtraWork();
     void refreshMicrobatches();
