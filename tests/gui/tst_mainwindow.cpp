@@ -24,6 +24,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLineEdit>
+#include <QScopeGuard>
 #include <QTableWidget>
 #include <QImage>
 #include <QLabel>
@@ -143,6 +144,10 @@ private Q_SLOTS:
     // when job B opens, and nothing drawn for A is shown for B.
     void nothingOfTheLastJobRemains()
     {
+        // Job B is imported into a cache of its own (importsAFolderOnceIntoTheCache wants the shared one empty).
+        QTemporaryDir ownCache;
+        qputenv("PIPESCOPE_CACHE_DIR", ownCache.path().toUtf8());
+        const auto restore = qScopeGuard([this] { qputenv("PIPESCOPE_CACHE_DIR", cache_.path().toUtf8()); });
         MainWindow w(nullptr, false);
         w.resize(1400, 900);
         w.show();
