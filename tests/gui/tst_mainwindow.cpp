@@ -181,6 +181,21 @@ private Q_SLOTS:
         QCOMPARE(e->currentPrediction()->measuredIterationNs, w.job()->costModel->measuredIterationNs);
     }
 
+    // The window fits a 1366x768 laptop screen: the what-if editor and the
+    // bottom panels scroll inside their places instead of setting its
+    // smallest size, and the timeline keeps most of the height.
+    void fitsALaptopScreen()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        QVERIFY2(w.minimumSizeHint().width() <= 1366 && w.minimumSizeHint().height() <= 768,
+                 qPrintable(QString("%1x%2").arg(w.minimumSizeHint().width()).arg(w.minimumSizeHint().height())));
+        QCOMPARE(w.size(), QSize(1366, 768));
+        QTRY_VERIFY(w.timeline()->height() > 768 / 2);
+    }
+
     void selectionShowsDetails()
     {
         MainWindow w(nullptr, false);

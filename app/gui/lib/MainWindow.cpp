@@ -42,6 +42,7 @@
 #include <QProgressBar>
 #include <QSettings>
 #include <QStatusBar>
+#include <QScrollArea>
 #include <QTabWidget>
 #include <QToolBar>
 #include <QToolButton>
@@ -96,10 +97,16 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
     pipelineLayout->addWidget(pipelineBar);
     pipelineLayout->addWidget(pipeline_, 1);
     pipelineLayout->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, pipelineTab_));
-    editor_ = new WhatIfEditor(tabs_);
+    // The editor scrolls inside its tab rather than setting the window's
+    // smallest size: the window fits a 1366x768 laptop screen.
+    whatIfTab_ = new QScrollArea(tabs_);
+    whatIfTab_->setWidgetResizable(true);
+    whatIfTab_->setFrameShape(QFrame::NoFrame);
+    editor_ = new WhatIfEditor(whatIfTab_);
+    whatIfTab_->setWidget(editor_);
     tabs_->addTab(timeline_, QStringLiteral("Timeline"));
     tabs_->addTab(pipelineTab_, QStringLiteral("Pipeline"));
-    tabs_->addTab(editor_, QStringLiteral("What-if"));
+    tabs_->addTab(whatIfTab_, QStringLiteral("What-if"));
     setCentralWidget(tabs_);
 
     buildToolBar();
@@ -263,10 +270,19 @@ void MainWindow::buildToolBar()
 
 void MainWindow::buildDocks()
 {
-    auto dock = [this](AnalysisPanel* panel, const QString& title, const char* name, Qt::DockWidgetArea area) {
+    // A bottom panel scrolls inside its dock rather than setting the
+    // window's smallest height, so the timeline keeps most of a laptop screen.
+    auto scrolled = [this](QWidget* panel) {
+        auto* area = new QScrollArea(this);
+        area->setWidgetResizable(true);
+        area->setFrameShape(QFrame::NoFrame);
+        area->setWidget(panel);
+        return area;
+    };
+    auto dock = [this, scrolled](AnalysisPanel* panel, const QString& title, const char* name, Qt::DockWidgetArea area) {
         auto* d = new QDockWidget(title, this);
         d->setObjectName(QString::fromLatin1(name));
-        d->setWidget(panel);
+        d->setWidget(area == Qt::BottomDockWidgetArea ? static_cast<QWidget*>(scrolled(panel)) : panel);
         addDockWidget(area, d);
         panels_.push_back(panel);
         return d;
@@ -606,7 +622,7 @@ void MainWindow::setView(View view)
     switch (view) {
     case View::Timeline: tabs_->setCurrentWidget(timeline_); break;
     case View::Pipeline: tabs_->setCurrentWidget(pipelineTab_); break;
-    case View::WhatIf: tabs_->setCurrentWidget(editor_); break;
+    case View::WhatIf: tabs_->setCurrentWidget(whatIfTab_); break;
     }
 }
 
@@ -776,7 +792,8 @@ void MainWindow::showEvent(QShowEvent* event)
 void MainWindow::sizeDocks()
 {
     resizeDocks({summaryDock_}, {std::max(300, width() / 5)}, Qt::Horizontal);
-    resizeDocks({bottomDock_}, {std::max(160, height() / 5)}, Qt::Vertical);
+    // The timeline keeps about three quarters of the height.
+    resizeDocks({bottomDock_}, {std::max(180, height() / 4)}, Qt::Vertical);
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* event)

@@ -18,6 +18,7 @@ class QLabel;
 class QLineEdit;
 class QMenu;
 class QProgressBar;
+class QScrollArea;
 class QTabWidget;
 class QToolButton;
 class QCheckBox;
@@ -112,6 +113,7 @@ private:
     QWidget* pipelineTab_ = nullptr; // the pipeline view and its colour key
     PipelineView* pipeline_ = nullptr;
     WhatIfEditor* editor_ = nullptr;
+    QScrollArea* whatIfTab_ = nullptr; // holds editor_, so that it scrolls
     QList<AnalysisPanel*> panels_;
     BubblePanel* bubbles_ = nullptr;
     DetailsPanel* details_ = nullptr;
