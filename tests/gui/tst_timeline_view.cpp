@@ -1,6 +1,7 @@
 // The Gantt timeline widget, driven as a user would: the example capture
 // loaded and analysed, wheel and keys moving the visible range, clicks
 // hitting events, painting bounded by pixels, a frame that is not blank.
+#include "views/TimeAxis.h"
 #include "views/TimelineView.h"
 #include "analysis/Analysis.h"
 #include "store/Store.h"
@@ -57,6 +58,19 @@ class TstTimelineView : public QObject {
 
 private slots:
     void initTestCase() { example_ = exampleModel(); }
+
+    // Tick labels carry the unit and the decimals their spacing needs.
+    void tickLabels()
+    {
+        QCOMPARE(gui::timeTickLabel(0, 2.5e9), QString("0.0 s"));
+        QCOMPARE(gui::timeTickLabel(7.5e9, 2.5e9), QString("7.5 s"));
+        QCOMPARE(gui::timeTickLabel(10e6, 10e6), QString("10 ms"));
+        QCOMPARE(gui::timeTickLabel(100e6, 20e6), QString("100 ms"));
+        QCOMPARE(gui::timeTickLabel(1.25e6, 0.25e6), QString("1250 µs"));
+        QCOMPARE(gui::timeTickLabel(7860e6, 20e6), QString("7860 ms"));
+        QCOMPARE(gui::timeTickLabel(350, 50), QString("350 ns"));
+        QCOMPARE(gui::timeTickLabel(-1e-9, 1e6), QString("0 ms"));
+    }
 
     void opensTheExample()
     {

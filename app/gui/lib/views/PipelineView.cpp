@@ -1,4 +1,5 @@
 #include "views/PipelineView.h"
+#include "views/TimeAxis.h"
 #include "views/QtPalette.h"
 
 #include "views/PaletteLegend.h"
@@ -297,7 +298,7 @@ void PipelineView::paintEvent(QPaintEvent*)
     for (double t = 0; t <= double(span) + 1; t += step) {
         const int x = int(std::lround(xOf(TimeNs(t))));
         p.drawLine(x, axisY, x, axisY + 4);
-        const QString label = QString::fromStdString(formatDuration(TimeNs(t)));
+        const QString label = timeTickLabel(t, step);
         p.drawText(QRect(x - 50, axisY + 4, 100, kAxisH - 4), Qt::AlignHCenter | Qt::AlignTop, label);
     }
 }

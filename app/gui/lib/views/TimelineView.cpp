@@ -1,4 +1,5 @@
 #include "views/TimelineView.h"
+#include "views/TimeAxis.h"
 #include "views/QtPalette.h"
 
 #include "views/PaletteLegend.h"
@@ -38,39 +39,18 @@ constexpr double kPanFraction = 0.1;
 
 QString qstr(const std::string& s) { return QString::fromStdString(s); }
 
-// Tick labels in the unit the visible width calls for.
+// Tick labels in the unit and with the decimals the tick spacing calls for (TimeAxis.h).
 class TimeTicker : public QCPAxisTicker {
-public:
-    void generate(const QCPRange& range, const QLocale& locale, QChar formatChar, int precision, QVector<double>& ticks,
-                  QVector<double>* subTicks, QVector<QString>* tickLabels) override
-    {
-        width_ = range.size();
-        QCPAxisTicker::generate(range, locale, formatChar, precision, ticks, subTicks, tickLabels);
-    }
-
 protected:
-    QString getTickLabel(double tick, const QLocale&, QChar, int) override
+    double getTickStep(const QCPRange& range) override
     {
-        struct Unit {
-            double ns;
-            const char* name;
-        };
-        static constexpr Unit units[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}, {1, "ns"}};
-        Unit u = units[3];
-        for (const Unit& c : units)
-            if (width_ >= c.ns * 2) {
-                u = c;
-                break;
-            }
-        const double v = tick / u.ns;
-        // Enough decimals to tell neighbouring ticks apart.
-        const double step = width_ / u.ns / 5;
-        const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step))));
-        return QString::number(v, 'f', decimals) + QString::fromUtf8(" ") + QString::fromUtf8(u.name);
+        step_ = QCPAxisTicker::getTickStep(range);
+        return step_;
     }
+    QString getTickLabel(double tick, const QLocale&, QChar, int) override { return timeTickLabel(tick, step_); }
 
 private:
-    double width_ = 1;
+    double step_ = 1;
 };
 
 } // namespace
