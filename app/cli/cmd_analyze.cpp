@@ -34,7 +34,7 @@ std::string fmtTime(TimeNs ns)
     else if (a >= 1e6)
         std::snprintf(buf, sizeof buf, "%.3f ms", v / 1e6);
     else if (a >= 1e3)
-        std::snprintf(buf, sizeof buf, "%.1f us", v / 1e3);
+        std::snprintf(buf, sizeof buf, "%.1f µs", v / 1e3);
     else
         std::snprintf(buf, sizeof buf, "%" PRId64 " ns", static_cast<int64_t>(ns));
     return buf;

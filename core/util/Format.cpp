@@ -9,6 +9,19 @@
 
 namespace pipescope {
 
+namespace {
+
+// Columns a UTF-8 string takes in a terminal: its code points ("µs" is two).
+size_t displayWidth(const std::string& s)
+{
+    size_t n = 0;
+    for (unsigned char c : s)
+        n += (c & 0xC0) != 0x80 ? 1 : 0;
+    return n;
+}
+
+} // namespace
+
 std::string formatDuration(int64_t ns)
 {
     char buf[64];
@@ -17,7 +30,7 @@ std::string formatDuration(int64_t ns)
     if (a < 1000)
         std::snprintf(buf, sizeof buf, "%" PRId64 " ns", ns);
     else if (a < 1000000)
-        std::snprintf(buf, sizeof buf, "%.3f us", double(ns) / 1e3);
+        std::snprintf(buf, sizeof buf, "%.3f µs", double(ns) / 1e3);
     else if (a < 1000000000)
         std::snprintf(buf, sizeof buf, "%.3f ms", double(ns) / 1e6);
     else
@@ -117,15 +130,15 @@ std::string TextTable::render(const std::string& indent) const
 {
     std::vector<size_t> width(header_.size(), 0);
     for (size_t c = 0; c < header_.size(); ++c) {
-        width[c] = header_[c].size();
+        width[c] = displayWidth(header_[c]);
         for (const auto& r : rows_)
-            width[c] = std::max(width[c], r[c].size());
+            width[c] = std::max(width[c], displayWidth(r[c]));
     }
     std::string out;
     auto line = [&](const std::vector<std::string>& cells) {
         std::string l = indent;
         for (size_t c = 0; c < cells.size(); ++c) {
-            std::string pad(width[c] - cells[c].size(), ' ');
+            std::string pad(width[c] - displayWidth(cells[c]), ' ');
             l += right_[c] ? pad + cells[c] : cells[c] + (c + 1 < cells.size() ? pad : "");
             if (c + 1 < cells.size())
                 l += "  ";

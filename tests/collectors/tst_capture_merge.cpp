@@ -445,7 +445,7 @@ void TestCaptureMerge::mergeAlignsByTransfers()
     QVERIFY2(r.out.contains("Clock alignment: matched collectives and transfers\n"
                             "  rank  shift by collectives\n"
                             "     0                  0 ns\n"
-                            "     1             -5.000 us\n"),
+                            "     1             -5.000 µs\n"),
              qPrintable(r.out));
 }
 

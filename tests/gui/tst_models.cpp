@@ -199,10 +199,10 @@ void TestModels::bubbleTableRealCapture()
     QCOMPARE(header(m), (QStringList{"rank", "stage", "fill_drain", "wait_neighbor", "p2p_transfer", "dp_sync", "host_bound", "launch_gap",
                                      "other", "idle", "idle %"}));
     QCOMPARE(m.rowCount(), 4);
-    QCOMPARE(rowText(m, 0), (QStringList{"0", "0", "65.032 ms", "17.403 ms", "315.744 us", "0 ns", "507.706 us", "225.435 us",
-                                         "8.800 us", "83.492 ms", "98.37%"}));
-    QCOMPARE(rowText(m, 3), (QStringList{"3", "3", "39.205 ms", "42.554 ms", "269.280 us", "0 ns", "0 ns", "421.562 us",
-                                         "18.463 us", "82.468 ms", "97.16%"}));
+    QCOMPARE(rowText(m, 0), (QStringList{"0", "0", "65.032 ms", "17.403 ms", "315.744 µs", "0 ns", "507.706 µs", "225.435 µs",
+                                         "8.800 µs", "83.492 ms", "98.37%"}));
+    QCOMPARE(rowText(m, 3), (QStringList{"3", "3", "39.205 ms", "42.554 ms", "269.280 µs", "0 ns", "0 ns", "421.562 µs",
+                                         "18.463 µs", "82.468 ms", "97.16%"}));
     // Sort values are the raw nanoseconds the text rounds.
     const RankIdle* ri = realJob().result->idleOf(realJob().result->selectedIteration, 0);
     QVERIFY(ri);
@@ -242,7 +242,7 @@ void TestModels::fillableSynthetic()
     // Stage 0 runs F0-F3 in [0, 4] ms and waits for B0 until 10 ms (6 ms), then
     // waits 1 ms before each of B1-B3. Stage 3 waits 3 ms for F0 and idles
     // 6 ms while the last backward drains through stages 2 to 0.
-    QCOMPARE(h.mid(5), (QStringList{"800.000 us–1.600 ms", "1.600 ms–3.200 ms", "3.200 ms–6.400 ms"}));
+    QCOMPARE(h.mid(5), (QStringList{"800.000 µs–1.600 ms", "1.600 ms–3.200 ms", "3.200 ms–6.400 ms"}));
     QCOMPARE(rowText(m, 0), (QStringList{"0", "0", "4", "9.000 ms", "6.000 ms", "3", "0", "1"}));
     QCOMPARE(rowText(m, 3), (QStringList{"3", "3", "2", "9.000 ms", "6.000 ms", "0", "1", "1"}));
 }
@@ -311,7 +311,7 @@ void TestModels::imbalanceRealCapture()
     ImbalanceModel m;
     m.setResult(realJob().result, realJob().trace);
     QCOMPARE(m.rowCount(), 4);
-    QCOMPARE(rowText(m, 3), (QStringList{"3", "3", "113.856 us", "113.537 us", "116.174 us", "166.328 us", "171.041 us", "171.548 us",
+    QCOMPARE(rowText(m, 3), (QStringList{"3", "3", "113.856 µs", "113.537 µs", "116.174 µs", "166.328 µs", "171.041 µs", "171.548 µs",
                                          "2.409 ms", "1.257x"}));
     // The bottleneck (stage 3) is bold, the others are not.
     QCOMPARE(m.data(m.index(3, 0), Qt::FontRole).value<QFont>().bold(), true);
@@ -401,8 +401,8 @@ void TestModels::sortsNumerically()
         ranks << cell(proxy, row, BubbleTableModel::RankColumn);
         idle << cell(proxy, row, BubbleTableModel::IdleColumn);
     }
-    // As text "1.500 s" < "12.000 ms" < "850.000 us" < "9.000 ms"; as time the other way round.
-    QCOMPARE(idle, (QStringList{"850.000 us", "9.000 ms", "12.000 ms", "1.500 s"}));
+    // As text "1.500 s" < "12.000 ms" < "850.000 µs" < "9.000 ms"; as time the other way round.
+    QCOMPARE(idle, (QStringList{"850.000 µs", "9.000 ms", "12.000 ms", "1.500 s"}));
     QCOMPARE(ranks, (QStringList{"2", "0", "1", "3"}));
     proxy.sort(BubbleTableModel::IdleShareColumn, Qt::DescendingOrder);
     QCOMPARE(cell(proxy, 0, BubbleTableModel::RankColumn), QString("3"));
@@ -443,7 +443,7 @@ void TestModels::microbatchesUneven()
     QCOMPARE(model.rowCount(), 2);
     QCOMPARE(header(model), (QStringList{"stage", "F min", "F p50", "F p95", "F max", "longest F", "B min", "B p50",
                                           "B p95", "B max", "longest B"}));
-    QCOMPARE(rowText(model, 0), (QStringList{"0", "500.000 us", "1.000 ms", "1.425 ms", "1.500 ms", "0", "1.000 ms",
+    QCOMPARE(rowText(model, 0), (QStringList{"0", "500.000 µs", "1.000 ms", "1.425 ms", "1.500 ms", "0", "1.000 ms",
                                              "2.000 ms", "2.850 ms", "3.000 ms", "0"}));
     MicrobatchPanel panel;
     panel.resize(800, 500);

@@ -160,7 +160,7 @@ private slots:
     void shifts()
     {
         QCOMPARE(formatShift(-5'000'000), std::string("-5.000 ms"));
-        QCOMPARE(formatShift(1234), std::string("+1.234 us"));
+        QCOMPARE(formatShift(1234), std::string("+1.234 µs"));
         QCOMPARE(formatShift(0), std::string("0 ns"));
     }
 };

@@ -417,7 +417,7 @@ void TestExchanges::reportSaysBlocking()
     QVERIFY(at != std::string::npos);
     const std::string line = html.substr(at, html.find("</p>", at) - at);
     QVERIFY2(line.find("Exchanges: blocking batches, as Megatron-LM runs them") != std::string::npos, line.c_str());
-    QVERIFY2(line.find("30.000 us from a batch to the next step") != std::string::npos, line.c_str());
+    QVERIFY2(line.find("30.000 µs from a batch to the next step") != std::string::npos, line.c_str());
 
     pipescope::test::PipelineSpec overlapping;
     overlapping.annotate = true;
