@@ -18,6 +18,7 @@
 
 #include <QAction>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -194,6 +195,38 @@ private Q_SLOTS:
                  qPrintable(QString("%1x%2").arg(w.minimumSizeHint().width()).arg(w.minimumSizeHint().height())));
         QCOMPARE(w.size(), QSize(1366, 768));
         QTRY_VERIFY(w.timeline()->height() > 768 / 2);
+    }
+
+    // F11 shows the timeline alone and brings the panels back; View > Reset
+    // layout shows every panel where a first start puts it.
+    void timelineOnlyAndResetLayout()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        auto visibleDocks = [&] {
+            int n = 0;
+            for (QDockWidget* d : w.findChildren<QDockWidget*>())
+                n += d->isVisible() ? 1 : 0;
+            return n;
+        };
+        const int docks = visibleDocks();
+        QVERIFY(docks >= 3);
+        auto* only = w.findChild<QAction*>(QStringLiteral("timeline-only"));
+        auto* reset = w.findChild<QAction*>(QStringLiteral("reset-layout"));
+        QVERIFY(only && reset);
+        QCOMPARE(only->shortcut(), QKeySequence(Qt::Key_F11));
+        only->trigger();
+        QCOMPARE(visibleDocks(), 0);
+        QVERIFY(w.timeline()->isVisible());
+        only->trigger();
+        QCOMPARE(visibleDocks(), docks);
+        w.findChild<QDockWidget*>(QStringLiteral("summary"))->hide();
+        QCOMPARE(visibleDocks(), docks - 1);
+        reset->trigger();
+        QCOMPARE(visibleDocks(), docks);
+        QVERIFY(!only->isChecked());
     }
 
     void selectionShowsDetails()

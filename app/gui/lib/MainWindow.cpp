@@ -169,6 +169,7 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
     });
     // A layer count or model file asked for in the strip re-calibrates inside the editor; nothing is reloaded.
 
+    initialState_ = saveState(); // what View > Reset layout goes back to
     if (restoreLayout) {
         QSettings settings;
         restoreGeometry(settings.value(settingsKey("window/geometry")).toByteArray());
@@ -409,6 +410,15 @@ void MainWindow::buildMenus()
     // The timeline's own menu can change it too: keep the check mark honest.
     connect(view, &QMenu::aboutToShow, cpuTracks, [this, cpuTracks] { cpuTracks->setChecked(timeline_->cpuLanesShown()); });
     view->addSeparator();
+    // The timeline alone, as a full-screen trace viewer shows it; again to bring the panels back.
+    QAction* timelineOnly = view->addAction(QStringLiteral("Timeline &only"), this, [this](bool on) { setTimelineOnly(on); });
+    timelineOnly->setCheckable(true);
+    timelineOnly->setShortcut(QKeySequence(Qt::Key_F11));
+    timelineOnly->setObjectName(QStringLiteral("timeline-only"));
+    timelineOnly_ = timelineOnly;
+    QAction* reset = view->addAction(QStringLiteral("&Reset layout"), this, &MainWindow::resetLayout);
+    reset->setObjectName(QStringLiteral("reset-layout"));
+    view->addSeparator();
     for (QDockWidget* d : findChildren<QDockWidget*>())
         view->addAction(d->toggleViewAction());
 
@@ -439,6 +449,7 @@ void MainWindow::showShortcuts()
         "<tr><td><b>. / ,</b></td><td>next / previous event on the track</td></tr>"
         "<tr><td><b>Ctrl+F</b></td><td>search kernels; Enter for the next hit, Shift+Enter for the previous</td></tr>"
         "<tr><td><b>Ctrl+1/2/3</b></td><td>timeline / pipeline / what-if</td></tr>"
+        "<tr><td><b>F11</b></td><td>the timeline alone (again: the panels back)</td></tr>"
         "<tr><td><b>Ctrl+Z / Ctrl+Shift+Z</b></td><td>undo / redo a what-if change</td></tr>"
         "<tr><td><b>?</b></td><td>this list</td></tr></table>"));
     box.exec();
@@ -787,6 +798,39 @@ void MainWindow::showEvent(QShowEvent* event)
     if (!docksSized_ && !restoredLayout_)
         sizeDocks();
     docksSized_ = true;
+}
+
+void MainWindow::setTimelineOnly(bool on)
+{
+    timelineOnly_->setChecked(on);
+    if (on == !hiddenDocks_.isEmpty())
+        return; // already so
+    if (on) {
+        hiddenDocks_.clear();
+        for (QDockWidget* d : findChildren<QDockWidget*>())
+            if (d->isVisible()) {
+                hiddenDocks_.push_back(d);
+                d->hide();
+            }
+        setView(View::Timeline);
+    } else {
+        for (QDockWidget* d : std::as_const(hiddenDocks_))
+            d->show();
+        hiddenDocks_.clear();
+    }
+}
+
+void MainWindow::resetLayout()
+{
+    // Every dock back where a first start puts it, at the first start's sizes.
+    setTimelineOnly(false);
+    for (QDockWidget* d : findChildren<QDockWidget*>()) {
+        d->setFloating(false);
+        d->show();
+    }
+    if (!initialState_.isEmpty())
+        restoreState(initialState_);
+    sizeDocks();
 }
 
 void MainWindow::sizeDocks()

@@ -87,6 +87,8 @@ protected:
     void showEvent(QShowEvent* event) override;
     bool eventFilter(QObject* watched, QEvent* event) override;
     void sizeDocks();
+    void setTimelineOnly(bool on); // View > Timeline only (F11)
+    void resetLayout();            // View > Reset layout
 
 private:
     void buildMenus();
@@ -114,6 +116,9 @@ private:
     PipelineView* pipeline_ = nullptr;
     WhatIfEditor* editor_ = nullptr;
     QScrollArea* whatIfTab_ = nullptr; // holds editor_, so that it scrolls
+    QAction* timelineOnly_ = nullptr;
+    QList<QDockWidget*> hiddenDocks_; // hidden by Timeline only, shown again after
+    QByteArray initialState_;         // the docks as first laid out
     QList<AnalysisPanel*> panels_;
     BubblePanel* bubbles_ = nullptr;
     DetailsPanel* details_ = nullptr;
