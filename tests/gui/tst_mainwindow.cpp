@@ -27,6 +27,10 @@
 #include <QLineEdit>
 #include <QScopeGuard>
 #include <QTableWidget>
+#include <QApplication>
+#include <QUndoStack>
+#include <QTabWidget>
+#include <QSpinBox>
 #include <QImage>
 #include <QLabel>
 #include <QStatusBar>
@@ -513,6 +517,44 @@ private Q_SLOTS:
         QCOMPARE(w.timeline()->currentSearchHit(), first);
         QTest::keyClick(search, Qt::Key_Enter, Qt::ShiftModifier | Qt::KeypadModifier);
         QCOMPARE(w.timeline()->currentSearchHit(), first == 0 ? w.timeline()->searchHitCount() - 1 : first - 1);
+    }
+
+    // Window shortcuts work whatever has the focus: F3 from the search box,
+    // Ctrl+Z / Ctrl+Shift+Z from a what-if number field.
+    void shortcutsWhateverHasFocus()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1366, 768);
+        w.show();
+        QApplication::setActiveWindow(&w);
+        QVERIFY(openAndWait(w, {kStore}));
+        QLineEdit* search = w.searchField();
+        search->setFocus();
+        QTest::keyClicks(search, QStringLiteral("nccl"));
+        QVERIFY(w.timeline()->searchHitCount() > 2);
+        QTest::keyClick(search, Qt::Key_F3);
+        const int first = w.timeline()->currentSearchHit();
+        QTest::keyClick(search, Qt::Key_F3);
+        QCOMPARE(w.timeline()->currentSearchHit(), first + 1);
+        QTest::keyClick(search, Qt::Key_F3, Qt::ShiftModifier);
+        QCOMPARE(w.timeline()->currentSearchHit(), first);
+
+        WhatIfEditor* e = w.whatIfEditor();
+        QTRY_VERIFY_WITH_TIMEOUT(e->currentPrediction().has_value(), 10000);
+        w.findChild<QTabWidget*>()->setCurrentIndex(2);
+        QSpinBox* m = e->microbatchBox();
+        m->setFocus();
+        QTRY_VERIFY(m->hasFocus());
+        m->selectAll();
+        QTest::keyClicks(m, QStringLiteral("16"));
+        QTest::keyClick(m, Qt::Key_Return);
+        QTRY_COMPARE_WITH_TIMEOUT(e->currentPrediction()->schedule.microbatches, 16, 10000);
+        QCOMPARE(e->undoStack()->index(), 1);
+        QTest::keyClick(m, Qt::Key_Z, Qt::ControlModifier);
+        QTRY_COMPARE_WITH_TIMEOUT(e->currentPrediction()->schedule.microbatches, 8, 10000);
+        QCOMPARE(e->undoStack()->index(), 0);
+        QTest::keyClick(m, Qt::Key_Z, Qt::ControlModifier | Qt::ShiftModifier);
+        QTRY_COMPARE_WITH_TIMEOUT(e->currentPrediction()->schedule.microbatches, 16, 10000);
     }
 
     void exportsRunOnAWorker()

@@ -21,6 +21,7 @@
 #include "whatif/WhatIf.h"
 
 #include <QAction>
+#include <QAbstractSpinBox>
 #include <QApplication>
 #include <QCheckBox>
 #include <QCloseEvent>
@@ -387,11 +388,23 @@ void MainWindow::buildMenus()
 
     QMenu* edit = menuBar()->addMenu(QStringLiteral("&Edit"));
     QAction* undo = editor_->undoStack()->createUndoAction(this, QStringLiteral("&Undo what-if change"));
-    undo->setShortcut(QKeySequence::Undo);
+    undo->setShortcuts(QKeySequence::Undo); // every binding of the platform (Ctrl+Z)
     QAction* redo = editor_->undoStack()->createRedoAction(this, QStringLiteral("&Redo what-if change"));
-    redo->setShortcut(QKeySequence::Redo);
+    redo->setShortcuts(QKeySequence::Redo); // Ctrl+Shift+Z and Ctrl+Y where the platform has both
     edit->addAction(undo);
     edit->addAction(redo);
+    // Search hits from anywhere in the window, the search box included.
+    edit->addSeparator();
+    QAction* nextHit = edit->addAction(QStringLiteral("&Next search hit"), timeline_, &TimelineView::nextSearchHit);
+    nextHit->setShortcut(QKeySequence(Qt::Key_F3));
+    nextHit->setObjectName(QStringLiteral("next-hit"));
+    QAction* previousHit =
+        edit->addAction(QStringLiteral("&Previous search hit"), timeline_, &TimelineView::previousSearchHit);
+    previousHit->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F3));
+    previousHit->setObjectName(QStringLiteral("previous-hit"));
+    // A number field would take Ctrl+Z for its own text: the what-if's undo
+    // and redo win there (a field's value is committed as it changes).
+    qApp->installEventFilter(this);
 
     QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
     auto viewAct = [&](const QString& name, View v, const QString& key) {
@@ -450,7 +463,8 @@ void MainWindow::showShortcuts()
         "<tr><td><b>Ctrl+F</b></td><td>search kernels; Enter for the next hit, Shift+Enter for the previous</td></tr>"
         "<tr><td><b>Ctrl+1/2/3</b></td><td>timeline / pipeline / what-if</td></tr>"
         "<tr><td><b>F11</b></td><td>the timeline alone (again: the panels back)</td></tr>"
-        "<tr><td><b>Ctrl+Z / Ctrl+Shift+Z</b></td><td>undo / redo a what-if change</td></tr>"
+        "<tr><td><b>Ctrl+Z / Ctrl+Shift+Z</b></td><td>undo / redo a what-if change, from a number field too</td></tr>"
+        "<tr><td><b>F3 / Shift+F3</b></td><td>next / previous search hit, from the search box too</td></tr>"
         "<tr><td><b>?</b></td><td>this list</td></tr></table>"));
     box.exec();
 }
@@ -780,6 +794,17 @@ void MainWindow::exportChromeTrace(TraceRange range)
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* event)
 {
+    if (event->type() == QEvent::ShortcutOverride) {
+        const auto* key = static_cast<QKeyEvent*>(event);
+        auto* widget = qobject_cast<QWidget*>(watched);
+        const bool numberField = widget && (qobject_cast<QAbstractSpinBox*>(widget) ||
+                                            qobject_cast<QAbstractSpinBox*>(widget->parentWidget()));
+        if (numberField && widget->window() == this &&
+            (key->matches(QKeySequence::Undo) || key->matches(QKeySequence::Redo))) {
+            event->ignore(); // not overridden: the window's Undo / Redo take the key
+            return true;
+        }
+    }
     // QLineEdit sends returnPressed for Shift+Enter too: take it here for the previous hit.
     if (watched == search_ && event->type() == QEvent::KeyPress) {
         const auto* key = static_cast<QKeyEvent*>(event);
