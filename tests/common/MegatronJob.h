@@ -443,71 +443,41 @@ inline MegatronRun megatronTrace(const MegatronSpec& s)
                         progress = true;
                         continue;
                     }
-                    if (in.waitRecv >= 0 || in.waitSend >= 0) {
-                        // Wait for the oldest outstanding receive of a tag, or for every
-                        // outstanding send of a tag but the newest.
+                    if (in.waitAll || in.waitRecv >= 0 || in.waitSend >= 0) {
+                        // Wait for exchanges posted without waiting: all of them, the oldest
+                        // receive of a tag, or every send of a tag but the newest.
                         auto& pending = outstanding[size_t(g)];
                         std::vector<size_t> chosen;
-                        if (in.waitRecv >= 0) {
-                            for (size_t q = 0; q < pending.size(); ++q)
-                                if (!std::get<1>(pending[q]) && std::get<2>(pending[q]) == in.waitRecv) {
-                                    chosen.push_back(q);
-                                    break;
-                                }
-                        } else {
-                            std::vector<size_t> sends;
-                            for (size_t q = 0; q < pending.size(); ++q)
-                                if (std::get<1>(pending[q]) && std::get<2>(pending[q]) == in.waitSend)
-                                    sends.push_back(q);
-                            if (!sends.empty())
-                                sends.pop_back();
-                            chosen = sends;
+                        for (size_t q = 0; q < pending.size(); ++q) {
+                            const bool send = std::get<1>(pending[q]);
+                            const int tag = std::get<2>(pending[q]);
+                            if (in.waitAll || (send && tag == in.waitSend) || (!send && tag == in.waitRecv))
+                                chosen.push_back(q);
                         }
+                        if (in.waitRecv >= 0 && chosen.size() > 1)
+                            chosen.resize(1);
+                        else if (in.waitSend >= 0 && !chosen.empty())
+                            chosen.pop_back();
+                        // When an outstanding exchange lands; -1 while its peer has not posted.
+                        auto landing = [&](size_t q) -> TimeNs {
+                            const auto& [peer, send, tag, idx, at] = pending[q];
+                            const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
+                            return other.size() <= idx ? -1 : transferEnd(std::max(at, other[idx]));
+                        };
                         TimeNs done = t;
                         bool ready = true;
                         for (size_t q : chosen) {
-                            const auto& [peer, send, tag, idx, at] = pending[q];
-                            const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
-                            if (other.size() <= idx) {
-                                ready = false;
-                                break;
-                            }
-                            done = std::max(done, transferEnd(std::max(at, other[idx])));
+                            const TimeNs end = landing(q);
+                            ready = ready && end >= 0;
+                            done = std::max(done, end);
                         }
                         if (!ready)
                             break;
                         for (auto q = chosen.rbegin(); q != chosen.rend(); ++q) {
                             const auto& [peer, send, tag, idx, at] = pending[*q];
-                            const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
-                            tb.nccl(g, 24, send ? "Send" : "Recv", at, transferEnd(std::max(at, other[idx])), peer,
-                                    s.activationBytes, group);
+                            tb.nccl(g, 24, send ? "Send" : "Recv", at, landing(*q), peer, s.activationBytes, group);
                             pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(*q));
                         }
-                        t = done;
-                        ++pc[size_t(g)];
-                        progress = true;
-                        continue;
-                    }
-                    if (in.waitAll) {
-                        // Every exchange posted without waiting must have moved.
-                        TimeNs done = t;
-                        bool ready = true;
-                        for (const auto& [peer, send, tag, idx, at] : outstanding[size_t(g)]) {
-                            const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
-                            if (other.size() <= idx) {
-                                ready = false;
-                                break;
-                            }
-                            done = std::max(done, transferEnd(std::max(at, other[idx])));
-                        }
-                        if (!ready)
-                            break;
-                        for (const auto& [peer, send, tag, idx, at] : outstanding[size_t(g)]) {
-                            const auto& other = send ? recvPosts[channelOf(g, peer, send, tag)] : sendPosts[channelOf(g, peer, send, tag)];
-                            tb.nccl(g, 24, send ? "Send" : "Recv", at, transferEnd(std::max(at, other[idx])), peer,
-                                    s.activationBytes, group);
-                        }
-                        outstanding[size_t(g)].clear();
                         t = done;
                         ++pc[size_t(g)];
                         progress = true;

@@ -19,6 +19,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <optional>
 
 using namespace pipescope;
 
@@ -49,6 +50,17 @@ QByteArray twoRankFile(int rank, const char* extra = "")
 
 class TestMegatronTiming : public QObject {
     Q_OBJECT
+
+    // The real job, imported once for the tests that read it.
+    QTemporaryDir realDir_;
+    std::optional<Trace> real_;
+    const Trace& realJob()
+    {
+        if (!real_)
+            real_ = test::importAndLoad({test::externalData("megatron-pp4-interleaved")}, realDir_);
+        return *real_;
+    }
+
 private slots:
     void detection()
     {
@@ -116,8 +128,7 @@ private slots:
     void realInterleavedJob()
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();
-        QTemporaryDir dir;
-        const Trace t = test::importAndLoad({test::externalData("megatron-pp4-interleaved")}, dir);
+        const Trace& t = realJob();
         QCOMPARE(t.ranks.size(), size_t(4));
         AnalyzeOptions o;
         o.iteration = 10;
@@ -183,8 +194,7 @@ private slots:
     void replayReproducesIterations()
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();
-        QTemporaryDir dir;
-        const Trace t = test::importAndLoad({test::externalData("megatron-pp4-interleaved")}, dir);
+        const Trace& t = realJob();
         for (int iteration = 5; iteration <= 18; ++iteration) {
             AnalyzeOptions o;
             o.iteration = iteration;
@@ -248,8 +258,7 @@ private slots:
     void measuredAndReplayedCausesAgree()
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();
-        QTemporaryDir dir;
-        const Trace t = test::importAndLoad({test::externalData("megatron-pp4-interleaved")}, dir);
+        const Trace& t = realJob();
         AnalyzeOptions o;
         o.iteration = 10;
         const AnalysisResult r = analyze(t, o);
@@ -279,8 +288,7 @@ private slots:
     void whatIfsKeepTheExchanges()
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();
-        QTemporaryDir dir;
-        const Trace t = test::importAndLoad({test::externalData("megatron-pp4-interleaved")}, dir);
+        const Trace& t = realJob();
         AnalyzeOptions o;
         o.iteration = 10;
         const AnalysisResult r = analyze(t, o);
