@@ -55,7 +55,7 @@ void measureAllToAll(Context& ctx, AnalysisResult& out)
             if (act.end <= from || act.start < from)
                 continue;
             const NcclOp* op = ctx.ncclOf(ai);
-            bool isA2a = op ? op->kind == "AllToAll" : namesAllToAll(ctx.trace.str(act.name));
+            bool isA2a = op ? op->kind == Collective::AllToAll : namesAllToAll(ctx.trace.str(act.name));
             if (!op && !isA2a) {
                 // DeepEP's dispatch and combine, or a user's rule, say all-to-all.
                 const CommRules& rules = ctx.options.commRules ? *ctx.options.commRules : CommRules::builtIn();

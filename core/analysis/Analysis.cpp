@@ -94,15 +94,15 @@ P2pDir Context::direction(uint32_t a) const
 {
     const auto ops = opsOf(a);
     if (ops.empty()) {
-        const std::string kind = ncclKindFromName(trace.str(act(a).name));
-        return kind == "Send" ? P2pDir::Send : kind == "Recv" ? P2pDir::Recv : P2pDir::Unknown;
+        const std::optional<Collective> kind = collectiveFromKernelName(trace.str(act(a).name));
+        return kind == Collective::Send ? P2pDir::Send : kind == Collective::Recv ? P2pDir::Recv : P2pDir::Unknown;
     }
     // A coalesced batch of sends and receives has no one direction.
     bool sends = false, recvs = false, other = false;
     for (const NcclOp& op : ops) {
-        sends = sends || op.kind == "Send";
-        recvs = recvs || op.kind == "Recv";
-        other = other || (op.kind != "Send" && op.kind != "Recv");
+        sends = sends || op.kind == Collective::Send;
+        recvs = recvs || op.kind == Collective::Recv;
+        other = other || (op.kind != Collective::Send && op.kind != Collective::Recv);
     }
     if (other || sends == recvs)
         return P2pDir::Unknown;
@@ -311,7 +311,7 @@ namespace {
 
 bool isPointToPoint(const NcclOp& op)
 {
-    return op.isP2p || op.kind == "Send" || op.kind == "Recv" || op.kind == "SendRecv";
+    return op.isP2p || pipescope::isPointToPoint(op.kind);
 }
 
 // Matches the iteration's point-to-point messages end to end: NCCL delivers
@@ -330,13 +330,13 @@ void measureMessages(const Trace& trace, const Iteration& it, MeasuredPipeline& 
     };
     std::map<std::pair<int, int>, std::vector<End>> sends, recvs; // by (sender, receiver)
     for (const NcclOp& op : trace.ncclOps) {
-        if (!op.activityId || !op.peer || (op.kind != "Send" && op.kind != "Recv"))
+        if (!op.activityId || !op.peer || (op.kind != Collective::Send && op.kind != Collective::Recv))
             continue;
         auto k = kernelOf.find(*op.activityId);
         if (k == kernelOf.end())
             continue;
         const End e{k->second->start, k->second->end, op.bytes.value_or(0), op.id};
-        if (op.kind == "Send")
+        if (op.kind == Collective::Send)
             sends[{op.rank, *op.peer}].push_back(e);
         else
             recvs[{*op.peer, op.rank}].push_back(e);
@@ -437,7 +437,7 @@ void measureRankStarts(const Trace& trace, const Iteration& it, MeasuredPipeline
     }
     std::unordered_set<int64_t> receiving; // kernels carrying a receive (a fused send + receive lists both)
     for (const NcclOp& op : trace.ncclOps)
-        if (op.activityId && op.kind == "Recv")
+        if (op.activityId && op.kind == Collective::Recv)
             receiving.insert(*op.activityId);
     mp.rankStartNs.assign(mp.stageOfRank.size(), 0);
     std::unordered_set<int> found;

@@ -341,7 +341,7 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
                     if (const auto ops = ctx.opsOf(c); ops.size() > 1) {
                         // A coalesced batch: one transfer per receive in it.
                         for (const NcclOp& op : ops)
-                            if (op.kind == "Recv" && op.peer)
+                            if (op.kind == Collective::Recv && op.peer)
                                 out.transfers.push_back({*op.peer, rd.rank, op.bytes.value_or(0), transferNeed(c, rd.rank)});
                         continue;
                     }

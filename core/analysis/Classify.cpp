@@ -33,43 +33,7 @@ size_t ifind(std::string_view s, std::string_view p)
     return std::string_view::npos;
 }
 
-// Longest first, so "ReduceScatter" wins over "Reduce" and "SendRecv" over "Send".
-constexpr std::array<std::string_view, 12> kOps = {"ReduceScatter", "AllReduce", "AllGather", "AllToAll", "Broadcast",
-                                                   "SendRecv", "Generic", "Reduce", "Send", "Recv", "Gather", "Scatter"};
-
-std::string opAt(std::string_view rest)
-{
-    for (auto op : kOps)
-        if (iequalsPrefix(rest, op))
-            return std::string(op);
-    return {};
-}
-
 } // namespace
-
-std::string ncclKindFromName(std::string_view name)
-{
-    // Demangled names may carry "void " or a namespace before the kernel.
-    for (std::string_view marker : {"ncclDevKernel_", "ncclKernel_", "ncclDevKernelDebug_", "ncclKernelDebug_"}) {
-        auto at = name.find(marker);
-        if (at != std::string_view::npos) {
-            std::string op = opAt(name.substr(at + marker.size()));
-            return op.empty() ? std::string("Unknown") : op;
-        }
-    }
-    // NCCL before 2.6 and RCCL: nccl<Op>...Kernel..., e.g. ncclAllReduceRingLLKernel_sum_f32,
-    // ncclSendRecvKernel_copy_i8.
-    auto at = ifind(name, "nccl");
-    if (at == std::string_view::npos || ifind(name, "kernel") == std::string_view::npos)
-        return {};
-    std::string op = opAt(name.substr(at + 4));
-    return op.empty() ? std::string("Unknown") : op;
-}
-
-bool isP2pKind(std::string_view kind)
-{
-    return iequalsPrefix(kind, "send") || iequalsPrefix(kind, "recv") || iequalsPrefix(kind, "p2p");
-}
 
 HtaKernelKind htaKernelKind(std::string_view n)
 {
@@ -125,13 +89,12 @@ WorkClass classify(ActivityKind kind, std::string_view name, const NcclOp* nccl,
         if (auto m = rules->matchUser(name))
             return m->cls;
     if (nccl) {
-        if (nccl->isP2p || isP2pKind(nccl->kind))
+        if (nccl->isP2p || isPointToPoint(nccl->kind))
             return WorkClass::P2p;
         return WorkClass::Collective;
     }
-    std::string op = ncclKindFromName(name);
-    if (!op.empty())
-        return isP2pKind(op) ? WorkClass::P2p : WorkClass::Collective;
+    if (const std::optional<Collective> op = collectiveFromKernelName(name))
+        return isPointToPoint(*op) ? WorkClass::P2p : WorkClass::Collective;
     if (auto m = (rules ? *rules : CommRules::builtIn()).match(name))
         return m->cls;
     return WorkClass::Compute;

@@ -7,14 +7,7 @@
 
 namespace pipescope {
 
-// The collective or point-to-point operation a NCCL/RCCL kernel name runs
-// ("AllReduce", "SendRecv", "Generic", ...), or "" when the name is not a
-// NCCL kernel. Knows ncclKernel_*, ncclDevKernel_*, the older
-// nccl<Op>...Kernel* names and RCCL's spellings.
-std::string ncclKindFromName(std::string_view kernelName);
-
-// True for Send, Recv and SendRecv (any case).
-bool isP2pKind(std::string_view ncclKind);
+// NCCL operations and kernel names: model/Collective.h.
 
 // Kernel kinds as Holistic Trace Analysis names them (its regexes, first
 // match): communication, memory, computation, other.

@@ -83,7 +83,7 @@ void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step
             } else if (ctx.classOf(a) == WorkClass::Collective) {
                 std::string key;
                 if (const NcclOp* op = ctx.ncclOf(a))
-                    key = op->groupName.empty() ? op->kind : op->groupName + "/" + op->kind;
+                    key = op->groupName.empty() ? std::string(toString(op->kind)) : op->groupName + "/" + std::string(toString(op->kind));
                 else
                     key = ctx.trace.str(ctx.act(a).name);
                 int k = groupCount[{rank, key}]++;

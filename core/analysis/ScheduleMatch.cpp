@@ -251,7 +251,7 @@ bool matchScheduleTemplate(Context& ctx, AnalysisResult& out, std::vector<Step>&
                 const auto ops = ctx.opsOf(c);
                 if (ops.size() > 1) {
                     for (const NcclOp& op : ops)
-                        ok = ok && add(op.kind == "Send" ? P2pDir::Send : op.kind == "Recv" ? P2pDir::Recv : P2pDir::Unknown,
+                        ok = ok && add(op.kind == Collective::Send ? P2pDir::Send : op.kind == Collective::Recv ? P2pDir::Recv : P2pDir::Unknown,
                                        op.peer);
                 } else {
                     ok = add(ctx.direction(c), ctx.peer(c));

@@ -244,7 +244,7 @@ Feed feedOf(const Context& ctx, const RankData& rd, const std::vector<uint32_t>&
         // A coalesced batch: only its receives fed anything.
         if (const auto ops = ctx.opsOf(*it); ops.size() > 1) {
             for (const NcclOp& op : ops)
-                if (op.kind == "Recv")
+                if (op.kind == Collective::Recv)
                     from(op.peer, true);
             continue;
         }
@@ -568,7 +568,7 @@ void mapStages(Context& ctx, AnalysisResult& out)
         std::map<int, std::set<int>> adj;
         std::set<std::vector<int>> groups;
         for (const NcclOp& op : t.ncclOps) {
-            bool p2p = op.isP2p || op.kind == "Send" || op.kind == "Recv" || op.kind == "SendRecv";
+            bool p2p = op.isP2p || isPointToPoint(op.kind);
             if (!p2p)
                 continue;
             if (op.peer && *op.peer != op.rank && ctx.rankData(op.rank)) {

@@ -1,6 +1,7 @@
 #pragma once
 // A job loaded from the store into memory for analysis: plain value types,
 // no SQLite. Activities are sorted by (rank, start).
+#include "model/Collective.h"
 #include "model/Types.h"
 
 #include <cstdint>
@@ -105,7 +106,7 @@ struct NcclOp {
     int64_t id = 0;
     int rank = 0;
     std::optional<int64_t> activityId;
-    std::string kind; // AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, Send, Recv, SendRecv, ...
+    Collective kind = Collective::Unknown;
     bool isP2p = false;
     std::optional<int64_t> inNelems;
     std::optional<int64_t> outNelems;

@@ -359,9 +359,9 @@ ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const C
             w << ",\"kind\":\"" << toString(a.copyKind) << '"';
         if (op) {
             // NCCL facts under the argument names the PyTorch profiler uses.
-            w << ",\"Collective name\":" << escaped(op->kind);
+            w << ",\"Collective name\":" << escaped(toString(op->kind));
             if (op->peer) {
-                w << (op->kind == "Recv" ? ",\"Src Rank\":" : ",\"Dst Rank\":");
+                w << (op->kind == Collective::Recv ? ",\"Src Rank\":" : ",\"Dst Rank\":");
                 w.num(*op->peer);
             }
             if (op->inNelems) {
@@ -392,7 +392,7 @@ ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const C
                 w << ",\"NCCL ops\":[";
                 for (size_t k = 0; k < it->second.size(); ++k) {
                     const NcclOp& x = *it->second[k];
-                    w << (k ? ",{" : "{") << "\"kind\":" << escaped(x.kind);
+                    w << (k ? ",{" : "{") << "\"kind\":" << escaped(toString(x.kind));
                     if (x.peer) {
                         w << ",\"peer\":";
                         w.num(*x.peer);

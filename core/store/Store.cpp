@@ -508,7 +508,7 @@ Trace Store::load(const LoadOptions& options)
             if (!wantRank(op.rank))
                 return;
             op.activityId = st.optInt64(2);
-            op.kind = st.string(3);
+            op.kind = collectiveFromKind(st.string(3));
             op.isP2p = st.int64(4) != 0;
             op.inNelems = st.optInt64(5);
             op.outNelems = st.optInt64(6);

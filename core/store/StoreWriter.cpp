@@ -243,7 +243,7 @@ int64_t StoreWriter::addCpuRange(const CpuRangeRecord& r)
 int64_t StoreWriter::addNcclOp(const NcclRecord& op)
 {
     auto& st = insNccl_;
-    st.bind(1, op.rank).bind(2, op.activityId).bind(3, op.kind).bind(4, op.isP2p ? 1 : 0);
+    st.bind(1, op.rank).bind(2, op.activityId).bind(3, toString(op.kind)).bind(4, op.isP2p ? 1 : 0);
     st.bind(5, op.inNelems).bind(6, op.outNelems).bind(7, op.bytes);
     auto optText = [&](int i, const std::string& s) {
         if (!s.empty())

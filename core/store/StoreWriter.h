@@ -93,7 +93,7 @@ private:
 struct NcclRecord {
     int rank = 0;
     std::optional<int64_t> activityId;
-    std::string kind;
+    Collective kind = Collective::Unknown;
     bool isP2p = false;
     std::optional<int64_t> inNelems;
     std::optional<int64_t> outNelems;

@@ -193,7 +193,7 @@ TimelineModel buildMeasured(const Trace& trace, const AnalysisResult& result, co
             if (op) {
                 d.peer = op->peer.value_or(-1);
                 d.groupSize = op->groupSize ? *op->groupSize : static_cast<int32_t>(op->groupRanks.size());
-                d.op = op->kind.empty() ? 0 : names(op->kind);
+                d.op = names(std::string(toString(op->kind)));
             }
             e.detail = toIndex32(m.comms.size());
             m.comms.push_back(d);

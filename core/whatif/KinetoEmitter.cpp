@@ -539,13 +539,14 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
         auto p2p = [&](bool send, int peerStage, int64_t bytes) {
             const int peer = peerStage * D + replica;
             const int64_t nelems = bytes / 2;
-            return std::string(", \"Collective name\": \"") + (send ? "send" : "recv") + "\", \"In msg nelems\": " +
+            return std::string(", \"Collective name\": \"") +
+                   std::string(torchCollectiveName(send ? Collective::Send : Collective::Recv)) + "\", \"In msg nelems\": " +
                    std::to_string(nelems) + ", \"Out msg nelems\": " + std::to_string(nelems) +
                    ", \"dtype\": \"BFloat16\", \"Group size\": " + std::to_string(P) +
                    ", \"Process Group Name\": \"1\", \"Process Group Description\": \"pp\", \"Process Group Ranks\": \"" +
                    ppText + "\", \"" + (send ? "Dst Rank" : "Src Rank") + "\": " + std::to_string(peer);
         };
-        const std::string sendRecv = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)";
+        const std::string sendRecv = ncclKernelName(Collective::SendRecv);
         // NCCL kernels go on stream 20; one that would overlap a running one
         // (a send and a receive with different peers) takes the next free stream.
         std::vector<TimeNs> commBusyUntil;
@@ -736,9 +737,9 @@ KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& optio
                 const int64_t nelems = p.memory.size() > size_t(r) ? p.memory[size_t(r)].parameters : 0;
                 const TimeNs ks = std::max(base + rr.allReduceStart, l + 5'000);
                 const TimeNs ke = std::max<TimeNs>(base + rr.allReduceEnd, ks + 2'000);
-                kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", commStream(ks, ke), ks,
-                       ke - ks, id,
-                       ", \"Collective name\": \"allreduce\", \"In msg nelems\": " + std::to_string(nelems) +
+                kernel(ncclKernelName(Collective::AllReduce, "Sum_bf16_RING_LL"), commStream(ks, ke), ks, ke - ks, id,
+                       ", \"Collective name\": \"" + std::string(torchCollectiveName(Collective::AllReduce)) +
+                           "\", \"In msg nelems\": " + std::to_string(nelems) +
                            ", \"Out msg nelems\": " + std::to_string(nelems) + ", \"dtype\": \"BFloat16\", \"Group size\": " +
                            std::to_string(D) + ", \"Process Group Name\": \"2\", \"Process Group Description\": \"dp\", "
                            "\"Process Group Ranks\": \"" + ranksText(dpRanks) + "\"");

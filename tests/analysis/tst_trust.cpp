@@ -101,8 +101,8 @@ private slots:
         const Trace t = test::importAndLoad(files, dir);
         int allToAll = 0, allReduce = 0;
         for (const NcclOp& op : t.ncclOps) {
-            allToAll += op.kind == "AllToAll";
-            allReduce += op.kind == "AllReduce";
+            allToAll += op.kind == Collective::AllToAll;
+            allReduce += op.kind == Collective::AllReduce;
             QVERIFY(!op.isP2p);
         }
         QCOMPARE(allToAll, 4 * 5);

@@ -73,7 +73,7 @@ public:
         op.id = static_cast<int64_t>(trace_.ncclOps.size()) + 1;
         op.rank = rank;
         op.activityId = a.id;
-        op.kind = std::move(kind);
+        op.kind = collectiveFromKind(kind);
         op.isP2p = p2p;
         op.bytes = bytes;
         op.peer = peer;

@@ -276,7 +276,7 @@ private Q_SLOTS:
         const Activity& a = w.job()->trace->activities[size_t(model->lanes[size_t(kernelLane)].events[size_t(kernel)].activity)];
         const NcclOp& op = w.job()->trace->ncclOps[size_t(a.ncclIndex)];
         const QString kernelText = w.details()->plainText();
-        QVERIFY2(kernelText.contains(QStringLiteral("NCCL\n") + QString::fromStdString(op.kind)), qPrintable(kernelText));
+        QVERIFY2(kernelText.contains(QStringLiteral("NCCL\n") + QString::fromUtf8(toString(op.kind).data(), qsizetype(toString(op.kind).size()))), qPrintable(kernelText));
         QVERIFY(kernelText.contains(QString::fromStdString(w.job()->trace->str(a.name))));
         QVERIFY(kernelText.contains(QStringLiteral("correlation\n%1").arg(*a.correlation)));
         // The call that launched it, read from the store's launch link.

@@ -90,8 +90,8 @@ private slots:
         int sends = 0, recvs = 0;
         for (const NcclOp& op : t.ncclOps) {
             QCOMPARE(*op.peer, 1 - op.rank);
-            sends += op.kind == "Send";
-            recvs += op.kind == "Recv";
+            sends += op.kind == Collective::Send;
+            recvs += op.kind == Collective::Recv;
         }
         // Rank 0 sends its forward's output and receives its backward's input; rank 1 the reverse.
         QCOMPARE(sends, 2);

@@ -221,7 +221,7 @@ void TestChromeTrace::fusedNcclOps()
     recv.id = 99;
     recv.rank = 0;
     recv.activityId = 3;
-    recv.kind = "Recv";
+    recv.kind = Collective::Recv;
     recv.isP2p = true;
     recv.peer = 1;
     recv.bytes = 2048;

@@ -61,7 +61,7 @@ void writeSmallJob(const std::string& path, const std::function<void(StoreWriter
     NcclRecord op;
     op.rank = 0;
     op.activityId = k2;
-    op.kind = "SendRecv";
+    op.kind = Collective::SendRecv;
     op.isP2p = true;
     op.bytes = 1 << 20;
     op.dtype = "BFloat16";

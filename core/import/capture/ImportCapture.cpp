@@ -160,13 +160,6 @@ FileFacts readFacts(sql::Database& db, const std::string& path)
     return f;
 }
 
-bool containsNccl(const std::string& name)
-{
-    std::string lower(name.size(), '\0');
-    std::transform(name.begin(), name.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-    return lower.find("nccl") != std::string::npos;
-}
-
 struct NcclKernel {
     int64_t activityId = 0;
     TimeNs start = 0, end = 0;
@@ -328,7 +321,7 @@ ImportedSource importOne(const std::string& path, sql::Database& db, const FileF
             ++src.records;
             if (kind == capture::kKernel) {
                 ++kernelsPerDevice[device];
-                if (a.correlation && containsNccl(nameOf(st.int64(7))))
+                if (a.correlation && isNcclKernelName(nameOf(st.int64(7))))
                     ncclKernels[*a.correlation] = NcclKernel{id, a.start, a.end, streamId};
             }
         }
@@ -434,7 +427,8 @@ ImportedSource importOne(const std::string& path, sql::Database& db, const FileF
             auto hash = static_cast<uint64_t>(st.int64(0));
             NcclRecord op;
             op.rank = rank;
-            op.kind = st.string(1);
+            // NCCL's profiler names the function as NCCL does ("AllReduce", "Send").
+            op.kind = collectiveFromCallName(st.string(1));
             op.isP2p = st.int64(2) != 0;
             op.inNelems = st.optInt64(3);
             op.outNelems = st.optInt64(3);

@@ -146,8 +146,8 @@ Category category(std::string_view cat)
 
 // NCCL facts from a kernel's or a CPU op's args.
 struct CommArgs {
-    std::string kind;     // from a `Collective name` arg
-    std::string nameKind; // from a CPU op's name (nccl:all_reduce, c10d::allreduce_)
+    std::optional<Collective> kind;     // from a `Collective name` arg
+    std::optional<Collective> nameKind; // from a CPU op's name (nccl:all_reduce, c10d::allreduce_)
     std::optional<int64_t> inNelems, outNelems, seq;
     std::optional<int> groupSize, src, dst;
     std::string dtype, groupName, groupDesc, groupRanks;
@@ -157,9 +157,9 @@ struct CommArgs {
         return inNelems || outNelems || seq || groupSize || src || dst || !dtype.empty() || !groupName.empty() ||
                !groupRanks.empty();
     }
-    bool useful() const { return hasArgs() || !kind.empty() || !nameKind.empty(); }
+    bool useful() const { return hasArgs() || kind || nameKind; }
     // How much a CPU op can tell a kernel: a named collective with sizes beats sizes alone.
-    int score() const { return (hasArgs() ? 2 : 0) + (!kind.empty() ? 1 : 0); }
+    int score() const { return (hasArgs() ? 2 : 0) + (kind ? 1 : 0); }
     void fillFrom(const CommArgs& o)
     {
         auto fillStr = [](std::string& a, const std::string& b) {
@@ -170,8 +170,8 @@ struct CommArgs {
             if (!a)
                 a = b;
         };
-        fillStr(kind, o.kind);
-        fillStr(nameKind, o.nameKind);
+        fillOpt(kind, o.kind);
+        fillOpt(nameKind, o.nameKind);
         fillOpt(inNelems, o.inNelems);
         fillOpt(outNelems, o.outNelems);
         fillOpt(seq, o.seq);
@@ -192,7 +192,7 @@ struct PendingNccl {
     TimeNs start = 0, end = 0;
     int64_t streamId = 0;
     std::optional<int64_t> externalId, correlation;
-    std::string kernelKind; // from the kernel's name
+    std::optional<Collective> kernelKind; // from the kernel's name
     CommArgs args;
     std::optional<size_t> from; // the CPU op (cpuComms_) that lent its args
 };
@@ -332,7 +332,7 @@ private:
     void noteGroup(const CommArgs& a);
     void writePendingNccl(); // joinPendingNccl's last part: each pending kernel's NCCL records
     void writeNccl(int64_t activityId, TimeNs start, TimeNs end, int64_t streamId, const CommArgs& a,
-                   const std::string& kernelKind);
+                   std::optional<Collective> kernelKind);
     void resolveFlows(kineto::BatchWriter& out);
     void joinPendingNccl(kineto::BatchWriter& out);
     void finishRank(kineto::BatchWriter& out);
@@ -745,13 +745,15 @@ void KinetoImporter::gpuActivity(const Event& e, Category cat, TimeNs start, Tim
         if (pid && tid)
             pendingFlows_.push_back({true, id, *pid, *tid, start});
     }
-    if (a.kind == ActivityKind::Kernel && kineto::isNcclKernel(name)) {
+    if (a.kind == ActivityKind::Kernel && isNcclKernelName(name)) {
         ++ncclKernels_;
         CommArgs args = commArgs(e);
-        std::string kernelKind = kineto::ncclKindFromKernelName(name);
+        std::optional<Collective> kernelKind = collectiveFromKernelName(name);
+        if (kernelKind == Collective::Generic || kernelKind == Collective::Unknown)
+            kernelKind.reset(); // the name does not say what the kernel runs
         // A coalesced batch waits for the end of the file too: its sends and
         // receives are on the CPU ops before the one that launched it.
-        if (!args.kind.empty() && args.hasArgs() && args.kind != "coalesced") {
+        if (args.kind && args.hasArgs() && args.kind != Collective::Coalesced) {
             writeNccl(id, start, end, a.streamId, args, kernelKind);
         } else {
             PendingNccl p;
@@ -832,7 +834,7 @@ void KinetoImporter::cpuRange(const Event& e, Category cat, TimeNs start, TimeNs
             CpuComm c;
             c.args = commArgs(e);
             if (named)
-                c.args.nameKind = kineto::normaliseCollective(name.substr(name.find(':') + 1));
+                c.args.nameKind = collectiveFromCallName(name.substr(name.find(':') + 1));
             if (c.args.useful()) {
                 c.externalId = e[Field::ExternalId].asInt();
                 c.tid = *tid;
@@ -921,7 +923,8 @@ std::string KinetoImporter::normaliseRanks(const Value& v)
 CommArgs KinetoImporter::commArgs(const Event& e)
 {
     CommArgs a;
-    a.kind = kineto::normaliseCollective(e[Field::CollectiveName].str());
+    if (const std::string_view named = e[Field::CollectiveName].str(); !named.empty())
+        a.kind = collectiveFromCallName(named);
     a.inNelems = e[Field::InNelems].asLenientInt();
     a.outNelems = e[Field::OutNelems].asLenientInt();
     a.seq = e[Field::Seq].asLenientInt();
@@ -956,7 +959,7 @@ void KinetoImporter::noteGroup(const CommArgs& a)
 }
 
 void KinetoImporter::writeNccl(int64_t activityId, TimeNs start, TimeNs end, int64_t stream, const CommArgs& a,
-                               const std::string& kernelKind)
+                               std::optional<Collective> kernelKind)
 {
     NcclRecord r;
     r.rank = rank();
@@ -968,12 +971,12 @@ void KinetoImporter::writeNccl(int64_t activityId, TimeNs start, TimeNs end, int
     // naming a collective (nccl:all_to_all, c10d::alltoall_base_) outranks a
     // point-to-point kernel name, so the embedding exchange of a DLRM job is
     // not read as pipeline transfers.
-    const bool collectiveByName = kineto::isCollective(a.nameKind);
-    r.kind = !a.kind.empty()                                                        ? a.kind
-             : !kernelKind.empty() && !(collectiveByName && kineto::isPointToPoint(kernelKind)) ? kernelKind
-             : !a.nameKind.empty()                                                  ? a.nameKind
-                                                                                    : "Unknown";
-    r.isP2p = kineto::isPointToPoint(r.kind);
+    const bool collectiveByName = a.nameKind && isGroupCollective(*a.nameKind);
+    r.kind = a.kind                                                              ? *a.kind
+             : kernelKind && !(collectiveByName && isPointToPoint(*kernelKind)) ? *kernelKind
+             : a.nameKind                                                        ? *a.nameKind
+                                                                                 : Collective::Unknown;
+    r.isP2p = isPointToPoint(r.kind);
     r.inNelems = a.inNelems;
     r.outNelems = a.outNelems;
     // The message size as nccl-tests counts it: the larger of the two buffers
@@ -989,9 +992,9 @@ void KinetoImporter::writeNccl(int64_t activityId, TimeNs start, TimeNs end, int
     r.groupDesc = a.groupDesc;
     r.groupRanks = a.groupRanks;
     r.groupSize = a.groupSize;
-    if (r.kind == "Send")
+    if (r.kind == Collective::Send)
         r.peer = a.dst ? a.dst : a.src;
-    else if (r.kind == "Recv")
+    else if (r.kind == Collective::Recv)
         r.peer = a.src ? a.src : a.dst;
     else if (r.isP2p)
         r.peer = a.dst ? a.dst : a.src;
@@ -1190,11 +1193,11 @@ void KinetoImporter::joinPendingNccl(kineto::BatchWriter& out)
 
 void KinetoImporter::writePendingNccl()
 {
-    auto kindOf = [](const CommArgs& a) -> const std::string& { return !a.kind.empty() ? a.kind : a.nameKind; };
+    auto kindOf = [](const CommArgs& a) { return a.kind ? a.kind : a.nameKind; };
     // A coalesced batch (batch_isend_irecv) runs in one kernel the sends and
     // receives recorded on the launching thread since its previous batch:
     // one NCCL op each, all on that kernel.
-    auto coalesced = [&](const PendingNccl& p) { return p.from && kindOf(p.args) == "coalesced"; };
+    auto coalesced = [&](const PendingNccl& p) { return p.from && kindOf(p.args) == Collective::Coalesced; };
     std::unordered_map<int64_t, std::vector<size_t>> byTid; // cpuComms_ per thread, by start
     if (std::any_of(pendingNccl_.begin(), pendingNccl_.end(), coalesced)) {
         for (size_t i = 0; i < cpuComms_.size(); ++i)
@@ -1214,10 +1217,10 @@ void KinetoImporter::writePendingNccl()
                                        [&](size_t i, TimeNs t) { return cpuComms_[i].start < t; });
             for (int n = 0; fresh && at != v.begin() && n < 4096; ++n) {
                 const CpuComm& o = cpuComms_[*--at];
-                const std::string& k = kindOf(o.args);
-                if (k == "coalesced" && o.end <= c.start)
+                const std::optional<Collective> k = kindOf(o.args);
+                if (k == Collective::Coalesced && o.end <= c.start)
                     break; // the previous batch
-                if (k != "Send" && k != "Recv")
+                if (k != Collective::Send && k != Collective::Recv)
                     continue;
                 // nccl:send and the record_param_comms inside it are one op.
                 if (!ops.empty() && ops.back()->start >= o.start && ops.back()->end <= o.end)

@@ -15,29 +15,6 @@ char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned 
 bool isAlpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 
-// ASCII-only: kernel names are ASCII, and std::tolower's locale lookup per
-// byte showed in profiles (every kernel name is searched for "nccl").
-char asciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
-
-bool containsNoCase(std::string_view hay, std::string_view needle)
-{
-    if (needle.empty())
-        return true;
-    if (needle.size() > hay.size())
-        return false;
-    const char first = needle[0];
-    for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
-        if (asciiLower(hay[i]) != first)
-            continue;
-        size_t k = 1;
-        while (k < needle.size() && asciiLower(hay[i + k]) == needle[k])
-            ++k;
-        if (k == needle.size())
-            return true;
-    }
-    return false;
-}
-
 bool equalsNoCase(std::string_view a, std::string_view b)
 {
     if (a.size() != b.size())
@@ -49,78 +26,6 @@ bool equalsNoCase(std::string_view a, std::string_view b)
 }
 
 } // namespace
-
-bool isNcclKernel(std::string_view name)
-{
-    return containsNoCase(name, "nccl");
-}
-
-std::string ncclKindFromKernelName(std::string_view name)
-{
-    // The word after ncclKernel_ / ncclDevKernel_, as NCCL names its kernels.
-    for (std::string_view prefix : {std::string_view("ncclDevKernel_"), std::string_view("ncclKernel_")}) {
-        size_t at = name.find(prefix);
-        if (at == std::string_view::npos)
-            continue;
-        size_t b = at + prefix.size();
-        size_t e = b;
-        while (e < name.size() && isAlpha(name[e]))
-            ++e;
-        std::string_view word = name.substr(b, e - b);
-        if (word.empty() || word == "Generic")
-            return {};
-        std::string kind = normaliseCollective(word);
-        return kind;
-    }
-    return {};
-}
-
-std::string normaliseCollective(std::string_view name)
-{
-    // Compare on lower-case letters only: "all_reduce", "AllReduce" and
-    // "_allreduce_base" all become "allreduce...".
-    std::string key;
-    key.reserve(name.size());
-    for (char c : name) {
-        if (isAlpha(c))
-            key.push_back(lower(c));
-    }
-    if (key.rfind("nccl", 0) == 0)
-        key.erase(0, 4);
-    if (key.empty())
-        return std::string(name);
-    // Order matters: longer names that contain shorter ones come first.
-    static const std::array<std::pair<std::string_view, std::string_view>, 12> kinds{{
-        {"allreduce", "AllReduce"},
-        {"allgather", "AllGather"},
-        {"reducescatter", "ReduceScatter"},
-        {"alltoall", "AllToAll"},
-        {"broadcast", "Broadcast"},
-        {"sendrecv", "SendRecv"},
-        {"barrier", "Barrier"},
-        {"gather", "Gather"},
-        {"scatter", "Scatter"},
-        {"reduce", "Reduce"},
-        {"send", "Send"},
-        {"recv", "Recv"},
-    }};
-    for (const auto& [needle, kind] : kinds) {
-        if (key.find(needle) != std::string::npos)
-            return std::string(kind);
-    }
-    return std::string(name);
-}
-
-bool isPointToPoint(std::string_view kind)
-{
-    return kind == "Send" || kind == "Recv" || kind == "SendRecv";
-}
-
-bool isCollective(std::string_view kind)
-{
-    return kind == "AllReduce" || kind == "AllGather" || kind == "ReduceScatter" || kind == "AllToAll" ||
-           kind == "Broadcast" || kind == "Reduce" || kind == "Gather" || kind == "Scatter" || kind == "Barrier";
-}
 
 std::optional<int> dtypeSize(std::string_view dtype)
 {

@@ -1,7 +1,6 @@
 #pragma once
-// What Kineto's names and argument strings mean: NCCL collective kinds,
-// element sizes of PyTorch dtypes, memcpy directions, rank numbers in file
-// names. Pure functions, so they are tested on their own.
+// What Kineto's names and argument strings mean: element sizes of PyTorch
+// dtypes, memcpy directions, rank numbers in file names. Pure functions, so they are tested on their own.
 #include "model/Types.h"
 
 #include <optional>
@@ -14,24 +13,7 @@ namespace pipescope::kineto {
 // (n counts the instances of the class) in a python_function event.
 inline constexpr std::string_view kModulePrefix = "nn.Module: ";
 
-// True for kernels that NCCL (or RCCL, which keeps NCCL's names) launches.
-bool isNcclKernel(std::string_view kernelName);
-
-// The collective a kernel name tells ("ncclKernel_AllReduce_RING_LL_Sum_float(...)"
-// -> "AllReduce", "ncclDevKernel_SendRecv(...)" -> "SendRecv"); empty when the
-// name does not say (e.g. NCCL >= 2.19's "ncclDevKernel_Generic").
-std::string ncclKindFromKernelName(std::string_view kernelName);
-
-// Normalises a `Collective name` argument or an "nccl:all_reduce" style op name
-// ("allreduce", "_allgather_base", "reduce_scatter_tensor_coalesced", ...) to
-// pipescope's kinds: AllReduce, AllGather, ReduceScatter, Broadcast, Reduce,
-// AllToAll, Send, Recv, SendRecv, Barrier, Gather, Scatter. Unknown names are
-// returned as written; empty input gives an empty result.
-std::string normaliseCollective(std::string_view name);
-
-// A normalised collective kind (AllReduce, AllToAll, Gather, ...): not Send, Recv or SendRecv.
-bool isCollective(std::string_view kind);
-bool isPointToPoint(std::string_view kind);
+// NCCL operation names: model/Collective.h.
 
 // Bytes per element of a PyTorch dtype as Kineto writes it ("Float", "BFloat16",
 // "c10::Half", "Long", ...); nullopt when unknown.

@@ -142,7 +142,7 @@ ImportedSource importMegatronTiming(const std::string& path, StoreWriter& writer
         NcclRecord n;
         n.rank = rank;
         n.activityId = id;
-        n.kind = send ? "Send" : "Recv";
+        n.kind = send ? Collective::Send : Collective::Recv;
         n.isP2p = true;
         n.peer = peer;
         n.groupName = "pipeline";

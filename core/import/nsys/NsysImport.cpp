@@ -135,7 +135,7 @@ private:
     std::map<int, std::map<int, int64_t>> kernelsPerDevice_; // rank -> device -> kernels
     std::set<std::pair<int, int>> usedDevices_;
     std::unordered_map<int64_t, StringId> names_; // StringIds.id -> store string
-    std::unordered_map<StringId, std::pair<std::string, bool>> ncclKinds_; // NCCL kernel names: kind, point-to-point
+    std::unordered_map<StringId, Collective> ncclKinds_; // NCCL kernel names: what they run
     std::optional<sql::Statement> lookup_;
     std::set<int64_t> runtimeClasses_, driverClasses_;
     std::set<int64_t> nvtxRangeTypes_;
@@ -460,12 +460,12 @@ StringId NsysImporter::name(OptInt id)
     if (lookup_ && lookup_->step() && !lookup_->isNull(0)) {
         std::string_view value = lookup_->text(0);
         sid = text(value);
-        if (kineto::isNcclKernel(value)) {
-            std::string kind = kineto::ncclKindFromKernelName(value);
-            if (kind.empty())
-                kind = "Unknown";
-            bool p2p = kineto::isPointToPoint(kind);
-            ncclKinds_.emplace(sid, std::make_pair(std::move(kind), p2p));
+        if (isNcclKernelName(value)) {
+            // A Generic kernel (NCCL >= 2.19) does not say what it runs.
+            Collective kind = collectiveFromKernelName(value).value_or(Collective::Unknown);
+            if (kind == Collective::Generic)
+                kind = Collective::Unknown;
+            ncclKinds_.emplace(sid, kind);
         }
     } else {
         bad("strings:missing", "string id " + std::to_string(*id) + " is not in StringIds");
@@ -558,8 +558,8 @@ void NsysImporter::importKernels()
         NcclRecord op;
         op.rank = p->rank;
         op.activityId = id;
-        op.kind = nccl->second.first;
-        op.isP2p = nccl->second.second;
+        op.kind = nccl->second;
+        op.isP2p = isPointToPoint(nccl->second);
         op.start = a.start;
         op.end = a.end;
         op.streamId = a.streamId;

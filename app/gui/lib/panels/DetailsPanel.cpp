@@ -180,15 +180,15 @@ void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
         if (a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace_->ncclOps.size()) {
             const NcclOp& op = trace_->ncclOps[static_cast<size_t>(a.ncclIndex)];
             const bool batch = a.ncclCount > 1; // a coalesced batch: its ops one by one, then their group
-            html += row(QStringLiteral("NCCL"), batch ? QStringLiteral("coalesced, %1 operations").arg(a.ncclCount) : qs(op.kind));
+            html += row(QStringLiteral("NCCL"), batch ? QStringLiteral("coalesced, %1 operations").arg(a.ncclCount) : qs(toString(op.kind)));
             if (batch && static_cast<size_t>(a.ncclIndex) + a.ncclCount <= trace_->ncclOps.size()) {
                 // A coalesced batch (batch_isend_irecv): each send and receive it ran.
                 QStringList ops;
                 for (size_t k = 0; k < a.ncclCount && k < 16; ++k) {
                     const NcclOp& each = trace_->ncclOps[static_cast<size_t>(a.ncclIndex) + k];
-                    QString text = qs(each.kind);
+                    QString text = qs(toString(each.kind));
                     if (each.peer)
-                        text += (each.kind == "Recv" ? QStringLiteral(" from rank ") : QStringLiteral(" to rank ")) +
+                        text += (each.kind == Collective::Recv ? QStringLiteral(" from rank ") : QStringLiteral(" to rank ")) +
                                 QString::number(*each.peer);
                     if (each.bytes)
                         text += QStringLiteral(", ") + QString::fromStdString(formatBytes(*each.bytes));
