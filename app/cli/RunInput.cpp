@@ -1,0 +1,79 @@
+#include "RunInput.h"
+
+#include "import/Import.h"
+#include "util/Error.h"
+
+#include <cstdlib>
+#include <system_error>
+#include <unistd.h>
+
+namespace pipescope::cli {
+
+namespace fs = std::filesystem;
+
+LoadedRun::~LoadedRun()
+{
+    if (!scratch.empty()) {
+        std::error_code ec;
+        fs::remove_all(scratch, ec);
+    }
+}
+
+namespace {
+
+fs::path makeScratch()
+{
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/pipescope-run-XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data()))
+        throw Error("cannot make a temporary folder to import into (" + pattern +
+                    "); set TMPDIR to a writable folder");
+    return fs::path(buf.data());
+}
+
+} // namespace
+
+std::unique_ptr<LoadedRun> loadRun(const std::string& input, AnalyzeOptions ao, const whatif::CalibrateOptions& co,
+                                   bool progress)
+{
+    auto run = std::make_unique<LoadedRun>();
+    run->name = input;
+    std::error_code ec;
+    if (!fs::exists(input, ec))
+        throw Error(input + ": no such file or folder; give a store, a trace file or a folder of per-rank traces");
+    std::string storePath = input;
+    if (fs::is_directory(input, ec) || detectFormat(input) != "store") {
+        run->scratch = makeScratch();
+        ImportJobOptions io;
+        io.inputs = {input};
+        io.output = (run->scratch / "run.pipescope").string();
+        io.progress = progress;
+        importJob(io);
+        storePath = io.output;
+    }
+    Store store(storePath);
+    run->trace = store.load();
+    ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
+    try {
+        run->analysis = analyze(run->trace, ao);
+    } catch (const Error& e) {
+        throw Error(input + ": " + e.what());
+    }
+    ao.autogradSequences = nullptr;
+    if (!run->analysis.pipeline.found) {
+        run->modelWhyNot = "no pipeline found";
+        return run;
+    }
+    try {
+        run->model = whatif::calibrate(run->trace, run->analysis, co);
+    } catch (const ValueError&) {
+        throw; // a setting the user gave (the layer count, the measured boundaries) is wrong
+    } catch (const Error& e) {
+        run->modelWhyNot = e.what();
+    }
+    return run;
+}
+
+} // namespace pipescope::cli
