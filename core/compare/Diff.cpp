@@ -195,8 +195,27 @@ std::vector<Difference> configDifferences(const RunConfig& a, const RunConfig& b
 }
 
 // A's prediction for B's configuration; nothing (and why) when none applies.
+// Whether B's microbatches are A's size (true) or A's global batch cut into
+// more (false): the work per microbatch of both runs, over the stages both
+// have, against the two answers.
+bool keepsMicrobatchSize(const RunConfig& ca, const RunConfig& cb, const std::vector<StageDiff>& stages)
+{
+    double sa = 0, sb = 0;
+    for (const StageDiff& s : stages)
+        if (s.fbNs.a && s.fbNs.b) {
+            sa += static_cast<double>(*s.fbNs.a) * (s.stage < cb.pp ? 1 : 0);
+            sb += static_cast<double>(*s.fbNs.b) * (s.stage < ca.pp ? 1 : 0);
+        }
+    if (sa <= 0 || sb <= 0 || ca.pp != cb.pp)
+        return false; // the what-if engine's default: the global batch is kept
+    const double ratio = sb / sa;
+    const double globalKept = static_cast<double>(ca.microbatches) / static_cast<double>(cb.microbatches);
+    return std::abs(ratio - 1.0) < std::abs(ratio - globalKept);
+}
+
 std::optional<PredictionCheck> predictionCheck(const RunInput& a, const RunInput& b, const RunConfig& ca,
-                                               const RunConfig& cb, TimeNs measuredB, std::string& whyNot)
+                                               const RunConfig& cb, TimeNs measuredB, const std::vector<StageDiff>& stages,
+                                               std::string& whyNot)
 {
     if (!ca.pipeline || !cb.pipeline) {
         whyNot = "a prediction needs a pipeline in both runs";
@@ -248,9 +267,16 @@ std::optional<PredictionCheck> predictionCheck(const RunInput& a, const RunInput
     }
     whatif::ReplayOptions ro;
     ro.timeline = false;
+    whatif::CostModel model = *a.model;
+    if (s.microbatches != base.microbatches) {
+        const bool sameSize = keepsMicrobatchSize(ca, cb, stages);
+        check.batch = sameSize ? "microbatch" : "global";
+        if (sameSize)
+            model.keepGlobalBatch = false;
+    }
     whatif::Prediction p;
     try {
-        p = whatif::predict(*a.model, s, ro);
+        p = whatif::predict(model, s, ro);
     } catch (const Error& e) {
         whyNot = std::string("run A's cost model cannot replay B's configuration: ") + e.what();
         return std::nullopt;
@@ -490,7 +516,7 @@ DiffResult diffRuns(const RunInput& a, const RunInput& b, const DiffOptions& opt
 
     // The prediction check.
     if (d.iterationNs.b)
-        d.prediction = predictionCheck(a, b, d.a, d.b, *d.iterationNs.b, d.predictionWhyNot);
+        d.prediction = predictionCheck(a, b, d.a, d.b, *d.iterationNs.b, d.stages, d.predictionWhyNot);
     else
         d.predictionWhyNot = "run B has no iteration to measure";
     return d;

@@ -99,6 +99,10 @@ struct PredictionCheck {
     std::vector<Difference> changes;     // what the scenario changed from A's configuration
     std::vector<std::string> notModelled; // differences the prediction does not cover
     whatif::Scenario scenario;
+    // With other microbatch counts: whether B kept A's global batch (each
+    // microbatch smaller) or A's microbatch size (a larger batch), read from
+    // the runs' work per microbatch; the prediction replays that batch.
+    std::string batch; // "global" | "microbatch" | "" (same microbatch count)
     TimeNs predictedNs = 0;
     TimeNs measuredNs = 0;
     double error = 0;                     // (predicted - measured) / measured

@@ -143,6 +143,7 @@ nlohmann::json diffToJson(const DiffResult& d)
             {"calibration_error", p.calibrationError ? round4(*p.calibrationError) : json(nullptr)},
             {"changes", differences(p.changes)},
             {"not_modelled", p.notModelled},
+            {"batch", p.batch.empty() ? json(nullptr) : json(p.batch)},
             {"scenario",
              {{"schedule", std::string(toString(s.schedule))},
               {"pp", s.pp},

@@ -54,6 +54,11 @@ std::string diffText(const DiffResult& d)
         for (const Difference& c : p.changes)
             what += (what.empty() ? "" : ", ") + c.field + " " + c.a + " -> " + c.b;
         os << "  A's cost model replayed B's configuration: " << what << "\n";
+        if (p.batch == "microbatch")
+            os << "  B's microbatches cost what A's did: replayed at A's microbatch size (a larger global batch)\n";
+        else if (p.batch == "global")
+            os << "  B's microbatches are smaller than A's: replayed with A's global batch split "
+               << p.scenario.microbatches << " ways\n";
         if (p.calibrationError)
             os << "  A's replay of its own run was " << formatSignedPercent(*p.calibrationError) << " off its measurement\n";
         for (const std::string& n : p.notModelled)

@@ -1,0 +1,276 @@
+// Two runs compared: pairs of jobs run by an independent model of Megatron-LM
+// (tests/common/MegatronJob.h, no jitter) whose differences are known
+// exactly: the same job, re-partitioned, more microbatches, another
+// schedule, one slower GPU. The prediction check is held against the other
+// run as that model ran it.
+#include "MegatronJob.h"
+#include "TestSupport.h"
+#include "compare/Diff.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QtTest>
+
+#include <cmath>
+#include <memory>
+
+using namespace pipescope;
+using namespace pipescope::compare;
+using pipescope::test::MegatronSpec;
+using pipescope::test::megatronTrace;
+
+namespace {
+
+struct Run {
+    Trace trace;
+    AnalysisResult analysis;
+    std::optional<whatif::CostModel> model;
+    RunInput input(const std::string& name) const { return {name, &trace, &analysis, model ? &*model : nullptr}; }
+};
+
+std::unique_ptr<Run> run(const MegatronSpec& s)
+{
+    auto r = std::make_unique<Run>();
+    r->trace = megatronTrace(s).trace;
+    r->analysis = analyze(r->trace);
+    r->model = whatif::calibrate(r->trace, r->analysis);
+    return r;
+}
+
+MegatronSpec base()
+{
+    MegatronSpec s;
+    s.pp = 4;
+    s.layers = 16;
+    s.microbatches = 8;
+    s.jitter = 0; // every step's time is exact
+    return s;
+}
+
+const StageDiff& stage(const DiffResult& d, int s)
+{
+    for (const StageDiff& x : d.stages)
+        if (x.stage == s)
+            return x;
+    qFatal("no stage %d", s);
+}
+
+constexpr TimeNs us(double v) { return static_cast<TimeNs>(v * 1000); }
+
+bool hasDifference(const DiffResult& d, const std::string& field, const std::string& a, const std::string& b)
+{
+    for (const Difference& x : d.differences)
+        if (x.field == field)
+            return x.a == a && x.b == b;
+    return false;
+}
+
+} // namespace
+
+class TestDiff : public QObject {
+    Q_OBJECT
+private slots:
+    void sameJobDiffersInNothing();
+    void repartitioned();
+    void moreMicrobatches();
+    void sameGlobalBatch();
+    void anotherSchedule();
+    void oneSlowerGpu();
+    void jsonHoldsTheDocumentedFields();
+};
+
+void TestDiff::sameJobDiffersInNothing()
+{
+    const auto a = run(base());
+    const DiffResult d = diffRuns(a->input("a"), a->input("a"));
+    QVERIFY(d.differences.empty());
+    QCOMPARE(*d.iterationNs.delta(), TimeNs(0));
+    QVERIFY(d.kernels.empty());
+    QCOMPARE(d.kernelsAdded + d.kernelsRemoved, int64_t(0));
+    QVERIFY(!d.prediction);
+    QVERIFY2(d.predictionWhyNot.find("nothing to predict") != std::string::npos, d.predictionWhyNot.c_str());
+    QCOMPARE(int(d.stages.size()), 4);
+    QCOMPARE(int(d.microbatches.size()), 4 * 8);
+    for (int c = 0; c < kBubbleCauses; ++c)
+        QCOMPARE(d.idleByCause[size_t(c)].delta().value_or(0), TimeNs(0));
+}
+
+void TestDiff::repartitioned()
+{
+    MegatronSpec sa = base(), sb = base();
+    sb.chunkLayers = {5, 4, 4, 3};
+    const auto a = run(sa), b = run(sb);
+    const DiffResult d = diffRuns(a->input("a"), b->input("b"));
+    QVERIFY(hasDifference(d, "layers_per_stage", "4,4,4,4", "5,4,4,3"));
+    QCOMPARE(int(d.differences.size()), 1);
+    // Forward per microbatch: the embedding (150 us) on stage 0, 400 us a
+    // layer, the head and loss (300 us) on stage 3; backward twice that.
+    QCOMPARE(*stage(d, 0).forwardNs.a, us(150 + 4 * 400));
+    QCOMPARE(*stage(d, 0).forwardNs.b, us(150 + 5 * 400));
+    QCOMPARE(*stage(d, 1).forwardNs.b, us(4 * 400));
+    QCOMPARE(*stage(d, 3).forwardNs.a, us(4 * 400 + 300));
+    QCOMPARE(*stage(d, 3).forwardNs.b, us(3 * 400 + 300));
+    QCOMPARE(*stage(d, 0).backwardNs.b, us(2 * (150 + 5 * 400)));
+    QCOMPARE(*stage(d, 0).fbNs.delta(), us(3 * 400));
+    QCOMPARE(*stage(d, 3).fbNs.delta(), us(-3 * 400));
+    // A's prediction for B's partition, against B as the model ran it.
+    QVERIFY2(d.prediction, d.predictionWhyNot.c_str());
+    const PredictionCheck& p = *d.prediction;
+    QVERIFY(p.notModelled.empty());
+    QCOMPARE(*p.scenario.boundaries, (std::vector<int>{5, 9, 13}));
+    QCOMPARE(p.measuredNs, *d.iterationNs.b);
+    // The same prediction as whatif's for that scenario.
+    whatif::ScenarioChanges ch;
+    ch.boundaries = std::vector<int>{5, 9, 13};
+    whatif::ReplayOptions ro;
+    ro.timeline = false;
+    QCOMPARE(p.predictedNs, whatif::predict(*a->model, whatif::applyChanges(whatif::measuredScenario(*a->model), ch), ro).iterationNs());
+    qInfo("predicted %.3f ms, measured %.3f ms (%+.2f%%)", p.predictedNs / 1e6, p.measuredNs / 1e6, p.error * 100);
+    QVERIFY2(std::abs(p.error) < 0.03, qPrintable(QString::number(p.error * 100, 'f', 2) + "%"));
+    // Stage 0 runs one more layer per microbatch: 8 x 400 us more forward kernels.
+    bool found = false;
+    for (const KernelDiff& k : d.kernels)
+        if (k.stage == 0 && k.name == "sm90_xmma_gemm_bf16_fprop") {
+            found = true;
+            QCOMPARE(*k.count.a, int64_t(8 * 5));
+            QCOMPARE(*k.count.b, int64_t(8 * 6));
+            QCOMPARE(*k.totalNs.b - *k.totalNs.a, us(8 * 400));
+            QCOMPARE(std::string(toString(k.change)), std::string("changed"));
+        }
+    QVERIFY(found);
+}
+
+void TestDiff::moreMicrobatches()
+{
+    MegatronSpec sa = base(), sb = base();
+    sb.microbatches = 16;
+    const auto a = run(sa), b = run(sb);
+    const DiffResult d = diffRuns(a->input("a"), b->input("b"));
+    QVERIFY(hasDifference(d, "microbatches", "8", "16"));
+    QCOMPARE(int(d.differences.size()), 1);
+    // Per microbatch, nothing changed.
+    for (int s = 0; s < 4; ++s)
+        QCOMPARE(*stage(d, s).fbNs.delta(), TimeNs(0));
+    QVERIFY(d.microbatches.empty());
+    QVERIFY(!d.microbatchesWhyNot.empty());
+    QVERIFY(*d.iterationNs.b > *d.iterationNs.a);
+    // Fill and drain are the same length with twice the microbatches: the
+    // share of idle time falls.
+    QVERIFY(*d.bubbleShare.b < *d.bubbleShare.a);
+    QVERIFY2(d.prediction, d.predictionWhyNot.c_str());
+    QCOMPARE(d.prediction->scenario.microbatches, 16);
+    QCOMPARE(d.prediction->batch, std::string("microbatch")); // each microbatch costs what A's did
+    qInfo("predicted %.3f ms, measured %.3f ms (%+.2f%%)", d.prediction->predictedNs / 1e6, d.prediction->measuredNs / 1e6,
+          d.prediction->error * 100);
+    QVERIFY(std::abs(d.prediction->error) < 0.03);
+}
+
+void TestDiff::sameGlobalBatch()
+{
+    // B cuts A's batch into twice the microbatches, each half the work.
+    MegatronSpec sa = base(), sb = base();
+    sb.microbatches = 16;
+    sb.layerForwardNs = sa.layerForwardNs / 2;
+    sb.embeddingNs = sa.embeddingNs / 2;
+    sb.lossNs = sa.lossNs / 2;
+    sb.activationBytes = sa.activationBytes / 2;
+    const auto a = run(sa), b = run(sb);
+    const DiffResult d = diffRuns(a->input("a"), b->input("b"));
+    QCOMPARE(*stage(d, 1).forwardNs.b * 2, *stage(d, 1).forwardNs.a);
+    QVERIFY2(d.prediction, d.predictionWhyNot.c_str());
+    QCOMPARE(d.prediction->batch, std::string("global"));
+    qInfo("predicted %.3f ms, measured %.3f ms (%+.2f%%)", d.prediction->predictedNs / 1e6, d.prediction->measuredNs / 1e6,
+          d.prediction->error * 100);
+    QVERIFY(std::abs(d.prediction->error) < 0.03);
+}
+
+void TestDiff::anotherSchedule()
+{
+    MegatronSpec sa = base(), sb = base();
+    // Megatron's batched exchanges in both: A's 1F1B shows no more of how B
+    // exchanges (overlap_p2p_comm is a choice the prediction cannot see).
+    sb.v = 2;
+    const auto a = run(sa), b = run(sb);
+    const DiffResult d = diffRuns(a->input("a"), b->input("b"));
+    QVERIFY(hasDifference(d, "schedule", "1f1b", "interleaved-1f1b"));
+    QVERIFY(hasDifference(d, "v", "1", "2"));
+    QVERIFY(hasDifference(d, "layers_per_stage", "4,4,4,4", "2,2,2,2,2,2,2,2"));
+    // The same layers per rank, so the same work per microbatch.
+    for (int s = 0; s < 4; ++s)
+        QCOMPARE(*stage(d, s).fbNs.delta(), TimeNs(0));
+    QVERIFY2(d.prediction, d.predictionWhyNot.c_str());
+    QVERIFY(d.prediction->scenario.schedule == ScheduleKind::Interleaved1F1B);
+    QCOMPARE(d.prediction->scenario.v, 2);
+    qInfo("predicted %.3f ms, measured %.3f ms (%+.2f%%)", d.prediction->predictedNs / 1e6, d.prediction->measuredNs / 1e6,
+          d.prediction->error * 100);
+    QVERIFY(std::abs(d.prediction->error) < 0.03);
+    // Interleaving shortens fill and drain.
+    const auto fill = size_t(BubbleCause::FillDrain);
+    QVERIFY(*d.idleByCause[fill].b < *d.idleByCause[fill].a);
+}
+
+void TestDiff::oneSlowerGpu()
+{
+    MegatronSpec sa = base(), sb = base();
+    sb.rankSlowdown[2] = 1.25;
+    const auto a = run(sa), b = run(sb);
+    const DiffResult d = diffRuns(a->input("a"), b->input("b"));
+    QVERIFY(d.differences.empty());
+    // Nothing the what-if engine changes differs: no prediction to check.
+    QVERIFY(!d.prediction);
+    QCOMPARE(*stage(d, 2).forwardNs.a, us(4 * 400));
+    QCOMPARE(*stage(d, 2).forwardNs.b, us(4 * 400 * 1.25));
+    QCOMPARE(*stage(d, 2).backwardNs.b, us(2 * 4 * 400 * 1.25));
+    for (int s : {0, 1, 3})
+        QCOMPARE(*stage(d, s).fbNs.delta(), TimeNs(0));
+    // Each microbatch's forward on stage 2, 25 % longer.
+    int rows = 0;
+    for (const MicrobatchDiff& m : d.microbatches)
+        if (m.stage == 2) {
+            ++rows;
+            QCOMPARE(*m.forwardNs.a, us(1600));
+            QCOMPARE(*m.forwardNs.b, us(2000));
+        }
+    QCOMPARE(rows, 8);
+    // Of the compute kernels, only stage 2's changed, by exactly the slowdown.
+    int computeRows = 0;
+    for (const KernelDiff& k : d.kernels) {
+        if (k.workClass != WorkClass::Compute)
+            continue;
+        ++computeRows;
+        QCOMPARE(k.stage, 2);
+        QCOMPARE(*k.count.a, *k.count.b);
+        const TimeNs expected = k.name == "sm90_xmma_gemm_bf16_fprop" ? us(8 * 4 * 100) : us(8 * 4 * 200);
+        QCOMPARE(*k.totalNs.b - *k.totalNs.a, expected);
+    }
+    QCOMPARE(computeRows, 2);
+    QVERIFY(*d.iterationNs.b > *d.iterationNs.a);
+}
+
+void TestDiff::jsonHoldsTheDocumentedFields()
+{
+    MegatronSpec sa = base(), sb = base();
+    sb.chunkLayers = {5, 4, 4, 3};
+    const auto a = run(sa), b = run(sb);
+    const nlohmann::json j = diffToJson(diffRuns(a->input("a.pipescope"), b->input("b.pipescope")));
+    QCOMPARE(j["schema"].get<std::string>(), std::string("pipescope.diff/1"));
+    QCOMPARE(j["iteration"]["delta_ns"].get<int64_t>(),
+             j["iteration"]["b_ns"].get<int64_t>() - j["iteration"]["a_ns"].get<int64_t>());
+    QCOMPARE(j["stages"].size(), size_t(4));
+    QCOMPARE(j["stages"][0]["a_fb_per_microbatch_ns"].get<int64_t>(), us(3 * (150 + 1600)));
+    QCOMPARE(j["stages"][0]["b_fb_per_microbatch_ns"].get<int64_t>(), us(3 * (150 + 2000)));
+    QVERIFY(j["bubbles_by_cause_ns"]["fill_drain"]["a"].is_number());
+    QVERIFY(j["bubbles_by_cause_ns"]["fill_drain"]["b"].is_number());
+    QVERIFY(j["kernels"].is_array() && !j["kernels"].empty());
+    QVERIFY(j["prediction_check"]["predicted_ns"].is_number());
+    QCOMPARE(j["prediction_check"]["measured_ns"], j["iteration"]["b_ns"]);
+    QVERIFY(j["prediction_check"]["error"].is_number());
+    QCOMPARE(j["a"]["config"]["layers_per_stage"].dump(), std::string("[4,4,4,4]"));
+    QVERIFY(j["prediction_check_note"].is_null());
+    const nlohmann::json same = diffToJson(diffRuns(a->input("a"), a->input("a")));
+    QVERIFY(same["prediction_check"].is_null());
+    QVERIFY(same["prediction_check_note"].is_string());
+}
+
+QTEST_GUILESS_MAIN(TestDiff)
+#include "tst_diff.moc"
