@@ -71,7 +71,7 @@ int runDiff(DiffArgs& x)
     o.topKernels = x.top;
     compare::DiffResult d = compare::diffRuns(ra, rb, o);
     if (!d.prediction && !a->model && a->analysis.pipeline.found)
-        d.predictionWhyNot += " (" + a->modelWhyNot + ")";
+        d.predictionWhyNot += ": " + a->modelWhyNot;
 
     const bool document = x.json || !x.output.empty();
     std::string jsonDoc;

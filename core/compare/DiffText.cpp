@@ -64,13 +64,13 @@ std::string diffText(const DiffResult& d)
         for (const std::string& n : p.notModelled)
             os << "  not modelled: " << n << "\n";
     } else {
-        os << "Prediction check: none (" << d.predictionWhyNot << ")\n";
+        os << "Prediction check: none: " << d.predictionWhyNot << "\n";
     }
     os << "\n";
 
     TextTable cfg({"configuration", "A", "B"});
     auto row = [&](const std::string& name, const std::string& a, const std::string& b) {
-        cfg.add({name + (a != b ? " *" : ""), a, b});
+        cfg.add({name + (a != b && a != kNone && b != kNone ? " *" : ""), a, b});
     };
     row("ranks", std::to_string(d.a.ranks), std::to_string(d.b.ranks));
     if (d.a.pipeline || d.b.pipeline) {

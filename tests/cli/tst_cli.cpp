@@ -9,6 +9,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QRegularExpression>
 
 #include <cstring>
@@ -216,6 +217,44 @@ private slots:
         QVERIFY(r.out.startsWith("<!DOCTYPE html>"));
         const QString streamed = QString::fromStdString(pipescope::formatBytes(r.out.toUtf8().size()));
         QCOMPARE(r.err, "Wrote /dev/stdout (" + streamed + "): " + verdict + "\n");
+    }
+
+    // diff takes a store and a folder of traces alike; the traces are
+    // imported into a temporary folder that is gone when it exits.
+    void diffOfAStoreAndATraceFolder()
+    {
+        const QString store = QString(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+        const QString traces = QString(PIPESCOPE_SOURCE_DIR) + "/resources/examples/simulated-1f1b";
+        QTemporaryDir tmp;
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("TMPDIR", tmp.path());
+        p.setProcessEnvironment(env);
+        p.start(QString::fromUtf8(PIPESCOPE_CLI), {"diff", store, traces, "--json", "-q"});
+        QVERIFY(p.waitForFinished(300000));
+        QCOMPARE(p.exitCode(), 0);
+        const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        QCOMPARE(j["schema"].toString(), QString("pipescope.diff/1"));
+        QCOMPARE(j["a"].toObject()["config"].toObject()["ranks"].toInt(), 4);
+        QCOMPARE(j["b"].toObject()["config"].toObject()["ranks"].toInt(), 8);
+        QCOMPARE(j["b"].toObject()["config"].toObject()["dp"].toInt(), 2);
+        const QJsonObject it = j["iteration"].toObject();
+        QCOMPARE(it["delta_ns"].toInteger(), it["b_ns"].toInteger() - it["a_ns"].toInteger());
+        // Only the data-parallel degree differs in what a prediction covers:
+        // no check, and the note says why.
+        QVERIFY(j["prediction_check"].isNull());
+        QVERIFY2(j["prediction_check_note"].toString().contains("data-parallel"), qPrintable(j["prediction_check_note"].toString()));
+        QCOMPARE(QDir(tmp.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot).size(), 0);
+
+        // A run that is not there: one line naming it, exit 1.
+        auto r = runCli({"diff", store, tmp.path() + "/missing.pipescope"});
+        QCOMPARE(r.exitCode, 1);
+        QCOMPARE(r.err.count('\n'), 1);
+        QVERIFY2(r.err.contains(tmp.path() + "/missing.pipescope: no such file or folder"), qPrintable(r.err));
+        // An output that is one of the runs is refused before any work.
+        r = runCli({"diff", store, traces, "-o", store});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY(QFileInfo(store).size() > 0);
     }
 
     // Time bases print as dates, shifts as durations: no 19-digit numbers.
