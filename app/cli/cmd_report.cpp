@@ -2,6 +2,8 @@
 // calibration options]: one self-contained HTML page with the analysis, the
 // timeline and a what-if comparison.
 #include "Command.h"
+#include "RunInput.h"
+#include "compare/Diff.h"
 #include "NumberChecks.h"
 #include "ScenarioOptions.h"
 #include "report/Report.h"
@@ -24,6 +26,8 @@ struct ReportArgs : ScenarioArgs {
     std::optional<int> iteration;
     bool noWhatIf = false;
     CalibrationArgs calibration;
+    std::string compare;           // --compare BASELINE
+    std::optional<int> compareIteration;
 
     ReportArgs() { output = "report.html"; }
 };
@@ -49,6 +53,15 @@ int runReport(ReportArgs& a)
         if (a.microbatches <= 0)
             ro.whatIfChanges.microbatches = static_cast<int>(ro.microbatchTokens->tokens.size());
     }
+    // --compare: the baseline, analysed and calibrated as diff does it.
+    std::unique_ptr<LoadedRun> baseline;
+    if (!a.compare.empty()) {
+        AtomicOutput::protectInput(a.compare);
+        AnalyzeOptions bo;
+        bo.iteration = a.compareIteration ? a.compareIteration : a.iteration;
+        bo.commRules = a.calibration.commRules;
+        baseline = loadRun(a.compare, bo, ro.calibrate, false);
+    }
     std::string html;
     Verdict verdict;
     {
@@ -56,7 +69,30 @@ int runReport(ReportArgs& a)
         const Trace trace = store.load();
         ro.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
         try {
-            html = report::renderReport(trace, ro, &verdict);
+            if (baseline) {
+                AnalyzeOptions ao;
+                ao.iteration = a.iteration;
+                ao.autogradSequences = ro.autogradSequences;
+                ao.commRules = ro.commRules;
+                const AnalysisResult analysis = analyze(trace, ao);
+                std::optional<whatif::CostModel> model;
+                if (analysis.pipeline.found) {
+                    try {
+                        model = whatif::calibrate(trace, analysis, ro.calibrate);
+                    } catch (const ValueError&) {
+                        throw;
+                    } catch (const Error&) {
+                        // This job's partition stays unknown; the comparison shows the rest.
+                    }
+                }
+                const compare::DiffResult diff =
+                    compare::diffRuns({a.compare, &baseline->trace, &baseline->analysis, baseline->model ? &*baseline->model : nullptr},
+                                      {a.file, &trace, &analysis, model ? &*model : nullptr});
+                ro.comparison = &diff;
+                html = report::renderReport(trace, analysis, ro, &verdict);
+            } else {
+                html = report::renderReport(trace, ro, &verdict);
+            }
         } catch (const Error& e) {
             throw Error(a.file + ": " + e.what());
         }
@@ -78,6 +114,12 @@ RegisterCommand reg{{"report", "Write a self-contained HTML report: timeline, id
                          app.add_option("--iteration", a->iteration, "iteration to show (index; default: a representative one)")
                              ->check(wholeNumber(0));
                          app.add_flag("--no-whatif", a->noWhatIf, "leave the what-if comparison out");
+                         app.add_option("--compare", a->compare,
+                                        "a baseline run (store, trace file or folder) to compare this job with, stage by "
+                                        "stage, with the check of its prediction for this job (docs/diff.md)");
+                         app.add_option("--compare-iteration", a->compareIteration,
+                                        "the baseline's iteration to compare (default: --iteration, else a representative one)")
+                             ->check(wholeNumber(0));
                          addScenarioOptions(app, *a, {"Pipeline degree to predict (re-splits the layers)",
                                                       "Microbatches per iteration (same global batch)",
                                                       "First layer of each stage after the first, e.g. 4,9,13"});

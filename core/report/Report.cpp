@@ -4,6 +4,7 @@
 #include "analysis/Analysis.h"
 #include "analysis/MeasuredPipeline.h"
 #include "analysis/Verdict.h"
+#include "report/CompareSection.h"
 #include "report/Html.h"
 #include "report/ReportAssets.h"
 #include "report/Timeline.h"
@@ -855,7 +856,10 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
     out += kReportCss;
     out += "</style>\n</head>\n<body>\n";
     header(out, c);
-    out += "<nav><a href=\"#timeline\">timeline</a><a href=\"#idle\">idle by cause</a>";
+    out += "<nav>";
+    if (options.comparison)
+        out += "<a href=\"#comparison\">comparison</a>";
+    out += "<a href=\"#timeline\">timeline</a><a href=\"#idle\">idle by cause</a>";
     if (pipeline)
         out += "<a href=\"#imbalance\">imbalance</a>";
     if (pipeline && (r.microbatchSpread.uneven || w.microbatches.applies))
@@ -872,6 +876,8 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
         out += "<div class=\"banner nopipe\" id=\"no-pipeline\"><strong>No pipeline found</strong>: " + esc(r.pipeline.reason) +
                ". The generic idle analysis follows; if the job is pipeline-parallel, give the stages with "
                "<code>pipescope analyze --pp N</code> or <code>--stage-map</code>.</div>\n";
+    if (options.comparison)
+        compareSection(out, *options.comparison);
     timeline(out, c, timelineData, counts);
     idleSection(out, c);
     if (pipeline) {

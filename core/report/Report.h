@@ -7,6 +7,7 @@
 // docs/report.md describes every section.
 #include "analysis/Analysis.h"
 #include "analysis/Verdict.h"
+#include "compare/Diff.h"
 #include "model/Trace.h"
 #include "whatif/WhatIf.h"
 
@@ -41,6 +42,9 @@ struct ReportOptions {
     std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)> autogradSequences;
     // AnalyzeOptions::commRules (--comm-rules) for that analysis.
     std::shared_ptr<const CommRules> commRules;
+    // A baseline run compared with this job (--compare, docs/diff.md): the
+    // report gains a comparison section first. Optional; must outlive the call.
+    const compare::DiffResult* comparison = nullptr;
 };
 
 // The report as one HTML document. Throws Error when the trace holds no GPU

@@ -22,6 +22,9 @@ code, .file { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 .file { color: var(--dim); margin-bottom: 10px; }
 .dim { color: var(--dim); }
 .warn { color: #b3261e; font-weight: 600; }
+td.faster { color: #1e7d32; }
+td.slower { color: #b3261e; }
+tr.differs td:first-child { font-weight: 600; }
 .note { color: var(--dim); max-width: 110ch; margin: 4px 0 10px; }
 .banner { padding: 10px 14px; border-radius: 6px; margin: 10px 0; font-size: 15px; }
 .banner.simulated { background: #fff4ce; border: 2px solid #bf8700; color: #6b4b00; font-size: 17px; }

@@ -6,6 +6,7 @@
 #include "StoreFixture.h"
 #include "SyntheticTrace.h"
 #include "TestSupport.h"
+#include "report/CompareSection.h"
 #include "report/Html.h"
 #include "report/Report.h"
 #include "report/Timeline.h"
@@ -118,6 +119,7 @@ class TestReport : public QObject {
     Q_OBJECT
 private slots:
     void escaping();
+    void comparisonSection();
     void encodeTimeline();
     void pipelineNumbers();
     void stragglerTable();
@@ -646,6 +648,52 @@ void TestReport::rendersInBrowser()
     // The browser's own parser found no injected element.
     QVERIFY(!dom.contains("<img"));
     QVERIFY(dom.contains("id=\"whatif\""));
+}
+
+// The comparison section of `report --compare`: the prediction check on
+// top, changes coloured by direction, every name from a trace escaped.
+void TestReport::comparisonSection()
+{
+    compare::DiffResult d;
+    d.aName = "<b>before</b>.pipescope";
+    d.bName = "after.pipescope";
+    d.a.pipeline = d.b.pipeline = true;
+    d.a.ranks = d.b.ranks = 4;
+    d.a.pp = d.b.pp = 4;
+    d.a.microbatches = 8;
+    d.b.microbatches = 16;
+    d.a.schedule = d.b.schedule = "1f1b";
+    d.iterationNs = {100'000'000, 90'000'000};
+    compare::StageDiff st;
+    st.stage = 0;
+    st.fbNs = {5'000'000, 5'500'000};
+    d.stages.push_back(st);
+    compare::KernelDiff k;
+    k.stage = 0;
+    k.name = "<img src=x onerror=alert(1)>";
+    k.count = {int64_t(3), int64_t(4)};
+    k.totalNs = {TimeNs(1000), TimeNs(2000)};
+    k.change = compare::KernelChange::Changed;
+    d.kernels.push_back(k);
+    compare::PredictionCheck p;
+    p.predictedNs = 91'000'000;
+    p.measuredNs = 90'000'000;
+    p.error = 1.0 / 90;
+    p.changes.push_back({"microbatches", "8", "16"});
+    d.prediction = p;
+    std::string html;
+    report::compareSection(html, d);
+    const QString h = QString::fromStdString(html);
+    QVERIFY(h.contains("<section id=\"comparison\"><h2>Compared with &lt;b&gt;before&lt;/b&gt;.pipescope</h2>"));
+    QVERIFY(!h.contains("<img"));
+    QVERIFY(h.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    QVERIFY2(h.contains("Predicted 91.000 ms from run A, measured 90.000 ms (+1.1%)"), qPrintable(h));
+    // Less time in B reads green (faster), more reads red (slower).
+    QVERIFY(h.contains("<td class=\"num faster\" title=\"-10000000 ns\">-10.000 ms (-10.0%)</td>"));
+    QVERIFY(h.contains("<td class=\"num slower\" title=\"500000 ns\">+500.000 µs (+10.0%)</td>"));
+    // The microbatch count differs, and says so.
+    QVERIFY(h.contains("<tr class=\"differs\"><td>microbatches</td>"));
+    QVERIFY(!h.contains("<tr class=\"differs\"><td>schedule</td>"));
 }
 
 QTEST_GUILESS_MAIN(TestReport)
