@@ -94,13 +94,17 @@ int main(int argc, char** argv)
     QCommandLineOption sizeOpt(QStringLiteral("size"), QStringLiteral("Window size for --screenshot"), QStringLiteral("WxH"),
                                QStringLiteral("1600x1000"));
     QCommandLineOption panelOpt(QStringLiteral("panel"),
-                                QStringLiteral("Bottom panel to show: bubbles, imbalance, microbatches, critical-path, hta, diagnostics"),
+                                QStringLiteral("Bottom panel to show: bubbles, imbalance, microbatches, critical-path, hta, diagnostics, compare"),
                                 QStringLiteral("PANEL"));
     QCommandLineOption commRulesOpt(QStringLiteral("comm-rules"),
                                     QStringLiteral("Rule file: which kernels are communication beyond NCCL's "
                                                    "(docs/communication-kernels.md)"),
                                     QStringLiteral("FILE"));
-    parser.addOptions({commRulesOpt, layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
+    QCommandLineOption compareOpt(QStringLiteral("compare"),
+                                  QStringLiteral("Compare mode: a baseline run (store, trace file or folder) to compare the job with "
+                                                 "(docs/diff.md)"),
+                                  QStringLiteral("BASELINE"));
+    parser.addOptions({compareOpt, commRulesOpt, layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
                        panelOpt});
     parser.process(app);
 
@@ -148,11 +152,11 @@ int main(int argc, char** argv)
     QDockWidget* panel = nullptr;
     if (parser.isSet(panelOpt)) {
         const QString name = parser.value(panelOpt);
-        for (const char* known : {"bubbles", "imbalance", "microbatches", "critical-path", "hta", "diagnostics"})
+        for (const char* known : {"bubbles", "imbalance", "microbatches", "critical-path", "hta", "diagnostics", "compare"})
             if (name == QLatin1String(known))
                 panel = window.findChild<QDockWidget*>(name);
         if (!panel)
-            return fail(QStringLiteral("--panel must be bubbles, imbalance, microbatches, critical-path, hta or diagnostics (got '%1')")
+            return fail(QStringLiteral("--panel must be bubbles, imbalance, microbatches, critical-path, hta, diagnostics or compare (got '%1')")
                             .arg(name));
     }
     const MainWindow::View shownView = view == QLatin1String("timeline") ? MainWindow::View::Timeline
@@ -163,6 +167,8 @@ int main(int argc, char** argv)
         window.show();
         if (!inputs.isEmpty())
             window.open(inputs, options);
+        if (parser.isSet(compareOpt))
+            window.compareWith({parser.value(compareOpt)}, options);
         QObject::connect(&window, &MainWindow::jobShown, &window, [&window, changes, changesScenario, shownView] {
             if (changesScenario)
                 window.whatIfEditor()->applyChanges(changes);
@@ -187,9 +193,19 @@ int main(int argc, char** argv)
     } catch (const std::exception& e) {
         return fail(QString::fromStdString(e.what()));
     }
+    std::shared_ptr<const Job> baseline;
+    if (parser.isSet(compareOpt)) {
+        try {
+            baseline = AppSession::load({parser.value(compareOpt)}, options);
+        } catch (const std::exception& e) {
+            return fail(QStringLiteral("the baseline: %1").arg(QString::fromStdString(e.what())));
+        }
+    }
     window.resize(w, h);
     window.show();
     window.showJob(job);
+    if (baseline)
+        window.setBaseline(baseline);
     if (job->costModel)
         waitForPrediction(window.whatIfEditor(), 5000);
     if (changesScenario) {

@@ -3,6 +3,7 @@
 // external trace; a bad file gives one error and the app stays usable; and
 // the app renders non-blank screenshots headless.
 #include "session/AppSession.h"
+#include "panels/ComparePanel.h"
 #include "panels/DetailsPanel.h"
 #include "session/ExportWorker.h"
 #include "MainWindow.h"
@@ -184,6 +185,45 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(e->currentPrediction().has_value(), 10000);
         QVERIFY(e->currentPrediction()->measuredConfiguration);
         QCOMPARE(e->currentPrediction()->measuredIterationNs, w.job()->costModel->measuredIterationNs);
+    }
+
+    // Compare mode: a baseline beside the job, kept while other jobs open,
+    // each compared with it; the panel and the pipeline view follow.
+    void compareMode()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        QVERIFY(!w.comparePanel()->diff());
+        QVERIFY(!w.pipelineView()->hasBaseline());
+        w.compareWith({kSimulated});
+        QTRY_VERIFY_WITH_TIMEOUT(w.comparePanel()->diff() != nullptr, 60000);
+        auto d = w.comparePanel()->diff();
+        QCOMPARE(d->bName, w.job()->title.toStdString());
+        QCOMPARE(d->a.ranks, 8);
+        QCOMPARE(d->b.ranks, 4);
+        const Iteration& it = w.job()->analysis->iterations[size_t(w.job()->analysis->selectedIteration)];
+        QCOMPARE(*d->iterationNs.b, it.end - it.start);
+        // The runs differ in their data-parallel degree, which no prediction covers.
+        QVERIFY(!d->prediction);
+        QVERIFY2(w.comparePanel()->headline().startsWith(QStringLiteral("Iteration ")), qPrintable(w.comparePanel()->headline()));
+        QVERIFY(w.pipelineView()->hasBaseline());
+        QVERIFY(w.findChild<QDockWidget*>(QStringLiteral("compare"))->isVisible());
+        QVERIFY(w.comparePanel()->tableTsv(0).contains(QStringLiteral("F+B change")));
+
+        // Another job: compared with the same baseline.
+        QVERIFY(openAndWait(w, {kSimulated}));
+        QTRY_VERIFY_WITH_TIMEOUT(w.comparePanel()->diff() != d, 10000);
+        d = w.comparePanel()->diff();
+        QVERIFY(d);
+        QVERIFY(d->differences.empty());
+        QCOMPARE(*d->iterationNs.delta(), TimeNs(0));
+
+        // Stop comparing.
+        w.setBaseline(nullptr);
+        QVERIFY(!w.comparePanel()->diff());
+        QVERIFY(!w.pipelineView()->hasBaseline());
     }
 
     // The window fits a 1366x768 laptop screen: the what-if editor and the

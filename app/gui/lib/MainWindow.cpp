@@ -2,6 +2,7 @@
 #include "store/Store.h"
 
 #include "panels/BubblePanel.h"
+#include "panels/ComparePanel.h"
 #include "panels/CriticalPathPanel.h"
 #include "panels/DetailsPanel.h"
 #include "panels/DiagnosticsPanel.h"
@@ -164,6 +165,20 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
                                                  : QStringLiteral("Opening cancelled"));
     });
 
+    baselineSession_ = new AppSession(this);
+    connect(baselineSession_, &AppSession::progress, this, &MainWindow::showProgress);
+    connect(baselineSession_, &AppSession::loaded, this, [this, idle](std::shared_ptr<const Job> job) {
+        if (!job->complete)
+            return; // the whole baseline follows
+        idle();
+        setBaseline(std::move(job));
+    });
+    connect(baselineSession_, &AppSession::failed, this, [this, idle](const QString& message) {
+        idle();
+        showError(QStringLiteral("The baseline could not be opened: %1").arg(message));
+    });
+    connect(baselineSession_, &AppSession::cancelled, this, idle);
+
     connect(editor_, &WhatIfEditor::predictionChanged, this, [this] {
         if (auto p = editor_->currentPrediction())
             pipeline_->setPrediction(std::make_shared<const whatif::Prediction>(*p));
@@ -303,6 +318,9 @@ void MainWindow::buildDocks()
     tabifyDockWidget(microbatches, path);
     tabifyDockWidget(path, hta);
     tabifyDockWidget(hta, diag);
+    compare_ = new ComparePanel(this);
+    compareDock_ = dock(compare_, QStringLiteral("Compare"), "compare", Qt::BottomDockWidgetArea);
+    tabifyDockWidget(diag, compareDock_);
     bubbles->raise();
     details_ = new DetailsPanel(this);
     auto* detailsDock = new QDockWidget(QStringLiteral("Details"), this);
@@ -351,6 +369,20 @@ void MainWindow::buildMenus()
         if (!dir.isEmpty())
             open({dir});
     });
+    file->addAction(QStringLiteral("Co&mpare with..."), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            this, QStringLiteral("Compare with a baseline run"), QString(),
+            QStringLiteral("Traces (*.pipescope *.json *.json.gz *.sqlite);;All files (*)"));
+        if (!path.isEmpty())
+            compareWith({path});
+    });
+    file->addAction(QStringLiteral("Compare with a &folder..."), this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, QStringLiteral("Compare with a folder of rank files"));
+        if (!dir.isEmpty())
+            compareWith({dir});
+    });
+    stopComparing_ = file->addAction(QStringLiteral("S&top comparing"), this, [this] { setBaseline(nullptr); });
+    stopComparing_->setEnabled(false);
     recentMenu_ = file->addMenu(QStringLiteral("Open &recent"));
     refreshRecentMenu();
     QMenu* examplesMenu = file->addMenu(QStringLiteral("&Examples"));
@@ -543,6 +575,55 @@ void MainWindow::onLoaded(std::shared_ptr<const Job> job)
         status_->setText(notice);
 }
 
+void MainWindow::compareWith(const QStringList& baselineInputs, const OpenOptions& options)
+{
+    OpenOptions o = options;
+    if (job_) {
+        // The baseline is calibrated as the job is (the same layer count and model file).
+        o.layers = job_->options.layers;
+        o.modelFile = job_->options.modelFile;
+    }
+    if (o.commRulesFile.isEmpty())
+        o.commRulesFile = commRulesFile_;
+    o.firstFrameAbove = -1; // a comparison needs the whole baseline
+    status_->setText(QStringLiteral("Opening the baseline %1").arg(baselineInputs.join(QStringLiteral(", "))));
+    baselineSession_->open(baselineInputs, o);
+}
+
+void MainWindow::setBaseline(std::shared_ptr<const Job> baseline)
+{
+    baseline_ = std::move(baseline);
+    stopComparing_->setEnabled(baseline_ != nullptr);
+    updateComparison();
+    if (baseline_) {
+        compareDock_->show();
+        compareDock_->raise();
+        status_->setText(QStringLiteral("Comparing with %1").arg(baseline_->title));
+    }
+}
+
+void MainWindow::updateComparison()
+{
+    if (!baseline_ || !job_ || !job_->complete || !job_->analysis || !baseline_->analysis) {
+        compare_->setDiff(nullptr);
+        pipeline_->setBaseline(nullptr, {});
+        return;
+    }
+    // A few milliseconds: both jobs are analysed and calibrated already.
+    const compare::RunInput a{baseline_->title.toStdString(), baseline_->trace.get(), baseline_->analysis.get(),
+                              baseline_->costModel ? &*baseline_->costModel : nullptr};
+    const compare::RunInput b{job_->title.toStdString(), job_->trace.get(), job_->analysis.get(),
+                              job_->costModel ? &*job_->costModel : nullptr};
+    try {
+        compare_->setDiff(std::make_shared<const compare::DiffResult>(compare::diffRuns(a, b)));
+        pipeline_->setBaseline(baseline_->analysis, baseline_->title);
+    } catch (const std::exception& e) {
+        compare_->setDiff(nullptr);
+        pipeline_->setBaseline(nullptr, {});
+        showError(QStringLiteral("The comparison failed: %1").arg(QString::fromStdString(e.what())));
+    }
+}
+
 void MainWindow::showJob(std::shared_ptr<const Job> job)
 {
     // The whole trace after its first frame: the view stays where the user is looking.
@@ -589,6 +670,7 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     if (auto* summary = findChild<SummaryPanel*>())
         summary->setLevers(j.levers);
     pipeline_->setMeasured(j.analysis);
+    updateComparison();
     if (!restoredLayout_ && !jobsShown_++)
         QTimer::singleShot(0, this, &MainWindow::sizeDocks); // after the panels' first layout
     editor_->setSourcePath(j.storePath);

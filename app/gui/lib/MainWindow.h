@@ -32,6 +32,7 @@ class AnalysisPanel;
 class ExportWorker;
 class BubblePanel;
 class DetailsPanel;
+class ComparePanel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -46,6 +47,15 @@ public:
     // Shows a loaded job in every view (also used by --screenshot and tests).
     void showJob(std::shared_ptr<const Job> job);
     void setView(View view);
+
+    // Compare mode (File > Compare with..., --compare): a baseline run (A)
+    // loaded beside the job shown (B); the Compare panel holds their diff
+    // and the Pipeline view draws the baseline's iteration above this one's.
+    // The baseline stays while other jobs open, each compared with it.
+    void compareWith(const QStringList& baselineInputs, const OpenOptions& options = {});
+    void setBaseline(std::shared_ptr<const Job> baseline); // null ends compare mode
+    std::shared_ptr<const Job> baseline() const { return baseline_; }
+    ComparePanel* comparePanel() const { return compare_; }
 
     AppSession* session() const { return session_; }
     std::shared_ptr<const Job> job() const { return job_; }
@@ -106,6 +116,7 @@ private:
     void showProgress(const QString& phase, double fraction);
     void hideProgress();
     void showShortcuts();
+    void updateComparison();
 
     AppSession* session_ = nullptr;
     ExportWorker* exporter_ = nullptr;
@@ -137,6 +148,11 @@ private:
     bool restoredLayout_ = false;
     int jobsShown_ = 0;
     QString commRulesFile_; // File > Communication rules (or --comm-rules): kept for every job opened
+    AppSession* baselineSession_ = nullptr; // loads the baseline of compare mode
+    std::shared_ptr<const Job> baseline_;
+    ComparePanel* compare_ = nullptr;
+    QDockWidget* compareDock_ = nullptr;
+    QAction* stopComparing_ = nullptr;
 };
 
 } // namespace pipescope::gui

@@ -50,6 +50,8 @@ QVariant AnalysisTableModel::data(const QModelIndex& index, int role) const
             return f;
         }
         return {};
+    case Qt::ForegroundRole:
+        return c.foreground.isValid() ? QVariant(c.foreground) : QVariant();
     case SortRole:
         return c.sort.isValid() ? c.sort : QVariant(c.text);
     default:

@@ -47,6 +47,7 @@ protected:
         QString toolTip;
         bool numeric = false; // right-aligned
         bool emphasis = false; // bold (the bottleneck stage)
+        QColor foreground;     // text colour when valid (a comparison's faster or slower)
     };
     static Cell text(const QString& s);
     static Cell duration(TimeNs ns);              // "1.234 ms", exact ns on hover, sorts as qint64

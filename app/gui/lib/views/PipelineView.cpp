@@ -90,6 +90,22 @@ void PipelineView::setPrediction(std::shared_ptr<const whatif::Prediction> predi
     update();
 }
 
+void PipelineView::setBaseline(std::shared_ptr<const AnalysisResult> baseline, const QString& name)
+{
+    baseline_ = std::move(baseline);
+    baselineName_ = name;
+    update();
+}
+
+const Iteration* PipelineView::baselineIteration() const
+{
+    if (!baseline_)
+        return nullptr;
+    const int n = static_cast<int>(baseline_->iterations.size());
+    const int sel = baseline_->selectedIteration;
+    return sel >= 0 && sel < n ? &baseline_->iterations[size_t(sel)] : nullptr;
+}
+
 void PipelineView::setMode(Mode mode)
 {
     mode_ = mode;
@@ -108,12 +124,12 @@ void PipelineView::setReplicasStacked(bool stacked)
     update();
 }
 
-std::vector<PipelineView::Row> PipelineView::measuredRows() const
+std::vector<PipelineView::Row> PipelineView::rowsOf(const AnalysisResult* analysis) const
 {
     std::vector<Row> rows;
-    if (!measured_ || !measured_->pipeline.found)
+    if (!analysis || !analysis->pipeline.found)
         return rows;
-    std::vector<StageAssignment> a = measured_->pipeline.stageMap;
+    std::vector<StageAssignment> a = analysis->pipeline.stageMap;
     a.erase(std::remove_if(a.begin(), a.end(), [&](const StageAssignment& s) {
                 return s.stage < 0 || (!replicasStacked_ && s.replica != 0);
             }),
@@ -140,6 +156,8 @@ TimeNs PipelineView::spanNs() const
     }
     if (prediction_)
         span = std::max(span, prediction_->iterationNs());
+    if (const Iteration* b = baselineIteration())
+        span = std::max(span, b->end - b->start);
     return span;
 }
 
@@ -152,14 +170,16 @@ void PipelineView::paintEvent(QPaintEvent*)
     const int shown = shownIteration();
     const std::vector<Row> mRows = shown >= 0 ? measuredRows() : std::vector<Row>{};
     const int pRows = prediction_ ? prediction_->schedule.pp : 0;
-    if (span <= 0 || (mRows.empty() && pRows == 0)) {
+    const Iteration* baseIt = baselineIteration();
+    const std::vector<Row> bRows = baseIt ? rowsOf(baseline_.get()) : std::vector<Row>{};
+    if (span <= 0 || (mRows.empty() && pRows == 0 && bRows.empty())) {
         p.setPen(palette().color(QPalette::PlaceholderText));
         p.drawText(rect(), Qt::AlignCenter, tr("No pipeline to show"));
         return;
     }
     const bool ghost = mode_ == Ghost && !mRows.empty() && pRows > 0;
-    const int sections = ghost ? 1 : int(!mRows.empty()) + int(pRows > 0);
-    const int rowsTotal = ghost ? int(mRows.size()) : int(mRows.size()) + pRows;
+    const int sections = int(!bRows.empty()) + (ghost ? 1 : int(!mRows.empty()) + int(pRows > 0));
+    const int rowsTotal = int(bRows.size()) + (ghost ? int(mRows.size()) : int(mRows.size()) + pRows);
     const int plotW = std::max(1, width() - kLabelW - 8);
     const int rowH = std::max(6, (height() - kAxisH - sections * kTitleH) / std::max(1, rowsTotal) - kRowGap);
     const double pxPerNs = double(plotW) / double(span);
@@ -193,6 +213,34 @@ void PipelineView::paintEvent(QPaintEvent*)
         y += kTitleH;
     };
 
+    // ---- baseline (compare mode) --------------------------------------------
+    if (!bRows.empty()) {
+        title(tr("baseline %1: %2").arg(baselineName_, QString::fromStdString(formatDuration(baseIt->end - baseIt->start))));
+        std::map<int, int> rowOfRank;
+        for (size_t i = 0; i < bRows.size(); ++i) {
+            rowOfRank[bRows[i].rank] = int(i);
+            p.setPen(text);
+            p.drawText(QRect(4, y + int(i) * (rowH + kRowGap), kLabelW - 8, rowH), Qt::AlignLeft | Qt::AlignVCenter,
+                       bRows[i].label);
+        }
+        for (const Bubble& b : baseline_->bubbles) {
+            const auto r = rowOfRank.find(b.rank);
+            if (b.iteration != baseIt->index || r == rowOfRank.end())
+                continue;
+            box(xOf(b.start - baseIt->start), xOf(b.end - baseIt->start), y + r->second * (rowH + kRowGap), rowH,
+                toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+        }
+        for (const Step& s : baseline_->steps) {
+            const auto r = rowOfRank.find(s.rank);
+            if (s.iteration != baseIt->index || r == rowOfRank.end())
+                continue;
+            box(xOf(s.start - baseIt->start), xOf(s.end - baseIt->start), y + r->second * (rowH + kRowGap), rowH,
+                toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
+                false);
+        }
+        y += int(bRows.size()) * (rowH + kRowGap);
+    }
+
     // ---- measured -----------------------------------------------------------
     int measuredTop = y;
     if (!mRows.empty()) {
@@ -202,7 +250,8 @@ void PipelineView::paintEvent(QPaintEvent*)
         title(ghost ? tr("measured%3 %1, predicted %2 (ghost)")
                           .arg(QString::fromStdString(formatDuration(it.end - it.start)),
                                QString::fromStdString(formatDuration(prediction_->iterationNs())), which)
-                    : tr("measured%2 %1").arg(QString::fromStdString(formatDuration(it.end - it.start)), which));
+                    : (bRows.empty() ? tr("measured%2 %1") : tr("this run%2: %1"))
+                          .arg(QString::fromStdString(formatDuration(it.end - it.start)), which));
         measuredTop = y;
         std::map<int, int> rowOfRank;
         for (size_t i = 0; i < mRows.size(); ++i)
@@ -256,7 +305,7 @@ void PipelineView::paintEvent(QPaintEvent*)
             if (!ghost) {
                 p.setPen(text);
                 p.drawText(QRect(4, y + r * (rowH + kRowGap), kLabelW - 8, rowH), Qt::AlignLeft | Qt::AlignVCenter,
-                           tr("rank %1").arg(r));
+                           tr("stage %1").arg(r));
             }
             if (size_t(r) >= prediction_->replay.ranks.size())
                 continue;

@@ -36,6 +36,11 @@ public:
     // The measured steps the diagram draws: the shown iteration's, on the rows shown.
     std::vector<Step> shownSteps() const;
     void setPrediction(std::shared_ptr<const whatif::Prediction> prediction);
+    // Compare mode: a baseline run's analysed iteration drawn above the
+    // measured one, on the same time axis (each from its own iteration
+    // start); null leaves compare mode. `name` titles its rows.
+    void setBaseline(std::shared_ptr<const AnalysisResult> baseline, const QString& name);
+    bool hasBaseline() const { return baseline_ != nullptr; }
     void setMode(Mode mode);
     Mode mode() const { return mode_; }
     void setCriticalPathVisible(bool visible);
@@ -61,10 +66,14 @@ private:
         int rank = -1;    // measured rows: the rank shown
         int stage = 0;
     };
-    std::vector<Row> measuredRows() const;
+    std::vector<Row> measuredRows() const { return rowsOf(measured_.get()); }
+    std::vector<Row> rowsOf(const AnalysisResult* analysis) const;
+    const Iteration* baselineIteration() const;
 
     std::shared_ptr<const AnalysisResult> measured_;
     std::shared_ptr<const whatif::Prediction> prediction_;
+    std::shared_ptr<const AnalysisResult> baseline_;
+    QString baselineName_;
     Mode mode_ = Stacked;
     bool criticalPath_ = true;
     bool replicasStacked_ = false;
