@@ -191,6 +191,10 @@ private Q_SLOTS:
     // each compared with it; the panel and the pipeline view follow.
     void compareMode()
     {
+        // The folder is imported into a cache of its own (importsAFolderOnceIntoTheCache wants the shared one empty).
+        QTemporaryDir ownCache;
+        qputenv("PIPESCOPE_CACHE_DIR", ownCache.path().toUtf8());
+        const auto restore = qScopeGuard([this] { qputenv("PIPESCOPE_CACHE_DIR", cache_.path().toUtf8()); });
         MainWindow w(nullptr, false);
         w.resize(1400, 900);
         w.show();
