@@ -7,6 +7,7 @@
 #include "RunInput.h"
 #include "ScenarioOptions.h"
 #include "compare/Diff.h"
+#include "compare/SavedPrediction.h"
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
 #include "util/JsonText.h"
@@ -25,12 +26,16 @@ struct DiffArgs {
     int iteration = -1, bIteration = -1, pp = 0, top = 20;
     CalibrationArgs calibration;
     std::vector<int> bBoundaries;
+    std::string prediction; // --prediction FILE
     bool json = false, quiet = false;
 };
 
 int runDiff(DiffArgs& x)
 {
     x.calibration.load();
+    std::optional<compare::SavedPrediction> saved;
+    if (!x.prediction.empty())
+        saved = compare::readSavedPrediction(x.prediction); // refused before any work
     if (!x.output.empty()) {
         AtomicOutput::refuseInput(x.output);
         AtomicOutput::protectInput(x.a);
@@ -69,7 +74,15 @@ int runDiff(DiffArgs& x)
     compare::RunInput rb{x.b, &b->trace, &b->analysis, b->model ? &*b->model : nullptr};
     compare::DiffOptions o;
     o.topKernels = x.top;
-    compare::DiffResult d = compare::diffRuns(ra, rb, o);
+    o.saved = saved ? &*saved : nullptr;
+    compare::DiffResult d;
+    try {
+        d = compare::diffRuns(ra, rb, o);
+    } catch (const Error& e) {
+        if (saved)
+            throw Error(x.prediction + ": " + e.what());
+        throw;
+    }
     if (!d.prediction && !a->model && a->analysis.pipeline.found)
         d.predictionWhyNot += ": " + a->modelWhyNot;
 
@@ -106,6 +119,9 @@ RegisterCommand reg{{"diff", "Compare two runs stage by stage, and check A's pre
                                         "B's boundaries, when its trace does not attribute layers (default: an even split)")
                              ->delimiter(',')
                              ->check(wholeNumber(1, 100000));
+                         app.add_option("--prediction", x->prediction,
+                                        "Check B against this prediction saved on A (whatif --save-prediction, or the "
+                                        "app's File > Save prediction) instead of predicting B's configuration now");
                          app.add_option("--top", x->top, "Kernel rows to show, largest change first")
                              ->check(wholeNumber(0, 100000))
                              ->capture_default_str();

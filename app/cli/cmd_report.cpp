@@ -4,6 +4,7 @@
 #include "Command.h"
 #include "RunInput.h"
 #include "compare/Diff.h"
+#include "compare/SavedPrediction.h"
 #include "NumberChecks.h"
 #include "ScenarioOptions.h"
 #include "report/Report.h"
@@ -20,6 +21,12 @@
 namespace pipescope::cli {
 namespace {
 
+// An error of the comparison, already naming the baseline or the saved prediction.
+class ComparisonError : public Error {
+public:
+    using Error::Error;
+};
+
 // The what-if section takes whatif's options; -o and --json are the report's own.
 struct ReportArgs : ScenarioArgs {
     std::string file;
@@ -28,6 +35,7 @@ struct ReportArgs : ScenarioArgs {
     CalibrationArgs calibration;
     std::string compare;           // --compare BASELINE
     std::optional<int> compareIteration;
+    std::string prediction;        // --prediction FILE (with --compare)
 
     ReportArgs() { output = "report.html"; }
 };
@@ -55,6 +63,13 @@ int runReport(ReportArgs& a)
     }
     // --compare: the baseline, analysed and calibrated as diff does it.
     std::unique_ptr<LoadedRun> baseline;
+    std::optional<compare::SavedPrediction> saved;
+    if (!a.prediction.empty()) {
+        if (a.compare.empty())
+            throw ValueError("prediction", "--prediction checks a saved prediction against this job and needs the run it "
+                                           "was saved on: add --compare BASELINE");
+        saved = compare::readSavedPrediction(a.prediction);
+    }
     if (!a.compare.empty()) {
         AtomicOutput::protectInput(a.compare);
         AnalyzeOptions bo;
@@ -85,14 +100,23 @@ int runReport(ReportArgs& a)
                         // This job's partition stays unknown; the comparison shows the rest.
                     }
                 }
-                const compare::DiffResult diff =
-                    compare::diffRuns({a.compare, &baseline->trace, &baseline->analysis, baseline->model ? &*baseline->model : nullptr},
-                                      {a.file, &trace, &analysis, model ? &*model : nullptr});
+                compare::DiffOptions dopt;
+                dopt.saved = saved ? &*saved : nullptr;
+                compare::DiffResult diff;
+                try {
+                    diff = compare::diffRuns(
+                        {a.compare, &baseline->trace, &baseline->analysis, baseline->model ? &*baseline->model : nullptr},
+                        {a.file, &trace, &analysis, model ? &*model : nullptr}, dopt);
+                } catch (const Error& e) {
+                    throw ComparisonError((saved ? a.prediction : a.compare) + ": " + e.what());
+                }
                 ro.comparison = &diff;
                 html = report::renderReport(trace, analysis, ro, &verdict);
             } else {
                 html = report::renderReport(trace, ro, &verdict);
             }
+        } catch (const ComparisonError&) {
+            throw; // names its own file
         } catch (const Error& e) {
             throw Error(a.file + ": " + e.what());
         }
@@ -120,6 +144,9 @@ RegisterCommand reg{{"report", "Write a self-contained HTML report: timeline, id
                          app.add_option("--compare-iteration", a->compareIteration,
                                         "the baseline's iteration to compare (default: --iteration, else a representative one)")
                              ->check(wholeNumber(0));
+                         app.add_option("--prediction", a->prediction,
+                                        "with --compare: check this job against a prediction saved on the baseline "
+                                        "(whatif --save-prediction)");
                          addScenarioOptions(app, *a, {"Pipeline degree to predict (re-splits the layers)",
                                                       "Microbatches per iteration (same global batch)",
                                                       "First layer of each stage after the first, e.g. 4,9,13"});

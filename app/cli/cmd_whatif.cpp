@@ -7,6 +7,7 @@
 #include "NumberChecks.h"
 #include "ScenarioOptions.h"
 #include "analysis/MeasuredPipeline.h"
+#include "compare/SavedPrediction.h"
 #include "store/Store.h"
 #include "util/Error.h"
 #include "util/Format.h"
@@ -37,6 +38,7 @@ struct WhatIfArgs : ScenarioArgs {
     std::vector<std::string> gpuTypes, gpuThroughput; // --gpu-types, --gpu-throughput NAME=SPEED
     int fixStraggler = -1;                           // --fix-straggler: < 0 when not asked
     std::vector<std::string> freeze;                 // --freeze: layer ranges FIRST..LAST
+    std::string savePrediction;                      // --save-prediction FILE
 };
 
 // --stage-speed trace: each rank's speed from the layers the trace timed on it.
@@ -178,6 +180,16 @@ int runWhatIfImpl(WhatIfArgs& a)
             extra.push_back(addExtraWork(p, static_cast<TimeNs>(std::llround(a.extraWorkMs * 1e6)),
                                          static_cast<TimeNs>(std::llround(a.extraWorkPieceMs * 1e6))));
 
+    // --save-prediction: the last prediction (the requested scenario, or its
+    // auto-balanced partition), for `diff --prediction` against the next run.
+    if (!a.savePrediction.empty()) {
+        const Prediction& chosen = predictions.back();
+        compare::writeSavedPrediction(a.savePrediction,
+                                      compare::savePrediction(a.file, compare::jobIdentity(trace, analysis), chosen));
+        std::cerr << "pipescope whatif: saved the prediction \"" << chosen.label << "\" ("
+                  << formatDuration(chosen.iterationNs()) << ") to " << a.savePrediction << "\n";
+    }
+
     const bool simulated = trace.simulated();
     if (document) {
         JsonOptions jo;
@@ -281,6 +293,9 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                                         "Freeze layers FIRST..LAST (0-based, inclusive), e.g. 0..3,30..31: no weight "
                                         "gradients, nor any backward before the first trainable layer")
                              ->delimiter(',');
+                         app.add_option("--save-prediction", a->savePrediction,
+                                        "Save the last prediction with this job's identity, to check against the next run: "
+                                        "pipescope diff THIS NEXT --prediction FILE (docs/diff.md)");
                          addOutputOptions(app, *a);
                          addExchangesOption(app, *a,
                                             "trace (default: as the analysis and calibration found), blocking (batched "

@@ -104,7 +104,10 @@ int main(int argc, char** argv)
                                   QStringLiteral("Compare mode: a baseline run (store, trace file or folder) to compare the job with "
                                                  "(docs/diff.md)"),
                                   QStringLiteral("BASELINE"));
-    parser.addOptions({compareOpt, commRulesOpt, layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
+    QCommandLineOption predictionOpt(QStringLiteral("prediction"),
+                                     QStringLiteral("With --compare: check the job against this prediction saved on the baseline"),
+                                     QStringLiteral("FILE"));
+    parser.addOptions({compareOpt, predictionOpt, commRulesOpt, layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
                        panelOpt});
     parser.process(app);
 
@@ -167,6 +170,8 @@ int main(int argc, char** argv)
         window.show();
         if (!inputs.isEmpty())
             window.open(inputs, options);
+        if (parser.isSet(predictionOpt))
+            window.setSavedPrediction(parser.value(predictionOpt));
         if (parser.isSet(compareOpt))
             window.compareWith({parser.value(compareOpt)}, options);
         QObject::connect(&window, &MainWindow::jobShown, &window, [&window, changes, changesScenario, shownView] {
@@ -204,6 +209,8 @@ int main(int argc, char** argv)
     window.resize(w, h);
     window.show();
     window.showJob(job);
+    if (parser.isSet(predictionOpt) && !window.setSavedPrediction(parser.value(predictionOpt)))
+        return fail(window.lastError());
     if (baseline)
         window.setBaseline(baseline);
     if (job->costModel)

@@ -1,6 +1,7 @@
 #include "compare/Diff.h"
 
 #include "analysis/Classify.h"
+#include "compare/SavedPrediction.h"
 #include "util/Error.h"
 
 #include <algorithm>
@@ -293,6 +294,50 @@ std::optional<PredictionCheck> predictionCheck(const RunInput& a, const RunInput
     return check;
 }
 
+// The check of a saved prediction: its scenario against B's configuration.
+PredictionCheck savedCheck(const SavedPrediction& saved, const RunConfig& ca, const RunConfig& cb, TimeNs measuredB)
+{
+    PredictionCheck check;
+    check.saved = true;
+    check.savedLabel = saved.label;
+    check.scenario.label = saved.label;
+    check.scenario.schedule = saved.schedule;
+    check.scenario.pp = saved.pp;
+    check.scenario.v = saved.v;
+    check.scenario.microbatches = saved.microbatches;
+    if (!saved.boundaries.empty())
+        check.scenario.boundaries = saved.boundaries;
+    const std::string savedLayers = intList(saved.boundaries);
+    addDifference(check.changes, "schedule", ca.schedule, std::string(toString(saved.schedule)));
+    addDifference(check.changes, "pp", std::to_string(ca.pp), std::to_string(saved.pp));
+    addDifference(check.changes, "v", std::to_string(ca.v), std::to_string(saved.v));
+    addDifference(check.changes, "microbatches", std::to_string(ca.microbatches), std::to_string(saved.microbatches));
+    if (saved.recompute != "none")
+        check.changes.push_back({"recompute", "none", saved.recompute});
+    // What B runs that the saved scenario did not say.
+    auto unlike = [&](const std::string& field, const std::string& predicted, const std::string& ran) {
+        if (predicted != ran)
+            check.notModelled.push_back("B runs " + field + " " + ran + ", the saved scenario " + predicted);
+    };
+    unlike("schedule", std::string(toString(saved.schedule)), cb.schedule);
+    unlike("pp", std::to_string(saved.pp), std::to_string(cb.pp));
+    unlike("v", std::to_string(saved.v), std::to_string(cb.v));
+    unlike("microbatches", std::to_string(saved.microbatches), std::to_string(cb.microbatches));
+    if (!cb.layersPerStage.empty() && !saved.boundaries.empty()) {
+        std::vector<int> first{0};
+        for (int n : cb.layersPerStage)
+            first.push_back(first.back() + n);
+        const std::vector<int> bBoundaries(first.begin() + 1, first.end() - 1);
+        unlike("boundaries", savedLayers, intList(bBoundaries));
+    }
+    if (cb.dp != ca.dp)
+        check.notModelled.push_back("data-parallel replicas " + std::to_string(ca.dp) + " -> " + std::to_string(cb.dp));
+    check.predictedNs = saved.predictedNs;
+    check.measuredNs = measuredB;
+    check.error = measuredB > 0 ? static_cast<double>(check.predictedNs - measuredB) / static_cast<double>(measuredB) : 0;
+    return check;
+}
+
 } // namespace
 
 RunConfig runConfig(const AnalysisResult& r, const whatif::CostModel* model)
@@ -515,7 +560,16 @@ DiffResult diffRuns(const RunInput& a, const RunInput& b, const DiffOptions& opt
     d.kernels = std::move(all);
 
     // The prediction check.
-    if (d.iterationNs.b)
+    if (options.saved) {
+        const JobIdentity id = jobIdentity(*a.trace, ra);
+        if (!(id == options.saved->job))
+            throw Error("the saved prediction is of another job (" + describe(options.saved->job) + "; run A has " +
+                        describe(id) + "): give the run it was saved from as A");
+        if (d.iterationNs.b)
+            d.prediction = savedCheck(*options.saved, d.a, d.b, *d.iterationNs.b);
+        else
+            d.predictionWhyNot = "run B has no iteration to measure";
+    } else if (d.iterationNs.b)
         d.prediction = predictionCheck(a, b, d.a, d.b, *d.iterationNs.b, d.stages, d.predictionWhyNot);
     else
         d.predictionWhyNot = "run B has no iteration to measure";

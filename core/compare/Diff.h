@@ -94,8 +94,14 @@ struct KernelDiff {
     KernelChange change = KernelChange::Same;
 };
 
+struct SavedPrediction;
+
 // A's prediction for B's configuration, against B's measurement.
 struct PredictionCheck {
+    // From a saved prediction (pipescope.prediction/1): the very one the user
+    // acted on, with the label they gave its scenario; else replayed now.
+    bool saved = false;
+    std::string savedLabel;
     std::vector<Difference> changes;     // what the scenario changed from A's configuration
     std::vector<std::string> notModelled; // differences the prediction does not cover
     whatif::Scenario scenario;
@@ -111,6 +117,9 @@ struct PredictionCheck {
 
 struct DiffOptions {
     int topKernels = 20; // kernel rows kept, largest absolute change in total time first
+    // The prediction to check B against, saved on A; its job must be A
+    // (diffRuns throws Error otherwise). Null: A's cost model predicts B's configuration now.
+    const SavedPrediction* saved = nullptr;
 };
 
 struct DiffResult {

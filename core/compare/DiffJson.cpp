@@ -137,6 +137,8 @@ nlohmann::json diffToJson(const DiffResult& d)
         const PredictionCheck& p = *d.prediction;
         const whatif::Scenario& s = p.scenario;
         doc["prediction_check"] = {
+            {"saved", p.saved},
+            {"label", p.saved && !p.savedLabel.empty() ? json(p.savedLabel) : json(nullptr)},
             {"predicted_ns", p.predictedNs},
             {"measured_ns", p.measuredNs},
             {"error", round4(p.error)},

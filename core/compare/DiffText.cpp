@@ -53,7 +53,11 @@ std::string diffText(const DiffResult& d)
         std::string what;
         for (const Difference& c : p.changes)
             what += (what.empty() ? "" : ", ") + c.field + " " + c.a + " -> " + c.b;
-        os << "  A's cost model replayed B's configuration: " << what << "\n";
+        if (p.saved)
+            os << "  the prediction saved on A" << (p.savedLabel.empty() ? "" : " (\"" + printable(p.savedLabel, 80) + "\")")
+               << ": " << what << "\n";
+        else
+            os << "  A's cost model replayed B's configuration: " << what << "\n";
         if (p.batch == "microbatch")
             os << "  B's microbatches cost what A's did: replayed at A's microbatch size (a larger global batch)\n";
         else if (p.batch == "global")
@@ -62,7 +66,7 @@ std::string diffText(const DiffResult& d)
         if (p.calibrationError)
             os << "  A's replay of its own run was " << formatSignedPercent(*p.calibrationError) << " off its measurement\n";
         for (const std::string& n : p.notModelled)
-            os << "  not modelled: " << n << "\n";
+            os << "  " << (p.saved ? "differs: " : "not modelled: ") << n << "\n";
     } else {
         os << "Prediction check: none: " << d.predictionWhyNot << "\n";
     }

@@ -67,7 +67,11 @@ void compareSection(std::string& out, const compare::DiffResult& d)
         std::string what;
         for (const compare::Difference& c : p.changes)
             what += (what.empty() ? "" : ", ") + c.field + " " + c.a + " → " + c.b;
-        out += "<li>A's cost model replayed B's configuration: " + esc(what) + "</li>";
+        if (p.saved)
+            out += "<li>The prediction saved on A" + (p.savedLabel.empty() ? std::string() : " (“" + esc(p.savedLabel) + "”)") +
+                   ": " + esc(what) + "</li>";
+        else
+            out += "<li>A's cost model replayed B's configuration: " + esc(what) + "</li>";
         if (p.batch == "microbatch")
             out += "<li>B's microbatches cost what A's did: replayed at A's microbatch size (a larger global batch)</li>";
         else if (p.batch == "global")
@@ -76,7 +80,7 @@ void compareSection(std::string& out, const compare::DiffResult& d)
             out += "<li>A's replay of its own run was " + esc(formatSignedPercent(*p.calibrationError)) +
                    " off its measurement</li>";
         for (const std::string& n : p.notModelled)
-            out += "<li>Not modelled: " + esc(n) + "</li>";
+            out += std::string(p.saved ? "<li>Differs: " : "<li>Not modelled: ") + esc(n) + "</li>";
         out += "</ul></div>\n";
     } else {
         out += "<p class=\"dim\" id=\"prediction-check\">No prediction check: " + esc(d.predictionWhyNot) + ".</p>\n";

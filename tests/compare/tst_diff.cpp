@@ -6,6 +6,8 @@
 #include "MegatronJob.h"
 #include "TestSupport.h"
 #include "compare/Diff.h"
+#include "compare/SavedPrediction.h"
+#include "util/Error.h"
 
 #include <nlohmann/json.hpp>
 
@@ -77,6 +79,7 @@ private slots:
     void anotherSchedule();
     void oneSlowerGpu();
     void jsonHoldsTheDocumentedFields();
+    void savedPredictionIsTheOneChecked();
 };
 
 void TestDiff::sameJobDiffersInNothing()
@@ -270,6 +273,67 @@ void TestDiff::jsonHoldsTheDocumentedFields()
     const nlohmann::json same = diffToJson(diffRuns(a->input("a"), a->input("a")));
     QVERIFY(same["prediction_check"].is_null());
     QVERIFY(same["prediction_check_note"].is_string());
+}
+
+// The prediction the user acted on, saved on A with A's identity, is the
+// one B is checked against; it survives the file; another job's is refused.
+void TestDiff::savedPredictionIsTheOneChecked()
+{
+    MegatronSpec sa = base(), sb = base();
+    sb.chunkLayers = {5, 4, 4, 3};
+    const auto a = run(sa), b = run(sb);
+    whatif::ScenarioChanges ch;
+    ch.boundaries = std::vector<int>{5, 9, 13};
+    whatif::Scenario sc = whatif::applyChanges(whatif::measuredScenario(*a->model), ch);
+    sc.label = "move a layer to stage 0";
+    const whatif::Prediction p = whatif::predict(*a->model, sc);
+    QTemporaryDir dir;
+    const std::string path = (dir.path() + "/prediction.json").toStdString();
+    compare::writeSavedPrediction(path, compare::savePrediction("a", compare::jobIdentity(a->trace, a->analysis), p));
+    const SavedPrediction saved = readSavedPrediction(path);
+    QCOMPARE(saved.predictedNs, p.iterationNs());
+    QCOMPARE(saved.boundaries, (std::vector<int>{5, 9, 13}));
+    QCOMPARE(saved.label, std::string("move a layer to stage 0"));
+
+    DiffOptions o;
+    o.saved = &saved;
+    const DiffResult d = diffRuns(a->input("a"), b->input("b"), o);
+    QVERIFY(d.prediction && d.prediction->saved);
+    QCOMPARE(d.prediction->predictedNs, p.iterationNs());
+    QCOMPARE(d.prediction->measuredNs, *d.iterationNs.b);
+    QVERIFY2(d.prediction->notModelled.empty(), d.prediction->notModelled.empty() ? "" : d.prediction->notModelled[0].c_str());
+
+    // B ran something else than the saved scenario: the check says so.
+    MegatronSpec sc2 = base();
+    sc2.microbatches = 16;
+    const auto other = run(sc2);
+    const DiffResult d2 = diffRuns(a->input("a"), other->input("c"), o);
+    QVERIFY(d2.prediction && d2.prediction->saved);
+    QCOMPARE(int(d2.prediction->notModelled.size()), 2); // microbatches, and the partition
+    QVERIFY(d2.prediction->notModelled[0].find("microbatches 16, the saved scenario 8") != std::string::npos);
+
+    // Saved on another job than A.
+    bool refused = false;
+    try {
+        diffRuns(b->input("b"), a->input("a"), o);
+    } catch (const Error& e) {
+        refused = std::string(e.what()).find("another job") != std::string::npos;
+    }
+    QVERIFY(refused);
+    // A file that is not a saved prediction.
+    const std::string junk = (dir.path() + "/junk.json").toStdString();
+    compare::writeSavedPrediction(junk, saved);
+    QFile f(QString::fromStdString(junk));
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write("{\"schema\": \"pipescope.whatif/1\"}");
+    f.close();
+    bool named = false;
+    try {
+        readSavedPrediction(junk);
+    } catch (const FormatError& e) {
+        named = std::string(e.what()).rfind(junk + ": not a saved prediction", 0) == 0;
+    }
+    QVERIFY(named);
 }
 
 QTEST_GUILESS_MAIN(TestDiff)

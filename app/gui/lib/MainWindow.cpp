@@ -3,6 +3,7 @@
 
 #include "panels/BubblePanel.h"
 #include "panels/ComparePanel.h"
+#include "util/Format.h"
 #include "panels/CriticalPathPanel.h"
 #include "panels/DetailsPanel.h"
 #include "panels/DiagnosticsPanel.h"
@@ -381,7 +382,23 @@ void MainWindow::buildMenus()
         if (!dir.isEmpty())
             compareWith({dir});
     });
-    stopComparing_ = file->addAction(QStringLiteral("S&top comparing"), this, [this] { setBaseline(nullptr); });
+    file->addAction(QStringLiteral("Check a sa&ved prediction..."), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("A prediction saved on the baseline"), QString(),
+                                                          QStringLiteral("Saved predictions (*.json);;All files (*)"));
+        if (!path.isEmpty())
+            setSavedPrediction(path);
+    });
+    file->addAction(QStringLiteral("Save &prediction for the next run..."), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save the prediction for the next run"),
+                                                          QStringLiteral("prediction.json"),
+                                                          QStringLiteral("Saved predictions (*.json)"));
+        if (!path.isEmpty())
+            saveCurrentPrediction(path);
+    });
+    stopComparing_ = file->addAction(QStringLiteral("S&top comparing"), this, [this] {
+        savedPrediction_.reset();
+        setBaseline(nullptr);
+    });
     stopComparing_->setEnabled(false);
     recentMenu_ = file->addMenu(QStringLiteral("Open &recent"));
     refreshRecentMenu();
@@ -602,6 +619,38 @@ void MainWindow::setBaseline(std::shared_ptr<const Job> baseline)
     }
 }
 
+bool MainWindow::setSavedPrediction(const QString& path)
+{
+    try {
+        savedPrediction_ = std::make_shared<const compare::SavedPrediction>(compare::readSavedPrediction(path.toStdString()));
+    } catch (const std::exception& e) {
+        showError(QString::fromStdString(e.what()));
+        return false;
+    }
+    updateComparison();
+    return true;
+}
+
+bool MainWindow::saveCurrentPrediction(const QString& path)
+{
+    const auto p = editor_->currentPrediction();
+    if (!job_ || !job_->analysis || !job_->trace || !p) {
+        showError(QStringLiteral("There is no prediction to save: open a job whose pipeline the what-if engine calibrates"));
+        return false;
+    }
+    try {
+        compare::writeSavedPrediction(path.toStdString(),
+                                      compare::savePrediction(job_->title.toStdString(),
+                                                              compare::jobIdentity(*job_->trace, *job_->analysis), *p));
+    } catch (const std::exception& e) {
+        showError(QString::fromStdString(e.what()));
+        return false;
+    }
+    status_->setText(QStringLiteral("Saved the prediction (%1) to %2; open the next run and compare it with this one")
+                         .arg(QString::fromStdString(formatDuration(p->iterationNs())), path));
+    return true;
+}
+
 void MainWindow::updateComparison()
 {
     if (!baseline_ || !job_ || !job_->complete || !job_->analysis || !baseline_->analysis) {
@@ -614,10 +663,19 @@ void MainWindow::updateComparison()
                               baseline_->costModel ? &*baseline_->costModel : nullptr};
     const compare::RunInput b{job_->title.toStdString(), job_->trace.get(), job_->analysis.get(),
                               job_->costModel ? &*job_->costModel : nullptr};
+    compare::DiffOptions o;
+    o.saved = savedPrediction_.get();
     try {
-        compare_->setDiff(std::make_shared<const compare::DiffResult>(compare::diffRuns(a, b)));
+        compare_->setDiff(std::make_shared<const compare::DiffResult>(compare::diffRuns(a, b, o)));
         pipeline_->setBaseline(baseline_->analysis, baseline_->title);
     } catch (const std::exception& e) {
+        if (savedPrediction_) {
+            // The saved prediction is another job's: compare without it.
+            savedPrediction_.reset();
+            showError(QStringLiteral("The saved prediction is not checked: %1").arg(QString::fromStdString(e.what())));
+            updateComparison();
+            return;
+        }
         compare_->setDiff(nullptr);
         pipeline_->setBaseline(nullptr, {});
         showError(QStringLiteral("The comparison failed: %1").arg(QString::fromStdString(e.what())));

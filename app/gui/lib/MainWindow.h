@@ -5,6 +5,7 @@
 // views over one AppSession; all work happens in core and the session layer.
 #include "session/AppSession.h"
 
+#include "compare/SavedPrediction.h"
 #include "report/Report.h"
 
 #include <QMainWindow>
@@ -55,6 +56,14 @@ public:
     void compareWith(const QStringList& baselineInputs, const OpenOptions& options = {});
     void setBaseline(std::shared_ptr<const Job> baseline); // null ends compare mode
     std::shared_ptr<const Job> baseline() const { return baseline_; }
+    // A prediction saved on the baseline (File > Save prediction on that job,
+    // or whatif --save-prediction): the comparison checks the job against it.
+    // False, with the error shown, for a file that is not one.
+    bool setSavedPrediction(const QString& path);
+    // File > Save prediction for the next run: the what-if editor's current
+    // prediction with this job's identity. False, with the error shown, when
+    // there is none or the file cannot be written.
+    bool saveCurrentPrediction(const QString& path);
     ComparePanel* comparePanel() const { return compare_; }
 
     AppSession* session() const { return session_; }
@@ -150,6 +159,7 @@ private:
     QString commRulesFile_; // File > Communication rules (or --comm-rules): kept for every job opened
     AppSession* baselineSession_ = nullptr; // loads the baseline of compare mode
     std::shared_ptr<const Job> baseline_;
+    std::shared_ptr<const compare::SavedPrediction> savedPrediction_;
     ComparePanel* compare_ = nullptr;
     QDockWidget* compareDock_ = nullptr;
     QAction* stopComparing_ = nullptr;

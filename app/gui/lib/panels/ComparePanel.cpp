@@ -133,11 +133,16 @@ void ComparePanel::setDiff(std::shared_ptr<const compare::DiffResult> diff)
         QStringList what;
         for (const compare::Difference& c : p.changes)
             what << QStringLiteral("%1 %2 → %3").arg(qs(c.field), qs(c.a), qs(c.b));
-        notes << tr("A = %1, B = this job. A's cost model replayed B's configuration: %2.").arg(qs(d.aName), what.join(QStringLiteral(", ")));
+        if (p.saved)
+            notes << tr("A = %1, B = this job. The prediction saved on A%2: %3.")
+                         .arg(qs(d.aName), p.savedLabel.empty() ? QString() : QStringLiteral(" (\u201c%1\u201d)").arg(qs(p.savedLabel)),
+                              what.join(QStringLiteral(", ")));
+        else
+            notes << tr("A = %1, B = this job. A's cost model replayed B's configuration: %2.").arg(qs(d.aName), what.join(QStringLiteral(", ")));
         if (p.calibrationError)
             notes << tr("A's replay of its own run was %1 off its measurement.").arg(qs(formatSignedPercent(*p.calibrationError)));
         for (const std::string& n : p.notModelled)
-            notes << tr("Not modelled: %1.").arg(qs(n));
+            notes << (p.saved ? tr("Differs: %1.") : tr("Not modelled: %1.")).arg(qs(n));
         notes_->setText(notes.join(QLatin1Char(' ')));
     } else {
         headline_->setText(tr("Iteration %1 in A, %2 in B (%3)")
