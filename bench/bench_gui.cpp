@@ -450,6 +450,28 @@ int main(int argc, char** argv)
         std::snprintf(what, sizeof what, "move to repainted prediction (median; max %.1f ms)", maxOf(total));
         row(what, median(total), "ms", "target <= 16 ms");
     }
+
+    // Compare mode, the job against itself as the baseline: the comparison
+    // (computed as the baseline is set) and the Pipeline view's frame with
+    // the baseline's iteration above this one's.
+    {
+        std::printf("\nCompare mode (the job against itself as the baseline)\n");
+        window.setView(gui::MainWindow::View::Pipeline);
+        QCoreApplication::processEvents();
+        const auto tc = Clock::now();
+        window.setBaseline(job);
+        row("comparison computed and shown", msSince(tc), "ms");
+        gui::PipelineView* pv = window.pipelineView();
+        std::vector<double> paint;
+        for (int i = 0; i < 21; ++i) {
+            const auto tp = Clock::now();
+            pv->repaint();
+            paint.push_back(msSince(tp));
+        }
+        char what[96];
+        std::snprintf(what, sizeof what, "Pipeline view with the baseline, repaint (median; max %.1f ms)", maxOf(paint));
+        row(what, median(paint), "ms", "target <= 16 ms");
+    }
     row("peak RSS at the end (VmHWM)", procStatusMiB("VmHWM:"), "MiB", "target <= 1536 MiB");
 
     // No close(): closing saves the window layout to the user's settings.

@@ -1,12 +1,14 @@
 #include "timeline/TimelineBuild.h"
 
 #include "analysis/Classify.h"
+#include "util/Demangle.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace pipescope::timeline {
 
@@ -64,6 +66,10 @@ TimelineModel buildMeasured(const Trace& trace, const AnalysisResult& result, co
 {
     TimelineModel m;
     m.names = trace.strings;
+    // Kernels recorded by their mangled C++ names read demangled (Details keeps the name as recorded).
+    for (std::string& n : m.names)
+        if (auto d = demangle(n))
+            n = std::move(*d);
     Names names(m.names);
 
     std::map<int, StageAssignment> stageOf;
@@ -110,8 +116,14 @@ TimelineModel buildMeasured(const Trace& trace, const AnalysisResult& result, co
     // the lanes and counts their events, so each lane's vector is allocated
     // once at its final size (no doubling, no copy in finalize).
     std::unordered_map<int64_t, StreamRole> roleOf;
-    for (const StreamClass& sc : result.streams)
+    // CUPTI files device-wide synchronizations under stream -1: a pseudo-stream
+    // with nothing but waits gets no lane (the waits show on the CPU side).
+    std::unordered_set<int64_t> pseudoStreams;
+    for (const StreamClass& sc : result.streams) {
         roleOf[sc.storeId] = sc.role;
+        if (sc.stream < 0 && sc.role == StreamRole::Idle)
+            pseudoStreams.insert(sc.storeId);
+    }
     // Stream ids are store row ids, small and dense: a table finds the lane, a map the rest.
     std::vector<int32_t> laneOfDenseStream;
     {
@@ -136,6 +148,8 @@ TimelineModel buildMeasured(const Trace& trace, const AnalysisResult& result, co
     std::vector<size_t> laneEvents;
     size_t commCount = 0;
     for (const Activity& a : trace.activities) {
+        if (!pseudoStreams.empty() && pseudoStreams.count(a.streamId))
+            continue;
         int32_t& slot = laneSlot(a.streamId);
         if (slot < 0) {
             slot = static_cast<int32_t>(streamLanes.size());
@@ -171,6 +185,8 @@ TimelineModel buildMeasured(const Trace& trace, const AnalysisResult& result, co
     size_t cursor = 0; // steps of the rank starting at or before the activity
     for (size_t i = 0; i < trace.activities.size(); ++i) {
         const Activity& a = trace.activities[i];
+        if (!pseudoStreams.empty() && pseudoStreams.count(a.streamId))
+            continue;
         Lane& lane = streamLanes[static_cast<size_t>(laneSlot(a.streamId))];
         const NcclOp* op = opOf(a);
         Event e;

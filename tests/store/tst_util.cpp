@@ -2,6 +2,7 @@
 #include "TestSupport.h"
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
+#include "util/Demangle.h"
 #include "util/Format.h"
 #include "util/InputFile.h"
 #include "util/TimeParse.h"
@@ -14,6 +15,17 @@ using namespace pipescope;
 class TstUtil : public QObject {
     Q_OBJECT
 private slots:
+    void demangles()
+    {
+        QCOMPARE(demangle("_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE").value_or("-"),
+                 std::string("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"));
+        QCOMPARE(demangle("_ZN7cutlass7Kernel2I41cutlass_80_simt_sgemm_64x64_8x5_tn_align1EEvNT_6ParamsE").value_or("-"),
+                 std::string("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)"));
+        QVERIFY(!demangle("ampere_sgemm_128x64_nn"));
+        QVERIFY(!demangle("_Znot a name"));
+        QVERIFY(!demangle(""));
+    }
+
     void parseMicros_data()
     {
         QTest::addColumn<QString>("text");

@@ -47,6 +47,30 @@ private slots:
         QVERIFY(sizeof(DrawItem) <= 64);
     }
 
+    // Kernels recorded by mangled C++ names read demangled; CUPTI's stream -1,
+    // holding only device-wide synchronizations, gets no lane.
+    void readableNamesAndNoPseudoStream()
+    {
+        test::TraceBuilder tb;
+        tb.kernel(0, 7, "_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE", 1'000, 2'000);
+        tb.kernel(0, 7, "ampere_sgemm_128x64_nn", 3'000, 4'000);
+        tb.kernel(0, -1, "cudaDeviceSynchronize", 4'000, 5'000, std::nullopt, ActivityKind::Sync);
+        const Trace t = tb.build();
+        const AnalysisResult r = analyze(t);
+        const TimelineModel m = buildMeasured(t, r);
+        QStringList names, labels;
+        for (const Lane& l : m.lanes) {
+            labels << QString::fromStdString(l.label);
+            if (l.kind == LaneKind::Kernels)
+                for (const Event& e : l.events)
+                    names << QString::fromStdString(m.names[size_t(e.name)]);
+        }
+        QCOMPARE(names, (QStringList{"ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "ampere_sgemm_128x64_nn"}));
+        QVERIFY2(!labels.join(' ').contains("stream -1"), qPrintable(labels.join(", ")));
+        // The analysis still counts the synchronization.
+        QCOMPARE(r.kernelCounts[size_t(WorkClass::Sync)], int64_t(1));
+    }
+
     void lanesFromSyntheticTrace()
     {
         test::PipelineSpec spec;

@@ -75,6 +75,7 @@ ComparePanel::ComparePanel(QWidget* parent)
     , totals_(new DiffTableModel(this))
     , stages_(new DiffTableModel(this))
     , path_(new DiffTableModel(this))
+    , microbatches_(new DiffTableModel(this))
     , kernels_(new DiffTableModel(this))
 {
     headline_->setTextFormat(Qt::PlainText);
@@ -104,6 +105,7 @@ ComparePanel::ComparePanel(QWidget* parent)
     };
     page(stages_, nullptr, tr("Stages"));
     page(config_, totals_, tr("Configuration and idle"));
+    page(microbatches_, nullptr, tr("Microbatches"));
     page(path_, nullptr, tr("Critical path"));
     page(kernels_, nullptr, tr("Kernels"));
     layout->addWidget(tabs, 1);
@@ -119,7 +121,7 @@ void ComparePanel::setDiff(std::shared_ptr<const compare::DiffResult> diff)
     if (!diff_) {
         headline_->setText(tr("No comparison. File > Compare with... opens a baseline run to compare this job with."));
         notes_->clear();
-        for (DiffTableModel* m : {config_, totals_, stages_, path_, kernels_})
+        for (DiffTableModel* m : {config_, totals_, stages_, microbatches_, path_, kernels_})
             m->set({}, {});
         return;
     }
@@ -195,6 +197,24 @@ void ComparePanel::setDiff(std::shared_ptr<const compare::DiffResult> diff)
         stages_->set({tr("stage"), tr("F A"), tr("F B"), tr("B A"), tr("B B"), tr("F+B A"), tr("F+B B"), tr("F+B change"),
                       tr("busy A"), tr("busy B"), tr("busy change")},
                      std::move(rows));
+    }
+    {
+        // Per microbatch where both runs cut the work the same way; else one row saying why not.
+        std::vector<std::vector<M::Cell>> rows;
+        for (const compare::MicrobatchDiff& m : d.microbatches) {
+            compare::Both<TimeNs> fb;
+            if (m.forwardNs.a && m.backwardNs.a)
+                fb.a = *m.forwardNs.a + *m.backwardNs.a;
+            if (m.forwardNs.b && m.backwardNs.b)
+                fb.b = *m.forwardNs.b + *m.backwardNs.b;
+            rows.push_back({M::num(m.stage), M::num(m.microbatch), M::dur(m.forwardNs.a), M::dur(m.forwardNs.b),
+                            M::dur(m.backwardNs.a), M::dur(m.backwardNs.b), M::change(fb)});
+        }
+        if (rows.empty())
+            rows.push_back({M::str(qs(d.microbatchesWhyNot)), M::str({}), M::str({}), M::str({}), M::str({}), M::str({}),
+                            M::str({})});
+        microbatches_->set({tr("stage"), tr("microbatch"), tr("F A"), tr("F B"), tr("B A"), tr("B B"), tr("F+B change")},
+                           std::move(rows));
     }
     {
         std::vector<std::vector<M::Cell>> rows;

@@ -37,6 +37,7 @@ private:
     DiffTableModel* totals_ = nullptr;
     DiffTableModel* stages_ = nullptr;
     DiffTableModel* path_ = nullptr;
+    DiffTableModel* microbatches_ = nullptr;
     DiffTableModel* kernels_ = nullptr;
 };
 

@@ -3,6 +3,7 @@
 #include "analysis/Analysis.h"
 #include "timeline/TimelineLinks.h"
 #include "util/Format.h"
+#include "util/Demangle.h"
 
 #include <QTextBrowser>
 #include <QVBoxLayout>
@@ -220,8 +221,13 @@ void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
             if (op.seq)
                 html += row(QStringLiteral("sequence"), QString::number(*op.seq));
         }
+        const std::string& recorded = trace_->str(a.name);
+        const std::optional<std::string> readable = demangle(recorded);
         html += row(QStringLiteral("name"), QStringLiteral("<span style='font-family:monospace'>%1</span>")
-                                                .arg(qs(trace_->str(a.name))));
+                                                .arg(qs(readable ? *readable : recorded)));
+        if (readable)
+            html += row(QStringLiteral("as recorded"), QStringLiteral("<span style='font-family:monospace'>%1</span>")
+                                                           .arg(qs(recorded)));
     } else {
         html += row(QStringLiteral("name"), qs(model_->name(e.name)));
     }

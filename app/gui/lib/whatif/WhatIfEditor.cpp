@@ -169,6 +169,7 @@ WhatIfEditor::WhatIfEditor(QWidget* parent) : QWidget(parent), worker_(new WhatI
     connect(worker_, &WhatIfWorker::scenarioApplied, this, &WhatIfEditor::onScenario);
     connect(worker_, &WhatIfWorker::predictionReady, this, &WhatIfEditor::onPrediction);
     connect(worker_, &WhatIfWorker::failed, this, &WhatIfEditor::onFailed);
+    connect(worker_, &WhatIfWorker::cancelled, this, &WhatIfEditor::onCancelled);
     connect(worker_, &WhatIfWorker::requestDropped, this, [this](quint64 id) { pending_.erase(id); });
     connect(worker_, &WhatIfWorker::searchFinished, this, &WhatIfEditor::onSearch);
     connect(worker_, &WhatIfWorker::searchProgress, this, [this](const QString& phase, double f) {
@@ -677,16 +678,26 @@ void WhatIfEditor::onPrediction(PredictionPtr prediction, quint64 id)
     emit predictionChanged();
 }
 
+void WhatIfEditor::onCancelled(quint64 id)
+{
+    pending_.erase(id);
+    if (balancing_ && id == balanceRequest_) {
+        balancing_ = false;
+        refreshBusy();
+        status_->setText(tr("auto-balance cancelled"));
+    }
+    if (id == searchRequest_ && searching_) {
+        searching_ = false;
+        refreshBusy();
+        status_->clear();
+    }
+}
+
 void WhatIfEditor::onFailed(const QString& message, const QString& setting, quint64 id)
 {
     if (balancing_ && id == balanceRequest_) {
         balancing_ = false;
         refreshBusy();
-        if (message == "cancelled") {
-            pending_.erase(id);
-            status_->setText(tr("auto-balance cancelled"));
-            return;
-        }
         status_->clear();
     }
     if (id < modelRequest_ && id != searchRequest_)
@@ -702,8 +713,6 @@ void WhatIfEditor::onFailed(const QString& message, const QString& setting, quin
         searching_ = false;
         refreshBusy();
         status_->clear();
-        if (message == "cancelled")
-            return;
     }
     if (where == "weights" || where == "layers")
         where = "boundaries";

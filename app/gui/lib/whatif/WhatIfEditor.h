@@ -170,6 +170,7 @@ private:
     void onScenario(ScenarioPtr scenario, quint64 id);
     void onPrediction(PredictionPtr prediction, quint64 id);
     void onFailed(const QString& message, const QString& setting, quint64 id);
+    void onCancelled(quint64 id);
     void onCostModel(CostModelPtr model, quint64 id);
     void onSearch(SearchRowsPtr rows, quint64 id);
     void syncControls();

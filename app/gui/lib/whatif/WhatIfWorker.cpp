@@ -187,6 +187,8 @@ void WhatIfWorker::runNext()
         case Request::Calibrate: break;
         }
         report(r, r.kind == Request::GpuMemory); // the measured run's OOM flag follows the GPU memory
+    } catch (const Cancelled&) {
+        reportCancelled(r.id);
     } catch (const ValueError& e) {
         reportError(r.id, QString::fromStdString(e.what()), QString::fromStdString(e.setting()));
     } catch (const std::exception& e) {
@@ -211,6 +213,11 @@ void WhatIfWorker::report(const Request& r, bool withMeasured)
             emit predictionReady(prediction, id);
         },
         Qt::QueuedConnection);
+}
+
+void WhatIfWorker::reportCancelled(quint64 id)
+{
+    QMetaObject::invokeMethod(this, [this, id] { emit cancelled(id); }, Qt::QueuedConnection);
 }
 
 void WhatIfWorker::reportError(quint64 id, const QString& message, const QString& setting)
@@ -244,6 +251,8 @@ quint64 WhatIfWorker::search(whatif::SearchSpace space)
                 auto rows = std::make_shared<const std::vector<whatif::SearchRow>>(
                     whatif::searchConfigurations(*model, *base, space, options));
                 QMetaObject::invokeMethod(this, [this, rows, id] { emit searchFinished(rows, id); }, Qt::QueuedConnection);
+            } catch (const Cancelled&) {
+                reportCancelled(id);
             } catch (const ValueError& e) {
                 reportError(id, QString::fromStdString(e.what()), QString::fromStdString(e.setting()));
             } catch (const std::exception& e) {

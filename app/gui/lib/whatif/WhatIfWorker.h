@@ -46,12 +46,12 @@ public:
     quint64 setBoundaries(std::vector<int> boundaries);
     quint64 apply(whatif::ScenarioChanges changes);
     quint64 setScenario(whatif::Scenario scenario);
-    // cancelBalance() stops it, pending or running (failed("cancelled"); the scenario stays).
+    // cancelBalance() stops it, pending or running (cancelled(); the scenario stays).
     quint64 autoBalance();
     void cancelBalance();
     quint64 setGpuMemory(std::optional<int64_t> bytes);
     // Auto-balances and replays every combination of the space around the
-    // current scenario; cancelSearch() stops it (failed("cancelled")).
+    // current scenario; cancelSearch() stops it (cancelled()).
     quint64 search(whatif::SearchSpace space = {});
     void cancelSearch();
 
@@ -68,6 +68,8 @@ signals:
     // message: core's sentence; setting: ValueError::setting() ("boundaries",
     // "v", ...) or empty when core named none.
     void failed(QString message, QString setting, quint64 requestId);
+    // A balance or search stopped by cancelBalance() / cancelSearch(): not an error.
+    void cancelled(quint64 requestId);
     // A drag step replaced by a newer one before it ran: it gets no answer.
     void requestDropped(quint64 requestId);
     void searchProgress(QString phase, double fraction);
@@ -92,6 +94,7 @@ private:
     void runNext(); // on the session thread
     void report(const Request& r, bool withMeasured);
     void reportError(quint64 id, const QString& message, const QString& setting);
+    void reportCancelled(quint64 id);
 
     QThread* thread_;
     QObject* context_;       // lives on thread_: requests run in its event queue
