@@ -1,5 +1,7 @@
 #include "timeline/TimelineModel.h"
 
+#include <unordered_map>
+
 #include <algorithm>
 #include <cassert>
 #include <cctype>
@@ -364,6 +366,7 @@ AreaStats TimelineModel::areaStats(std::span<const int> laneIndices, TimeNs from
     st.to = to;
     if (to <= from)
         return st;
+    std::unordered_map<int32_t, size_t> byName; // name -> index in kernelsByName
     for (int li : laneIndices) {
         if (li < 0 || static_cast<size_t>(li) >= lanes.size())
             continue;
@@ -398,6 +401,14 @@ AreaStats TimelineModel::areaStats(std::span<const int> laneIndices, TimeNs from
                     st.kernelMaxNs = st.kernels == 0 ? d : std::max(st.kernelMaxNs, d);
                     st.kernelSumNs += d;
                     ++st.kernels;
+                    auto [at, fresh] = byName.try_emplace(e.name, st.kernelsByName.size());
+                    if (fresh)
+                        st.kernelsByName.push_back({e.name, e.code, 0, 0, d, d});
+                    NameStats& n = st.kernelsByName[at->second];
+                    ++n.count;
+                    n.totalNs += d;
+                    n.minNs = std::min(n.minNs, d);
+                    n.maxNs = std::max(n.maxNs, d);
                 }
                 break;
             case LaneKind::Cpu:
@@ -407,6 +418,9 @@ AreaStats TimelineModel::areaStats(std::span<const int> laneIndices, TimeNs from
         }
     }
     st.kernelAvgNs = st.kernels ? static_cast<double>(st.kernelSumNs) / static_cast<double>(st.kernels) : 0.0;
+    std::sort(st.kernelsByName.begin(), st.kernelsByName.end(), [](const NameStats& a, const NameStats& b) {
+        return a.totalNs != b.totalNs ? a.totalNs > b.totalNs : a.name < b.name;
+    });
     return st;
 }
 

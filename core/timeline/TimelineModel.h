@@ -114,6 +114,15 @@ struct DrawOptions {
     double foldPx = 3.0; // events narrower than this fold into their neighbours
 };
 
+// One kernel name's kernels in an area: what Perfetto's slice aggregation
+// and Nsight's statistics give per name.
+struct NameStats {
+    int32_t name = 0;     // index into TimelineModel::names
+    uint8_t code = 0;     // WorkClass of its kernels
+    int64_t count = 0;
+    TimeNs totalNs = 0, minNs = 0, maxNs = 0; // full kernel durations
+};
+
 // Statistics of a time range over some lanes. Times are clipped to the range;
 // kernel count/sum/min/max count every Kernels-lane event overlapping it at its
 // full duration (what the kernel took).
@@ -129,6 +138,7 @@ struct AreaStats {
     int64_t kernels = 0;
     TimeNs kernelSumNs = 0, kernelMinNs = 0, kernelMaxNs = 0;
     double kernelAvgNs = 0;
+    std::vector<NameStats> kernelsByName; // every name, most total time first (then by name index)
 };
 
 struct SearchResult {

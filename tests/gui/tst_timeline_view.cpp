@@ -195,9 +195,19 @@ private slots:
         const Lane& sl = example_->lanes[size_t(steps)];
         // Around the first two steps (the example's steps are short, with long waits between).
         v.setVisibleRange(sl.events[0].start - sl.events[0].duration(), sl.events[1].end + sl.events[1].duration());
+        for (int i = 0; i < 3; ++i)
+            QApplication::processEvents(); // the range's replot and layout, before any position is taken
         const QRect lr = v.laneRect(steps);
         QSignalSpy area(&v, &TimelineView::areaSelected);
         const QPoint a(lr.left() + 100, lr.center().y()), b(lr.left() + 400, lr.center().y());
+        // A row the drag does not cross, a few rows down: it is not shaded.
+        int other = -1;
+        for (size_t i = size_t(steps) + 3; i < example_->lanes.size() && other < 0; ++i)
+            if (!v.laneRect(int(i)).isEmpty())
+                other = int(i);
+        QVERIFY(other >= 0);
+        const QPoint inOther(lr.left() + 250, v.laneRect(other).center().y()), inSelected(lr.left() + 250, lr.top() + 1);
+        const QImage before = v.grab().toImage();
         QTest::mousePress(v.plot(), Qt::LeftButton, Qt::ShiftModifier, a);
         QMouseEvent move(QEvent::MouseMove, QPointF(b), QPointF(v.plot()->mapToGlobal(b)), Qt::NoButton, Qt::LeftButton, Qt::ShiftModifier);
         QApplication::sendEvent(v.plot(), &move);
@@ -212,6 +222,11 @@ private slots:
         QCOMPARE(stats.stepNs, expect.stepNs);
         QVERIFY(stats.stepNs[0] > 0);
         QCOMPARE(stats.stepCount, expect.stepCount);
+        QApplication::processEvents();
+        const QImage after = v.grab().toImage();
+        const QPoint po = v.plot()->mapTo(&v, inOther), ps = v.plot()->mapTo(&v, inSelected);
+        QCOMPARE(after.pixel(po), before.pixel(po));
+        QVERIFY(after.pixel(ps) != before.pixel(ps));
     }
 
     void paintingFollowsPixels()

@@ -71,6 +71,36 @@ private slots:
         QCOMPARE(r.kernelCounts[size_t(WorkClass::Sync)], int64_t(1));
     }
 
+    // An area's kernels per name: count, total, min and max of the full
+    // kernel durations, most total time first.
+    void areaStatsByKernelName()
+    {
+        test::TraceBuilder tb;
+        tb.kernel(0, 7, "gemm", 1'000, 2'000);
+        tb.kernel(0, 7, "softmax", 2'500, 3'000);
+        tb.kernel(0, 7, "gemm", 4'000, 7'000);
+        tb.kernel(0, 7, "gemm", 20'000, 21'000); // outside the area
+        const Trace t = tb.build();
+        const TimelineModel m = buildMeasured(t, analyze(t));
+        std::vector<int> kernelLanes;
+        for (size_t i = 0; i < m.lanes.size(); ++i)
+            if (m.lanes[i].kind == LaneKind::Kernels)
+                kernelLanes.push_back(int(i));
+        const AreaStats st = m.areaStats(kernelLanes, 0, 10'000);
+        QCOMPARE(st.kernelsByName.size(), size_t(2));
+        const NameStats& gemm = st.kernelsByName[0];
+        QCOMPARE(QString::fromStdString(m.names[size_t(gemm.name)]), QStringLiteral("gemm"));
+        QCOMPARE(gemm.count, int64_t(2));
+        QCOMPARE(gemm.totalNs, TimeNs(4'000));
+        QCOMPARE(gemm.minNs, TimeNs(1'000));
+        QCOMPARE(gemm.maxNs, TimeNs(3'000));
+        const NameStats& softmax = st.kernelsByName[1];
+        QCOMPARE(QString::fromStdString(m.names[size_t(softmax.name)]), QStringLiteral("softmax"));
+        QCOMPARE(softmax.count, int64_t(1));
+        QCOMPARE(softmax.totalNs, TimeNs(500));
+        QCOMPARE(st.kernelSumNs, TimeNs(4'500));
+    }
+
     void lanesFromSyntheticTrace()
     {
         test::PipelineSpec spec;

@@ -5,7 +5,10 @@
 #include "util/Format.h"
 #include "util/Demangle.h"
 
+#include <QClipboard>
+#include <QGuiApplication>
 #include <QTextBrowser>
+#include <QUrl>
 #include <QVBoxLayout>
 
 namespace pipescope::gui {
@@ -52,6 +55,10 @@ DetailsPanel::DetailsPanel(QWidget* parent) : QWidget(parent), text_(new QTextBr
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addWidget(text_);
     text_->setOpenLinks(false);
+    connect(text_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+        if (url.toString() == QLatin1String("copy:kernels") && !areaTsv_.isEmpty())
+            QGuiApplication::clipboard()->setText(areaTsv_);
+    });
     clear();
 }
 
@@ -64,6 +71,7 @@ void DetailsPanel::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<co
 
 void DetailsPanel::clear()
 {
+    areaTsv_.clear();
     text_->setHtml(QStringLiteral("<p style='color:#666'>Click an event on the timeline for its details; "
                                   "shift-drag over a time range for its statistics.</p>"));
 }
@@ -256,6 +264,45 @@ void DetailsPanel::showArea(const timeline::AreaStats& s)
         html += QStringLiteral("<p><b>Kernels</b>: %1, sum %2, min %3, avg %4, max %5</p>")
                     .arg(s.kernels)
                     .arg(dur(s.kernelSumNs), dur(s.kernelMinNs), dur(static_cast<TimeNs>(s.kernelAvgNs)), dur(s.kernelMaxNs));
+    // Per kernel name, as Perfetto's and Nsight's statistics give it; every name goes to the clipboard.
+    areaTsv_.clear();
+    if (!s.kernelsByName.empty() && model_) {
+        constexpr size_t kShown = 25;
+        areaTsv_ = QStringLiteral("name\tclass\tcount\ttotal_ns\tavg_ns\tmin_ns\tmax_ns\tshare\n");
+        QString rows;
+        for (size_t i = 0; i < s.kernelsByName.size(); ++i) {
+            const timeline::NameStats& n = s.kernelsByName[i];
+            const QString name = QString::fromStdString(model_->name(n.name));
+            const TimeNs avg = n.count ? n.totalNs / n.count : 0;
+            const double share = s.kernelSumNs ? double(n.totalNs) / double(s.kernelSumNs) : 0.0;
+            QString clean = name;
+            clean.replace(QLatin1Char('\t'), QLatin1Char(' ')).replace(QLatin1Char('\n'), QLatin1Char(' '));
+            areaTsv_ += QStringLiteral("%1\t%2\t%3\t%4\t%5\t%6\t%7\t%8\n")
+                            .arg(clean, qs(toString(WorkClass(std::min<int>(n.code, 6)))))
+                            .arg(n.count)
+                            .arg(n.totalNs)
+                            .arg(avg)
+                            .arg(n.minNs)
+                            .arg(n.maxNs)
+                            .arg(share, 0, 'f', 4);
+            if (i < kShown) {
+                const QString shortName = name.size() > 60 ? name.left(57) + QStringLiteral("...") : name;
+                rows += QStringLiteral("<tr><td title='%1'>%2</td><td align=right>%3</td><td align=right>%4</td>"
+                                       "<td align=right>%5</td><td align=right>%6</td><td align=right>%7</td>"
+                                       "<td align=right>%8</td></tr>")
+                            .arg(name.toHtmlEscaped(), shortName.toHtmlEscaped())
+                            .arg(n.count)
+                            .arg(dur(n.totalNs), dur(avg), dur(n.minNs), dur(n.maxNs),
+                                 QString::fromStdString(formatPercent(share)));
+            }
+        }
+        html += QStringLiteral("<p><b>Kernels by name</b> (%1 names%2) <a href='copy:kernels'>copy all as TSV</a></p>"
+                               "<table><tr><th align=left>name</th><th>count</th><th>total</th><th>avg</th><th>min</th>"
+                               "<th>max</th><th>share</th></tr>%3</table>")
+                    .arg(s.kernelsByName.size())
+                    .arg(s.kernelsByName.size() > kShown ? QStringLiteral(", the %1 longest in total shown").arg(kShown) : QString(),
+                         rows);
+    }
     if (s.cpuRanges > 0)
         html += QStringLiteral("<p>%1 CPU ranges</p>").arg(s.cpuRanges);
     text_->setHtml(html);

@@ -31,6 +31,10 @@ public:
     void clear();
     // The panel's text without markup (tests, copy).
     QString plainText() const;
+    // The last area's kernels by name as tab-separated text (header, one line
+    // per name; the "copy" link in the panel puts it on the clipboard). Empty
+    // when no area is shown.
+    QString areaKernelsTsv() const { return areaTsv_; }
 
 private:
     std::shared_ptr<const Trace> trace_;
@@ -40,6 +44,7 @@ private:
 
     QString relations(int lane, qint64 event) const; // table rows: what the event is connected to
     mutable bool launchShown_ = false;               // relations() named the launching call
+    QString areaTsv_;
 };
 
 // What each cause means, in one sentence, for the details of a bubble.

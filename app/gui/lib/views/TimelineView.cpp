@@ -248,6 +248,8 @@ void TimelineView::rebuildGroups()
 
 void TimelineView::rebuildRows()
 {
+    // Rows move when groups fold: a selection's shading would cover other rows.
+    areaRow1_ = -1;
     rows_.clear();
     const size_t n = model_ ? model_->lanes.size() : 0;
     rowOfLane_.assign(n, -1);
@@ -940,6 +942,8 @@ void TimelineView::finishArea(const QPoint& a, const QPoint& b)
         r0 = firstRow_;
     if (r1 < 0)
         r1 = std::min(rowCount(), firstRow_ + visibleRowCount()) - 1;
+    areaRow0_ = r0;
+    areaRow1_ = std::min(r1, rowCount() - 1);
     std::vector<int> lanes;
     for (int r = r0; r <= r1 && r < rowCount(); ++r) {
         const Row& row = rows_[static_cast<size_t>(r)];
@@ -1209,8 +1213,17 @@ void TimelineOverlay::draw(QCPPainter* p)
         return;
     const QRect ar = mParentPlot->axisRect()->rect();
     if (v.haveArea_) {
+        // Only the rows the statistics count are shaded; the time range is marked over the whole height.
         const double x0 = v.xOf(v.areaFrom_), x1 = v.xOf(v.areaTo_);
-        p->fillRect(QRectF(x0, ar.top(), x1 - x0, ar.height()), QColor(9, 105, 218, 30));
+        const int first = std::max(v.areaRow0_, v.firstRow_);
+        const int last = std::min(v.areaRow1_, v.firstRow_ + v.visibleRowCount() - 1);
+        if (first <= last) {
+            const int top = v.rowTop(first), bottom = std::min(ar.bottom(), v.rowTop(last + 1));
+            p->fillRect(QRectF(x0, top, x1 - x0, bottom - top), QColor(9, 105, 218, 40));
+        }
+        p->setPen(QPen(QColor(9, 105, 218, 160), 1, Qt::DashLine));
+        p->drawLine(QPointF(x0, ar.top()), QPointF(x0, ar.bottom()));
+        p->drawLine(QPointF(x1, ar.top()), QPointF(x1, ar.bottom()));
     }
     if (!dragRect.isNull())
         p->fillRect(QRectF(dragRect.left(), ar.top(), dragRect.width(), ar.height()), QColor(9, 105, 218, 50));

@@ -219,6 +219,7 @@ private:
     TimelineEventRef hover_, selected_;
     int selectedLane_ = -1;
     bool haveArea_ = false;
+    int areaRow0_ = 0, areaRow1_ = -1; // the rows the selection counts, shaded alone
     qint64 areaFrom_ = 0, areaTo_ = 0;
 
     enum class Drag { None, Pan, Area, Maybe } drag_ = Drag::None;
