@@ -359,6 +359,28 @@ int64_t TimelineModel::previousEvent(int laneIndex, TimeNs t) const
     return it == ev.begin() ? -1 : static_cast<int64_t>(it - ev.begin()) - 1;
 }
 
+TimelineModel::GroupSummary TimelineModel::summarize(int laneIndex, TimeNs from, TimeNs to, int64_t maxEvents) const
+{
+    GroupSummary g;
+    if (laneIndex < 0 || static_cast<size_t>(laneIndex) >= lanes.size() || to <= from)
+        return g;
+    const auto& ev = lanes[static_cast<size_t>(laneIndex)].events;
+    auto it = std::lower_bound(ev.begin(), ev.end(), from, [](const Event& e, TimeNs t) { return e.start < t; });
+    for (; it != ev.end() && it->start < to; ++it) {
+        if (g.count == maxEvents) {
+            g.complete = false;
+            break;
+        }
+        const TimeNs d = it->duration();
+        ++g.count;
+        g.busyNs += d;
+        g.byCode[std::min<size_t>(it->code, kMaxCodes - 1)] += d;
+        if (g.longest < 0 || d > ev[static_cast<size_t>(g.longest)].duration())
+            g.longest = it - ev.begin();
+    }
+    return g;
+}
+
 AreaStats TimelineModel::areaStats(std::span<const int> laneIndices, TimeNs from, TimeNs to) const
 {
     AreaStats st;

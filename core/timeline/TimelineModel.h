@@ -182,6 +182,17 @@ public:
     // The event under time t on a lane, or the nearest one within
     // `toleranceNs`; among overlapping events the latest-starting. -1 none.
     int64_t hitTest(int lane, TimeNs t, TimeNs toleranceNs = 0) const;
+    // What a folded block stands for: the events of a lane starting in
+    // [from, to), counted exactly up to `maxEvents` (a block of millions at
+    // full zoom-out reads its first maxEvents and says so).
+    struct GroupSummary {
+        int64_t count = 0;          // events starting in the range
+        TimeNs busyNs = 0;          // their durations summed
+        int64_t longest = -1;       // index of the longest of them
+        std::array<TimeNs, kMaxCodes> byCode{}; // durations per code (class, cause or step kind)
+        bool complete = true;       // false: more than maxEvents, the figures cover the first maxEvents
+    };
+    GroupSummary summarize(int lane, TimeNs from, TimeNs to, int64_t maxEvents = 200'000) const;
     // First event starting after t, last event starting before t; -1 none.
     int64_t nextEvent(int lane, TimeNs t) const;
     int64_t previousEvent(int lane, TimeNs t) const;

@@ -229,6 +229,38 @@ private slots:
         QVERIFY(after.pixel(ps) != before.pixel(ps));
     }
 
+    // Hovering a folded block tells about the group: how many, how busy, the longest.
+    void foldedBlockTooltipSummarizesTheGroup()
+    {
+        auto m = std::make_shared<TimelineModel>();
+        Lane l;
+        l.kind = LaneKind::Bubbles;
+        l.label = "bubbles";
+        for (int i = 0; i < 2'000; ++i) {
+            Event e;
+            e.start = i * 10'000;
+            e.end = e.start + 1'000;
+            e.code = static_cast<uint8_t>(BubbleCause::LaunchGap);
+            e.name = 0;
+            l.events.push_back(e);
+        }
+        m->lanes.push_back(std::move(l));
+        m->finalize();
+        TimelineView v;
+        v.resize(1000, 400);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(m);
+        for (int i = 0; i < 3; ++i)
+            QApplication::processEvents();
+        const QRect lr = v.laneRect(0);
+        QVERIFY(!lr.isEmpty());
+        const QString tip = v.foldedToolTipAt(QPoint(lr.left() + lr.width() / 2, lr.center().y()));
+        QVERIFY2(tip.contains(QStringLiteral("folded")), qPrintable(tip));
+        QVERIFY2(tip.contains(QStringLiteral("idle intervals")), qPrintable(tip));
+        QVERIFY2(tip.contains(QStringLiteral("(10.00% of the span)")), qPrintable(tip)); // 1 µs busy in every 10 µs
+    }
+
     void paintingFollowsPixels()
     {
         // 16 lanes of 250 000 kernels each: 4M events.

@@ -101,6 +101,34 @@ private slots:
         QCOMPARE(st.kernelSumNs, TimeNs(4'500));
     }
 
+    // What a folded block stands for, counted from the events themselves.
+    void summarizeAGroup()
+    {
+        TimelineModel m;
+        Lane l;
+        l.kind = LaneKind::Bubbles;
+        for (int i = 0; i < 50; ++i) {
+            Event e;
+            e.start = i * 10'000;
+            e.end = e.start + (i == 17 ? 4'000 : 1'000);
+            e.code = static_cast<uint8_t>(i % 5 == 0 ? BubbleCause::WaitNeighbor : BubbleCause::LaunchGap);
+            l.events.push_back(e);
+        }
+        m.lanes.push_back(std::move(l));
+        m.finalize();
+        const auto g = m.summarize(0, 0, 500'000);
+        QCOMPARE(g.count, int64_t(50));
+        QCOMPARE(g.busyNs, TimeNs(49 * 1'000 + 4'000));
+        QCOMPARE(g.longest, int64_t(17));
+        QCOMPARE(g.byCode[size_t(BubbleCause::WaitNeighbor)], TimeNs(10 * 1'000));
+        QCOMPARE(g.byCode[size_t(BubbleCause::LaunchGap)], TimeNs(39 * 1'000 + 4'000));
+        QVERIFY(g.complete);
+        const auto capped = m.summarize(0, 0, 500'000, 10);
+        QCOMPARE(capped.count, int64_t(10));
+        QVERIFY(!capped.complete);
+        QCOMPARE(m.summarize(0, 100'000, 200'000).count, int64_t(10));
+    }
+
     void lanesFromSyntheticTrace()
     {
         test::PipelineSpec spec;

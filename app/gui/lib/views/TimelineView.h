@@ -116,6 +116,9 @@ public:
     // The event under a point of plot(), within tolerancePx horizontally.
     TimelineEventRef eventAt(const QPoint& plotPos, int tolerancePx = 3) const;
     // Rich text: name, start, duration, rank, stage, stream, step, bytes and peer.
+    // The tooltip of the folded block under a point (count, busy share,
+    // longest, share per class); empty where there is none.
+    QString foldedToolTipAt(const QPoint& plotPos) const;
     QString toolTipFor(const TimelineEventRef& ref) const;
     void selectEvent(const TimelineEventRef& ref); // emits eventSelected
     // The arrows of the selection: a transfer to its other end, a kernel from
