@@ -229,6 +229,37 @@ private slots:
         QVERIFY(after.pixel(ps) != before.pixel(ps));
     }
 
+    // A settable time origin: the view stays where it was, the axis counts
+    // from the origin; markers keep their order and are cleared with the job.
+    void timeOriginAndMarkers()
+    {
+        TimelineView v;
+        v.resize(1200, 800);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        QCOMPARE(v.timeOrigin(), qint64(example_->start));
+        QCOMPARE(v.plot()->xAxis->label(), QStringLiteral("time from the job start"));
+        const auto range = v.visibleRange();
+        const qint64 origin = example_->start + (example_->end - example_->start) / 3;
+        v.setTimeOrigin(origin, QStringLiteral("the start of ProfilerStep#2"));
+        QCOMPARE(v.visibleRange(), range);
+        QCOMPARE(v.timeOrigin(), origin);
+        QCOMPARE(v.plot()->xAxis->label(), QStringLiteral("time from the start of ProfilerStep#2"));
+        // The axis coordinate 0 is the origin.
+        QCOMPARE(v.timeAt(v.plot()->xAxis->coordToPixel(0)), origin);
+        v.addMarker(origin + 5'000);
+        v.addMarker(origin - 2'000);
+        v.addMarker(origin + 1'000);
+        QCOMPARE(v.markers(), (std::vector<qint64>{origin - 2'000, origin + 1'000, origin + 5'000}));
+        v.clearMarkers();
+        QVERIFY(v.markers().empty());
+        v.addMarker(origin);
+        v.setModel(example_);
+        QVERIFY(v.markers().empty());
+        QCOMPARE(v.timeOrigin(), qint64(example_->start));
+    }
+
     // Hovering a folded block tells about the group: how many, how busy, the longest.
     void foldedBlockTooltipSummarizesTheGroup()
     {

@@ -771,6 +771,7 @@ void MainWindow::selectIteration(int index)
         return;
     const auto& its = job_->analysis->iterations;
     if (index <= 0 || index > static_cast<int>(its.size())) {
+        timeline_->setTimeOrigin(job_->timeline->start, QStringLiteral("the job start"));
         timeline_->fitAll();
         pipeline_->setIteration(-1); // the whole trace: the diagram keeps the analysed iteration
         return;
@@ -778,6 +779,8 @@ void MainWindow::selectIteration(int index)
     // The app analyses every iteration (AnalyzeOptions::allIterations), so the diagram can show any.
     pipeline_->setIteration(index - 1);
     const Iteration& it = its[static_cast<size_t>(index - 1)];
+    // Times count from the shown iteration's start, as Nsight and Perfetto users set their origin.
+    timeline_->setTimeOrigin(it.start, QStringLiteral("the start of %1").arg(QString::fromStdString(it.label.empty() ? "iteration " + std::to_string(it.index) : it.label)));
     const qint64 pad = (it.end - it.start) / 50;
     timeline_->setVisibleRange(it.start - pad, it.end + pad);
 }

@@ -24,6 +24,8 @@
 #include <QResizeEvent>
 #include <algorithm>
 #include <cmath>
+#include <QCursor>
+
 #include <limits>
 
 namespace pipescope::gui {
@@ -154,6 +156,7 @@ QString TimelineView::shortcutsText()
         "<tr><td>0, Home</td><td>fit all</td></tr>"
         "<tr><td>. / ,</td><td>next / previous event on the track</td></tr>"
         "<tr><td>F3 / Shift+F3</td><td>next / previous search hit</td></tr>"
+        "<tr><td>M</td><td>time marker at the cursor (the time between markers is shown)</td></tr>"
         "<tr><td>Esc</td><td>clear the selection</td></tr>"
         "<tr><td>?</td><td>this list</td></tr></table>");
 }
@@ -198,6 +201,9 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
     currentHit_ = -1;
     firstRow_ = 0;
     origin_ = model_ ? model_->start : 0;
+    originName_ = model_ && model_->predicted ? tr("the predicted iteration's start") : tr("the job start");
+    plot_->xAxis->setLabel(tr("time from %1").arg(originName_));
+    markers_.clear();
     // Track labels as wide as the longest needs, within reason.
     if (model_) {
         const QFontMetrics fm(plot_->font());
@@ -210,6 +216,27 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
     rebuildGroups();
     rebuildRows();
     fitAll();
+}
+
+void TimelineView::setTimeOrigin(qint64 ns, const QString& what)
+{
+    const auto range = visibleRange();
+    origin_ = ns;
+    originName_ = what;
+    plot_->xAxis->setLabel(tr("time from %1").arg(what));
+    setVisibleRange(range.first, range.second); // the same view, counted from the new origin
+}
+
+void TimelineView::addMarker(qint64 ns)
+{
+    markers_.insert(std::upper_bound(markers_.begin(), markers_.end(), ns), ns);
+    replotOverlay();
+}
+
+void TimelineView::clearMarkers()
+{
+    markers_.clear();
+    replotOverlay();
 }
 
 void TimelineView::rebuildGroups()
@@ -623,7 +650,7 @@ QString TimelineView::toolTipFor(const TimelineEventRef& ref) const
         name = name.left(400) + QStringLiteral("…");
     QStringList lines;
     lines << QStringLiteral("<b>%1</b>").arg(name.toHtmlEscaped());
-    const qint64 rel = e.start - (model_->predicted ? 0 : model_->start);
+    const qint64 rel = e.start - origin_; // from the time origin, as the axis counts
     lines << QStringLiteral("start %1 · duration %2")
                  .arg(qstr(formatDuration(rel)), qstr(formatDuration(e.duration())));
     QString where = QStringLiteral("rank %1").arg(l.rank);
@@ -859,6 +886,15 @@ bool TimelineView::handleKey(QKeyEvent* event)
         else
             nextSearchHit();
         return true;
+    case Qt::Key_M: {
+        // At the mouse when it is over the tracks, else at the selected event's start.
+        const QPoint at = plot_->mapFromGlobal(QCursor::pos());
+        if (plot_->axisRect()->rect().contains(at))
+            addMarker(timeAt(at.x()));
+        else if (selected_.valid())
+            addMarker(model_->event(selected_.lane, selected_.event).start);
+        return true;
+    }
     case Qt::Key_Question:
         setShortcutsVisible(!shortcutsVisible());
         return true;
@@ -1053,6 +1089,15 @@ void TimelineView::showContextMenu(const QPoint& pos)
         cpu->setCheckable(true);
         cpu->setChecked(cpuShown_);
     }
+    menu.addSeparator();
+    const qint64 at = timeAt(pos.x());
+    menu.addAction(tr("Count time from here"), this, [this, at] {
+        setTimeOrigin(at, tr("%1 after the job start").arg(qstr(formatDuration(at - model_->start))));
+    });
+    menu.addAction(tr("Count time from the job start"), this, [this] { setTimeOrigin(model_->start, tr("the job start")); });
+    menu.addAction(tr("Add a time marker here\tM"), this, [this, at] { addMarker(at); });
+    if (!markers_.empty())
+        menu.addAction(tr("Clear %1 time markers").arg(markers_.size()), this, [this] { clearMarkers(); });
     menu.addSeparator();
     menu.addAction(tr("Collapse all groups"), this, [this] { setAllGroupsCollapsed(true); });
     menu.addAction(tr("Expand all groups"), this, [this] { setAllGroupsCollapsed(false); });
@@ -1297,6 +1342,34 @@ void TimelineOverlay::draw(QCPPainter* p)
     }
     if (!dragRect.isNull())
         p->fillRect(QRectF(dragRect.left(), ar.top(), dragRect.width(), ar.height()), QColor(9, 105, 218, 50));
+    // Time markers, and between neighbours the time between them (a ruler).
+    if (!v.markers_.empty()) {
+        const QColor mc(0xc2, 0x18, 0x5b);
+        p->setPen(QPen(mc, 1));
+        const QFontMetrics fm(mParentPlot->font());
+        double lastX = std::numeric_limits<double>::quiet_NaN();
+        qint64 lastT = 0;
+        for (size_t i = 0; i < v.markers_.size(); ++i) {
+            const double x = v.xOf(v.markers_[i]);
+            if (x >= ar.left() && x <= ar.right())
+                p->drawLine(QPointF(x, ar.top()), QPointF(x, ar.bottom()));
+            if (i > 0) {
+                const double x0 = std::max<double>(lastX, ar.left()), x1 = std::min<double>(x, ar.right());
+                if (x1 > x0) {
+                    const QString d = qstr(formatDuration(v.markers_[i] - lastT));
+                    const int w = fm.horizontalAdvance(d) + 8;
+                    const QRectF box((x0 + x1) / 2 - w / 2.0, ar.top() + 1, w, fm.height() + 2);
+                    p->drawLine(QPointF(x0, ar.top() + 1 + box.height() / 2), QPointF(x1, ar.top() + 1 + box.height() / 2));
+                    if (x1 - x0 > w) {
+                        p->fillRect(box, QColor(255, 255, 255, 230));
+                        p->drawText(box, Qt::AlignCenter, d);
+                    }
+                }
+            }
+            lastX = x;
+            lastT = v.markers_[i];
+        }
+    }
     outline(p, v.hover_, QColor(0x1d, 0x23, 0x29), 1);
     outline(p, v.selected_, toQColor(kSelectionHex), 2);
     // The selection's arrows (see TimelineView::selectionArrows); an end on a

@@ -116,6 +116,18 @@ public:
     // The event under a point of plot(), within tolerancePx horizontally.
     TimelineEventRef eventAt(const QPoint& plotPos, int tolerancePx = 3) const;
     // Rich text: name, start, duration, rank, stage, stream, step, bytes and peer.
+    // Time origin: the axis, tooltips and markers count from this time (the
+    // job's start until a job sets another; the main window uses the shown
+    // iteration's start). `what` names it under the axis ("iteration 5 start").
+    void setTimeOrigin(qint64 ns, const QString& what);
+    qint64 timeOrigin() const { return origin_; }
+    QString timeOriginName() const { return originName_; }
+    // Time markers (M adds one at the cursor): vertical lines, each pair of
+    // neighbours with the time between them written above (a ruler).
+    void addMarker(qint64 ns);
+    void clearMarkers();
+    const std::vector<qint64>& markers() const { return markers_; }
+
     // The tooltip of the folded block under a point (count, busy share,
     // longest, share per class); empty where there is none.
     QString foldedToolTipAt(const QPoint& plotPos) const;
@@ -204,7 +216,9 @@ private:
     QLabel* shortcuts_ = nullptr;
 
     std::shared_ptr<const timeline::TimelineModel> model_;
-    qint64 origin_ = 0; // the axis shows ns relative to this, doubles keep full precision
+    qint64 origin_ = 0; // the axis shows ns relative to this (the time origin), doubles keep full precision
+    QString originName_;
+    std::vector<qint64> markers_; // sorted
     ColorBy colorBy_ = ColorBy::Class;
     std::vector<Group> groups_;
     std::vector<Row> rows_;
