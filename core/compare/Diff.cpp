@@ -201,14 +201,16 @@ std::vector<Difference> configDifferences(const RunConfig& a, const RunConfig& b
 // have, against the two answers.
 bool keepsMicrobatchSize(const RunConfig& ca, const RunConfig& cb, const std::vector<StageDiff>& stages)
 {
+    if (ca.pp != cb.pp || cb.microbatches <= 0)
+        return false; // the what-if engine's default: the global batch is kept
     double sa = 0, sb = 0;
     for (const StageDiff& s : stages)
         if (s.fbNs.a && s.fbNs.b) {
-            sa += static_cast<double>(*s.fbNs.a) * (s.stage < cb.pp ? 1 : 0);
-            sb += static_cast<double>(*s.fbNs.b) * (s.stage < ca.pp ? 1 : 0);
+            sa += static_cast<double>(*s.fbNs.a);
+            sb += static_cast<double>(*s.fbNs.b);
         }
-    if (sa <= 0 || sb <= 0 || ca.pp != cb.pp)
-        return false; // the what-if engine's default: the global batch is kept
+    if (sa <= 0 || sb <= 0)
+        return false;
     const double ratio = sb / sa;
     const double globalKept = static_cast<double>(ca.microbatches) / static_cast<double>(cb.microbatches);
     return std::abs(ratio - 1.0) < std::abs(ratio - globalKept);
@@ -312,6 +314,16 @@ PredictionCheck savedCheck(const SavedPrediction& saved, const RunConfig& ca, co
     addDifference(check.changes, "pp", std::to_string(ca.pp), std::to_string(saved.pp));
     addDifference(check.changes, "v", std::to_string(ca.v), std::to_string(saved.v));
     addDifference(check.changes, "microbatches", std::to_string(ca.microbatches), std::to_string(saved.microbatches));
+    auto boundariesOf = [](const std::vector<int>& layersPerStage) {
+        std::vector<int> b;
+        int at = 0;
+        for (size_t i = 0; i + 1 < layersPerStage.size(); ++i)
+            b.push_back(at += layersPerStage[i]);
+        return b;
+    };
+    if (!ca.layersPerStage.empty())
+        addDifference(check.changes, "boundaries", intList(boundariesOf(ca.layersPerStage)),
+                      saved.boundaries.empty() ? "even" : savedLayers);
     if (saved.recompute != "none")
         check.changes.push_back({"recompute", "none", saved.recompute});
     // What B runs that the saved scenario did not say.
@@ -324,11 +336,7 @@ PredictionCheck savedCheck(const SavedPrediction& saved, const RunConfig& ca, co
     unlike("v", std::to_string(saved.v), std::to_string(cb.v));
     unlike("microbatches", std::to_string(saved.microbatches), std::to_string(cb.microbatches));
     if (!cb.layersPerStage.empty() && !saved.boundaries.empty()) {
-        std::vector<int> first{0};
-        for (int n : cb.layersPerStage)
-            first.push_back(first.back() + n);
-        const std::vector<int> bBoundaries(first.begin() + 1, first.end() - 1);
-        unlike("boundaries", savedLayers, intList(bBoundaries));
+        unlike("boundaries", savedLayers, intList(boundariesOf(cb.layersPerStage)));
     }
     if (cb.dp != ca.dp)
         check.notModelled.push_back("data-parallel replicas " + std::to_string(ca.dp) + " -> " + std::to_string(cb.dp));

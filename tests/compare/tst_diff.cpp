@@ -300,6 +300,10 @@ void TestDiff::savedPredictionIsTheOneChecked()
     const DiffResult d = diffRuns(a->input("a"), b->input("b"), o);
     QVERIFY(d.prediction && d.prediction->saved);
     QCOMPARE(d.prediction->predictedNs, p.iterationNs());
+    QCOMPARE(int(d.prediction->changes.size()), 1);
+    QCOMPARE(d.prediction->changes[0].field, std::string("boundaries"));
+    QCOMPARE(d.prediction->changes[0].a, std::string("4,8,12"));
+    QCOMPARE(d.prediction->changes[0].b, std::string("5,9,13"));
     QCOMPARE(d.prediction->measuredNs, *d.iterationNs.b);
     QVERIFY2(d.prediction->notModelled.empty(), d.prediction->notModelled.empty() ? "" : d.prediction->notModelled[0].c_str());
 

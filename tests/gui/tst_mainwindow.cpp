@@ -199,6 +199,8 @@ private Q_SLOTS:
         w.resize(1400, 900);
         w.show();
         QVERIFY(openAndWait(w, {kStore}));
+        // Exports are named after the job.
+        QCOMPARE(w.defaultFileName(QStringLiteral("report.html")), QStringLiteral("pipeline-1f1b-4stage-report.html"));
         QVERIFY(!w.comparePanel()->diff());
         QVERIFY(!w.pipelineView()->hasBaseline());
         w.compareWith({kSimulated});
@@ -223,6 +225,7 @@ private Q_SLOTS:
         QVERIFY(d);
         QVERIFY(d->differences.empty());
         QCOMPARE(*d->iterationNs.delta(), TimeNs(0));
+        QCOMPARE(w.defaultFileName(QStringLiteral("trace.json")), QStringLiteral("simulated-1f1b-trace.json"));
 
         // Stop comparing.
         w.setBaseline(nullptr);

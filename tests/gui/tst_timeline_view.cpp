@@ -9,6 +9,7 @@
 #include "timeline/TimelineLinks.h"
 
 #include <QSignalSpy>
+#include <QScrollBar>
 #include <QtTest>
 #include <qcustomplot.h>
 
@@ -227,6 +228,48 @@ private slots:
         const QPoint po = v.plot()->mapTo(&v, inOther), ps = v.plot()->mapTo(&v, inSelected);
         QCOMPARE(after.pixel(po), before.pixel(po));
         QVERIFY(after.pixel(ps) != before.pixel(ps));
+    }
+
+    // A visible scroll bar for the tracks, and the wheel either zooming
+    // (Shift scrolls) or scrolling (Ctrl zooms), as the user chooses.
+    void scrollBarAndWheelModes()
+    {
+        TimelineView v;
+        v.resize(900, 300); // fewer rows than the example has
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        QApplication::processEvents();
+        QScrollBar* bar = v.verticalScrollBar();
+        QVERIFY(bar->isVisible());
+        QVERIFY(bar->isEnabled());
+        QVERIFY(bar->maximum() > 0);
+        bar->setValue(2);
+        QCOMPARE(v.firstRow(), 2);
+        bar->setValue(0);
+        QCOMPARE(v.firstRow(), 0);
+        const QPoint centre = v.plot()->axisRect()->rect().center();
+        auto wheel = [&](Qt::KeyboardModifiers mods) {
+            QWheelEvent e(QPointF(centre), QPointF(v.plot()->mapToGlobal(centre)), QPoint(), QPoint(0, -120), Qt::NoButton, mods,
+                          Qt::NoScrollPhase, false);
+            QApplication::sendEvent(v.plot(), &e);
+        };
+        const auto range = v.visibleRange();
+        v.setWheelMode(TimelineView::WheelMode::Zoom);
+        wheel(Qt::NoModifier); // zooms out
+        QVERIFY(v.visibleRange().second - v.visibleRange().first > range.second - range.first);
+        QCOMPARE(v.firstRow(), 0);
+        wheel(Qt::ShiftModifier); // scrolls
+        QCOMPARE(v.firstRow(), 3);
+        QCOMPARE(bar->value(), 3);
+        v.setWheelMode(TimelineView::WheelMode::Scroll);
+        const auto before = v.visibleRange();
+        wheel(Qt::NoModifier); // scrolls
+        QVERIFY(v.firstRow() > 3);
+        QCOMPARE(v.visibleRange(), before);
+        wheel(Qt::ControlModifier); // zooms
+        QVERIFY(v.visibleRange().second - v.visibleRange().first > before.second - before.first);
+        v.setWheelMode(TimelineView::WheelMode::Zoom); // the saved setting back to the default
     }
 
     // A settable time origin: the view stays where it was, the axis counts

@@ -33,6 +33,7 @@
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
+#include <QRegularExpression>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QKeyEvent>
@@ -390,7 +391,7 @@ void MainWindow::buildMenus()
     });
     file->addAction(QStringLiteral("Save &prediction for the next run..."), this, [this] {
         const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save the prediction for the next run"),
-                                                          QStringLiteral("prediction.json"),
+                                                          defaultFileName(QStringLiteral("prediction.json")),
                                                           QStringLiteral("Saved predictions (*.json)"));
         if (!path.isEmpty())
             saveCurrentPrediction(path);
@@ -590,6 +591,21 @@ void MainWindow::onLoaded(std::shared_ptr<const Job> job)
     showJob(std::move(job));
     if (!notice.isEmpty())
         status_->setText(notice);
+}
+
+QString MainWindow::defaultFileName(const QString& what) const
+{
+    if (!job_)
+        return what;
+    // "job.pipescope" -> "job-report.html"; a folder of rank files by its name.
+    QString base = QFileInfo(job_->inputs.value(0)).fileName();
+    for (const char* ext : {".pipescope", ".json.gz", ".json", ".sqlite"})
+        if (base.endsWith(QLatin1String(ext)))
+            base.chop(int(qstrlen(ext)));
+    base.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]+")), QStringLiteral("_"));
+    if (base.isEmpty() || base.startsWith(QLatin1Char('.')))
+        return what;
+    return base + QLatin1Char('-') + what;
 }
 
 void MainWindow::compareWith(const QStringList& baselineInputs, const OpenOptions& options)
@@ -890,7 +906,7 @@ void MainWindow::exportReport()
 {
     if (!job_)
         return;
-    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save HTML report"), QStringLiteral("report.html"),
+    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save HTML report"), defaultFileName(QStringLiteral("report.html")),
                                                       QStringLiteral("HTML (*.html)"));
     if (!path.isEmpty())
         saveReport(path);
@@ -898,7 +914,7 @@ void MainWindow::exportReport()
 
 void MainWindow::exportTimelineImage()
 {
-    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export timeline"), QStringLiteral("timeline.png"),
+    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export timeline"), defaultFileName(QStringLiteral("timeline.png")),
                                                       QStringLiteral("PNG image (*.png);;SVG image (*.svg)"));
     if (path.isEmpty())
         return;
@@ -930,7 +946,7 @@ void MainWindow::exportChromeTrace(TraceRange range)
         return;
     const QString title = range == TraceRange::Visible ? QStringLiteral("Export Chrome trace JSON of the visible range")
                                                        : QStringLiteral("Export Chrome trace JSON of the whole store");
-    const QString path = QFileDialog::getSaveFileName(this, title, QStringLiteral("trace.json"), QStringLiteral("Chrome trace JSON (*.json)"));
+    const QString path = QFileDialog::getSaveFileName(this, title, defaultFileName(QStringLiteral("trace.json")), QStringLiteral("Chrome trace JSON (*.json)"));
     if (!path.isEmpty())
         saveChromeTrace(path, range);
 }

@@ -65,6 +65,9 @@ public:
     // there is none or the file cannot be written.
     bool saveCurrentPrediction(const QString& path);
     ComparePanel* comparePanel() const { return compare_; }
+    // A file name for an export, from the job's name: "job-report.html" for
+    // "report.html" ("report.html" itself without a job).
+    QString defaultFileName(const QString& what) const;
 
     AppSession* session() const { return session_; }
     std::shared_ptr<const Job> job() const { return job_; }

@@ -22,6 +22,9 @@
 #include <qcustomplot.h>
 
 #include <QResizeEvent>
+#include <QScrollBar>
+#include <QSettings>
+#include <QSignalBlocker>
 #include <algorithm>
 #include <cmath>
 #include <QCursor>
@@ -125,10 +128,25 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
     shortcuts_->setStyleSheet(QStringLiteral("QLabel { background: rgba(29,35,41,235); color: white; padding: 10px; border-radius: 6px; }"));
     shortcuts_->hide();
 
+    vscroll_ = new QScrollBar(Qt::Vertical, this);
+    vscroll_->setObjectName(QStringLiteral("timelineRows"));
+    vscroll_->setToolTip(tr("Scroll the tracks (↑ / ↓, or the wheel with Shift)"));
+    connect(vscroll_, &QScrollBar::valueChanged, this, [this](int value) {
+        if (value != firstRow_)
+            scrollRows(value - firstRow_);
+    });
+    wheelMode_ = QSettings().value(QStringLiteral("timeline/wheel")).toString() == QLatin1String("scroll") ? WheelMode::Scroll
+                                                                                                        : WheelMode::Zoom;
+
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->setSpacing(0);
-    layout->addWidget(plot_, 1);
+    auto* row = new QHBoxLayout;
+    row->setContentsMargins(0, 0, 0, 0);
+    row->setSpacing(0);
+    row->addWidget(plot_, 1);
+    row->addWidget(vscroll_);
+    layout->addLayout(row, 1);
     layout->addWidget(legend_);
 
     connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this](const QCPRange&) {
@@ -144,7 +162,7 @@ QString TimelineView::shortcutsText()
 {
     return QStringLiteral(
         "<b>Timeline shortcuts</b><table>"
-        "<tr><td>wheel</td><td>zoom at the cursor</td></tr>"
+        "<tr><td>wheel</td><td>zoom at the cursor (or scroll: right-click to choose)</td></tr>"
         "<tr><td>drag</td><td>pan</td></tr>"
         "<tr><td>shift-drag, right-drag</td><td>area statistics</td></tr>"
         "<tr><td>click / double-click</td><td>select / fit the event</td></tr>"
@@ -556,7 +574,28 @@ void TimelineView::centreOn(qint64 ns)
     setVisibleRange(ns - half, ns - half + (r.second - r.first));
 }
 
-void TimelineView::replotBody() { plot_->replot(QCustomPlot::rpQueuedReplot); }
+void TimelineView::replotBody()
+{
+    syncScrollBar();
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void TimelineView::syncScrollBar()
+{
+    const QSignalBlocker block(vscroll_);
+    const int visible = visibleRowCount();
+    vscroll_->setRange(0, std::max(0, rowCount() - visible));
+    vscroll_->setPageStep(visible);
+    vscroll_->setSingleStep(1);
+    vscroll_->setValue(firstRow_);
+    vscroll_->setEnabled(rowCount() > visible);
+}
+
+void TimelineView::setWheelMode(WheelMode mode)
+{
+    wheelMode_ = mode;
+    QSettings().setValue(QStringLiteral("timeline/wheel"), mode == WheelMode::Scroll ? QStringLiteral("scroll") : QStringLiteral("zoom"));
+}
 
 void TimelineView::replotOverlay() { overlayLayer_->replot(); }
 
@@ -937,10 +976,22 @@ bool TimelineView::handleMouse(QEvent* event)
     if (event->type() == QEvent::Wheel) {
         auto* w = static_cast<QWheelEvent*>(event);
         const double notches = w->angleDelta().y() / 120.0;
-        if (w->modifiers() & Qt::ShiftModifier)
-            scrollRows(notches > 0 ? -3 : 3);
-        else if (notches != 0)
-            zoomAbout(std::pow(kWheelZoom, notches), w->position().x());
+        if (notches == 0)
+            return true;
+        const bool shift = w->modifiers() & Qt::ShiftModifier, ctrl = w->modifiers() & Qt::ControlModifier;
+        if (wheelMode_ == WheelMode::Zoom) {
+            if (shift)
+                scrollRows(notches > 0 ? -3 : 3);
+            else
+                zoomAbout(std::pow(kWheelZoom, notches), w->position().x());
+        } else {
+            if (ctrl)
+                zoomAbout(std::pow(kWheelZoom, notches), w->position().x());
+            else if (shift)
+                panBy(notches > 0 ? -kPanFraction : kPanFraction);
+            else
+                scrollRows(notches > 0 ? -3 : 3);
+        }
         return true;
     }
     auto* m = static_cast<QMouseEvent*>(event);
@@ -1101,6 +1152,11 @@ void TimelineView::showContextMenu(const QPoint& pos)
     menu.addSeparator();
     menu.addAction(tr("Collapse all groups"), this, [this] { setAllGroupsCollapsed(true); });
     menu.addAction(tr("Expand all groups"), this, [this] { setAllGroupsCollapsed(false); });
+    menu.addSeparator();
+    QAction* wheelScrolls = menu.addAction(tr("Wheel scrolls, Ctrl+wheel zooms (as Nsight Systems)"), this,
+                                           [this](bool on) { setWheelMode(on ? WheelMode::Scroll : WheelMode::Zoom); });
+    wheelScrolls->setCheckable(true);
+    wheelScrolls->setChecked(wheelMode_ == WheelMode::Scroll);
     menu.addSeparator();
     QAction* byClass = menu.addAction(tr("Colour kernels by work class"), this, [this] { setColorBy(ColorBy::Class); });
     QAction* byStep = menu.addAction(tr("Colour kernels by step"), this, [this] { setColorBy(ColorBy::Step); });

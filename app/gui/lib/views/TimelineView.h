@@ -36,6 +36,8 @@ class QCustomPlot;
 class QCPLayer;
 class QLabel;
 
+class QScrollBar;
+
 namespace pipescope::gui {
 
 class TimelineBody;
@@ -128,6 +130,16 @@ public:
     void clearMarkers();
     const std::vector<qint64>& markers() const { return markers_; }
 
+    // The mouse wheel: Zoom (wheel zooms at the cursor, Shift+wheel scrolls
+    // the tracks; Perfetto's way) or Scroll (wheel scrolls the tracks,
+    // Ctrl+wheel zooms, Shift+wheel pans; Nsight Systems' way). Kept between sessions.
+    enum class WheelMode { Zoom, Scroll };
+    void setWheelMode(WheelMode mode);
+    WheelMode wheelMode() const { return wheelMode_; }
+    // The vertical scroll bar beside the tracks (its value is the first row shown).
+    QScrollBar* verticalScrollBar() const { return vscroll_; }
+    int firstRow() const { return firstRow_; }
+
     // The tooltip of the folded block under a point (count, busy share,
     // longest, share per class); empty where there is none.
     QString foldedToolTipAt(const QPoint& plotPos) const;
@@ -218,6 +230,9 @@ private:
     std::shared_ptr<const timeline::TimelineModel> model_;
     qint64 origin_ = 0; // the axis shows ns relative to this (the time origin), doubles keep full precision
     QString originName_;
+    QScrollBar* vscroll_ = nullptr;
+    WheelMode wheelMode_ = WheelMode::Zoom;
+    void syncScrollBar();
     std::vector<qint64> markers_; // sorted
     ColorBy colorBy_ = ColorBy::Class;
     std::vector<Group> groups_;
