@@ -187,6 +187,33 @@ private Q_SLOTS:
         QCOMPARE(e->currentPrediction()->measuredIterationNs, w.job()->costModel->measuredIterationNs);
     }
 
+    // The pipeline diagram explains a box on hover and shows it on the
+    // timeline, selected, on a click.
+    void pipelineDiagramIsExplorable()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        w.setView(MainWindow::View::Pipeline);
+        PipelineView* pv = w.pipelineView();
+        QApplication::processEvents();
+        pv->grab(); // paints, so the boxes are known
+        QPoint found;
+        for (int y = 0; y < pv->height() && found.isNull(); y += 3)
+            for (int x = 100; x < pv->width() && found.isNull(); x += 5)
+                if (pv->toolTipAt(QPointF(x, y)).contains(QStringLiteral("of microbatch")) &&
+                    !pv->toolTipAt(QPointF(x, y)).startsWith(QStringLiteral("predicted")))
+                    found = QPoint(x, y);
+        QVERIFY(!found.isNull());
+        QVERIFY(pv->toolTipAt(found).contains(QStringLiteral("from the iteration start")));
+        QTest::mouseClick(pv, Qt::LeftButton, Qt::NoModifier, found);
+        const TimelineEventRef sel = w.timeline()->selectedEvent();
+        QVERIFY(sel.valid());
+        QVERIFY(w.timeline()->model()->lanes[size_t(sel.lane)].kind == timeline::LaneKind::Steps);
+        QVERIFY(w.timeline()->isVisible());
+    }
+
     // Compare mode: a baseline beside the job, kept while other jobs open,
     // each compared with it; the panel and the pipeline view follow.
     void compareMode()

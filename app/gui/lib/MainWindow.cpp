@@ -347,11 +347,11 @@ void MainWindow::buildDocks()
     setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea); // the summary runs the full height
     summaryDock_ = summary;
 
-    connect(bubbles_, &BubblePanel::jumpTo, this, [this](qint64 start, qint64 end, int) {
-        tabs_->setCurrentWidget(timeline_);
-        const qint64 pad = std::max<qint64>((end - start) / 2, 1000);
-        timeline_->setVisibleRange(start - pad, end + pad);
-    });
+    // The Bubbles panel and the pipeline diagram show what they point at on the timeline, selected.
+    connect(bubbles_, &BubblePanel::jumpTo, this,
+            [this](qint64 start, qint64 end, int rank) { showOnTimeline(rank, start, end, true); });
+    connect(pipeline_, &PipelineView::measuredClicked, this,
+            [this](int rank, qint64 start, qint64 end, bool bubble) { showOnTimeline(rank, start, end, bubble); });
 }
 
 void MainWindow::buildMenus()
@@ -591,6 +591,24 @@ void MainWindow::onLoaded(std::shared_ptr<const Job> job)
     showJob(std::move(job));
     if (!notice.isEmpty())
         status_->setText(notice);
+}
+
+void MainWindow::showOnTimeline(int rank, qint64 start, qint64 end, bool bubble)
+{
+    tabs_->setCurrentWidget(timeline_);
+    const qint64 pad = std::max<qint64>((end - start) / 2, 1000);
+    timeline_->setVisibleRange(start - pad, end + pad);
+    const auto model = timeline_->model();
+    if (!model)
+        return;
+    const auto kind = bubble ? timeline::LaneKind::Bubbles : timeline::LaneKind::Steps;
+    for (size_t i = 0; i < model->lanes.size(); ++i)
+        if (model->lanes[i].kind == kind && model->lanes[i].rank == rank) {
+            const int64_t e = model->hitTest(int(i), start + (end - start) / 2);
+            if (e >= 0)
+                timeline_->selectEvent({int(i), e});
+            return;
+        }
 }
 
 QString MainWindow::defaultFileName(const QString& what) const

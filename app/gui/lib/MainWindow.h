@@ -68,6 +68,8 @@ public:
     // A file name for an export, from the job's name: "job-report.html" for
     // "report.html" ("report.html" itself without a job).
     QString defaultFileName(const QString& what) const;
+    // Shows a step (or a bubble) of a rank on the timeline, zoomed to it and selected.
+    void showOnTimeline(int rank, qint64 start, qint64 end, bool bubble);
 
     AppSession* session() const { return session_; }
     std::shared_ptr<const Job> job() const { return job_; }

@@ -8,7 +8,9 @@
 #include "util/Format.h"
 
 #include <QPaintEvent>
+#include <QMouseEvent>
 #include <QPainter>
+#include <QToolTip>
 
 #include <algorithm>
 #include <cmath>
@@ -42,6 +44,7 @@ double niceStep(double span, int target)
 PipelineView::PipelineView(QWidget* parent) : QWidget(parent)
 {
     setAttribute(Qt::WA_OpaquePaintEvent);
+    setMouseTracking(true);
     setAccessibleName(tr("Pipeline view"));
 }
 
@@ -161,11 +164,45 @@ TimeNs PipelineView::spanNs() const
     return span;
 }
 
+const PipelineView::Hit* PipelineView::hitAt(const QPointF& pos) const
+{
+    // The last drawn on top wins (steps are drawn over bubbles).
+    for (auto it = hits_.rbegin(); it != hits_.rend(); ++it)
+        if (it->rect.adjusted(-1, 0, 1, 0).contains(pos))
+            return &*it;
+    return nullptr;
+}
+
+QString PipelineView::toolTipAt(const QPointF& pos) const
+{
+    const Hit* h = hitAt(pos);
+    return h ? h->text : QString();
+}
+
+void PipelineView::mouseMoveEvent(QMouseEvent* event)
+{
+    const QString tip = toolTipAt(event->position());
+    if (tip.isEmpty())
+        QToolTip::hideText();
+    else
+        QToolTip::showText(event->globalPosition().toPoint(), tip, this);
+    setCursor(hitAt(event->position()) && hitAt(event->position())->rank >= 0 ? Qt::PointingHandCursor : Qt::ArrowCursor);
+}
+
+void PipelineView::mousePressEvent(QMouseEvent* event)
+{
+    if (event->button() != Qt::LeftButton)
+        return QWidget::mousePressEvent(event);
+    if (const Hit* h = hitAt(event->position()); h && h->rank >= 0)
+        Q_EMIT measuredClicked(h->rank, h->start, h->end, h->bubble);
+}
+
 void PipelineView::paintEvent(QPaintEvent*)
 {
     QPainter p(this);
     p.fillRect(rect(), palette().base());
     painted_ = 0;
+    hits_.clear();
     const TimeNs span = spanNs();
     const int shown = shownIteration();
     const std::vector<Row> mRows = shown >= 0 ? measuredRows() : std::vector<Row>{};
@@ -190,6 +227,7 @@ void PipelineView::paintEvent(QPaintEvent*)
     // One box: a step with its microbatch number where it fits, or a bubble.
     auto box = [&](double x0, double x1, int y, int h, QColor fill, const QString& label, bool outline) {
         const QRectF r(x0, y, std::max(1.0, x1 - x0), h);
+        lastBox_ = r;
         p.fillRect(r, fill);
         if (outline) {
             p.setPen(QPen(fill.darker(160), 1));
@@ -200,6 +238,26 @@ void PipelineView::paintEvent(QPaintEvent*)
             p.drawText(r, Qt::AlignCenter, label);
         }
         ++painted_;
+    };
+
+    // The box just drawn becomes hoverable (and clickable when it has a rank).
+    auto hit = [&](const QString& tip, int rank, qint64 start, qint64 end, bool bubble) {
+        hits_.push_back({lastBox_, tip, rank, start, end, bubble});
+    };
+    auto ms = [](TimeNs ns) { return QString::fromStdString(formatDuration(ns)); };
+    auto stepText = [&](StepKind kind, int microbatch, int chunk, int stage, int rank, TimeNs from, TimeNs length) {
+        QString t = tr("<b>%1 of microbatch %2</b> · stage %3").arg(QChar::fromLatin1(toChar(kind))).arg(microbatch).arg(stage);
+        if (chunk > 0)
+            t += tr(" · chunk %1").arg(chunk);
+        if (rank >= 0)
+            t += tr(" · rank %1").arg(rank);
+        return t + tr("<br>%1 from the iteration start, %2 long").arg(ms(from), ms(length));
+    };
+    auto bubbleText = [&](BubbleCause cause, TimeNs from, TimeNs length, int rank) {
+        QString t = tr("<b>idle: %1</b>").arg(QString::fromStdString(std::string(toString(cause))));
+        if (rank >= 0)
+            t += tr(" · rank %1").arg(rank);
+        return t + tr("<br>%1 from the iteration start, %2 long").arg(ms(from), ms(length));
     };
 
     int y = 0;
@@ -229,6 +287,7 @@ void PipelineView::paintEvent(QPaintEvent*)
                 continue;
             box(xOf(b.start - baseIt->start), xOf(b.end - baseIt->start), y + r->second * (rowH + kRowGap), rowH,
                 toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+            hit(tr("baseline: ") + bubbleText(b.cause, b.start - baseIt->start, b.end - b.start, b.rank), -1, 0, 0, true);
         }
         for (const Step& s : baseline_->steps) {
             const auto r = rowOfRank.find(s.rank);
@@ -237,6 +296,8 @@ void PipelineView::paintEvent(QPaintEvent*)
             box(xOf(s.start - baseIt->start), xOf(s.end - baseIt->start), y + r->second * (rowH + kRowGap), rowH,
                 toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
                 false);
+            hit(tr("baseline: ") + stepText(s.kind, s.microbatch, s.chunk, s.stage, s.rank, s.start - baseIt->start, s.end - s.start),
+                -1, 0, 0, false);
         }
         y += int(bRows.size()) * (rowH + kRowGap);
     }
@@ -267,6 +328,8 @@ void PipelineView::paintEvent(QPaintEvent*)
                 continue;
             box(xOf(b.start - it.start), xOf(b.end - it.start), y + r->second * (rowH + kRowGap), rowH,
                 toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+            hit(bubbleText(b.cause, b.start - it.start, b.end - b.start, b.rank) + tr("<br><i>click: show it on the timeline</i>"),
+                b.rank, b.start, b.end, true);
         }
         for (const Step& s : measured_->steps) {
             const auto r = rowOfRank.find(s.rank);
@@ -275,6 +338,9 @@ void PipelineView::paintEvent(QPaintEvent*)
             box(xOf(s.start - it.start), xOf(s.end - it.start), y + r->second * (rowH + kRowGap), rowH,
                 toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
                 false);
+            hit(stepText(s.kind, s.microbatch, s.chunk, s.stage, s.rank, s.start - it.start, s.end - s.start) +
+                    tr("<br><i>click: show it on the timeline</i>"),
+                s.rank, s.start, s.end, false);
         }
         if (criticalPath_ && analysed) {
             const auto hl = toQColor(timeline::rgbFromHex(timeline::kHighlightHex));
@@ -326,12 +392,17 @@ void PipelineView::paintEvent(QPaintEvent*)
             const int top = ghost ? yy + rowH - h : yy;
             const whatif::RankReplay& rr = prediction_->replay.ranks[size_t(r)];
             if (!ghost)
-                for (const whatif::Bubble& b : rr.bubbles)
+                for (const whatif::Bubble& b : rr.bubbles) {
                     box(xOf(b.start), xOf(b.end), top, h, toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
-            for (const whatif::TimedAction& a : rr.actions)
+                    hit(tr("predicted: ") + bubbleText(b.cause, b.start, b.end - b.start, -1), -1, 0, 0, true);
+                }
+            for (const whatif::TimedAction& a : rr.actions) {
                 box(xOf(a.start), xOf(a.end), top, h,
                     toQColor(timeline::microbatchTint(timeline::stepColor(a.kind), a.microbatch), alpha),
                     ghost ? QString() : QString::number(a.microbatch), ghost);
+                if (!ghost)
+                    hit(tr("predicted: ") + stepText(a.kind, a.microbatch, -1, r, -1, a.start, a.end - a.start), -1, 0, 0, false);
+            }
         }
         if (!ghost)
             y += pRows * (rowH + kRowGap);

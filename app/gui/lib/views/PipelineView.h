@@ -54,11 +54,22 @@ public:
     // Boxes (steps and bubbles) the last paint drew; bounded by the iteration's steps.
     int paintedBoxes() const { return painted_; }
 
+    // The text for the box under a point (a step or bubble, measured,
+    // baseline or predicted); empty over nothing. Shown on hover.
+    QString toolTipAt(const QPointF& pos) const;
+
     QSize sizeHint() const override { return {800, 320}; }
+
     QSize minimumSizeHint() const override { return {240, 120}; }
+
+Q_SIGNALS:
+    // A click on a measured step or bubble: its rank and times on the trace's clock.
+    void measuredClicked(int rank, qint64 start, qint64 end, bool bubble);
 
 protected:
     void paintEvent(QPaintEvent* event) override;
+    void mouseMoveEvent(QMouseEvent* event) override;
+    void mousePressEvent(QMouseEvent* event) override;
 
 private:
     struct Row {
@@ -79,6 +90,17 @@ private:
     bool replicasStacked_ = false;
     int iteration_ = -1; // see setIteration
     int painted_ = 0;
+    // What the last paint drew, for hover and click (a few thousand boxes at most).
+    struct Hit {
+        QRectF rect;
+        QString text;
+        int rank = -1;          // measured boxes only; -1 otherwise
+        qint64 start = 0, end = 0;
+        bool bubble = false;
+    };
+    std::vector<Hit> hits_;
+    QRectF lastBox_;
+    const Hit* hitAt(const QPointF& pos) const;
 };
 
 } // namespace pipescope::gui
