@@ -182,8 +182,9 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
     connect(baselineSession_, &AppSession::cancelled, this, idle);
 
     connect(editor_, &WhatIfEditor::predictionChanged, this, [this] {
-        if (auto p = editor_->currentPrediction())
-            pipeline_->setPrediction(std::make_shared<const whatif::Prediction>(*p));
+        // Shared, not copied: a drag step replaces the prediction, never changes it.
+        if (auto p = editor_->currentPredictionShared())
+            pipeline_->setPrediction(std::move(p));
     });
     // A layer count or model file asked for in the strip re-calibrates inside the editor; nothing is reloaded.
 

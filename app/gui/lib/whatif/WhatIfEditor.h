@@ -67,6 +67,9 @@ public:
     WhatIfWorker* worker() const { return worker_; }
     QUndoStack* undoStack() const { return undo_; }
     std::optional<whatif::Prediction> currentPrediction() const;
+    // The same, shared and immutable: what the views keep without copying it
+    // (a drag step replaces it; it is never changed in place). Null without one.
+    PredictionPtr currentPredictionShared() const { return current_; }
     std::optional<whatif::Prediction> measuredPrediction() const;
     const whatif::CostModel& costModel() const { return model_; }
     // The scenario of the current prediction (boundaries filled in); none before the first answer.
