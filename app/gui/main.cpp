@@ -107,7 +107,9 @@ int main(int argc, char** argv)
     QCommandLineOption predictionOpt(QStringLiteral("prediction"),
                                      QStringLiteral("With --compare: check the job against this prediction saved on the baseline"),
                                      QStringLiteral("FILE"));
-    parser.addOptions({compareOpt, predictionOpt, commRulesOpt, layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
+    QCommandLineOption baselineTracksOpt(QStringLiteral("baseline-tracks"),
+                                         QStringLiteral("With --compare: the baseline's tracks beside the job's on the timeline"));
+    parser.addOptions({compareOpt, predictionOpt, baselineTracksOpt, commRulesOpt, layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
                        panelOpt});
     parser.process(app);
 
@@ -172,6 +174,8 @@ int main(int argc, char** argv)
             window.open(inputs, options);
         if (parser.isSet(predictionOpt))
             window.setSavedPrediction(parser.value(predictionOpt));
+        if (parser.isSet(baselineTracksOpt))
+            window.baselineTracksAction()->setChecked(true);
         if (parser.isSet(compareOpt))
             window.compareWith({parser.value(compareOpt)}, options);
         QObject::connect(&window, &MainWindow::jobShown, &window, [&window, changes, changesScenario, shownView] {
@@ -213,6 +217,8 @@ int main(int argc, char** argv)
         return fail(window.lastError());
     if (baseline)
         window.setBaseline(baseline);
+    if (baseline && parser.isSet(baselineTracksOpt))
+        window.baselineTracksAction()->setChecked(true);
     if (job->costModel)
         waitForPrediction(window.whatIfEditor(), 5000);
     if (changesScenario) {

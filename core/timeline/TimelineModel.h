@@ -84,6 +84,9 @@ struct Lane {
     int64_t tid = -1;           // Cpu: thread
     int depth = 0;              // Cpu: nesting row (deeper ranges share the last row)
     std::string label;          // short, without the rank: "steps", "stream 7 compute", ...
+    // A compared baseline run's track (withBaselineTracks): its events point
+    // into no trace of this model (activity -1) and its times are shifted.
+    bool baseline = false;
     std::vector<Event> events;  // sorted by start
     std::vector<TimeNs> maxEnd; // [i]: latest end among events[0..i]; binary-searchable
     Lod lod;

@@ -245,6 +245,27 @@ private Q_SLOTS:
         QVERIFY(w.findChild<QDockWidget*>(QStringLiteral("compare"))->isVisible());
         QVERIFY(w.comparePanel()->tableTsv(0).contains(QStringLiteral("F+B change")));
 
+        // The baseline's tracks beside the job's, on request, and gone again.
+        const size_t jobLanes = w.job()->timeline->lanes.size();
+        const qint64 origin = w.timeline()->timeOrigin();
+        w.baselineTracksAction()->setChecked(true);
+        QCOMPARE(w.timeline()->timeOrigin(), origin);
+        auto shown = w.timeline()->model();
+        QVERIFY(shown->lanes.size() > jobLanes);
+        for (size_t i = 0; i < shown->lanes.size(); ++i)
+            QCOMPARE(shown->lanes[i].baseline, i >= jobLanes);
+        // The two compared iterations start together.
+        const Iteration& ai = w.baseline()->analysis->iterations[size_t(w.baseline()->analysis->selectedIteration)];
+        const TimeNs shift = it.start - ai.start;
+        const auto& firstSteps = *std::find_if(shown->lanes.begin() + long(jobLanes), shown->lanes.end(),
+                                               [](const timeline::Lane& l) { return l.kind == timeline::LaneKind::Steps; });
+        const auto& baseSteps = *std::find_if(w.baseline()->timeline->lanes.begin(), w.baseline()->timeline->lanes.end(),
+                                              [&](const timeline::Lane& l) { return l.kind == timeline::LaneKind::Steps && l.rank == firstSteps.rank; });
+        QCOMPARE(firstSteps.events.front().start, baseSteps.events.front().start + shift);
+        QCOMPARE(firstSteps.events.front().activity, -1);
+        w.baselineTracksAction()->setChecked(false);
+        QCOMPARE(w.timeline()->model(), w.job()->timeline);
+
         // Another job: compared with the same baseline.
         QVERIFY(openAndWait(w, {kSimulated}));
         QTRY_VERIFY_WITH_TIMEOUT(w.comparePanel()->diff() != d, 10000);

@@ -4,6 +4,7 @@
 #include "analysis/Analysis.h"
 #include "timeline/Palette.h"
 #include "timeline/TimelineBuild.h"
+#include "timeline/TimelineCompare.h"
 #include "timeline/TimelineLinks.h"
 #include "timeline/TimelineModel.h"
 
@@ -127,6 +128,48 @@ private slots:
         QCOMPARE(capped.count, int64_t(10));
         QVERIFY(!capped.complete);
         QCOMPARE(m.summarize(0, 100'000, 200'000).count, int64_t(10));
+    }
+
+    // Compare mode: a baseline's tracks after the job's, shifted, linked to no trace.
+    void baselineTracksBesideTheJob()
+    {
+        auto lane = [](LaneKind kind, int rank, const std::string& label, TimeNs start, int32_t name) {
+            Lane l;
+            l.kind = kind;
+            l.rank = rank;
+            l.stage = rank;
+            l.label = label;
+            Event e;
+            e.start = start;
+            e.end = start + 1'000;
+            e.activity = 7;
+            e.name = name;
+            e.detail = 3;
+            l.events.push_back(e);
+            return l;
+        };
+        TimelineModel job;
+        job.names = {"", "gemm"};
+        job.lanes.push_back(lane(LaneKind::Kernels, 0, "stream 7 compute", 50'000, 1));
+        job.finalize();
+        TimelineModel base;
+        base.names = {"", "F0", "softmax", "gemm"};
+        base.lanes.push_back(lane(LaneKind::Steps, 0, "steps", 10'000, 1));
+        base.lanes.push_back(lane(LaneKind::Kernels, 0, "stream 7 compute", 10'000, 3));
+        base.lanes.push_back(lane(LaneKind::Cpu, 0, "cpu 1", 10'000, 2));
+        base.finalize();
+        const TimelineModel m = withBaselineTracks(job, base, 40'000, "");
+        QCOMPARE(m.lanes.size(), size_t(3)); // the job's lane, the baseline's steps and stream; no CPU lane
+        QVERIFY(!m.lanes[0].baseline);
+        QVERIFY(m.lanes[1].baseline && m.lanes[2].baseline);
+        QCOMPARE(m.lanes[1].events[0].start, TimeNs(50'000));
+        QCOMPARE(m.lanes[1].events[0].activity, -1);
+        QCOMPARE(m.lanes[1].events[0].detail, 3);  // a step's iteration stays
+        QCOMPARE(m.lanes[2].events[0].detail, -1); // a kernel's comm detail is the baseline's
+        QCOMPARE(m.name(m.lanes[1].events[0].name), std::string("F0"));
+        QCOMPARE(m.lanes[2].events[0].name, 1); // "gemm" is the job's name already
+        QCOMPARE(m.names.size(), size_t(3));
+        QCOMPARE(m.start, TimeNs(50'000));
     }
 
     void lanesFromSyntheticTrace()

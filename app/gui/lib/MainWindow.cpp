@@ -3,6 +3,7 @@
 
 #include "panels/BubblePanel.h"
 #include "panels/ComparePanel.h"
+#include "timeline/TimelineCompare.h"
 #include "util/Format.h"
 #include "panels/CriticalPathPanel.h"
 #include "panels/DetailsPanel.h"
@@ -397,6 +398,12 @@ void MainWindow::buildMenus()
         if (!path.isEmpty())
             saveCurrentPrediction(path);
     });
+    baselineTracks_ = new QAction(QStringLiteral("&Baseline tracks on the timeline"), this);
+    baselineTracks_->setCheckable(true);
+    baselineTracks_->setEnabled(false);
+    baselineTracks_->setToolTip(QStringLiteral("In compare mode: the baseline's steps, bubbles and streams beside this job's, "
+                                               "the compared iterations starting together"));
+    connect(baselineTracks_, &QAction::toggled, this, [this] { showBaselineTracks(); });
     stopComparing_ = file->addAction(QStringLiteral("S&top comparing"), this, [this] {
         savedPrediction_.reset();
         setBaseline(nullptr);
@@ -471,6 +478,7 @@ void MainWindow::buildMenus()
     cpuTracks->setCheckable(true);
     cpuTracks->setChecked(true);
     cpuTracks->setObjectName(QStringLiteral("cpu-tracks"));
+    view->addAction(baselineTracks_);
     // The timeline's own menu can change it too: keep the check mark honest.
     connect(view, &QMenu::aboutToShow, cpuTracks, [this, cpuTracks] { cpuTracks->setChecked(timeline_->cpuLanesShown()); });
     view->addSeparator();
@@ -604,7 +612,7 @@ void MainWindow::showOnTimeline(int rank, qint64 start, qint64 end, bool bubble)
         return;
     const auto kind = bubble ? timeline::LaneKind::Bubbles : timeline::LaneKind::Steps;
     for (size_t i = 0; i < model->lanes.size(); ++i)
-        if (model->lanes[i].kind == kind && model->lanes[i].rank == rank) {
+        if (model->lanes[i].kind == kind && model->lanes[i].rank == rank && !model->lanes[i].baseline) {
             const int64_t e = model->hitTest(int(i), start + (end - start) / 2);
             if (e >= 0)
                 timeline_->selectEvent({int(i), e});
@@ -686,8 +694,41 @@ bool MainWindow::saveCurrentPrediction(const QString& path)
     return true;
 }
 
+void MainWindow::showBaselineTracks()
+{
+    if (!job_ || !job_->timeline)
+        return;
+    std::shared_ptr<const timeline::TimelineModel> model = job_->timeline;
+    if (baselineTracks_->isChecked() && baseline_ && baseline_->timeline && job_->complete && job_->analysis &&
+        baseline_->analysis) {
+        // The two compared iterations start together.
+        auto startOf = [](const AnalysisResult& r) -> std::optional<TimeNs> {
+            for (const Iteration& it : r.iterations)
+                if (it.index == r.selectedIteration)
+                    return it.start;
+            return std::nullopt;
+        };
+        const auto a = startOf(*baseline_->analysis), b = startOf(*job_->analysis);
+        const TimeNs shift = a && b ? *b - *a : job_->timeline->start - baseline_->timeline->start;
+        model = std::make_shared<const timeline::TimelineModel>(
+            timeline::withBaselineTracks(*job_->timeline, *baseline_->timeline, shift, std::string()));
+    }
+    if (timeline_->model() == model)
+        return;
+    const auto range = timeline_->visibleRange();
+    const qint64 origin = timeline_->timeOrigin();
+    const QString originName = timeline_->timeOriginName();
+    timeline_->setModel(model);
+    details_->setJob(job_->trace, model);
+    timeline_->setTimeOrigin(origin, originName); // the view stays as the user set it
+    if (range.second > range.first)
+        timeline_->setVisibleRange(range.first, range.second);
+}
+
 void MainWindow::updateComparison()
 {
+    baselineTracks_->setEnabled(baseline_ != nullptr);
+    showBaselineTracks();
     if (!baseline_ || !job_ || !job_->complete || !job_->analysis || !baseline_->analysis) {
         compare_->setDiff(nullptr);
         pipeline_->setBaseline(nullptr, {});

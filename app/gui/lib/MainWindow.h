@@ -131,6 +131,12 @@ private:
     void hideProgress();
     void showShortcuts();
     void updateComparison();
+public:
+    // View > Baseline tracks on the timeline (compare mode): the baseline's
+    // tracks beside the job's; the action is there for menus and tests.
+    QAction* baselineTracksAction() const { return baselineTracks_; }
+private:
+    void showBaselineTracks();
 
     AppSession* session_ = nullptr;
     ExportWorker* exporter_ = nullptr;
@@ -168,6 +174,7 @@ private:
     ComparePanel* compare_ = nullptr;
     QDockWidget* compareDock_ = nullptr;
     QAction* stopComparing_ = nullptr;
+    QAction* baselineTracks_ = nullptr;
 };
 
 } // namespace pipescope::gui

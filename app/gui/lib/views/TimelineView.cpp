@@ -477,7 +477,7 @@ void TimelineView::scrollRows(int delta)
 QString TimelineView::laneTitle(int lane) const
 {
     const Lane& l = model_->lanes[static_cast<size_t>(lane)];
-    QString s = QStringLiteral("r%1 ").arg(l.rank);
+    QString s = l.baseline ? QStringLiteral("baseline r%1 ").arg(l.rank) : QStringLiteral("r%1 ").arg(l.rank);
     if (l.kind == LaneKind::Kernels && l.device >= 0)
         s += QStringLiteral("gpu%1 ").arg(l.device);
     return s + qstr(l.label);
