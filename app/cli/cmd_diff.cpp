@@ -36,11 +36,11 @@ int runDiff(DiffArgs& x)
     std::optional<compare::SavedPrediction> saved;
     if (!x.prediction.empty())
         saved = compare::readSavedPrediction(x.prediction); // refused before any work
-    if (!x.output.empty()) {
+    // Neither run may be overwritten by -o: refused before any work.
+    AtomicOutput::protectInput(x.a);
+    AtomicOutput::protectInput(x.b);
+    if (!x.output.empty())
         AtomicOutput::refuseInput(x.output);
-        AtomicOutput::protectInput(x.a);
-        AtomicOutput::protectInput(x.b);
-    }
     AnalyzeOptions ao;
     if (x.pp > 0)
         ao.pipelineDegree = x.pp;

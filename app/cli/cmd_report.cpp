@@ -47,6 +47,8 @@ int runReport(ReportArgs& a)
     a.calibration.load();
     // Fail on an unwritable output, or one that is the input, before the (possibly long) analysis.
     AtomicOutput::protectInput(a.file);
+    if (!a.compare.empty())
+        AtomicOutput::protectInput(a.compare);
     { AtomicOutput probe(a.output, AtomicOutput::Target::FileOrStream); }
 
     report::ReportOptions ro;
@@ -71,7 +73,6 @@ int runReport(ReportArgs& a)
         saved = compare::readSavedPrediction(a.prediction);
     }
     if (!a.compare.empty()) {
-        AtomicOutput::protectInput(a.compare);
         AnalyzeOptions bo;
         bo.iteration = a.compareIteration ? a.compareIteration : a.iteration;
         bo.commRules = a.calibration.commRules;
