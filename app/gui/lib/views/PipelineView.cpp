@@ -176,7 +176,23 @@ const PipelineView::Hit* PipelineView::hitAt(const QPointF& pos) const
 QString PipelineView::toolTipAt(const QPointF& pos) const
 {
     const Hit* h = hitAt(pos);
-    return h ? h->text : QString();
+    if (!h)
+        return {};
+    auto ms = [](TimeNs ns) { return QString::fromStdString(formatDuration(ns)); };
+    QString t = h->source == Hit::Source::Baseline ? tr("baseline: ") : h->source == Hit::Source::Predicted ? tr("predicted: ") : QString();
+    if (h->bubble) {
+        t += tr("<b>idle: %1</b>").arg(QString::fromStdString(std::string(toString(BubbleCause(h->code)))));
+    } else {
+        t += tr("<b>%1 of microbatch %2</b> · stage %3").arg(QChar::fromLatin1(toChar(StepKind(h->code)))).arg(h->microbatch).arg(h->stage);
+        if (h->chunk > 0)
+            t += tr(" · chunk %1").arg(h->chunk);
+    }
+    if (h->rank >= 0)
+        t += tr(" · rank %1").arg(h->rank);
+    t += tr("<br>%1 from the iteration start, %2 long").arg(ms(h->fromStart), ms(h->length));
+    if (h->source == Hit::Source::Measured)
+        t += tr("<br><i>click: show it on the timeline</i>");
+    return t;
 }
 
 void PipelineView::mouseMoveEvent(QMouseEvent* event)
@@ -186,14 +202,15 @@ void PipelineView::mouseMoveEvent(QMouseEvent* event)
         QToolTip::hideText();
     else
         QToolTip::showText(event->globalPosition().toPoint(), tip, this);
-    setCursor(hitAt(event->position()) && hitAt(event->position())->rank >= 0 ? Qt::PointingHandCursor : Qt::ArrowCursor);
+    const Hit* h = hitAt(event->position());
+    setCursor(h && h->source == Hit::Source::Measured ? Qt::PointingHandCursor : Qt::ArrowCursor);
 }
 
 void PipelineView::mousePressEvent(QMouseEvent* event)
 {
     if (event->button() != Qt::LeftButton)
         return QWidget::mousePressEvent(event);
-    if (const Hit* h = hitAt(event->position()); h && h->rank >= 0)
+    if (const Hit* h = hitAt(event->position()); h && h->source == Hit::Source::Measured)
         Q_EMIT measuredClicked(h->rank, h->start, h->end, h->bubble);
 }
 
@@ -240,24 +257,14 @@ void PipelineView::paintEvent(QPaintEvent*)
         ++painted_;
     };
 
-    // The box just drawn becomes hoverable (and clickable when it has a rank).
-    auto hit = [&](const QString& tip, int rank, qint64 start, qint64 end, bool bubble) {
-        hits_.push_back({lastBox_, tip, rank, start, end, bubble});
+    // The box just drawn becomes hoverable (a measured one clickable).
+    using Src = Hit::Source;
+    auto stepHit = [&](Src src, StepKind kind, int microbatch, int chunk, int stage, int rank, TimeNs from, TimeNs length,
+                       qint64 start, qint64 end) {
+        hits_.push_back({lastBox_, src, false, uint8_t(kind), microbatch, chunk, stage, rank, from, length, start, end});
     };
-    auto ms = [](TimeNs ns) { return QString::fromStdString(formatDuration(ns)); };
-    auto stepText = [&](StepKind kind, int microbatch, int chunk, int stage, int rank, TimeNs from, TimeNs length) {
-        QString t = tr("<b>%1 of microbatch %2</b> · stage %3").arg(QChar::fromLatin1(toChar(kind))).arg(microbatch).arg(stage);
-        if (chunk > 0)
-            t += tr(" · chunk %1").arg(chunk);
-        if (rank >= 0)
-            t += tr(" · rank %1").arg(rank);
-        return t + tr("<br>%1 from the iteration start, %2 long").arg(ms(from), ms(length));
-    };
-    auto bubbleText = [&](BubbleCause cause, TimeNs from, TimeNs length, int rank) {
-        QString t = tr("<b>idle: %1</b>").arg(QString::fromStdString(std::string(toString(cause))));
-        if (rank >= 0)
-            t += tr(" · rank %1").arg(rank);
-        return t + tr("<br>%1 from the iteration start, %2 long").arg(ms(from), ms(length));
+    auto bubbleHit = [&](Src src, BubbleCause cause, int rank, TimeNs from, TimeNs length, qint64 start, qint64 end) {
+        hits_.push_back({lastBox_, src, true, uint8_t(cause), 0, 0, 0, rank, from, length, start, end});
     };
 
     int y = 0;
@@ -287,7 +294,7 @@ void PipelineView::paintEvent(QPaintEvent*)
                 continue;
             box(xOf(b.start - baseIt->start), xOf(b.end - baseIt->start), y + r->second * (rowH + kRowGap), rowH,
                 toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
-            hit(tr("baseline: ") + bubbleText(b.cause, b.start - baseIt->start, b.end - b.start, b.rank), -1, 0, 0, true);
+            bubbleHit(Src::Baseline, b.cause, b.rank, b.start - baseIt->start, b.end - b.start, 0, 0);
         }
         for (const Step& s : baseline_->steps) {
             const auto r = rowOfRank.find(s.rank);
@@ -296,8 +303,7 @@ void PipelineView::paintEvent(QPaintEvent*)
             box(xOf(s.start - baseIt->start), xOf(s.end - baseIt->start), y + r->second * (rowH + kRowGap), rowH,
                 toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
                 false);
-            hit(tr("baseline: ") + stepText(s.kind, s.microbatch, s.chunk, s.stage, s.rank, s.start - baseIt->start, s.end - s.start),
-                -1, 0, 0, false);
+            stepHit(Src::Baseline, s.kind, s.microbatch, s.chunk, s.stage, s.rank, s.start - baseIt->start, s.end - s.start, 0, 0);
         }
         y += int(bRows.size()) * (rowH + kRowGap);
     }
@@ -328,8 +334,7 @@ void PipelineView::paintEvent(QPaintEvent*)
                 continue;
             box(xOf(b.start - it.start), xOf(b.end - it.start), y + r->second * (rowH + kRowGap), rowH,
                 toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
-            hit(bubbleText(b.cause, b.start - it.start, b.end - b.start, b.rank) + tr("<br><i>click: show it on the timeline</i>"),
-                b.rank, b.start, b.end, true);
+            bubbleHit(Src::Measured, b.cause, b.rank, b.start - it.start, b.end - b.start, b.start, b.end);
         }
         for (const Step& s : measured_->steps) {
             const auto r = rowOfRank.find(s.rank);
@@ -338,9 +343,8 @@ void PipelineView::paintEvent(QPaintEvent*)
             box(xOf(s.start - it.start), xOf(s.end - it.start), y + r->second * (rowH + kRowGap), rowH,
                 toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
                 false);
-            hit(stepText(s.kind, s.microbatch, s.chunk, s.stage, s.rank, s.start - it.start, s.end - s.start) +
-                    tr("<br><i>click: show it on the timeline</i>"),
-                s.rank, s.start, s.end, false);
+            stepHit(Src::Measured, s.kind, s.microbatch, s.chunk, s.stage, s.rank, s.start - it.start, s.end - s.start, s.start,
+                    s.end);
         }
         if (criticalPath_ && analysed) {
             const auto hl = toQColor(timeline::rgbFromHex(timeline::kHighlightHex));
@@ -394,14 +398,14 @@ void PipelineView::paintEvent(QPaintEvent*)
             if (!ghost)
                 for (const whatif::Bubble& b : rr.bubbles) {
                     box(xOf(b.start), xOf(b.end), top, h, toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
-                    hit(tr("predicted: ") + bubbleText(b.cause, b.start, b.end - b.start, -1), -1, 0, 0, true);
+                    bubbleHit(Src::Predicted, b.cause, -1, b.start, b.end - b.start, 0, 0);
                 }
             for (const whatif::TimedAction& a : rr.actions) {
                 box(xOf(a.start), xOf(a.end), top, h,
                     toQColor(timeline::microbatchTint(timeline::stepColor(a.kind), a.microbatch), alpha),
                     ghost ? QString() : QString::number(a.microbatch), ghost);
                 if (!ghost)
-                    hit(tr("predicted: ") + stepText(a.kind, a.microbatch, -1, r, -1, a.start, a.end - a.start), -1, 0, 0, false);
+                    stepHit(Src::Predicted, a.kind, a.microbatch, 0, r, -1, a.start, a.end - a.start, 0, 0);
             }
         }
         if (!ghost)

@@ -91,12 +91,18 @@ private:
     int iteration_ = -1; // see setIteration
     int painted_ = 0;
     // What the last paint drew, for hover and click (a few thousand boxes at most).
+    // The facts of each box; its tooltip is written on hover, not on every paint.
     struct Hit {
+        enum class Source : uint8_t { Measured, Baseline, Predicted };
         QRectF rect;
-        QString text;
-        int rank = -1;          // measured boxes only; -1 otherwise
-        qint64 start = 0, end = 0;
+        Source source = Source::Measured;
         bool bubble = false;
+        uint8_t code = 0;      // StepKind, or BubbleCause for a bubble
+        int microbatch = 0, chunk = 0, stage = 0;
+        int rank = -1;         // -1 where unknown (predicted)
+        TimeNs fromStart = 0;  // from the iteration start
+        TimeNs length = 0;
+        qint64 start = 0, end = 0; // measured: on the trace's clock, for the click
     };
     std::vector<Hit> hits_;
     QRectF lastBox_;
