@@ -39,6 +39,9 @@ inline constexpr std::string_view kIterationHex = "#1d2329";
 inline constexpr std::string_view kHighlightHex = "#ffbf00";
 inline constexpr std::string_view kSelectionHex = "#0969da";
 inline constexpr std::string_view kTextHex = "#1d2329";
+// A comparison's changes: less time in the compared run, and more (the report's td.faster / td.slower).
+inline constexpr std::string_view kFasterHex = "#1e7d32";
+inline constexpr std::string_view kSlowerHex = "#b3261e";
 
 constexpr Rgb stepColor(StepKind k) { return rgbFromHex(kStepHex[static_cast<size_t>(k) & 3]); }
 constexpr Rgb causeColor(BubbleCause c)

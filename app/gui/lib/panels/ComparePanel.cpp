@@ -1,6 +1,7 @@
 #include "panels/ComparePanel.h"
 
 #include "panels/AnalysisTableModel.h"
+#include "timeline/Palette.h"
 #include "util/Format.h"
 
 #include <QHBoxLayout>
@@ -43,10 +44,8 @@ public:
         c.sort = QVariant::fromValue<qint64>(d);
         c.toolTip = QStringLiteral("%1 ns").arg(d);
         c.numeric = true;
-        if (d < 0)
-            c.foreground = QColor(0x1e, 0x7d, 0x32);
-        else if (d > 0)
-            c.foreground = QColor(0xb3, 0x26, 0x1e);
+        if (d != 0)
+            c.foreground = QColor(QLatin1String(d < 0 ? timeline::kFasterHex.data() : timeline::kSlowerHex.data()));
         return c;
     }
 };
