@@ -278,33 +278,43 @@ void PipelineView::paintEvent(QPaintEvent*)
         y += kTitleH;
     };
 
+    // One measured run's rows (labels, bubbles, steps) from y, each from its
+    // iteration's start; returns the row of each rank drawn.
+    auto drawRun = [&](const AnalysisResult& run, const Iteration& it, const std::vector<Row>& rows, Src src) {
+        std::map<int, int> rowOfRank;
+        for (size_t i = 0; i < rows.size(); ++i) {
+            rowOfRank[rows[i].rank] = int(i);
+            p.setPen(text);
+            p.drawText(QRect(4, y + int(i) * (rowH + kRowGap), kLabelW - 8, rowH), Qt::AlignLeft | Qt::AlignVCenter,
+                       rows[i].label);
+        }
+        // Only this run's own boxes lead into its trace (the timeline shows this run).
+        const bool own = src == Src::Measured;
+        for (const Bubble& b : run.bubbles) {
+            const auto r = rowOfRank.find(b.rank);
+            if (b.iteration != it.index || r == rowOfRank.end())
+                continue;
+            box(xOf(b.start - it.start), xOf(b.end - it.start), y + r->second * (rowH + kRowGap), rowH,
+                toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+            bubbleHit(src, b.cause, b.rank, b.start - it.start, b.end - b.start, own ? b.start : 0, own ? b.end : 0);
+        }
+        for (const Step& st : run.steps) {
+            const auto r = rowOfRank.find(st.rank);
+            if (st.iteration != it.index || r == rowOfRank.end())
+                continue;
+            box(xOf(st.start - it.start), xOf(st.end - it.start), y + r->second * (rowH + kRowGap), rowH,
+                toQColor(timeline::microbatchTint(timeline::stepColor(st.kind), st.microbatch)), QString::number(st.microbatch),
+                false);
+            stepHit(src, st.kind, st.microbatch, st.chunk, st.stage, st.rank, st.start - it.start, st.end - st.start,
+                    own ? st.start : 0, own ? st.end : 0);
+        }
+        return rowOfRank;
+    };
+
     // ---- baseline (compare mode) --------------------------------------------
     if (!bRows.empty()) {
         title(tr("baseline %1: %2").arg(baselineName_, QString::fromStdString(formatDuration(baseIt->end - baseIt->start))));
-        std::map<int, int> rowOfRank;
-        for (size_t i = 0; i < bRows.size(); ++i) {
-            rowOfRank[bRows[i].rank] = int(i);
-            p.setPen(text);
-            p.drawText(QRect(4, y + int(i) * (rowH + kRowGap), kLabelW - 8, rowH), Qt::AlignLeft | Qt::AlignVCenter,
-                       bRows[i].label);
-        }
-        for (const Bubble& b : baseline_->bubbles) {
-            const auto r = rowOfRank.find(b.rank);
-            if (b.iteration != baseIt->index || r == rowOfRank.end())
-                continue;
-            box(xOf(b.start - baseIt->start), xOf(b.end - baseIt->start), y + r->second * (rowH + kRowGap), rowH,
-                toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
-            bubbleHit(Src::Baseline, b.cause, b.rank, b.start - baseIt->start, b.end - b.start, 0, 0);
-        }
-        for (const Step& s : baseline_->steps) {
-            const auto r = rowOfRank.find(s.rank);
-            if (s.iteration != baseIt->index || r == rowOfRank.end())
-                continue;
-            box(xOf(s.start - baseIt->start), xOf(s.end - baseIt->start), y + r->second * (rowH + kRowGap), rowH,
-                toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
-                false);
-            stepHit(Src::Baseline, s.kind, s.microbatch, s.chunk, s.stage, s.rank, s.start - baseIt->start, s.end - s.start, 0, 0);
-        }
+        drawRun(*baseline_, *baseIt, bRows, Src::Baseline);
         y += int(bRows.size()) * (rowH + kRowGap);
     }
 
@@ -320,32 +330,7 @@ void PipelineView::paintEvent(QPaintEvent*)
                     : (bRows.empty() ? tr("measured%2 %1") : tr("this run%2: %1"))
                           .arg(QString::fromStdString(formatDuration(it.end - it.start)), which));
         measuredTop = y;
-        std::map<int, int> rowOfRank;
-        for (size_t i = 0; i < mRows.size(); ++i)
-            rowOfRank[mRows[i].rank] = int(i);
-        for (size_t i = 0; i < mRows.size(); ++i) {
-            p.setPen(text);
-            p.drawText(QRect(4, y + int(i) * (rowH + kRowGap), kLabelW - 8, rowH), Qt::AlignLeft | Qt::AlignVCenter,
-                       mRows[i].label);
-        }
-        for (const Bubble& b : measured_->bubbles) {
-            const auto r = rowOfRank.find(b.rank);
-            if (b.iteration != it.index || r == rowOfRank.end())
-                continue;
-            box(xOf(b.start - it.start), xOf(b.end - it.start), y + r->second * (rowH + kRowGap), rowH,
-                toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
-            bubbleHit(Src::Measured, b.cause, b.rank, b.start - it.start, b.end - b.start, b.start, b.end);
-        }
-        for (const Step& s : measured_->steps) {
-            const auto r = rowOfRank.find(s.rank);
-            if (s.iteration != it.index || r == rowOfRank.end())
-                continue;
-            box(xOf(s.start - it.start), xOf(s.end - it.start), y + r->second * (rowH + kRowGap), rowH,
-                toQColor(timeline::microbatchTint(timeline::stepColor(s.kind), s.microbatch)), QString::number(s.microbatch),
-                false);
-            stepHit(Src::Measured, s.kind, s.microbatch, s.chunk, s.stage, s.rank, s.start - it.start, s.end - s.start, s.start,
-                    s.end);
-        }
+        const std::map<int, int> rowOfRank = drawRun(*measured_, it, mRows, Src::Measured);
         if (criticalPath_ && analysed) {
             const auto hl = toQColor(timeline::rgbFromHex(timeline::kHighlightHex));
             p.setPen(QPen(hl, 3));
