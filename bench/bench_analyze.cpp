@@ -55,7 +55,7 @@ Trace buildJob(size_t targetEvents)
                 a.start += shift;
                 a.end += shift;
                 if (a.launchStart)
-                    *a.launchStart += shift;
+                    a.launchStart = *a.launchStart + shift;
                 if (a.ncclIndex >= 0) {
                     NcclOp op = one.ncclOps[static_cast<size_t>(a.ncclIndex)];
                     op.activityId = a.id;
@@ -114,7 +114,7 @@ int main(int argc, char** argv)
         std::printf("%12zu %10zu %10.2f %12.3f %12.3f %12.1f %14.3f   (schedule %s, %zu bubbles in all iterations)\n",
                     t.activities.size(), r.iterations.size(), seconds(t0, t1), seconds(t1, t2), cpu,
                     cpu * 1e9 / static_cast<double>(t.activities.size()), static_cast<double>(c3 - c2) / CLOCKS_PER_SEC,
-                    r.pipeline.schedule.c_str(), r2.bubbles.size());
+                    scheduleName(r.pipeline.schedule).c_str(), r2.bubbles.size());
     }
     return 0;
 }

@@ -14,7 +14,7 @@
 // before files were settled as they were parsed).
 #include "import/Import.h"
 #include "util/Error.h"
-#include "whatif/KinetoEmitter.h"
+#include "simulate/KinetoEmitter.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
 
@@ -82,11 +82,11 @@ uint64_t writeJob(const fs::path& dir, int iterations)
     ScenarioChanges changes;
     changes.schedule = *md.schedule;
     const Prediction prediction = predict(model, applyChanges(base, changes));
-    KinetoEmitOptions eo;
+    simulate::KinetoEmitOptions eo;
     eo.iterations = iterations;
     eo.modelName = md.name;
     eo.costModel = &model;
-    const KinetoEmitSummary s = emitKineto(prediction, eo, dir.string());
+    const simulate::KinetoEmitSummary s = simulate::emitKineto(prediction, eo, dir.string());
     uint64_t bytes = 0;
     for (const auto& f : s.files)
         bytes += fs::file_size(f);

@@ -59,7 +59,7 @@ int main(int argc, char** argv)
         const auto model = timeline::buildMeasured(t, r);
         const double ts = seconds(t0);
         std::printf("%10d %12.3f %12.3f %12.3f %14.2f   (%zu lanes; %s)\n", n, a, vs, ts, (a + vs + ts) * 1e6 / n,
-                    model.lanes.size(), v.kind.c_str());
+                    model.lanes.size(), std::string(toString(v.kind)).c_str());
     }
     return 0;
 }

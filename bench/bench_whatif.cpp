@@ -115,7 +115,7 @@ int main()
     CostModel dragModel = model;
     dragModel.measuredPp = 8;
     dragModel.measuredMicrobatches = 64;
-    dragModel.measuredSchedule = "1f1b";
+    dragModel.measuredSchedule = ScheduleKind::OneFOneB;
     Session session(dragModel);
     std::vector<int> bounds = session.scenario().boundaries.value_or(std::vector<int>{});
     std::vector<double> steps;

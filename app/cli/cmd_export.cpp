@@ -29,6 +29,7 @@ struct ExportArgs {
     std::string from, to;
     std::vector<int> ranks;
     bool noStages = false;
+    bool noAnalysisTracks = false;
     std::string commRules;
 };
 
@@ -104,7 +105,7 @@ int runExport(const ExportArgs& a)
         try {
             AnalyzeOptions ao;
             ao.commRules = rules;
-            report::addAnalysis(o, analyze(trace, ao));
+            report::addAnalysis(o, analyze(trace, ao), a.noAnalysisTracks ? nullptr : &trace);
         } catch (const Error&) {
         }
     }
@@ -150,6 +151,8 @@ RegisterCommand reg{{"export", "Write the timeline as Chrome Trace Event JSON fo
                          addCommRulesOption(app, a->commRules);
                          app.add_flag("--no-stages", a->noStages,
                                       "skip the analysis that names stages and stream roles (faster on huge traces)");
+                         app.add_flag("--no-analysis-tracks", a->noAnalysisTracks,
+                                      "leave out the analysis's tracks (pipeline steps, idle by cause, transfers)");
                          return [a] { return runExport(*a); };
                      }}};
 

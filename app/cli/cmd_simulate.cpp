@@ -6,7 +6,7 @@
 #include "ScenarioOptions.h"
 #include "util/Error.h"
 #include "util/Progress.h"
-#include "whatif/KinetoEmitter.h"
+#include "simulate/KinetoEmitter.h"
 #include "whatif/Microbatches.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
@@ -68,7 +68,7 @@ int runSimulate(const SimulateArgs& a)
     const Scenario scenario = applyChanges(base, changes);
     if (!a.microbatchSizes.empty())
         model.microbatchSizes =
-            uniformRows(microbatchSizesFromSpec(a.microbatchSizes, scenario.microbatches, a.seed), "simulated");
+            uniformRows(microbatchSizesFromSpec(a.microbatchSizes, scenario.microbatches, a.seed), SizeSource::Simulated);
 
     // Sized before any work: the timeline is only kept for what is written.
     const bool document = a.json || !a.output.empty();
@@ -105,13 +105,13 @@ int runSimulate(const SimulateArgs& a)
     progress.done();
 
     if (!a.emitKineto.empty()) {
-        KinetoEmitOptions eo;
+        simulate::KinetoEmitOptions eo;
         eo.iterations = a.iterations;
         eo.seed = a.seed;
         eo.stepAnnotations = !a.noStepAnnotations;
         eo.modelName = md.name;
         eo.costModel = &model; // module events around each layer's kernels
-        const KinetoEmitSummary s = emitKineto(predictions.front(), eo, a.emitKineto);
+        const simulate::KinetoEmitSummary s = simulate::emitKineto(predictions.front(), eo, a.emitKineto);
         if (!a.json)
             std::cout << "wrote " << s.files.size() << " simulated Kineto traces (" << a.iterations
                       << " iterations each) to " << a.emitKineto << "\n";

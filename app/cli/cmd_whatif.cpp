@@ -212,7 +212,7 @@ int runWhatIfImpl(WhatIfArgs& a)
         if (writeDocument(a, doc))
             return kExitOk;
     }
-    std::cout << a.file << ": measured " << (model.measuredSchedule.empty() ? "unknown" : model.measuredSchedule) << ", pp "
+    std::cout << a.file << ": measured " << scheduleName(model.measuredSchedule) << ", pp "
               << model.measuredPp;
     if (model.measuredV > 1)
         std::cout << ", v " << model.measuredV;

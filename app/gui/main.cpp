@@ -5,6 +5,7 @@
 #include "MainWindow.h"
 #include "views/PipelineView.h"
 #include "Version.h"
+#include "views/Theme.h"
 #include "whatif/WhatIfEditor.h"
 
 #include "util/Error.h"
@@ -109,9 +110,27 @@ int main(int argc, char** argv)
                                      QStringLiteral("FILE"));
     QCommandLineOption baselineTracksOpt(QStringLiteral("baseline-tracks"),
                                          QStringLiteral("With --compare: the baseline's tracks beside the job's on the timeline"));
+    QCommandLineOption themeOpt(QStringLiteral("theme"),
+                                QStringLiteral("system, light or dark (default: as last chosen in View > Appearance; "
+                                               "screenshots: system)"),
+                                QStringLiteral("THEME"));
+    parser.addOption(themeOpt);
     parser.addOptions({compareOpt, predictionOpt, baselineTracksOpt, commRulesOpt, layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
                        panelOpt});
     parser.process(app);
+
+    // Appearance: the saved one (View > Appearance), --theme over it;
+    // screenshots take only --theme, so the same command draws the same picture.
+    {
+        Appearance look = screenshot ? Appearance{} : savedAppearance();
+        if (parser.isSet(themeOpt)) {
+            const QString t = parser.value(themeOpt);
+            if (t != QLatin1String("system") && t != QLatin1String("light") && t != QLatin1String("dark"))
+                return fail(QStringLiteral("--theme %1: choose system, light or dark").arg(t));
+            look.theme = themeFromString(t);
+        }
+        applyAppearance(look);
+    }
 
     OpenOptions options;
     if (parser.isSet(layersOpt)) {

@@ -17,14 +17,58 @@
 
 namespace pipescope {
 
-std::string describeStepSource(const std::string& labelsFrom)
+std::string_view toString(IterationSource s)
 {
-    if (labelsFrom == "annotations")
-        return "steps from annotations";
-    if (labelsFrom == "inferred")
-        return "steps inferred";
-    if (labelsFrom == "annotations+inferred")
-        return "steps partly annotated, partly inferred";
+    switch (s) {
+    case IterationSource::ProfilerStep: return "profiler_step";
+    case IterationSource::Range: return "range";
+    case IterationSource::StepRestart: return "step_restart";
+    case IterationSource::Periodic: return "periodic";
+    case IterationSource::WholeTrace: return "whole_trace";
+    }
+    return "whole_trace";
+}
+
+std::string_view toString(StageSource s)
+{
+    switch (s) {
+    case StageSource::None: return "none";
+    case StageSource::User: return "user";
+    case StageSource::ProcessGroup: return "process_group";
+    case StageSource::Peers: return "peers";
+    }
+    return "none";
+}
+
+std::string_view toString(StepLabels s)
+{
+    switch (s) {
+    case StepLabels::None: return "none";
+    case StepLabels::Annotations: return "annotations";
+    case StepLabels::Inferred: return "inferred";
+    case StepLabels::AnnotationsAndInferred: return "annotations+inferred";
+    }
+    return "none";
+}
+
+std::string_view toString(LayerRangeKind s)
+{
+    switch (s) {
+    case LayerRangeKind::None: return "none";
+    case LayerRangeKind::Modules: return "modules";
+    case LayerRangeKind::Annotations: return "annotations";
+    }
+    return "none";
+}
+
+std::string describeStepSource(StepLabels labelsFrom)
+{
+    switch (labelsFrom) {
+    case StepLabels::Annotations: return "steps from annotations";
+    case StepLabels::Inferred: return "steps inferred";
+    case StepLabels::AnnotationsAndInferred: return "steps partly annotated, partly inferred";
+    case StepLabels::None: break;
+    }
     return "no steps";
 }
 

@@ -68,10 +68,21 @@ struct RankSpan {
     TimeNs end = 0;
 };
 
+// How an iteration's bounds were found (docs/analysis.md, section 1).
+enum class IterationSource : uint8_t {
+    ProfilerStep, // the profiler's own step ranges (ProfilerStep#N)
+    Range,        // an annotation or NVTX range named by the user or known to mark steps
+    StepRestart,  // step annotations that restart their microbatch numbering
+    Periodic,     // the period of the GPU's repeating kernel sequence
+    WholeTrace,   // nothing marks iterations: the trace is one
+};
+// "profiler_step", "range", "step_restart", "periodic", "whole_trace"
+std::string_view toString(IterationSource s);
+
 struct Iteration {
     int index = 0;
     std::string label;      // e.g. "ProfilerStep#5"
-    std::string source;     // profiler_step | range | periodic | whole_trace
+    IterationSource source = IterationSource::WholeTrace;
     TimeNs start = 0;       // over all ranks
     TimeNs end = 0;
     std::vector<RankSpan> ranks;
@@ -98,15 +109,25 @@ struct Step {
     bool annotated = false; // label taken from an annotation, not inferred
 };
 
+// Where the ranks' stages came from: the user (--pp, --stage-map), the
+// process groups the trace records, or the point-to-point peers.
+enum class StageSource : uint8_t { None, User, ProcessGroup, Peers };
+// "none", "user", "process_group", "peers"
+std::string_view toString(StageSource s);
+
+// Where the steps' labels (forward or backward, microbatch) came from.
+enum class StepLabels : uint8_t { None, Annotations, Inferred, AnnotationsAndInferred };
+// "none", "annotations", "inferred", "annotations+inferred"
+std::string_view toString(StepLabels s);
+
 struct PipelineStructure {
     bool found = false;
     std::string reason;          // why no pipeline was found, or how it was found
-    std::string stageSource;     // user | process_group | peers | timing
+    StageSource stageSource = StageSource::None;
     int pp = 1, dp = 1, chunks = 1, microbatches = 0;
     std::vector<StageAssignment> stageMap;
-    std::string labelsFrom;      // annotations | inferred | annotations+inferred | none
-    std::string schedule = "unknown"; // toString(ScheduleKind) or "unknown"
-    std::optional<ScheduleKind> scheduleKind; // the same, typed; unset when unknown
+    StepLabels labelsFrom = StepLabels::None;
+    std::optional<ScheduleKind> schedule; // unset when no known schedule explains the steps
     double scheduleConfidence = 0.0;
     std::string scheduleEvidence;
     // Schedules that explain the trace as well as `schedule` does (they order
@@ -116,7 +137,8 @@ struct PipelineStructure {
 
 // Where the steps came from, in words: "steps from annotations", "steps
 // inferred", "steps partly annotated, partly inferred" or "no steps".
-std::string describeStepSource(const std::string& labelsFrom);
+std::string describeStepSource(StepLabels labelsFrom);
+// scheduleName (the schedule's name, or "unknown"): model/Pipeline.h.
 
 // ---- bubbles ---------------------------------------------------------------
 
@@ -246,8 +268,14 @@ struct HtaViews {
 // Per-layer costs of the selected iteration, per microbatch, attributed from
 // the trace's module ranges (PyTorch's nn.Module calls) or pipescope/layer
 // annotations (docs/analysis.md, section 10). `stage` is the virtual stage.
+// Where per-layer costs came from: PyTorch's module ranges, pipescope/layer
+// annotations, or nowhere.
+enum class LayerRangeKind : uint8_t { None, Modules, Annotations };
+// "none", "modules", "annotations"
+std::string_view toString(LayerRangeKind s);
+
 struct LayerAttribution {
-    std::string source = "none";   // modules | annotations | none
+    LayerRangeKind source = LayerRangeKind::None;
     std::string note;              // how the layers were found, or why there are none
     std::vector<LayerCost> layers; // the repeated blocks in model order: what a partition moves
     std::vector<LayerCost> before; // ahead of the blocks (embedding)

@@ -33,22 +33,18 @@ json dist(const Distribution& d)
 
 double round4(double v) { return std::round(v * 10000.0) / 10000.0; }
 
-} // namespace
-
-json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
+json optionsJson(const AnalyzeOptions& o)
 {
-    json j;
-    j["schema"] = kAnalysisSchema;
-    j["time_unit"] = "ns";
-    j["options"] = {{"iteration", o.iteration ? json(*o.iteration) : json(nullptr)},
-                    {"pp", o.pipelineDegree ? json(*o.pipelineDegree) : json(nullptr)},
-                    {"iteration_range", o.iterationRange},
-                    {"hta_compatible", o.htaCompatible},
-                    {"all_iterations", o.allIterations},
-                    {"launch_gap_ns", o.launchGapNs}};
-    j["ranks"] = r.ranks;
-    j["world_size"] = r.worldSize ? json(*r.worldSize) : json(nullptr);
+    return {{"iteration", o.iteration ? json(*o.iteration) : json(nullptr)},
+            {"pp", o.pipelineDegree ? json(*o.pipelineDegree) : json(nullptr)},
+            {"iteration_range", o.iterationRange},
+            {"hta_compatible", o.htaCompatible},
+            {"all_iterations", o.allIterations},
+            {"launch_gap_ns", o.launchGapNs}};
+}
 
+json classificationJson(const AnalysisResult& r)
+{
     json kc = json::object();
     for (int c = 0; c < 7; ++c)
         kc[std::string(toString(static_cast<WorkClass>(c)))] = r.kernelCounts[static_cast<size_t>(c)];
@@ -64,42 +60,56 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
         streams.push_back({{"rank", s.rank}, {"stream", s.stream}, {"store_id", s.storeId},
                            {"role", toString(s.role)}, {"count", count}, {"time_ns", busy}});
     }
-    j["classification"] = {{"activities", kc}, {"streams", streams}};
+    return {{"activities", kc}, {"streams", streams}};
+}
 
+json iterationsJson(const AnalysisResult& r)
+{
     json iters = json::array();
     for (const auto& it : r.iterations) {
         json ranks = json::array();
         for (const auto& rs : it.ranks)
             ranks.push_back({{"rank", rs.rank}, {"start", rs.start}, {"end", rs.end}, {"duration", rs.end - rs.start}});
-        iters.push_back({{"index", it.index}, {"label", it.label}, {"source", it.source}, {"start", it.start},
+        iters.push_back({{"index", it.index}, {"label", it.label}, {"source", toString(it.source)}, {"start", it.start},
                          {"end", it.end}, {"duration", it.end - it.start}, {"ranks", ranks}});
     }
-    j["iterations"] = iters;
-    j["selected_iteration"] = r.selectedIteration;
+    return iters;
+}
 
-    const auto& p = r.pipeline;
+json pipelineJson(const PipelineStructure& p)
+{
     json stageMap = json::array();
     for (const auto& a : p.stageMap)
         stageMap.push_back({{"rank", a.rank}, {"stage", a.stage}, {"replica", a.replica}});
-    j["pipeline"] = {{"found", p.found}, {"reason", p.reason}, {"stage_source", p.stageSource},
-                     {"pp", p.pp}, {"dp", p.dp}, {"chunks", p.chunks}, {"microbatches", p.microbatches},
-                     {"labels_from", p.labelsFrom}, {"stage_map", stageMap},
-                     {"schedule", {{"name", p.schedule}, {"confidence", p.scheduleConfidence}, {"evidence", p.scheduleEvidence},
-                                   {"alike", alikeNames(p.scheduleAlike)}}}};
+    return {{"found", p.found}, {"reason", p.reason}, {"stage_source", toString(p.stageSource)},
+            {"pp", p.pp}, {"dp", p.dp}, {"chunks", p.chunks}, {"microbatches", p.microbatches},
+            {"labels_from", toString(p.labelsFrom)}, {"stage_map", stageMap},
+            {"schedule", {{"name", scheduleName(p.schedule)}, {"confidence", p.scheduleConfidence}, {"evidence", p.scheduleEvidence},
+                          {"alike", alikeNames(p.scheduleAlike)}}}};
+}
 
+json stepsJson(const AnalysisResult& r)
+{
     json steps = json::array();
     for (const auto& s : r.steps)
         steps.push_back({{"iteration", s.iteration}, {"rank", s.rank}, {"stage", s.stage}, {"chunk", s.chunk},
                          {"microbatch", s.microbatch}, {"kind", std::string(1, toChar(s.kind))}, {"start", s.start},
                          {"end", s.end}, {"compute_ns", s.computeNs}, {"annotated", s.annotated}});
-    j["steps"] = steps;
+    return steps;
+}
 
+json bubblesJson(const AnalysisResult& r)
+{
     json bubbles = json::array();
     for (const auto& b : r.bubbles)
         bubbles.push_back({{"iteration", b.iteration}, {"rank", b.rank}, {"start", b.start}, {"end", b.end},
                            {"cause", toString(b.cause)}});
-    j["bubbles"] = bubbles;
+    return bubbles;
+}
 
+// Every rank's idle time in every iteration, and the selected iteration's sum.
+json idleJson(const AnalysisResult& r)
+{
     json perRank = json::array();
     std::array<TimeNs, kBubbleCauses> total{};
     TimeNs window = 0, idle = 0;
@@ -115,12 +125,14 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
             idle += ri.idleNs;
         }
     }
-    j["idle"] = {{"per_rank", perRank},
-                 {"selected", {{"window_ns", window}, {"idle_ns", idle},
-                               {"idle_fraction", window > 0 ? round4(static_cast<double>(idle) / static_cast<double>(window)) : 0.0},
-                               {"by_cause", causes(total)}}}};
+    return {{"per_rank", perRank},
+            {"selected", {{"window_ns", window}, {"idle_ns", idle},
+                          {"idle_fraction", window > 0 ? round4(static_cast<double>(idle) / static_cast<double>(window)) : 0.0},
+                          {"by_cause", causes(total)}}}};
+}
 
-    const auto& im = r.imbalance;
+json imbalanceJson(const Imbalance& im)
+{
     json st = json::array();
     for (const auto& s : im.stages)
         st.push_back({{"stage", s.stage}, {"ranks", s.ranks}, {"busy_ns", s.busyNs}, {"forward", dist(s.forwardNs)},
@@ -140,22 +152,26 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
     for (const auto& x : im.overlap)
         ov.push_back({{"rank", x.rank}, {"comm_ns", x.commNs}, {"overlapped_ns", x.overlappedNs},
                       {"overlap_fraction", x.commNs > 0 ? json(round4(static_cast<double>(x.overlappedNs) / static_cast<double>(x.commNs))) : json(nullptr)}});
-    j["imbalance"] = {{"stages", st}, {"max_over_mean", round4(im.maxOverMean)}, {"bottleneck_stage", im.bottleneckStage},
-                      {"stragglers", strag}, {"rank_speed", speed}, {"iteration_ns", im.iterationNs},
-                      {"balanced_lower_bound_ns", im.balancedLowerBoundNs},
-                      {"ideal_bubble_fraction", round4(im.idealBubbleFraction)}, {"overlap", ov}};
+    return {{"stages", st}, {"max_over_mean", round4(im.maxOverMean)}, {"bottleneck_stage", im.bottleneckStage},
+            {"stragglers", strag}, {"rank_speed", speed}, {"iteration_ns", im.iterationNs},
+            {"balanced_lower_bound_ns", im.balancedLowerBoundNs},
+            {"ideal_bubble_fraction", round4(im.idealBubbleFraction)}, {"overlap", ov}};
+}
 
-    const auto& cp = r.criticalPath;
+json criticalPathJson(const CriticalPath& cp)
+{
     json segs = json::array();
     for (const auto& s : cp.segments)
         segs.push_back({{"rank", s.rank}, {"stage", s.stage}, {"kind", s.kind}, {"start", s.start}, {"end", s.end}});
     json byStage = json::array();
     for (const auto& [stage, ns] : cp.byStage)
         byStage.push_back({{"stage", stage}, {"ns", ns}});
-    j["critical_path"] = {{"iteration", cp.iteration}, {"start", cp.start}, {"end", cp.end}, {"segments", segs},
-                          {"by_stage", byStage}, {"by_kind", cp.byKind}};
+    return {{"iteration", cp.iteration}, {"start", cp.start}, {"end", cp.end}, {"segments", segs},
+            {"by_stage", byStage}, {"by_kind", cp.byKind}};
+}
 
-    const auto& h = r.hta;
+json htaJson(const HtaViews& h)
+{
     json tb = json::array(), idl = json::array();
     for (const auto& x : h.temporal) {
         auto pct = [&](TimeNs v) { return x.kernelTimeNs > 0 ? std::round(10000.0 * static_cast<double>(v) / static_cast<double>(x.kernelTimeNs)) / 100.0 : 0.0; };
@@ -169,10 +185,13 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
     for (const auto& x : h.idle)
         idl.push_back({{"rank", x.rank}, {"stream", x.stream}, {"host_wait_ns", x.hostWaitNs},
                        {"kernel_wait_ns", x.kernelWaitNs}, {"other_ns", x.otherNs}});
-    j["hta"] = {{"mode", h.htaCompatible ? "hta-compatible" : "exact"}, {"temporal_breakdown", tb},
-                {"idle_breakdown", idl}, {"notes", h.notes}};
+    return {{"mode", h.htaCompatible ? "hta-compatible" : "exact"}, {"temporal_breakdown", tb},
+            {"idle_breakdown", idl}, {"notes", h.notes}};
+}
 
-    // Per-layer costs: one array, each layer with its role in the model.
+// Per-layer costs: one array, each layer with its role in the model.
+json layersJson(const LayerAttribution& la)
+{
     json layers = json::array();
     auto addLayers = [&](const std::vector<LayerCost>& ls, const char* role) {
         for (const LayerCost& l : ls) {
@@ -183,21 +202,33 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
             layers.push_back(std::move(x));
         }
     };
-    addLayers(r.layers.before, "before");
-    addLayers(r.layers.layers, "layer");
-    addLayers(r.layers.after, "after");
-    j["layers"] = layers;
-    j["layer_source"] = {{"source", r.layers.source}, {"note", r.layers.note},
-                         {"attributed_ns", r.layers.attributedNs}, {"compute_ns", r.layers.computeNs}};
+    addLayers(la.before, "before");
+    addLayers(la.layers, "layer");
+    addLayers(la.after, "after");
+    return layers;
+}
 
+json layerSourceJson(const LayerAttribution& la)
+{
+    return {{"source", toString(la.source)}, {"note", la.note}, {"attributed_ns", la.attributedNs}, {"compute_ns", la.computeNs}};
+}
+
+json verdictJson(const AnalysisResult& r)
+{
     const Verdict v = verdict(r);
-    j["verdict"] = {{"kind", v.kind}, {"headline", v.headline}, {"facts", v.facts}, {"loss_ns", v.lossNs}};
+    return {{"kind", toString(v.kind)}, {"headline", v.headline}, {"facts", v.facts}, {"loss_ns", v.lossNs}};
+}
 
+json warningsJson(const std::vector<Warning>& warnings)
+{
     json w = json::array();
-    for (const auto& x : r.warnings)
+    for (const auto& x : warnings)
         w.push_back({{"kind", x.kind}, {"message", x.message}});
-    j["warnings"] = w;
+    return w;
+}
 
+json fillableJson(const AnalysisResult& r)
+{
     json fillCauses = json::array(), edges = json::array(), fillStages = json::array();
     for (int c = 0; c < kBubbleCauses; ++c)
         if (isFillable(static_cast<BubbleCause>(c)))
@@ -207,8 +238,11 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
     for (const auto& f : r.fillableBubbles)
         fillStages.push_back({{"iteration", f.iteration}, {"stage", f.stage}, {"rank", f.rank}, {"count", f.count},
                               {"total_ns", f.totalNs}, {"longest_ns", f.longestNs}, {"histogram", f.histogram}});
-    j["fillable_bubbles"] = {{"causes", fillCauses}, {"bucket_edges_ns", edges}, {"per_stage", fillStages}};
+    return {{"causes", fillCauses}, {"bucket_edges_ns", edges}, {"per_stage", fillStages}};
+}
 
+json allToAllJson(const AnalysisResult& r)
+{
     const AllToAll& a2a = r.allToAll;
     json a2aRanks = json::array(), a2aStages = json::array();
     for (const auto& x : a2a.ranks)
@@ -216,10 +250,13 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
                             {"kernel_ns", x.kernelNs}, {"window_ns", x.windowNs}, {"critical_ns", x.criticalNs}});
     for (const auto& x : a2a.stages)
         a2aStages.push_back({{"stage", x.stage}, {"ranks", x.ranks}, {"mean_kernel_ns", x.meanKernelNs}, {"share", x.share}});
-    j["all_to_all"] = {{"iteration", r.selectedIteration}, {"per_rank", a2aRanks}, {"per_stage", a2aStages},
-                       {"min_ns", a2a.minNs}, {"median_ns", a2a.medianNs}, {"max_ns", a2a.maxNs},
-                       {"critical_ns", a2a.criticalNs}, {"critical_share", a2a.criticalShare}};
+    return {{"iteration", r.selectedIteration}, {"per_rank", a2aRanks}, {"per_stage", a2aStages},
+            {"min_ns", a2a.minNs}, {"median_ns", a2a.medianNs}, {"max_ns", a2a.maxNs},
+            {"critical_ns", a2a.criticalNs}, {"critical_share", a2a.criticalShare}};
+}
 
+json microbatchesJson(const AnalysisResult& r)
+{
     const MicrobatchSpread& mbs = r.microbatchSpread;
     auto times = [](const MicrobatchTimes& t) {
         return json{{"min_ns", t.minNs}, {"p50_ns", t.p50Ns}, {"p95_ns", t.p95Ns}, {"max_ns", t.maxNs},
@@ -232,10 +269,13 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
                             {"backward", times(mst.backward)},
                             {"forward_ns", mst.forwardNs},
                             {"backward_ns", mst.backwardNs}});
-    j["microbatches"] = {{"iteration", r.selectedIteration}, {"count", mbs.microbatches}, {"size", mbs.size},
-                         {"cv", mbs.cv}, {"uneven", mbs.uneven}, {"shortest", mbs.shortest}, {"longest", mbs.longest},
-                         {"per_stage", mbStages}};
+    return {{"iteration", r.selectedIteration}, {"count", mbs.microbatches}, {"size", mbs.size},
+            {"cv", mbs.cv}, {"uneven", mbs.uneven}, {"shortest", mbs.shortest}, {"longest", mbs.longest},
+            {"per_stage", mbStages}};
+}
 
+json memoryJson(const AnalysisResult& r)
+{
     json memRanks = json::array();
     for (const MeasuredMemory& m : r.memory)
         memRanks.push_back({{"rank", m.rank}, {"stage", m.stage}, {"device", m.device}, {"absolute", m.absolute},
@@ -243,7 +283,39 @@ json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
                             {"min_bytes", m.minBytes}, {"end_bytes", m.endBytes},
                             {"peak_reserved_bytes", m.peakReservedBytes ? json(*m.peakReservedBytes) : json(nullptr)},
                             {"events", m.events}});
-    j["memory"] = {{"iteration", r.selectedIteration}, {"per_rank", memRanks}};
+    return {{"iteration", r.selectedIteration}, {"per_rank", memRanks}};
+}
+
+} // namespace
+
+// The document is a std::map-keyed nlohmann::json: its keys print sorted,
+// whatever order the sections are added in.
+json toJson(const AnalysisResult& r, const AnalyzeOptions& o)
+{
+    json j;
+    j["schema"] = kAnalysisSchema;
+    j["time_unit"] = "ns";
+    j["options"] = optionsJson(o);
+    j["ranks"] = r.ranks;
+    j["world_size"] = r.worldSize ? json(*r.worldSize) : json(nullptr);
+    j["classification"] = classificationJson(r);
+    j["iterations"] = iterationsJson(r);
+    j["selected_iteration"] = r.selectedIteration;
+    j["pipeline"] = pipelineJson(r.pipeline);
+    j["steps"] = stepsJson(r);
+    j["bubbles"] = bubblesJson(r);
+    j["idle"] = idleJson(r);
+    j["imbalance"] = imbalanceJson(r.imbalance);
+    j["critical_path"] = criticalPathJson(r.criticalPath);
+    j["hta"] = htaJson(r.hta);
+    j["layers"] = layersJson(r.layers);
+    j["layer_source"] = layerSourceJson(r.layers);
+    j["verdict"] = verdictJson(r);
+    j["warnings"] = warningsJson(r.warnings);
+    j["fillable_bubbles"] = fillableJson(r);
+    j["all_to_all"] = allToAllJson(r);
+    j["microbatches"] = microbatchesJson(r);
+    j["memory"] = memoryJson(r);
     return j;
 }
 

@@ -1,6 +1,7 @@
 // Bubbles: every idle interval of a rank's compute timeline inside an
 // iteration, cut into parts by cause so that the parts sum exactly to the
 // idle time. See docs/analysis.md for the rules.
+#include "analysis/detail/BubbleSteps.h"
 #include "analysis/detail/Context.h"
 
 #include <cmath>
@@ -32,6 +33,54 @@ TimeNs fillableBucketStartNs(int bucket)
 } // namespace pipescope
 
 namespace pipescope::detail {
+
+void classifyGap(const Gap& gap, std::span<const GapOp> ops, TimeNs launchGap, bool fillRegion, std::vector<GapPart>& parts)
+{
+    auto emit = [&](TimeNs s, TimeNs e, BubbleCause c) {
+        if (e <= s)
+            return;
+        if (fillRegion && (c == BubbleCause::WaitNeighbor || c == BubbleCause::Other))
+            c = BubbleCause::FillDrain;
+        parts.push_back({s, e, c});
+    };
+    const TimeNs a = gap.start, b = gap.end, dep = gap.dependency;
+    if (dep > a) {
+        // Ops overlapping [a, dep), in start order, explain it piece by piece.
+        TimeNs cur = a;
+        for (const GapOp& o : ops) {
+            if (o.start >= dep)
+                break;
+            if (o.end <= cur)
+                continue;
+            TimeNs s = std::max(o.start, cur), e = std::min(o.end, dep);
+            if (e <= s)
+                continue;
+            if (s > cur)
+                emit(cur, s, BubbleCause::Other);
+            if (o.p2p) {
+                TimeNs xferStart = o.end - o.transferNs;
+                TimeNs mid = std::clamp(xferStart, s, e);
+                emit(s, mid, BubbleCause::WaitNeighbor);
+                emit(mid, e, BubbleCause::P2pTransfer);
+            } else {
+                emit(s, e, o.cause);
+            }
+            cur = e;
+        }
+        if (cur < dep)
+            emit(cur, dep, BubbleCause::Other);
+    }
+    TimeNs from = dep;
+    if (gap.nextLaunch && *gap.nextLaunch > from) {
+        TimeNs h = std::min(*gap.nextLaunch, b);
+        emit(from, h, BubbleCause::HostBound);
+        from = h;
+    }
+    if (from < b) {
+        bool shortGap = gap.beforeKernel && b - from <= launchGap;
+        emit(from, b, shortGap ? BubbleCause::LaunchGap : BubbleCause::Other);
+    }
+}
 
 namespace {
 
@@ -70,53 +119,25 @@ struct FillableRuns {
     }
 };
 
-struct CommIndex {
-    std::vector<uint32_t> byStart; // rank's comm ops, start order
-    std::vector<uint32_t> byEnd;   // same, end order
-    TimeNs maxDuration = 0;
-};
-
-} // namespace
-
-void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& steps, std::vector<Bubble>& bubbles)
+int64_t bytesOf(const Context& ctx, uint32_t a)
 {
-    const Trace& t = ctx.trace;
-    const bool pipeline = out.pipeline.found;
-    const TimeNs launchGap = ctx.options.launchGapNs;
+    if (const NcclOp* op = ctx.ncclOf(a); op && op->bytes)
+        return *op->bytes;
+    return ctx.act(a).bytes.value_or(0);
+}
 
-    // What a point-to-point op needs for its bytes: the best bandwidth seen between the
-    // same two ranks (the fastest transfer did not wait), else the fastest op of the rank.
+// What a point-to-point op needs for its bytes: the best bandwidth seen between the
+// same two ranks (the fastest transfer did not wait), else the fastest op of the rank.
+struct P2pSpeeds {
     std::map<std::pair<int, int>, double> bestNsPerByte; // (min rank, max rank) -> fastest ns per byte
-    std::unordered_map<int, TimeNs> fastest;      // rank -> shortest p2p op
-    auto bytesOf = [&](uint32_t a) -> int64_t {
-        if (const NcclOp* op = ctx.ncclOf(a); op && op->bytes)
-            return *op->bytes;
-        return ctx.act(a).bytes.value_or(0);
-    };
-    for (const auto& rd : ctx.ranks)
-        for (uint32_t c : rd.comm) {
-            if (ctx.classOf(c) != WorkClass::P2p)
-                continue;
-            const Activity& a = ctx.act(c);
-            TimeNs d = a.end - a.start;
-            auto [f, inserted] = fastest.try_emplace(rd.rank, d);
-            if (!inserted)
-                f->second = std::min(f->second, d);
-            auto peer = ctx.peer(c);
-            int64_t bytes = bytesOf(c);
-            if (peer && bytes > 0) {
-                auto key = std::minmax(rd.rank, *peer);
-                double nsPerByte = static_cast<double>(d) / static_cast<double>(bytes);
-                auto [b, ins] = bestNsPerByte.try_emplace({key.first, key.second}, nsPerByte);
-                if (!ins)
-                    b->second = std::min(b->second, nsPerByte);
-            }
-        }
-    auto transferNeed = [&](uint32_t c, int rank) -> TimeNs {
+    std::unordered_map<int, TimeNs> fastest;             // rank -> shortest p2p op
+
+    TimeNs transferNeed(const Context& ctx, uint32_t c, int rank) const
+    {
         const Activity& a = ctx.act(c);
         TimeNs d = a.end - a.start;
         auto peer = ctx.peer(c);
-        int64_t bytes = bytesOf(c);
+        int64_t bytes = bytesOf(ctx, c);
         if (peer && bytes > 0) {
             auto key = std::minmax(rank, *peer);
             auto it = bestNsPerByte.find({key.first, key.second});
@@ -125,29 +146,69 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
         }
         auto f = fastest.find(rank);
         return f == fastest.end() ? 0 : std::min(d, f->second);
-    };
+    }
+};
 
-    // A collective is data-parallel sync only when it runs over replicas of
-    // one stage: one over ranks of several stages (a loss or gradient-norm
-    // all-reduce at the end of the iteration) holds each rank until the last
-    // stage has drained, and a collective of unknown members on a job without
-    // replicas cannot be one either (docs/analysis.md, section 4).
-    auto pipelineWide = [&](uint32_t c) {
-        if (!pipeline)
+P2pSpeeds observeP2pSpeeds(const Context& ctx)
+{
+    P2pSpeeds out;
+    for (const auto& rd : ctx.ranks)
+        for (uint32_t c : rd.comm) {
+            if (ctx.classOf(c) != WorkClass::P2p)
+                continue;
+            const Activity& a = ctx.act(c);
+            TimeNs d = a.end - a.start;
+            auto [f, inserted] = out.fastest.try_emplace(rd.rank, d);
+            if (!inserted)
+                f->second = std::min(f->second, d);
+            auto peer = ctx.peer(c);
+            int64_t bytes = bytesOf(ctx, c);
+            if (peer && bytes > 0) {
+                auto key = std::minmax(rd.rank, *peer);
+                double nsPerByte = static_cast<double>(d) / static_cast<double>(bytes);
+                auto [b, ins] = out.bestNsPerByte.try_emplace({key.first, key.second}, nsPerByte);
+                if (!ins)
+                    b->second = std::min(b->second, nsPerByte);
+            }
+        }
+    return out;
+}
+
+// A collective is data-parallel sync only when it runs over replicas of
+// one stage: one over ranks of several stages (a loss or gradient-norm
+// all-reduce at the end of the iteration) holds each rank until the last
+// stage has drained, and a collective of unknown members on a job without
+// replicas cannot be one either (docs/analysis.md, section 4).
+class CollectiveCauses {
+public:
+    CollectiveCauses(const Context& ctx, const PipelineStructure& pipeline) : ctx_(ctx), pipeline_(pipeline) {}
+
+    BubbleCause causeOf(uint32_t c)
+    {
+        auto [it, inserted] = wide_.try_emplace(c, false);
+        if (inserted)
+            it->second = pipelineWide(c);
+        return it->second ? BubbleCause::FillDrain : BubbleCause::DpSync;
+    }
+
+private:
+    bool pipelineWide(uint32_t c) const
+    {
+        if (!pipeline_.found)
             return false;
-        const NcclOp* op = ctx.ncclOf(c);
+        const NcclOp* op = ctx_.ncclOf(c);
         const std::vector<int>* members = op && !op->groupRanks.empty() ? &op->groupRanks : nullptr;
         if (op && !members && !op->groupName.empty())
-            for (const ProcessGroup& g : t.processGroups)
+            for (const ProcessGroup& g : ctx_.trace.processGroups)
                 if (g.rank == op->rank && g.name == op->groupName && !g.ranks.empty()) {
                     members = &g.ranks;
                     break;
                 }
         if (!members)
-            return out.pipeline.dp <= 1;
+            return pipeline_.dp <= 1;
         int stage = -1;
         for (int g : *members) {
-            const RankData* m = ctx.rankData(g);
+            const RankData* m = ctx_.rankData(g);
             if (!m || m->stage < 0)
                 continue;
             if (stage >= 0 && m->stage != stage)
@@ -155,202 +216,279 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
             stage = m->stage;
         }
         return false;
-    };
-    std::unordered_map<uint32_t, bool> wideCache;
-    auto causeOfCollective = [&](uint32_t c) {
-        auto [it, inserted] = wideCache.try_emplace(c, false);
-        if (inserted)
-            it->second = pipelineWide(c);
-        return it->second ? BubbleCause::FillDrain : BubbleCause::DpSync;
-    };
+    }
 
-    // Steps per (iteration, rank): where the rank's fill ends and its drain
-    // begins, by the rule the replay uses too (model/Pipeline.h).
+    const Context& ctx_;
+    const PipelineStructure& pipeline_;
+    std::unordered_map<uint32_t, bool> wide_;
+};
+
+// Steps per (iteration, rank): where the rank's fill ends and its drain
+// begins, by the rule the replay uses too (model/Pipeline.h).
+std::map<std::pair<int, int>, FillDrainBounds> fillDrainPhases(const std::vector<Step>& steps)
+{
     std::map<std::pair<int, int>, FillDrainBounds> phases;
     for (const Step& s : steps)
         phases[{s.iteration, s.rank}].add(s.kind == StepKind::F, s.start, s.end);
+    return phases;
+}
 
+// A rank's communication ops, for finding what each idle gap waited on.
+// Gaps are explained in time order, so the communication ops that overlap a
+// gap are kept in a sweep: ops join when they start before the gap's
+// dependency and leave once they end. Walking back over every op within the
+// longest op's duration instead is quadratic when one op spans the iteration.
+class CommSweep {
+public:
+    CommSweep(const Context& ctx, const RankData& rd) : ctx_(ctx), byStart_(rd.comm), byEnd_(rd.comm)
+    {
+        std::sort(byEnd_.begin(), byEnd_.end(), [&](uint32_t x, uint32_t y) { return ctx_.act(x).end < ctx_.act(y).end; });
+        for (uint32_t c : rd.comm)
+            maxDuration_ = std::max(maxDuration_, ctx_.act(c).end - ctx_.act(c).start);
+    }
+
+    // The communication the kernel after gap [a, b) waited for: the end of
+    // the latest op ending in (a, b]; a when none does.
+    TimeNs dependencyOf(TimeNs a, TimeNs b) const
+    {
+        TimeNs dep = a;
+        auto e1 = std::upper_bound(byEnd_.begin(), byEnd_.end(), b, [&](TimeNs v, uint32_t c) { return v < ctx_.act(c).end; });
+        if (e1 != byEnd_.begin()) {
+            const Activity& g = ctx_.act(*std::prev(e1));
+            if (g.end > a)
+                dep = g.end;
+        }
+        return dep;
+    }
+
+    // The ops overlapping [a, dep), in start order; the list may hold ops
+    // starting at or after dep further on.
+    const std::vector<uint32_t>& overlapping(TimeNs a, TimeNs dep)
+    {
+        if (a < sweepAt_) {
+            // Out of order (not expected): restart the sweep where the old walk would have.
+            active_.clear();
+            nextOp_ = static_cast<size_t>(std::lower_bound(byStart_.begin(), byStart_.end(), a - maxDuration_,
+                                                           [&](uint32_t c, TimeNs v) { return ctx_.act(c).start < v; })
+                                          - byStart_.begin());
+        }
+        sweepAt_ = a;
+        std::erase_if(active_, [&](uint32_t c) { return ctx_.act(c).end <= a; });
+        for (; nextOp_ < byStart_.size() && ctx_.act(byStart_[nextOp_]).start < dep; ++nextOp_)
+            if (ctx_.act(byStart_[nextOp_]).end > a)
+                active_.push_back(byStart_[nextOp_]);
+        return active_;
+    }
+
+private:
+    const Context& ctx_;
+    std::vector<uint32_t> byStart_; // the rank's comm ops, start order
+    std::vector<uint32_t> byEnd_;   // same, end order
+    TimeNs maxDuration_ = 0;
+    std::vector<uint32_t> active_;  // in start order
+    size_t nextOp_ = 0;
+    TimeNs sweepAt_ = std::numeric_limits<TimeNs>::min();
+};
+
+// The idle time of one rank in one iteration as its parts are found: summed
+// by cause, gathered into fillable runs and, where the iteration's bubbles
+// are wanted, appended to them (a part touching the last bubble of the same
+// rank, iteration and cause extends it).
+struct IdleParts {
+    RankIdle idle;
+    FillableRuns runs;
+    std::vector<Bubble>* bubbles = nullptr; // null: the iteration's bubbles are not kept
+
+    void add(const GapPart& p)
+    {
+        idle.byCause[static_cast<size_t>(p.cause)] += p.end - p.start;
+        runs.add(p.start, p.end, p.cause);
+        if (!bubbles)
+            return;
+        if (!bubbles->empty() && bubbles->back().rank == idle.rank && bubbles->back().iteration == idle.iteration
+            && bubbles->back().end == p.start && bubbles->back().cause == p.cause) {
+            bubbles->back().end = p.end;
+            return;
+        }
+        bubbles->push_back({idle.iteration, idle.rank, p.start, p.end, p.cause});
+    }
+
+    // Cannot be needed with consistent inputs; keeps the totals exact regardless.
+    void balance()
+    {
+        TimeNs sum = 0;
+        for (TimeNs v : idle.byCause)
+            sum += v;
+        if (sum != idle.idleNs)
+            idle.byCause[static_cast<size_t>(BubbleCause::Other)] += idle.idleNs - sum;
+    }
+};
+
+// Explains the idle time of one rank, iteration after iteration.
+class RankGaps {
+public:
+    RankGaps(const Context& ctx, const RankData& rd, const P2pSpeeds& speeds, CollectiveCauses& collectives, bool inPipeline)
+        : ctx_(ctx), rd_(rd), speeds_(speeds), collectives_(collectives), sweep_(ctx, rd), inPipeline_(inPipeline)
+    {
+    }
+
+    bool inPipeline() const { return inPipeline_; }
+
+    // The rank's idle time in the iteration's window, by cause: the gaps of
+    // its compute-busy union inside the window are the idle intervals.
+    IdleParts explainWindow(const Iteration& it, const FillDrainBounds& phases, std::vector<Bubble>* bubbles)
+    {
+        const TimeNs ws = it.start, we = it.end;
+        IdleParts parts;
+        parts.bubbles = bubbles;
+        RankIdle& ri = parts.idle;
+        ri.iteration = it.index;
+        ri.rank = rd_.rank;
+        ri.stage = rd_.stage;
+        ri.windowNs = we - ws;
+        ri.busyNs = busyWithin(rd_.busy, ws, we);
+        ri.idleNs = ri.windowNs - ri.busyNs;
+
+        auto bi = std::lower_bound(rd_.busy.begin(), rd_.busy.end(), ws, [](const Interval& i, TimeNs v) { return i.end <= v; });
+        TimeNs covered = ws;
+        for (; bi != rd_.busy.end() && bi->start < we; ++bi) {
+            if (bi->start > covered)
+                explainGap(parts, phases, covered, bi->start, nextKernelAt(bi->start));
+            covered = std::max(covered, std::min(bi->end, we));
+        }
+        if (covered < we)
+            explainGap(parts, phases, covered, we, nullptr);
+        parts.balance();
+        return parts;
+    }
+
+private:
+    // One idle gap [a, b) before compute kernel `next` (none for the trailing gap).
+    void explainGap(IdleParts& parts, const FillDrainBounds& phases, TimeNs a, TimeNs b, const Activity* next)
+    {
+        const bool fillRegion = inPipeline_ && phases.inFillOrDrain(a, b);
+        Gap gap;
+        gap.start = a;
+        gap.end = b;
+        gap.dependency = sweep_.dependencyOf(a, b);
+        gap.beforeKernel = next != nullptr;
+        if (next)
+            gap.nextLaunch = next->launchStart;
+        ops_.clear();
+        if (gap.dependency > a)
+            for (uint32_t c : sweep_.overlapping(a, gap.dependency)) {
+                if (ctx_.act(c).start >= gap.dependency)
+                    break;
+                ops_.push_back(gapOp(c));
+            }
+        parts_.clear();
+        classifyGap(gap, ops_, ctx_.options.launchGapNs, fillRegion, parts_);
+        for (const GapPart& p : parts_)
+            parts.add(p);
+    }
+
+    GapOp gapOp(uint32_t c)
+    {
+        const Activity& a = ctx_.act(c);
+        GapOp op;
+        op.start = a.start;
+        op.end = a.end;
+        op.p2p = ctx_.classOf(c) == WorkClass::P2p;
+        if (op.p2p)
+            op.transferNs = speeds_.transferNeed(ctx_, c, rd_.rank);
+        else
+            op.cause = inPipeline_ ? collectives_.causeOf(c) : BubbleCause::DpSync;
+        return op;
+    }
+
+    const Activity* nextKernelAt(TimeNs when) const
+    {
+        auto k = std::lower_bound(rd_.compute.begin(), rd_.compute.end(), when,
+                                  [&](uint32_t x, TimeNs v) { return ctx_.act(x).start < v; });
+        return k == rd_.compute.end() ? nullptr : &ctx_.act(*k);
+    }
+
+    const Context& ctx_;
+    const RankData& rd_;
+    const P2pSpeeds& speeds_;
+    CollectiveCauses& collectives_;
+    CommSweep sweep_;
+    const bool inPipeline_;
+    std::vector<GapOp> ops_;     // the gap being explained, reused
+    std::vector<GapPart> parts_; // same
+};
+
+bool takesPart(const Iteration& it, int rank)
+{
+    bool present = false;
+    for (const auto& rs : it.ranks)
+        present = present || rs.rank == rank;
+    return present;
+}
+
+// Keeps, per (iteration, stage), the replica with the least fillable time.
+void keepLeastFillable(std::map<std::pair<int, int>, FillableBubbles>& fillable, IdleParts& parts)
+{
+    FillableRuns& runs = parts.runs;
+    runs.close();
+    runs.sum.iteration = parts.idle.iteration;
+    runs.sum.stage = parts.idle.stage;
+    runs.sum.rank = parts.idle.rank;
+    auto [f, inserted] = fillable.try_emplace({parts.idle.iteration, parts.idle.stage}, runs.sum);
+    if (!inserted && runs.sum.totalNs < f->second.totalNs)
+        f->second = runs.sum;
+}
+
+// The point-to-point transfers the rank received in the iteration, with what their bytes needed.
+void recordTransfers(const Context& ctx, const RankData& rd, const Iteration& it, const P2pSpeeds& speeds,
+                     std::vector<MeasuredTransfer>& transfers)
+{
+    for (uint32_t c : rd.comm) {
+        if (ctx.classOf(c) != WorkClass::P2p)
+            continue;
+        const Activity& a = ctx.act(c);
+        if (a.start < it.start || a.start >= it.end)
+            continue;
+        if (const auto ops = ctx.opsOf(c); ops.size() > 1) {
+            // A coalesced batch: one transfer per receive in it.
+            for (const NcclOp& op : ops)
+                if (op.kind == Collective::Recv && op.peer)
+                    transfers.push_back({*op.peer, rd.rank, op.bytes.value_or(0), speeds.transferNeed(ctx, c, rd.rank)});
+            continue;
+        }
+        auto peer = ctx.peer(c);
+        if (!peer || ctx.direction(c) == P2pDir::Send)
+            continue;
+        transfers.push_back({*peer, rd.rank, bytesOf(ctx, c), speeds.transferNeed(ctx, c, rd.rank)});
+    }
+}
+
+} // namespace
+
+void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& steps, std::vector<Bubble>& bubbles)
+{
+    const P2pSpeeds speeds = observeP2pSpeeds(ctx);
+    CollectiveCauses collectives(ctx, out.pipeline);
+    const auto phases = fillDrainPhases(steps);
     // (iteration, stage) -> the replica with the least fillable time so far.
     std::map<std::pair<int, int>, FillableBubbles> fillable;
 
     for (const auto& rd : ctx.ranks) {
-        CommIndex ci;
-        ci.byStart = rd.comm;
-        ci.byEnd = rd.comm;
-        std::sort(ci.byEnd.begin(), ci.byEnd.end(), [&](uint32_t x, uint32_t y) { return ctx.act(x).end < ctx.act(y).end; });
-        for (uint32_t c : rd.comm)
-            ci.maxDuration = std::max(ci.maxDuration, ctx.act(c).end - ctx.act(c).start);
-        // Gaps are explained in time order, so the communication ops that
-        // overlap a gap are kept in a sweep: ops join when they start before
-        // the gap's dependency and leave once they end. Walking back over every
-        // op within the longest op's duration instead is quadratic when one op
-        // spans the iteration.
-        std::vector<uint32_t> active; // in start order
-        size_t nextOp = 0;
-        TimeNs sweepAt = std::numeric_limits<TimeNs>::min();
-
+        RankGaps gaps(ctx, rd, speeds, collectives, out.pipeline.found && rd.stage >= 0);
         for (const Iteration& it : out.iterations) {
-            bool present = false;
-            for (const auto& rs : it.ranks)
-                present = present || rs.rank == rd.rank;
-            if (!present)
+            if (!takesPart(it, rd.rank))
                 continue;
-            const TimeNs ws = it.start, we = it.end;
-            RankIdle ri;
-            ri.iteration = it.index;
-            ri.rank = rd.rank;
-            ri.stage = rd.stage;
-            ri.windowNs = we - ws;
-            ri.busyNs = busyWithin(rd.busy, ws, we);
-            ri.idleNs = ri.windowNs - ri.busyNs;
-
             FillDrainBounds ph;
-            bool inPipeline = pipeline && rd.stage >= 0;
-            if (inPipeline) {
-                auto pit = phases.find({it.index, rd.rank});
-                if (pit != phases.end())
+            if (gaps.inPipeline())
+                if (auto pit = phases.find({it.index, rd.rank}); pit != phases.end())
                     ph = pit->second;
-            }
             const bool wantBubbles = ctx.options.allIterations || it.index == out.selectedIteration;
-            FillableRuns runs;
-
-            auto emit = [&](TimeNs s, TimeNs e, BubbleCause c, bool fillRegion) {
-                if (e <= s)
-                    return;
-                if (fillRegion && (c == BubbleCause::WaitNeighbor || c == BubbleCause::Other))
-                    c = BubbleCause::FillDrain;
-                ri.byCause[static_cast<size_t>(c)] += e - s;
-                runs.add(s, e, c);
-                if (!wantBubbles)
-                    return;
-                if (!bubbles.empty() && bubbles.back().rank == rd.rank && bubbles.back().iteration == it.index
-                    && bubbles.back().end == s && bubbles.back().cause == c) {
-                    bubbles.back().end = e;
-                    return;
-                }
-                bubbles.push_back({it.index, rd.rank, s, e, c});
-            };
-
-            // One idle gap [a, b) before compute kernel `next` (none for the trailing gap).
-            auto explain = [&](TimeNs a, TimeNs b, const Activity* next) {
-                bool fillRegion = inPipeline && ph.inFillOrDrain(a, b);
-                // The communication the next kernel waited for: the latest op ending in (a, b].
-                TimeNs dep = a;
-                auto e1 = std::upper_bound(ci.byEnd.begin(), ci.byEnd.end(), b,
-                                           [&](TimeNs v, uint32_t c) { return v < ctx.act(c).end; });
-                if (e1 != ci.byEnd.begin()) {
-                    const Activity& g = ctx.act(*std::prev(e1));
-                    if (g.end > a)
-                        dep = g.end;
-                }
-                if (dep > a) {
-                    // Ops overlapping [a, dep), in start order, explain it piece by piece.
-                    if (a < sweepAt) {
-                        // Out of order (not expected): restart the sweep where the old walk would have.
-                        active.clear();
-                        nextOp = static_cast<size_t>(
-                            std::lower_bound(ci.byStart.begin(), ci.byStart.end(), a - ci.maxDuration,
-                                             [&](uint32_t c, TimeNs v) { return ctx.act(c).start < v; })
-                            - ci.byStart.begin());
-                    }
-                    sweepAt = a;
-                    std::erase_if(active, [&](uint32_t c) { return ctx.act(c).end <= a; });
-                    for (; nextOp < ci.byStart.size() && ctx.act(ci.byStart[nextOp]).start < dep; ++nextOp)
-                        if (ctx.act(ci.byStart[nextOp]).end > a)
-                            active.push_back(ci.byStart[nextOp]);
-                    TimeNs cur = a;
-                    for (auto p = active.begin(); p != active.end(); ++p) {
-                        if (ctx.act(*p).start >= dep)
-                            break;
-                        const Activity& o = ctx.act(*p);
-                        if (o.end <= cur)
-                            continue;
-                        TimeNs s = std::max(o.start, cur), e = std::min(o.end, dep);
-                        if (e <= s)
-                            continue;
-                        if (s > cur)
-                            emit(cur, s, BubbleCause::Other, fillRegion);
-                        if (ctx.classOf(*p) == WorkClass::P2p) {
-                            TimeNs xferStart = o.end - transferNeed(*p, rd.rank);
-                            TimeNs mid = std::clamp(xferStart, s, e);
-                            emit(s, mid, BubbleCause::WaitNeighbor, fillRegion);
-                            emit(mid, e, BubbleCause::P2pTransfer, fillRegion);
-                        } else {
-                            emit(s, e, inPipeline ? causeOfCollective(*p) : BubbleCause::DpSync, fillRegion);
-                        }
-                        cur = e;
-                    }
-                    if (cur < dep)
-                        emit(cur, dep, BubbleCause::Other, fillRegion);
-                }
-                TimeNs from = dep;
-                if (next && next->launchStart && *next->launchStart > from) {
-                    TimeNs h = std::min(*next->launchStart, b);
-                    emit(from, h, BubbleCause::HostBound, fillRegion);
-                    from = h;
-                }
-                if (from < b) {
-                    bool shortGap = next && b - from <= launchGap;
-                    emit(from, b, shortGap ? BubbleCause::LaunchGap : BubbleCause::Other, fillRegion);
-                }
-            };
-
-            // The gaps of the compute-busy union inside the window are the idle intervals.
-            auto nextKernelAt = [&](TimeNs when) -> const Activity* {
-                auto k = std::lower_bound(rd.compute.begin(), rd.compute.end(), when,
-                                          [&](uint32_t x, TimeNs v) { return ctx.act(x).start < v; });
-                return k == rd.compute.end() ? nullptr : &ctx.act(*k);
-            };
-            auto bi = std::lower_bound(rd.busy.begin(), rd.busy.end(), ws,
-                                       [](const Interval& i, TimeNs v) { return i.end <= v; });
-            TimeNs covered = ws;
-            for (; bi != rd.busy.end() && bi->start < we; ++bi) {
-                if (bi->start > covered)
-                    explain(covered, bi->start, nextKernelAt(bi->start));
-                covered = std::max(covered, std::min(bi->end, we));
-            }
-            if (covered < we)
-                explain(covered, we, nullptr);
-
-            TimeNs sum = 0;
-            for (TimeNs v : ri.byCause)
-                sum += v;
-            if (sum != ri.idleNs) {
-                // Cannot happen with consistent inputs; keep the totals exact regardless.
-                ri.byCause[static_cast<size_t>(BubbleCause::Other)] += ri.idleNs - sum;
-            }
-            out.idle.push_back(ri);
-
-            if (inPipeline) {
-                runs.close();
-                runs.sum.iteration = it.index;
-                runs.sum.stage = rd.stage;
-                runs.sum.rank = rd.rank;
-                auto [f, inserted] = fillable.try_emplace({it.index, rd.stage}, runs.sum);
-                if (!inserted && runs.sum.totalNs < f->second.totalNs)
-                    f->second = runs.sum;
-            }
-
-            if (it.index == out.selectedIteration) {
-                for (uint32_t c : rd.comm) {
-                    if (ctx.classOf(c) != WorkClass::P2p)
-                        continue;
-                    const Activity& a = ctx.act(c);
-                    if (a.start < ws || a.start >= we)
-                        continue;
-                    if (const auto ops = ctx.opsOf(c); ops.size() > 1) {
-                        // A coalesced batch: one transfer per receive in it.
-                        for (const NcclOp& op : ops)
-                            if (op.kind == Collective::Recv && op.peer)
-                                out.transfers.push_back({*op.peer, rd.rank, op.bytes.value_or(0), transferNeed(c, rd.rank)});
-                        continue;
-                    }
-                    auto peer = ctx.peer(c);
-                    if (!peer || ctx.direction(c) == P2pDir::Send)
-                        continue;
-                    out.transfers.push_back({*peer, rd.rank, bytesOf(c), transferNeed(c, rd.rank)});
-                }
-            }
+            IdleParts parts = gaps.explainWindow(it, ph, wantBubbles ? &bubbles : nullptr);
+            out.idle.push_back(parts.idle);
+            if (gaps.inPipeline())
+                keepLeastFillable(fillable, parts);
+            if (it.index == out.selectedIteration)
+                recordTransfers(ctx, rd, it, speeds, out.transfers);
         }
     }
     for (auto& [key, f] : fillable)

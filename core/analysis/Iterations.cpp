@@ -3,6 +3,7 @@
 // structure (the kernels that run exactly once per iteration).
 #include "analysis/Classify.h"
 #include "analysis/detail/Context.h"
+#include "analysis/detail/IterationSteps.h"
 #include "util/Error.h"
 
 #include <cctype>
@@ -347,21 +348,27 @@ std::vector<RankIter> periodicIterations(const Context& ctx, const RankData& rd)
     return iters;
 }
 
-} // namespace
+// Which kind of range marks iterations: the user's name, else ProfilerStep#N, else iteration-like names.
+enum Method { User = 0, ProfilerStep = 1, Named = 2 };
 
-void detectIterations(Context& ctx, AnalysisResult& out)
+// The ranges that could mark iterations, by method and rank slot.
+struct MarkedRanges {
+    std::vector<std::vector<RangeMark>> byMethod[3];
+};
+
+bool isUserRange(const CpuRange& r)
+{
+    return r.kind == CpuRangeKind::Annotation || r.kind == CpuRangeKind::Nvtx || r.kind == CpuRangeKind::Other;
+}
+
+MarkedRanges collectRangeMarks(const Context& ctx, const std::string& wanted)
 {
     const Trace& t = ctx.trace;
-    const std::string& wanted = ctx.options.iterationRange;
-
-    // Which kind of range marks iterations: the user's name, else ProfilerStep#N, else iteration-like names.
-    enum Method { User = 0, ProfilerStep = 1, Named = 2 };
-    std::vector<std::vector<RangeMark>> byMethod[3];
-    for (auto& v : byMethod)
+    MarkedRanges out;
+    for (auto& v : out.byMethod)
         v.resize(ctx.ranks.size());
-    std::vector<int64_t> seqPerRank(ctx.ranks.size() * 3, 0);
     for (const CpuRange& r : t.cpuRanges) {
-        if (r.kind != CpuRangeKind::Annotation && r.kind != CpuRangeKind::Nvtx && r.kind != CpuRangeKind::Other)
+        if (!isUserRange(r))
             continue;
         const RankData* rd = ctx.rankData(r.rank);
         if (!rd)
@@ -379,100 +386,126 @@ void detectIterations(Context& ctx, AnalysisResult& out)
             continue;
         auto num = trailingNumber(name);
         RangeMark m{r.start, r.end, num ? *num : -1, name};
-        byMethod[method][slot].push_back(std::move(m));
+        out.byMethod[method][slot].push_back(std::move(m));
     }
-    auto stepLabels = [&]() {
-        std::vector<std::vector<std::pair<CpuRange, StepLabel>>> labels(ctx.ranks.size());
-        std::unordered_map<StringId, std::optional<StepLabel>> cache;
-        for (const CpuRange& r : t.cpuRanges) {
-            if (r.kind != CpuRangeKind::Annotation && r.kind != CpuRangeKind::Nvtx && r.kind != CpuRangeKind::Other)
-                continue;
-            const RankData* rd = ctx.rankData(r.rank);
-            if (!rd)
-                continue;
-            auto [it, inserted] = cache.try_emplace(r.name);
-            if (inserted)
-                it->second = parseStepLabel(t.str(r.name));
-            if (it->second)
-                labels[static_cast<size_t>(rd - ctx.ranks.data())].push_back({r, *it->second});
-        }
-        return labels;
-    };
-    int chosen = -1;
-    for (int m = wanted.empty() ? 1 : 0; m < 3 && chosen < 0; ++m)
-        for (const auto& v : byMethod[m])
-            if (!v.empty()) {
-                chosen = m;
-                break;
-            }
-    if (!wanted.empty() && chosen != User)
-        ctx.warn("iteration_range_not_found", "no annotation or NVTX range named '" + wanted
-                                                  + "' was found; iterations were detected another way");
+    return out;
+}
 
+// The first method, in the order above, that marks any rank; -1 for none.
+// The user's name is only looked for when given.
+int chooseMethod(const MarkedRanges& marks, bool userNamed)
+{
+    for (int m = userNamed ? 0 : 1; m < 3; ++m)
+        for (const auto& v : marks.byMethod[m])
+            if (!v.empty())
+                return m;
+    return -1;
+}
+
+// Each rank's iterations from the chosen ranges; without a number on every
+// range, they are numbered in start order per rank.
+std::vector<std::vector<RankIter>> iterationsFromRanges(Context& ctx, std::vector<std::vector<RangeMark>>& byRank)
+{
     std::vector<std::vector<RankIter>> perRank(ctx.ranks.size());
-    std::string source;
-    if (chosen >= 0) {
-        source = chosen == ProfilerStep ? "profiler_step" : "range";
-        bool numbered = true;
+    bool numbered = true;
+    for (size_t s = 0; s < ctx.ranks.size(); ++s)
+        for (const auto& m : byRank[s])
+            numbered = numbered && m.key >= 0;
+    for (size_t s = 0; s < ctx.ranks.size(); ++s) {
+        auto& marks = byRank[s];
+        if (!numbered) {
+            std::sort(marks.begin(), marks.end(), [](const RangeMark& a, const RangeMark& b) { return a.start < b.start; });
+            for (size_t i = 0; i < marks.size(); ++i)
+                marks[i].key = static_cast<int64_t>(i);
+        }
+        perRank[s] = assignToRanges(ctx, ctx.ranks[s], marks);
+        if (perRank[s].empty())
+            ctx.warn("rank_without_iterations", "rank " + std::to_string(ctx.ranks[s].rank)
+                                                    + " has no GPU work inside the iteration ranges; it is left out of the per-iteration analysis");
+    }
+    return perRank;
+}
+
+// Each rank's step annotations with what their names say, in trace order.
+std::vector<std::vector<std::pair<CpuRange, StepLabel>>> stepLabelsByRank(const Context& ctx)
+{
+    const Trace& t = ctx.trace;
+    std::vector<std::vector<std::pair<CpuRange, StepLabel>>> labels(ctx.ranks.size());
+    std::unordered_map<StringId, std::optional<StepLabel>> cache;
+    for (const CpuRange& r : t.cpuRanges) {
+        if (!isUserRange(r))
+            continue;
+        const RankData* rd = ctx.rankData(r.rank);
+        if (!rd)
+            continue;
+        auto [it, inserted] = cache.try_emplace(r.name);
+        if (inserted)
+            it->second = parseStepLabel(t.str(r.name));
+        if (it->second)
+            labels[static_cast<size_t>(rd - ctx.ranks.data())].push_back({r, *it->second});
+    }
+    return labels;
+}
+
+// The whole of the rank's work as one iteration.
+RankIter wholeTrace(const Context& ctx, const RankData& rd)
+{
+    RankIter ri;
+    ri.any = true;
+    ri.label = "whole trace";
+    ri.start = ctx.act(rd.acts.front()).start;
+    for (uint32_t a : rd.acts)
+        ri.end = std::max(ri.end, ctx.act(a).end);
+    return ri;
+}
+
+// Without iteration ranges: microbatch numbers of step annotations starting
+// over, else the periodic structure; a rank where neither shows (or every
+// rank, when none does) is analysed as one iteration. Fills perRank and
+// returns how the iterations were found.
+IterationSource iterationsWithoutRanges(Context& ctx, std::vector<std::vector<RankIter>>& perRank)
+{
+    IterationSource source = IterationSource::WholeTrace;
+    auto labels = stepLabelsByRank(ctx);
+    std::vector<std::vector<RangeMark>> restarts(ctx.ranks.size());
+    bool any = false;
+    for (size_t s = 0; s < ctx.ranks.size(); ++s) {
+        restarts[s] = stepRestartRanges(ctx, ctx.ranks[s], labels[s]);
+        any = any || !restarts[s].empty();
+    }
+    if (any) {
+        source = IterationSource::StepRestart;
         for (size_t s = 0; s < ctx.ranks.size(); ++s)
-            for (const auto& m : byMethod[chosen][s])
-                numbered = numbered && m.key >= 0;
-        for (size_t s = 0; s < ctx.ranks.size(); ++s) {
-            auto& marks = byMethod[chosen][s];
-            if (!numbered) {
-                std::sort(marks.begin(), marks.end(), [](const RangeMark& a, const RangeMark& b) { return a.start < b.start; });
-                for (size_t i = 0; i < marks.size(); ++i)
-                    marks[i].key = static_cast<int64_t>(i);
-            }
-            perRank[s] = assignToRanges(ctx, ctx.ranks[s], marks);
-            if (perRank[s].empty())
-                ctx.warn("rank_without_iterations", "rank " + std::to_string(ctx.ranks[s].rank)
-                                                        + " has no GPU work inside the iteration ranges; it is left out of the per-iteration analysis");
-        }
+            if (!restarts[s].empty())
+                perRank[s] = assignToRanges(ctx, ctx.ranks[s], restarts[s]);
     } else {
-        // Microbatch numbers of step annotations starting over, else the periodic structure.
-        auto labels = stepLabels();
-        std::vector<std::vector<RangeMark>> restarts(ctx.ranks.size());
-        bool any = false;
+        source = IterationSource::Periodic;
         for (size_t s = 0; s < ctx.ranks.size(); ++s) {
-            restarts[s] = stepRestartRanges(ctx, ctx.ranks[s], labels[s]);
-            any = any || !restarts[s].empty();
-        }
-        if (any) {
-            source = "step_restart";
-            for (size_t s = 0; s < ctx.ranks.size(); ++s)
-                if (!restarts[s].empty())
-                    perRank[s] = assignToRanges(ctx, ctx.ranks[s], restarts[s]);
-        } else {
-            source = "periodic";
-            for (size_t s = 0; s < ctx.ranks.size(); ++s) {
-                perRank[s] = periodicIterations(ctx, ctx.ranks[s]);
-                any = any || !perRank[s].empty();
-            }
-        }
-        if (!any) {
-            source = "whole_trace";
-            ctx.warn("no_iterations", "no iteration markers (ProfilerStep#N, NVTX ranges) and no periodic structure were "
-                                      "found; the whole trace is analysed as one iteration");
-        }
-        for (size_t s = 0; s < ctx.ranks.size(); ++s) {
-            if (!perRank[s].empty())
-                continue;
-            if (any)
-                ctx.warn("rank_without_iterations", std::string(source == "periodic" ? "no periodic structure" : "no restarting step annotations")
-                                                        + " was found on rank " + std::to_string(ctx.ranks[s].rank)
-                                                        + "; it is analysed as one iteration");
-            const RankData& rd = ctx.ranks[s];
-            RankIter ri;
-            ri.any = true;
-            ri.label = "whole trace";
-            ri.start = ctx.act(rd.acts.front()).start;
-            for (uint32_t a : rd.acts)
-                ri.end = std::max(ri.end, ctx.act(a).end);
-            perRank[s].push_back(ri);
+            perRank[s] = periodicIterations(ctx, ctx.ranks[s]);
+            any = any || !perRank[s].empty();
         }
     }
+    if (!any) {
+        source = IterationSource::WholeTrace;
+        ctx.warn("no_iterations", "no iteration markers (ProfilerStep#N, NVTX ranges) and no periodic structure were "
+                                  "found; the whole trace is analysed as one iteration");
+    }
+    for (size_t s = 0; s < ctx.ranks.size(); ++s) {
+        if (!perRank[s].empty())
+            continue;
+        if (any)
+            ctx.warn("rank_without_iterations", std::string(source == IterationSource::Periodic ? "no periodic structure" : "no restarting step annotations")
+                                                    + " was found on rank " + std::to_string(ctx.ranks[s].rank)
+                                                    + "; it is analysed as one iteration");
+        perRank[s].push_back(wholeTrace(ctx, ctx.ranks[s]));
+    }
+    return source;
+}
 
+// The job's iterations: the ranks' iterations of one key merged, spanning
+// all of them, in key order.
+void mergeRanks(const Context& ctx, const std::vector<std::vector<RankIter>>& perRank, IterationSource source, AnalysisResult& out)
+{
     std::map<int64_t, Iteration> byKey;
     for (size_t s = 0; s < ctx.ranks.size(); ++s)
         for (const auto& ri : perRank[s]) {
@@ -492,25 +525,60 @@ void detectIterations(Context& ctx, AnalysisResult& out)
         itn.index = static_cast<int>(out.iterations.size());
         out.iterations.push_back(std::move(itn));
     }
+}
 
+// The user's --iteration, checked, else a representative one.
+void selectIteration(const AnalyzeOptions& options, AnalysisResult& out)
+{
     const int n = static_cast<int>(out.iterations.size());
-    if (ctx.options.iteration) {
-        int k = *ctx.options.iteration;
+    if (options.iteration) {
+        int k = *options.iteration;
         if (k < 0 || k >= n)
             throw Error("--iteration " + std::to_string(k) + " is out of range: the trace has " + std::to_string(n)
                         + " iteration" + (n == 1 ? "" : "s") + " (0.." + std::to_string(n - 1) + ")");
         out.selectedIteration = k;
     } else if (n > 0) {
-        // Skip the first (warm-up) when there are enough, then take the median duration.
-        std::vector<int> cand;
-        for (int i = n >= 3 ? 1 : 0; i < n; ++i)
-            cand.push_back(i);
-        std::stable_sort(cand.begin(), cand.end(), [&](int a, int b) {
-            return out.iterations[static_cast<size_t>(a)].end - out.iterations[static_cast<size_t>(a)].start
-                   < out.iterations[static_cast<size_t>(b)].end - out.iterations[static_cast<size_t>(b)].start;
-        });
-        out.selectedIteration = cand[(cand.size() - 1) / 2];
+        out.selectedIteration = representativeIteration(out.iterations);
     }
+}
+
+} // namespace
+
+int representativeIteration(const std::vector<Iteration>& iterations)
+{
+    const int n = static_cast<int>(iterations.size());
+    if (n == 0)
+        return -1;
+    // Skip the first (warm-up) when there are enough, then take the median duration.
+    std::vector<int> cand;
+    for (int i = n >= 3 ? 1 : 0; i < n; ++i)
+        cand.push_back(i);
+    std::stable_sort(cand.begin(), cand.end(), [&](int a, int b) {
+        return iterations[static_cast<size_t>(a)].end - iterations[static_cast<size_t>(a)].start
+               < iterations[static_cast<size_t>(b)].end - iterations[static_cast<size_t>(b)].start;
+    });
+    return cand[(cand.size() - 1) / 2];
+}
+
+void detectIterations(Context& ctx, AnalysisResult& out)
+{
+    const std::string& wanted = ctx.options.iterationRange;
+    MarkedRanges marks = collectRangeMarks(ctx, wanted);
+    const int chosen = chooseMethod(marks, !wanted.empty());
+    if (!wanted.empty() && chosen != User)
+        ctx.warn("iteration_range_not_found", "no annotation or NVTX range named '" + wanted
+                                                  + "' was found; iterations were detected another way");
+
+    std::vector<std::vector<RankIter>> perRank(ctx.ranks.size());
+    IterationSource source = IterationSource::WholeTrace;
+    if (chosen >= 0) {
+        source = chosen == ProfilerStep ? IterationSource::ProfilerStep : IterationSource::Range;
+        perRank = iterationsFromRanges(ctx, marks.byMethod[chosen]);
+    } else {
+        source = iterationsWithoutRanges(ctx, perRank);
+    }
+    mergeRanks(ctx, perRank, source, out);
+    selectIteration(ctx.options, out);
 }
 
 } // namespace pipescope::detail

@@ -161,6 +161,166 @@ struct RankLayers {
     }
 };
 
+// A unit of one rank as a layer of the model: its costs per microbatch, on
+// the virtual stage that ran most of its forward.
+struct FoundLayer {
+    LayerCost cost;
+    Role::Kind kind;
+    TimeNs firstCall;
+    std::string cls;
+};
+
+// A rank's module tree: each scope node's children and the outermost
+// modules, in call order.
+struct ModuleTree {
+    std::vector<std::vector<int>> children;
+    std::vector<int> roots;
+};
+
+ModuleTree moduleTree(const RankLayers& rl)
+{
+    ModuleTree tree;
+    tree.children.resize(rl.nodes.size());
+    for (size_t i = 0; i < rl.nodes.size(); ++i)
+        (rl.nodes[i].parent >= 0 ? tree.children[size_t(rl.nodes[i].parent)] : tree.roots).push_back(static_cast<int>(i));
+    auto byCall = [&](int a, int b) { return rl.nodes[size_t(a)].firstCall < rl.nodes[size_t(b)].firstCall; };
+    for (auto& c : tree.children)
+        std::sort(c.begin(), c.end(), byCall);
+    std::sort(tree.roots.begin(), tree.roots.end(), byCall);
+    return tree;
+}
+
+// The children of a level of the tree, one level down.
+std::vector<int> nextLevel(const ModuleTree& tree, const std::vector<int>& level)
+{
+    std::vector<int> next;
+    for (int n : level)
+        next.insert(next.end(), tree.children[size_t(n)].begin(), tree.children[size_t(n)].end());
+    return next;
+}
+
+// Below `root`, the class that the shallowest level's modules repeat among
+// their children: the one repeated most often there, the first in name
+// order on a tie; empty when no module of the subtree repeats a class.
+std::string repeatedChildClass(const Trace& t, const RankLayers& rl, const ModuleTree& tree, int root)
+{
+    std::vector<int> level{root};
+    while (!level.empty()) {
+        std::string found;
+        int most = 1;
+        for (int n : level) {
+            std::map<std::string_view, int> count;
+            for (int c : tree.children[size_t(n)])
+                ++count[moduleClass(t.str(rl.nodes[size_t(c)].name))];
+            for (const auto& [cls, k] : count)
+                if (k > most) {
+                    most = k;
+                    found = std::string(cls);
+                }
+        }
+        if (!found.empty())
+            return found;
+        level = nextLevel(tree, level);
+    }
+    return {};
+}
+
+// Votes for the block class, one per outermost module of every rank: the
+// class its subtree repeats. When no module repeats a child class, every
+// chunk holds a single block (p = 8, v = 4 on 32 layers): the block class is
+// then the class called most often as a child of the outermost modules, over
+// all of them, if more than once.
+std::map<std::string, int> blockClassVotes(const Trace& t, const std::vector<RankLayers>& ranks, const std::vector<ModuleTree>& trees)
+{
+    std::map<std::string, int> votes;
+    for (size_t r = 0; r < ranks.size(); ++r)
+        for (int root : trees[r].roots)
+            if (std::string found = repeatedChildClass(t, ranks[r], trees[r], root); !found.empty())
+                ++votes[found];
+    if (votes.empty()) {
+        for (size_t r = 0; r < ranks.size(); ++r)
+            for (int root : trees[r].roots)
+                for (int c : trees[r].children[size_t(root)])
+                    ++votes[std::string(moduleClass(t.str(ranks[r].nodes[size_t(c)].name)))];
+        std::erase_if(votes, [](const auto& v) { return v.second < 2; });
+    }
+    return votes;
+}
+
+// The shallowest module below `root` (itself included) with a child of the
+// block class: the block list; -1 when there is none.
+template <class IsBlock>
+int blockListOf(const ModuleTree& tree, int root, const IsBlock& isBlock)
+{
+    std::vector<int> level{root};
+    while (!level.empty()) {
+        for (int n : level)
+            for (int c : tree.children[size_t(n)])
+                if (isBlock(c))
+                    return n;
+        level = nextLevel(tree, level);
+    }
+    return -1;
+}
+
+// The block list's children become units: each block, and what stands
+// before the first block and after the last. A module between two blocks
+// belongs to the block before it.
+template <class IsBlock>
+void unitsOfBlockList(RankLayers& rl, const std::vector<int>& kids, const IsBlock& isBlock, std::vector<Role>& role)
+{
+    int firstBlock = -1, lastBlock = -1;
+    for (size_t i = 0; i < kids.size(); ++i)
+        if (isBlock(kids[i])) {
+            if (firstBlock < 0)
+                firstBlock = static_cast<int>(i);
+            lastBlock = static_cast<int>(i);
+        }
+    int current = -1;
+    for (int i = 0; i < static_cast<int>(kids.size()); ++i) {
+        const int n = kids[size_t(i)];
+        const bool block = isBlock(n);
+        if (block || i < firstBlock || i > lastBlock)
+            current = rl.addUnit(n, block ? Role::Block : i < firstBlock ? Role::Before : Role::After);
+        role[size_t(n)] = {rl.units[size_t(current)].kind, current};
+    }
+}
+
+// The rank's units with the block class known; its kernels then name their unit.
+void assignModuleUnits(const Trace& t, RankLayers& rl, const ModuleTree& tree, const std::string& blockClass)
+{
+    auto isBlock = [&](int n) { return moduleClass(t.str(rl.nodes[size_t(n)].name)) == blockClass; };
+    std::vector<Role> role(rl.nodes.size());
+    TimeNs firstBody = std::numeric_limits<TimeNs>::max();
+    std::vector<int> bodyless;
+    for (int root : tree.roots) {
+        const int body = blockListOf(tree, root, isBlock);
+        if (body < 0) {
+            bodyless.push_back(root);
+            continue;
+        }
+        firstBody = std::min(firstBody, rl.nodes[size_t(root)].firstCall);
+        unitsOfBlockList(rl, tree.children[size_t(body)], isBlock, role);
+    }
+    // Modules called outside the model (a loss module): before or after it.
+    for (int root : bodyless) {
+        const Role::Kind kind = rl.nodes[size_t(root)].firstCall < firstBody ? Role::Before : Role::After;
+        role[size_t(root)] = {kind, rl.addUnit(root, kind)};
+    }
+    // Every other module belongs to the unit of its nearest ancestor that has one.
+    for (size_t i = 0; i < rl.nodes.size(); ++i) {
+        if (role[i].unit >= 0)
+            continue;
+        for (int a = rl.nodes[i].parent; a >= 0; a = rl.nodes[size_t(a)].parent)
+            if (role[size_t(a)].unit >= 0) {
+                role[i] = role[size_t(a)];
+                break;
+            }
+    }
+    for (KernelAttr& k : rl.kernels)
+        k.node = k.node >= 0 ? role[size_t(k.node)].unit : -1;
+}
+
 class LayerFinder {
 public:
     LayerFinder(Context& ctx, AnalysisResult& out, const std::vector<Step>& steps) : ctx_(ctx), out_(out), steps_(steps) {}
@@ -168,10 +328,15 @@ public:
 
 private:
     bool pickSource();
+    std::vector<RankLayers> measureRanks();
     void attributeRank(const RankData& rd, RankLayers& rl);
     void chooseModuleUnits(std::vector<RankLayers>& ranks);
     void chooseAnnotationUnits(RankLayers& rl);
     void backwardByReverseOrder(RankLayers& rl);
+    void addUnitTimes(RankLayers& rl);
+    std::vector<FoundLayer> layersInModelOrder(const std::vector<RankLayers>& ranks) const;
+    void nameLayers(std::vector<FoundLayer>& found);
+    void describeLayers();
     int virtualStage(const Step& s) const;
     bool isScope(const CpuRange& r) const { return annotations_ ? isLayerRange(ctx_.trace, r) : isModuleRange(ctx_.trace, r); }
 
@@ -316,59 +481,10 @@ void LayerFinder::attributeRank(const RankData& rd, RankLayers& rl)
 void LayerFinder::chooseModuleUnits(std::vector<RankLayers>& ranks)
 {
     const Trace& t = ctx_.trace;
-    std::map<std::string, int> votes;
-    auto childrenOf = [](const RankLayers& rl) {
-        std::vector<std::vector<int>> ch(rl.nodes.size());
-        std::vector<int> roots;
-        for (size_t i = 0; i < rl.nodes.size(); ++i)
-            (rl.nodes[i].parent >= 0 ? ch[size_t(rl.nodes[i].parent)] : roots).push_back(static_cast<int>(i));
-        auto byCall = [&](int a, int b) { return rl.nodes[size_t(a)].firstCall < rl.nodes[size_t(b)].firstCall; };
-        for (auto& c : ch)
-            std::sort(c.begin(), c.end(), byCall);
-        std::sort(roots.begin(), roots.end(), byCall);
-        return std::make_pair(ch, roots);
-    };
-    for (const RankLayers& rl : ranks) {
-        auto [ch, roots] = childrenOf(rl);
-        for (int root : roots) {
-            std::vector<int> level{root};
-            while (!level.empty()) {
-                std::string found;
-                int most = 1;
-                for (int n : level) {
-                    std::map<std::string_view, int> count;
-                    for (int c : ch[size_t(n)])
-                        ++count[moduleClass(t.str(rl.nodes[size_t(c)].name))];
-                    for (const auto& [cls, k] : count)
-                        if (k > most) {
-                            most = k;
-                            found = std::string(cls);
-                        }
-                }
-                if (!found.empty()) {
-                    ++votes[found];
-                    break;
-                }
-                std::vector<int> next;
-                for (int n : level)
-                    next.insert(next.end(), ch[size_t(n)].begin(), ch[size_t(n)].end());
-                level = std::move(next);
-            }
-        }
-    }
-    if (votes.empty()) {
-        // No module repeats a child class: every chunk holds a single block
-        // (p = 8, v = 4 on 32 layers). The block class is then the class
-        // called most often as a child of the outermost modules, over all of
-        // them, if more than once.
-        for (const RankLayers& rl : ranks) {
-            auto [ch, roots] = childrenOf(rl);
-            for (int root : roots)
-                for (int c : ch[size_t(root)])
-                    ++votes[std::string(moduleClass(t.str(rl.nodes[size_t(c)].name)))];
-        }
-        std::erase_if(votes, [](const auto& v) { return v.second < 2; });
-    }
+    std::vector<ModuleTree> trees;
+    for (const RankLayers& rl : ranks)
+        trees.push_back(moduleTree(rl));
+    const std::map<std::string, int> votes = blockClassVotes(t, ranks, trees);
     if (votes.empty()) {
         // Nothing to call a layer: the kernels' scope nodes are not units.
         for (RankLayers& rl : ranks)
@@ -383,72 +499,8 @@ void LayerFinder::chooseModuleUnits(std::vector<RankLayers>& ranks)
             best = k;
             blockClass = cls;
         }
-
-    for (RankLayers& rl : ranks) {
-        auto [ch, roots] = childrenOf(rl);
-        std::vector<Role> role(rl.nodes.size());
-        TimeNs firstBody = std::numeric_limits<TimeNs>::max();
-        std::vector<int> bodyless;
-        for (int root : roots) {
-            // The shallowest module with a child of the block class.
-            int body = -1;
-            std::vector<int> level{root};
-            while (!level.empty() && body < 0) {
-                for (int n : level) {
-                    for (int c : ch[size_t(n)])
-                        if (moduleClass(t.str(rl.nodes[size_t(c)].name)) == blockClass) {
-                            body = n;
-                            break;
-                        }
-                    if (body >= 0)
-                        break;
-                }
-                std::vector<int> next;
-                for (int n : level)
-                    next.insert(next.end(), ch[size_t(n)].begin(), ch[size_t(n)].end());
-                level = std::move(next);
-            }
-            if (body < 0) {
-                bodyless.push_back(root);
-                continue;
-            }
-            firstBody = std::min(firstBody, rl.nodes[size_t(root)].firstCall);
-            const std::vector<int>& kids = ch[size_t(body)];
-            int firstBlock = -1, lastBlock = -1;
-            for (size_t i = 0; i < kids.size(); ++i)
-                if (moduleClass(t.str(rl.nodes[size_t(kids[i])].name)) == blockClass) {
-                    if (firstBlock < 0)
-                        firstBlock = static_cast<int>(i);
-                    lastBlock = static_cast<int>(i);
-                }
-            int current = -1;
-            for (int i = 0; i < static_cast<int>(kids.size()); ++i) {
-                const int n = kids[size_t(i)];
-                const bool block = moduleClass(t.str(rl.nodes[size_t(n)].name)) == blockClass;
-                if (block || i < firstBlock || i > lastBlock)
-                    current = rl.addUnit(n, block ? Role::Block : i < firstBlock ? Role::Before : Role::After);
-                // A module between two blocks belongs to the block before it.
-                role[size_t(n)] = {rl.units[size_t(current)].kind, current};
-            }
-        }
-        // Modules called outside the model (a loss module): before or after it.
-        for (int root : bodyless) {
-            const Role::Kind kind = rl.nodes[size_t(root)].firstCall < firstBody ? Role::Before : Role::After;
-            role[size_t(root)] = {kind, rl.addUnit(root, kind)};
-        }
-        // Every other module belongs to the unit of its nearest ancestor that has one.
-        for (size_t i = 0; i < rl.nodes.size(); ++i) {
-            if (role[i].unit >= 0)
-                continue;
-            for (int a = rl.nodes[i].parent; a >= 0; a = rl.nodes[size_t(a)].parent)
-                if (role[size_t(a)].unit >= 0) {
-                    role[i] = role[size_t(a)];
-                    break;
-                }
-        }
-        for (KernelAttr& k : rl.kernels)
-            k.node = k.node >= 0 ? role[size_t(k.node)].unit : -1;
-    }
+    for (size_t r = 0; r < ranks.size(); ++r)
+        assignModuleUnits(t, ranks[r], trees[r], blockClass);
 }
 
 // pipescope/layer ranges name the layers themselves: those named
@@ -560,25 +612,11 @@ void LayerFinder::backwardByReverseOrder(RankLayers& rl)
     }
 }
 
-void LayerFinder::run()
+// One measured rank per stage, its first replica, with its kernels attributed.
+std::vector<RankLayers> LayerFinder::measureRanks()
 {
-    LayerAttribution& la = out_.layers;
-    if (!out_.pipeline.found || out_.selectedIteration < 0) {
-        la.note = "no pipeline was found, so no layer costs";
-        return;
-    }
-    if (!pickSource()) {
-        la.note = "the trace has neither module ranges (record with with_stack=True or with_modules=True) nor "
-                  "pipescope/layer ranges (the annotation helper)";
-        return;
-    }
-    const Iteration& it = out_.iterations[size_t(out_.selectedIteration)];
-    ws_ = it.start;
-    we_ = it.end;
-
     rangesByRank_ = std::is_sorted(ctx_.trace.cpuRanges.begin(), ctx_.trace.cpuRanges.end(),
                                    [](const CpuRange& a, const CpuRange& b) { return a.rank < b.rank; });
-    // One measured rank per stage: its first replica.
     std::map<int, const RankData*> rankOfStage;
     for (const RankData& rd : ctx_.ranks)
         if (rd.stage >= 0 && !rankOfStage.count(rd.stage))
@@ -587,40 +625,35 @@ void LayerFinder::run()
     for (const auto& [stage, rd] : rankOfStage) {
         ranks.emplace_back();
         attributeRank(*rd, ranks.back());
-        la.computeNs += ranks.back().computeNs;
+        out_.layers.computeNs += ranks.back().computeNs;
     }
-    if (annotations_)
-        for (RankLayers& rl : ranks)
-            chooseAnnotationUnits(rl);
-    else
-        chooseModuleUnits(ranks);
+    return ranks;
+}
 
-    for (RankLayers& rl : ranks) {
-        backwardByReverseOrder(rl);
-        for (const KernelAttr& k : rl.kernels) {
-            if (k.node < 0)
-                continue;
-            Unit& u = rl.units[size_t(k.node)];
-            la.attributedNs += k.dur;
-            Part part = Part::F;
-            if (k.step >= 0) {
-                const Step& st = *rl.steps[size_t(k.step)];
-                part = static_cast<Part>(st.kind);
-                if (st.kind == StepKind::F)
-                    u.stageVotes[virtualStage(st)] += k.dur;
-            }
-            u.ns[size_t(part)] += k.dur;
+// Adds each attributed kernel's time to its unit, by the part of the step it
+// ran in; forward time also votes for the unit's virtual stage.
+void LayerFinder::addUnitTimes(RankLayers& rl)
+{
+    for (const KernelAttr& k : rl.kernels) {
+        if (k.node < 0)
+            continue;
+        Unit& u = rl.units[size_t(k.node)];
+        out_.layers.attributedNs += k.dur;
+        Part part = Part::F;
+        if (k.step >= 0) {
+            const Step& st = *rl.steps[size_t(k.step)];
+            part = static_cast<Part>(st.kind);
+            if (st.kind == StepKind::F)
+                u.stageVotes[virtualStage(st)] += k.dur;
         }
+        u.ns[size_t(part)] += k.dur;
     }
+}
 
-    // The layers of all stages, in model order: by virtual stage, then as called.
-    struct Found {
-        LayerCost cost;
-        Role::Kind kind;
-        TimeNs firstCall;
-        std::string cls;
-    };
-    std::vector<Found> found;
+// The layers of all stages, in model order: by virtual stage, then as called.
+std::vector<FoundLayer> LayerFinder::layersInModelOrder(const std::vector<RankLayers>& ranks) const
+{
+    std::vector<FoundLayer> found;
     for (const RankLayers& rl : ranks)
         for (const Unit& u : rl.units) {
             if (u.stageVotes.empty())
@@ -639,7 +672,7 @@ void LayerFinder::run()
             if (m <= 0)
                 m = std::max(1, out_.pipeline.microbatches);
             auto perMb = [&](TimeNs v) { return static_cast<TimeNs>(std::llround(static_cast<double>(v) / m)); };
-            Found f;
+            FoundLayer f;
             const std::string& name = ctx_.trace.str(rl.nodes[size_t(u.node)].name);
             f.cls = annotations_ ? name.substr(kLayerPrefix.size()) : std::string(moduleClass(name));
             f.cost.name = annotations_ ? f.cls : name.substr(kModulePrefix.size());
@@ -655,14 +688,21 @@ void LayerFinder::run()
             f.firstCall = u.firstCall;
             found.push_back(std::move(f));
         }
-    std::stable_sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    std::stable_sort(found.begin(), found.end(), [](const FoundLayer& a, const FoundLayer& b) {
         return std::tie(a.cost.stage, a.firstCall) < std::tie(b.cost.stage, b.firstCall);
     });
+    return found;
+}
+
+// Names the layers and files them as blocks, before or after.
+void LayerFinder::nameLayers(std::vector<FoundLayer>& found)
+{
+    LayerAttribution& la = out_.layers;
     int blocks = 0;
     std::map<std::string, int> classCount, blockNames;
-    for (const Found& f : found)
+    for (const FoundLayer& f : found)
         ++(f.kind != Role::Block ? classCount[f.cls] : blockNames[f.cost.name]);
-    for (Found& f : found) {
+    for (FoundLayer& f : found) {
         if (f.kind == Role::Block) {
             // Module calls name classes, not attributes: blocks are numbered in model order.
             if (!annotations_)
@@ -677,9 +717,13 @@ void LayerFinder::run()
             (f.kind == Role::Before ? la.before : la.after).push_back(f.cost);
         }
     }
-    la.source = annotations_ ? "annotations" : "modules";
+}
 
-    // A partition needs a layer on every virtual stage.
+// The note on the layers found; a partition needs a layer on every virtual
+// stage, so without one the layers are dropped.
+void LayerFinder::describeLayers()
+{
+    LayerAttribution& la = out_.layers;
     const int S = out_.pipeline.pp * std::max(1, out_.pipeline.chunks);
     std::vector<int> perStage(size_t(std::max(S, 0)), 0);
     for (const LayerCost& l : la.layers)
@@ -698,11 +742,43 @@ void LayerFinder::run()
                   (la.layers.empty() ? std::string("no repeated layers were found")
                                      : "no layer was found on stage " + missing);
         la.layers.clear();
-        la.source = "none";
+        la.source = LayerRangeKind::None;
         return;
     }
     la.note = std::to_string(la.layers.size()) + " layers from " +
               (annotations_ ? "pipescope/layer ranges" : "module ranges") + ", " + pct + " of the compute time attributed";
+}
+
+void LayerFinder::run()
+{
+    LayerAttribution& la = out_.layers;
+    if (!out_.pipeline.found || out_.selectedIteration < 0) {
+        la.note = "no pipeline was found, so no layer costs";
+        return;
+    }
+    if (!pickSource()) {
+        la.note = "the trace has neither module ranges (record with with_stack=True or with_modules=True) nor "
+                  "pipescope/layer ranges (the annotation helper)";
+        return;
+    }
+    const Iteration& it = out_.iterations[size_t(out_.selectedIteration)];
+    ws_ = it.start;
+    we_ = it.end;
+
+    std::vector<RankLayers> ranks = measureRanks();
+    if (annotations_)
+        for (RankLayers& rl : ranks)
+            chooseAnnotationUnits(rl);
+    else
+        chooseModuleUnits(ranks);
+    for (RankLayers& rl : ranks) {
+        backwardByReverseOrder(rl);
+        addUnitTimes(rl);
+    }
+    std::vector<FoundLayer> found = layersInModelOrder(ranks);
+    nameLayers(found);
+    la.source = annotations_ ? LayerRangeKind::Annotations : LayerRangeKind::Modules;
+    describeLayers();
 }
 
 } // namespace

@@ -33,7 +33,7 @@ std::map<int, Window> windowsOf(const Trace& trace, const Iteration& it)
         if (a.start >= f->second.spanStart && a.start < f->second.spanEnd)
             f->second.start = std::min(f->second.start, static_cast<TimeNs>(*a.launchStart));
     }
-    if (it.source == "profiler_step" || it.source == "range") {
+    if (it.source == IterationSource::ProfilerStep || it.source == IterationSource::Range) {
         StringId label = -1;
         for (size_t i = 1; i < trace.strings.size(); ++i)
             if (trace.strings[i] == it.label) {

@@ -1,4 +1,5 @@
 #include "analysis/Verdict.h"
+#include "analysis/detail/VerdictSteps.h"
 
 #include "util/Format.h"
 
@@ -9,6 +10,22 @@
 #include <set>
 
 namespace pipescope {
+
+std::string_view toString(VerdictKind k)
+{
+    switch (k) {
+    case VerdictKind::None: return "none";
+    case VerdictKind::ComputeBound: return "compute-bound";
+    case VerdictKind::StageImbalance: return "stage-imbalance";
+    case VerdictKind::PipelineBubbles: return "pipeline-bubbles";
+    case VerdictKind::CommunicationBound: return "communication-bound";
+    case VerdictKind::DpSync: return "dp-sync";
+    case VerdictKind::HostBound: return "host-bound";
+    case VerdictKind::CopyBound: return "copy-bound";
+    case VerdictKind::Idle: return "idle";
+    }
+    return "none";
+}
 
 std::string_view toString(PathLimiter l)
 {
@@ -81,22 +98,6 @@ int topOf(const std::map<int, TimeNs>& m)
         }
     return best;
 }
-
-// What the decision looks at: the critical path when there is one, else GPU
-// time (busy as compute, idle by cause) summed over ranks.
-struct Basis {
-    std::string name; // "the critical path" | "GPU time"
-    TimeNs totalNs = 0;
-    std::array<TimeNs, kPathLimiters> byLimiter{};
-    std::array<int, kPathLimiters> topRank{};
-};
-
-struct IdleTotals {
-    int ranks = 0;
-    TimeNs windowNs = 0, idleNs = 0;
-    std::array<TimeNs, kBubbleCauses> byCause{};
-    std::map<int, std::array<TimeNs, kBubbleCauses>> perRank;
-};
 
 std::string stageOfRank(const AnalysisResult& r, int rank)
 {
@@ -243,9 +244,72 @@ std::string dominantChunk(const AnalysisResult& r, int stage)
 
 } // namespace
 
-Verdict verdict(const AnalysisResult& r, const Trace* trace)
+namespace detail {
+
+VerdictBasis verdictBasis(const PathBreakdown& pb, const IdleTotals& idle)
 {
-    Verdict v;
+    VerdictBasis basis;
+    if (pb.totalNs > 0) {
+        basis.name = "the critical path";
+        basis.totalNs = pb.totalNs;
+        basis.byLimiter = pb.byLimiter;
+        basis.topRank = pb.topRank;
+        return basis;
+    }
+    basis.name = "GPU time";
+    basis.totalNs = idle.windowNs;
+    basis.byLimiter[ix(PathLimiter::Compute)] = idle.windowNs - idle.idleNs;
+    std::array<std::map<int, TimeNs>, kPathLimiters> perRank;
+    for (const auto& [rank, causes] : idle.perRank)
+        for (int c = 0; c < kBubbleCauses; ++c) {
+            const PathLimiter l = limiterOfCause(static_cast<BubbleCause>(c));
+            basis.byLimiter[ix(l)] += causes[static_cast<size_t>(c)];
+            perRank[ix(l)][rank] += causes[static_cast<size_t>(c)];
+        }
+    basis.topRank.fill(-1);
+    for (int l = 1; l < kPathLimiters; ++l)
+        basis.topRank[static_cast<size_t>(l)] = topOf(perRank[static_cast<size_t>(l)]);
+    return basis;
+}
+
+VerdictDecision decideVerdict(const VerdictSignals& s)
+{
+    VerdictDecision d;
+    // The largest non-compute part of the basis names the limiter; ties go to the earlier limiter.
+    for (int l = 1; l < kPathLimiters; ++l)
+        if (s.byLimiter[static_cast<size_t>(l)] > s.byLimiter[ix(d.limiter)])
+            d.limiter = static_cast<PathLimiter>(l);
+    // Compute paces the job when it fills the critical path or keeps the busiest
+    // GPU busy: the path alone can run through receives that wait on a slow stage.
+    const bool computePaced = s.computeShare >= kVerdictComputeShare || s.busiestShare >= kVerdictComputeShare;
+    if (computePaced && s.pipeline && s.bottleneck && s.stages >= 2 && s.maxOverMean >= kVerdictImbalance)
+        d.kind = VerdictKind::StageImbalance;
+    else if (computePaced && s.pipeline && s.idleFraction >= kVerdictBubbleIdle && s.fillDrainLeads)
+        d.kind = VerdictKind::PipelineBubbles;
+    else if (computePaced)
+        d.kind = VerdictKind::ComputeBound;
+    else if (d.limiter == PathLimiter::FillDrain && s.pipeline)
+        d.kind = VerdictKind::PipelineBubbles;
+    else
+        switch (d.limiter) {
+        case PathLimiter::P2p: d.kind = VerdictKind::CommunicationBound; break;
+        case PathLimiter::Collective: d.kind = VerdictKind::DpSync; break;
+        case PathLimiter::Host: d.kind = VerdictKind::HostBound; break;
+        case PathLimiter::Copy: d.kind = VerdictKind::CopyBound; break;
+        default: d.kind = VerdictKind::Idle; break;
+        }
+    return d;
+}
+
+} // namespace detail
+
+namespace {
+
+using detail::IdleTotals;
+using detail::VerdictBasis;
+
+IdleTotals selectedIdle(const AnalysisResult& r)
+{
     IdleTotals idle;
     for (const RankIdle& ri : r.idle) {
         if (ri.iteration != r.selectedIteration)
@@ -257,216 +321,271 @@ Verdict verdict(const AnalysisResult& r, const Trace* trace)
             idle.byCause[static_cast<size_t>(c)] += ri.byCause[static_cast<size_t>(c)];
         idle.perRank[ri.rank] = ri.byCause;
     }
-    if (r.selectedIteration < 0 || static_cast<size_t>(r.selectedIteration) >= r.iterations.size() || idle.ranks == 0 ||
-        idle.windowNs <= 0) {
-        v.kind = "none";
-        v.headline = "no verdict: no iteration with GPU work was analysed";
-        for (const auto& w : r.warnings)
-            v.facts.push_back(w.message);
-        return v;
-    }
-    const Iteration& it = r.iterations[static_cast<size_t>(r.selectedIteration)];
-    const PipelineStructure& p = r.pipeline;
-    const Imbalance& im = r.imbalance;
-    const double idleFrac = share(idle.idleNs, idle.windowNs);
+    return idle;
+}
 
-    Basis basis;
-    const PathBreakdown pb = pathBreakdown(r);
-    if (pb.totalNs > 0) {
-        basis.name = "the critical path";
-        basis.totalNs = pb.totalNs;
-        basis.byLimiter = pb.byLimiter;
-        basis.topRank = pb.topRank;
-    } else {
-        basis.name = "GPU time";
-        basis.totalNs = idle.windowNs;
-        basis.byLimiter[ix(PathLimiter::Compute)] = idle.windowNs - idle.idleNs;
-        std::array<std::map<int, TimeNs>, kPathLimiters> perRank;
-        for (const auto& [rank, causes] : idle.perRank)
-            for (int c = 0; c < kBubbleCauses; ++c) {
-                const PathLimiter l = limiterOfCause(static_cast<BubbleCause>(c));
-                basis.byLimiter[ix(l)] += causes[static_cast<size_t>(c)];
-                perRank[ix(l)][rank] += causes[static_cast<size_t>(c)];
-            }
-        basis.topRank.fill(-1);
-        for (int l = 1; l < kPathLimiters; ++l)
-            basis.topRank[static_cast<size_t>(l)] = topOf(perRank[static_cast<size_t>(l)]);
-    }
-    auto basisShare = [&](PathLimiter l) { return share(basis.byLimiter[ix(l)], basis.totalNs); };
+Verdict noVerdict(const AnalysisResult& r)
+{
+    Verdict v;
+    v.kind = VerdictKind::None;
+    v.headline = "no verdict: no iteration with GPU work was analysed";
+    for (const auto& w : r.warnings)
+        v.facts.push_back(w.message);
+    return v;
+}
 
-    int largestCause = 0;
-    for (int c = 1; c < kBubbleCauses; ++c)
-        if (idle.byCause[static_cast<size_t>(c)] > idle.byCause[static_cast<size_t>(largestCause)])
-            largestCause = c;
-    const bool fillDrainLeads = idle.byCause[ix(BubbleCause::FillDrain)] > 0 && largestCause == static_cast<int>(BubbleCause::FillDrain);
+// What the headline and the facts are drawn from.
+struct Evidence {
+    const AnalysisResult& r;
+    const IdleTotals& idle;
+    const PathBreakdown& pb;
+    const VerdictBasis& basis;
+    const StageBalance* bottleneck; // the imbalance's bottleneck stage, if any
+    double idleFrac;                // idle over window time, summed over ranks
+};
 
-    auto bubbleHeadline = [&] {
-        std::string ideal = "p=" + std::to_string(p.pp) + (p.chunks > 1 ? ", v=" + std::to_string(p.chunks) : std::string()) +
-                            ", m=" + std::to_string(p.microbatches);
-        v.kind = "pipeline-bubbles";
-        v.headline = "pipeline bubbles: " + pct0(idleFrac) + " of GPU time idle, " +
-                     points(share(idle.byCause[ix(BubbleCause::FillDrain)], idle.windowNs)) + " of it fill/drain (ideal for " + ideal +
-                     " is " + pct0(im.idealBubbleFraction) + ")";
-        v.lossNs = idle.byCause[ix(BubbleCause::FillDrain)] / idle.ranks;
-    };
-
-    // Compute paces the job when it fills the critical path or keeps the busiest
-    // GPU busy: the path alone can run through receives that wait on a slow stage.
-    double busiestShare = 0;
-    for (const RankIdle& ri : r.idle)
-        if (ri.iteration == r.selectedIteration && ri.windowNs > 0)
-            busiestShare = std::max(busiestShare, share(ri.busyNs, ri.windowNs));
-    const bool computePaced = basisShare(PathLimiter::Compute) >= kVerdictComputeShare || busiestShare >= kVerdictComputeShare;
+const StageBalance* bottleneckStage(const Imbalance& im)
+{
     const StageBalance* bottleneck = nullptr;
     for (const auto& s : im.stages)
         if (s.stage == im.bottleneckStage)
             bottleneck = &s;
-    std::string chunkFact; // the bottleneck's dominant chunk, the first fact when there is one
+    return bottleneck;
+}
 
-    if (computePaced && p.found && bottleneck && im.stages.size() >= 2 && im.maxOverMean >= kVerdictImbalance) {
-        v.kind = "stage-imbalance";
-        TimeNs meanBusy = 0;
-        double meanPerMb = 0;
-        int withSteps = 0;
-        for (const auto& s : im.stages) {
-            meanBusy += s.busyNs;
-            if (perMicrobatch(s) > 0) {
-                meanPerMb += perMicrobatch(s);
-                ++withSteps;
-            }
-        }
-        meanBusy /= static_cast<TimeNs>(im.stages.size());
-        // The steady phase of every schedule runs at the bottleneck's pace, so its
-        // busy time beyond the mean is what balancing wins back; never more than
-        // the gap to the balanced-partition lower bound.
-        v.lossNs = std::max<TimeNs>(0, bottleneck->busyNs - meanBusy);
-        if (im.balancedLowerBoundNs > 0 && im.iterationNs > im.balancedLowerBoundNs)
-            v.lossNs = std::min(v.lossNs, im.iterationNs - im.balancedLowerBoundNs);
-        std::string what;
-        if (withSteps == static_cast<int>(im.stages.size()) && meanPerMb > 0)
-            what = "its F+B per microbatch is " + times(perMicrobatch(*bottleneck) / (meanPerMb / withSteps)) + " the mean";
-        else
-            what = "its busy time is " + times(im.maxOverMean) + " the mean";
-        v.headline = "stage " + std::to_string(bottleneck->stage) + " is the bottleneck: " + what + "; balancing the stages could save ~" +
-                     formatDuration(v.lossNs) + " per iteration";
-        chunkFact = dominantChunk(r, bottleneck->stage);
-    } else if (computePaced && p.found && idleFrac >= kVerdictBubbleIdle && fillDrainLeads) {
-        bubbleHeadline();
-    } else if (computePaced) {
-        v.kind = "compute-bound";
-        v.headline = "compute-bound: " + pct0(1.0 - idleFrac) + " of GPU time is compute";
-        if (p.found && !im.stages.empty())
-            v.headline += ", the busiest stage " + times(im.maxOverMean) + " the mean";
-        if (pb.totalNs > 0)
-            v.headline += ", " + pct0(share(pb.byLimiter[ix(PathLimiter::Compute)], pb.totalNs)) + " of the critical path";
-        v.lossNs = idle.idleNs / idle.ranks;
-    } else {
-        // The largest non-compute part of the basis names the limiter; ties go to the earlier limiter.
-        PathLimiter lim = PathLimiter::P2p;
-        for (int l = 1; l < kPathLimiters; ++l)
-            if (basis.byLimiter[static_cast<size_t>(l)] > basis.byLimiter[ix(lim)])
-                lim = static_cast<PathLimiter>(l);
-        if (lim == PathLimiter::FillDrain && p.found) {
-            bubbleHeadline();
-        } else {
-            std::string label, what;
-            switch (lim) {
-            case PathLimiter::P2p: v.kind = "communication-bound"; label = "communication-bound"; what = "point-to-point communication"; break;
-            case PathLimiter::Collective: v.kind = "dp-sync"; label = "data-parallel sync"; what = "collectives (gradient all-reduce and the like)"; break;
-            case PathLimiter::Host: v.kind = "host-bound"; label = "host-bound"; what = "the GPU waiting for the host to launch work"; break;
-            case PathLimiter::Copy: v.kind = "copy-bound"; label = "copy-bound"; what = "memory copies and memsets"; break;
-            default: v.kind = "idle"; label = "unexplained idle"; what = "idle time without a recorded cause"; break;
-            }
-            v.lossNs = basis.byLimiter[ix(lim)];
-            v.headline = label + ": " + pct0(basisShare(lim)) + " of " + basis.name + " (" + formatDuration(v.lossNs) + " of " +
-                         formatDuration(basis.totalNs) + ") is " + what;
-            if (basis.topRank[ix(lim)] >= 0)
-                v.headline += ", most of it on rank " + std::to_string(basis.topRank[ix(lim)]) + stageOfRank(r, basis.topRank[ix(lim)]);
-        }
-    }
+detail::VerdictSignals signalsOf(const Evidence& e)
+{
+    const AnalysisResult& r = e.r;
+    detail::VerdictSignals s;
+    s.computeShare = share(e.basis.byLimiter[ix(PathLimiter::Compute)], e.basis.totalNs);
+    for (const RankIdle& ri : r.idle)
+        if (ri.iteration == r.selectedIteration && ri.windowNs > 0)
+            s.busiestShare = std::max(s.busiestShare, share(ri.busyNs, ri.windowNs));
+    s.pipeline = r.pipeline.found;
+    s.bottleneck = e.bottleneck != nullptr;
+    s.stages = r.imbalance.stages.size();
+    s.maxOverMean = r.imbalance.maxOverMean;
+    s.idleFraction = e.idleFrac;
+    int largestCause = 0;
+    for (int c = 1; c < kBubbleCauses; ++c)
+        if (e.idle.byCause[static_cast<size_t>(c)] > e.idle.byCause[static_cast<size_t>(largestCause)])
+            largestCause = c;
+    s.fillDrainLeads = e.idle.byCause[ix(BubbleCause::FillDrain)] > 0 && largestCause == static_cast<int>(BubbleCause::FillDrain);
+    s.byLimiter = e.basis.byLimiter;
+    return s;
+}
 
-    // ---- supporting facts ----
-    auto& f = v.facts;
-    f.push_back(it.label + ": " + formatDuration(it.end - it.start) + " on " + std::to_string(idle.ranks) + " ranks" +
-                (pb.totalNs > 0 ? "; critical path in " + std::to_string(r.criticalPath.segments.size()) + " segments" : std::string()));
-    {
-        std::vector<std::pair<TimeNs, int>> parts;
-        for (int l = 0; l < kPathLimiters; ++l)
-            if (basis.byLimiter[static_cast<size_t>(l)] > 0)
-                parts.emplace_back(basis.byLimiter[static_cast<size_t>(l)], l);
-        std::stable_sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-        std::string s = basis.name + ":";
-        for (size_t i = 0; i < parts.size(); ++i)
-            s += (i ? ", " : " ") + std::string(toString(static_cast<PathLimiter>(parts[i].second))) + " " +
-                 (share(parts[i].first, basis.totalNs) < 0.005 ? std::string("<1%") : pct0(share(parts[i].first, basis.totalNs)));
-        f.push_back(s);
-    }
-    {
-        std::vector<std::pair<TimeNs, int>> causes;
-        for (int c = 0; c < kBubbleCauses; ++c)
-            if (idle.byCause[static_cast<size_t>(c)] > 0)
-                causes.emplace_back(idle.byCause[static_cast<size_t>(c)], c);
-        std::stable_sort(causes.begin(), causes.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-        std::string s = "GPU idle: " + pct0(idleFrac) + " of GPU time";
-        for (size_t i = 0; i < causes.size() && i < 3; ++i)
-            s += (i ? ", " : "; ") + std::string(toString(static_cast<BubbleCause>(causes[i].second))) + " " +
-                 points(share(causes[i].first, idle.windowNs));
-        f.push_back(s);
-    }
-    if (p.found) {
-        char conf[16];
-        std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100.0);
-        f.push_back("pipeline: p=" + std::to_string(p.pp) + ", dp=" + std::to_string(p.dp) + ", v=" + std::to_string(p.chunks) +
-                    ", m=" + std::to_string(p.microbatches) + ", schedule " + p.schedule + " (confidence " + conf + "), ideal bubble " +
-                    pct0(im.idealBubbleFraction) + "; " + p.reason);
-        if (bottleneck)
-            f.push_back("busiest stage " + std::to_string(bottleneck->stage) + ": busy " + times(im.maxOverMean) + " the mean; iteration " +
-                        formatDuration(im.iterationNs) + ", balanced-partition lower bound " + formatDuration(im.balancedLowerBoundNs));
-        if (const MicrobatchSpread& ms = r.microbatchSpread; ms.uneven && !ms.size.empty()) {
-            const auto [lo, hi] = std::minmax_element(ms.size.begin(), ms.size.end());
-            char spread[96];
-            std::snprintf(spread, sizeof spread, "%.2fx to %.2fx of the mean (CV %.2f)", *lo, *hi, ms.cv);
-            f.push_back("uneven microbatches: " + std::string(spread) + "; stages wait on the long ones (microbatch " +
-                        std::to_string(ms.longest) + " is the longest)");
+void stageImbalanceHeadline(Verdict& v, const Evidence& e)
+{
+    const Imbalance& im = e.r.imbalance;
+    const StageBalance* bottleneck = e.bottleneck;
+    TimeNs meanBusy = 0;
+    double meanPerMb = 0;
+    int withSteps = 0;
+    for (const auto& s : im.stages) {
+        meanBusy += s.busyNs;
+        if (perMicrobatch(s) > 0) {
+            meanPerMb += perMicrobatch(s);
+            ++withSteps;
         }
-        for (size_t i = 0; i < im.stragglers.size() && i < 3; ++i) {
-            const Straggler& s = im.stragglers[i];
-            f.push_back("straggler: rank " + std::to_string(s.rank) + " (stage " + std::to_string(s.stage) + ") computes " +
-                        pct0(s.relative - 1.0) + " slower than the other replicas of its stage (" + formatDuration(s.computeNs) +
-                        " vs " + formatDuration(s.peerMedianNs) + "), costing up to " + formatDuration(s.costNs) + " per iteration");
-        }
-    } else {
+    }
+    meanBusy /= static_cast<TimeNs>(im.stages.size());
+    // The steady phase of every schedule runs at the bottleneck's pace, so its
+    // busy time beyond the mean is what balancing wins back; never more than
+    // the gap to the balanced-partition lower bound.
+    v.lossNs = std::max<TimeNs>(0, bottleneck->busyNs - meanBusy);
+    if (im.balancedLowerBoundNs > 0 && im.iterationNs > im.balancedLowerBoundNs)
+        v.lossNs = std::min(v.lossNs, im.iterationNs - im.balancedLowerBoundNs);
+    std::string what;
+    if (withSteps == static_cast<int>(im.stages.size()) && meanPerMb > 0)
+        what = "its F+B per microbatch is " + times(perMicrobatch(*bottleneck) / (meanPerMb / withSteps)) + " the mean";
+    else
+        what = "its busy time is " + times(im.maxOverMean) + " the mean";
+    v.headline = "stage " + std::to_string(bottleneck->stage) + " is the bottleneck: " + what + "; balancing the stages could save ~" +
+                 formatDuration(v.lossNs) + " per iteration";
+}
+
+void bubbleHeadline(Verdict& v, const Evidence& e)
+{
+    const PipelineStructure& p = e.r.pipeline;
+    const IdleTotals& idle = e.idle;
+    std::string ideal = "p=" + std::to_string(p.pp) + (p.chunks > 1 ? ", v=" + std::to_string(p.chunks) : std::string()) +
+                        ", m=" + std::to_string(p.microbatches);
+    v.headline = "pipeline bubbles: " + pct0(e.idleFrac) + " of GPU time idle, " +
+                 points(share(idle.byCause[ix(BubbleCause::FillDrain)], idle.windowNs)) + " of it fill/drain (ideal for " + ideal +
+                 " is " + pct0(e.r.imbalance.idealBubbleFraction) + ")";
+    v.lossNs = idle.byCause[ix(BubbleCause::FillDrain)] / idle.ranks;
+}
+
+void computeHeadline(Verdict& v, const Evidence& e)
+{
+    const Imbalance& im = e.r.imbalance;
+    v.headline = "compute-bound: " + pct0(1.0 - e.idleFrac) + " of GPU time is compute";
+    if (e.r.pipeline.found && !im.stages.empty())
+        v.headline += ", the busiest stage " + times(im.maxOverMean) + " the mean";
+    if (e.pb.totalNs > 0)
+        v.headline += ", " + pct0(share(e.pb.byLimiter[ix(PathLimiter::Compute)], e.pb.totalNs)) + " of the critical path";
+    v.lossNs = e.idle.idleNs / e.idle.ranks;
+}
+
+// A non-compute limiter's headline: its share of the basis and the rank with most of it.
+void limiterHeadline(Verdict& v, const Evidence& e, PathLimiter lim)
+{
+    const VerdictBasis& basis = e.basis;
+    std::string label, what;
+    switch (lim) {
+    case PathLimiter::P2p: label = "communication-bound"; what = "point-to-point communication"; break;
+    case PathLimiter::Collective: label = "data-parallel sync"; what = "collectives (gradient all-reduce and the like)"; break;
+    case PathLimiter::Host: label = "host-bound"; what = "the GPU waiting for the host to launch work"; break;
+    case PathLimiter::Copy: label = "copy-bound"; what = "memory copies and memsets"; break;
+    default: label = "unexplained idle"; what = "idle time without a recorded cause"; break;
+    }
+    v.lossNs = basis.byLimiter[ix(lim)];
+    v.headline = label + ": " + pct0(share(basis.byLimiter[ix(lim)], basis.totalNs)) + " of " + basis.name + " (" +
+                 formatDuration(v.lossNs) + " of " + formatDuration(basis.totalNs) + ") is " + what;
+    if (basis.topRank[ix(lim)] >= 0)
+        v.headline += ", most of it on rank " + std::to_string(basis.topRank[ix(lim)]) + stageOfRank(e.r, basis.topRank[ix(lim)]);
+}
+
+// The basis's parts, largest first.
+std::string basisFact(const VerdictBasis& basis)
+{
+    std::vector<std::pair<TimeNs, int>> parts;
+    for (int l = 0; l < kPathLimiters; ++l)
+        if (basis.byLimiter[static_cast<size_t>(l)] > 0)
+            parts.emplace_back(basis.byLimiter[static_cast<size_t>(l)], l);
+    std::stable_sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::string s = basis.name + ":";
+    for (size_t i = 0; i < parts.size(); ++i)
+        s += (i ? ", " : " ") + std::string(toString(static_cast<PathLimiter>(parts[i].second))) + " " +
+             (share(parts[i].first, basis.totalNs) < 0.005 ? std::string("<1%") : pct0(share(parts[i].first, basis.totalNs)));
+    return s;
+}
+
+// GPU idle time and its three largest causes.
+std::string idleFact(const IdleTotals& idle, double idleFrac)
+{
+    std::vector<std::pair<TimeNs, int>> causes;
+    for (int c = 0; c < kBubbleCauses; ++c)
+        if (idle.byCause[static_cast<size_t>(c)] > 0)
+            causes.emplace_back(idle.byCause[static_cast<size_t>(c)], c);
+    std::stable_sort(causes.begin(), causes.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::string s = "GPU idle: " + pct0(idleFrac) + " of GPU time";
+    for (size_t i = 0; i < causes.size() && i < 3; ++i)
+        s += (i ? ", " : "; ") + std::string(toString(static_cast<BubbleCause>(causes[i].second))) + " " +
+             points(share(causes[i].first, idle.windowNs));
+    return s;
+}
+
+// The pipeline's shape, its busiest stage, uneven microbatches and stragglers.
+void pipelineFacts(std::vector<std::string>& f, const Evidence& e)
+{
+    const PipelineStructure& p = e.r.pipeline;
+    const Imbalance& im = e.r.imbalance;
+    if (!p.found) {
         // Why, so that a reader can tell "not a pipeline" from "not proven one".
         f.push_back("no pipeline found (" + p.reason + "), so no stage imbalance or fill/drain");
+        return;
     }
-    // Communication that runs beside compute (DualPipe-style overlap) is not
-    // compute, even when the compute stream never idles.
-    if (!r.allToAll.ranks.empty()) {
-        const AllToAll& a = r.allToAll;
-        TimeNs window = 0;
-        for (const AllToAllRank& x : a.ranks)
-            window = std::max(window, x.windowNs);
-        if (window > 0 && share(a.maxNs, window) >= 0.05)
-            f.push_back("all-to-all kernels (expert or embedding exchange): " + formatDuration(a.medianNs) + " per rank (median, " +
-                        pct0(share(a.medianNs, window)) + " of the iteration), " + pct0(a.criticalShare) +
-                        " of the critical path");
+    char conf[16];
+    std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100.0);
+    f.push_back("pipeline: p=" + std::to_string(p.pp) + ", dp=" + std::to_string(p.dp) + ", v=" + std::to_string(p.chunks) +
+                ", m=" + std::to_string(p.microbatches) + ", schedule " + scheduleName(p.schedule) + " (confidence " + conf +
+                "), ideal bubble " + pct0(im.idealBubbleFraction) + "; " + p.reason);
+    if (e.bottleneck)
+        f.push_back("busiest stage " + std::to_string(e.bottleneck->stage) + ": busy " + times(im.maxOverMean) + " the mean; iteration " +
+                    formatDuration(im.iterationNs) + ", balanced-partition lower bound " + formatDuration(im.balancedLowerBoundNs));
+    if (const MicrobatchSpread& ms = e.r.microbatchSpread; ms.uneven && !ms.size.empty()) {
+        const auto [lo, hi] = std::minmax_element(ms.size.begin(), ms.size.end());
+        char spread[96];
+        std::snprintf(spread, sizeof spread, "%.2fx to %.2fx of the mean (CV %.2f)", *lo, *hi, ms.cv);
+        f.push_back("uneven microbatches: " + std::string(spread) + "; stages wait on the long ones (microbatch " +
+                    std::to_string(ms.longest) + " is the longest)");
     }
+    for (size_t i = 0; i < im.stragglers.size() && i < 3; ++i) {
+        const Straggler& s = im.stragglers[i];
+        f.push_back("straggler: rank " + std::to_string(s.rank) + " (stage " + std::to_string(s.stage) + ") computes " +
+                    pct0(s.relative - 1.0) + " slower than the other replicas of its stage (" + formatDuration(s.computeNs) +
+                    " vs " + formatDuration(s.peerMedianNs) + "), costing up to " + formatDuration(s.costNs) + " per iteration");
+    }
+}
+
+// Communication that runs beside compute (DualPipe-style overlap) is not
+// compute, even when the compute stream never idles.
+void allToAllFact(std::vector<std::string>& f, const AnalysisResult& r)
+{
+    if (r.allToAll.ranks.empty())
+        return;
+    const AllToAll& a = r.allToAll;
+    TimeNs window = 0;
+    for (const AllToAllRank& x : a.ranks)
+        window = std::max(window, x.windowNs);
+    if (window > 0 && share(a.maxNs, window) >= 0.05)
+        f.push_back("all-to-all kernels (expert or embedding exchange): " + formatDuration(a.medianNs) + " per rank (median, " +
+                    pct0(share(a.medianNs, window)) + " of the iteration), " + pct0(a.criticalShare) + " of the critical path");
+}
+
+// The analysis's first warnings, and what the input says about itself.
+void inputFacts(std::vector<std::string>& f, const AnalysisResult& r, const Trace* trace)
+{
     for (size_t i = 0; i < r.warnings.size() && i < 2; ++i)
         f.push_back("analysis warning: " + r.warnings[i].message);
     if (r.warnings.size() > 2)
         f.push_back(std::to_string(r.warnings.size() - 2) + " more analysis warnings (see the diagnostics)");
-    if (trace) {
-        if (trace->simulated())
-            f.push_back("the trace is SIMULATED: these numbers describe the simulator, not hardware");
-        int64_t problems = 0;
-        for (const Diagnostic& d : trace->diagnostics)
-            if (d.severity != Severity::Info)
-                problems += d.count;
-        if (problems > 0)
-            f.push_back("the import reported " + std::to_string(problems) + " problem records (see the diagnostics)");
+    if (!trace)
+        return;
+    if (trace->simulated())
+        f.push_back("the trace is SIMULATED: these numbers describe the simulator, not hardware");
+    int64_t problems = 0;
+    for (const Diagnostic& d : trace->diagnostics)
+        if (d.severity != Severity::Info)
+            problems += d.count;
+    if (problems > 0)
+        f.push_back("the import reported " + std::to_string(problems) + " problem records (see the diagnostics)");
+}
+
+std::vector<std::string> supportingFacts(const Evidence& e, const Trace* trace)
+{
+    const Iteration& it = e.r.iterations[static_cast<size_t>(e.r.selectedIteration)];
+    std::vector<std::string> f;
+    f.push_back(it.label + ": " + formatDuration(it.end - it.start) + " on " + std::to_string(e.idle.ranks) + " ranks" +
+                (e.pb.totalNs > 0 ? "; critical path in " + std::to_string(e.r.criticalPath.segments.size()) + " segments" : std::string()));
+    f.push_back(basisFact(e.basis));
+    f.push_back(idleFact(e.idle, e.idleFrac));
+    pipelineFacts(f, e);
+    allToAllFact(f, e.r);
+    inputFacts(f, e.r, trace);
+    return f;
+}
+
+} // namespace
+
+Verdict verdict(const AnalysisResult& r, const Trace* trace)
+{
+    const IdleTotals idle = selectedIdle(r);
+    if (r.selectedIteration < 0 || static_cast<size_t>(r.selectedIteration) >= r.iterations.size() || idle.ranks == 0 ||
+        idle.windowNs <= 0)
+        return noVerdict(r);
+    const PathBreakdown pb = pathBreakdown(r);
+    const VerdictBasis basis = detail::verdictBasis(pb, idle);
+    const Evidence e{r, idle, pb, basis, bottleneckStage(r.imbalance), share(idle.idleNs, idle.windowNs)};
+    const detail::VerdictDecision d = detail::decideVerdict(signalsOf(e));
+
+    Verdict v;
+    v.kind = d.kind;
+    std::string chunkFact; // the bottleneck's dominant chunk, the first fact when there is one
+    switch (d.kind) {
+    case VerdictKind::StageImbalance:
+        stageImbalanceHeadline(v, e);
+        chunkFact = dominantChunk(r, e.bottleneck->stage);
+        break;
+    case VerdictKind::PipelineBubbles: bubbleHeadline(v, e); break;
+    case VerdictKind::ComputeBound: computeHeadline(v, e); break;
+    default: limiterHeadline(v, e, d.limiter); break;
     }
+    v.facts = supportingFacts(e, trace);
     if (!chunkFact.empty())
-        f.insert(f.begin(), chunkFact);
+        v.facts.insert(v.facts.begin(), chunkFact);
     return v;
 }
 

@@ -13,9 +13,16 @@
 
 namespace pipescope {
 
+// What limits the job, as the verdict names it (docs/analysis.md, section 9).
+enum class VerdictKind : uint8_t {
+    None, ComputeBound, StageImbalance, PipelineBubbles, CommunicationBound, DpSync, HostBound, CopyBound, Idle,
+};
+// "none", "compute-bound", "stage-imbalance", "pipeline-bubbles", "communication-bound", "dp-sync",
+// "host-bound", "copy-bound", "idle"
+std::string_view toString(VerdictKind k);
+
 struct Verdict {
-    // none | compute-bound | stage-imbalance | pipeline-bubbles | communication-bound | dp-sync | host-bound | copy-bound | idle
-    std::string kind = "none";
+    VerdictKind kind = VerdictKind::None;
     std::string headline;           // one sentence, plain text (trace strings never appear in it; escape it anyway)
     std::vector<std::string> facts; // supporting facts, most telling first
     TimeNs lossNs = 0;              // time per iteration the headline's limiter costs (see docs/analysis.md, section 9)

@@ -187,7 +187,7 @@ std::vector<Difference> configDifferences(const RunConfig& a, const RunConfig& b
     addDifference(d, "dp", std::to_string(a.dp), std::to_string(b.dp));
     addDifference(d, "v", std::to_string(a.v), std::to_string(b.v));
     addDifference(d, "microbatches", std::to_string(a.microbatches), std::to_string(b.microbatches));
-    addDifference(d, "schedule", a.schedule, b.schedule);
+    addDifference(d, "schedule", scheduleName(a.schedule), scheduleName(b.schedule));
     if (a.layers > 0 && b.layers > 0)
         addDifference(d, "layers", std::to_string(a.layers), std::to_string(b.layers));
     if (!a.layersPerStage.empty() && !b.layersPerStage.empty())
@@ -228,15 +228,15 @@ std::optional<PredictionCheck> predictionCheck(const RunInput& a, const RunInput
         whyNot = "run A's pipeline could not be calibrated, so it predicts nothing";
         return std::nullopt;
     }
-    if (!cb.scheduleKind || *cb.scheduleKind == ScheduleKind::Custom) {
-        whyNot = "run B's schedule is not one the what-if engine replays (" + cb.schedule + ")";
+    if (!cb.schedule || *cb.schedule == ScheduleKind::Custom) {
+        whyNot = "run B's schedule is not one the what-if engine replays (" + scheduleName(cb.schedule) + ")";
         return std::nullopt;
     }
     PredictionCheck check;
     const whatif::Scenario base = whatif::measuredScenario(*a.model);
     whatif::Scenario s = base;
     s.label = "B's configuration";
-    s.schedule = *cb.scheduleKind;
+    s.schedule = *cb.schedule;
     s.pp = cb.pp;
     s.v = std::max(1, cb.v);
     s.microbatches = std::max(1, cb.microbatches);
@@ -310,7 +310,7 @@ PredictionCheck savedCheck(const SavedPrediction& saved, const RunConfig& ca, co
     if (!saved.boundaries.empty())
         check.scenario.boundaries = saved.boundaries;
     const std::string savedLayers = intList(saved.boundaries);
-    addDifference(check.changes, "schedule", ca.schedule, std::string(toString(saved.schedule)));
+    addDifference(check.changes, "schedule", scheduleName(ca.schedule), std::string(toString(saved.schedule)));
     addDifference(check.changes, "pp", std::to_string(ca.pp), std::to_string(saved.pp));
     addDifference(check.changes, "v", std::to_string(ca.v), std::to_string(saved.v));
     addDifference(check.changes, "microbatches", std::to_string(ca.microbatches), std::to_string(saved.microbatches));
@@ -331,7 +331,7 @@ PredictionCheck savedCheck(const SavedPrediction& saved, const RunConfig& ca, co
         if (predicted != ran)
             check.notModelled.push_back("B runs " + field + " " + ran + ", the saved scenario " + predicted);
     };
-    unlike("schedule", std::string(toString(saved.schedule)), cb.schedule);
+    unlike("schedule", std::string(toString(saved.schedule)), scheduleName(cb.schedule));
     unlike("pp", std::to_string(saved.pp), std::to_string(cb.pp));
     unlike("v", std::to_string(saved.v), std::to_string(cb.v));
     unlike("microbatches", std::to_string(saved.microbatches), std::to_string(cb.microbatches));
@@ -360,7 +360,6 @@ RunConfig runConfig(const AnalysisResult& r, const whatif::CostModel* model)
     c.v = r.pipeline.chunks;
     c.microbatches = r.pipeline.microbatches;
     c.schedule = r.pipeline.schedule;
-    c.scheduleKind = r.pipeline.scheduleKind;
     if (model) {
         c.layerSource = std::string(whatif::toString(model->layerSource));
         if (model->layerSource != whatif::LayerSource::Stages) {

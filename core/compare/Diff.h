@@ -31,8 +31,7 @@ struct RunConfig {
     bool pipeline = false;
     int ranks = 0;
     int pp = 1, dp = 1, v = 1, microbatches = 0;
-    std::string schedule = "unknown";
-    std::optional<ScheduleKind> scheduleKind;
+    std::optional<ScheduleKind> schedule; // unset when unknown
     int layers = 0;                   // 0: unknown
     std::string layerSource = "none"; // trace | count | model | stages | none (whatif::LayerSource)
     std::vector<int> layersPerStage;  // per virtual stage; empty where unknown

@@ -36,7 +36,7 @@ json config(const RunConfig& c)
             {"dp", c.dp},
             {"v", c.v},
             {"microbatches", c.microbatches},
-            {"schedule", c.schedule},
+            {"schedule", scheduleName(c.schedule)},
             {"layers", c.layers > 0 ? json(c.layers) : json(nullptr)},
             {"layer_source", c.layerSource},
             {"layers_per_stage", c.layersPerStage}};

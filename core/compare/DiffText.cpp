@@ -84,7 +84,7 @@ std::string diffText(const DiffResult& d)
         row("pp / dp / v", pp(d.a), pp(d.b));
         row("microbatches", d.a.pipeline ? std::to_string(d.a.microbatches) : kNone,
             d.b.pipeline ? std::to_string(d.b.microbatches) : kNone);
-        row("schedule", d.a.pipeline ? d.a.schedule : kNone, d.b.pipeline ? d.b.schedule : kNone);
+        row("schedule", d.a.pipeline ? scheduleName(d.a.schedule) : kNone, d.b.pipeline ? scheduleName(d.b.schedule) : kNone);
         auto layers = [](const RunConfig& c) {
             if (c.layersPerStage.empty())
                 return c.layers > 0 ? std::to_string(c.layers) : kNone;

@@ -377,9 +377,18 @@ ImportJobReport importJob(const ImportJobOptions& options)
 
 namespace {
 
-ImportJobReport importJobFromFiles(const ImportJobOptions& options, const SpooledInputs* spooled)
+// Keeps a warning in the report and tells it as it arises.
+void warnNow(const ImportJobOptions& options, ImportJobReport& report, std::string warning)
 {
-    ImportJobReport report;
+    report.warnings.push_back(std::move(warning));
+    if (options.warn)
+        options.warn(report.warnings.back());
+}
+
+// The input files, directories expanded (their warnings told); --rank names
+// the rank of exactly one.
+void listInputs(const ImportJobOptions& options, ImportJobReport& report)
+{
     report.files = expandInputs(options.inputs, report.warnings);
     if (options.warn)
         for (const auto& w : report.warnings)
@@ -387,21 +396,23 @@ ImportJobReport importJobFromFiles(const ImportJobOptions& options, const Spoole
     if (options.rank && report.files.size() != 1)
         throw Error("--rank applies to a single input file, but " + std::to_string(report.files.size()) +
                     " were given; name ranks in the file names (rank-N) instead");
+}
+
+// Each file's format. A file found in a folder that is not a trace at all
+// (notes.json, an empty file) is dropped from report.files with a warning; a
+// file named is an error, and so is a pipescope store.
+std::vector<std::string> detectFormats(const ImportJobOptions& options, const std::set<std::string>& named, ImportJobReport& report)
+{
     std::vector<std::string> formats;
-    std::set<std::string> named(options.inputs.begin(), options.inputs.end());
     std::vector<std::string> kept;
     for (const auto& f : report.files) {
         std::string fmt;
         try {
             fmt = detectFormat(f);
         } catch (const FormatError& e) {
-            // A file found in a folder that is not a trace at all (notes.json,
-            // an empty file) is skipped with a warning; a file named is an error.
             if (named.count(f))
                 throw;
-            report.warnings.push_back(std::string(e.what()) + "; skipped");
-            if (options.warn)
-                options.warn(report.warnings.back());
+            warnNow(options, report, std::string(e.what()) + "; skipped");
             continue;
         }
         if (fmt == "store")
@@ -413,21 +424,32 @@ ImportJobReport importJobFromFiles(const ImportJobOptions& options, const Spoole
     if (report.files.empty())
         throw FormatError("no trace among the files found in " + options.inputs.front() +
                           "; pass Kineto JSON traces or Nsight Systems SQLite exports");
+    return formats;
+}
 
-    // No input may be written over, whatever name the output is given.
+// No input may be written over, whatever name the output is given.
+std::vector<AtomicOutput::InputGuard> guardInputs(const std::vector<std::string>& files)
+{
     std::vector<AtomicOutput::InputGuard> guards;
-    for (const auto& f : report.files)
+    for (const auto& f : files)
         guards.emplace_back(f);
+    return guards;
+}
+
+// Nsight exports whose write-ahead log holds data a read-only reader does not see.
+void warnUnreadLogs(const ImportJobOptions& options, const std::vector<std::string>& formats, ImportJobReport& report)
+{
     for (size_t i = 0; i < report.files.size(); ++i) {
         std::error_code ec;
         if (formats[i] == "nsys" && fs::file_size(report.files[i] + "-wal", ec) > 0 && !ec) {
-            report.warnings.push_back(sql::Database(report.files[i], sql::Database::Mode::ReadOnly).walWarning());
-            if (options.warn)
-                options.warn(report.warnings.back());
+            std::string warning = sql::Database(report.files[i], sql::Database::Mode::ReadOnly).walWarning();
+            warnNow(options, report, std::move(warning));
         }
     }
+}
 
-    StoreWriter writer(options.output);
+ImportOptions importOptions(const ImportJobOptions& options)
+{
     ImportOptions io;
     io.rank = options.rank;
     io.progress = options.progress;
@@ -435,115 +457,157 @@ ImportJobReport importJobFromFiles(const ImportJobOptions& options, const Spoole
     io.work = options.work;
     io.applyTimeBase = options.alignment != Alignment::None;
     io.settleInMemoryRecords = options.settleInMemoryRecords;
-    // Kineto files are parsed on worker threads ahead of this one, which
-    // alone writes the store, file by file in their order.
-    std::vector<bool> kineto;
-    for (const auto& fmt : formats)
-        kineto.push_back(fmt == "kineto");
-    // By default one per core, up to 8: the writer takes the files in order,
-    // so further workers would mostly wait with their queues full.
+    return io;
+}
+
+// Kineto files are parsed on worker threads ahead of this one, which alone
+// writes the store, file by file in their order. How many workers: by
+// default one per core, up to 8 (the writer takes the files in order, so
+// further workers would mostly wait with their queues full); 0 for none (one
+// job, or no Kineto file).
+int parseAheadWorkers(const ImportJobOptions& options, const std::vector<bool>& kinetoFiles)
+{
     const int jobs = options.jobs > 0 ? options.jobs
                                       : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
-    std::optional<kineto::ParseAhead> ahead;
-    if (jobs > 1 && std::find(kineto.begin(), kineto.end(), true) != kineto.end())
-        ahead.emplace(report.files, kineto, io, jobs);
-    // Megatron step timings: the job's pipeline degree is the number of rank
-    // files imported together (each file knows only its own rank).
+    return jobs > 1 && std::find(kinetoFiles.begin(), kinetoFiles.end(), true) != kinetoFiles.end() ? jobs : 0;
+}
+
+// Megatron step timings: the job's pipeline degree is the number of rank
+// files imported together (each file knows only its own rank), which must
+// hold ranks 0 to degree - 1 once each.
+int megatronPipelineDegree(const std::vector<std::string>& files, const std::vector<std::string>& formats)
+{
     int megatronRanks = 0;
+    std::map<int, std::string> seen;
+    for (size_t i = 0; i < files.size(); ++i)
+        if (formats[i] == "megatron-timing") {
+            const int r = megatronTimingRank(files[i]);
+            if (auto [it, fresh] = seen.emplace(r, files[i]); !fresh)
+                throw FormatError(files[i] + " and " + it->second + " both hold pipeline rank " + std::to_string(r) +
+                                  "; import each rank's Megatron timing file once");
+            ++megatronRanks;
+        }
+    if (!seen.empty() && seen.rbegin()->first != megatronRanks - 1)
+        throw FormatError("the Megatron timing files hold pipeline ranks up to " + std::to_string(seen.rbegin()->first) +
+                          " but there are " + std::to_string(megatronRanks) + " of them; import every rank's file together");
+    return megatronRanks;
+}
+
+// Imports the files into the store one by one, in their order.
+class FileImporter {
+public:
+    struct Setup {
+        const ImportJobOptions& options;
+        const std::set<std::string>& named; // the inputs as given
+        const std::vector<std::string>& formats;
+        const ImportOptions& io;
+        int megatronRanks;
+        std::optional<kineto::ParseAhead>& ahead;
+        StoreWriter& writer;
+        const SpooledInputs* spooled;
+    };
+    explicit FileImporter(const Setup& setup) : s_(setup) {}
+
+    std::map<int, std::string> rankOwner; // rank -> the file holding it
+    std::vector<size_t> skipped;          // files that turned out not to be traces
+
+    void importAll(ImportJobReport& report)
     {
-        std::map<int, std::string> seen;
-        for (size_t i = 0; i < report.files.size(); ++i)
-            if (formats[i] == "megatron-timing") {
-                const int r = megatronTimingRank(report.files[i]);
-                if (auto [it, fresh] = seen.emplace(r, report.files[i]); !fresh)
-                    throw FormatError(report.files[i] + " and " + it->second + " both hold pipeline rank " + std::to_string(r) +
-                                      "; import each rank's Megatron timing file once");
-                ++megatronRanks;
-            }
-        if (!seen.empty() && seen.rbegin()->first != megatronRanks - 1)
-            throw FormatError("the Megatron timing files hold pipeline ranks up to " + std::to_string(seen.rbegin()->first) +
-                              " but there are " + std::to_string(megatronRanks) + " of them; import every rank's file together");
-    }
-    std::map<int, std::string> rankOwner;
-    std::vector<size_t> skipped; // files that turned out not to be traces
-    for (size_t i = 0; i < report.files.size(); ++i) {
-        const auto& file = report.files[i];
-        checkpoint(options.work, "importing " + file, static_cast<double>(i) / static_cast<double>(report.files.size()));
-        const StoreWriter::Mark before = writer.mark();
-        ImportedSource src;
-        if (formats[i] == "kineto" && !named.count(file)) {
-            // A JSON file found in a folder that is not a trace at all
-            // (notes.json, a top-level array) is skipped with a warning; a
-            // damaged trace stays an error.
-            writer.beginInput();
-            try {
-                src = ahead ? ahead->import(i, writer) : importKineto(file, writer, io);
-            } catch (const kineto::NotATraceError& e) {
-                writer.discardInput();
-                report.warnings.push_back(std::string(e.what()) + "; skipped");
-                if (options.warn)
-                    options.warn(report.warnings.back());
+        for (size_t i = 0; i < report.files.size(); ++i) {
+            const auto& file = report.files[i];
+            checkpoint(s_.options.work, "importing " + file, static_cast<double>(i) / static_cast<double>(report.files.size()));
+            const StoreWriter::Mark before = s_.writer.mark();
+            std::optional<ImportedSource> src = read(i, file, report);
+            if (!src) {
                 skipped.push_back(i);
                 continue;
+            }
+            claimRanks(file, *src);
+            applyTimeBase(*src, before);
+            if (s_.spooled && s_.spooled->original(file) != file)
+                s_.writer.setSourcePath(src->sourceId, s_.spooled->original(file));
+            report.sources.push_back(*src);
+        }
+    }
+
+private:
+    // File i through its format's importer; nullopt for a JSON file found in
+    // a folder that is not a trace at all (notes.json, a top-level array),
+    // skipped with a warning. A damaged trace stays an error.
+    std::optional<ImportedSource> read(size_t i, const std::string& file, ImportJobReport& report)
+    {
+        const std::string& format = s_.formats[i];
+        if (format == "kineto" && !s_.named.count(file)) {
+            s_.writer.beginInput();
+            ImportedSource src;
+            try {
+                src = s_.ahead ? s_.ahead->import(i, s_.writer) : importKineto(file, s_.writer, s_.io);
+            } catch (const kineto::NotATraceError& e) {
+                s_.writer.discardInput();
+                warnNow(s_.options, report, std::string(e.what()) + "; skipped");
+                return std::nullopt;
             } catch (...) {
-                writer.discardInput();
+                s_.writer.discardInput();
                 throw;
             }
-            writer.keepInput();
-        } else if (formats[i] == "kineto")
-            src = ahead ? ahead->import(i, writer) : importKineto(file, writer, io);
-        else if (formats[i] == "nsys")
-            src = importNsys(file, writer, io);
-        else if (formats[i] == "megatron-timing")
-            src = importMegatronTiming(file, writer, io, megatronRanks);
+            s_.writer.keepInput();
+            return src;
+        }
+        if (format == "kineto")
+            return s_.ahead ? s_.ahead->import(i, s_.writer) : importKineto(file, s_.writer, s_.io);
+        if (format == "nsys")
+            return importNsys(file, s_.writer, s_.io);
+        if (format == "megatron-timing")
+            return importMegatronTiming(file, s_.writer, s_.io, s_.megatronRanks);
 #ifdef PIPESCOPE_HAVE_CAPTURE_IMPORT
-        else if (formats[i] == "capture")
-            src = importCapture(file, writer, io);
+        if (format == "capture")
+            return importCapture(file, s_.writer, s_.io);
 #endif
-        else
-            throw FormatError(file + ": " + formats[i] + " files are not supported by this build");
+        throw FormatError(file + ": " + format + " files are not supported by this build");
+    }
+
+    // Each rank is imported once.
+    void claimRanks(const std::string& file, const ImportedSource& src)
+    {
         for (int r : src.ranks) {
             auto [it, fresh] = rankOwner.emplace(r, file);
             if (!fresh)
                 throw Error(file + ": holds rank " + std::to_string(r) + ", which " + it->second +
                             " also holds; import each rank once (name files rank-N, or import them separately)");
         }
-        // Time-base alignment: what the importer did not add as it stored the
-        // times is added now, while the file's rows are the last ones written
-        // (a pass over them, not one over every table per rank).
-        if (options.alignment != Alignment::None && src.timeBase != src.timeBaseApplied) {
-            auto shift = [&](TimeNs offset) {
-                std::map<int, TimeNs> offsets;
-                for (int r : src.ranks)
-                    offsets[r] = offset;
-                writer.shiftRanks(offsets, before);
-            };
-            TimeNs rest = 0;
-            if (!__builtin_sub_overflow(src.timeBase, src.timeBaseApplied, &rest)) {
-                shift(rest);
-            } else {
-                shift(-src.timeBaseApplied);
-                shift(src.timeBase);
-            }
-        }
-        if (spooled && spooled->original(file) != file)
-            writer.setSourcePath(src.sourceId, spooled->original(file));
-        report.sources.push_back(src);
     }
-    ahead.reset();
-    for (auto it = skipped.rbegin(); it != skipped.rend(); ++it)
-        report.files.erase(report.files.begin() + static_cast<std::ptrdiff_t>(*it));
-    if (report.sources.empty())
-        throw FormatError("no trace among the files found in " + options.inputs.front() +
-                          "; pass Kineto JSON traces or Nsight Systems SQLite exports");
-    refuseMixedJobs(report);
 
-    // Clock alignment. Time-base alignment puts every source on the epoch
-    // clock; collective alignment then corrects each rank by matched
-    // collectives (hosts' clocks disagree by more than kernels last).
-    std::vector<int> ranks;
-    for (const auto& [r, f] : rankOwner)
-        ranks.push_back(r);
+    // Time-base alignment: what the importer did not add as it stored the
+    // times is added now, while the file's rows are the last ones written
+    // (a pass over them, not one over every table per rank).
+    void applyTimeBase(const ImportedSource& src, const StoreWriter::Mark& before)
+    {
+        if (s_.options.alignment == Alignment::None || src.timeBase == src.timeBaseApplied)
+            return;
+        auto shift = [&](TimeNs offset) {
+            std::map<int, TimeNs> offsets;
+            for (int r : src.ranks)
+                offsets[r] = offset;
+            s_.writer.shiftRanks(offsets, before);
+        };
+        TimeNs rest = 0;
+        if (!__builtin_sub_overflow(src.timeBase, src.timeBaseApplied, &rest)) {
+            shift(rest);
+        } else {
+            shift(-src.timeBaseApplied);
+            shift(src.timeBase);
+        }
+    }
+
+    Setup s_;
+};
+
+// Clock alignment. Time-base alignment puts every source on the epoch
+// clock; collective alignment then corrects each rank by matched
+// collectives (hosts' clocks disagree by more than kernels last). Records
+// each rank's offset and the alignment used in the report.
+void alignClocks(const ImportJobOptions& options, StoreWriter& writer, const std::vector<int>& ranks, ImportJobReport& report)
+{
     std::map<int, TimeNs> offsets;
     report.alignmentUsed = Alignment::None;
     if (options.alignment != Alignment::None) {
@@ -574,10 +638,50 @@ ImportJobReport importJobFromFiles(const ImportJobOptions& options, const Spoole
     }
     for (int r : ranks)
         report.offsets.emplace_back(r, offsets.count(r) ? offsets[r] : 0);
+}
+
+void finishStore(const ImportJobOptions& options, StoreWriter& writer)
+{
     checkpoint(options.work, "finishing the store", -1);
     if (options.work && options.work->onProgress)
         writer.setProgress([work = options.work](std::string_view step) { work->onProgress(step, -1); });
     writer.finish();
+}
+
+ImportJobReport importJobFromFiles(const ImportJobOptions& options, const SpooledInputs* spooled)
+{
+    ImportJobReport report;
+    listInputs(options, report);
+    const std::set<std::string> named(options.inputs.begin(), options.inputs.end());
+    const std::vector<std::string> formats = detectFormats(options, named, report);
+    const std::vector<AtomicOutput::InputGuard> guards = guardInputs(report.files);
+    warnUnreadLogs(options, formats, report);
+
+    StoreWriter writer(options.output);
+    const ImportOptions io = importOptions(options);
+    std::vector<bool> kinetoFiles;
+    for (const auto& fmt : formats)
+        kinetoFiles.push_back(fmt == "kineto");
+    std::optional<kineto::ParseAhead> ahead;
+    if (const int workers = parseAheadWorkers(options, kinetoFiles); workers > 0)
+        ahead.emplace(report.files, kinetoFiles, io, workers);
+    const int megatronRanks = megatronPipelineDegree(report.files, formats);
+
+    FileImporter files({options, named, formats, io, megatronRanks, ahead, writer, spooled});
+    files.importAll(report);
+    ahead.reset();
+    for (auto it = files.skipped.rbegin(); it != files.skipped.rend(); ++it)
+        report.files.erase(report.files.begin() + static_cast<std::ptrdiff_t>(*it));
+    if (report.sources.empty())
+        throw FormatError("no trace among the files found in " + options.inputs.front() +
+                          "; pass Kineto JSON traces or Nsight Systems SQLite exports");
+    refuseMixedJobs(report);
+
+    std::vector<int> ranks;
+    for (const auto& [r, f] : files.rankOwner)
+        ranks.push_back(r);
+    alignClocks(options, writer, ranks, report);
+    finishStore(options, writer);
     if (spooled) {
         for (auto& f : report.files)
             f = spooled->original(f);

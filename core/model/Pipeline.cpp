@@ -33,6 +33,11 @@ std::optional<BubbleCause> bubbleCauseFromString(std::string_view name)
     return std::nullopt;
 }
 
+std::string scheduleName(const std::optional<ScheduleKind>& schedule)
+{
+    return schedule ? std::string(toString(*schedule)) : std::string("unknown");
+}
+
 std::string_view toString(ScheduleKind kind)
 {
     switch (kind) {

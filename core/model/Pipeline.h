@@ -72,6 +72,8 @@ enum class ScheduleKind : uint8_t {
 
 // Canonical names: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipev, custom.
 std::string_view toString(ScheduleKind kind);
+// The canonical name, or "unknown" when unset.
+std::string scheduleName(const std::optional<ScheduleKind>& schedule);
 // Accepts canonical names and common spellings (interleaved, zbh1, ZBVZeroBubble, ...); nullopt if unknown.
 std::optional<ScheduleKind> scheduleKindFromString(std::string_view name);
 // All built-in kinds, for searches, help texts and the app's schedule menu.
@@ -133,7 +135,7 @@ struct MeasuredPipeline {
     int dataParallel = 1;
     int chunks = 1;           // v
     int microbatches = 0;     // m
-    std::string schedule;     // gpipe | 1f1b | interleaved-1f1b | zb-h1 | ... | unknown
+    std::optional<ScheduleKind> schedule; // unset: no known schedule explains the steps
     double scheduleConfidence = 0.0;
     std::vector<int> stageOfRank;        // indexed by rank; -1 when unmapped
     std::vector<PipelineStep> steps;     // one iteration

@@ -357,6 +357,22 @@ int virtualStage(ScheduleKind kind, int pp, int rank, int chunk)
     return chunk * pp + rank;
 }
 
+std::vector<int> warmupForwards(const Schedule& s)
+{
+    std::vector<int> warmup;
+    warmup.reserve(s.ranks.size());
+    for (const auto& actions : s.ranks) {
+        int n = 0;
+        for (const Action& a : actions) {
+            if (a.kind == StepKind::B || a.kind == StepKind::I)
+                break;
+            n += a.kind == StepKind::F;
+        }
+        warmup.push_back(n);
+    }
+    return warmup;
+}
+
 Schedule makeSchedule(ScheduleKind kind, int pp, int v, int m)
 {
     const std::string name(toString(kind));

@@ -43,6 +43,11 @@ Schedule makeSchedule(ScheduleKind kind, int pp, int v, int microbatches);
 // The virtual stage of (pipeline stage/rank, chunk) under a kind's placement.
 int virtualStage(ScheduleKind kind, int pp, int rank, int chunk);
 
+// Per rank, the forwards it runs before its first backward (B or I) in the
+// schedule's order: its warm-up. A rank without a backward counts every
+// forward.
+std::vector<int> warmupForwards(const Schedule& schedule);
+
 // Parses torch.distributed.pipelining's compute-only schedule CSV: one row per
 // rank, cells like "0F0", "1I3", "1W3", "2B0", empty cells for idle steps;
 // "(0F4;1B2)OVERLAP_F_B" cells run their sub-steps in order; communication

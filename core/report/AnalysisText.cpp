@@ -53,62 +53,72 @@ TextTable table(std::vector<std::string> header)
     return TextTable(std::move(header));
 }
 
-} // namespace
-
-void printAnalysisText(std::ostream& os, const std::string& file, const AnalysisResult& r, const whatif::Levers& levers)
+// What limits the job first; the tables below are the evidence.
+void printVerdict(std::ostream& os, const AnalysisResult& r)
 {
-    os << "pipescope analyze " << file << "\n\n";
-    {
-        // What limits the job first; the tables below are the evidence.
-        const Verdict v = verdict(r);
-        os << "verdict: " << v.headline << "\n";
-        for (const auto& f : v.facts)
-            os << "  " << f << "\n";
-        os << "\n";
-    }
-    if (!levers.bubbles.empty() || !levers.levers.empty()) {
-        // The same list as the report's and the app's Summary, best first.
-        os << "what would help most (predicted by the what-if engine, against the measured "
-           << formatDuration(levers.measuredNs) << "):\n";
-        if (!levers.bubbles.empty())
-            os << "  " << levers.bubbles << "\n";
-        for (const whatif::Lever& l : levers.levers)
-            os << "  " << whatif::leverText(l) << "\n";
-        if (levers.levers.empty())
-            os << "  none of rebalancing, more microbatches, interleaving, a zero-bubble schedule or fixing a straggler "
-                  "is predicted to gain more than 0.5%\n";
-        os << "\n";
-    }
+    const Verdict v = verdict(r);
+    os << "verdict: " << v.headline << "\n";
+    for (const auto& f : v.facts)
+        os << "  " << f << "\n";
+    os << "\n";
+}
+
+// The same list as the report's and the app's Summary, best first.
+void printLevers(std::ostream& os, const whatif::Levers& levers)
+{
+    if (levers.bubbles.empty() && levers.levers.empty())
+        return;
+    os << "what would help most (predicted by the what-if engine, against the measured "
+       << formatDuration(levers.measuredNs) << "):\n";
+    if (!levers.bubbles.empty())
+        os << "  " << levers.bubbles << "\n";
+    for (const whatif::Lever& l : levers.levers)
+        os << "  " << whatif::leverText(l) << "\n";
+    if (levers.levers.empty())
+        os << "  none of rebalancing, more microbatches, interleaving, a zero-bubble schedule or fixing a straggler "
+              "is predicted to gain more than 0.5%\n";
+    os << "\n";
+}
+
+void printOverview(std::ostream& os, const AnalysisResult& r)
+{
     os << "ranks: " << r.ranks.size();
     if (r.worldSize)
         os << " of " << *r.worldSize;
     os << "    iterations: " << r.iterations.size();
     if (!r.iterations.empty())
-        os << " (from " << r.iterations.front().source << ")";
+        os << " (from " << toString(r.iterations.front().source) << ")";
     os << "\n";
     if (r.selectedIteration >= 0) {
         const auto& it = r.iterations[static_cast<size_t>(r.selectedIteration)];
         os << "selected iteration: " << it.index << " (" << it.label << "), " << fmtTime(it.end - it.start) << "\n";
     }
+}
 
+void printPipeline(std::ostream& os, const AnalysisResult& r)
+{
     const auto& p = r.pipeline;
     os << "\nPipeline\n";
     if (!p.found) {
         os << "  no pipeline found: " << p.reason << "\n  (generic idle analysis below; give --pp N or --stage-map if the job is pipeline-parallel)\n";
-    } else {
-        char conf[16];
-        std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100);
-        os << "  stages " << p.pp << ", data-parallel replicas " << p.dp << ", chunks " << p.chunks << ", microbatches "
-           << p.microbatches << "    (stages from " << p.stageSource << ", " << describeStepSource(p.labelsFrom) << ")\n";
-        os << "  schedule: " << p.schedule << " (confidence " << conf << "): " << p.scheduleEvidence << "\n";
-        if (r.imbalance.idealBubbleFraction > 0)
-            os << "  ideal bubble fraction (p-1)/(v*m+p-1): " << fmtPct(r.imbalance.idealBubbleFraction) << "\n";
-        os << "  stage map:";
-        for (const auto& a : p.stageMap)
-            os << " " << a.rank << ":" << (a.stage >= 0 ? std::to_string(a.stage) : "-");
-        os << "\n";
+        return;
     }
+    char conf[16];
+    std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100);
+    os << "  stages " << p.pp << ", data-parallel replicas " << p.dp << ", chunks " << p.chunks << ", microbatches "
+       << p.microbatches << "    (stages from " << toString(p.stageSource) << ", " << describeStepSource(p.labelsFrom) << ")\n";
+    os << "  schedule: " << scheduleName(p.schedule) << " (confidence " << conf << "): " << p.scheduleEvidence << "\n";
+    if (r.imbalance.idealBubbleFraction > 0)
+        os << "  ideal bubble fraction (p-1)/(v*m+p-1): " << fmtPct(r.imbalance.idealBubbleFraction) << "\n";
+    os << "  stage map:";
+    for (const auto& a : p.stageMap)
+        os << " " << a.rank << ":" << (a.stage >= 0 ? std::to_string(a.stage) : "-");
+    os << "\n";
+}
 
+// One row per rank of the selected iteration, then their sum.
+void printIdle(std::ostream& os, const AnalysisResult& r)
+{
     os << "\nIdle time per rank (selected iteration)\n";
     std::vector<std::string> head{"rank", "stage", "iteration", "busy", "idle", "idle %"};
     for (int c = 0; c < kBubbleCauses; ++c)
@@ -136,7 +146,31 @@ void printAnalysisText(std::ostream& os, const std::string& file, const Analysis
         total.push_back(fmtTime(v));
     idle.add(total);
     os << idle.render();
+}
 
+// The histogram's non-empty buckets: "<0.1 ms: 2, 0.8-1.6 ms: 1, ...".
+std::string fillableBuckets(const FillableBubbles& f)
+{
+    std::string buckets;
+    for (int k = 0; k < kFillableBuckets; ++k) {
+        const int64_t n = f.histogram[static_cast<size_t>(k)];
+        if (n == 0)
+            continue;
+        const double lo = static_cast<double>(fillableBucketStartNs(k)) / 1e6;
+        char label[64];
+        if (k == 0)
+            std::snprintf(label, sizeof label, "<%g ms", static_cast<double>(kFillableBucketBaseNs) / 1e6);
+        else if (k == kFillableBuckets - 1)
+            std::snprintf(label, sizeof label, ">=%g ms", lo);
+        else
+            std::snprintf(label, sizeof label, "%g-%g ms", lo, 2 * lo);
+        buckets += (buckets.empty() ? "" : ", ") + std::string(label) + ": " + std::to_string(n);
+    }
+    return buckets;
+}
+
+void printFillable(std::ostream& os, const AnalysisResult& r)
+{
     bool fillHeader = false;
     for (const auto& f : r.fillableBubbles) {
         if (f.iteration != r.selectedIteration)
@@ -147,147 +181,182 @@ void printAnalysisText(std::ostream& os, const std::string& file, const Analysis
         }
         os << "  stage " << f.stage << " (rank " << f.rank << "): " << fmtTime(f.totalNs) << " in " << f.count
            << (f.count == 1 ? " bubble" : " bubbles") << ", longest " << fmtTime(f.longestNs);
-        std::string buckets;
-        for (int k = 0; k < kFillableBuckets; ++k) {
-            const int64_t n = f.histogram[static_cast<size_t>(k)];
-            if (n == 0)
-                continue;
-            const double lo = static_cast<double>(fillableBucketStartNs(k)) / 1e6;
-            char label[64];
-            if (k == 0)
-                std::snprintf(label, sizeof label, "<%g ms", static_cast<double>(kFillableBucketBaseNs) / 1e6);
-            else if (k == kFillableBuckets - 1)
-                std::snprintf(label, sizeof label, ">=%g ms", lo);
-            else
-                std::snprintf(label, sizeof label, "%g-%g ms", lo, 2 * lo);
-            buckets += (buckets.empty() ? "" : ", ") + std::string(label) + ": " + std::to_string(n);
-        }
+        const std::string buckets = fillableBuckets(f);
         if (!buckets.empty())
             os << "; " << buckets;
         os << "\n";
     }
+}
 
-    if (const AllToAll& a2a = r.allToAll; !a2a.ranks.empty()) {
-        int64_t count = 0;
-        for (const auto& x : a2a.ranks)
-            count += x.count;
-        os << "\nAll-to-all (expert parallel; selected iteration): " << count << " kernels on " << a2a.ranks.size()
-           << (a2a.ranks.size() == 1 ? " rank" : " ranks") << ", per rank " << fmtTime(a2a.minNs) << " min, "
-           << fmtTime(a2a.medianNs) << " median, " << fmtTime(a2a.maxNs) << " max; " << fmtPct(a2a.criticalShare)
-           << " of the critical path\n";
-        for (const auto& s : a2a.stages)
-            os << "  " << (s.stage >= 0 ? "stage " + std::to_string(s.stage) : std::string("outside the pipeline")) << ": "
-               << fmtTime(s.meanKernelNs) << " per rank (" << fmtPct(s.share) << " of its time)\n";
-    }
+void printAllToAll(std::ostream& os, const AnalysisResult& r)
+{
+    const AllToAll& a2a = r.allToAll;
+    if (a2a.ranks.empty())
+        return;
+    int64_t count = 0;
+    for (const auto& x : a2a.ranks)
+        count += x.count;
+    os << "\nAll-to-all (expert parallel; selected iteration): " << count << " kernels on " << a2a.ranks.size()
+       << (a2a.ranks.size() == 1 ? " rank" : " ranks") << ", per rank " << fmtTime(a2a.minNs) << " min, "
+       << fmtTime(a2a.medianNs) << " median, " << fmtTime(a2a.maxNs) << " max; " << fmtPct(a2a.criticalShare)
+       << " of the critical path\n";
+    for (const auto& s : a2a.stages)
+        os << "  " << (s.stage >= 0 ? "stage " + std::to_string(s.stage) : std::string("outside the pipeline")) << ": "
+           << fmtTime(s.meanKernelNs) << " per rank (" << fmtPct(s.share) << " of its time)\n";
+}
 
-    if (const MicrobatchSpread& mbs = r.microbatchSpread; mbs.microbatches >= 2 && !mbs.size.empty()) {
-        char line[200];
-        const auto [lo, hi] = std::minmax_element(mbs.size.begin(), mbs.size.end());
-        std::snprintf(line, sizeof line, "%.2fx to %.2fx of the mean (CV %.2f)", *lo, *hi, mbs.cv);
-        os << "\nMicrobatches (selected iteration): " << mbs.microbatches << ", sizes " << line << ": "
-           << (mbs.uneven ? "uneven" : "even") << "; longest " << mbs.longest << ", shortest " << mbs.shortest << "\n";
-        if (mbs.uneven) {
-            TextTable t = table({"stage", "F min", "F p50", "F p95", "F max", "B min", "B p50", "B p95", "B max"});
-            for (const MicrobatchStage& st : mbs.stages)
-                t.add({std::to_string(st.stage), fmtTime(st.forward.minNs), fmtTime(st.forward.p50Ns),
-                       fmtTime(st.forward.p95Ns), fmtTime(st.forward.maxNs), fmtTime(st.backward.minNs),
-                       fmtTime(st.backward.p50Ns), fmtTime(st.backward.p95Ns), fmtTime(st.backward.maxNs)});
-            os << t.render();
-        }
-    }
-
-    if (!r.memory.empty()) {
-        const bool absolute = std::all_of(r.memory.begin(), r.memory.end(), [](const MeasuredMemory& m) { return m.absolute; });
-        os << "\nMeasured memory (selected iteration; allocator events"
-           << (absolute ? "" : "; +: relative to the rank's memory as the iteration began, the trace has no totals") << ")\n";
-        TextTable t = table({"rank", "stage", "peak", "start", "end", "reserved", "events"});
-        size_t shown = 0;
-        for (const MeasuredMemory& m : r.memory) {
-            if (++shown > 64)
-                break;
-            auto b = [&](int64_t v) { return (m.absolute ? "" : "+") + formatBytes(v); };
-            t.add({std::to_string(m.rank), m.stage >= 0 ? std::to_string(m.stage) : std::string("-"), b(m.peakBytes),
-                   b(m.startBytes), b(m.endBytes), m.peakReservedBytes ? formatBytes(*m.peakReservedBytes) : std::string("-"),
-                   std::to_string(m.events)});
-        }
+void printMicrobatches(std::ostream& os, const AnalysisResult& r)
+{
+    const MicrobatchSpread& mbs = r.microbatchSpread;
+    if (mbs.microbatches < 2 || mbs.size.empty())
+        return;
+    char line[200];
+    const auto [lo, hi] = std::minmax_element(mbs.size.begin(), mbs.size.end());
+    std::snprintf(line, sizeof line, "%.2fx to %.2fx of the mean (CV %.2f)", *lo, *hi, mbs.cv);
+    os << "\nMicrobatches (selected iteration): " << mbs.microbatches << ", sizes " << line << ": "
+       << (mbs.uneven ? "uneven" : "even") << "; longest " << mbs.longest << ", shortest " << mbs.shortest << "\n";
+    if (mbs.uneven) {
+        TextTable t = table({"stage", "F min", "F p50", "F p95", "F max", "B min", "B p50", "B p95", "B max"});
+        for (const MicrobatchStage& st : mbs.stages)
+            t.add({std::to_string(st.stage), fmtTime(st.forward.minNs), fmtTime(st.forward.p50Ns),
+                   fmtTime(st.forward.p95Ns), fmtTime(st.forward.maxNs), fmtTime(st.backward.minNs),
+                   fmtTime(st.backward.p50Ns), fmtTime(st.backward.p95Ns), fmtTime(st.backward.maxNs)});
         os << t.render();
-        if (r.memory.size() > 64)
-            os << "  ... " << r.memory.size() - 64 << " more ranks (--json lists all)\n";
     }
+}
 
+void printMemory(std::ostream& os, const AnalysisResult& r)
+{
+    if (r.memory.empty())
+        return;
+    const bool absolute = std::all_of(r.memory.begin(), r.memory.end(), [](const MeasuredMemory& m) { return m.absolute; });
+    os << "\nMeasured memory (selected iteration; allocator events"
+       << (absolute ? "" : "; +: relative to the rank's memory as the iteration began, the trace has no totals") << ")\n";
+    TextTable t = table({"rank", "stage", "peak", "start", "end", "reserved", "events"});
+    size_t shown = 0;
+    for (const MeasuredMemory& m : r.memory) {
+        if (++shown > 64)
+            break;
+        auto b = [&](int64_t v) { return (m.absolute ? "" : "+") + formatBytes(v); };
+        t.add({std::to_string(m.rank), m.stage >= 0 ? std::to_string(m.stage) : std::string("-"), b(m.peakBytes),
+               b(m.startBytes), b(m.endBytes), m.peakReservedBytes ? formatBytes(*m.peakReservedBytes) : std::string("-"),
+               std::to_string(m.events)});
+    }
+    os << t.render();
+    if (r.memory.size() > 64)
+        os << "  ... " << r.memory.size() - 64 << " more ranks (--json lists all)\n";
+}
+
+void printImbalance(std::ostream& os, const AnalysisResult& r)
+{
     const auto& im = r.imbalance;
-    if (p.found && !im.stages.empty()) {
-        os << "\nImbalance per stage (compute per microbatch)\n";
-        TextTable t = table({"stage", "ranks", "busy", "F mean", "F p50", "F p95", "B mean", "B p50", "B p95"});
-        for (const auto& s : im.stages) {
-            std::string ranks;
-            for (int x : s.ranks)
-                ranks += (ranks.empty() ? "" : ",") + std::to_string(x);
-            auto d = [](const Distribution& x, double v) { return x.count ? fmtTime(static_cast<TimeNs>(v)) : std::string("-"); };
-            t.add({std::to_string(s.stage), ranks, fmtTime(s.busyNs), d(s.forwardNs, s.forwardNs.mean), d(s.forwardNs, s.forwardNs.p50),
-                   d(s.forwardNs, s.forwardNs.p95), d(s.backwardNs, s.backwardNs.mean), d(s.backwardNs, s.backwardNs.p50),
-                   d(s.backwardNs, s.backwardNs.p95)});
-        }
-        os << t.render();
-        char mm[32];
-        std::snprintf(mm, sizeof mm, "%.3f", im.maxOverMean);
-        os << "  busiest/mean stage: " << mm << "    bottleneck stage: " << im.bottleneckStage
-           << "\n  iteration " << fmtTime(im.iterationNs) << ", balanced-partition lower bound " << fmtTime(im.balancedLowerBoundNs)
-           << "\n";
-        for (const auto& s : im.stragglers)
-            os << "  straggler: rank " << s.rank << " (stage " << s.stage << ") computes " << fmtTime(s.computeNs) << ", "
-               << fmtPct(s.relative - 1.0) << " over its peers' median " << fmtTime(s.peerMedianNs) << ", costing up to "
-               << fmtTime(s.costNs) << " per iteration\n";
+    if (!r.pipeline.found || im.stages.empty())
+        return;
+    os << "\nImbalance per stage (compute per microbatch)\n";
+    TextTable t = table({"stage", "ranks", "busy", "F mean", "F p50", "F p95", "B mean", "B p50", "B p95"});
+    for (const auto& s : im.stages) {
+        std::string ranks;
+        for (int x : s.ranks)
+            ranks += (ranks.empty() ? "" : ",") + std::to_string(x);
+        auto d = [](const Distribution& x, double v) { return x.count ? fmtTime(static_cast<TimeNs>(v)) : std::string("-"); };
+        t.add({std::to_string(s.stage), ranks, fmtTime(s.busyNs), d(s.forwardNs, s.forwardNs.mean), d(s.forwardNs, s.forwardNs.p50),
+               d(s.forwardNs, s.forwardNs.p95), d(s.backwardNs, s.backwardNs.mean), d(s.backwardNs, s.backwardNs.p50),
+               d(s.backwardNs, s.backwardNs.p95)});
     }
-    if (!im.overlap.empty()) {
-        os << "\nCompute/communication overlap (selected iteration)\n";
-        TextTable t = table({"rank", "communication", "overlapped", "share"});
-        for (const auto& o : im.overlap)
-            t.add({std::to_string(o.rank), fmtTime(o.commNs), fmtTime(o.overlappedNs),
-                   o.commNs ? fmtPct(static_cast<double>(o.overlappedNs) / static_cast<double>(o.commNs)) : "-"});
-        os << t.render();
-    }
+    os << t.render();
+    char mm[32];
+    std::snprintf(mm, sizeof mm, "%.3f", im.maxOverMean);
+    os << "  busiest/mean stage: " << mm << "    bottleneck stage: " << im.bottleneckStage
+       << "\n  iteration " << fmtTime(im.iterationNs) << ", balanced-partition lower bound " << fmtTime(im.balancedLowerBoundNs)
+       << "\n";
+    for (const auto& s : im.stragglers)
+        os << "  straggler: rank " << s.rank << " (stage " << s.stage << ") computes " << fmtTime(s.computeNs) << ", "
+           << fmtPct(s.relative - 1.0) << " over its peers' median " << fmtTime(s.peerMedianNs) << ", costing up to "
+           << fmtTime(s.costNs) << " per iteration\n";
+}
 
+void printOverlap(std::ostream& os, const AnalysisResult& r)
+{
+    const auto& im = r.imbalance;
+    if (im.overlap.empty())
+        return;
+    os << "\nCompute/communication overlap (selected iteration)\n";
+    TextTable t = table({"rank", "communication", "overlapped", "share"});
+    for (const auto& o : im.overlap)
+        t.add({std::to_string(o.rank), fmtTime(o.commNs), fmtTime(o.overlappedNs),
+               o.commNs ? fmtPct(static_cast<double>(o.overlappedNs) / static_cast<double>(o.commNs)) : "-"});
+    os << t.render();
+}
+
+void printCriticalPath(std::ostream& os, const AnalysisResult& r)
+{
     const auto& cp = r.criticalPath;
-    if (!cp.segments.empty()) {
-        TimeNs len = cp.end - cp.start;
-        os << "\nCritical path (" << fmtTime(len) << ", " << cp.segments.size() << " segments)\n";
-        TextTable t = table({"stage", "time", "share"});
-        for (const auto& [stage, ns] : cp.byStage)
-            t.add({stage >= 0 ? std::to_string(stage) : "-", fmtTime(ns), fmtPct(len ? static_cast<double>(ns) / static_cast<double>(len) : 0)});
-        os << t.render();
-        TextTable k = table({"kind", "time", "share"});
-        for (const auto& [kind, ns] : cp.byKind)
-            k.add({kind, fmtTime(ns), fmtPct(len ? static_cast<double>(ns) / static_cast<double>(len) : 0)});
-        os << k.render();
-    }
+    if (cp.segments.empty())
+        return;
+    TimeNs len = cp.end - cp.start;
+    os << "\nCritical path (" << fmtTime(len) << ", " << cp.segments.size() << " segments)\n";
+    TextTable t = table({"stage", "time", "share"});
+    for (const auto& [stage, ns] : cp.byStage)
+        t.add({stage >= 0 ? std::to_string(stage) : "-", fmtTime(ns), fmtPct(len ? static_cast<double>(ns) / static_cast<double>(len) : 0)});
+    os << t.render();
+    TextTable k = table({"kind", "time", "share"});
+    for (const auto& [kind, ns] : cp.byKind)
+        k.add({kind, fmtTime(ns), fmtPct(len ? static_cast<double>(ns) / static_cast<double>(len) : 0)});
+    os << k.render();
+}
 
+void printHta(std::ostream& os, const AnalysisResult& r)
+{
     const auto& h = r.hta;
-    if (!h.temporal.empty()) {
-        bool us = h.htaCompatible;
-        os << "\nHTA temporal breakdown (" << (us ? "HTA-compatible, us" : "exact, us") << ")\n";
-        TextTable t = table({"rank", "kernel_time", "idle", "idle %", "compute", "compute %", "non_compute", "non-compute %", "comm/comp overlap"});
-        for (const auto& x : h.temporal) {
-            auto pct = [&](TimeNs v) { return fmtPct(x.kernelTimeNs ? static_cast<double>(v) / static_cast<double>(x.kernelTimeNs) : 0); };
-            char ov[32] = "-";
-            if (x.commCompOverlapPct)
-                std::snprintf(ov, sizeof ov, "%.2f%%", *x.commCompOverlapPct);
-            t.add({std::to_string(x.rank), fmtUs(x.kernelTimeNs), fmtUs(x.idleTimeNs), pct(x.idleTimeNs), fmtUs(x.computeTimeNs),
-                   pct(x.computeTimeNs), fmtUs(x.nonComputeTimeNs), pct(x.nonComputeTimeNs), ov});
-        }
-        os << t.render();
-        os << "\nHTA idle time per stream (us)\n";
-        TextTable s = table({"rank", "stream", "host wait", "kernel wait", "other"});
-        for (const auto& x : h.idle)
-            s.add({std::to_string(x.rank), std::to_string(x.stream), fmtUs(x.hostWaitNs), fmtUs(x.kernelWaitNs), fmtUs(x.otherNs)});
-        os << s.render();
+    if (h.temporal.empty())
+        return;
+    bool us = h.htaCompatible;
+    os << "\nHTA temporal breakdown (" << (us ? "HTA-compatible, us" : "exact, us") << ")\n";
+    TextTable t = table({"rank", "kernel_time", "idle", "idle %", "compute", "compute %", "non_compute", "non-compute %", "comm/comp overlap"});
+    for (const auto& x : h.temporal) {
+        auto pct = [&](TimeNs v) { return fmtPct(x.kernelTimeNs ? static_cast<double>(v) / static_cast<double>(x.kernelTimeNs) : 0); };
+        char ov[32] = "-";
+        if (x.commCompOverlapPct)
+            std::snprintf(ov, sizeof ov, "%.2f%%", *x.commCompOverlapPct);
+        t.add({std::to_string(x.rank), fmtUs(x.kernelTimeNs), fmtUs(x.idleTimeNs), pct(x.idleTimeNs), fmtUs(x.computeTimeNs),
+               pct(x.computeTimeNs), fmtUs(x.nonComputeTimeNs), pct(x.nonComputeTimeNs), ov});
     }
+    os << t.render();
+    os << "\nHTA idle time per stream (us)\n";
+    TextTable s = table({"rank", "stream", "host wait", "kernel wait", "other"});
+    for (const auto& x : h.idle)
+        s.add({std::to_string(x.rank), std::to_string(x.stream), fmtUs(x.hostWaitNs), fmtUs(x.kernelWaitNs), fmtUs(x.otherNs)});
+    os << s.render();
+}
 
-    if (!r.warnings.empty()) {
-        os << "\nWarnings\n";
-        for (const auto& w : r.warnings)
-            os << "  " << w.message << "\n";
-    }
+void printWarnings(std::ostream& os, const AnalysisResult& r)
+{
+    if (r.warnings.empty())
+        return;
+    os << "\nWarnings\n";
+    for (const auto& w : r.warnings)
+        os << "  " << w.message << "\n";
+}
+
+} // namespace
+
+void printAnalysisText(std::ostream& os, const std::string& file, const AnalysisResult& r, const whatif::Levers& levers)
+{
+    os << "pipescope analyze " << file << "\n\n";
+    printVerdict(os, r);
+    printLevers(os, levers);
+    printOverview(os, r);
+    printPipeline(os, r);
+    printIdle(os, r);
+    printFillable(os, r);
+    printAllToAll(os, r);
+    printMicrobatches(os, r);
+    printMemory(os, r);
+    printImbalance(os, r);
+    printOverlap(os, r);
+    printCriticalPath(os, r);
+    printHta(os, r);
+    printWarnings(os, r);
 }
 
 

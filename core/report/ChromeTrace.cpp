@@ -1,11 +1,13 @@
 #include "report/ChromeTrace.h"
+#include "report/detail/ChromeTraceSteps.h"
 
 #include "analysis/Analysis.h"
-#include "util/Error.h"
+#include "analysis/MeasuredPipeline.h"
 #include "util/JsonText.h"
+#include "util/TraceEventWriter.h"
 
 #include <algorithm>
-#include <charconv>
+#include <optional>
 #include <cstdio>
 #include <limits>
 #include <set>
@@ -17,27 +19,7 @@ namespace pipescope::report {
 namespace {
 
 using nlohmann::json;
-
-// CPU lanes group a thread's ranges by what they are.
-enum class CpuGroup : uint8_t { Annotations = 0, GpuAnnotations = 1, CpuOps = 2, Runtime = 3, Other = 4 };
-
-CpuGroup groupOf(CpuRangeKind k)
-{
-    switch (k) {
-    case CpuRangeKind::Annotation:
-    case CpuRangeKind::Nvtx:
-        return CpuGroup::Annotations;
-    case CpuRangeKind::GpuAnnotation:
-        return CpuGroup::GpuAnnotations;
-    case CpuRangeKind::CpuOp:
-        return CpuGroup::CpuOps;
-    case CpuRangeKind::Runtime:
-    case CpuRangeKind::Driver:
-        return CpuGroup::Runtime;
-    default:
-        return CpuGroup::Other;
-    }
-}
+using namespace detail;
 
 const char* groupName(CpuGroup g)
 {
@@ -75,156 +57,32 @@ const char* gpuCategory(ActivityKind k)
     }
 }
 
-// Buffered appends to the output stream.
-class Writer {
-public:
-    explicit Writer(std::ostream& os) : os_(os) { buf_.reserve(kChunk + 4096); }
+using StreamIndex = std::unordered_map<int64_t, const StreamInfo*>;
 
-    Writer& operator<<(std::string_view s)
-    {
-        buf_.append(s);
-        if (buf_.size() >= kChunk)
-            flush();
-        return *this;
-    }
-    Writer& operator<<(char c)
-    {
-        buf_.push_back(c);
-        return *this;
-    }
-    Writer& num(int64_t v)
-    {
-        char tmp[24];
-        auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-        buf_.append(tmp, r.ptr);
-        return *this;
-    }
-    void flush()
-    {
-        os_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
-        buf_.clear();
-        if (!os_)
-            throw Error("cannot write the trace: the output stream failed (disk full?)");
-    }
-
-private:
-    static constexpr size_t kChunk = 1 << 20;
-    std::ostream& os_;
-    std::string buf_;
-};
-
-std::string escaped(std::string_view s) { return jsonText(json(std::string(s))); }
-
-struct Lane {
-    int tid = 0;
-    std::string name;
-};
-
-struct RankLanes {
-    std::map<int64_t, Lane> gpu;                            // store stream id -> lane
-    std::map<std::pair<CpuGroup, int64_t>, Lane> cpu;       // (group, thread id) -> lane
-};
-
-} // namespace
-
-std::string microsText(TimeNs ns)
+StreamIndex indexStreams(const Trace& trace)
 {
-    // Unsigned arithmetic: the magnitude of INT64_MIN does not fit int64.
-    uint64_t mag = ns < 0 ? uint64_t(0) - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
-    char tmp[32];
-    char* p = tmp;
-    if (ns < 0)
-        *p++ = '-';
-    p = std::to_chars(p, tmp + sizeof tmp, mag / 1000).ptr;
-    *p++ = '.';
-    uint64_t frac = mag % 1000;
-    *p++ = static_cast<char>('0' + frac / 100);
-    *p++ = static_cast<char>('0' + frac / 10 % 10);
-    *p++ = static_cast<char>('0' + frac % 10);
-    return std::string(tmp, p);
-}
-
-void addAnalysis(ChromeTraceOptions& options, const AnalysisResult& analysis)
-{
-    if (analysis.pipeline.found)
-        for (const auto& s : analysis.pipeline.stageMap)
-            if (s.stage >= 0)
-                options.stageOf[s.rank] = s.stage;
-    for (const auto& s : analysis.streams)
-        options.roleOf[s.storeId] = std::string(toString(s.role));
-}
-
-TimeNs chromeTraceOrigin(const Trace& trace)
-{
-    TimeNs origin = std::numeric_limits<TimeNs>::max();
-    for (const auto& a : trace.activities)
-        origin = std::min(origin, a.start);
-    for (const auto& r : trace.cpuRanges)
-        origin = std::min(origin, r.start);
-    return origin == std::numeric_limits<TimeNs>::max() ? 0 : origin;
-}
-
-ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const ChromeTraceOptions& options)
-{
-    const TimeNs from = options.from.value_or(std::numeric_limits<TimeNs>::min());
-    const TimeNs to = options.to.value_or(std::numeric_limits<TimeNs>::max());
-    std::set<int> wanted;
-    if (options.ranks)
-        wanted.insert(options.ranks->begin(), options.ranks->end());
-    auto keepRank = [&](int rank) { return !options.ranks || wanted.count(rank) > 0; };
-    auto inRange = [&](TimeNs start, TimeNs end) { return end >= from && start < to; };
-    auto keepActivity = [&](const Activity& a) { return keepRank(a.rank) && inRange(a.start, a.end); };
-    auto keepRange = [&](const CpuRange& r) { return keepRank(r.rank) && inRange(r.start, r.end); };
-
-    std::unordered_map<int64_t, const StreamInfo*> streams;
+    StreamIndex streams;
     for (const auto& s : trace.streams)
         streams.emplace(s.id, &s);
+    return streams;
+}
 
-    // Pass 1: the lanes that receive events, so the names come first.
-    std::map<int, RankLanes> lanes;
-    for (const auto& a : trace.activities)
-        if (keepActivity(a))
-            lanes[a.rank].gpu.try_emplace(a.streamId);
-    for (const auto& r : trace.cpuRanges)
-        if (keepRange(r))
-            lanes[r.rank].cpu.try_emplace({groupOf(r.kind), r.tid});
+const StreamInfo* streamOf(const StreamIndex& streams, int64_t id)
+{
+    const auto it = streams.find(id);
+    return it != streams.end() ? it->second : nullptr;
+}
 
-    ChromeTraceStats stats;
-    stats.baseTime = chromeTraceOrigin(trace);
-    stats.ranks = static_cast<int64_t>(lanes.size());
-
-    for (auto& [rank, rl] : lanes) {
-        // GPU streams first in (device, stream) order, then CPU threads.
-        std::vector<std::tuple<int, int64_t, int64_t>> order; // device, stream, store id
-        std::set<int> devices;
-        for (auto& [id, lane] : rl.gpu) {
-            const StreamInfo* si = streams.count(id) ? streams[id] : nullptr;
-            order.emplace_back(si ? si->device : 0, si ? si->stream : id, id);
-            devices.insert(si ? si->device : 0);
-        }
-        std::sort(order.begin(), order.end());
-        int tid = 0;
-        for (const auto& [device, stream, id] : order) {
-            Lane& lane = rl.gpu[id];
-            lane.tid = ++tid;
-            lane.name = devices.size() > 1 ? "GPU " + std::to_string(device) + " stream " : "stream ";
-            lane.name += std::to_string(stream);
-            if (auto it = options.roleOf.find(id); it != options.roleOf.end())
-                lane.name += " (" + it->second + ")";
-        }
-        for (auto& [key, lane] : rl.cpu) {
-            lane.tid = ++tid;
-            lane.name = "thread " + std::to_string(key.second) + " (" + groupName(key.first) + ")";
-        }
-        stats.lanes += tid;
-    }
-
-    Writer w(out);
-    w << "{\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":";
-    w.num(stats.baseTime);
-    w << ",\n";
+// The document's members ahead of its events: the time base, and for a
+// single rank what the PyTorch profiler writes per rank (so an import keeps
+// the rank), and the simulator's mark on a simulated job.
+void writeHeader(TraceEventWriter& w, const Trace& trace, const std::map<int, RankLanes>& lanes, TimeNs baseTime)
+{
+    w.beginDocument();
+    w.raw("\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":");
+    w.number(baseTime);
+    w.raw(",\n");
     if (lanes.size() == 1) {
-        // One rank: what the PyTorch profiler writes per rank, so an import keeps the rank.
         const int rank = lanes.begin()->first;
         json dist = {{"rank", rank}};
         for (const auto& ri : trace.ranks) {
@@ -233,9 +91,9 @@ ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const C
             if (ri.worldSize)
                 dist["world_size"] = *ri.worldSize;
             if (!ri.host.empty())
-                w << "\"host_name\":" << escaped(ri.host) << ",\n";
+                w.member("host_name", ri.host);
         }
-        w << "\"distributedInfo\":" << jsonText(dist) << ",\n";
+        w.member("distributedInfo", RawJson{jsonText(dist)});
         json devs = json::array();
         for (const auto& g : trace.gpus) {
             if (g.rank != rank)
@@ -253,35 +111,26 @@ ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const C
             devs.push_back(std::move(d));
         }
         if (!devs.empty())
-            w << "\"deviceProperties\":" << jsonText(devs) << ",\n";
+            w.member("deviceProperties", RawJson{jsonText(devs)});
     }
     if (trace.simulated()) {
         json p = {{"simulated", true}};
         if (auto it = trace.meta.find("simulated_by"); it != trace.meta.end())
             p["simulated_by"] = it->second;
-        w << "\"pipescope\":" << jsonText(p) << ",\n";
+        w.member("pipescope", RawJson{jsonText(p)});
     }
-    w << "\"traceEvents\":[";
+    w.beginEvents();
+}
 
-    bool first = true;
-    auto begin = [&] {
-        w << (first ? "\n" : ",\n");
-        first = false;
-    };
-    auto meta = [&](int pid, int tid, std::string_view what, std::string_view argKey, std::string_view argValue) {
-        begin();
-        w << "{\"ph\":\"M\",\"name\":\"" << what << "\",\"pid\":";
-        w.num(pid) << ",\"tid\":";
-        w.num(tid) << ",\"args\":{\"" << argKey << "\":" << argValue << "}}";
-    };
-    auto number = [](int64_t v) { return std::to_string(v); };
-
+// Metadata events naming each rank's process and its lanes, and their order.
+void writeLaneNames(TraceEventWriter& w, const std::map<int, RankLanes>& lanes, const std::map<int, int>& stageOf)
+{
     for (const auto& [rank, rl] : lanes) {
         std::string pname = "rank " + std::to_string(rank);
-        if (auto it = options.stageOf.find(rank); it != options.stageOf.end())
+        if (auto it = stageOf.find(rank); it != stageOf.end())
             pname += " (stage " + std::to_string(it->second) + ")";
-        meta(rank, 0, "process_name", "name", escaped(pname));
-        meta(rank, 0, "process_sort_index", "sort_index", number(rank));
+        w.metadata("process_name", rank, 0, "name", pname);
+        w.metadata("process_sort_index", rank, 0, "sort_index", int64_t{rank});
         std::vector<const Lane*> all;
         for (const auto& [id, lane] : rl.gpu)
             all.push_back(&lane);
@@ -289,160 +138,393 @@ ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const C
             all.push_back(&lane);
         std::sort(all.begin(), all.end(), [](const Lane* a, const Lane* b) { return a->tid < b->tid; });
         for (const Lane* lane : all) {
-            meta(rank, lane->tid, "thread_name", "name", escaped(lane->name));
-            meta(rank, lane->tid, "thread_sort_index", "sort_index", number(lane->tid));
+            w.metadata("thread_name", rank, lane->tid, "name", lane->name);
+            w.metadata("thread_sort_index", rank, lane->tid, "sort_index", int64_t{lane->tid});
         }
     }
+}
 
-    // Kernels that ran several NCCL operations (a send fused with a receive):
-    // the trace links the first; the args list them all.
-    std::unordered_map<int64_t, std::vector<const NcclOp*>> fused;
+using FusedOps = std::unordered_map<int64_t, std::vector<const NcclOp*>>;
+
+// Kernels that ran several NCCL operations (a send fused with a receive):
+// the trace links the first; the args list them all.
+FusedOps fusedOps(const Trace& trace)
+{
+    FusedOps fused;
+    std::unordered_map<int64_t, int> perActivity;
+    for (const auto& op : trace.ncclOps)
+        if (op.activityId)
+            ++perActivity[*op.activityId];
+    for (const auto& op : trace.ncclOps)
+        if (op.activityId && perActivity[*op.activityId] > 1)
+            fused[*op.activityId].push_back(&op);
+    return fused;
+}
+
+// Names repeat a lot (the same kernels every step): each is escaped once.
+class NameCache {
+public:
+    explicit NameCache(const Trace& trace) : trace_(trace), names_(trace.strings.size()) {}
+    RawJson operator()(StringId id)
     {
-        std::unordered_map<int64_t, int> perActivity;
-        for (const auto& op : trace.ncclOps)
-            if (op.activityId)
-                ++perActivity[*op.activityId];
-        for (const auto& op : trace.ncclOps)
-            if (op.activityId && perActivity[*op.activityId] > 1)
-                fused[*op.activityId].push_back(&op);
+        static const std::string none = "\"\"";
+        if (id < 0 || static_cast<size_t>(id) >= names_.size())
+            return RawJson{none};
+        std::string& s = names_[static_cast<size_t>(id)];
+        if (s.empty())
+            s = TraceEventWriter::quoted(trace_.strings[static_cast<size_t>(id)]);
+        return RawJson{s};
     }
 
-    // Names repeat a lot (the same kernels every step): escape each once.
-    std::vector<std::string> names(trace.strings.size());
-    auto name = [&](StringId id) -> const std::string& {
-        static const std::string none = "\"\"";
-        if (id < 0 || static_cast<size_t>(id) >= names.size())
-            return none;
-        std::string& s = names[static_cast<size_t>(id)];
-        if (s.empty())
-            s = escaped(trace.strings[static_cast<size_t>(id)]);
-        return s;
-    };
-    auto times = [&](TimeNs start, TimeNs end) {
-        w << ",\"ts\":" << microsText(start - stats.baseTime) << ",\"dur\":" << microsText(end - start);
-    };
+private:
+    const Trace& trace_;
+    std::vector<std::string> names_;
+};
 
-    // Cancel and progress by records looked at, not written: a narrow range still answers promptly.
-    const double records = static_cast<double>(trace.activities.size() + trace.cpuRanges.size()) + 1.0;
+// Cancel and progress by records looked at, not written: a narrow range still answers promptly.
+struct Progress {
+    const WorkControl* work = nullptr;
+    double records = 1.0;
     size_t seen = 0;
-    auto progress = [&] {
-        if (options.work && (++seen & 0x3fff) == 0)
-            options.work->checkpoint("writing the Chrome trace", static_cast<double>(seen) / records);
-    };
-    for (const auto& a : trace.activities) {
-        progress();
-        if (!keepActivity(a))
+    void tick()
+    {
+        if (work && (++seen & 0x3fff) == 0)
+            work->checkpoint("writing the Chrome trace", static_cast<double>(seen) / records);
+    }
+};
+
+// What the event writers read besides the record itself.
+struct EventContext {
+    const Trace& trace;
+    const ExportFilter& filter;
+    const std::map<int, RankLanes>& lanes;
+    const StreamIndex& streams;
+    const FusedOps& fused;
+    NameCache& names;
+    TimeNs baseTime;
+};
+
+// A GPU activity as a complete event on its stream's lane, with its device,
+// stream, correlation, bytes, copy kind and NCCL facts as args.
+void writeActivity(TraceEventWriter& w, const EventContext& c, const Activity& a)
+{
+    const RankLanes& rl = c.lanes.at(a.rank);
+    const StreamInfo* si = streamOf(c.streams, a.streamId);
+    w.beginComplete(gpuCategory(a.kind), c.names(a.name), a.rank, rl.gpu.at(a.streamId).tid, a.start - c.baseTime,
+                    a.end - a.start);
+    w.beginArgs();
+    w.arg("device", si ? si->device : 0);
+    w.arg("stream", si ? si->stream : a.streamId);
+    if (a.correlation)
+        w.arg("correlation", *a.correlation);
+    const NcclOp* op = a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < c.trace.ncclOps.size()
+                           ? &c.trace.ncclOps[static_cast<size_t>(a.ncclIndex)]
+                           : nullptr;
+    std::optional<int64_t> bytes = a.bytes ? std::optional<int64_t>(a.bytes) : op ? op->bytes : std::nullopt;
+    if (bytes)
+        w.arg("bytes", *bytes);
+    if (a.kind == ActivityKind::Memcpy && a.copyKind != CopyKind::Unknown)
+        w.arg("kind", toString(a.copyKind));
+    if (op) {
+        const auto it = c.fused.find(a.id);
+        writeNcclArgs(w, *op, it != c.fused.end() ? &it->second : nullptr);
+    }
+    w.endArgs();
+    w.endEvent();
+}
+
+// A CPU range as a complete event on its thread's lane of its group; its
+// domain and correlation, when it has them, as args.
+void writeCpuRange(TraceEventWriter& w, const EventContext& c, const CpuRange& r)
+{
+    w.beginComplete(cpuCategory(r.kind), c.names(r.name), r.rank, c.lanes.at(r.rank).cpu.at({groupOf(r.kind), r.tid}).tid,
+                    r.start - c.baseTime, r.end - r.start);
+    if (r.domain || r.correlation) {
+        w.beginArgs();
+        if (r.domain)
+            w.arg("domain", c.names(*r.domain));
+        if (r.correlation)
+            w.arg("correlation", *r.correlation);
+        w.endArgs();
+    }
+    w.endEvent();
+}
+
+// The events: GPU activities, then CPU ranges, each in the trace's order.
+void writeEvents(TraceEventWriter& w, const EventContext& c, const WorkControl* work, ChromeTraceStats& stats)
+{
+    Progress progress{work, static_cast<double>(c.trace.activities.size() + c.trace.cpuRanges.size()) + 1.0};
+    for (const auto& a : c.trace.activities) {
+        progress.tick();
+        if (!c.filter.keep(a))
             continue;
-        const RankLanes& rl = lanes[a.rank];
-        const StreamInfo* si = streams.count(a.streamId) ? streams[a.streamId] : nullptr;
-        begin();
-        w << "{\"ph\":\"X\",\"cat\":\"" << gpuCategory(a.kind) << "\",\"name\":" << name(a.name) << ",\"pid\":";
-        w.num(a.rank) << ",\"tid\":";
-        w.num(rl.gpu.at(a.streamId).tid);
-        times(a.start, a.end);
-        w << ",\"args\":{\"device\":";
-        w.num(si ? si->device : 0) << ",\"stream\":";
-        w.num(si ? si->stream : a.streamId);
-        if (a.correlation) {
-            w << ",\"correlation\":";
-            w.num(*a.correlation);
-        }
-        const NcclOp* op = a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace.ncclOps.size()
-                               ? &trace.ncclOps[static_cast<size_t>(a.ncclIndex)]
-                               : nullptr;
-        std::optional<int64_t> bytes = a.bytes ? std::optional<int64_t>(a.bytes) : op ? op->bytes : std::nullopt;
-        if (bytes) {
-            w << ",\"bytes\":";
-            w.num(*bytes);
-        }
-        if (a.kind == ActivityKind::Memcpy && a.copyKind != CopyKind::Unknown)
-            w << ",\"kind\":\"" << toString(a.copyKind) << '"';
-        if (op) {
-            // NCCL facts under the argument names the PyTorch profiler uses.
-            w << ",\"Collective name\":" << escaped(toString(op->kind));
-            if (op->peer) {
-                w << (op->kind == Collective::Recv ? ",\"Src Rank\":" : ",\"Dst Rank\":");
-                w.num(*op->peer);
-            }
-            if (op->inNelems) {
-                w << ",\"In msg nelems\":";
-                w.num(*op->inNelems);
-            }
-            if (op->outNelems) {
-                w << ",\"Out msg nelems\":";
-                w.num(*op->outNelems);
-            }
-            if (!op->dtype.empty())
-                w << ",\"dtype\":" << escaped(op->dtype);
-            if (op->groupSize) {
-                w << ",\"Group size\":";
-                w.num(*op->groupSize);
-            }
-            if (!op->groupName.empty())
-                w << ",\"Process Group Name\":" << escaped(op->groupName);
-            if (!op->groupDesc.empty())
-                w << ",\"Process Group Description\":" << escaped(op->groupDesc);
-            if (!op->groupRanks.empty())
-                w << ",\"Process Group Ranks\":" << jsonText(json(op->groupRanks));
-            if (op->seq) {
-                w << ",\"Seq\":";
-                w.num(*op->seq);
-            }
-            if (auto it = fused.find(a.id); it != fused.end()) {
-                w << ",\"NCCL ops\":[";
-                for (size_t k = 0; k < it->second.size(); ++k) {
-                    const NcclOp& x = *it->second[k];
-                    w << (k ? ",{" : "{") << "\"kind\":" << escaped(toString(x.kind));
-                    if (x.peer) {
-                        w << ",\"peer\":";
-                        w.num(*x.peer);
-                    }
-                    if (x.bytes) {
-                        w << ",\"bytes\":";
-                        w.num(*x.bytes);
-                    }
-                    w << '}';
-                }
-                w << ']';
-            }
-        }
-        w << "}}";
+        writeActivity(w, c, a);
         ++stats.gpuEvents;
     }
-
-    for (const auto& r : trace.cpuRanges) {
-        progress();
-        if (!keepRange(r))
+    for (const auto& r : c.trace.cpuRanges) {
+        progress.tick();
+        if (!c.filter.keep(r))
             continue;
-        begin();
-        w << "{\"ph\":\"X\",\"cat\":\"" << cpuCategory(r.kind) << "\",\"name\":" << name(r.name) << ",\"pid\":";
-        w.num(r.rank) << ",\"tid\":";
-        w.num(lanes[r.rank].cpu.at({groupOf(r.kind), r.tid}).tid);
-        times(r.start, r.end);
-        bool args = false;
-        auto arg = [&](std::string_view key) {
-            w << (args ? "," : ",\"args\":{") << '"' << key << "\":";
-            args = true;
-        };
-        if (r.domain) {
-            arg("domain");
-            w << name(*r.domain);
-        }
-        if (r.correlation) {
-            arg("correlation");
-            w.num(*r.correlation);
-        }
-        if (args)
-            w << '}';
-        w << '}';
+        writeCpuRange(w, c, r);
         ++stats.cpuEvents;
     }
+}
 
-    w << "\n]}\n";
-    w.flush();
-    out.flush();
-    if (!out)
-        throw Error("cannot write the trace: the output stream failed (disk full?)");
+} // namespace
+
+namespace detail {
+
+CpuGroup groupOf(CpuRangeKind k)
+{
+    switch (k) {
+    case CpuRangeKind::Annotation:
+    case CpuRangeKind::Nvtx:
+        return CpuGroup::Annotations;
+    case CpuRangeKind::GpuAnnotation:
+        return CpuGroup::GpuAnnotations;
+    case CpuRangeKind::CpuOp:
+        return CpuGroup::CpuOps;
+    case CpuRangeKind::Runtime:
+    case CpuRangeKind::Driver:
+        return CpuGroup::Runtime;
+    default:
+        return CpuGroup::Other;
+    }
+}
+
+ExportFilter::ExportFilter(const ChromeTraceOptions& options)
+    : from_(options.from.value_or(std::numeric_limits<TimeNs>::min())),
+      to_(options.to.value_or(std::numeric_limits<TimeNs>::max())), allRanks_(!options.ranks)
+{
+    if (options.ranks)
+        wanted_.insert(options.ranks->begin(), options.ranks->end());
+}
+
+std::map<int, RankLanes> planLanes(const Trace& trace, const ExportFilter& filter,
+                                   const std::map<int64_t, std::string>& roleOf)
+{
+    // The lanes that receive events, so that the names come first.
+    std::map<int, RankLanes> lanes;
+    for (const auto& a : trace.activities)
+        if (filter.keep(a))
+            lanes[a.rank].gpu.try_emplace(a.streamId);
+    for (const auto& r : trace.cpuRanges)
+        if (filter.keep(r))
+            lanes[r.rank].cpu.try_emplace({groupOf(r.kind), r.tid});
+
+    const StreamIndex streams = indexStreams(trace);
+    for (auto& [rank, rl] : lanes) {
+        // GPU streams first in (device, stream) order, then CPU threads.
+        std::vector<std::tuple<int, int64_t, int64_t>> order; // device, stream, store id
+        std::set<int> devices;
+        for (auto& [id, lane] : rl.gpu) {
+            const StreamInfo* si = streamOf(streams, id);
+            order.emplace_back(si ? si->device : 0, si ? si->stream : id, id);
+            devices.insert(si ? si->device : 0);
+        }
+        std::sort(order.begin(), order.end());
+        int tid = 0;
+        for (const auto& [device, stream, id] : order) {
+            Lane& lane = rl.gpu[id];
+            lane.tid = ++tid;
+            lane.name = devices.size() > 1 ? "GPU " + std::to_string(device) + " stream " : "stream ";
+            lane.name += std::to_string(stream);
+            if (auto it = roleOf.find(id); it != roleOf.end())
+                lane.name += " (" + it->second + ")";
+        }
+        for (auto& [key, lane] : rl.cpu) {
+            lane.tid = ++tid;
+            lane.name = "thread " + std::to_string(key.second) + " (" + groupName(key.first) + ")";
+        }
+    }
+    return lanes;
+}
+
+void writeNcclArgs(TraceEventWriter& w, const NcclOp& op, const std::vector<const NcclOp*>* fused)
+{
+    w.arg("Collective name", toString(op.kind));
+    if (op.peer)
+        w.arg(op.kind == Collective::Recv ? "Src Rank" : "Dst Rank", *op.peer);
+    if (op.inNelems)
+        w.arg("In msg nelems", *op.inNelems);
+    if (op.outNelems)
+        w.arg("Out msg nelems", *op.outNelems);
+    if (!op.dtype.empty())
+        w.arg("dtype", op.dtype);
+    if (op.groupSize)
+        w.arg("Group size", *op.groupSize);
+    if (!op.groupName.empty())
+        w.arg("Process Group Name", op.groupName);
+    if (!op.groupDesc.empty())
+        w.arg("Process Group Description", op.groupDesc);
+    if (!op.groupRanks.empty())
+        w.arg("Process Group Ranks", RawJson{jsonText(json(op.groupRanks))});
+    if (op.seq)
+        w.arg("Seq", *op.seq);
+    if (fused) {
+        w.beginArrayArg("NCCL ops");
+        for (const NcclOp* x : *fused) {
+            w.beginObject();
+            w.arg("kind", toString(x->kind));
+            if (x->peer)
+                w.arg("peer", *x->peer);
+            if (x->bytes)
+                w.arg("bytes", *x->bytes);
+            w.endObject();
+        }
+        w.endArrayArg();
+    }
+}
+
+} // namespace detail
+
+std::string microsText(TimeNs ns)
+{
+    return TraceEventWriter::micros(ns);
+}
+
+void addAnalysis(ChromeTraceOptions& options, const AnalysisResult& analysis, const Trace* trace)
+{
+    if (analysis.pipeline.found)
+        for (const auto& s : analysis.pipeline.stageMap)
+            if (s.stage >= 0)
+                options.stageOf[s.rank] = s.stage;
+    for (const auto& s : analysis.streams)
+        options.roleOf[s.storeId] = std::string(toString(s.role));
+    if (!trace)
+        return;
+    options.steps = analysis.steps;
+    options.bubbles = analysis.bubbles;
+    if (analysis.pipeline.found)
+        options.messages = measurePipeline(*trace, analysis).messages;
+}
+
+namespace {
+
+// The analysis's tracks of one rank: tids after its streams and threads.
+struct AnalysisLanes {
+    int steps = 0, idle = 0, transfers = 0;
+};
+
+// Each rank's pipeline steps, idle time by cause and matched messages as
+// three more threads (ChromeTrace.h), sorted above its streams; a flow
+// joins each send to its receive.
+void writeAnalysisTracks(TraceEventWriter& w, const ChromeTraceOptions& o, const ExportFilter& filter,
+                         const std::map<int, RankLanes>& lanes, ChromeTraceStats& stats)
+{
+    if (o.steps.empty() && o.bubbles.empty() && o.messages.empty())
+        return;
+    auto inRange = [&](TimeNs s, TimeNs e) { return e >= o.from.value_or(std::numeric_limits<TimeNs>::min()) &&
+                                                    s < o.to.value_or(std::numeric_limits<TimeNs>::max()); };
+    std::map<int, AnalysisLanes> tracks;
+    for (const auto& [rank, rl] : lanes) {
+        int last = 0;
+        for (const auto& [id, lane] : rl.gpu)
+            last = std::max(last, lane.tid);
+        for (const auto& [key, lane] : rl.cpu)
+            last = std::max(last, lane.tid);
+        const AnalysisLanes a{last + 1, last + 2, last + 3};
+        tracks[rank] = a;
+        const std::pair<int, const char*> named[] = {{a.steps, "pipeline steps"}, {a.idle, "idle by cause"}, {a.transfers, "transfers"}};
+        for (const auto& [tid, name] : named) {
+            w.metadata("thread_name", rank, tid, "name", name);
+            w.metadata("thread_sort_index", rank, tid, "sort_index", int64_t{tid - last - 4}); // above the streams
+        }
+        stats.lanes += 3;
+    }
+    const TimeNs base = stats.baseTime;
+    for (const Step& s : o.steps) {
+        const auto t = tracks.find(s.rank);
+        if (t == tracks.end() || !filter.keepRank(s.rank) || !inRange(s.start, s.end))
+            continue;
+        const std::string name = std::string(1, toChar(s.kind)) + " " + std::to_string(s.microbatch);
+        w.beginComplete("pipescope.step", name, s.rank, t->second.steps, s.start - base, s.end - s.start);
+        w.beginArgs();
+        w.arg("microbatch", int64_t{s.microbatch});
+        w.arg("chunk", int64_t{s.chunk});
+        w.arg("stage", int64_t{s.stage});
+        w.arg("iteration", int64_t{s.iteration});
+        w.arg("compute_ns", s.computeNs);
+        w.arg("labelled", s.annotated ? std::string_view("annotation") : std::string_view("inferred"));
+        w.endArgs();
+        w.endEvent();
+        ++stats.analysisEvents;
+    }
+    for (const Bubble& b : o.bubbles) {
+        const auto t = tracks.find(b.rank);
+        if (t == tracks.end() || !filter.keepRank(b.rank) || !inRange(b.start, b.end))
+            continue;
+        w.beginComplete("pipescope.bubble", toString(b.cause), b.rank, t->second.idle, b.start - base, b.end - b.start);
+        w.beginArgs();
+        w.arg("cause", toString(b.cause));
+        w.arg("iteration", int64_t{b.iteration});
+        w.endArgs();
+        w.endEvent();
+        ++stats.analysisEvents;
+    }
+    int64_t flow = 0;
+    for (const MeasuredMessage& m : o.messages) {
+        const auto from = tracks.find(m.srcRank), to = tracks.find(m.dstRank);
+        // Both ends in the range, or the arrow would point outside the file.
+        if (from == tracks.end() || to == tracks.end() || !inRange(m.sendStart, m.sendEnd) ||
+            !inRange(m.recvStart, m.recvEnd))
+            continue;
+        const std::string send = "send to rank " + std::to_string(m.dstRank);
+        const std::string recv = "receive from rank " + std::to_string(m.srcRank);
+        w.beginComplete("pipescope.transfer", send, m.srcRank, from->second.transfers, m.sendStart - base,
+                        std::max<TimeNs>(1, m.sendEnd - m.sendStart));
+        w.beginArgs();
+        w.arg("bytes", m.bytes);
+        w.endArgs();
+        w.endEvent();
+        w.beginComplete("pipescope.transfer", recv, m.dstRank, to->second.transfers, m.recvStart - base,
+                        std::max<TimeNs>(1, m.recvEnd - m.recvStart));
+        w.beginArgs();
+        w.arg("bytes", m.bytes);
+        w.endArgs();
+        w.endEvent();
+        ++flow;
+        w.flowStart("pipescope.transfer", "message", flow, m.srcRank, from->second.transfers, m.sendStart - base);
+        w.flowEnd("pipescope.transfer", "message", flow, m.dstRank, to->second.transfers, m.recvStart - base);
+        stats.analysisEvents += 2;
+    }
+}
+
+} // namespace
+
+TimeNs chromeTraceOrigin(const Trace& trace)
+{
+    TimeNs origin = std::numeric_limits<TimeNs>::max();
+    for (const auto& a : trace.activities)
+        origin = std::min(origin, a.start);
+    for (const auto& r : trace.cpuRanges)
+        origin = std::min(origin, r.start);
+    return origin == std::numeric_limits<TimeNs>::max() ? 0 : origin;
+}
+
+ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const ChromeTraceOptions& options)
+{
+    const ExportFilter filter(options);
+    const std::map<int, RankLanes> lanes = planLanes(trace, filter, options.roleOf);
+
+    ChromeTraceStats stats;
+    stats.baseTime = chromeTraceOrigin(trace);
+    stats.ranks = static_cast<int64_t>(lanes.size());
+    for (const auto& [rank, rl] : lanes)
+        stats.lanes += static_cast<int64_t>(rl.gpu.size() + rl.cpu.size());
+
+    TraceEventWriter w(out, TraceEventStyle::compact());
+    writeHeader(w, trace, lanes, stats.baseTime);
+    writeLaneNames(w, lanes, options.stageOf);
+
+    const StreamIndex streams = indexStreams(trace);
+    const FusedOps fused = fusedOps(trace);
+    NameCache names(trace);
+    const EventContext context{trace, filter, lanes, streams, fused, names, stats.baseTime};
+    writeEvents(w, context, options.work, stats);
+    writeAnalysisTracks(w, options, filter, lanes, stats);
+
+    w.endDocument();
     return stats;
 }
 

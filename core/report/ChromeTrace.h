@@ -10,6 +10,15 @@
 // exactly three decimals (the nanoseconds), measured from
 // baseTimeNanoseconds, the earliest record of the job. The document is
 // written event by event, never held whole in memory.
+//
+// With the analysis (addAnalysis), each rank also gets its pipeline steps
+// ("pipeline steps": F/B/I/W slices named like "F 3", microbatch 3), its idle
+// time by cause ("idle by cause") and its matched point-to-point messages
+// ("transfers", a send and a receive slice joined by a flow arrow), under the
+// categories pipescope.step, pipescope.bubble and pipescope.transfer, which
+// `pipescope import` skips (the analysis finds them again).
+#include "analysis/Analysis.h"
+#include "model/Pipeline.h"
 #include "model/Trace.h"
 #include "util/Work.h"
 
@@ -20,10 +29,6 @@
 #include <string>
 #include <vector>
 
-namespace pipescope {
-struct AnalysisResult;
-}
-
 namespace pipescope::report {
 
 struct ChromeTraceOptions {
@@ -32,16 +37,22 @@ struct ChromeTraceOptions {
     std::map<int, int> stageOf;            // rank -> pipeline stage; process names leave it out when absent
     std::map<int64_t, std::string> roleOf; // store stream id -> "compute", "communication", "copy", ...
     const WorkControl* work = nullptr;     // progress and cancel every few thousand events (optional)
+    // The analysis's own tracks (see above); empty: none are written.
+    std::vector<Step> steps;
+    std::vector<Bubble> bubbles;
+    std::vector<MeasuredMessage> messages;
 };
 
-// Stages and stream roles as the analysis found them.
-void addAnalysis(ChromeTraceOptions& options, const AnalysisResult& analysis);
+// Stages and stream roles as the analysis found them; with the trace, also
+// its steps, idle time by cause and matched messages as tracks of their own.
+void addAnalysis(ChromeTraceOptions& options, const AnalysisResult& analysis, const Trace* trace = nullptr);
 
 struct ChromeTraceStats {
     int64_t gpuEvents = 0;  // kernels, copies, memsets, syncs
     int64_t cpuEvents = 0;  // CPU ranges
     int64_t ranks = 0;      // processes written
-    int64_t lanes = 0;      // threads written
+    int64_t lanes = 0;      // threads written (the analysis's tracks included)
+    int64_t analysisEvents = 0; // steps, idle intervals and transfer slices written
     TimeNs baseTime = 0;    // baseTimeNanoseconds
 };
 

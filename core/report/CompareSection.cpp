@@ -100,7 +100,7 @@ void compareSection(std::string& out, const compare::DiffResult& d)
     row("pp / dp / v", pp(d.a), pp(d.b));
     row("microbatches", d.a.pipeline ? std::to_string(d.a.microbatches) : kNone,
         d.b.pipeline ? std::to_string(d.b.microbatches) : kNone);
-    row("schedule", d.a.pipeline ? d.a.schedule : kNone, d.b.pipeline ? d.b.schedule : kNone);
+    row("schedule", d.a.pipeline ? scheduleName(d.a.schedule) : kNone, d.b.pipeline ? scheduleName(d.b.schedule) : kNone);
     row("layers per stage", layersText(d.a), layersText(d.b));
     out += "</tbody></table>\n</div><div>\n";
 

@@ -93,7 +93,7 @@ void header(std::string& out, const Context& c)
     // The verdict before any number: what limits the job, then the evidence.
     {
         const Verdict v = verdict(c.r, &c.trace);
-        out += "<div class=\"banner verdict\" id=\"verdict\" data-kind=\"" + esc(v.kind) + "\"><strong>" + esc(v.headline) + "</strong>";
+        out += "<div class=\"banner verdict\" id=\"verdict\" data-kind=\"" + esc(toString(v.kind)) + "\"><strong>" + esc(v.headline) + "</strong>";
         if (!v.facts.empty()) {
             out += "<ul class=\"note\">";
             for (const auto& f : v.facts)
@@ -133,7 +133,7 @@ void header(std::string& out, const Context& c)
     kpi("ranks", std::to_string(c.r.ranks.size()), "kpi-ranks",
         c.r.worldSize ? "of world size " + std::to_string(*c.r.worldSize) : std::string());
     if (p.found) {
-        kpi("schedule", esc(p.schedule), "kpi-schedule", "confidence " + fixed(p.scheduleConfidence * 100.0, 0) + "%");
+        kpi("schedule", esc(scheduleName(p.schedule)), "kpi-schedule", "confidence " + fixed(p.scheduleConfidence * 100.0, 0) + "%");
         if (c.r.imbalance.bottleneckStage >= 0)
             kpi("bottleneck stage", std::to_string(c.r.imbalance.bottleneckStage), "kpi-bottleneck",
                 "busiest / mean " + fixed(c.r.imbalance.maxOverMean, 3));
@@ -146,14 +146,14 @@ void header(std::string& out, const Context& c)
         fact(out, "data-parallel replicas", std::to_string(p.dp));
         fact(out, "chunks per rank (v)", std::to_string(p.chunks));
         fact(out, "microbatches", std::to_string(p.microbatches));
-        fact(out, "schedule", esc(p.schedule) + " (confidence " + fixed(p.scheduleConfidence * 100.0, 0) + "%)<div class=\"sub\">" +
+        fact(out, "schedule", esc(scheduleName(p.schedule)) + " (confidence " + fixed(p.scheduleConfidence * 100.0, 0) + "%)<div class=\"sub\">" +
                                   esc(p.scheduleEvidence) + "</div>");
-        fact(out, "stages from", esc(p.stageSource) + ", " + esc(describeStepSource(p.labelsFrom)));
+        fact(out, "stages from", esc(toString(p.stageSource)) + ", " + esc(describeStepSource(p.labelsFrom)));
     } else {
         fact(out, "pipeline", "<span class=\"warn\">no pipeline found</span>: " + esc(p.reason));
     }
     if (!c.r.iterations.empty())
-        fact(out, "iterations", std::to_string(c.r.iterations.size()) + " (from " + esc(c.r.iterations.front().source) + ")");
+        fact(out, "iterations", std::to_string(c.r.iterations.size()) + " (from " + esc(toString(c.r.iterations.front().source)) + ")");
 
     std::map<std::string, int> gpus;
     for (const auto& g : c.trace.gpus)
@@ -661,7 +661,7 @@ void microbatchSection(std::string& out, const Context& c, const WhatIfOutcome& 
     for (const whatif::MicrobatchOrderRow& o : st.orders)
         out += "<tr>" + td(esc(whatif::toString(o.order)), false) + tdDur(o.iterationNs) + tdDur(o.gainNs) + "</tr>\n";
     out += "</tbody></table></div>\n<p class=\"note\">Sizes " +
-           esc(st.source == "trace" ? std::string("as measured") : "from the " + st.source) +
+           esc(st.source == whatif::SizeSource::Trace ? std::string("as measured") : "from the " + std::string(toString(st.source))) +
            "; try an order with <code>pipescope whatif --microbatch-order NAME</code> (docs/whatif.md, Uneven "
            "microbatches).</p>\n</section>\n";
 }
@@ -677,7 +677,7 @@ void whatIfSection(std::string& out, const Context& c, const WhatIfOutcome& w, b
         out += "<p class=\"warn\" id=\"whatif-error\">The what-if engine could not calibrate on this trace: " + esc(w.error) + "</p></section>\n";
         return;
     }
-    const std::string layersFrom = w.layerSource == whatif::LayerSource::Trace   ? ", timed from the trace's " + c.r.layers.source + " ranges"
+    const std::string layersFrom = w.layerSource == whatif::LayerSource::Trace   ? ", timed from the trace's " + std::string(toString(c.r.layers.source)) + " ranges"
                                    : w.layerSource == whatif::LayerSource::Model ? ", from the model description"
                                                               : ", an even split of each stage's measured step time";
     out += "<p class=\"note\">The cost model is calibrated on the selected iteration (" + std::to_string(w.layers) + " layers" +
@@ -755,7 +755,7 @@ json summaryJson(const Context& c)
            {"pp", c.r.pipeline.pp},
            {"dp", c.r.pipeline.dp},
            {"microbatches", c.r.pipeline.microbatches},
-           {"schedule", c.r.pipeline.schedule},
+           {"schedule", scheduleName(c.r.pipeline.schedule)},
            {"selected_iteration", c.r.selectedIteration},
            {"iteration_ns", c.iteration ? c.iteration->end - c.iteration->start : 0},
            {"window_ns", c.windowSum},
@@ -853,7 +853,7 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
     if (!options.storePath.empty())
         out += ": " + esc(options.storePath);
     out += "</title>\n<style>\n";
-    out += kReportCss;
+    out += reportCss();
     out += "</style>\n</head>\n<body>\n";
     header(out, c);
     out += "<nav>";

@@ -1,16 +1,17 @@
 #include "report/ReportAssets.h"
 
+#include "timeline/Palette.h"
+
+#include <string>
+#include <string_view>
+
 namespace pipescope::report {
 
-const char* const kReportCss = R"CSS(
-:root {
-  --fg: #1d2329; --dim: #6a737d; --bg: #fff; --panel: #f6f8fa; --line: #d8dee4; --accent: #0969da;
-  --k-F: #4e79a7; --k-B: #59a14f; --k-I: #76b7b2; --k-W: #b6992d; --busy: #c9ced6;
-  --c-fill_drain: #e15759; --c-wait_neighbor: #f28e2b; --c-p2p_transfer: #b07aa1; --c-dp_sync: #9c755f;
-  --c-host_bound: #ff9da7; --c-launch_gap: #8f8f8f; --c-other: #d4c9be;
-  --m-p2p: #8a5cc2; --m-collective: #17a2b8;
-}
-* { box-sizing: border-box; }
+namespace {
+
+// The stylesheet after its :root block; @faster@ and @slower@ stand for the
+// palette's comparison colours (reportCss() puts them in).
+const char* const kCssBody = R"CSS(* { box-sizing: border-box; }
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
        color: var(--fg); background: var(--bg); }
 header, main, footer, nav { max-width: 1600px; margin: 0 auto; padding: 0 24px; }
@@ -21,9 +22,9 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 code, .file { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; word-break: break-all; }
 .file { color: var(--dim); margin-bottom: 10px; }
 .dim { color: var(--dim); }
-.warn { color: #b3261e; font-weight: 600; }
-td.faster { color: #1e7d32; }
-td.slower { color: #b3261e; }
+.warn { color: @slower@; font-weight: 600; }
+td.faster { color: @faster@; }
+td.slower { color: @slower@; }
 tr.differs td:first-child { font-weight: 600; }
 .note { color: var(--dim); max-width: 110ch; margin: 4px 0 10px; }
 .banner { padding: 10px 14px; border-radius: 6px; margin: 10px 0; font-size: 15px; }
@@ -86,5 +87,45 @@ ul.warnings li { margin: 3px 0; }
 footer { color: var(--dim); font-size: 12px; padding-top: 24px; padding-bottom: 24px; }
 @media print { nav { display: none; } .gantt .toolbar { display: none; } }
 )CSS";
+
+// The colours the report shares with the app, as CSS variables, from
+// timeline/Palette.h: text and accent, step kinds, bubble causes, work classes.
+std::string rootBlock()
+{
+    using namespace timeline;
+    auto var = [](std::string_view name, std::string_view hex) { return "--" + std::string(name) + ": " + std::string(hex) + ";"; };
+    std::string r = "\n:root {\n  " + var("fg", kTextHex) + " --dim: #6a737d; --bg: #fff; --panel: #f6f8fa; --line: #d8dee4; " +
+                    var("accent", kSelectionHex) + "\n ";
+    const char kinds[] = {'F', 'B', 'I', 'W'};
+    for (size_t k = 0; k < kStepHex.size(); ++k)
+        r += " " + var(std::string("k-") + kinds[k], kStepHex[k]);
+    r += " " + var("busy", kClassHex[0]) + "\n ";
+    for (int c = 0; c < kBubbleCauses; ++c) {
+        r += " " + var("c-" + std::string(toString(BubbleCause(c))), kCauseHex[size_t(c)]);
+        if (c == 3)
+            r += "\n ";
+    }
+    r += "\n  " + var("m-p2p", kClassHex[1]) + " " + var("m-collective", kClassHex[2]) + "\n}\n";
+    return r;
+}
+
+void replaceAll(std::string& s, std::string_view what, std::string_view with)
+{
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + with.size()))
+        s.replace(at, what.size(), with);
+}
+
+} // namespace
+
+const std::string& reportCss()
+{
+    static const std::string css = [] {
+        std::string body = kCssBody;
+        replaceAll(body, "@faster@", timeline::kFasterHex);
+        replaceAll(body, "@slower@", timeline::kSlowerHex);
+        return rootBlock() + body;
+    }();
+    return css;
+}
 
 } // namespace pipescope::report

@@ -1,5 +1,7 @@
 #include "report/Timeline.h"
 
+#include "report/detail/TimelineSteps.h"
+
 #include "timeline/TimelineBuild.h"
 #include "whatif/WhatIf.h"
 
@@ -25,15 +27,6 @@ constexpr size_t kMaxNames = 2000;
 
 bool isComm(uint8_t code) { return code == static_cast<uint8_t>(WorkClass::P2p) || code == static_cast<uint8_t>(WorkClass::Collective); }
 
-// A rank's report lane: where its rows come from. Steps and bubbles are lanes
-// of the model; comm and busy gather the rank's kernel and transfer lanes,
-// so they are lanes of a second model holding only the window.
-struct RankRows {
-    int rank = 0, stage = -1, replica = 0;
-    int steps = -1, bubbles = -1; // lanes of the model
-    int comm = -1, busy = -1;     // lanes of the gathered model
-};
-
 json baseDocument(TimeNs start, TimeNs duration, TimeNs quantum)
 {
     json causes = json::array();
@@ -49,32 +42,126 @@ json baseDocument(TimeNs start, TimeNs duration, TimeNs quantum)
                 {"names", json::array()}};
 }
 
+// The per-lane cap on rows: with many ranks each row gets a share of the
+// total (never under 200), and never more than the per-lane limit.
+int rowCap(const TimelineLimits& limits, size_t ranks)
+{
+    if (ranks == 0 || limits.maxItemsTotal <= 0)
+        return limits.maxItemsPerLane;
+    const int64_t share = limits.maxItemsTotal / (4 * static_cast<int64_t>(ranks));
+    return static_cast<int>(std::min<int64_t>(limits.maxItemsPerLane, std::max<int64_t>(200, share)));
+}
+
+enum class Row { Steps, Bubbles, Comm, Busy };
+
+// Encodes rows as the model's draw lists over the window, counting what it
+// drew, folded and left out, and numbering the names of exact communication
+// blocks as they first appear.
+class RowEncoder {
+public:
+    RowEncoder(const TimelineModel& model, TimeNs from, TimeNs to, int columns, int cap, json& names, TimelineCounts& counts)
+        : model_(model), from_(from), to_(to), columns_(columns), cap_(cap), names_(names), counts_(counts)
+    {
+        fold_.foldPx = 1.0;
+    }
+
+    // Lane `lane` of `m` (the model, or the gathered window) as the rows of
+    // `row`; blocks past the cap are added to `truncated`.
+    json encode(const TimelineModel& m, int lane, Row row, int64_t& truncated)
+    {
+        json out = json::array();
+        if (lane < 0 || to_ <= from_)
+            return out;
+        m.drawList(lane, from_, to_, columns_, items_, fold_);
+        size_t keep = items_.size();
+        if (cap_ > 0 && keep > static_cast<size_t>(cap_)) {
+            keep = static_cast<size_t>(cap_);
+            truncated += static_cast<int64_t>(items_.size() - keep);
+        }
+        for (size_t k = 0; k < items_.size(); ++k)
+            if (items_[k].count > 1)
+                counts_.folded += items_[k].count;
+        for (size_t k = 0; k < keep; ++k) {
+            const DrawItem& it = items_[k];
+            out.push_back(block(it, it.event >= 0 ? &m.event(lane, it.event) : nullptr, row));
+        }
+        counts_.blocks += static_cast<int64_t>(keep);
+        return out;
+    }
+
+private:
+    // One block: [start, duration, the row's fields..., count].
+    json block(const DrawItem& it, const Event* e, Row row)
+    {
+        const TimeNs end = std::min(it.end, to_);
+        json r = json::array({it.start - from_, end - it.start});
+        switch (row) {
+        case Row::Steps:
+            r.push_back(it.code);
+            r.push_back(e ? e->microbatch : -1);
+            r.push_back(e ? e->chunk : 0);
+            break;
+        case Row::Bubbles:
+            r.push_back(it.code);
+            break;
+        case Row::Comm:
+            r.push_back(it.code == static_cast<uint8_t>(WorkClass::P2p) ? 0 : 1);
+            r.push_back(nameOf(e));
+            break;
+        case Row::Busy:
+            break;
+        }
+        r.push_back(it.count);
+        return r;
+    }
+
+    // The index of an exact block's name in the document's names, -1 for
+    // none or once the table is full.
+    int nameOf(const Event* e)
+    {
+        int name = -1;
+        if (e && e->name > 0) {
+            if (auto n = nameIndex_.find(e->name); n != nameIndex_.end())
+                name = n->second;
+            else if (names_.size() < kMaxNames) {
+                name = static_cast<int>(names_.size());
+                names_.push_back(model_.name(e->name)); // gathered events keep the model's name ids
+                nameIndex_.emplace(e->name, name);
+            }
+        }
+        return name;
+    }
+
+    const TimelineModel& model_;
+    TimeNs from_, to_;
+    int columns_;
+    int cap_;
+    json& names_;
+    TimelineCounts& counts_;
+    timeline::DrawOptions fold_;
+    std::vector<DrawItem> items_;
+    std::unordered_map<int32_t, int> nameIndex_;
+};
+
 } // namespace
 
-json encodeTimeline(const TimelineModel& model, TimeNs from, TimeNs to, const TimelineLimits& limits, TimelineCounts* countsOut)
-{
-    TimelineCounts counts;
-    const TimeNs duration = std::max<TimeNs>(0, to - from);
-    const int columns = std::max(1, limits.foldColumns);
-    // What drawList folds at `columns` pixels with foldPx 1.
-    const TimeNs quantum = std::max<TimeNs>(1, (duration + columns - 1) / columns);
-    json doc = baseDocument(from, duration, quantum);
+namespace detail {
 
-    // The ranks in the model's lane order, and the window's kernels and transfers gathered per rank and row.
-    std::vector<RankRows> ranks;
+GatheredRows gatherRankRows(const TimelineModel& model, TimeNs from, TimeNs to)
+{
+    GatheredRows g;
     std::map<int, size_t> rankIndex;
-    TimelineModel gathered;
     for (size_t li = 0; li < model.lanes.size(); ++li) {
         const Lane& lane = model.lanes[li];
-        auto [it, inserted] = rankIndex.try_emplace(lane.rank, ranks.size());
+        auto [it, inserted] = rankIndex.try_emplace(lane.rank, g.ranks.size());
         if (inserted) {
             RankRows r;
             r.rank = lane.rank;
             r.stage = lane.stage;
             r.replica = lane.replica;
-            ranks.push_back(r);
+            g.ranks.push_back(r);
         }
-        RankRows& r = ranks[it->second];
+        RankRows& r = g.ranks[it->second];
         switch (lane.kind) {
         case LaneKind::Steps:
             if (r.steps < 0)
@@ -93,94 +180,48 @@ json encodeTimeline(const TimelineModel& model, TimeNs from, TimeNs to, const Ti
                     if (row == 0 ? !isComm(e.code) : e.code != static_cast<uint8_t>(WorkClass::Compute))
                         continue;
                     if (index < 0) {
-                        index = static_cast<int>(gathered.lanes.size());
+                        index = static_cast<int>(g.window.lanes.size());
                         Lane l;
                         l.kind = lane.kind;
                         l.rank = lane.rank;
-                        gathered.lanes.push_back(std::move(l));
+                        g.window.lanes.push_back(std::move(l));
                     }
-                    gathered.lanes[static_cast<size_t>(index)].events.push_back(e);
+                    g.window.lanes[static_cast<size_t>(index)].events.push_back(e);
                 }
             }
             break;
         case LaneKind::Cpu:
+        case LaneKind::Memory:
             break;
         }
     }
-    gathered.finalize();
+    g.window.finalize();
+    return g;
+}
 
-    TimelineLimits capped = limits;
-    if (!ranks.empty() && limits.maxItemsTotal > 0) {
-        const int64_t share = limits.maxItemsTotal / (4 * static_cast<int64_t>(ranks.size()));
-        capped.maxItemsPerLane = static_cast<int>(std::min<int64_t>(limits.maxItemsPerLane, std::max<int64_t>(200, share)));
-    }
-    counts.rowCap = capped.maxItemsPerLane;
+} // namespace detail
 
-    std::unordered_map<int32_t, int> nameIndex;
-    json& names = doc["names"];
-    std::vector<DrawItem> items;
-    timeline::DrawOptions fold;
-    fold.foldPx = 1.0;
-    enum class Row { Steps, Bubbles, Comm, Busy };
-    auto encodeRow = [&](const TimelineModel& m, int lane, Row row, int64_t& truncated) {
-        json out = json::array();
-        if (lane < 0 || to <= from)
-            return out;
-        m.drawList(lane, from, to, columns, items, fold);
-        size_t keep = items.size();
-        if (capped.maxItemsPerLane > 0 && keep > static_cast<size_t>(capped.maxItemsPerLane)) {
-            keep = static_cast<size_t>(capped.maxItemsPerLane);
-            truncated += static_cast<int64_t>(items.size() - keep);
-        }
-        for (size_t k = 0; k < items.size(); ++k)
-            if (items[k].count > 1)
-                counts.folded += items[k].count;
-        for (size_t k = 0; k < keep; ++k) {
-            const DrawItem& it = items[k];
-            const Event* e = it.event >= 0 ? &m.event(lane, it.event) : nullptr;
-            const TimeNs end = std::min(it.end, to);
-            json r = json::array({it.start - from, end - it.start});
-            switch (row) {
-            case Row::Steps:
-                r.push_back(it.code);
-                r.push_back(e ? e->microbatch : -1);
-                r.push_back(e ? e->chunk : 0);
-                break;
-            case Row::Bubbles:
-                r.push_back(it.code);
-                break;
-            case Row::Comm: {
-                r.push_back(it.code == static_cast<uint8_t>(WorkClass::P2p) ? 0 : 1);
-                int name = -1;
-                if (e && e->name > 0) {
-                    if (auto n = nameIndex.find(e->name); n != nameIndex.end())
-                        name = n->second;
-                    else if (names.size() < kMaxNames) {
-                        name = static_cast<int>(names.size());
-                        names.push_back(model.name(e->name)); // gathered events keep the model's name ids
-                        nameIndex.emplace(e->name, name);
-                    }
-                }
-                r.push_back(name);
-                break;
-            }
-            case Row::Busy:
-                break;
-            }
-            r.push_back(it.count);
-            out.push_back(std::move(r));
-        }
-        counts.blocks += static_cast<int64_t>(keep);
-        return out;
-    };
+json encodeTimeline(const TimelineModel& model, TimeNs from, TimeNs to, const TimelineLimits& limits, TimelineCounts* countsOut)
+{
+    TimelineCounts counts;
+    const TimeNs duration = std::max<TimeNs>(0, to - from);
+    const int columns = std::max(1, limits.foldColumns);
+    // What drawList folds at `columns` pixels with foldPx 1.
+    const TimeNs quantum = std::max<TimeNs>(1, (duration + columns - 1) / columns);
+    json doc = baseDocument(from, duration, quantum);
 
-    for (const RankRows& r : ranks) {
+    // The ranks in the model's lane order, and the window's kernels and transfers gathered per rank and row.
+    const detail::GatheredRows gathered = detail::gatherRankRows(model, from, to);
+    counts.rowCap = rowCap(limits, gathered.ranks.size());
+
+    RowEncoder rows(model, from, to, columns, counts.rowCap, doc["names"], counts);
+    for (const detail::RankRows& r : gathered.ranks) {
         int64_t truncated = 0;
         json lane{{"rank", r.rank}, {"stage", r.stage}, {"replica", r.replica}};
-        lane["steps"] = encodeRow(model, r.steps, Row::Steps, truncated);
-        lane["bubbles"] = encodeRow(model, r.bubbles, Row::Bubbles, truncated);
-        lane["comm"] = encodeRow(gathered, r.comm, Row::Comm, truncated);
-        lane["busy"] = encodeRow(gathered, r.busy, Row::Busy, truncated);
+        lane["steps"] = rows.encode(model, r.steps, Row::Steps, truncated);
+        lane["bubbles"] = rows.encode(model, r.bubbles, Row::Bubbles, truncated);
+        lane["comm"] = rows.encode(gathered.window, r.comm, Row::Comm, truncated);
+        lane["busy"] = rows.encode(gathered.window, r.busy, Row::Busy, truncated);
         lane["truncated"] = truncated;
         counts.truncated += truncated;
         doc["lanes"].push_back(std::move(lane));

@@ -1,16 +1,17 @@
-#include "whatif/KinetoEmitter.h"
+#include "simulate/KinetoEmitter.h"
+#include "simulate/detail/KinetoSteps.h"
 
 #include "util/AtomicOutput.h"
 #include "util/Error.h"
 #include "util/Format.h"
 #include "util/Limits.h"
 #include "util/JsonText.h"
+#include "util/TraceEventWriter.h"
 
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -19,7 +20,9 @@
 #include <random>
 #include <tuple>
 
-namespace pipescope::whatif {
+namespace pipescope::simulate {
+
+using namespace pipescope::whatif;
 
 namespace {
 
@@ -98,17 +101,6 @@ private:
     std::mt19937_64 g_;
 };
 
-std::string us(TimeNs ns)
-{
-    char buf[40];
-    const bool neg = ns < 0;
-    const int64_t a = neg ? -ns : ns;
-    std::snprintf(buf, sizeof buf, "%s%" PRId64 ".%03" PRId64, neg ? "-" : "", a / 1000, a % 1000);
-    return buf;
-}
-
-std::string quoted(const std::string& s) { return jsonText(nlohmann::json(s)); }
-
 // The prediction's memory over time moved onto one replayed iteration: the
 // step function's times are carried from the prediction's replay to this one
 // by the rank's steps (same steps, same order; between two step edges
@@ -145,35 +137,47 @@ std::vector<MemoryPoint> memoryOn(const RankMemory& m, const RankReplay& predict
     return out;
 }
 
-class EventWriter {
-public:
-    void begin() { out_ = "{\n"; }
-    std::string& raw() { return out_; }
+// A complete event as the profiler writes it: always with an args object
+// (empty when there are none) and never with a negative duration. `args`
+// writes the args' members.
+template <class WriteArgs>
+void complete(TraceEventWriter& w, std::string_view cat, std::string_view name, int pid, int tid, TimeNs ts, TimeNs dur,
+              WriteArgs&& args)
+{
+    w.beginComplete(cat, name, pid, tid, ts, std::max<TimeNs>(dur, 0));
+    w.beginArgs();
+    args();
+    w.endArgs();
+    w.endEvent();
+}
 
-    void event(const std::string& body)
-    {
-        out_ += first_ ? "  " : ",\n  ";
-        first_ = false;
-        out_ += body;
-    }
-    void complete(const std::string& cat, const std::string& name, int pid, int tid, TimeNs ts, TimeNs dur,
-                  const std::string& args)
-    {
-        event("{\"ph\": \"X\", \"cat\": " + quoted(cat) + ", \"name\": " + quoted(name) + ", \"pid\": " +
-              std::to_string(pid) + ", \"tid\": " + std::to_string(tid) + ", \"ts\": " + us(ts) + ", \"dur\": " +
-              us(std::max<TimeNs>(dur, 0)) + ", \"args\": {" + args + "}}");
-    }
-    void flow(char ph, int64_t id, int pid, int tid, TimeNs ts)
-    {
-        event(std::string("{\"ph\": \"") + ph + "\", \"id\": " + std::to_string(id) + ", \"pid\": " +
-              std::to_string(pid) + ", \"tid\": " + std::to_string(tid) + ", \"ts\": " + us(ts) +
-              ", \"cat\": \"ac2g\", \"name\": \"ac2g\"" + (ph == 'f' ? ", \"bp\": \"e\"" : "") + "}");
-    }
+void complete(TraceEventWriter& w, std::string_view cat, std::string_view name, int pid, int tid, TimeNs ts, TimeNs dur)
+{
+    complete(w, cat, name, pid, tid, ts, dur, [] {});
+}
 
-private:
-    std::string out_;
-    bool first_ = true;
-};
+// The CPU side of a kernel launch: the runtime call, and the start of the
+// flow that links it to its kernel.
+void writeLaunch(TraceEventWriter& w, int pid, int tid, TimeNs ts, TimeNs dur, int64_t id)
+{
+    complete(w, "cuda_runtime", "cudaLaunchKernel", pid, tid, ts, dur, [&] { w.arg("correlation", id); });
+    w.flowStart("ac2g", "ac2g", id, pid, tid, ts);
+}
+
+// A kernel on device `pid`'s stream, with the end of its launch's flow;
+// `comm`: the NCCL args of a communication kernel.
+void writeKernel(TraceEventWriter& w, std::string_view name, int pid, int stream, TimeNs ts, TimeNs dur, int64_t id,
+                 const detail::CommArgs* comm)
+{
+    complete(w, "kernel", name, pid, stream, ts, dur, [&] {
+        w.arg("device", pid);
+        w.arg("stream", stream);
+        w.arg("correlation", id);
+        if (comm)
+            detail::writeCommArgs(w, *comm);
+    });
+    w.flowEnd("ac2g", "ac2g", id, pid, stream, ts);
+}
 
 // What PyTorch's profiler writes with with_stack=True around a step's
 // kernels: on the main thread (tid 1) the stage's model and its modules as
@@ -186,7 +190,7 @@ private:
 // embedding and the head.
 class ModuleWriter {
 public:
-    ModuleWriter(EventWriter& w, const CostModel* cm, const Prediction& p, int pid, int64_t& corr, int64_t& kernels)
+    ModuleWriter(TraceEventWriter& w, const CostModel* cm, const Prediction& p, int pid, int64_t& corr, int64_t& kernels)
         : w_(w), cm_(cm), p_(p), pid_(pid), corr_(corr), kernels_(kernels)
     {
     }
@@ -209,29 +213,34 @@ private:
         bool linked = false;
     };
     std::vector<Unit> units(const TimedAction& a) const;
-    void launch(int tid, TimeNs ts, int64_t id)
+    static std::vector<Kernel> layout(const std::vector<Unit>& us, const std::vector<KernelShape>& mix, size_t perUnit,
+                                      bool forward, TimeNs g0, TimeNs g1);
+    static TimeNs launchAt(const Kernel& k) { return k.start - kLeadNs + 3'000; }
+    void moduleCalls(const TimedAction& a, const std::vector<Unit>& us, const std::vector<Kernel>& ks);
+    void autogradOp(const TimedAction& a, const Kernel& k, int tid);
+    void fwdbwd(bool start, int64_t id, int tid, TimeNs ts)
     {
-        w_.complete("cuda_runtime", "cudaLaunchKernel", pid_, tid, ts, 2'500, "\"correlation\": " + std::to_string(id));
-        w_.flow('s', id, pid_, tid, ts);
-    }
-    void fwdbwd(char ph, int64_t id, int tid, TimeNs ts)
-    {
-        w_.event(std::string("{\"ph\": \"") + ph + "\", \"id\": " + std::to_string(id) + ", \"pid\": " +
-                 std::to_string(pid_) + ", \"tid\": " + std::to_string(tid) + ", \"ts\": " + us(ts) +
-                 ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"" + (ph == 'f' ? ", \"bp\": \"e\"" : "") + "}");
+        if (start)
+            w_.flowStart("fwdbwd", "fwdbwd", id, pid_, tid, ts);
+        else
+            w_.flowEnd("fwdbwd", "fwdbwd", id, pid_, tid, ts);
     }
     int64_t python(const std::string& name, TimeNs start, TimeNs end, int64_t parent, std::optional<int> moduleId)
     {
         const int64_t id = ++pythonId_;
-        std::string args = "\"Python parent id\": " + (parent > 0 ? std::to_string(parent) : std::string("null")) +
-                           ", \"Python id\": " + std::to_string(id);
-        if (moduleId)
-            args += ", \"Python module id\": " + std::to_string(*moduleId);
-        w_.complete("python_function", name, pid_, 1, start, end - start, args);
+        complete(w_, "python_function", name, pid_, 1, start, end - start, [&] {
+            if (parent > 0)
+                w_.arg("Python parent id", parent);
+            else
+                w_.arg("Python parent id", RawJson{"null"});
+            w_.arg("Python id", id);
+            if (moduleId)
+                w_.arg("Python module id", *moduleId);
+        });
         return id;
     }
 
-    EventWriter& w_;
+    TraceEventWriter& w_;
     const CostModel* cm_;
     const Prediction& p_;
     int pid_;
@@ -272,19 +281,15 @@ std::vector<ModuleWriter::Unit> ModuleWriter::units(const TimedAction& a) const
     return u;
 }
 
-void ModuleWriter::step(const TimedAction& a, TimeNs g0, TimeNs g1)
+// The step's kernels in [g0, g1]: each unit (in reverse for a backward) runs
+// `perUnit` kernels of the mix, in its share of the time by the units'
+// weights and the mix's shares, at least 3 us each, kKernelGapNs apart.
+std::vector<ModuleWriter::Kernel> ModuleWriter::layout(const std::vector<Unit>& us, const std::vector<KernelShape>& mix,
+                                                       size_t perUnit, bool forward, TimeNs g0, TimeNs g1)
 {
-    const std::vector<Unit> us = units(a);
-    const bool forward = a.kind == StepKind::F;
-    const auto& mix = kernelsOf(a.kind);
-    // Every unit runs the step's kernel mix in its share of the time; with too
-    // little time for that, one kernel each.
     double total = 0;
     for (const Unit& u : us)
         total += u.weight;
-    size_t perUnit = mix.size();
-    if (g1 - g0 < static_cast<TimeNs>(us.size() * perUnit) * (3'000 + kKernelGapNs))
-        perUnit = 1;
     std::vector<size_t> order(us.size());
     for (size_t i = 0; i < us.size(); ++i)
         order[i] = forward ? i : us.size() - 1 - i; // the backward runs the layers in reverse
@@ -309,52 +314,84 @@ void ModuleWriter::step(const TimedAction& a, TimeNs g0, TimeNs g1)
         ks[i].dur = std::max<TimeNs>(next - at, 3'000);
         at = std::max(next, at + 3'000);
     }
-    auto launchAt = [&](const Kernel& k) { return k.start - kLeadNs + 3'000; };
-    const int tid = forward ? 1 : 2;
-    if (forward) {
-        const TimeNs rootStart = launchAt(ks.front()) - 600, rootEnd = launchAt(ks.back()) + 2'500 + 600;
-        const int64_t root = python("nn.Module: TransformerModel_" + std::to_string(a.chunk), rootStart, rootEnd, 0, a.chunk);
-        const int64_t frame = python("pipeline_model.py(88): forward", rootStart + 100, rootEnd - 100, root, std::nullopt);
-        for (size_t i = 0; i < ks.size();) {
-            size_t j = i;
-            while (j < ks.size() && ks[j].unit == ks[i].unit)
-                ++j;
-            const Unit& u = us[ks[i].unit];
-            python("nn.Module: " + u.cls + "_" + std::to_string(u.instance), launchAt(ks[i]) - 300,
-                   launchAt(ks[j - 1]) + 2'500 + 300, frame, u.instance);
-            forwardKernels_[{a.chunk, a.microbatch, ks[i].unit}] = j - i;
-            i = j;
-        }
+    return ks;
+}
+
+// A forward's module calls on the main thread: the stage's model and its
+// forward frame around all the step's launches, and one call per unit around
+// the launches of its kernels.
+void ModuleWriter::moduleCalls(const TimedAction& a, const std::vector<Unit>& us, const std::vector<Kernel>& ks)
+{
+    const TimeNs rootStart = launchAt(ks.front()) - 600, rootEnd = launchAt(ks.back()) + 2'500 + 600;
+    const int64_t root = python("nn.Module: TransformerModel_" + std::to_string(a.chunk), rootStart, rootEnd, 0, a.chunk);
+    const int64_t frame = python("pipeline_model.py(88): forward", rootStart + 100, rootEnd - 100, root, std::nullopt);
+    for (size_t i = 0; i < ks.size();) {
+        size_t j = i;
+        while (j < ks.size() && ks[j].unit == ks[i].unit)
+            ++j;
+        const Unit& u = us[ks[i].unit];
+        python("nn.Module: " + u.cls + "_" + std::to_string(u.instance), launchAt(ks[i]) - 300,
+               launchAt(ks[j - 1]) + 2'500 + 300, frame, u.instance);
+        forwardKernels_[{a.chunk, a.microbatch, ks[i].unit}] = j - i;
+        i = j;
     }
+}
+
+// The op a kernel is launched from: a forward's aten::linear with the next
+// sequence number and the start of its fwdbwd flow; a backward's
+// evaluate_function with its forward op's number, which ends that flow the
+// first time.
+void ModuleWriter::autogradOp(const TimedAction& a, const Kernel& k, int tid)
+{
+    const TimeNs l = launchAt(k);
+    if (a.kind == StepKind::F) {
+        const ForwardOp op{++seq_, ++flow_};
+        forward_[{a.chunk, a.microbatch, k.unit, k.mixIndex}] = op;
+        const int64_t external = ++external_;
+        complete(w_, "cpu_op", "aten::linear", pid_, tid, l - 150, 2'800, [&] {
+            w_.arg("External id", external);
+            w_.arg("Sequence number", op.seq);
+            w_.arg("Fwd thread id", 0);
+        });
+        fwdbwd(true, op.flow, tid, l - 150);
+        return;
+    }
+    const auto n = forwardKernels_.find({a.chunk, a.microbatch, k.unit});
+    const size_t fk = n == forwardKernels_.end() || n->second == 0 ? 0 : k.mixIndex % n->second;
+    auto f = forward_.find({a.chunk, a.microbatch, k.unit, fk});
+    if (f == forward_.end())
+        return;
+    const int64_t external = ++external_;
+    complete(w_, "cpu_op", "autograd::engine::evaluate_function: MmBackward0", pid_, tid, l - 150, 2'800, [&] {
+        w_.arg("External id", external);
+        w_.arg("Sequence number", f->second.seq);
+        w_.arg("Fwd thread id", 1);
+    });
+    if (!f->second.linked) {
+        fwdbwd(false, f->second.flow, tid, l - 150);
+        f->second.linked = true;
+    }
+}
+
+void ModuleWriter::step(const TimedAction& a, TimeNs g0, TimeNs g1)
+{
+    const std::vector<Unit> us = units(a);
+    const bool forward = a.kind == StepKind::F;
+    const auto& mix = kernelsOf(a.kind);
+    // Every unit runs the step's kernel mix in its share of the time; with too
+    // little time for that, one kernel each.
+    size_t perUnit = mix.size();
+    if (g1 - g0 < static_cast<TimeNs>(us.size() * perUnit) * (3'000 + kKernelGapNs))
+        perUnit = 1;
+    const std::vector<Kernel> ks = layout(us, mix, perUnit, forward, g0, g1);
+    const int tid = forward ? 1 : 2;
+    if (forward)
+        moduleCalls(a, us, ks);
     for (const Kernel& k : ks) {
-        const TimeNs l = launchAt(k);
-        if (forward) {
-            const ForwardOp op{++seq_, ++flow_};
-            forward_[{a.chunk, a.microbatch, k.unit, k.mixIndex}] = op;
-            w_.complete("cpu_op", "aten::linear", pid_, tid, l - 150, 2'800,
-                        "\"External id\": " + std::to_string(++external_) + ", \"Sequence number\": " +
-                            std::to_string(op.seq) + ", \"Fwd thread id\": 0");
-            fwdbwd('s', op.flow, tid, l - 150);
-        } else {
-            const auto n = forwardKernels_.find({a.chunk, a.microbatch, k.unit});
-            const size_t fk = n == forwardKernels_.end() || n->second == 0 ? 0 : k.mixIndex % n->second;
-            auto f = forward_.find({a.chunk, a.microbatch, k.unit, fk});
-            if (f != forward_.end()) {
-                w_.complete("cpu_op", "autograd::engine::evaluate_function: MmBackward0", pid_, tid, l - 150, 2'800,
-                            "\"External id\": " + std::to_string(++external_) + ", \"Sequence number\": " +
-                                std::to_string(f->second.seq) + ", \"Fwd thread id\": 1");
-                if (!f->second.linked) {
-                    fwdbwd('f', f->second.flow, tid, l - 150);
-                    f->second.linked = true;
-                }
-            }
-        }
+        autogradOp(a, k, tid);
         const int64_t id = corr_++;
-        launch(tid, l, id);
-        w_.complete("kernel", mix[perUnit == 1 ? 0 : k.mixIndex].name, pid_, kComputeStream, k.start, k.dur,
-                    "\"device\": " + std::to_string(pid_) + ", \"stream\": " + std::to_string(kComputeStream) +
-                        ", \"correlation\": " + std::to_string(id));
-        w_.flow('f', id, pid_, kComputeStream, k.start);
+        writeLaunch(w_, pid_, tid, launchAt(k), 2'500, id);
+        writeKernel(w_, mix[perUnit == 1 ? 0 : k.mixIndex].name, pid_, kComputeStream, k.start, k.dur, id, nullptr);
         ++kernels_;
     }
 }
@@ -367,422 +404,649 @@ std::string ranksText(const std::vector<int>& ranks)
     return s + "]";
 }
 
-} // namespace
+namespace fs = std::filesystem;
 
-KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& options, const std::string& dir)
+// Where the job is written: a private folder beside DIR (tempDir), renamed
+// into place whole, so that an interrupted or failed write leaves no partial
+// job and files of an earlier job in DIR are never mixed with this one.
+struct JobFolder {
+    fs::path finalDir, dirName, parent, tempDir;
+};
+
+// Removes the private folder unless the job was swapped in, and stops
+// tracking it for the signal handlers either way.
+struct TempDir {
+    fs::path path;
+    int tracked;
+    bool keep = false;
+    ~TempDir()
+    {
+        std::error_code e;
+        if (!keep)
+            fs::remove_all(path, e);
+        AtomicOutput::untrackTemporary(tracked);
+    }
+};
+
+// Checks that DIR is new or holds only simulated traces, and creates the
+// private folder beside it.
+JobFolder prepareJobFolder(const std::string& dir)
 {
-    if (options.iterations < 1 || options.iterations > 1000)
-        throw Error("--iterations must be between 1 and 1000");
-    // The job is written into a private folder beside DIR and renamed into
-    // place whole: an interrupted or failed write leaves no partial job, and
-    // files of an earlier job in DIR are never mixed with this one.
-    namespace fs = std::filesystem;
     std::error_code ec;
-    const fs::path finalDir = fs::path(dir).lexically_normal();
-    const fs::path dirName = finalDir.filename().empty() ? finalDir.parent_path().filename() : finalDir.filename();
-    const fs::path parent = fs::absolute(finalDir, ec).parent_path();
-    if (fs::exists(finalDir, ec)) {
-        if (!fs::is_directory(finalDir, ec))
+    JobFolder f;
+    f.finalDir = fs::path(dir).lexically_normal();
+    f.dirName = f.finalDir.filename().empty() ? f.finalDir.parent_path().filename() : f.finalDir.filename();
+    f.parent = fs::absolute(f.finalDir, ec).parent_path();
+    if (fs::exists(f.finalDir, ec)) {
+        if (!fs::is_directory(f.finalDir, ec))
             throw Error(dir + ": exists and is not a folder; choose a new folder for --emit-kineto");
-        for (const auto& entry : fs::directory_iterator(finalDir, ec)) {
-            const std::string f = entry.path().filename().string();
-            const bool ours = entry.is_regular_file() && f.starts_with("rank-") && f.ends_with(".json");
+        for (const auto& entry : fs::directory_iterator(f.finalDir, ec)) {
+            const std::string name = entry.path().filename().string();
+            const bool ours = entry.is_regular_file() && name.starts_with("rank-") && name.ends_with(".json");
             if (!ours)
-                throw Error(dir + ": holds files other than simulated traces (" + f +
+                throw Error(dir + ": holds files other than simulated traces (" + name +
                             "); choose an empty or new folder for --emit-kineto");
         }
     }
-    fs::create_directories(parent, ec);
-    AtomicOutput::removeStaleTemporaries(parent.string(), dirName.string());
-    const fs::path tempDir = parent / ("." + dirName.string() + ".tmp-" + std::to_string(::getpid()));
-    fs::remove_all(tempDir, ec);
-    if (!fs::create_directory(tempDir, ec))
+    fs::create_directories(f.parent, ec);
+    AtomicOutput::removeStaleTemporaries(f.parent.string(), f.dirName.string());
+    f.tempDir = f.parent / ("." + f.dirName.string() + ".tmp-" + std::to_string(::getpid()));
+    fs::remove_all(f.tempDir, ec);
+    if (!fs::create_directory(f.tempDir, ec))
         throw Error("cannot create the output folder " + dir + " (" + ec.message() + "); choose a writable path");
-    struct TempDir {
-        fs::path path;
-        int tracked;
-        bool keep = false;
-        ~TempDir()
-        {
-            std::error_code e;
-            if (!keep)
-                fs::remove_all(path, e);
-            AtomicOutput::untrackTemporary(tracked);
-        }
-    } temp{tempDir, AtomicOutput::trackTemporary(tempDir.string())};
+    return f;
+}
 
-    const Schedule& s = p.schedule;
-    const int P = s.pp, D = std::max(1, p.dataParallel), W = P * D;
-    if (W > 4096)
-        throw Error("the simulated job would have more than 4096 ranks; reduce --pp or the data-parallel degree");
-    const int64_t emitted = static_cast<int64_t>(s.actionCount()) * options.iterations * D;
-    if (emitted > kMaxEmittedSteps)
-        throw Error("the simulated traces would hold " + formatCount(emitted) +
-                    " steps (steps x iterations x data-parallel replicas), about " +
-                    formatBytes(emitted * kEmittedBytesPerStep) + "; pipescope emits at most " +
-                    formatCount(kMaxEmittedSteps) + " steps, so choose fewer microbatches, iterations or replicas");
-
-    // Replay each iteration with jittered step times; every data-parallel
-    // replica shares it (their all-reduce keeps them in step).
-    Rng rng(options.seed);
-    Replay replay;
-    std::vector<ReplayResult> iterations(static_cast<size_t>(options.iterations));
-    std::vector<TimeNs> starts;
-    KinetoEmitSummary summary;
-    TimeNs cursor = 1'000'000; // leave room before the first step for the CPU lead
-    for (int it = 0; it < options.iterations; ++it) {
-        ReplayCosts c = p.costs;
-        c.launchGapNs = std::max(c.launchGapNs, options.launchGapNs);
-        auto jitter = [&](TimeNs& t) {
-            t = std::max<TimeNs>(0, static_cast<TimeNs>(static_cast<double>(t) * (1.0 + options.jitter * rng.symmetric())));
-        };
-        for (StageCost& sc : c.stages) {
-            jitter(sc.forward);
-            jitter(sc.backward);
-            jitter(sc.backwardInput);
-            jitter(sc.backwardWeight);
-        }
-        // Uneven microbatches keep their sizes, each with its own jitter.
-        for (StageCost& sc : c.microbatchCosts) {
-            jitter(sc.forward);
-            jitter(sc.backward);
-            jitter(sc.backwardInput);
-            jitter(sc.backwardWeight);
-        }
-        for (TimeNs& t : c.allReduceNs)
-            jitter(t);
-        for (TimeNs& t : c.optimizerNs)
-            t = std::max<TimeNs>(t, 50'000);
-        replay.run(s, c, iterations[size_t(it)]);
-        starts.push_back(cursor);
-        summary.iterationNs.push_back(iterations[size_t(it)].iterationNs);
-        cursor += iterations[size_t(it)].iterationNs + kIterationGapNs;
-    }
-
-    // The job id names this job's traces so that import refuses to mix them
-    // with another job's; it follows from what was simulated, so one seed
-    // still gives identical files.
-    std::string jobId;
-    {
-        uint64_t h = 1469598103934665603ull;
-        auto mix = [&](const std::string& v) {
-            for (unsigned char c : v + '\x1f')
-                h = (h ^ c) * 1099511628211ull;
-        };
-        mix(options.modelName);
-        mix(s.name());
-        for (int64_t v : {int64_t{P}, int64_t{s.chunks()}, int64_t{D}, int64_t{s.microbatches},
-                          int64_t{options.iterations}, static_cast<int64_t>(options.seed)})
-            mix(std::to_string(v));
-        for (TimeNs t : summary.iterationNs)
-            mix(std::to_string(t));
-        char buf[17];
-        std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-        jobId = buf;
-    }
-    std::vector<int> allRanks(static_cast<size_t>(W));
-    for (int g = 0; g < W; ++g)
-        allRanks[size_t(g)] = g;
-    const std::string scheduleName = s.name();
-    for (int g = 0; g < W; ++g) {
-        // Megatron's layout with tensor parallelism 1: rank = stage * dp + replica.
-        const int r = g / D, replica = g % D;
-        std::vector<int> ppRanks, dpRanks;
-        for (int q = 0; q < P; ++q)
-            ppRanks.push_back(q * D + replica);
-        for (int d = 0; d < D; ++d)
-            dpRanks.push_back(r * D + d);
-        const std::string ppText = ranksText(ppRanks);
-        Rng kr(options.seed * 7919 + static_cast<uint64_t>(g) + 1);
-        int64_t corr = 1000;
-        int64_t kernels = 0;
-
-        EventWriter w;
-        w.begin();
-        std::string& out = w.raw();
-        nlohmann::json pg = nlohmann::json::array();
-        pg.push_back({{"pg_name", "0"}, {"pg_desc", "default_pg"}, {"backend_config", "cuda:nccl"}, {"pg_size", W}, {"ranks", allRanks}});
-        pg.push_back({{"pg_name", "1"}, {"pg_desc", "pp"}, {"backend_config", "cuda:nccl"}, {"pg_size", P}, {"ranks", ppRanks}});
-        if (D > 1)
-            pg.push_back({{"pg_name", "2"}, {"pg_desc", "dp"}, {"backend_config", "cuda:nccl"}, {"pg_size", D}, {"ranks", dpRanks}});
-        nlohmann::json head{{"schemaVersion", 1},
-                            {"deviceProperties",
-                             {{{"id", g}, {"name", options.gpuName}, {"totalGlobalMem", p.gpuMemoryBytes.value_or(85'520'809'984)}}}},
-                            {"distributedInfo",
-                             {{"backend", "nccl"}, {"rank", g}, {"world_size", W}, {"pg_count", pg.size()}, {"pg_config", pg}}},
-                            {"pipescope",
-                             {{"simulated", true},
-                              {"generator", "pipescope simulate"},
-                              {"model", options.modelName},
-                              {"schedule", scheduleName},
-                              {"pp", P},
-                              {"v", s.chunks()},
-                              {"dp", D},
-                              {"microbatches", s.microbatches},
-                              {"job", jobId}}},
-                            {"baseTimeNanoseconds", kBaseTimeNs}};
-        const std::string headText = jsonText(head, 1);
-        out += headText.substr(2, headText.size() - 4); // the members, without the braces
-        out += ",\n  \"traceEvents\": [\n";
-
-        auto launch = [&](TimeNs ts, TimeNs dur, int64_t id) {
-            w.complete("cuda_runtime", "cudaLaunchKernel", g, 1, ts, dur, "\"correlation\": " + std::to_string(id));
-            w.flow('s', id, g, 1, ts);
-        };
-        auto kernel = [&](const std::string& name, int stream, TimeNs ts, TimeNs dur, int64_t id, const std::string& extra) {
-            w.complete("kernel", name, g, stream, ts, dur,
-                       "\"device\": " + std::to_string(g) + ", \"stream\": " + std::to_string(stream) +
-                           ", \"correlation\": " + std::to_string(id) + extra);
-            w.flow('f', id, g, stream, ts);
-            ++kernels;
-        };
-        auto p2p = [&](bool send, int peerStage, int64_t bytes) {
-            const int peer = peerStage * D + replica;
-            const int64_t nelems = bytes / 2;
-            return std::string(", \"Collective name\": \"") +
-                   std::string(torchCollectiveName(send ? Collective::Send : Collective::Recv)) + "\", \"In msg nelems\": " +
-                   std::to_string(nelems) + ", \"Out msg nelems\": " + std::to_string(nelems) +
-                   ", \"dtype\": \"BFloat16\", \"Group size\": " + std::to_string(P) +
-                   ", \"Process Group Name\": \"1\", \"Process Group Description\": \"pp\", \"Process Group Ranks\": \"" +
-                   ppText + "\", \"" + (send ? "Dst Rank" : "Src Rank") + "\": " + std::to_string(peer);
-        };
-        const std::string sendRecv = ncclKernelName(Collective::SendRecv);
-        // NCCL kernels go on stream 20; one that would overlap a running one
-        // (a send and a receive with different peers) takes the next free stream.
-        std::vector<TimeNs> commBusyUntil;
-        auto commStream = [&](TimeNs start, TimeNs end) {
-            for (size_t i = 0;; ++i) {
-                if (i == commBusyUntil.size())
-                    commBusyUntil.push_back(std::numeric_limits<TimeNs>::min());
-                if (commBusyUntil[i] <= start) {
-                    commBusyUntil[i] = end;
-                    return kCommStream + static_cast<int>(i);
-                }
-            }
-        };
-
-        // PyTorch's allocator events (profile_memory=True): the predicted
-        // memory's changes with the allocator's totals after each. What the
-        // step function starts from (weights, gradients, optimizer state) was
-        // allocated before recording began. Addresses follow a bump allocator.
-        const RankMemory* memory = size_t(r) < p.memory.size() && size_t(r) < p.replay.ranks.size() &&
-                                           !p.memory[size_t(r)].overTime.empty()
-                                       ? &p.memory[size_t(r)]
-                                       : nullptr;
-        const int64_t kReserveBlock = int64_t(2) << 20;
-        int64_t allocated = memory ? memory->staticBytes : 0;
-        int64_t reserved = (allocated + kReserveBlock - 1) / kReserveBlock * kReserveBlock;
-        auto memoryEvents = [&](const RankReplay& replayed, TimeNs base) {
-            for (const MemoryPoint& pt : memoryOn(*memory, p.replay.ranks[size_t(r)], replayed)) {
-                const int64_t bytes = pt.bytes - allocated;
-                if (bytes == 0)
-                    continue;
-                const int64_t addr = 0x7f2a00000000 + std::min(allocated, pt.bytes);
-                allocated = pt.bytes;
-                reserved = std::max(reserved, (allocated + kReserveBlock - 1) / kReserveBlock * kReserveBlock);
-                w.event("{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": " +
-                        std::to_string(g) + ", \"tid\": 1, \"ts\": " + us(base + pt.t) + ", \"args\": {\"Total Reserved\": " +
-                        std::to_string(reserved) + ", \"Total Allocated\": " + std::to_string(allocated) +
-                        ", \"Bytes\": " + std::to_string(bytes) + ", \"Addr\": " + std::to_string(addr) +
-                        ", \"Device Id\": " + std::to_string(g) + ", \"Device Type\": 1}}");
-            }
-        };
-
-        ModuleWriter modules{w, options.costModel, p, g, corr, kernels};
-        // Without module events, each kernel is still launched from an op
-        // carrying autograd's sequence number, as PyTorch records every op: a
-        // forward's from aten::linear with the next number, a backward's from
-        // evaluate_function with the number of its forward's op.
-        int64_t sequence = 0, external = 0;
-        std::map<std::tuple<int, int, size_t>, int64_t> forwardSequence; // (stage, microbatch, kernel) -> number
-        for (int it = 0; it < options.iterations; ++it) {
-            modules.newIteration();
-            forwardSequence.clear();
-            const ReplayResult& res = iterations[size_t(it)];
-            const RankReplay& rr = res.ranks[size_t(r)];
-            const TimeNs base = starts[size_t(it)];
-            w.complete("user_annotation", "ProfilerStep#" + std::to_string(options.firstStepNumber + it), g, 1,
-                       base - kLeadNs - 100'000, res.iterationNs + 200'000, "");
-            // Transfers this rank sends and receives, by producing / consuming step.
-            // As the replay ran them: an order no batching fits overlaps its sends.
-            const bool blocking = res.blockingExchanges;
-            TimeNs previousEnd = -1; // GPU end of the rank's previous step; the receive is posted then
-            for (const TimedAction& a : rr.actions) {
-                const TimeNs g0 = base + a.start, g1 = base + a.end;
-                std::string args = "\"microbatch\": " + std::to_string(a.microbatch) + ", \"chunk\": " + std::to_string(a.chunk);
-                if (a.kind == StepKind::I)
-                    args += ", \"part\": \"input\"";
-                if (options.stepAnnotations)
-                    w.complete("user_annotation", annotationOf(a.kind), g, 1, g0 - kLeadNs, g1 - g0 + 3'000, args);
-                // Receives this step waits for, posted as the previous step ends
-                // (so the kernel shows the wait) or as this one starts.
-                for (const TimedTransfer& t : res.transfers) {
-                    if (blocking)
-                        break; // written as batches below
-                    // A weight-gradient step (W) needs nothing from a neighbour: its I received it.
-                    if (t.dstRank != r || t.dstStage != a.stage || t.microbatch != a.microbatch ||
-                        t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
-                        continue;
-                    // Before the rank's first step the receive is posted as the iteration begins.
-                    const TimeNs l = previousEnd >= 0 ? previousEnd - kLeadNs + 2'200 : base - kLeadNs - 50'000;
-                    const int64_t id = corr++;
-                    launch(l, 500, id);
-                    // PyTorch orders NCCL work after the compute stream's
-                    // current work; the kernel then waits for the sender.
-                    const TimeNs ks = std::max(l + 5'000, previousEnd >= 0 ? previousEnd : base);
-                    const TimeNs ke = std::max(base + t.end, ks + 1'000);
-                    kernel(sendRecv, commStream(ks, ke), ks, ke - ks, id,
-                           p2p(false, s.rankOfStage[size_t(t.srcStage)], t.bytes));
-                }
-                // Compute kernels: the step's time split by the kernel mix
-                // (per layer, inside module calls, when the layers are known).
-                if (options.costModel) {
-                    modules.step(a, g0, g1);
-                } else {
-                    const auto& mix = kernelsOf(a.kind);
-                    const TimeNs gaps = kKernelGapNs * static_cast<TimeNs>(mix.size() - 1);
-                    const TimeNs work = std::max<TimeNs>(g1 - g0 - gaps, static_cast<TimeNs>(mix.size()) * 3'000);
-                    std::vector<double> shares;
-                    double total = 0;
-                    for (const KernelShape& k : mix) {
-                        shares.push_back(k.share * (1.0 + 0.1 * kr.symmetric()));
-                        total += shares.back();
-                    }
-                    TimeNs ks = g0;
-                    for (size_t k = 0; k < mix.size(); ++k) {
-                        TimeNs dur = k + 1 == mix.size() ? std::max<TimeNs>(g0 + gaps + work - ks, 3'000)
-                                                         : std::max<TimeNs>(static_cast<TimeNs>(static_cast<double>(work) * shares[k] / total), 3'000);
-                        const int64_t id = corr++;
-                        const TimeNs l = ks - kLeadNs + 3'000;
-                        if (a.kind == StepKind::F) {
-                            forwardSequence[{a.stage, a.microbatch, k}] = ++sequence;
-                            w.complete("cpu_op", "aten::linear", g, 1, l - 150, 2'800,
-                                       "\"External id\": " + std::to_string(++external) + ", \"Sequence number\": " +
-                                           std::to_string(sequence) + ", \"Fwd thread id\": 0");
-                        } else if (auto f = forwardSequence.find({a.stage, a.microbatch, k % kernelsOf(StepKind::F).size()});
-                                   f != forwardSequence.end()) {
-                            w.complete("cpu_op", "autograd::engine::evaluate_function: MmBackward0", g, 1, l - 150, 2'800,
-                                       "\"External id\": " + std::to_string(++external) + ", \"Sequence number\": " +
-                                           std::to_string(f->second) + ", \"Fwd thread id\": 1");
-                        }
-                        launch(l, 2'500, id);
-                        kernel(mix[k].name, kComputeStream, ks, dur, id, "");
-                        ks += dur + kKernelGapNs;
-                    }
-                }
-                // Sends this step produces, launched as it ends.
-                for (const TimedTransfer& t : res.transfers) {
-                    if (blocking)
-                        break;
-                    if (t.srcRank != r || t.srcStage != a.stage || t.microbatch != a.microbatch ||
-                        t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
-                        continue;
-                    const TimeNs l = g1 - kLeadNs + 1'000;
-                    const int64_t id = corr++;
-                    launch(l, 1'000, id);
-                    const TimeNs kst = std::max(g1, l + 5'000); // posted as the step ends, waits for the receiver
-                    const TimeNs ke = std::max(base + t.end, kst + 2'000);
-                    kernel(sendRecv, commStream(kst, ke), kst, ke - kst, id,
-                           p2p(true, s.rankOfStage[size_t(t.dstStage)], t.bytes));
-                }
-                previousEnd = g1;
-            }
-            // Blocking exchanges: one coalesced batch per post, as batch_isend_irecv
-            // records it: each op's record_param_comms (nccl:send / nccl:recv),
-            // then nccl:coalesced, whose launch runs one SendRecv kernel for all of them.
-            if (blocking) {
-                struct Op {
-                    bool send;
-                    int peerStage;
-                    int64_t bytes;
-                    TimeNs end;
-                };
-                std::map<TimeNs, std::vector<Op>> batches; // by post time
-                for (const TimedTransfer& t : res.transfers) {
-                    if (t.srcRank == r)
-                        batches[t.sendPost].push_back({true, s.rankOfStage[size_t(t.dstStage)], t.bytes, t.end});
-                    if (t.dstRank == r)
-                        batches[t.recvPost].push_back({false, s.rankOfStage[size_t(t.srcStage)], t.bytes, t.end});
-                }
-                for (const auto& [post, ops] : batches) {
-                    const TimeNs ks = base + post;
-                    TimeNs ke = ks + 1'000;
-                    for (const Op& op : ops)
-                        ke = std::max(ke, base + op.end);
-                    TimeNs l = ks - kLeadNs + 1'000;
-                    for (const Op& op : ops) {
-                        const std::string args = p2p(op.send, op.peerStage, op.bytes).substr(2);
-                        w.complete("cpu_op", op.send ? "nccl:send" : "nccl:recv", g, 1, l, 3'000, "");
-                        w.complete("cpu_op", "record_param_comms", g, 1, l + 500, 2'000, args);
-                        l += 4'000;
-                    }
-                    const int64_t id = corr++;
-                    w.complete("cpu_op", "nccl:coalesced", g, 1, l, 4'000, "");
-                    w.complete("cpu_op", "record_param_comms", g, 1, l + 200, 3'600,
-                               "\"Collective name\": \"coalesced\", \"Group size\": " + std::to_string(P) +
-                                   ", \"Process Group Name\": \"1\", \"Process Group Description\": \"pp\", "
-                                   "\"Process Group Ranks\": \"" + ppText + "\"");
-                    launch(l + 1'000, 2'000, id);
-                    kernel(sendRecv, commStream(ks, ke), ks, ke - ks, id,
-                           ", \"Collective name\": \"coalesced\", \"Group size\": " + std::to_string(P) +
-                               ", \"Process Group Name\": \"1\", \"Process Group Description\": \"pp\", "
-                               "\"Process Group Ranks\": \"" + ppText + "\"");
-                }
-            }
-            const TimeNs end = base + rr.computeEnd;
-            if (D > 1 && rr.allReduceEnd > rr.allReduceStart) {
-                const int64_t id = corr++;
-                const TimeNs l = end - kLeadNs + 5'000;
-                launch(l, 2'000, id);
-                const int64_t nelems = p.memory.size() > size_t(r) ? p.memory[size_t(r)].parameters : 0;
-                const TimeNs ks = std::max(base + rr.allReduceStart, l + 5'000);
-                const TimeNs ke = std::max<TimeNs>(base + rr.allReduceEnd, ks + 2'000);
-                kernel(ncclKernelName(Collective::AllReduce, "Sum_bf16_RING_LL"), commStream(ks, ke), ks, ke - ks, id,
-                       ", \"Collective name\": \"" + std::string(torchCollectiveName(Collective::AllReduce)) +
-                           "\", \"In msg nelems\": " + std::to_string(nelems) +
-                           ", \"Out msg nelems\": " + std::to_string(nelems) + ", \"dtype\": \"BFloat16\", \"Group size\": " +
-                           std::to_string(D) + ", \"Process Group Name\": \"2\", \"Process Group Description\": \"dp\", "
-                           "\"Process Group Ranks\": \"" + ranksText(dpRanks) + "\"");
-            }
-            {
-                const TimeNs l = std::max(base + rr.optimizerStart - kLeadNs + 8'000, end - kLeadNs + 8'000);
-                const int64_t id = corr++;
-                w.complete("user_annotation", "Optimizer.step#AdamW.step", g, 1, l - 1'000, 6'000, "");
-                launch(l, 2'000, id);
-                const TimeNs ks = std::max(base + rr.optimizerStart, l + 5'000);
-                kernel("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, double*, double*>",
-                       kComputeStream, ks, std::max<TimeNs>(base + rr.optimizerEnd - ks, 2'000), id, "");
-            }
-            if (memory)
-                memoryEvents(rr, base);
-        }
-        out += "\n  ]\n}\n";
-        const std::string file = "rank-" + std::to_string(g) + ".json";
-        AtomicOutput::writeFile((tempDir / file).string(), out);
-        summary.files.push_back((fs::path(dir) / file).string());
-        summary.kernelsPerRank.push_back(kernels);
-    }
-    // Swap the finished job in; an earlier job's folder (simulated traces
-    // only, checked above) goes away as a whole.
-    const fs::path old = parent / ("." + dirName.string() + ".old-" + std::to_string(::getpid()));
-    const bool hadOld = fs::exists(finalDir, ec);
+// Swaps the finished job in; an earlier job's folder (simulated traces
+// only, checked before writing) goes away as a whole.
+void swapJobIn(const JobFolder& f, TempDir& temp, const std::string& dir)
+{
+    std::error_code ec;
+    const fs::path old = f.parent / ("." + f.dirName.string() + ".old-" + std::to_string(::getpid()));
+    const bool hadOld = fs::exists(f.finalDir, ec);
     if (hadOld) {
         fs::remove_all(old, ec);
-        fs::rename(finalDir, old, ec);
+        fs::rename(f.finalDir, old, ec);
         if (ec)
             throw Error(dir + ": cannot replace the earlier simulated job (" + ec.message() + "); choose a new folder");
     }
-    fs::rename(tempDir, finalDir, ec);
+    fs::rename(f.tempDir, f.finalDir, ec);
     if (ec) {
         std::error_code back;
         if (hadOld)
-            fs::rename(old, finalDir, back);
+            fs::rename(old, f.finalDir, back);
         throw Error(dir + ": cannot write the simulated job (" + ec.message() + "); choose a writable folder");
     }
     temp.keep = true;
     if (hadOld)
         fs::remove_all(old, ec);
+}
+
+// The job's parallel layout: P pipeline stages, D data-parallel replicas, W ranks.
+struct JobShape {
+    int P = 1, D = 1, W = 1;
+};
+
+// The layout, refused when the job would be too large to write.
+JobShape checkJobSize(const Prediction& p, const KinetoEmitOptions& options)
+{
+    const Schedule& s = p.schedule;
+    JobShape shape;
+    shape.P = s.pp;
+    shape.D = std::max(1, p.dataParallel);
+    shape.W = shape.P * shape.D;
+    if (shape.W > 4096)
+        throw Error("the simulated job would have more than 4096 ranks; reduce --pp or the data-parallel degree");
+    const int64_t emitted = static_cast<int64_t>(s.actionCount()) * options.iterations * shape.D;
+    if (emitted > kMaxEmittedSteps)
+        throw Error("the simulated traces would hold " + formatCount(emitted) +
+                    " steps (steps x iterations x data-parallel replicas), about " +
+                    formatBytes(emitted * kEmittedBytesPerStep) + "; pipescope emits at most " +
+                    formatCount(kMaxEmittedSteps) + " steps, so choose fewer microbatches, iterations or replicas");
+    return shape;
+}
+
+// The iterations as replayed: each with its own jittered step times, one
+// after another on the GPU clock.
+struct ReplayedIterations {
+    std::vector<ReplayResult> results;
+    std::vector<TimeNs> starts;      // where each begins
+    std::vector<TimeNs> iterationNs; // and its length
+};
+
+// Scales each of an iteration's step and all-reduce times by 1 + jitter x
+// [-1, 1); optimizer steps take at least 50 us.
+void jitterCosts(ReplayCosts& c, Rng& rng, double spread)
+{
+    auto jitter = [&](TimeNs& t) {
+        t = std::max<TimeNs>(0, static_cast<TimeNs>(static_cast<double>(t) * (1.0 + spread * rng.symmetric())));
+    };
+    for (StageCost& sc : c.stages) {
+        jitter(sc.forward);
+        jitter(sc.backward);
+        jitter(sc.backwardInput);
+        jitter(sc.backwardWeight);
+    }
+    // Uneven microbatches keep their sizes, each with its own jitter.
+    for (StageCost& sc : c.microbatchCosts) {
+        jitter(sc.forward);
+        jitter(sc.backward);
+        jitter(sc.backwardInput);
+        jitter(sc.backwardWeight);
+    }
+    for (TimeNs& t : c.allReduceNs)
+        jitter(t);
+    for (TimeNs& t : c.optimizerNs)
+        t = std::max<TimeNs>(t, 50'000);
+}
+
+// Replays each iteration with jittered step times; every data-parallel
+// replica shares it (their all-reduce keeps them in step).
+ReplayedIterations replayIterations(const Prediction& p, const KinetoEmitOptions& options)
+{
+    Rng rng(options.seed);
+    Replay replay;
+    ReplayedIterations out;
+    out.results.resize(static_cast<size_t>(options.iterations));
+    TimeNs cursor = 1'000'000; // leave room before the first step for the CPU lead
+    for (int it = 0; it < options.iterations; ++it) {
+        ReplayCosts c = p.costs;
+        c.launchGapNs = std::max(c.launchGapNs, options.launchGapNs);
+        jitterCosts(c, rng, options.jitter);
+        replay.run(p.schedule, c, out.results[size_t(it)]);
+        out.starts.push_back(cursor);
+        out.iterationNs.push_back(out.results[size_t(it)].iterationNs);
+        cursor += out.results[size_t(it)].iterationNs + kIterationGapNs;
+    }
+    return out;
+}
+
+// The job id names this job's traces so that import refuses to mix them
+// with another job's; it follows from what was simulated, so one seed
+// still gives identical files.
+std::string jobIdOf(const Schedule& s, const KinetoEmitOptions& options, const JobShape& shape,
+                    const std::vector<TimeNs>& iterationNs)
+{
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](const std::string& v) {
+        for (unsigned char c : v + '\x1f')
+            h = (h ^ c) * 1099511628211ull;
+    };
+    mix(options.modelName);
+    mix(s.name());
+    for (int64_t v : {int64_t{shape.P}, int64_t{s.chunks()}, int64_t{shape.D}, int64_t{s.microbatches},
+                      int64_t{options.iterations}, static_cast<int64_t>(options.seed)})
+        mix(std::to_string(v));
+    for (TimeNs t : iterationNs)
+        mix(std::to_string(t));
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
+}
+
+// What every rank's trace is written from.
+struct JobContext {
+    const Prediction& p;
+    const KinetoEmitOptions& options;
+    JobShape shape;
+    const ReplayedIterations& replayed;
+    std::string jobId;
+    std::vector<int> allRanks;
+    std::string scheduleName;
+};
+
+// A rank's place in the job, Megatron's layout with tensor parallelism 1:
+// rank g = stage r * D + replica; its pipeline and data-parallel groups.
+struct RankPlace {
+    int g = 0, r = 0, replica = 0;
+    std::vector<int> ppRanks, dpRanks;
+    std::string ppText, dpText; // the groups as "[0, 2]"
+};
+
+RankPlace placeOf(int g, const JobShape& shape)
+{
+    RankPlace place;
+    place.g = g;
+    place.r = g / shape.D;
+    place.replica = g % shape.D;
+    for (int q = 0; q < shape.P; ++q)
+        place.ppRanks.push_back(q * shape.D + place.replica);
+    for (int d = 0; d < shape.D; ++d)
+        place.dpRanks.push_back(place.r * shape.D + d);
+    place.ppText = ranksText(place.ppRanks);
+    place.dpText = ranksText(place.dpRanks);
+    return place;
+}
+
+// The document's members ahead of its events, as the profiler writes them
+// (indented one space, keys in order), with the simulator's mark: the
+// device, the process groups, and what was simulated.
+std::string headMembers(const JobContext& job, const RankPlace& place)
+{
+    const int P = job.shape.P, D = job.shape.D, W = job.shape.W, g = place.g;
+    const Schedule& s = job.p.schedule;
+    nlohmann::json pg = nlohmann::json::array();
+    pg.push_back({{"pg_name", "0"}, {"pg_desc", "default_pg"}, {"backend_config", "cuda:nccl"}, {"pg_size", W}, {"ranks", job.allRanks}});
+    pg.push_back({{"pg_name", "1"}, {"pg_desc", "pp"}, {"backend_config", "cuda:nccl"}, {"pg_size", P}, {"ranks", place.ppRanks}});
+    if (D > 1)
+        pg.push_back({{"pg_name", "2"}, {"pg_desc", "dp"}, {"backend_config", "cuda:nccl"}, {"pg_size", D}, {"ranks", place.dpRanks}});
+    nlohmann::json head{{"schemaVersion", 1},
+                        {"deviceProperties",
+                         {{{"id", g}, {"name", job.options.gpuName}, {"totalGlobalMem", job.p.gpuMemoryBytes.value_or(85'520'809'984)}}}},
+                        {"distributedInfo",
+                         {{"backend", "nccl"}, {"rank", g}, {"world_size", W}, {"pg_count", pg.size()}, {"pg_config", pg}}},
+                        {"pipescope",
+                         {{"simulated", true},
+                          {"generator", "pipescope simulate"},
+                          {"model", job.options.modelName},
+                          {"schedule", job.scheduleName},
+                          {"pp", P},
+                          {"v", s.chunks()},
+                          {"dp", D},
+                          {"microbatches", s.microbatches},
+                          {"job", job.jobId}}},
+                        {"baseTimeNanoseconds", kBaseTimeNs}};
+    const std::string headText = jsonText(head, 1);
+    return headText.substr(2, headText.size() - 4); // the members, without the braces
+}
+
+// One rank's events, iteration by iteration: the profiler step, each step's
+// annotation, receives, compute kernels and sends (or, with blocking
+// exchanges, the batches), the all-reduce, the optimizer step and the
+// allocator's events.
+class RankEmitter {
+public:
+    RankEmitter(TraceEventWriter& w, const JobContext& job, const RankPlace& place);
+    void iteration(int it);
+    int64_t kernels() const { return kernels_; }
+
+private:
+    void launch(TimeNs ts, TimeNs dur, int64_t id) { writeLaunch(w_, place_.g, 1, ts, dur, id); }
+    void kernel(std::string_view name, int stream, TimeNs ts, TimeNs dur, int64_t id, const detail::CommArgs* comm)
+    {
+        writeKernel(w_, name, place_.g, stream, ts, dur, id, comm);
+        ++kernels_;
+    }
+    detail::CommArgs p2p(bool send, int peerStage, int64_t bytes) const;
+    detail::CommArgs coalesced() const;
+    void step(const ReplayResult& res, const TimedAction& a, TimeNs base, TimeNs previousEnd);
+    void receives(const ReplayResult& res, const TimedAction& a, TimeNs base, TimeNs previousEnd);
+    void computeKernels(const TimedAction& a, TimeNs g0, TimeNs g1);
+    void sends(const ReplayResult& res, const TimedAction& a, TimeNs base, TimeNs g1);
+    void blockingBatches(const ReplayResult& res, TimeNs base);
+    void allReduce(const RankReplay& rr, TimeNs base, TimeNs end);
+    void optimizer(const RankReplay& rr, TimeNs base, TimeNs end);
+    void memoryEvents(const RankReplay& replayed, TimeNs base);
+
+    TraceEventWriter& w_;
+    const JobContext& job_;
+    const RankPlace& place_;
+    Rng kr_;
+    int64_t corr_ = 1000;
+    int64_t kernels_ = 0;
+    const std::string sendRecv_ = ncclKernelName(Collective::SendRecv);
+    detail::CommStreams commStreams_;
+    // PyTorch's allocator events (profile_memory=True): the predicted
+    // memory's changes with the allocator's totals after each. What the
+    // step function starts from (weights, gradients, optimizer state) was
+    // allocated before recording began. Addresses follow a bump allocator.
+    const RankMemory* memory_;
+    int64_t allocated_ = 0, reserved_ = 0;
+    ModuleWriter modules_;
+    // Without module events, each kernel is still launched from an op
+    // carrying autograd's sequence number, as PyTorch records every op: a
+    // forward's from aten::linear with the next number, a backward's from
+    // evaluate_function with the number of its forward's op.
+    int64_t sequence_ = 0, external_ = 0;
+    std::map<std::tuple<int, int, size_t>, int64_t> forwardSequence_; // (stage, microbatch, kernel) -> number
+};
+
+constexpr int64_t kReserveBlock = int64_t(2) << 20;
+
+RankEmitter::RankEmitter(TraceEventWriter& w, const JobContext& job, const RankPlace& place)
+    : w_(w), job_(job), place_(place), kr_(job.options.seed * 7919 + static_cast<uint64_t>(place.g) + 1),
+      memory_(size_t(place.r) < job.p.memory.size() && size_t(place.r) < job.p.replay.ranks.size() &&
+                      !job.p.memory[size_t(place.r)].overTime.empty()
+                  ? &job.p.memory[size_t(place.r)]
+                  : nullptr),
+      allocated_(memory_ ? memory_->staticBytes : 0),
+      reserved_((allocated_ + kReserveBlock - 1) / kReserveBlock * kReserveBlock),
+      modules_(w, job.options.costModel, job.p, place.g, corr_, kernels_)
+{
+}
+
+detail::CommArgs RankEmitter::p2p(bool send, int peerStage, int64_t bytes) const
+{
+    detail::CommArgs c;
+    c.collective = torchCollectiveName(send ? Collective::Send : Collective::Recv);
+    c.nelems = bytes / 2;
+    c.groupSize = job_.shape.P;
+    c.groupName = "1";
+    c.groupDesc = "pp";
+    c.groupRanks = place_.ppText;
+    c.peerKey = send ? "Dst Rank" : "Src Rank";
+    c.peer = peerStage * job_.shape.D + place_.replica;
+    return c;
+}
+
+detail::CommArgs RankEmitter::coalesced() const
+{
+    detail::CommArgs c;
+    c.collective = "coalesced";
+    c.groupSize = job_.shape.P;
+    c.groupName = "1";
+    c.groupDesc = "pp";
+    c.groupRanks = place_.ppText;
+    return c;
+}
+
+void RankEmitter::iteration(int it)
+{
+    modules_.newIteration();
+    forwardSequence_.clear();
+    const ReplayResult& res = job_.replayed.results[size_t(it)];
+    const RankReplay& rr = res.ranks[size_t(place_.r)];
+    const TimeNs base = job_.replayed.starts[size_t(it)];
+    complete(w_, "user_annotation", "ProfilerStep#" + std::to_string(job_.options.firstStepNumber + it), place_.g, 1,
+             base - kLeadNs - 100'000, res.iterationNs + 200'000);
+    TimeNs previousEnd = -1; // GPU end of the rank's previous step; the receive is posted then
+    for (const TimedAction& a : rr.actions) {
+        step(res, a, base, previousEnd);
+        previousEnd = base + a.end;
+    }
+    if (res.blockingExchanges)
+        blockingBatches(res, base);
+    const TimeNs end = base + rr.computeEnd;
+    if (job_.shape.D > 1 && rr.allReduceEnd > rr.allReduceStart)
+        allReduce(rr, base, end);
+    optimizer(rr, base, end);
+    if (memory_)
+        memoryEvents(rr, base);
+}
+
+// A step: its annotation, the receives it waits for, its compute kernels
+// (per layer, inside module calls, when the layers are known) and the sends
+// it produces. Transfers are written here as the replay ran them, unless the
+// exchanges block (then as batches, after the steps): an order no batching
+// fits overlaps its sends.
+void RankEmitter::step(const ReplayResult& res, const TimedAction& a, TimeNs base, TimeNs previousEnd)
+{
+    const TimeNs g0 = base + a.start, g1 = base + a.end;
+    if (job_.options.stepAnnotations)
+        complete(w_, "user_annotation", annotationOf(a.kind), place_.g, 1, g0 - kLeadNs, g1 - g0 + 3'000, [&] {
+            w_.arg("microbatch", a.microbatch);
+            w_.arg("chunk", a.chunk);
+            if (a.kind == StepKind::I)
+                w_.arg("part", "input");
+        });
+    receives(res, a, base, previousEnd);
+    if (job_.options.costModel)
+        modules_.step(a, g0, g1);
+    else
+        computeKernels(a, g0, g1);
+    sends(res, a, base, g1);
+}
+
+// Receives this step waits for, posted as the previous step ends (so the
+// kernel shows the wait) or as this one starts.
+void RankEmitter::receives(const ReplayResult& res, const TimedAction& a, TimeNs base, TimeNs previousEnd)
+{
+    if (res.blockingExchanges)
+        return; // written as batches
+    for (const TimedTransfer& t : res.transfers) {
+        // A weight-gradient step (W) needs nothing from a neighbour: its I received it.
+        if (t.dstRank != place_.r || t.dstStage != a.stage || t.microbatch != a.microbatch ||
+            t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
+            continue;
+        // Before the rank's first step the receive is posted as the iteration begins.
+        const TimeNs l = previousEnd >= 0 ? previousEnd - kLeadNs + 2'200 : base - kLeadNs - 50'000;
+        const int64_t id = corr_++;
+        launch(l, 500, id);
+        // PyTorch orders NCCL work after the compute stream's
+        // current work; the kernel then waits for the sender.
+        const TimeNs ks = std::max(l + 5'000, previousEnd >= 0 ? previousEnd : base);
+        const TimeNs ke = std::max(base + t.end, ks + 1'000);
+        const detail::CommArgs comm = p2p(false, job_.p.schedule.rankOfStage[size_t(t.srcStage)], t.bytes);
+        kernel(sendRecv_, commStreams_.pick(ks, ke), ks, ke - ks, id, &comm);
+    }
+}
+
+// Without the layers: the step's time split by the kernel mix, with shares
+// jittered per kernel, each kernel launched from its autograd op.
+void RankEmitter::computeKernels(const TimedAction& a, TimeNs g0, TimeNs g1)
+{
+    const int g = place_.g;
+    const auto& mix = kernelsOf(a.kind);
+    const TimeNs gaps = kKernelGapNs * static_cast<TimeNs>(mix.size() - 1);
+    const TimeNs work = std::max<TimeNs>(g1 - g0 - gaps, static_cast<TimeNs>(mix.size()) * 3'000);
+    std::vector<double> shares;
+    double total = 0;
+    for (const KernelShape& k : mix) {
+        shares.push_back(k.share * (1.0 + 0.1 * kr_.symmetric()));
+        total += shares.back();
+    }
+    TimeNs ks = g0;
+    for (size_t k = 0; k < mix.size(); ++k) {
+        TimeNs dur = k + 1 == mix.size() ? std::max<TimeNs>(g0 + gaps + work - ks, 3'000)
+                                         : std::max<TimeNs>(static_cast<TimeNs>(static_cast<double>(work) * shares[k] / total), 3'000);
+        const int64_t id = corr_++;
+        const TimeNs l = ks - kLeadNs + 3'000;
+        if (a.kind == StepKind::F) {
+            forwardSequence_[{a.stage, a.microbatch, k}] = ++sequence_;
+            const int64_t external = ++external_;
+            complete(w_, "cpu_op", "aten::linear", g, 1, l - 150, 2'800, [&] {
+                w_.arg("External id", external);
+                w_.arg("Sequence number", sequence_);
+                w_.arg("Fwd thread id", 0);
+            });
+        } else if (auto f = forwardSequence_.find({a.stage, a.microbatch, k % kernelsOf(StepKind::F).size()});
+                   f != forwardSequence_.end()) {
+            const int64_t external = ++external_;
+            complete(w_, "cpu_op", "autograd::engine::evaluate_function: MmBackward0", g, 1, l - 150, 2'800, [&] {
+                w_.arg("External id", external);
+                w_.arg("Sequence number", f->second);
+                w_.arg("Fwd thread id", 1);
+            });
+        }
+        launch(l, 2'500, id);
+        kernel(mix[k].name, kComputeStream, ks, dur, id, nullptr);
+        ks += dur + kKernelGapNs;
+    }
+}
+
+// Sends this step produces, launched as it ends.
+void RankEmitter::sends(const ReplayResult& res, const TimedAction& a, TimeNs base, TimeNs g1)
+{
+    if (res.blockingExchanges)
+        return; // written as batches
+    for (const TimedTransfer& t : res.transfers) {
+        if (t.srcRank != place_.r || t.srcStage != a.stage || t.microbatch != a.microbatch ||
+            t.backward != (a.kind != StepKind::F) || a.kind == StepKind::W)
+            continue;
+        const TimeNs l = g1 - kLeadNs + 1'000;
+        const int64_t id = corr_++;
+        launch(l, 1'000, id);
+        const TimeNs kst = std::max(g1, l + 5'000); // posted as the step ends, waits for the receiver
+        const TimeNs ke = std::max(base + t.end, kst + 2'000);
+        const detail::CommArgs comm = p2p(true, job_.p.schedule.rankOfStage[size_t(t.dstStage)], t.bytes);
+        kernel(sendRecv_, commStreams_.pick(kst, ke), kst, ke - kst, id, &comm);
+    }
+}
+
+// Blocking exchanges: one coalesced batch per post, as batch_isend_irecv
+// records it: each op's record_param_comms (nccl:send / nccl:recv), then
+// nccl:coalesced, whose launch runs one SendRecv kernel for all of them.
+void RankEmitter::blockingBatches(const ReplayResult& res, TimeNs base)
+{
+    const int g = place_.g;
+    const Schedule& s = job_.p.schedule;
+    struct Op {
+        bool send;
+        int peerStage;
+        int64_t bytes;
+        TimeNs end;
+    };
+    std::map<TimeNs, std::vector<Op>> batches; // by post time
+    for (const TimedTransfer& t : res.transfers) {
+        if (t.srcRank == place_.r)
+            batches[t.sendPost].push_back({true, s.rankOfStage[size_t(t.dstStage)], t.bytes, t.end});
+        if (t.dstRank == place_.r)
+            batches[t.recvPost].push_back({false, s.rankOfStage[size_t(t.srcStage)], t.bytes, t.end});
+    }
+    const detail::CommArgs batch = coalesced();
+    for (const auto& [post, ops] : batches) {
+        const TimeNs ks = base + post;
+        TimeNs ke = ks + 1'000;
+        for (const Op& op : ops)
+            ke = std::max(ke, base + op.end);
+        TimeNs l = ks - kLeadNs + 1'000;
+        for (const Op& op : ops) {
+            const detail::CommArgs comm = p2p(op.send, op.peerStage, op.bytes);
+            complete(w_, "cpu_op", op.send ? "nccl:send" : "nccl:recv", g, 1, l, 3'000);
+            complete(w_, "cpu_op", "record_param_comms", g, 1, l + 500, 2'000, [&] { detail::writeCommArgs(w_, comm); });
+            l += 4'000;
+        }
+        const int64_t id = corr_++;
+        complete(w_, "cpu_op", "nccl:coalesced", g, 1, l, 4'000);
+        complete(w_, "cpu_op", "record_param_comms", g, 1, l + 200, 3'600, [&] { detail::writeCommArgs(w_, batch); });
+        launch(l + 1'000, 2'000, id);
+        kernel(sendRecv_, commStreams_.pick(ks, ke), ks, ke - ks, id, &batch);
+    }
+}
+
+// The data-parallel all-reduce of the gradients, launched as the compute ends.
+void RankEmitter::allReduce(const RankReplay& rr, TimeNs base, TimeNs end)
+{
+    const int64_t id = corr_++;
+    const TimeNs l = end - kLeadNs + 5'000;
+    launch(l, 2'000, id);
+    const int64_t nelems = job_.p.memory.size() > size_t(place_.r) ? job_.p.memory[size_t(place_.r)].parameters : 0;
+    const TimeNs ks = std::max(base + rr.allReduceStart, l + 5'000);
+    const TimeNs ke = std::max<TimeNs>(base + rr.allReduceEnd, ks + 2'000);
+    detail::CommArgs comm;
+    comm.collective = torchCollectiveName(Collective::AllReduce);
+    comm.nelems = nelems;
+    comm.groupSize = job_.shape.D;
+    comm.groupName = "2";
+    comm.groupDesc = "dp";
+    comm.groupRanks = place_.dpText;
+    kernel(ncclKernelName(Collective::AllReduce, "Sum_bf16_RING_LL"), commStreams_.pick(ks, ke), ks, ke - ks, id, &comm);
+}
+
+// The optimizer step: its annotation, launch and fused AdamW kernel.
+void RankEmitter::optimizer(const RankReplay& rr, TimeNs base, TimeNs end)
+{
+    const TimeNs l = std::max(base + rr.optimizerStart - kLeadNs + 8'000, end - kLeadNs + 8'000);
+    const int64_t id = corr_++;
+    complete(w_, "user_annotation", "Optimizer.step#AdamW.step", place_.g, 1, l - 1'000, 6'000);
+    launch(l, 2'000, id);
+    const TimeNs ks = std::max(base + rr.optimizerStart, l + 5'000);
+    kernel("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, double*, double*>",
+           kComputeStream, ks, std::max<TimeNs>(base + rr.optimizerEnd - ks, 2'000), id, nullptr);
+}
+
+// The allocator's [memory] events of one iteration: one per change of the
+// predicted memory, carried onto this replay, with the totals after it.
+void RankEmitter::memoryEvents(const RankReplay& replayed, TimeNs base)
+{
+    const int g = place_.g;
+    for (const MemoryPoint& pt : memoryOn(*memory_, job_.p.replay.ranks[size_t(place_.r)], replayed)) {
+        const int64_t bytes = pt.bytes - allocated_;
+        if (bytes == 0)
+            continue;
+        const int64_t addr = 0x7f2a00000000 + std::min(allocated_, pt.bytes);
+        allocated_ = pt.bytes;
+        reserved_ = std::max(reserved_, (allocated_ + kReserveBlock - 1) / kReserveBlock * kReserveBlock);
+        w_.beginInstant("cpu_instant_event", "t", "[memory]", g, 1, base + pt.t);
+        w_.beginArgs();
+        w_.arg("Total Reserved", reserved_);
+        w_.arg("Total Allocated", allocated_);
+        w_.arg("Bytes", bytes);
+        w_.arg("Addr", addr);
+        w_.arg("Device Id", g);
+        w_.arg("Device Type", 1);
+        w_.endArgs();
+        w_.endEvent();
+    }
+}
+
+// One rank's trace file, DIR/rank-<g>.json: the head, then every
+// iteration's events. Returns the kernels written.
+int64_t writeRankTrace(std::string& out, const JobContext& job, const RankPlace& place)
+{
+    TraceEventWriter w(out, TraceEventStyle::kineto());
+    w.beginDocument();
+    w.raw(headMembers(job, place));
+    w.raw(",\n");
+    w.beginEvents();
+    RankEmitter rank(w, job, place);
+    for (int it = 0; it < job.options.iterations; ++it)
+        rank.iteration(it);
+    w.endDocument();
+    return rank.kernels();
+}
+
+} // namespace
+
+namespace detail {
+
+void writeCommArgs(TraceEventWriter& w, const CommArgs& c)
+{
+    w.arg("Collective name", c.collective);
+    if (c.nelems) {
+        w.arg("In msg nelems", *c.nelems);
+        w.arg("Out msg nelems", *c.nelems);
+        w.arg("dtype", "BFloat16");
+    }
+    w.arg("Group size", c.groupSize);
+    w.arg("Process Group Name", c.groupName);
+    w.arg("Process Group Description", c.groupDesc);
+    w.arg("Process Group Ranks", c.groupRanks);
+    if (!c.peerKey.empty())
+        w.arg(c.peerKey, c.peer);
+}
+
+int CommStreams::pick(TimeNs start, TimeNs end)
+{
+    for (size_t i = 0;; ++i) {
+        if (i == busyUntil_.size())
+            busyUntil_.push_back(std::numeric_limits<TimeNs>::min());
+        if (busyUntil_[i] <= start) {
+            busyUntil_[i] = end;
+            return kCommStream + static_cast<int>(i);
+        }
+    }
+}
+
+} // namespace detail
+
+KinetoEmitSummary emitKineto(const Prediction& p, const KinetoEmitOptions& options, const std::string& dir)
+{
+    if (options.iterations < 1 || options.iterations > 1000)
+        throw Error("--iterations must be between 1 and 1000");
+    const JobFolder folder = prepareJobFolder(dir);
+    TempDir temp{folder.tempDir, AtomicOutput::trackTemporary(folder.tempDir.string())};
+    const JobShape shape = checkJobSize(p, options);
+    const ReplayedIterations replayed = replayIterations(p, options);
+
+    KinetoEmitSummary summary;
+    summary.iterationNs = replayed.iterationNs;
+    JobContext job{p, options, shape, replayed, jobIdOf(p.schedule, options, shape, replayed.iterationNs), {}, p.schedule.name()};
+    job.allRanks.resize(static_cast<size_t>(shape.W));
+    for (int g = 0; g < shape.W; ++g)
+        job.allRanks[size_t(g)] = g;
+
+    for (int g = 0; g < shape.W; ++g) {
+        const RankPlace place = placeOf(g, shape);
+        std::string out;
+        const int64_t kernels = writeRankTrace(out, job, place);
+        const std::string file = "rank-" + std::to_string(g) + ".json";
+        AtomicOutput::writeFile((folder.tempDir / file).string(), out);
+        summary.files.push_back((fs::path(dir) / file).string());
+        summary.kernelsPerRank.push_back(kernels);
+    }
+    swapJobIn(folder, temp, dir);
     return summary;
 }
 
-} // namespace pipescope::whatif
+} // namespace pipescope::simulate

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace pipescope::whatif {
+namespace pipescope::simulate {
 
 struct KinetoEmitOptions {
     int iterations = 2;
@@ -26,7 +26,7 @@ struct KinetoEmitOptions {
     // autograd sequence numbers, fwdbwd flows), as with_stack=True records them.
     // Without it, each kernel is launched from one op carrying autograd's
     // sequence number (aten::linear forwards, evaluate_function backwards).
-    const CostModel* costModel = nullptr;
+    const whatif::CostModel* costModel = nullptr;
     // forward_step / backward_step ranges around each step (Megatron-LM's and
     // pipescope_annotate's names). Off: a trace the analysis must read steps
     // from kernel order and point-to-point peers alone.
@@ -40,6 +40,6 @@ struct KinetoEmitSummary {
 };
 
 // Throws Error when the folder cannot be created or written.
-KinetoEmitSummary emitKineto(const Prediction& prediction, const KinetoEmitOptions& options, const std::string& dir);
+KinetoEmitSummary emitKineto(const whatif::Prediction& prediction, const KinetoEmitOptions& options, const std::string& dir);
 
-} // namespace pipescope::whatif
+} // namespace pipescope::simulate

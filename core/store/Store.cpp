@@ -1,6 +1,7 @@
 #include "store/Store.h"
 
 #include "store/Schema.h"
+#include "store/detail/StoreSteps.h"
 #include "util/Error.h"
 #include "util/Limits.h"
 
@@ -374,6 +375,337 @@ std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)> au
     return [path = std::move(path)](const std::vector<int64_t>& ids) { return Store(path).autogradSequences(ids); };
 }
 
+namespace {
+
+std::vector<std::string> readStrings(sql::Database& db)
+{
+    // Ids are dense from 0: each must lie below the number of strings.
+    auto count = db.prepare("SELECT COUNT(*) FROM strings");
+    count.step();
+    const auto n = static_cast<size_t>(std::max<int64_t>(count.int64(0), 1));
+    std::vector<std::string> strings;
+    strings.assign(n, std::string());
+    auto st = db.prepare("SELECT id, value FROM strings ORDER BY id");
+    const Check ck{db.path(), "strings", st};
+    while (st.step())
+        strings[static_cast<size_t>(ck.string(0, "id", n))] = st.string(1);
+    return strings;
+}
+
+// Which rows a load keeps (LoadOptions), and for a window load the ranks it
+// walks: every rank with a stream (activities and ops name their rank's
+// streams) or a row in `ranks`.
+struct LoadFilter {
+    const LoadOptions& options;
+    TimeNs from = std::numeric_limits<TimeNs>::min();
+    TimeNs to = std::numeric_limits<TimeNs>::max();
+    bool window = false;
+    std::vector<int> windowRanks;
+
+    bool wantRank(int rank) const
+    {
+        return !options.ranks || std::find(options.ranks->begin(), options.ranks->end(), rank) != options.ranks->end();
+    }
+};
+
+LoadFilter loadFilter(const LoadOptions& options, const Trace& t)
+{
+    LoadFilter f{options};
+    f.from = options.from.value_or(std::numeric_limits<TimeNs>::min());
+    f.to = options.to.value_or(std::numeric_limits<TimeNs>::max());
+    f.window = options.startsInWindow && (options.from || options.to);
+    if (f.window) {
+        for (const RankInfo& r : t.ranks)
+            f.windowRanks.push_back(r.rank);
+        for (const StreamInfo& s : t.streams)
+            f.windowRanks.push_back(s.rank);
+        std::sort(f.windowRanks.begin(), f.windowRanks.end());
+        f.windowRanks.erase(std::unique(f.windowRanks.begin(), f.windowRanks.end()), f.windowRanks.end());
+        std::erase_if(f.windowRanks, [&](int r) { return !f.wantRank(r); });
+    }
+    return f;
+}
+
+constexpr const char* kActivityColumns =
+    "SELECT a.id, a.rank, a.stream_id, a.kind, a.start_ns, a.end_ns, a.name_id, a.correlation, a.launch_ns,"
+    " a.bytes, a.copy_kind FROM activities a";
+
+// One row of kActivityColumns into `out`, unless its rank is not loaded.
+void readActivity(const sql::Statement& st, const Check& ck, const LoadFilter& filter, size_t strings,
+                  std::vector<Activity>& out)
+{
+    int rank = ck.rank(1);
+    if (!filter.wantRank(rank))
+        return;
+    Activity a;
+    a.id = st.int64(0);
+    a.rank = rank;
+    a.streamId = st.int64(2);
+    a.kind = static_cast<ActivityKind>(ck.integer(3, "kind", 0, 3));
+    a.start = ck.time(4, "start_ns");
+    a.end = ck.time(5, "end_ns");
+    if (a.end < a.start)
+        damaged(ck.path, "activities.end_ns lies before start_ns");
+    a.name = static_cast<int32_t>(ck.string(6, "name_id", std::min<size_t>(strings, std::numeric_limits<int32_t>::max())));
+    a.correlation = st.optInt64(7);
+    a.launchStart = ck.optTime(8, "launch_ns");
+    a.bytes = st.optInt64(9);
+    if (!st.isNull(10))
+        a.copyKind = static_cast<CopyKind>(ck.integer(10, "copy_kind", 0, 10));
+    out.push_back(a);
+}
+
+// The activities starting in the window, rank by rank.
+void readWindowActivities(sql::Database& db, const LoadFilter& filter, size_t strings, std::vector<Activity>& out)
+{
+    // One index range per rank: rows come in (rank, start) order.
+    auto st = db.prepare(std::string(kActivityColumns) + " WHERE a.rank = ?1 AND a.start_ns >= ?2 AND a.start_ns < ?3");
+    const Check ck{db.path(), "activities", st};
+    const std::vector<int>& ranks = filter.windowRanks;
+    for (size_t k = 0; k < ranks.size(); ++k) {
+        checkpoint(filter.options.work, "loading activities", static_cast<double>(k) / static_cast<double>(ranks.size()));
+        st.reset();
+        st.bind(1, static_cast<int64_t>(ranks[k])).bind(2, filter.from).bind(3, filter.to);
+        while (st.step())
+            readActivity(st, ck, filter, strings, out);
+    }
+}
+
+// The activities overlapping [from, to), in row order.
+void scanActivities(sql::Database& db, const LoadFilter& filter, size_t strings, std::vector<Activity>& out)
+{
+    // A plain table scan in row order, sorted here: far faster than
+    // walking the time index with a lookup per row.
+    // Rows whose times are not integers are read too, so that the damage
+    // check sees them instead of the comparison dropping them.
+    auto st = db.prepare(std::string(kActivityColumns) +
+                         " WHERE (a.end_ns >= ?1 AND a.start_ns < ?2)"
+                         " OR typeof(a.start_ns) != 'integer' OR typeof(a.end_ns) != 'integer'");
+    st.bind(1, filter.from).bind(2, filter.to);
+    auto count = db.prepare("SELECT COUNT(*) FROM activities");
+    count.step();
+    out.reserve(static_cast<size_t>(count.int64(0)));
+    const double total = static_cast<double>(std::max<int64_t>(1, count.int64(0)));
+    int64_t rows = 0;
+    const Check ck{db.path(), "activities", st};
+    while (st.step()) {
+        if ((++rows & 0xFFFF) == 0)
+            checkpoint(filter.options.work, "loading activities", static_cast<double>(rows) / total);
+        readActivity(st, ck, filter, strings, out);
+    }
+}
+
+// Every activity names a stream of the store (the timeline and the
+// analysis look its stream up).
+void checkActivityStreams(const std::string& path, const std::vector<Activity>& activities,
+                          const std::vector<StreamInfo>& streams)
+{
+    std::vector<int64_t> ids;
+    ids.reserve(streams.size());
+    for (const StreamInfo& s : streams)
+        ids.push_back(s.id);
+    std::sort(ids.begin(), ids.end());
+    for (const Activity& a : activities)
+        if (!std::binary_search(ids.begin(), ids.end(), a.streamId))
+            damaged(path, "activity " + std::to_string(a.id) + " names stream " + std::to_string(a.streamId) +
+                              ", which the streams table does not hold");
+}
+
+// The activities in (rank, start, end) order, rows with equal keys in the order read.
+void sortActivities(std::vector<Activity>& activities)
+{
+    auto before = [](const Activity& x, const Activity& y) {
+        if (x.rank != y.rank)
+            return x.rank < y.rank;
+        if (x.start != y.start)
+            return x.start < y.start;
+        return x.end < y.end;
+    };
+    // Importers mostly write in time order; sorting is then a no-op worth skipping.
+    if (!std::is_sorted(activities.begin(), activities.end(), before))
+        std::stable_sort(activities.begin(), activities.end(), before);
+}
+
+void readActivities(sql::Database& db, const LoadFilter& filter, Trace& t)
+{
+    checkpoint(filter.options.work, "loading activities", 0.0);
+    if (filter.window)
+        readWindowActivities(db, filter, t.strings.size(), t.activities);
+    else
+        scanActivities(db, filter, t.strings.size(), t.activities);
+    checkActivityStreams(db.path(), t.activities, t.streams);
+    sortActivities(t.activities);
+}
+
+constexpr const char* kNcclColumns =
+    "SELECT id, rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name,"
+    " group_desc, group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id FROM nccl_ops";
+
+// One row of kNcclColumns into `out`, unless its rank is not loaded or it
+// lies outside [from, to) (an op without a time is kept).
+void readNcclOp(const sql::Statement& st, const Check& ck, const LoadFilter& filter, std::vector<NcclOp>& out)
+{
+    NcclOp op;
+    op.id = st.int64(0);
+    op.rank = ck.rank(1);
+    if (!filter.wantRank(op.rank))
+        return;
+    op.activityId = st.optInt64(2);
+    op.kind = collectiveFromKind(st.string(3));
+    op.isP2p = st.int64(4) != 0;
+    op.inNelems = st.optInt64(5);
+    op.outNelems = st.optInt64(6);
+    op.bytes = st.optInt64(7);
+    op.dtype = st.string(8);
+    op.groupName = st.string(9);
+    op.groupDesc = st.string(10);
+    op.groupRanks = parseRanks(st.text(11));
+    op.groupSize = ck.optInt(12, "group_size", 0, kMaxWorldSize);
+    op.peer = ck.optRank(13, "peer");
+    op.seq = st.optInt64(14);
+    op.start = ck.optTime(15, "start_ns");
+    op.end = ck.optTime(16, "end_ns");
+    op.streamId = st.optInt64(17);
+    if (op.end && *op.end < filter.from)
+        return;
+    if (op.start && *op.start >= filter.to)
+        return;
+    out.push_back(std::move(op));
+}
+
+// The NCCL ops of the loaded ranks, in (rank, start_ns, id) order (NULL start first).
+void readNcclOps(sql::Database& db, const LoadFilter& filter, std::vector<NcclOp>& out)
+{
+    if (filter.window) {
+        // Per rank, in the full load's order (rank, start_ns with NULL first, id).
+        auto untimed = db.prepare(std::string(kNcclColumns) + " WHERE rank = ?1 AND start_ns IS NULL ORDER BY id");
+        auto timed = db.prepare(std::string(kNcclColumns) + " WHERE rank = ?1 AND start_ns >= ?2 AND start_ns < ?3 ORDER BY start_ns, id");
+        const Check cu{db.path(), "nccl_ops", untimed}, ct{db.path(), "nccl_ops", timed};
+        for (int rank : filter.windowRanks) {
+            untimed.reset();
+            untimed.bind(1, static_cast<int64_t>(rank));
+            while (untimed.step())
+                readNcclOp(untimed, cu, filter, out);
+            timed.reset();
+            timed.bind(1, static_cast<int64_t>(rank)).bind(2, filter.from).bind(3, filter.to);
+            while (timed.step())
+                readNcclOp(timed, ct, filter, out);
+        }
+    } else {
+        auto st = db.prepare(std::string(kNcclColumns) + " ORDER BY rank, start_ns, id");
+        const Check ck{db.path(), "nccl_ops", st};
+        while (st.step())
+            readNcclOp(st, ck, filter, out);
+    }
+}
+
+std::vector<CpuRange> readCpuRanges(sql::Database& db, const LoadFilter& filter, size_t strings)
+{
+    std::vector<CpuRange> out;
+    std::string kinds = "0, 1, 5";
+    if (filter.options.cpuOps)
+        kinds += ", 2";
+    if (filter.options.runtimeCalls)
+        kinds += ", 3, 4";
+    auto st = db.prepare("SELECT id, rank, tid, kind, start_ns, end_ns, name_id, domain_id, depth, parent_id, correlation"
+                         " FROM cpu_ranges WHERE kind IN (" + kinds + ") AND end_ns >= ?1 AND start_ns < ?2");
+    st.bind(1, filter.from).bind(2, filter.to);
+    const Check ck{db.path(), "cpu_ranges", st};
+    while (st.step()) {
+        CpuRange r;
+        r.id = st.int64(0);
+        r.rank = ck.rank(1);
+        if (!filter.wantRank(r.rank))
+            continue;
+        r.tid = st.int64(2);
+        r.kind = static_cast<CpuRangeKind>(ck.integer(3, "kind", 0, 6));
+        r.start = ck.time(4, "start_ns");
+        r.end = ck.time(5, "end_ns");
+        if (r.end < r.start)
+            damaged(db.path(), "cpu_ranges.end_ns lies before start_ns");
+        r.name = ck.string(6, "name_id", strings);
+        if (!st.isNull(7))
+            r.domain = ck.string(7, "domain_id", strings);
+        r.depth = static_cast<int>(ck.integer(8, "depth", 0, kIntMax));
+        r.parentId = st.optInt64(9);
+        r.correlation = st.optInt64(10);
+        out.push_back(r);
+    }
+    auto before = [](const CpuRange& x, const CpuRange& y) {
+        return std::tie(x.rank, x.tid, x.start, x.id) < std::tie(y.rank, y.tid, y.start, y.id);
+    };
+    if (!std::is_sorted(out.begin(), out.end(), before))
+        std::sort(out.begin(), out.end(), before);
+    return out;
+}
+
+std::vector<ProcessGroup> readProcessGroups(sql::Database& db)
+{
+    std::vector<ProcessGroup> out;
+    auto st = db.prepare("SELECT rank, name, desc, ranks, size FROM process_groups ORDER BY rank, name");
+    const Check ck{db.path(), "process_groups", st};
+    while (st.step()) {
+        ProcessGroup g;
+        g.rank = ck.rank(0);
+        g.name = st.string(1);
+        g.desc = st.string(2);
+        g.ranks = parseRanks(st.text(3));
+        g.size = ck.optInt(4, "size", 0, kMaxWorldSize);
+        out.push_back(std::move(g));
+    }
+    return out;
+}
+
+std::vector<MemoryEvent> readMemoryEvents(sql::Database& db, int version, const LoadFilter& filter)
+{
+    std::vector<MemoryEvent> out;
+    // Schema 1 stores have no totals: read as unknown.
+    auto st = db.prepare(version >= 2 ? "SELECT rank, device, ts_ns, bytes, address, total_allocated, total_reserved"
+                                        " FROM memory_events ORDER BY rank, device, ts_ns"
+                                      : "SELECT rank, device, ts_ns, bytes, address, NULL, NULL"
+                                        " FROM memory_events ORDER BY rank, device, ts_ns");
+    const Check ck{db.path(), "memory_events", st};
+    while (st.step()) {
+        MemoryEvent e;
+        e.rank = ck.rank(0);
+        if (!filter.wantRank(e.rank))
+            continue;
+        e.device = static_cast<int>(ck.integer(1, "device", std::numeric_limits<int>::min(), kIntMax));
+        e.ts = ck.time(2, "ts_ns");
+        e.bytes = st.int64(3);
+        e.address = st.optInt64(4);
+        e.totalAllocated = st.optInt64(5);
+        e.totalReserved = st.optInt64(6);
+        out.push_back(e);
+    }
+    return out;
+}
+
+} // namespace
+
+namespace store::detail {
+
+void linkNcclOps(std::vector<Activity>& activities, const std::vector<NcclOp>& ncclOps)
+{
+    std::unordered_map<int64_t, int64_t> byActivity;
+    for (size_t i = 0; i < ncclOps.size(); ++i)
+        if (ncclOps[i].activityId)
+            byActivity.emplace(*ncclOps[i].activityId, static_cast<int64_t>(i));
+    if (!byActivity.empty())
+        for (auto& a : activities)
+            if (auto it = byActivity.find(a.id); it != byActivity.end()) {
+                a.ncclIndex = static_cast<int32_t>(it->second);
+                // A coalesced batch's ops share the kernel's start, so they load side by side.
+                size_t n = 1;
+                while (static_cast<size_t>(it->second) + n < ncclOps.size() && n < 0xffff &&
+                       ncclOps[static_cast<size_t>(it->second) + n].activityId == a.id)
+                    ++n;
+                a.ncclCount = static_cast<uint16_t>(n);
+            }
+}
+
+} // namespace store::detail
+
 Trace Store::load(const LoadOptions& options)
 {
     Trace t;
@@ -383,262 +715,15 @@ Trace Store::load(const LoadOptions& options)
     t.gpus = readGpus(db_);
     t.streams = readStreams(db_);
     t.diagnostics = readDiagnostics(db_);
+    t.strings = readStrings(db_);
 
-    {
-        // Ids are dense from 0: each must lie below the number of strings.
-        auto count = db_.prepare("SELECT COUNT(*) FROM strings");
-        count.step();
-        const auto n = static_cast<size_t>(std::max<int64_t>(count.int64(0), 1));
-        t.strings.assign(n, std::string());
-        auto st = db_.prepare("SELECT id, value FROM strings ORDER BY id");
-        const Check ck{path(), "strings", st};
-        while (st.step())
-            t.strings[static_cast<size_t>(ck.string(0, "id", n))] = st.string(1);
-    }
-
-    auto wantRank = [&](int rank) {
-        return !options.ranks || std::find(options.ranks->begin(), options.ranks->end(), rank) != options.ranks->end();
-    };
-    const TimeNs from = options.from.value_or(std::numeric_limits<TimeNs>::min());
-    const TimeNs to = options.to.value_or(std::numeric_limits<TimeNs>::max());
-
-    const bool window = options.startsInWindow && (options.from || options.to);
-    // The ranks a window load walks: every rank with a stream (activities and
-    // ops name their rank's streams) or a row in `ranks`.
-    std::vector<int> windowRanks;
-    if (window) {
-        for (const RankInfo& r : t.ranks)
-            windowRanks.push_back(r.rank);
-        for (const StreamInfo& s : t.streams)
-            windowRanks.push_back(s.rank);
-        std::sort(windowRanks.begin(), windowRanks.end());
-        windowRanks.erase(std::unique(windowRanks.begin(), windowRanks.end()), windowRanks.end());
-        std::erase_if(windowRanks, [&](int r) { return !wantRank(r); });
-    }
-
-    {
-        const char* columns = "SELECT a.id, a.rank, a.stream_id, a.kind, a.start_ns, a.end_ns, a.name_id, a.correlation, a.launch_ns,"
-                              " a.bytes, a.copy_kind FROM activities a";
-        auto read = [&](sql::Statement& st, const Check& ck) {
-            int rank = ck.rank(1);
-            if (!wantRank(rank))
-                return;
-            Activity a;
-            a.id = st.int64(0);
-            a.rank = rank;
-            a.streamId = st.int64(2);
-            a.kind = static_cast<ActivityKind>(ck.integer(3, "kind", 0, 3));
-            a.start = ck.time(4, "start_ns");
-            a.end = ck.time(5, "end_ns");
-            if (a.end < a.start)
-                damaged(path(), "activities.end_ns lies before start_ns");
-            a.name = static_cast<int32_t>(ck.string(6, "name_id", std::min<size_t>(t.strings.size(), std::numeric_limits<int32_t>::max())));
-            a.correlation = st.optInt64(7);
-            a.launchStart = ck.optTime(8, "launch_ns");
-            a.bytes = st.optInt64(9);
-            if (!st.isNull(10))
-                a.copyKind = static_cast<CopyKind>(ck.integer(10, "copy_kind", 0, 10));
-            t.activities.push_back(a);
-        };
-        checkpoint(options.work, "loading activities", 0.0);
-        if (window) {
-            // One index range per rank: rows come in (rank, start) order.
-            auto st = db_.prepare(std::string(columns) + " WHERE a.rank = ?1 AND a.start_ns >= ?2 AND a.start_ns < ?3");
-            const Check ck{path(), "activities", st};
-            for (size_t k = 0; k < windowRanks.size(); ++k) {
-                checkpoint(options.work, "loading activities", static_cast<double>(k) / static_cast<double>(windowRanks.size()));
-                st.reset();
-                st.bind(1, static_cast<int64_t>(windowRanks[k])).bind(2, from).bind(3, to);
-                while (st.step())
-                    read(st, ck);
-            }
-        } else {
-            // A plain table scan in row order, sorted here: far faster than
-            // walking the time index with a lookup per row.
-            // Rows whose times are not integers are read too, so that the damage
-            // check sees them instead of the comparison dropping them.
-            auto st = db_.prepare(std::string(columns) +
-                                  " WHERE (a.end_ns >= ?1 AND a.start_ns < ?2)"
-                                  " OR typeof(a.start_ns) != 'integer' OR typeof(a.end_ns) != 'integer'");
-            st.bind(1, from).bind(2, to);
-            auto count = db_.prepare("SELECT COUNT(*) FROM activities");
-            count.step();
-            t.activities.reserve(static_cast<size_t>(count.int64(0)));
-            const double total = static_cast<double>(std::max<int64_t>(1, count.int64(0)));
-            int64_t rows = 0;
-            const Check ck{path(), "activities", st};
-            while (st.step()) {
-                if ((++rows & 0xFFFF) == 0)
-                    checkpoint(options.work, "loading activities", static_cast<double>(rows) / total);
-                read(st, ck);
-            }
-        }
-        auto before = [](const Activity& x, const Activity& y) {
-            if (x.rank != y.rank)
-                return x.rank < y.rank;
-            if (x.start != y.start)
-                return x.start < y.start;
-            return x.end < y.end;
-        };
-        // Every activity names a stream of the store (the timeline and the
-        // analysis look its stream up).
-        {
-            std::vector<int64_t> ids;
-            ids.reserve(t.streams.size());
-            for (const StreamInfo& s : t.streams)
-                ids.push_back(s.id);
-            std::sort(ids.begin(), ids.end());
-            for (const Activity& a : t.activities)
-                if (!std::binary_search(ids.begin(), ids.end(), a.streamId))
-                    damaged(path(), "activity " + std::to_string(a.id) + " names stream " + std::to_string(a.streamId) +
-                                        ", which the streams table does not hold");
-        }
-        // Importers mostly write in time order; sorting is then a no-op worth skipping.
-        if (!std::is_sorted(t.activities.begin(), t.activities.end(), before))
-            std::stable_sort(t.activities.begin(), t.activities.end(), before);
-    }
-
-    {
-        const std::string columns = "SELECT id, rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name,"
-                                    " group_desc, group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id FROM nccl_ops";
-        auto read = [&](sql::Statement& st, const Check& ck) {
-            NcclOp op;
-            op.id = st.int64(0);
-            op.rank = ck.rank(1);
-            if (!wantRank(op.rank))
-                return;
-            op.activityId = st.optInt64(2);
-            op.kind = collectiveFromKind(st.string(3));
-            op.isP2p = st.int64(4) != 0;
-            op.inNelems = st.optInt64(5);
-            op.outNelems = st.optInt64(6);
-            op.bytes = st.optInt64(7);
-            op.dtype = st.string(8);
-            op.groupName = st.string(9);
-            op.groupDesc = st.string(10);
-            op.groupRanks = parseRanks(st.text(11));
-            op.groupSize = ck.optInt(12, "group_size", 0, kMaxWorldSize);
-            op.peer = ck.optRank(13, "peer");
-            op.seq = st.optInt64(14);
-            op.start = ck.optTime(15, "start_ns");
-            op.end = ck.optTime(16, "end_ns");
-            op.streamId = st.optInt64(17);
-            if (op.end && *op.end < from)
-                return;
-            if (op.start && *op.start >= to)
-                return;
-            t.ncclOps.push_back(std::move(op));
-        };
-        if (window) {
-            // Per rank, in the full load's order (rank, start_ns with NULL first, id).
-            auto untimed = db_.prepare(columns + " WHERE rank = ?1 AND start_ns IS NULL ORDER BY id");
-            auto timed = db_.prepare(columns + " WHERE rank = ?1 AND start_ns >= ?2 AND start_ns < ?3 ORDER BY start_ns, id");
-            const Check cu{path(), "nccl_ops", untimed}, ct{path(), "nccl_ops", timed};
-            for (int rank : windowRanks) {
-                untimed.reset();
-                untimed.bind(1, static_cast<int64_t>(rank));
-                while (untimed.step())
-                    read(untimed, cu);
-                timed.reset();
-                timed.bind(1, static_cast<int64_t>(rank)).bind(2, from).bind(3, to);
-                while (timed.step())
-                    read(timed, ct);
-            }
-        } else {
-            auto st = db_.prepare(columns + " ORDER BY rank, start_ns, id");
-            const Check ck{path(), "nccl_ops", st};
-            while (st.step())
-                read(st, ck);
-        }
-        std::unordered_map<int64_t, int64_t> byActivity;
-        for (size_t i = 0; i < t.ncclOps.size(); ++i)
-            if (t.ncclOps[i].activityId)
-                byActivity.emplace(*t.ncclOps[i].activityId, static_cast<int64_t>(i));
-        if (!byActivity.empty())
-            for (auto& a : t.activities)
-                if (auto it = byActivity.find(a.id); it != byActivity.end()) {
-                    a.ncclIndex = static_cast<int32_t>(it->second);
-                    // A coalesced batch's ops share the kernel's start, so they load side by side.
-                    size_t n = 1;
-                    while (static_cast<size_t>(it->second) + n < t.ncclOps.size() && n < 0xffff &&
-                           t.ncclOps[static_cast<size_t>(it->second) + n].activityId == a.id)
-                        ++n;
-                    a.ncclCount = static_cast<uint16_t>(n);
-                }
-    }
-
-    {
-        std::string kinds = "0, 1, 5";
-        if (options.cpuOps)
-            kinds += ", 2";
-        if (options.runtimeCalls)
-            kinds += ", 3, 4";
-        auto st = db_.prepare("SELECT id, rank, tid, kind, start_ns, end_ns, name_id, domain_id, depth, parent_id, correlation"
-                              " FROM cpu_ranges WHERE kind IN (" + kinds + ") AND end_ns >= ?1 AND start_ns < ?2");
-        st.bind(1, from).bind(2, to);
-        const Check ck{path(), "cpu_ranges", st};
-        while (st.step()) {
-            CpuRange r;
-            r.id = st.int64(0);
-            r.rank = ck.rank(1);
-            if (!wantRank(r.rank))
-                continue;
-            r.tid = st.int64(2);
-            r.kind = static_cast<CpuRangeKind>(ck.integer(3, "kind", 0, 6));
-            r.start = ck.time(4, "start_ns");
-            r.end = ck.time(5, "end_ns");
-            if (r.end < r.start)
-                damaged(path(), "cpu_ranges.end_ns lies before start_ns");
-            r.name = ck.string(6, "name_id", t.strings.size());
-            if (!st.isNull(7))
-                r.domain = ck.string(7, "domain_id", t.strings.size());
-            r.depth = static_cast<int>(ck.integer(8, "depth", 0, kIntMax));
-            r.parentId = st.optInt64(9);
-            r.correlation = st.optInt64(10);
-            t.cpuRanges.push_back(r);
-        }
-        auto before = [](const CpuRange& x, const CpuRange& y) {
-            return std::tie(x.rank, x.tid, x.start, x.id) < std::tie(y.rank, y.tid, y.start, y.id);
-        };
-        if (!std::is_sorted(t.cpuRanges.begin(), t.cpuRanges.end(), before))
-            std::sort(t.cpuRanges.begin(), t.cpuRanges.end(), before);
-    }
-
-    {
-        auto st = db_.prepare("SELECT rank, name, desc, ranks, size FROM process_groups ORDER BY rank, name");
-        const Check ck{path(), "process_groups", st};
-        while (st.step()) {
-            ProcessGroup g;
-            g.rank = ck.rank(0);
-            g.name = st.string(1);
-            g.desc = st.string(2);
-            g.ranks = parseRanks(st.text(3));
-            g.size = ck.optInt(4, "size", 0, kMaxWorldSize);
-            t.processGroups.push_back(std::move(g));
-        }
-    }
-
-    {
-        // Schema 1 stores have no totals: read as unknown.
-        auto st = db_.prepare(version_ >= 2 ? "SELECT rank, device, ts_ns, bytes, address, total_allocated, total_reserved"
-                                              " FROM memory_events ORDER BY rank, device, ts_ns"
-                                            : "SELECT rank, device, ts_ns, bytes, address, NULL, NULL"
-                                              " FROM memory_events ORDER BY rank, device, ts_ns");
-        const Check ck{path(), "memory_events", st};
-        while (st.step()) {
-            MemoryEvent e;
-            e.rank = ck.rank(0);
-            if (!wantRank(e.rank))
-                continue;
-            e.device = static_cast<int>(ck.integer(1, "device", std::numeric_limits<int>::min(), kIntMax));
-            e.ts = ck.time(2, "ts_ns");
-            e.bytes = st.int64(3);
-            e.address = st.optInt64(4);
-            e.totalAllocated = st.optInt64(5);
-            e.totalReserved = st.optInt64(6);
-            t.memoryEvents.push_back(e);
-        }
-    }
+    const LoadFilter filter = loadFilter(options, t);
+    readActivities(db_, filter, t);
+    readNcclOps(db_, filter, t.ncclOps);
+    store::detail::linkNcclOps(t.activities, t.ncclOps);
+    t.cpuRanges = readCpuRanges(db_, filter, t.strings.size());
+    t.processGroups = readProcessGroups(db_);
+    t.memoryEvents = readMemoryEvents(db_, version_, filter);
     return t;
 }
 

@@ -2,6 +2,7 @@
 
 #include "Version.h"
 #include "store/Schema.h"
+#include "store/detail/StoreSteps.h"
 #include "util/Error.h"
 #include "util/Format.h"
 #include "util/Limits.h"
@@ -616,51 +617,14 @@ std::vector<int> StoreWriter::unsettledRanks()
     return {todo.begin(), todo.end()};
 }
 
-void StoreWriter::summarise()
-{
-    db_.exec("INSERT OR IGNORE INTO ranks(rank) SELECT DISTINCT rank FROM streams");
-    db_.exec("INSERT OR IGNORE INTO gpus(rank, device) SELECT DISTINCT rank, device FROM streams");
+namespace {
 
-    auto pairs = db_.prepare("SELECT DISTINCT rank, device FROM streams ORDER BY rank, device");
-    auto acts = db_.prepare("SELECT kind, start_ns, end_ns, stream_id FROM activities WHERE rank = ?1 AND stream_id IN"
-                            " (SELECT id FROM streams WHERE rank = ?1 AND device = ?2) ORDER BY start_ns");
-    auto ins = db_.prepare("INSERT INTO gpu_summary(rank, device, kernels, memcpys, memsets, syncs, kernel_first_ns,"
-                           " kernel_last_ns, kernel_busy_ns, gpu_first_ns, gpu_last_ns, gpu_busy_ns)"
-                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
-    struct Union {
-        std::optional<TimeNs> first, last;
-        TimeNs busy = 0;
-        TimeNs blockStart = 0, blockEnd = 0;
-        bool open = false;
-        void add(TimeNs s, TimeNs e)
-        {
-            if (!first || s < *first)
-                first = s;
-            if (!last || e > *last)
-                last = e;
-            if (open && s <= blockEnd) {
-                blockEnd = std::max(blockEnd, e);
-                return;
-            }
-            close();
-            blockStart = s;
-            blockEnd = e;
-            open = true;
-        }
-        void close()
-        {
-            if (open)
-                busy += blockEnd - blockStart;
-            open = false;
-        }
-    };
-    std::vector<std::pair<int64_t, int64_t>> keys;
-    while (pairs.step())
-        keys.emplace_back(pairs.int64(0), pairs.int64(1));
-    std::map<int64_t, std::array<int64_t, 4>> perStream;
-    // A settled rank's rows are the ids of one span (settled()): read in one
-    // pass in row order and sorted here as the index would give them (start,
-    // then id), rather than looked up one by one through the index.
+// The activities of settled ranks for the GPU summaries. A settled rank's
+// rows are the ids of one span (settled()): read in one pass in row order
+// and sorted here as the index would give them (start, then id), rather
+// than looked up one by one through the index. One rank is held at a time.
+class SettledActivities {
+public:
     struct Row {
         TimeNs start;
         int64_t id;
@@ -668,68 +632,98 @@ void StoreWriter::summarise()
         int64_t stream;
         int kind;
     };
-    std::map<int64_t, std::pair<int64_t, int64_t>> streamDevice; // stream id -> rank, device
-    if (!settledClean_.empty()) {
-        auto st = db_.prepare("SELECT id, rank, device FROM streams");
-        while (st.step())
-            streamDevice[st.int64(0)] = {st.int64(1), st.int64(2)};
+    // The streams table is read only when some rank is settled.
+    SettledActivities(sql::Database& db, bool anySettled) : db_(db)
+    {
+        if (anySettled) {
+            auto st = db_.prepare("SELECT id, rank, device FROM streams");
+            while (st.step())
+                streamDevice_[st.int64(0)] = {st.int64(1), st.int64(2)};
+        }
     }
-    std::map<int64_t, std::vector<Row>> byDevice; // of the settled rank being summarised
-    std::optional<int64_t> loadedRank;
-    auto load = [&](int64_t rank, const Settled& span) {
-        byDevice.clear();
+    // The rows of (rank, device); span: the rank's settled activity ids (after, upTo].
+    const std::vector<Row>& rows(int64_t rank, int64_t device, std::pair<int64_t, int64_t> span)
+    {
+        if (loadedRank_ != rank)
+            load(rank, span);
+        return byDevice_[device];
+    }
+
+private:
+    void load(int64_t rank, std::pair<int64_t, int64_t> span)
+    {
+        byDevice_.clear();
         auto st = db_.prepare("SELECT id, stream_id, kind, start_ns, end_ns FROM activities WHERE id > ?1 AND id <= ?2");
-        st.bind(1, span.activitiesAfter).bind(2, span.activitiesUpTo);
+        st.bind(1, span.first).bind(2, span.second);
         while (st.step()) {
-            auto it = streamDevice.find(st.int64(1));
-            if (it == streamDevice.end() || it->second.first != rank)
+            auto it = streamDevice_.find(st.int64(1));
+            if (it == streamDevice_.end() || it->second.first != rank)
                 continue;
-            byDevice[it->second.second].push_back(
+            byDevice_[it->second.second].push_back(
                 {st.int64(3), st.int64(0), st.int64(4), st.int64(1), static_cast<int>(st.int64(2))});
         }
-        for (auto& [device, rows] : byDevice)
+        for (auto& [device, rows] : byDevice_)
             std::sort(rows.begin(), rows.end(),
                       [](const Row& a, const Row& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); });
-        loadedRank = rank;
-    };
+        loadedRank_ = rank;
+    }
+
+    sql::Database& db_;
+    std::map<int64_t, std::pair<int64_t, int64_t>> streamDevice_; // stream id -> rank, device
+    std::map<int64_t, std::vector<Row>> byDevice_;                // of the settled rank being summarised
+    std::optional<int64_t> loadedRank_;
+};
+
+// gpu_summary: a row per (rank, device) that has a stream. settledSpans:
+// rank -> its settled activity ids (after, upTo], for the ranks finish()
+// left as the importer settled them. Returns the counts per stream.
+store::detail::StreamCounts writeGpuSummaries(sql::Database& db,
+                                              const std::map<int, std::pair<int64_t, int64_t>>& settledSpans)
+{
+    auto pairs = db.prepare("SELECT DISTINCT rank, device FROM streams ORDER BY rank, device");
+    auto acts = db.prepare("SELECT kind, start_ns, end_ns, stream_id FROM activities WHERE rank = ?1 AND stream_id IN"
+                           " (SELECT id FROM streams WHERE rank = ?1 AND device = ?2) ORDER BY start_ns");
+    auto ins = db.prepare("INSERT INTO gpu_summary(rank, device, kernels, memcpys, memsets, syncs, kernel_first_ns,"
+                          " kernel_last_ns, kernel_busy_ns, gpu_first_ns, gpu_last_ns, gpu_busy_ns)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+    std::vector<std::pair<int64_t, int64_t>> keys;
+    while (pairs.step())
+        keys.emplace_back(pairs.int64(0), pairs.int64(1));
+    store::detail::StreamCounts perStream;
+    SettledActivities settled(db, !settledSpans.empty());
     for (auto [rank, device] : keys) {
-        int64_t counts[4] = {0, 0, 0, 0};
-        Union kernels, gpu;
-        auto add = [&](int kind, TimeNs s, TimeNs e, int64_t stream) {
-            if (kind >= 0 && kind < 4) {
-                ++counts[kind];
-                ++perStream[stream][static_cast<size_t>(kind)];
-            }
-            if (kind == static_cast<int>(ActivityKind::Kernel))
-                kernels.add(s, e);
-            if (kind != static_cast<int>(ActivityKind::Sync))
-                gpu.add(s, e);
-        };
-        if (auto clean = settledClean_.find(static_cast<int>(rank)); clean != settledClean_.end()) {
-            if (loadedRank != rank)
-                load(rank, clean->second);
-            for (const Row& r : byDevice[device])
-                add(r.kind, r.start, r.end, r.stream);
+        store::detail::DeviceTally tally;
+        if (auto clean = settledSpans.find(static_cast<int>(rank)); clean != settledSpans.end()) {
+            for (const SettledActivities::Row& r : settled.rows(rank, device, clean->second))
+                tally.add(r.kind, r.start, r.end, r.stream, perStream);
         } else {
             acts.bind(1, rank).bind(2, device);
             while (acts.step())
-                add(static_cast<int>(acts.int64(0)), acts.int64(1), acts.int64(2), acts.int64(3));
+                tally.add(static_cast<int>(acts.int64(0)), acts.int64(1), acts.int64(2), acts.int64(3), perStream);
         }
         acts.reset();
-        kernels.close();
-        gpu.close();
-        ins.bind(1, rank).bind(2, device).bind(3, counts[0]).bind(4, counts[1]).bind(5, counts[2]).bind(6, counts[3]);
-        ins.bind(7, kernels.first).bind(8, kernels.last).bind(9, kernels.busy);
-        ins.bind(10, gpu.first).bind(11, gpu.last).bind(12, gpu.busy).run();
+        tally.close();
+        const auto& c = tally.counts;
+        ins.bind(1, rank).bind(2, device).bind(3, c[0]).bind(4, c[1]).bind(5, c[2]).bind(6, c[3]);
+        ins.bind(7, tally.kernels.first).bind(8, tally.kernels.last).bind(9, tally.kernels.busy);
+        ins.bind(10, tally.gpu.first).bind(11, tally.gpu.last).bind(12, tally.gpu.busy).run();
     }
+    return perStream;
+}
 
-    // Counts that `pipescope info` shows, so it never scans the big tables.
+std::string streamCountsJson(const store::detail::StreamCounts& perStream)
+{
     nlohmann::json streamCounts = nlohmann::json::object();
     for (const auto& [id, c] : perStream)
         streamCounts[std::to_string(id)] = c;
-    setMeta("count.streams", streamCounts.dump());
+    return streamCounts.dump();
+}
+
+// CPU ranges per kind name, as JSON object text.
+std::string cpuRangeCountsJson(sql::Database& db)
+{
     // Counted here: GROUP BY would sort every row.
-    auto cpu = db_.prepare("SELECT kind FROM cpu_ranges");
+    auto cpu = db.prepare("SELECT kind FROM cpu_ranges");
     std::map<int64_t, int64_t> byKind;
     while (cpu.step())
         ++byKind[cpu.int64(0)];
@@ -740,10 +734,32 @@ void StoreWriter::summarise()
         std::string name = k >= 0 && k <= 6 ? std::string(toString(static_cast<CpuRangeKind>(k))) : std::to_string(k);
         cpuCounts[name] = n;
     }
-    setMeta("count.cpu_ranges", cpuCounts.dump());
-    auto launches = db_.prepare("SELECT COUNT(*) FROM activities WHERE launch_id IS NOT NULL");
+    return cpuCounts.dump();
+}
+
+int64_t activitiesWithLaunch(sql::Database& db)
+{
+    auto launches = db.prepare("SELECT COUNT(*) FROM activities WHERE launch_id IS NOT NULL");
     launches.step();
-    setMeta("count.activities_with_launch", std::to_string(launches.int64(0)));
+    return launches.int64(0);
+}
+
+} // namespace
+
+void StoreWriter::summarise()
+{
+    db_.exec("INSERT OR IGNORE INTO ranks(rank) SELECT DISTINCT rank FROM streams");
+    db_.exec("INSERT OR IGNORE INTO gpus(rank, device) SELECT DISTINCT rank, device FROM streams");
+    // The ranks finish() leaves as their importer settled them, by their activity ids.
+    std::map<int, std::pair<int64_t, int64_t>> settledSpans;
+    for (const auto& [rank, s] : settledClean_)
+        settledSpans.emplace(rank, std::make_pair(s.activitiesAfter, s.activitiesUpTo));
+    const store::detail::StreamCounts perStream = writeGpuSummaries(db_, settledSpans);
+
+    // Counts that `pipescope info` shows, so it never scans the big tables.
+    setMeta("count.streams", streamCountsJson(perStream));
+    setMeta("count.cpu_ranges", cpuRangeCountsJson(db_));
+    setMeta("count.activities_with_launch", std::to_string(activitiesWithLaunch(db_)));
 }
 
 void StoreWriter::finish()

@@ -20,7 +20,7 @@ TimelineModel withBaselineTracks(const TimelineModel& job, const TimelineModel& 
         return it->second;
     };
     for (const Lane& l : baseline.lanes) {
-        if (l.kind == LaneKind::Cpu)
+        if (l.kind == LaneKind::Cpu || l.kind == LaneKind::Memory)
             continue;
         Lane c;
         c.kind = l.kind;

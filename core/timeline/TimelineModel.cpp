@@ -1,4 +1,5 @@
 #include "timeline/TimelineModel.h"
+#include "timeline/detail/TimelineSteps.h"
 
 #include <unordered_map>
 
@@ -12,7 +13,7 @@ namespace pipescope::timeline {
 
 std::string_view toString(LaneKind kind)
 {
-    static constexpr std::array<std::string_view, 5> k = {"steps", "bubbles", "kernels", "transfers", "cpu"};
+    static constexpr std::array<std::string_view, 6> k = {"steps", "bubbles", "kernels", "transfers", "cpu", "memory"};
     return k.at(static_cast<size_t>(kind));
 }
 
@@ -179,6 +180,136 @@ size_t TimelineModel::firstEndingAfter(int laneIndex, TimeNs t) const
     return static_cast<size_t>(std::upper_bound(me.begin(), me.end(), t) - me.begin());
 }
 
+namespace {
+
+// How many events start before t: the index of the first one starting at or
+// after it (events are sorted by start).
+size_t startsBefore(const std::vector<Event>& ev, TimeNs t)
+{
+    return static_cast<size_t>(std::lower_bound(ev.begin(), ev.end(), t, byStart) - ev.begin());
+}
+
+// The block that starts with a narrow event, read from the pyramid level
+// with about two buckets per pixel: buckets join it until a gap of foldNs,
+// a wide event (the block ends where it begins) or, once the block is foldNs
+// wide, a change of dominant code or busy share; its end is then tightened to
+// the events.
+detail::Fold foldFromPyramid(const Lane& lane, int level, const Event& e, TimeNs s, TimeNs to, TimeNs foldNs)
+{
+    detail::Fold fold;
+    const auto& buckets = lane.lod.levels[static_cast<size_t>(level)];
+    const TimeNs w = lane.lod.width(level);
+    size_t b = static_cast<size_t>((s - lane.lod.origin) / w);
+    TimeNs lastBusyEnd = s; // end of the last bucket with busy time
+    bool stoppedAtWide = false; // or at a change of shape: the block ends exactly there
+    for (; b < buckets.size(); ++b) {
+        const TimeNs bs = lane.lod.origin + static_cast<TimeNs>(b) * w;
+        if (bs >= to || bs - lastBusyEnd >= foldNs)
+            break;
+        const LodBucket& bk = buckets[b];
+        if (bk.longest >= foldNs && bk.longestStart > s) {
+            // A wide event starts here: the block ends where it begins.
+            lastBusyEnd = std::max(lastBusyEnd, bk.longestStart);
+            stoppedAtWide = true;
+            break;
+        }
+        if (bk.busy == 0)
+            continue;
+        // Dense parts keep their shape: a new block where the dominant code or the
+        // busy share changes, once the current one is foldPx wide.
+        if (fold.busy > 0 && bs - s >= foldNs) {
+            const double shareSoFar = static_cast<double>(fold.busy) / static_cast<double>(bs - s);
+            const double share = static_cast<double>(bk.busy) / static_cast<double>(w);
+            const auto dominant = std::max_element(fold.codeNs.begin(), fold.codeNs.end()) - fold.codeNs.begin();
+            if (bk.code != dominant || std::abs(share - shareSoFar) > 0.35) {
+                lastBusyEnd = bs;
+                stoppedAtWide = true;
+                break;
+            }
+        }
+        fold.busy += bk.busy;
+        fold.codeNs[bk.code] += bk.busy;
+        lastBusyEnd = bs + w;
+    }
+    if (stoppedAtWide) {
+        fold.end = lastBusyEnd;
+    } else {
+        // Tighten to the events: the latest end among those starting before the last bucket's end.
+        const size_t k = startsBefore(lane.events, lastBusyEnd);
+        fold.end = k > 0 ? std::min(lane.maxEnd[k - 1], lastBusyEnd + foldNs) : e.end;
+        fold.end = std::max(fold.end, e.end);
+    }
+    if (fold.end <= s)
+        fold.end = e.end; // the wide event starts where this one does: draw this one alone
+    fold.busy = std::min(fold.busy, fold.end - s);
+    if (fold.busy <= 0) {
+        fold.busy = std::min(e.end, fold.end) - s;
+        fold.codeNs[std::min<size_t>(e.code, kMaxCodes - 1)] += fold.busy;
+    }
+    return fold;
+}
+
+// Pixels from the query's start.
+struct PixelScale {
+    TimeNs from = 0;
+    double nsPerPx = 1;
+    double operator()(TimeNs t) const { return static_cast<double>(t - from) / nsPerPx; }
+};
+
+// The draw item of a block from `s` holding events [first, last): the event
+// itself when it holds one, else the dominant code and busy share.
+DrawItem blockItem(size_t first, size_t last, const Event& e, TimeNs s, const detail::Fold& fold, const PixelScale& px)
+{
+    const uint32_t count = static_cast<uint32_t>(std::max<size_t>(1, last - first));
+    DrawItem item;
+    item.start = s;
+    item.end = fold.end;
+    item.x0 = px(s);
+    item.x1 = px(fold.end);
+    item.count = count;
+    if (count == 1) {
+        item.event = static_cast<int64_t>(first);
+        item.code = e.code;
+        item.busyFraction = 1.0f;
+    } else {
+        item.code = static_cast<uint8_t>(std::max_element(fold.codeNs.begin(), fold.codeNs.end()) - fold.codeNs.begin());
+        item.busyFraction = static_cast<float>(std::clamp(static_cast<double>(fold.busy) / static_cast<double>(fold.end - s), 0.0, 1.0));
+    }
+    return item;
+}
+
+} // namespace
+
+namespace detail {
+
+Fold foldNarrowEvents(const Lane& lane, size_t first, TimeNs s, TimeNs to, TimeNs foldNs)
+{
+    const auto& ev = lane.events;
+    const Event& e = ev[first];
+    Fold fold;
+    fold.end = e.end;
+    fold.busy = e.end - s;
+    fold.codeNs[std::min<size_t>(e.code, kMaxCodes - 1)] += fold.busy;
+    for (size_t j = first + 1; j < ev.size() && ev[j].start < to; ++j) {
+        const Event& f = ev[j];
+        if (f.end <= fold.end)
+            continue; // inside what the block already covers
+        if (f.duration() >= foldNs || f.start - fold.end >= foldNs)
+            break;
+        // A block at least foldPx wide ends where the dominant code changes.
+        if (fold.end - s >= foldNs
+            && f.code != std::max_element(fold.codeNs.begin(), fold.codeNs.end()) - fold.codeNs.begin())
+            break;
+        const TimeNs part = f.end - std::max(f.start, fold.end);
+        fold.busy += part;
+        fold.codeNs[std::min<size_t>(f.code, kMaxCodes - 1)] += part;
+        fold.end = f.end;
+    }
+    return fold;
+}
+
+} // namespace detail
+
 void TimelineModel::drawList(int laneIndex, TimeNs from, TimeNs to, int widthPx, std::vector<DrawItem>& out,
                              const DrawOptions& options) const
 {
@@ -190,11 +321,9 @@ void TimelineModel::drawList(int laneIndex, TimeNs from, TimeNs to, int widthPx,
     const size_t n = ev.size();
     if (n == 0)
         return;
-    const double nsPerPx = static_cast<double>(to - from) / widthPx;
-    const TimeNs foldNs = std::max<TimeNs>(1, static_cast<TimeNs>(std::ceil(options.foldPx * nsPerPx)));
-    const int level = lane.lod.levelFor(nsPerPx / 2);
-    auto px = [&](TimeNs t) { return static_cast<double>(t - from) / nsPerPx; };
-    auto startsBefore = [&](TimeNs t) { return static_cast<size_t>(std::lower_bound(ev.begin(), ev.end(), t, byStart) - ev.begin()); };
+    const PixelScale px{from, static_cast<double>(to - from) / widthPx};
+    const TimeNs foldNs = std::max<TimeNs>(1, static_cast<TimeNs>(std::ceil(options.foldPx * px.nsPerPx)));
+    const int level = lane.lod.levelFor(px.nsPerPx / 2);
 
     TimeNs t = from;
     size_t minIndex = 0; // events before it are drawn (or folded) already
@@ -212,97 +341,13 @@ void TimelineModel::drawList(int laneIndex, TimeNs from, TimeNs to, int widthPx,
             minIndex = i + 1;
             continue;
         }
-        // A narrow event: fold it with the narrow events and short gaps that follow.
-        TimeNs blockEnd = e.end;
-        TimeNs busy = 0;
-        std::array<TimeNs, kMaxCodes> codeNs{};
-        if (level < 0) {
-            busy = e.end - s;
-            codeNs[std::min<size_t>(e.code, kMaxCodes - 1)] += busy;
-            for (size_t j = i + 1; j < n && ev[j].start < to; ++j) {
-                const Event& f = ev[j];
-                if (f.end <= blockEnd)
-                    continue; // inside what the block already covers
-                if (f.duration() >= foldNs || f.start - blockEnd >= foldNs)
-                    break;
-                // A block at least foldPx wide ends where the dominant code changes.
-                if (blockEnd - s >= foldNs
-                    && f.code != std::max_element(codeNs.begin(), codeNs.end()) - codeNs.begin())
-                    break;
-                const TimeNs part = f.end - std::max(f.start, blockEnd);
-                busy += part;
-                codeNs[std::min<size_t>(f.code, kMaxCodes - 1)] += part;
-                blockEnd = f.end;
-            }
-        } else {
-            const auto& buckets = lane.lod.levels[static_cast<size_t>(level)];
-            const TimeNs w = lane.lod.width(level);
-            size_t b = static_cast<size_t>((s - lane.lod.origin) / w);
-            TimeNs lastBusyEnd = s; // end of the last bucket with busy time
-            bool stoppedAtWide = false; // or at a change of shape: the block ends exactly there
-            for (; b < buckets.size(); ++b) {
-                const TimeNs bs = lane.lod.origin + static_cast<TimeNs>(b) * w;
-                if (bs >= to || bs - lastBusyEnd >= foldNs)
-                    break;
-                const LodBucket& bk = buckets[b];
-                if (bk.longest >= foldNs && bk.longestStart > s) {
-                    // A wide event starts here: the block ends where it begins.
-                    lastBusyEnd = std::max(lastBusyEnd, bk.longestStart);
-                    stoppedAtWide = true;
-                    break;
-                }
-                if (bk.busy == 0)
-                    continue;
-                // Dense parts keep their shape: a new block where the dominant code or the
-                // busy share changes, once the current one is foldPx wide.
-                if (busy > 0 && bs - s >= foldNs) {
-                    const double shareSoFar = static_cast<double>(busy) / static_cast<double>(bs - s);
-                    const double share = static_cast<double>(bk.busy) / static_cast<double>(w);
-                    const auto dominant = std::max_element(codeNs.begin(), codeNs.end()) - codeNs.begin();
-                    if (bk.code != dominant || std::abs(share - shareSoFar) > 0.35) {
-                        lastBusyEnd = bs;
-                        stoppedAtWide = true;
-                        break;
-                    }
-                }
-                busy += bk.busy;
-                codeNs[bk.code] += bk.busy;
-                lastBusyEnd = bs + w;
-            }
-            if (stoppedAtWide) {
-                blockEnd = lastBusyEnd;
-            } else {
-                // Tighten to the events: the latest end among those starting before the last bucket's end.
-                const size_t k = startsBefore(lastBusyEnd);
-                blockEnd = k > 0 ? std::min(lane.maxEnd[k - 1], lastBusyEnd + foldNs) : e.end;
-                blockEnd = std::max(blockEnd, e.end);
-            }
-            if (blockEnd <= s)
-                blockEnd = e.end; // the wide event starts where this one does: draw this one alone
-            busy = std::min(busy, blockEnd - s);
-            if (busy <= 0) {
-                busy = std::min(e.end, blockEnd) - s;
-                codeNs[std::min<size_t>(e.code, kMaxCodes - 1)] += busy;
-            }
-        }
-        const size_t last = startsBefore(blockEnd); // events [i, last) went into the block
-        const uint32_t count = static_cast<uint32_t>(std::max<size_t>(1, last - i));
-        DrawItem item;
-        item.start = s;
-        item.end = blockEnd;
-        item.x0 = px(s);
-        item.x1 = px(blockEnd);
-        item.count = count;
-        if (count == 1) {
-            item.event = static_cast<int64_t>(i);
-            item.code = e.code;
-            item.busyFraction = 1.0f;
-        } else {
-            item.code = static_cast<uint8_t>(std::max_element(codeNs.begin(), codeNs.end()) - codeNs.begin());
-            item.busyFraction = static_cast<float>(std::clamp(static_cast<double>(busy) / static_cast<double>(blockEnd - s), 0.0, 1.0));
-        }
-        out.push_back(item);
-        t = blockEnd;
+        // A narrow event: fold it with the narrow events and short gaps that follow,
+        // read from the events where the view is finer than the pyramid.
+        const detail::Fold fold = level < 0 ? detail::foldNarrowEvents(lane, i, s, to, foldNs)
+                                            : foldFromPyramid(lane, level, e, s, to, foldNs);
+        const size_t last = startsBefore(ev, fold.end); // events [i, last) went into the block
+        out.push_back(blockItem(i, last, e, s, fold, px));
+        t = fold.end;
         // An event starting inside the block but ending past it belongs to the block.
         minIndex = std::max(last, i + 1);
     }
@@ -435,6 +480,8 @@ AreaStats TimelineModel::areaStats(std::span<const int> laneIndices, TimeNs from
                 break;
             case LaneKind::Cpu:
                 ++st.cpuRanges;
+                break;
+            case LaneKind::Memory:
                 break;
             }
         }

@@ -17,7 +17,7 @@
 
 namespace pipescope::timeline {
 
-enum class LaneKind : uint8_t { Steps = 0, Bubbles = 1, Kernels = 2, Transfers = 3, Cpu = 4 };
+enum class LaneKind : uint8_t { Steps = 0, Bubbles = 1, Kernels = 2, Transfers = 3, Cpu = 4, Memory = 5 };
 std::string_view toString(LaneKind kind);
 
 // Codes of Event::code share one small range so a bucket can keep time per code.
@@ -26,7 +26,10 @@ inline constexpr uint8_t kNoStep = 0xff;
 
 // One block on a lane, 40 bytes. What `code` means depends on the lane:
 // Steps: StepKind; Bubbles: BubbleCause; Kernels and Transfers: WorkClass;
-// Cpu: CpuRangeKind.
+// Cpu: CpuRangeKind. Memory (a counter track): each event is one sample,
+// from its time to the next sample's, and `detail` holds the GPU memory the
+// allocator had in use then, in KiB (kMemoryUnitBytes).
+inline constexpr int64_t kMemoryUnitBytes = 1024;
 struct Event {
     TimeNs start = 0;
     TimeNs end = 0;

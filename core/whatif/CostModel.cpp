@@ -60,7 +60,7 @@ void CostModel::setStageSpeeds(std::vector<double> speeds)
                                             std::to_string(measuredPp) + " stages (one speed per pipeline rank)");
     if (measuredCosts && measuredPartition && measuredPp > 0) {
         // Back to reference speed: each layer was timed on its measured rank.
-        const ScheduleKind kind = scheduleKindFromString(measuredSchedule).value_or(ScheduleKind::OneFOneB);
+        const ScheduleKind kind = measuredSchedule.value_or(ScheduleKind::OneFOneB);
         const int p = measuredPp;
         const Partition& part = *measuredPartition;
         auto rankOf = [&](int s) { return isVShaped(kind) ? (s < p ? s : 2 * p - 1 - s) : s % p; };
@@ -94,7 +94,7 @@ std::vector<double> CostModel::measuredStageSpeeds() const
                          "speeds come from the trace only when it times each layer (PyTorch module ranges from "
                          "with_modules=True or pipescope/layer annotations) on a pipeline of two or more ranks; give "
                          "the speeds with --stage-speed S0,S1,... or --gpu-types and --gpu-throughput instead");
-    const ScheduleKind kind = scheduleKindFromString(measuredSchedule).value_or(ScheduleKind::OneFOneB);
+    const ScheduleKind kind = measuredSchedule.value_or(ScheduleKind::OneFOneB);
     const int p = measuredPp;
     const Partition& part = *measuredPartition;
     auto rankOf = [&](int s) { return isVShaped(kind) ? (s < p ? s : 2 * p - 1 - s) : s % p; };
@@ -247,7 +247,7 @@ void CostModel::setMicrobatchTokens(const MicrobatchTokens& t)
 {
     if (t.tokens.empty())
         throw ValueError("microbatch-tokens", "the tokens file lists no microbatches");
-    microbatchSizes = uniformRows(t.tokens, "tokens");
+    microbatchSizes = uniformRows(t.tokens, SizeSource::Tokens);
     microbatchSizes->tokens = t.tokens;
     const double mean = std::accumulate(t.tokens.begin(), t.tokens.end(), 0.0) / static_cast<double>(t.tokens.size());
     for (LayerCostModel& l : layers) {
@@ -274,24 +274,29 @@ int sizeRowOfLayer(const CostModel& m, int layer)
     return std::min(R - 1, static_cast<int>(static_cast<int64_t>(layer) * R / L));
 }
 
-} // namespace
-
-ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& schedule, MicrobatchOrder order) const
+// The partition and the stage speeds describe the schedule's stages and the model's layers.
+void checkPartitionFits(const CostModel& m, const Partition& partition, const Schedule& schedule)
 {
     const int S = schedule.stages;
     if (partition.stages() != S)
         throw Error("the partition has " + std::to_string(partition.stages()) + " stages, the schedule " +
                     std::to_string(S));
-    if (partition.firstLayer.back() != layerCount())
+    if (partition.firstLayer.back() != m.layerCount())
         throw Error("the partition covers " + std::to_string(partition.firstLayer.back()) + " layers, the model has " +
-                    std::to_string(layerCount()));
-    if (!stageSpeed.empty() && static_cast<int>(stageSpeed.size()) != schedule.pp)
-        throw ValueError("stage-speed", "the stage speeds describe a pipeline of " + std::to_string(stageSpeed.size()) +
+                    std::to_string(m.layerCount()));
+    if (!m.stageSpeed.empty() && static_cast<int>(m.stageSpeed.size()) != schedule.pp)
+        throw ValueError("stage-speed", "the stage speeds describe a pipeline of " + std::to_string(m.stageSpeed.size()) +
                                             " ranks and the scenario has pp " + std::to_string(schedule.pp) +
                                             "; uneven GPUs are predicted at the measured pipeline degree only, so leave "
                                             "out --pp or the speeds");
-    const double scale = microbatchScale(schedule.microbatches);
-    ReplayCosts c;
+}
+
+// Each stage's F, I, W and B: its layers' (and extras') costs, scaled to
+// the microbatch count and divided by the pace of the rank holding it.
+void addStageCosts(const CostModel& m, const Partition& partition, const Schedule& schedule, double scale,
+                   ReplayCosts& c)
+{
+    const int S = schedule.stages;
     c.stages.resize(static_cast<size_t>(S));
     auto add = [](double& f, double& i, double& w, const LayerCostModel& l) {
         f += l.forwardNs;
@@ -301,64 +306,74 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
     for (int s = 0; s < S; ++s) {
         double f = 0, i = 0, w = 0;
         for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
-            add(f, i, w, layers[size_t(l)]);
+            add(f, i, w, m.layers[size_t(l)]);
         if (s == 0)
-            add(f, i, w, firstStageExtra);
+            add(f, i, w, m.firstStageExtra);
         if (s == S - 1)
-            add(f, i, w, lastStageExtra);
+            add(f, i, w, m.lastStageExtra);
         // x / 1.0 is x exactly: all speeds 1 cost what they did without speeds.
-        const double speed = paceOfRank(schedule.rankOfStage[size_t(s)]);
+        const double speed = m.paceOfRank(schedule.rankOfStage[size_t(s)]);
         StageCost& sc = c.stages[size_t(s)];
         sc.forward = toNs(f * scale / speed);
         sc.backwardInput = toNs(i * scale / speed);
         sc.backwardWeight = toNs(w * scale / speed);
         sc.backward = toNs((i + w) * scale / speed);
     }
-    if (unevenFor(schedule.microbatches, order)) {
-        // Each stage's microbatch i costs its layers' costs, each scaled by
-        // the size of microbatch perm[i] on the layer's measured stage.
-        const MicrobatchSizes& ms = *microbatchSizes;
-        const int M = schedule.microbatches, R = ms.rows();
-        const std::vector<int> perm = microbatchPermutation(ms.size(), order);
-        c.microbatchCosts.resize(static_cast<size_t>(S) * static_cast<size_t>(M));
-        std::vector<double> fRow(static_cast<size_t>(R)), bRow(static_cast<size_t>(R));
-        for (int s = 0; s < S; ++s) {
-            std::fill(fRow.begin(), fRow.end(), 0.0);
-            std::fill(bRow.begin(), bRow.end(), 0.0);
-            auto addTo = [&](int row, const LayerCostModel& l) {
-                fRow[size_t(row)] += l.forwardNs;
-                bRow[size_t(row)] += l.backwardNs;
-            };
-            for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
-                addTo(sizeRowOfLayer(*this, l), layers[size_t(l)]);
-            if (s == 0)
-                addTo(0, firstStageExtra);
-            if (s == S - 1)
-                addTo(R - 1, lastStageExtra);
-            const double fSum = std::accumulate(fRow.begin(), fRow.end(), 0.0);
-            const double bSum = std::accumulate(bRow.begin(), bRow.end(), 0.0);
-            const StageCost& sc = c.stages[size_t(s)];
-            for (int i = 0; i < M; ++i) {
-                double fw = 0, bw = 0;
-                for (int r = 0; r < R; ++r) {
-                    fw += fRow[size_t(r)] * ms.forward[size_t(r)][size_t(perm[size_t(i)])];
-                    bw += bRow[size_t(r)] * ms.backward[size_t(r)][size_t(perm[size_t(i)])];
-                }
-                fw = fSum > 0 ? fw / fSum : 1.0;
-                bw = bSum > 0 ? bw / bSum : 1.0;
-                StageCost& mc = c.microbatchCosts[size_t(s) * size_t(M) + size_t(i)];
-                mc.forward = toNs(static_cast<double>(sc.forward) * fw);
-                mc.backward = toNs(static_cast<double>(sc.backward) * bw);
-                mc.backwardInput = toNs(static_cast<double>(sc.backwardInput) * bw);
-                mc.backwardWeight = toNs(static_cast<double>(sc.backwardWeight) * bw);
+}
+
+// Each stage's microbatch i costs its layers' costs, each scaled by the
+// size of microbatch perm[i] on the layer's measured stage.
+void addMicrobatchCosts(const CostModel& m, const Partition& partition, const Schedule& schedule,
+                        MicrobatchOrder order, ReplayCosts& c)
+{
+    const int S = schedule.stages;
+    const MicrobatchSizes& ms = *m.microbatchSizes;
+    const int M = schedule.microbatches, R = ms.rows();
+    const std::vector<int> perm = microbatchPermutation(ms.size(), order);
+    c.microbatchCosts.resize(static_cast<size_t>(S) * static_cast<size_t>(M));
+    std::vector<double> fRow(static_cast<size_t>(R)), bRow(static_cast<size_t>(R));
+    for (int s = 0; s < S; ++s) {
+        std::fill(fRow.begin(), fRow.end(), 0.0);
+        std::fill(bRow.begin(), bRow.end(), 0.0);
+        auto addTo = [&](int row, const LayerCostModel& l) {
+            fRow[size_t(row)] += l.forwardNs;
+            bRow[size_t(row)] += l.backwardNs;
+        };
+        for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
+            addTo(sizeRowOfLayer(m, l), m.layers[size_t(l)]);
+        if (s == 0)
+            addTo(0, m.firstStageExtra);
+        if (s == S - 1)
+            addTo(R - 1, m.lastStageExtra);
+        const double fSum = std::accumulate(fRow.begin(), fRow.end(), 0.0);
+        const double bSum = std::accumulate(bRow.begin(), bRow.end(), 0.0);
+        const StageCost& sc = c.stages[size_t(s)];
+        for (int i = 0; i < M; ++i) {
+            double fw = 0, bw = 0;
+            for (int r = 0; r < R; ++r) {
+                fw += fRow[size_t(r)] * ms.forward[size_t(r)][size_t(perm[size_t(i)])];
+                bw += bRow[size_t(r)] * ms.backward[size_t(r)][size_t(perm[size_t(i)])];
             }
+            fw = fSum > 0 ? fw / fSum : 1.0;
+            bw = bSum > 0 ? bw / bSum : 1.0;
+            StageCost& mc = c.microbatchCosts[size_t(s) * size_t(M) + size_t(i)];
+            mc.forward = toNs(static_cast<double>(sc.forward) * fw);
+            mc.backward = toNs(static_cast<double>(sc.backward) * bw);
+            mc.backwardInput = toNs(static_cast<double>(sc.backwardInput) * bw);
+            mc.backwardWeight = toNs(static_cast<double>(sc.backwardWeight) * bw);
         }
     }
-    c.boundaryBytes.assign(S > 1 ? size_t(S - 1) : 0, toBytes(static_cast<double>(p2pBytes) * scale, "bytes sent between stages"));
-    c.p2pLatencyNs = p2pLatencyNs;
-    c.p2pBytesPerNs = p2pBytesPerNs;
-    c.eagerBytes = p2pEagerBytes;
-    c.launchGapNs = launchGapNs;
+}
+
+// Transfers between stages, host gaps and how the ranks exchange.
+void addExchangeCosts(const CostModel& m, const Schedule& schedule, double scale, ReplayCosts& c)
+{
+    const int S = schedule.stages;
+    c.boundaryBytes.assign(S > 1 ? size_t(S - 1) : 0, toBytes(static_cast<double>(m.p2pBytes) * scale, "bytes sent between stages"));
+    c.p2pLatencyNs = m.p2pLatencyNs;
+    c.p2pBytesPerNs = m.p2pBytesPerNs;
+    c.eagerBytes = m.p2pEagerBytes;
+    c.launchGapNs = m.launchGapNs;
     // Exchanges learnt on Megatron's schedules (1F1B, interleaved) carry to
     // those; another schedule is torch.distributed.pipelining's, which posts
     // each receive before the step that needs it and lets sends overlap
@@ -366,20 +381,26 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
     const auto megatronKind = [](ScheduleKind k) {
         return k == ScheduleKind::OneFOneB || k == ScheduleKind::Interleaved1F1B;
     };
-    const std::optional<ScheduleKind> measuredKind = scheduleKindFromString(measuredSchedule);
+    const std::optional<ScheduleKind> measuredKind = m.measuredSchedule;
     const bool carries = megatronKind(schedule.kind) || !measuredKind || !megatronKind(*measuredKind);
-    c.blockingExchanges = blockingExchanges && carries;
-    c.exchangeGapNs = exchangeGapNs;
-    c.megatronExchanges = megatronExchanges && carries;
-    c.sharedLinks = sharedLinks;
-    c.pipelineSyncNs = pipelineSyncNs;
-    if (schedule.pp == measuredPp && static_cast<int>(rankStartNs.size()) == schedule.pp)
-        c.rankStartNs = rankStartNs;
+    c.blockingExchanges = m.blockingExchanges && carries;
+    c.exchangeGapNs = m.exchangeGapNs;
+    c.megatronExchanges = m.megatronExchanges && carries;
+    c.sharedLinks = m.sharedLinks;
+    c.pipelineSyncNs = m.pipelineSyncNs;
+    if (schedule.pp == m.measuredPp && static_cast<int>(m.rankStartNs.size()) == schedule.pp)
+        c.rankStartNs = m.rankStartNs;
+}
 
+// Each rank's gradient all-reduce and optimizer step: scaled from the
+// measured ones by what the rank holds, else from bandwidth and parameters.
+void addIterationEndCosts(const CostModel& m, const Partition& partition, const Schedule& schedule, ReplayCosts& c)
+{
+    const int S = schedule.stages;
     // Per rank: what its stages hold, in parameters when known, else in layers.
     // Frozen layers have no gradients to all-reduce and no optimizer step.
-    const std::vector<int64_t> params = stageParams(partition);
-    const std::vector<int64_t> trainable = stageTrainableParams(partition);
+    const std::vector<int64_t> params = m.stageParams(partition);
+    const std::vector<int64_t> trainable = m.stageTrainableParams(partition);
     const bool haveParams = std::accumulate(params.begin(), params.end(), int64_t(0)) > 0;
     std::vector<double> units(static_cast<size_t>(schedule.pp), 0.0);
     std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0);
@@ -388,25 +409,39 @@ ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& s
         rankParams[r] += trainable[size_t(s)];
         int trainableLayers = 0;
         for (int l = partition.firstLayer[size_t(s)]; l < partition.firstLayer[size_t(s) + 1]; ++l)
-            trainableLayers += layers[size_t(l)].frozen ? 0 : 1;
+            trainableLayers += m.layers[size_t(l)].frozen ? 0 : 1;
         units[r] += haveParams ? static_cast<double>(trainable[size_t(s)]) : trainableLayers;
     }
     c.allReduceNs.assign(static_cast<size_t>(schedule.pp), 0);
     c.optimizerNs.assign(static_cast<size_t>(schedule.pp), 0);
-    const double dp = std::max(1, dataParallel);
+    const double dp = std::max(1, m.dataParallel);
     for (size_t r = 0; r < units.size(); ++r) {
-        if (measuredAllReduceNs && measuredUnits > 0)
-            c.allReduceNs[r] = toNs(static_cast<double>(*measuredAllReduceNs) * units[r] / measuredUnits);
-        else if (dataParallel > 1 && allReduceBytesPerNs > 0)
-            c.allReduceNs[r] = allReduceLatencyNs +
-                               toNs(2.0 * (dp - 1) / dp * static_cast<double>(rankParams[r]) * gradCommBytesPerParam /
-                                    allReduceBytesPerNs);
-        if (measuredOptimizerNs && measuredUnits > 0)
-            c.optimizerNs[r] = toNs(static_cast<double>(*measuredOptimizerNs) * units[r] / measuredUnits);
+        if (m.measuredAllReduceNs && m.measuredUnits > 0)
+            c.allReduceNs[r] = toNs(static_cast<double>(*m.measuredAllReduceNs) * units[r] / m.measuredUnits);
+        else if (m.dataParallel > 1 && m.allReduceBytesPerNs > 0)
+            c.allReduceNs[r] = m.allReduceLatencyNs +
+                               toNs(2.0 * (dp - 1) / dp * static_cast<double>(rankParams[r]) * m.gradCommBytesPerParam /
+                                    m.allReduceBytesPerNs);
+        if (m.measuredOptimizerNs && m.measuredUnits > 0)
+            c.optimizerNs[r] = toNs(static_cast<double>(*m.measuredOptimizerNs) * units[r] / m.measuredUnits);
         else
             c.optimizerNs[r] =
-                toNs(optimizerNsPerParam * static_cast<double>(rankParams[r]) / (memory.zeroStage >= 1 ? dp : 1.0));
+                toNs(m.optimizerNsPerParam * static_cast<double>(rankParams[r]) / (m.memory.zeroStage >= 1 ? dp : 1.0));
     }
+}
+
+} // namespace
+
+ReplayCosts CostModel::replayCosts(const Partition& partition, const Schedule& schedule, MicrobatchOrder order) const
+{
+    checkPartitionFits(*this, partition, schedule);
+    const double scale = microbatchScale(schedule.microbatches);
+    ReplayCosts c;
+    addStageCosts(*this, partition, schedule, scale, c);
+    if (unevenFor(schedule.microbatches, order))
+        addMicrobatchCosts(*this, partition, schedule, order, c);
+    addExchangeCosts(*this, schedule, scale, c);
+    addIterationEndCosts(*this, partition, schedule, c);
     return c;
 }
 

@@ -133,7 +133,7 @@ struct CostModel {
     // (AnalysisResult::memory); -1 where unknown; empty when the trace has none.
     std::vector<int64_t> measuredPeakBytes;
     std::optional<Partition> measuredPartition;
-    std::string measuredSchedule;
+    std::optional<ScheduleKind> measuredSchedule; // the measured run's; unset when unknown or not measured
     int measuredPp = 0, measuredV = 1, measuredMicrobatches = 0;
 
     // Relative compute throughput of each pipeline rank's GPU (1 = reference,

@@ -7,6 +7,7 @@
 #include "util/Limits.h"
 #include "whatif/MeasuredFits.h"
 #include "whatif/detail/CostMath.h"
+#include "whatif/detail/MeasuredSteps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -135,35 +136,40 @@ std::optional<TimeNs> smallestStepGap(const MeasuredPipeline& mp)
         return std::nullopt;
     return toNs(*std::min_element(gaps.begin(), gaps.end()));
 }
+namespace detail {
 
-CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescription* model,
-                                  const FromMeasuredOptions& options)
+namespace {
+
+// The virtual stage a measured step ran on.
+int virtualStageOf(const MeasuredShape& sh, const PipelineStep& st)
 {
-    for (size_t l = 0; l < options.layerWeights.size(); ++l) {
-        const double w = options.layerWeights[l];
-        if (!std::isfinite(w) || w < 0)
-            throw ValueError("weights", "layer weight " + std::to_string(l + 1) + " is " + formatNumber(w) +
-                                            "; weights must be finite numbers of at least 0");
-    }
-    const int p = std::max(1, mp.pipelineDegree), v = std::max(1, mp.chunks), S = p * v;
-    const int m = std::max(1, mp.microbatches);
-    const ScheduleKind kind = scheduleKindFromString(mp.schedule).value_or(ScheduleKind::OneFOneB);
-    std::optional<MicrobatchSizes> measuredSizes;
+    int vs = st.stage >= sh.p ? st.stage : virtualStage(sh.kind, sh.p, st.stage, std::clamp(st.chunk, 0, sh.v - 1));
+    if (sh.v == 1)
+        vs = st.stage;
+    return vs;
+}
 
-    // Mean step time per virtual stage and kind.
+} // namespace
+
+StageStepTimes fitStepTimes(const MeasuredPipeline& mp, const MeasuredShape& sh)
+{
+    const int S = sh.S;
     std::vector<double> sum(static_cast<size_t>(S) * 4, 0.0), count(static_cast<size_t>(S) * 4, 0.0);
     for (const PipelineStep& st : mp.steps) {
-        int vs = st.stage >= p ? st.stage : virtualStage(kind, p, st.stage, std::clamp(st.chunk, 0, v - 1));
-        if (v == 1)
-            vs = st.stage;
+        const int vs = virtualStageOf(sh, st);
         if (vs < 0 || vs >= S || st.end < st.start)
             continue;
         const size_t k = static_cast<size_t>(vs) * 4 + static_cast<size_t>(st.kind);
         sum[k] += static_cast<double>(st.end - st.start);
         count[k] += 1;
     }
-    std::vector<double> meanF(static_cast<size_t>(S), -1), meanB(static_cast<size_t>(S), -1),
-        share(static_cast<size_t>(S), -1);
+    StageStepTimes t;
+    std::vector<double>& meanF = t.forward;
+    std::vector<double>& meanB = t.backward;
+    std::vector<double>& share = t.inputShare;
+    meanF.assign(static_cast<size_t>(S), -1);
+    meanB.assign(static_cast<size_t>(S), -1);
+    share.assign(static_cast<size_t>(S), -1);
     for (int s = 0; s < S; ++s) {
         auto mean = [&](StepKind k) {
             const size_t i = static_cast<size_t>(s) * 4 + static_cast<size_t>(k);
@@ -180,222 +186,289 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
             meanB[size_t(s)] = I;
         }
     }
-    // Uneven microbatches: each microbatch's steps against its stage's mean
-    // (replicas averaged; a backward is B, or I + W when split). A pipeline
-    // larger than a replay takes is never replayed, so it keeps no sizes.
-    if (m >= 2 && int64_t{S} * m <= kMaxReplaySteps) {
-        const size_t SM = static_cast<size_t>(S) * static_cast<size_t>(m);
-        std::vector<double> ks(SM * 4, 0.0), kn(SM * 4, 0.0);
-        for (const PipelineStep& st : mp.steps) {
-            int vs = st.stage >= p ? st.stage : virtualStage(kind, p, st.stage, std::clamp(st.chunk, 0, v - 1));
-            if (v == 1)
-                vs = st.stage;
-            if (vs < 0 || vs >= S || st.end < st.start || st.microbatch < 0 || st.microbatch >= m)
-                continue;
-            const size_t k = (static_cast<size_t>(vs) * static_cast<size_t>(m) + static_cast<size_t>(st.microbatch)) * 4 +
-                             static_cast<size_t>(st.kind);
-            ks[k] += static_cast<double>(st.end - st.start);
-            kn[k] += 1;
-        }
-        MicrobatchSizes sizes;
-        sizes.source = "trace";
-        bool complete = true;
-        for (int s = 0; s < S && complete; ++s) {
-            std::vector<double> fr(static_cast<size_t>(m)), br(static_cast<size_t>(m));
-            for (int mb = 0; mb < m; ++mb) {
-                const size_t base = (static_cast<size_t>(s) * static_cast<size_t>(m) + static_cast<size_t>(mb)) * 4;
-                auto mean = [&](StepKind k) { return kn[base + size_t(k)] > 0 ? ks[base + size_t(k)] / kn[base + size_t(k)] : -1.0; };
-                const double F = mean(StepKind::F), B = mean(StepKind::B), I = mean(StepKind::I), W = mean(StepKind::W);
-                fr[size_t(mb)] = F;
-                br[size_t(mb)] = B >= 0 ? B : (I >= 0 ? I + std::max(0.0, W) : -1.0);
-                if (F < 0 || br[size_t(mb)] < 0)
-                    complete = false;
-            }
-            auto relative = [](std::vector<double>& row) {
-                const double mean = std::accumulate(row.begin(), row.end(), 0.0) / static_cast<double>(row.size());
-                for (double& x : row)
-                    x = mean > 0 ? x / mean : 1.0;
-            };
-            relative(fr);
-            relative(br);
-            sizes.forward.push_back(std::move(fr));
-            sizes.backward.push_back(std::move(br));
-        }
-        // Kept only when every step was seen and the microbatches really differ.
-        if (complete && sizes.spread() >= kUnevenMicrobatchCv)
-            measuredSizes = std::move(sizes);
+    return t;
+}
+
+// Time after the last step that neither the all-reduce, the pipeline-wide
+// collective nor the optimizer explains (e.g. an optimizer the analysis
+// could not name) still belongs to every iteration: carry it as optimizer time.
+void attributeIterationTail(const MeasuredPipeline& mp, CostModel& c)
+{
+    if (mp.iterationNs <= 0 || mp.steps.empty())
+        return;
+    TimeNs first = mp.steps.front().start, last = mp.steps.front().end;
+    for (const PipelineStep& st : mp.steps) {
+        first = std::min(first, st.start);
+        last = std::max(last, st.end);
     }
-
-    // Stages without measured steps take the mean of the others.
-    auto fill = [&](std::vector<double>& v_, const char* what) {
-        double total = 0, n = 0;
-        for (double x : v_)
-            if (x >= 0) {
-                total += x;
-                n += 1;
-            }
-        if (n == 0)
-            throw Error(std::string("the measured pipeline has no ") + what +
-                        " steps, so it cannot calibrate a replay; check that the trace covers a whole iteration");
-        for (double& x : v_)
-            if (x < 0)
-                x = total / n;
-    };
-    fill(meanF, "forward");
-    fill(meanB, "backward");
-
-    CostModel c;
-    c.name = model ? model->name : "measured";
-    const double defaultShare = model ? model->backwardInputShare : 0.5;
-    c.layerSource = !mp.layers.empty() ? LayerSource::Trace
-                    : model             ? LayerSource::Model
-                    : options.layers    ? LayerSource::Count
-                                        : LayerSource::Stages;
-    if (!mp.layers.empty()) {
-        // Layers attributed by annotations: their own times, scaled so each
-        // stage adds up to its measured step; first/last stage residue is the extra.
-        std::vector<LayerCost> ls = mp.layers;
-        std::stable_sort(ls.begin(), ls.end(), [](const LayerCost& a, const LayerCost& b) { return a.stage < b.stage; });
-        Partition measured;
-        measured.firstLayer.assign(static_cast<size_t>(S) + 1, 0);
-        std::vector<int> perStage(static_cast<size_t>(S), 0);
-        for (const LayerCost& l : ls) {
-            if (l.stage < 0 || l.stage >= S)
-                throw Error("the measured layer '" + l.name + "' is on stage " + std::to_string(l.stage) +
-                            ", outside the pipeline's " + std::to_string(S) + " stages");
-            ++perStage[size_t(l.stage)];
-        }
-        for (int s = 0; s < S; ++s)
-            measured.firstLayer[size_t(s) + 1] = measured.firstLayer[size_t(s)] + perStage[size_t(s)];
-        for (const LayerCost& l : ls) {
-            LayerCostModel lc;
-            lc.name = l.name;
-            lc.forwardNs = static_cast<double>(l.forwardNs);
-            if (l.backwardInputNs && l.backwardWeightNs && *l.backwardInputNs + *l.backwardWeightNs > 0) {
-                lc.backwardNs = static_cast<double>(*l.backwardInputNs + *l.backwardWeightNs);
-                lc.backwardInputShare = static_cast<double>(*l.backwardInputNs) / lc.backwardNs;
-            } else {
-                lc.backwardNs = static_cast<double>(l.backwardNs);
-                lc.backwardInputShare = share[size_t(l.stage)] >= 0 ? share[size_t(l.stage)] : defaultShare;
-            }
-            c.layers.push_back(lc);
-        }
-        for (int s = 0; s < S; ++s) {
-            double f = 0, b = 0;
-            for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l) {
-                f += c.layers[size_t(l)].forwardNs;
-                b += c.layers[size_t(l)].backwardNs;
-            }
-            const bool edge = s == 0 || s == S - 1;
-            LayerCostModel& extra = s == 0 ? c.firstStageExtra : c.lastStageExtra;
-            auto settle = [&](double layersSum, double target, double LayerCostModel::*field) {
-                if (edge && target >= layersSum) {
-                    extra.*field += target - layersSum;
-                    return;
-                }
-                if (layersSum > 0)
-                    for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l)
-                        c.layers[size_t(l)].*field *= target / layersSum;
-                else if (edge)
-                    extra.*field += target;
-            };
-            settle(f, meanF[size_t(s)], &LayerCostModel::forwardNs);
-            settle(b, meanB[size_t(s)], &LayerCostModel::backwardNs);
-        }
-        c.firstStageExtra.backwardInputShare = share[0] >= 0 ? share[0] : defaultShare;
-        c.lastStageExtra.backwardInputShare = share[size_t(S - 1)] >= 0 ? share[size_t(S - 1)] : defaultShare;
-        c.firstStageExtra.name = "first-stage extra";
-        c.lastStageExtra.name = "last-stage extra";
-        c.measuredPartition = measured;
-    } else {
-        // Each stage's measured time split over its layers by weight.
-        int L = S;
-        if (model)
-            L = static_cast<int>(model->layers.size());
-        if (options.layers)
-            L = *options.layers;
-        if (!options.layerWeights.empty() && static_cast<int>(options.layerWeights.size()) != L)
-            throw ValueError("weights", std::to_string(options.layerWeights.size()) + " layer weights given for " +
-                                            std::to_string(L) + " layers");
-        const Partition measured = options.measuredBoundaries.empty()
-                                       ? evenPartition(L, S)
-                                       : partitionFromBoundaries(options.measuredBoundaries, L, S);
-        std::vector<double> weight(static_cast<size_t>(L), 1.0);
-        for (int l = 0; l < L; ++l) {
-            if (!options.layerWeights.empty())
-                weight[size_t(l)] = options.layerWeights[size_t(l)];
-            else if (model && l < static_cast<int>(model->layers.size()))
-                weight[size_t(l)] = model->layers[size_t(l)].cost;
-        }
-        const double firstW = model && model->firstStage && model->firstStageGiven ? model->firstStage->cost : 0.0;
-        const double lastW = model && model->lastStage && model->lastStageGiven ? model->lastStage->cost : 0.0;
-        c.layers.resize(static_cast<size_t>(L));
-        for (int s = 0; s < S; ++s) {
-            double total = 0;
-            for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l)
-                total += weight[size_t(l)];
-            if (s == 0)
-                total += firstW;
-            if (s == S - 1)
-                total += lastW;
-            if (!std::isfinite(total))
-                throw ValueError("weights", "the layer weights of stage " + std::to_string(s) +
-                                                " add up to more than a number can hold; give smaller weights");
-            if (total <= 0)
-                throw Error("the layer weights of stage " + std::to_string(s) + " add up to zero; give positive weights");
-            const double sh = share[size_t(s)] >= 0 ? share[size_t(s)] : defaultShare;
-            for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l) {
-                LayerCostModel& lc = c.layers[size_t(l)];
-                lc.name = model && l < static_cast<int>(model->layers.size()) ? model->layers[size_t(l)].name
-                                                                             : "layer " + std::to_string(l);
-                lc.forwardNs = meanF[size_t(s)] * weight[size_t(l)] / total;
-                lc.backwardNs = meanB[size_t(s)] * weight[size_t(l)] / total;
-                lc.backwardInputShare = sh;
-            }
-            if (s == 0) {
-                c.firstStageExtra.forwardNs = meanF[0] * firstW / total;
-                c.firstStageExtra.backwardNs = meanB[0] * firstW / total;
-                c.firstStageExtra.backwardInputShare = sh;
-            }
-            if (s == S - 1) {
-                c.lastStageExtra.forwardNs = meanF[size_t(s)] * lastW / total;
-                c.lastStageExtra.backwardNs = meanB[size_t(s)] * lastW / total;
-                c.lastStageExtra.backwardInputShare = sh;
-            }
-        }
-        c.firstStageExtra.name = model && model->firstStage ? model->firstStage->name : "first-stage extra";
-        c.lastStageExtra.name = model && model->lastStage ? model->lastStage->name : "last-stage extra";
-        c.measuredPartition = measured;
+    // With the ranks' starts the replay begins where the iteration does,
+    // not at its first step.
+    if (!c.rankStartNs.empty() && mp.iterationStart && *mp.iterationStart <= first)
+        first = *mp.iterationStart;
+    // After the last step of the iteration, less the pipeline-wide
+    // collective (which the replay starts as the last rank joins it).
+    const TimeNs critical = std::max<TimeNs>(0, mp.iterationNs - (last - first) - c.pipelineSyncNs);
+    const TimeNs tail = critical - mp.dataParallelSyncNs - mp.optimizerNs;
+    if (tail > 0) {
+        c.measuredOptimizerNs = mp.optimizerNs + tail;
+    } else if (critical >= 0) {
+        // The measured all-reduce is the longest of any rank; the rank
+        // that finishes last had at most this much after its last step.
+        const TimeNs opt = std::min(mp.optimizerNs, critical);
+        if (opt > 0)
+            c.measuredOptimizerNs = opt;
+        else
+            c.measuredOptimizerNs.reset();
+        if (critical - opt > 0)
+            c.measuredAllReduceNs = critical - opt;
+        else
+            c.measuredAllReduceNs.reset();
     }
+}
 
-    // Parameters and activations come from the model description when it has them.
-    if (model) {
-        const CostModel planned = [&] {
-            try {
-                return fromModel(*model);
-            } catch (const Error&) {
-                // A description without times still has structure; take what it gives.
-                ModelDescription copy = *model;
-                copy.layerForwardMs = 1.0;
-                return fromModel(copy);
-            }
-        }();
-        if (planned.layers.size() == c.layers.size())
-            for (size_t l = 0; l < c.layers.size(); ++l) {
-                c.layers[l].params = planned.layers[l].params;
-                c.layers[l].activationBytes = planned.layers[l].activationBytes;
-            }
-        c.firstStageExtra.params = planned.firstStageExtra.params;
-        c.firstStageExtra.activationBytes = planned.firstStageExtra.activationBytes;
-        c.lastStageExtra.params = planned.lastStageExtra.params;
-        c.lastStageExtra.activationBytes = planned.lastStageExtra.activationBytes;
-        c.p2pBytes = planned.p2pBytes;
-        c.memory = model->memory;
-        c.gradCommBytesPerParam = planned.gradCommBytesPerParam;
-        c.optimizerNsPerParam = planned.optimizerNsPerParam;
+} // namespace detail
+
+namespace {
+
+void checkLayerWeights(const std::vector<double>& weights)
+{
+    for (size_t l = 0; l < weights.size(); ++l) {
+        const double w = weights[l];
+        if (!std::isfinite(w) || w < 0)
+            throw ValueError("weights", "layer weight " + std::to_string(l + 1) + " is " + formatNumber(w) +
+                                            "; weights must be finite numbers of at least 0");
     }
+}
 
-    // Point-to-point: latency and bandwidth from the measured transfers and messages.
+// Uneven microbatches: each microbatch's steps against its stage's mean
+// (replicas averaged; a backward is B, or I + W when split). A pipeline
+// larger than a replay takes is never replayed, so it keeps no sizes.
+std::optional<MicrobatchSizes> measuredMicrobatchSizes(const MeasuredPipeline& mp, const MeasuredShape& sh)
+{
+    const int S = sh.S, m = sh.m;
+    if (!(m >= 2 && int64_t{S} * m <= kMaxReplaySteps))
+        return std::nullopt;
+    const size_t SM = static_cast<size_t>(S) * static_cast<size_t>(m);
+    std::vector<double> ks(SM * 4, 0.0), kn(SM * 4, 0.0);
+    for (const PipelineStep& st : mp.steps) {
+        const int vs = virtualStageOf(sh, st);
+        if (vs < 0 || vs >= S || st.end < st.start || st.microbatch < 0 || st.microbatch >= m)
+            continue;
+        const size_t k = (static_cast<size_t>(vs) * static_cast<size_t>(m) + static_cast<size_t>(st.microbatch)) * 4 +
+                         static_cast<size_t>(st.kind);
+        ks[k] += static_cast<double>(st.end - st.start);
+        kn[k] += 1;
+    }
+    MicrobatchSizes sizes;
+    sizes.source = SizeSource::Trace;
+    bool complete = true;
+    for (int s = 0; s < S && complete; ++s) {
+        std::vector<double> fr(static_cast<size_t>(m)), br(static_cast<size_t>(m));
+        for (int mb = 0; mb < m; ++mb) {
+            const size_t base = (static_cast<size_t>(s) * static_cast<size_t>(m) + static_cast<size_t>(mb)) * 4;
+            auto mean = [&](StepKind k) { return kn[base + size_t(k)] > 0 ? ks[base + size_t(k)] / kn[base + size_t(k)] : -1.0; };
+            const double F = mean(StepKind::F), B = mean(StepKind::B), I = mean(StepKind::I), W = mean(StepKind::W);
+            fr[size_t(mb)] = F;
+            br[size_t(mb)] = B >= 0 ? B : (I >= 0 ? I + std::max(0.0, W) : -1.0);
+            if (F < 0 || br[size_t(mb)] < 0)
+                complete = false;
+        }
+        auto relative = [](std::vector<double>& row) {
+            const double mean = std::accumulate(row.begin(), row.end(), 0.0) / static_cast<double>(row.size());
+            for (double& x : row)
+                x = mean > 0 ? x / mean : 1.0;
+        };
+        relative(fr);
+        relative(br);
+        sizes.forward.push_back(std::move(fr));
+        sizes.backward.push_back(std::move(br));
+    }
+    // Kept only when every step was seen and the microbatches really differ.
+    if (complete && sizes.spread() >= kUnevenMicrobatchCv)
+        return sizes;
+    return std::nullopt;
+}
+
+// Stages without measured steps take the mean of the others.
+void fillUnmeasuredStages(std::vector<double>& v_, const char* what)
+{
+    double total = 0, n = 0;
+    for (double x : v_)
+        if (x >= 0) {
+            total += x;
+            n += 1;
+        }
+    if (n == 0)
+        throw Error(std::string("the measured pipeline has no ") + what +
+                    " steps, so it cannot calibrate a replay; check that the trace covers a whole iteration");
+    for (double& x : v_)
+        if (x < 0)
+            x = total / n;
+}
+
+// Layers attributed by annotations: their own times, scaled so each stage
+// adds up to its measured step; first/last stage residue is the extra.
+void layersFromTrace(CostModel& c, const std::vector<LayerCost>& traceLayers, const StageStepTimes& times, int S,
+                     double defaultShare)
+{
+    const std::vector<double>& meanF = times.forward;
+    const std::vector<double>& meanB = times.backward;
+    const std::vector<double>& share = times.inputShare;
+    std::vector<LayerCost> ls = traceLayers;
+    std::stable_sort(ls.begin(), ls.end(), [](const LayerCost& a, const LayerCost& b) { return a.stage < b.stage; });
+    Partition measured;
+    measured.firstLayer.assign(static_cast<size_t>(S) + 1, 0);
+    std::vector<int> perStage(static_cast<size_t>(S), 0);
+    for (const LayerCost& l : ls) {
+        if (l.stage < 0 || l.stage >= S)
+            throw Error("the measured layer '" + l.name + "' is on stage " + std::to_string(l.stage) +
+                        ", outside the pipeline's " + std::to_string(S) + " stages");
+        ++perStage[size_t(l.stage)];
+    }
+    for (int s = 0; s < S; ++s)
+        measured.firstLayer[size_t(s) + 1] = measured.firstLayer[size_t(s)] + perStage[size_t(s)];
+    for (const LayerCost& l : ls) {
+        LayerCostModel lc;
+        lc.name = l.name;
+        lc.forwardNs = static_cast<double>(l.forwardNs);
+        if (l.backwardInputNs && l.backwardWeightNs && *l.backwardInputNs + *l.backwardWeightNs > 0) {
+            lc.backwardNs = static_cast<double>(*l.backwardInputNs + *l.backwardWeightNs);
+            lc.backwardInputShare = static_cast<double>(*l.backwardInputNs) / lc.backwardNs;
+        } else {
+            lc.backwardNs = static_cast<double>(l.backwardNs);
+            lc.backwardInputShare = share[size_t(l.stage)] >= 0 ? share[size_t(l.stage)] : defaultShare;
+        }
+        c.layers.push_back(lc);
+    }
+    for (int s = 0; s < S; ++s) {
+        double f = 0, b = 0;
+        for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l) {
+            f += c.layers[size_t(l)].forwardNs;
+            b += c.layers[size_t(l)].backwardNs;
+        }
+        const bool edge = s == 0 || s == S - 1;
+        LayerCostModel& extra = s == 0 ? c.firstStageExtra : c.lastStageExtra;
+        auto settle = [&](double layersSum, double target, double LayerCostModel::*field) {
+            if (edge && target >= layersSum) {
+                extra.*field += target - layersSum;
+                return;
+            }
+            if (layersSum > 0)
+                for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l)
+                    c.layers[size_t(l)].*field *= target / layersSum;
+            else if (edge)
+                extra.*field += target;
+        };
+        settle(f, meanF[size_t(s)], &LayerCostModel::forwardNs);
+        settle(b, meanB[size_t(s)], &LayerCostModel::backwardNs);
+    }
+    c.firstStageExtra.backwardInputShare = share[0] >= 0 ? share[0] : defaultShare;
+    c.lastStageExtra.backwardInputShare = share[size_t(S - 1)] >= 0 ? share[size_t(S - 1)] : defaultShare;
+    c.firstStageExtra.name = "first-stage extra";
+    c.lastStageExtra.name = "last-stage extra";
+    c.measuredPartition = measured;
+}
+
+// Each stage's measured time split over its layers by weight: the options'
+// weights, else the model's layer costs, else equal.
+void layersByWeight(CostModel& c, const ModelDescription* model, const FromMeasuredOptions& options,
+                    const StageStepTimes& times, int S, double defaultShare)
+{
+    const std::vector<double>& meanF = times.forward;
+    const std::vector<double>& meanB = times.backward;
+    const std::vector<double>& share = times.inputShare;
+    int L = S;
+    if (model)
+        L = static_cast<int>(model->layers.size());
+    if (options.layers)
+        L = *options.layers;
+    if (!options.layerWeights.empty() && static_cast<int>(options.layerWeights.size()) != L)
+        throw ValueError("weights", std::to_string(options.layerWeights.size()) + " layer weights given for " +
+                                        std::to_string(L) + " layers");
+    const Partition measured = options.measuredBoundaries.empty()
+                                   ? evenPartition(L, S)
+                                   : partitionFromBoundaries(options.measuredBoundaries, L, S);
+    std::vector<double> weight(static_cast<size_t>(L), 1.0);
+    for (int l = 0; l < L; ++l) {
+        if (!options.layerWeights.empty())
+            weight[size_t(l)] = options.layerWeights[size_t(l)];
+        else if (model && l < static_cast<int>(model->layers.size()))
+            weight[size_t(l)] = model->layers[size_t(l)].cost;
+    }
+    const double firstW = model && model->firstStage && model->firstStageGiven ? model->firstStage->cost : 0.0;
+    const double lastW = model && model->lastStage && model->lastStageGiven ? model->lastStage->cost : 0.0;
+    c.layers.resize(static_cast<size_t>(L));
+    for (int s = 0; s < S; ++s) {
+        double total = 0;
+        for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l)
+            total += weight[size_t(l)];
+        if (s == 0)
+            total += firstW;
+        if (s == S - 1)
+            total += lastW;
+        if (!std::isfinite(total))
+            throw ValueError("weights", "the layer weights of stage " + std::to_string(s) +
+                                            " add up to more than a number can hold; give smaller weights");
+        if (total <= 0)
+            throw Error("the layer weights of stage " + std::to_string(s) + " add up to zero; give positive weights");
+        const double sh = share[size_t(s)] >= 0 ? share[size_t(s)] : defaultShare;
+        for (int l = measured.firstLayer[size_t(s)]; l < measured.firstLayer[size_t(s) + 1]; ++l) {
+            LayerCostModel& lc = c.layers[size_t(l)];
+            lc.name = model && l < static_cast<int>(model->layers.size()) ? model->layers[size_t(l)].name
+                                                                         : "layer " + std::to_string(l);
+            lc.forwardNs = meanF[size_t(s)] * weight[size_t(l)] / total;
+            lc.backwardNs = meanB[size_t(s)] * weight[size_t(l)] / total;
+            lc.backwardInputShare = sh;
+        }
+        if (s == 0) {
+            c.firstStageExtra.forwardNs = meanF[0] * firstW / total;
+            c.firstStageExtra.backwardNs = meanB[0] * firstW / total;
+            c.firstStageExtra.backwardInputShare = sh;
+        }
+        if (s == S - 1) {
+            c.lastStageExtra.forwardNs = meanF[size_t(s)] * lastW / total;
+            c.lastStageExtra.backwardNs = meanB[size_t(s)] * lastW / total;
+            c.lastStageExtra.backwardInputShare = sh;
+        }
+    }
+    c.firstStageExtra.name = model && model->firstStage ? model->firstStage->name : "first-stage extra";
+    c.lastStageExtra.name = model && model->lastStage ? model->lastStage->name : "last-stage extra";
+    c.measuredPartition = measured;
+}
+
+// Parameters and activations come from the model description when it has them.
+void takeModelSizes(CostModel& c, const ModelDescription& model)
+{
+    const CostModel planned = [&] {
+        try {
+            return CostModel::fromModel(model);
+        } catch (const Error&) {
+            // A description without times still has structure; take what it gives.
+            ModelDescription copy = model;
+            copy.layerForwardMs = 1.0;
+            return CostModel::fromModel(copy);
+        }
+    }();
+    if (planned.layers.size() == c.layers.size())
+        for (size_t l = 0; l < c.layers.size(); ++l) {
+            c.layers[l].params = planned.layers[l].params;
+            c.layers[l].activationBytes = planned.layers[l].activationBytes;
+        }
+    c.firstStageExtra.params = planned.firstStageExtra.params;
+    c.firstStageExtra.activationBytes = planned.firstStageExtra.activationBytes;
+    c.lastStageExtra.params = planned.lastStageExtra.params;
+    c.lastStageExtra.activationBytes = planned.lastStageExtra.activationBytes;
+    c.p2pBytes = planned.p2pBytes;
+    c.memory = model.memory;
+    c.gradCommBytesPerParam = planned.gradCommBytesPerParam;
+    c.optimizerNsPerParam = planned.optimizerNsPerParam;
+}
+
+// Point-to-point: latency and bandwidth from the measured transfers and
+// messages, then what the model description gives instead; the launch gap
+// from the steps unless the description gives it.
+void fitLinksAndLaunchGap(CostModel& c, const MeasuredPipeline& mp, const ModelDescription* model)
+{
     {
         const P2pLink link = fitP2pLink(mp.transfers, mp.messages, P2pLink{c.p2pLatencyNs, c.p2pBytesPerNs, c.p2pBytes});
         c.p2pLatencyNs = link.latencyNs;
@@ -415,7 +488,12 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
 
     if (!(model && model->launchGapUs))
         c.launchGapNs = smallestStepGap(mp).value_or(0);
+}
 
+// Data parallelism, the iteration end's collectives and the optimizer, and
+// how the ranks exchanged, as measured.
+void takeMeasuredCollectives(CostModel& c, const MeasuredPipeline& mp)
+{
     c.dataParallel = std::max(1, mp.dataParallel);
     c.memory.dataParallel = c.dataParallel;
     if (!c.memory.gpuMemoryBytes)
@@ -427,53 +505,29 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     c.pipelineSyncNs = std::max<TimeNs>(0, mp.pipelineSyncNs);
     c.blockingExchanges = mp.blockingExchanges;
     c.exchangeGapNs = std::max<TimeNs>(0, mp.exchangeGapNs);
-    // Where each pipeline rank began the measured iteration (median over its replicas).
-    {
-        std::vector<std::vector<double>> starts(static_cast<size_t>(p));
-        for (size_t g = 0; g < mp.rankStartNs.size() && g < mp.stageOfRank.size(); ++g)
-            if (mp.stageOfRank[g] >= 0 && mp.stageOfRank[g] < p)
-                starts[size_t(mp.stageOfRank[g])].push_back(static_cast<double>(mp.rankStartNs[g]));
-        bool any = false;
+}
+
+// Where each pipeline rank began the measured iteration (median over its
+// replicas); none when every rank began at the start.
+void takeRankStarts(CostModel& c, const MeasuredPipeline& mp, int p)
+{
+    std::vector<std::vector<double>> starts(static_cast<size_t>(p));
+    for (size_t g = 0; g < mp.rankStartNs.size() && g < mp.stageOfRank.size(); ++g)
+        if (mp.stageOfRank[g] >= 0 && mp.stageOfRank[g] < p)
+            starts[size_t(mp.stageOfRank[g])].push_back(static_cast<double>(mp.rankStartNs[g]));
+    bool any = false;
+    for (const auto& s_ : starts)
+        for (double x : s_)
+            any = any || x > 0;
+    if (any)
         for (const auto& s_ : starts)
-            for (double x : s_)
-                any = any || x > 0;
-        if (any)
-            for (const auto& s_ : starts)
-                c.rankStartNs.push_back(toNs(median(s_)));
-    }
-    // Time after the last step that neither the all-reduce, the pipeline-wide
-    // collective nor the optimizer explains (e.g. an optimizer the analysis
-    // could not name) still belongs to every iteration: carry it as optimizer time.
-    if (mp.iterationNs > 0 && !mp.steps.empty()) {
-        TimeNs first = mp.steps.front().start, last = mp.steps.front().end;
-        for (const PipelineStep& st : mp.steps) {
-            first = std::min(first, st.start);
-            last = std::max(last, st.end);
-        }
-        // With the ranks' starts the replay begins where the iteration does,
-        // not at its first step.
-        if (!c.rankStartNs.empty() && mp.iterationStart && *mp.iterationStart <= first)
-            first = *mp.iterationStart;
-        // After the last step of the iteration, less the pipeline-wide
-        // collective (which the replay starts as the last rank joins it).
-        const TimeNs critical = std::max<TimeNs>(0, mp.iterationNs - (last - first) - c.pipelineSyncNs);
-        const TimeNs tail = critical - mp.dataParallelSyncNs - mp.optimizerNs;
-        if (tail > 0) {
-            c.measuredOptimizerNs = mp.optimizerNs + tail;
-        } else if (critical >= 0) {
-            // The measured all-reduce is the longest of any rank; the rank
-            // that finishes last had at most this much after its last step.
-            const TimeNs opt = std::min(mp.optimizerNs, critical);
-            if (opt > 0)
-                c.measuredOptimizerNs = opt;
-            else
-                c.measuredOptimizerNs.reset();
-            if (critical - opt > 0)
-                c.measuredAllReduceNs = critical - opt;
-            else
-                c.measuredAllReduceNs.reset();
-        }
-    }
+            c.rankStartNs.push_back(toNs(median(s_)));
+}
+
+// An all-reduce bandwidth or an optimizer time in the model description
+// replaces what was measured.
+void takeModelCollectives(CostModel& c, const ModelDescription* model)
+{
     if (model && model->allReduceBandwidthGBps) {
         c.measuredAllReduceNs.reset();
         c.allReduceBytesPerNs = *model->allReduceBandwidthGBps;
@@ -481,18 +535,75 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     }
     if (model && model->optimizerMs)
         c.measuredOptimizerNs.reset();
-    // The measured all-reduce and optimizer belong to the busiest rank.
-    {
-        const Partition& part = *c.measuredPartition;
-        const std::vector<int64_t> params = c.stageParams(part);
-        const bool haveParams = std::accumulate(params.begin(), params.end(), int64_t(0)) > 0;
-        std::vector<double> units(static_cast<size_t>(p), 0.0);
-        for (int s = 0; s < S; ++s) {
-            const int r = isVShaped(kind) ? (s < p ? s : 2 * p - 1 - s) : s % p;
-            units[size_t(r)] += haveParams ? static_cast<double>(params[size_t(s)]) : part.layersOf(s);
-        }
-        c.measuredUnits = *std::max_element(units.begin(), units.end());
+}
+
+// The measured all-reduce and optimizer belong to the busiest rank: what it
+// holds, in parameters when known, else in layers.
+double busiestRankUnits(const CostModel& c, const MeasuredShape& sh)
+{
+    const int p = sh.p, S = sh.S;
+    const ScheduleKind kind = sh.kind;
+    const Partition& part = *c.measuredPartition;
+    const std::vector<int64_t> params = c.stageParams(part);
+    const bool haveParams = std::accumulate(params.begin(), params.end(), int64_t(0)) > 0;
+    std::vector<double> units(static_cast<size_t>(p), 0.0);
+    for (int s = 0; s < S; ++s) {
+        const int r = isVShaped(kind) ? (s < p ? s : 2 * p - 1 - s) : s % p;
+        units[size_t(r)] += haveParams ? static_cast<double>(params[size_t(s)]) : part.layersOf(s);
     }
+    return *std::max_element(units.begin(), units.end());
+}
+
+// Each pipeline stage's measured peak memory: the most over its replicas.
+void takeMeasuredPeaks(CostModel& c, const MeasuredPipeline& mp, int p)
+{
+    if (std::any_of(mp.measuredPeakBytes.begin(), mp.measuredPeakBytes.end(), [](int64_t b) { return b >= 0; })) {
+        c.measuredPeakBytes.assign(static_cast<size_t>(p), -1);
+        for (size_t r = 0; r < mp.measuredPeakBytes.size() && r < mp.stageOfRank.size(); ++r) {
+            const int st = mp.stageOfRank[r];
+            if (st >= 0 && st < p)
+                c.measuredPeakBytes[size_t(st)] = std::max(c.measuredPeakBytes[size_t(st)], mp.measuredPeakBytes[r]);
+        }
+    }
+}
+
+} // namespace
+
+CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescription* model,
+                                  const FromMeasuredOptions& options)
+{
+    checkLayerWeights(options.layerWeights);
+    const int p = std::max(1, mp.pipelineDegree), v = std::max(1, mp.chunks), S = p * v;
+    const int m = std::max(1, mp.microbatches);
+    const ScheduleKind kind = mp.schedule.value_or(ScheduleKind::OneFOneB);
+    const MeasuredShape shape{p, v, S, m, kind};
+
+    // Mean step time per virtual stage and kind, and each microbatch's own.
+    StageStepTimes times = fitStepTimes(mp, shape);
+    std::optional<MicrobatchSizes> measuredSizes = measuredMicrobatchSizes(mp, shape);
+    fillUnmeasuredStages(times.forward, "forward");
+    fillUnmeasuredStages(times.backward, "backward");
+
+    CostModel c;
+    c.name = model ? model->name : "measured";
+    const double defaultShare = model ? model->backwardInputShare : 0.5;
+    c.layerSource = !mp.layers.empty() ? LayerSource::Trace
+                    : model             ? LayerSource::Model
+                    : options.layers    ? LayerSource::Count
+                                        : LayerSource::Stages;
+    if (!mp.layers.empty())
+        layersFromTrace(c, mp.layers, times, S, defaultShare);
+    else
+        layersByWeight(c, model, options, times, S, defaultShare);
+    if (model)
+        takeModelSizes(c, *model);
+
+    fitLinksAndLaunchGap(c, mp, model);
+    takeMeasuredCollectives(c, mp);
+    takeRankStarts(c, mp, p);
+    attributeIterationTail(mp, c);
+    takeModelCollectives(c, model);
+    c.measuredUnits = busiestRankUnits(c, shape);
 
     c.referenceMicrobatches = m;
     c.keepGlobalBatch = true;
@@ -505,14 +616,7 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     c.measuredV = v;
     c.measuredMicrobatches = m;
     c.microbatchSizes = std::move(measuredSizes);
-    if (std::any_of(mp.measuredPeakBytes.begin(), mp.measuredPeakBytes.end(), [](int64_t b) { return b >= 0; })) {
-        c.measuredPeakBytes.assign(static_cast<size_t>(p), -1);
-        for (size_t r = 0; r < mp.measuredPeakBytes.size() && r < mp.stageOfRank.size(); ++r) {
-            const int st = mp.stageOfRank[r];
-            if (st >= 0 && st < p)
-                c.measuredPeakBytes[size_t(st)] = std::max(c.measuredPeakBytes[size_t(st)], mp.measuredPeakBytes[r]);
-        }
-    }
+    takeMeasuredPeaks(c, mp, p);
     return c;
 }
 

@@ -39,7 +39,7 @@ Levers rankLevers(const CostModel& model, const AnalysisResult& r)
             const double waitShare = static_cast<double>(wait) / static_cast<double>(window);
             const double ideal = r.imbalance.idealBubbleFraction;
             char buf[256];
-            const std::string shape = p.schedule + " with p=" + std::to_string(p.pp) +
+            const std::string shape = scheduleName(p.schedule) + " with p=" + std::to_string(p.pp) +
                                       (p.chunks > 1 ? ", v=" + std::to_string(p.chunks) : std::string()) + ", m=" +
                                       std::to_string(p.microbatches);
             if (waitShare > fillShare && waitShare >= 0.05)

@@ -185,10 +185,20 @@ std::vector<double> microbatchSizesFromSpec(const std::string& spec, int count, 
     return normalised(std::move(sizes));
 }
 
-MicrobatchSizes uniformRows(std::vector<double> sizes, std::string source)
+std::string_view toString(SizeSource s)
+{
+    switch (s) {
+    case SizeSource::Tokens: return "tokens";
+    case SizeSource::Simulated: return "simulated";
+    case SizeSource::Trace: break;
+    }
+    return "trace";
+}
+
+MicrobatchSizes uniformRows(std::vector<double> sizes, SizeSource source)
 {
     MicrobatchSizes s;
-    s.source = std::move(source);
+    s.source = source;
     sizes = normalised(std::move(sizes));
     s.forward.push_back(sizes);
     s.backward.push_back(std::move(sizes));

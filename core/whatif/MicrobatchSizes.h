@@ -29,8 +29,14 @@ const std::vector<MicrobatchOrder>& allMicrobatchOrders();
 // is at least kUnevenMicrobatchCv (model/Pipeline.h); below it every
 // microbatch replays as its stage's mean.
 
+// Where microbatch sizes came from: the measured steps, a tokens file, or
+// simulate --microbatch-sizes.
+enum class SizeSource : uint8_t { Trace, Tokens, Simulated };
+// "trace", "tokens", "simulated"
+std::string_view toString(SizeSource s);
+
 struct MicrobatchSizes {
-    std::string source; // "trace", "tokens" or "simulated"
+    SizeSource source = SizeSource::Trace;
     // Relative cost of each microbatch (1 = the row's mean), forward and
     // backward: one row for every layer alike, or one row per measured
     // virtual stage (a layer takes the row of the stage that ran it).
@@ -56,7 +62,7 @@ std::vector<int> microbatchPermutation(const std::vector<double>& size, Microbat
 std::vector<double> microbatchSizesFromSpec(const std::string& spec, int count, uint64_t seed);
 
 // A single-row MicrobatchSizes from relative sizes (forward and backward alike).
-MicrobatchSizes uniformRows(std::vector<double> sizes, std::string source);
+MicrobatchSizes uniformRows(std::vector<double> sizes, SizeSource source);
 
 // A tokens file (--microbatch-tokens): the token count of each microbatch,
 // as numbers separated by commas, spaces or new lines ('#' starts a comment),

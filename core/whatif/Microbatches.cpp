@@ -126,9 +126,9 @@ std::string microbatchStudyText(const MicrobatchStudy& st)
     char buf[160];
     std::snprintf(buf, sizeof buf, "%.2fx to %.2fx of the mean (p50 %.2fx, p95 %.2fx, CV %.2f)", st.minSize, st.maxSize,
                   st.p50Size, st.p95Size, st.spread);
-    const std::string from = st.source == "trace"    ? "as measured"
-                             : st.source == "tokens" ? "from the tokens file"
-                                                     : st.source;
+    const std::string from = st.source == SizeSource::Trace    ? "as measured"
+                             : st.source == SizeSource::Tokens ? "from the tokens file"
+                                                               : std::string(toString(st.source));
     o << "uneven microbatches (" << st.microbatches << ", sizes " << from << "): " << buf << "\n";
     auto share = [&](TimeNs t) { return st.givenNs > 0 ? formatPercent(static_cast<double>(t) / static_cast<double>(st.givenNs)) : std::string("-"); };
     o << "  the spread costs " << formatDuration(st.spreadCostNs) << " per iteration (" << share(st.spreadCostNs)
@@ -162,7 +162,7 @@ nlohmann::json microbatchStudyToJson(const MicrobatchStudy& st)
     j["microbatches"] = st.microbatches;
     if (!st.applies)
         return j;
-    j["source"] = st.source;
+    j["source"] = toString(st.source);
     j["size"] = st.size;
     j["spread_cv"] = st.spread;
     j["size_min"] = st.minSize;

@@ -33,7 +33,7 @@ struct MicrobatchOrderRow {
 
 struct MicrobatchStudy {
     bool applies = false;  // the model has sizes for the scenario's microbatch count
-    std::string source;    // "trace", "tokens", "simulated"
+    SizeSource source = SizeSource::Trace;
     int microbatches = 0;
     std::vector<double> size;      // each microbatch's relative size (mean 1), in the given order
     double spread = 0;             // coefficient of variation of size

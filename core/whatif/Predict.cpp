@@ -44,7 +44,7 @@ Scenario measuredScenario(const CostModel& model)
 {
     Scenario s;
     s.label = "measured configuration";
-    s.schedule = scheduleKindFromString(model.measuredSchedule).value_or(ScheduleKind::OneFOneB);
+    s.schedule = model.measuredSchedule.value_or(ScheduleKind::OneFOneB);
     if (s.schedule == ScheduleKind::Custom)
         s.schedule = ScheduleKind::OneFOneB;
     s.pp = std::max(1, model.measuredPp);

@@ -1,4 +1,5 @@
 #include "whatif/Replay.h"
+#include "whatif/detail/ReplaySteps.h"
 
 #include "util/Error.h"
 #include "util/Limits.h"
@@ -144,10 +145,172 @@ const ExchangePlan& Replay::planFor(const Schedule& s, bool megatron)
     return plan_;
 }
 
+
+namespace {
+
+// A message's two ranks and the boundary it crosses.
+struct Ends {
+    int src, dst, boundary;
+    bool gradient;
+};
+
+Ends endsOf(const Schedule& s, int m)
+{
+    const MessageEnds e = messageEnds(s, m);
+    return Ends{e.fromRank, e.toRank, e.boundary, e.gradient};
+}
+
+} // namespace
+
+void Replay::wake(int rank)
+{
+    if (!inStack_[static_cast<size_t>(rank)]) {
+        inStack_[static_cast<size_t>(rank)] = 1;
+        stack_.push_back(rank);
+    }
+}
+
+// Moves message m once what it needs is known: the sender's post, and
+// the receiver's too unless it fits the receiver's buffer.
+void Replay::settleMessage(const Schedule& s, const ReplayCosts& costs, int m, int rank)
+{
+    const int P = s.pp;
+    const size_t k = static_cast<size_t>(m);
+    const TimeNs sPost = sendPost_[k], rPost = recvPost_[k];
+    if (sPost < 0)
+        return;
+    const Ends e = endsOf(s, m);
+    const TimeNs full = boundaryNs_[static_cast<size_t>(e.boundary)];
+    const TimeNs afterPost = boundaryAfterPostNs_[static_cast<size_t>(e.boundary)];
+    const int64_t bytes = static_cast<size_t>(e.boundary) < costs.boundaryBytes.size()
+                              ? costs.boundaryBytes[static_cast<size_t>(e.boundary)]
+                              : 0;
+    // Beyond the receiver's buffer a message waits for its receive.
+    const bool rendezvous = !(costs.eagerBytes > 0 && bytes <= costs.eagerBytes);
+    if (moved_[k] < 0) {
+        if (rendezvous && rPost < 0)
+            return;
+        TimeNs& link = linkFree_[static_cast<size_t>(e.src) * static_cast<size_t>(P) + static_cast<size_t>(e.dst)];
+        TimeNs tStart = std::max(sPost, link);
+        TimeNs tEnd = later(tStart, full, "a transfer", rank);
+        if (rendezvous && later(rPost, afterPost, "a transfer", rank) > tEnd) {
+            tEnd = rPost + afterPost;
+            tStart = tEnd - full; // it moved once the receiver was there
+        }
+        link = std::max(tStart, tEnd - costs.p2pLatencyNs);
+        moved_[k] = tStart;
+        sendDone_[k] = tEnd;
+    }
+    if (recvDone_[k] < 0 && rPost >= 0)
+        recvDone_[k] = std::max(sendDone_[k], rPost);
+}
+
+// Posts rank r's batch once (waking the peers it waits for), then settles
+// its messages; false while one of them waits for a peer. Done, the batch
+// holds the rank until the last of its ends.
+bool Replay::runBatch(const Schedule& s, const ReplayCosts& costs, const ExchangeGroup& grp, int r)
+{
+    TimeNs& free = rankFree_[static_cast<size_t>(r)];
+    if (!posted_[static_cast<size_t>(r)]) {
+        posted_[static_cast<size_t>(r)] = 1;
+        for (const ExchangeOp& op : grp.ops) {
+            (op.send ? sendPost_ : recvPost_)[static_cast<size_t>(op.message)] = free;
+            const Ends e = endsOf(s, op.message);
+            wake(op.send ? e.dst : e.src);
+        }
+    }
+    TimeNs end = free;
+    bool done = true;
+    for (const ExchangeOp& op : grp.ops) {
+        settleMessage(s, costs, op.message, r);
+        const TimeNs t = (op.send ? sendDone_ : recvDone_)[static_cast<size_t>(op.message)];
+        if (t < 0)
+            done = false;
+        else
+            end = std::max(end, t);
+    }
+    if (!done)
+        return false;
+    free = end;
+    posted_[static_cast<size_t>(r)] = 0;
+    afterBatch_[static_cast<size_t>(r)] = 1;
+    return true;
+}
+
+// Rank r's batches and steps in order, until it waits for a peer or is done.
+bool Replay::runBlockingRank(const Schedule& s, const ReplayCosts& costs, const ExchangePlan& plan, ReplayResult& out,
+                             int r)
+{
+    const int S = s.stages, M = s.microbatches;
+    const TimeNs gap = costs.launchGapNs;
+    const auto& list = s.ranks[static_cast<size_t>(r)];
+    const auto& groups = plan.ranks[static_cast<size_t>(r)];
+    size_t& n = next_[static_cast<size_t>(r)];
+    size_t& g = nextGroup_[static_cast<size_t>(r)];
+    RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+    TimeNs& free = rankFree_[static_cast<size_t>(r)];
+    for (;;) {
+        if (g < groups.size() && groups[g].afterStep < static_cast<int>(n)) {
+            if (!runBatch(s, costs, groups[g], r))
+                break; // woken when the peers post
+            ++g;
+            continue;
+        }
+        if (n >= list.size())
+            break;
+        const Action& a = list[n];
+        const size_t key = static_cast<size_t>(a.stage) * static_cast<size_t>(M) + static_cast<size_t>(a.microbatch);
+        // Input from another rank came with a batch; from this rank, its producer ran before.
+        TimeNs ready = 0;
+        if (a.kind == StepKind::F && a.stage > 0) {
+            if (s.rankOfStage[static_cast<size_t>(a.stage - 1)] == r)
+                ready = arriveF_[key - static_cast<size_t>(M)];
+            else
+                ready = recvDone_[static_cast<size_t>(((a.stage - 1) * M + a.microbatch) * 2)];
+        } else if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage < S - 1) {
+            if (s.rankOfStage[static_cast<size_t>(a.stage + 1)] == r)
+                ready = arriveG_[key + static_cast<size_t>(M)];
+            else
+                ready = recvDone_[static_cast<size_t>((a.stage * M + a.microbatch) * 2 + 1)];
+        }
+        if (ready < 0)
+            return false; // nothing will bring it: the plan does not fit the order
+        const TimeNs hold = afterBatch_[static_cast<size_t>(r)] ? costs.exchangeGapNs : n > 0 ? gap : 0;
+        const TimeNs start = std::max(later(free, hold, "a step", r), ready);
+        const TimeNs end = later(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
+        rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
+                                         start, end});
+        free = end;
+        afterBatch_[static_cast<size_t>(r)] = 0;
+        ++n;
+        if (a.kind == StepKind::F)
+            arriveF_[key] = end;
+        else if (a.kind == StepKind::B || a.kind == StepKind::I)
+            arriveG_[key] = end;
+    }
+    return true;
+}
+
+void Replay::recordPlannedTransfers(const Schedule& s, const ReplayCosts& costs, size_t messages, ReplayResult& out) const
+{
+    for (size_t k = 0; k < messages; ++k) {
+        if (moved_[k] < 0)
+            continue;
+        const MessageEnds e = messageEnds(s, static_cast<int>(k));
+        const int64_t bytes = static_cast<size_t>(e.boundary) < costs.boundaryBytes.size()
+                                  ? costs.boundaryBytes[static_cast<size_t>(e.boundary)]
+                                  : 0;
+        out.transfers.push_back(TimedTransfer{e.fromRank, e.toRank, e.fromStage, e.toStage, e.microbatch, e.gradient,
+                                              bytes, moved_[k], sendDone_[k], sendPost_[k], recvPost_[k]});
+    }
+    std::sort(out.transfers.begin(), out.transfers.end(),
+              [](const TimedTransfer& a, const TimedTransfer& b) { return a.start < b.start; });
+}
+
 bool Replay::runBlocking(const Schedule& s, const ReplayCosts& costs, const ExchangePlan& plan, ReplayResult& out,
                          const ReplayOptions& options)
 {
-    const int P = s.pp, S = s.stages, M = s.microbatches;
+    const int P = s.pp;
     const size_t messages = static_cast<size_t>(std::max(0, plan.messages));
     sendPost_.assign(messages, -1);
     recvPost_.assign(messages, -1);
@@ -157,172 +320,52 @@ bool Replay::runBlocking(const Schedule& s, const ReplayCosts& costs, const Exch
     nextGroup_.assign(static_cast<size_t>(P), 0);
     posted_.assign(static_cast<size_t>(P), 0);
     afterBatch_.assign(static_cast<size_t>(P), 0);
-    const TimeNs gap = costs.launchGapNs;
-
-    struct Ends {
-        int src, dst, boundary;
-        bool gradient;
-    };
-    auto endsOf = [&](int m) {
-        const MessageEnds e = messageEnds(s, m);
-        return Ends{e.fromRank, e.toRank, e.boundary, e.gradient};
-    };
-    auto wake = [&](int rank) {
-        if (!inStack_[static_cast<size_t>(rank)]) {
-            inStack_[static_cast<size_t>(rank)] = 1;
-            stack_.push_back(rank);
-        }
-    };
-    // Moves message m once what it needs is known: the sender's post, and
-    // the receiver's too unless it fits the receiver's buffer.
-    auto settle = [&](int m, int rank) {
-        const size_t k = static_cast<size_t>(m);
-        const TimeNs sPost = sendPost_[k], rPost = recvPost_[k];
-        if (sPost < 0)
-            return;
-        const Ends e = endsOf(m);
-        const TimeNs full = boundaryNs_[static_cast<size_t>(e.boundary)];
-        const TimeNs afterPost = boundaryAfterPostNs_[static_cast<size_t>(e.boundary)];
-        const int64_t bytes = static_cast<size_t>(e.boundary) < costs.boundaryBytes.size()
-                                  ? costs.boundaryBytes[static_cast<size_t>(e.boundary)]
-                                  : 0;
-        // Beyond the receiver's buffer a message waits for its receive.
-        const bool rendezvous = !(costs.eagerBytes > 0 && bytes <= costs.eagerBytes);
-        if (moved_[k] < 0) {
-            if (rendezvous && rPost < 0)
-                return;
-            TimeNs& link = linkFree_[static_cast<size_t>(e.src) * static_cast<size_t>(P) + static_cast<size_t>(e.dst)];
-            TimeNs tStart = std::max(sPost, link);
-            TimeNs tEnd = later(tStart, full, "a transfer", rank);
-            if (rendezvous && later(rPost, afterPost, "a transfer", rank) > tEnd) {
-                tEnd = rPost + afterPost;
-                tStart = tEnd - full; // it moved once the receiver was there
-            }
-            link = std::max(tStart, tEnd - costs.p2pLatencyNs);
-            moved_[k] = tStart;
-            sendDone_[k] = tEnd;
-        }
-        if (recvDone_[k] < 0 && rPost >= 0)
-            recvDone_[k] = std::max(sendDone_[k], rPost);
-    };
 
     while (!stack_.empty()) {
         const int r = stack_.back();
         stack_.pop_back();
         inStack_[static_cast<size_t>(r)] = 0;
-        const auto& list = s.ranks[static_cast<size_t>(r)];
-        const auto& groups = plan.ranks[static_cast<size_t>(r)];
-        size_t& n = next_[static_cast<size_t>(r)];
-        size_t& g = nextGroup_[static_cast<size_t>(r)];
-        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
-        TimeNs& free = rankFree_[static_cast<size_t>(r)];
-        for (;;) {
-            if (g < groups.size() && groups[g].afterStep < static_cast<int>(n)) {
-                const ExchangeGroup& grp = groups[g];
-                if (!posted_[static_cast<size_t>(r)]) {
-                    posted_[static_cast<size_t>(r)] = 1;
-                    for (const ExchangeOp& op : grp.ops) {
-                        (op.send ? sendPost_ : recvPost_)[static_cast<size_t>(op.message)] = free;
-                        const Ends e = endsOf(op.message);
-                        wake(op.send ? e.dst : e.src);
-                    }
-                }
-                TimeNs end = free;
-                bool done = true;
-                for (const ExchangeOp& op : grp.ops) {
-                    settle(op.message, r);
-                    const TimeNs t = (op.send ? sendDone_ : recvDone_)[static_cast<size_t>(op.message)];
-                    if (t < 0)
-                        done = false;
-                    else
-                        end = std::max(end, t);
-                }
-                if (!done)
-                    break; // woken when the peers post
-                free = end;
-                posted_[static_cast<size_t>(r)] = 0;
-                afterBatch_[static_cast<size_t>(r)] = 1;
-                ++g;
-                continue;
-            }
-            if (n >= list.size())
-                break;
-            const Action& a = list[n];
-            const size_t key = static_cast<size_t>(a.stage) * static_cast<size_t>(M) + static_cast<size_t>(a.microbatch);
-            // Input from another rank came with a batch; from this rank, its producer ran before.
-            TimeNs ready = 0;
-            if (a.kind == StepKind::F && a.stage > 0) {
-                if (s.rankOfStage[static_cast<size_t>(a.stage - 1)] == r)
-                    ready = arriveF_[key - static_cast<size_t>(M)];
-                else
-                    ready = recvDone_[static_cast<size_t>(((a.stage - 1) * M + a.microbatch) * 2)];
-            } else if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage < S - 1) {
-                if (s.rankOfStage[static_cast<size_t>(a.stage + 1)] == r)
-                    ready = arriveG_[key + static_cast<size_t>(M)];
-                else
-                    ready = recvDone_[static_cast<size_t>((a.stage * M + a.microbatch) * 2 + 1)];
-            }
-            if (ready < 0)
-                return false; // nothing will bring it: the plan does not fit the order
-            const TimeNs hold = afterBatch_[static_cast<size_t>(r)] ? costs.exchangeGapNs : n > 0 ? gap : 0;
-            const TimeNs start = std::max(later(free, hold, "a step", r), ready);
-            const TimeNs end = later(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
-            rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
-                                             start, end});
-            free = end;
-            afterBatch_[static_cast<size_t>(r)] = 0;
-            ++n;
-            if (a.kind == StepKind::F)
-                arriveF_[key] = end;
-            else if (a.kind == StepKind::B || a.kind == StepKind::I)
-                arriveG_[key] = end;
-        }
+        if (!runBlockingRank(s, costs, plan, out, r))
+            return false;
     }
     for (int r = 0; r < P; ++r)
         if (next_[static_cast<size_t>(r)] < s.ranks[static_cast<size_t>(r)].size() ||
             nextGroup_[static_cast<size_t>(r)] < plan.ranks[static_cast<size_t>(r)].size())
             return false;
-    if (options.timeline) {
-        for (size_t k = 0; k < messages; ++k) {
-            if (moved_[k] < 0)
-                continue;
-            const int m = static_cast<int>(k);
-            const Ends e = endsOf(m);
-            const int64_t bytes = static_cast<size_t>(e.boundary) < costs.boundaryBytes.size()
-                                      ? costs.boundaryBytes[static_cast<size_t>(e.boundary)]
-                                      : 0;
-            out.transfers.push_back(TimedTransfer{e.src, e.dst, e.gradient ? e.boundary + 1 : e.boundary,
-                                                  e.gradient ? e.boundary : e.boundary + 1, (m / 2) % M, e.gradient, bytes,
-                                                  moved_[k], sendDone_[k], sendPost_[k], recvPost_[k]});
-        }
-        std::sort(out.transfers.begin(), out.transfers.end(),
-                  [](const TimedTransfer& a, const TimedTransfer& b) { return a.start < b.start; });
-    }
+    if (options.timeline)
+        recordPlannedTransfers(s, costs, messages, out);
     return true;
 }
 
-void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options)
+namespace {
+
+// Every cost within the clock, so that one addition of two never wraps.
+void checkCost(TimeNs t, const char* what)
 {
-    const int P = s.pp, S = s.stages, M = s.microbatches;
+    if (t < 0 || t > kMaxTimeNs)
+        throw Error(std::string("replay: ") + what + " (" + std::to_string(t) +
+                    " ns) is negative or beyond the nanosecond clock (about 146 years); check the costs");
+}
+
+void checkStage(const StageCost& c)
+{
+    checkCost(c.forward, "a forward step");
+    checkCost(c.backward, "a backward step");
+    checkCost(c.backwardInput, "an input-gradient step");
+    checkCost(c.backwardWeight, "a weight-gradient step");
+}
+
+// The costs describe the schedule's stages (and microbatches), each within the clock.
+void checkCosts(const Schedule& s, const ReplayCosts& costs)
+{
+    const int S = s.stages, M = s.microbatches;
     if (static_cast<int>(costs.stages.size()) != S)
         throw Error("replay: the cost model has " + std::to_string(costs.stages.size()) + " stages, the schedule " +
                     std::to_string(S));
-    // Every cost within the clock, so that one addition of two never wraps.
-    auto checkCost = [](TimeNs t, const char* what) {
-        if (t < 0 || t > kMaxTimeNs)
-            throw Error(std::string("replay: ") + what + " (" + std::to_string(t) +
-                        " ns) is negative or beyond the nanosecond clock (about 146 years); check the costs");
-    };
     if (!costs.microbatchCosts.empty() &&
         costs.microbatchCosts.size() != static_cast<size_t>(S) * static_cast<size_t>(M))
         throw Error("replay: the cost model has per-microbatch costs for " + std::to_string(costs.microbatchCosts.size()) +
                     " steps, the schedule " + std::to_string(S) + " stages x " + std::to_string(M) + " microbatches");
-    auto checkStage = [&](const StageCost& c) {
-        checkCost(c.forward, "a forward step");
-        checkCost(c.backward, "a backward step");
-        checkCost(c.backwardInput, "an input-gradient step");
-        checkCost(c.backwardWeight, "a weight-gradient step");
-    };
     for (const StageCost& c : costs.stages)
         checkStage(c);
     for (const StageCost& c : costs.microbatchCosts)
@@ -337,7 +380,98 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
         checkCost(t, "an optimizer step");
     for (TimeNs t : costs.rankStartNs)
         checkCost(std::max<TimeNs>(0, t), "a rank's start");
-    reset(s, costs, out, options);
+}
+
+// A rank that has steps left waits for something that never comes.
+void throwIfDeadlocked(const Schedule& s, const std::vector<size_t>& next)
+{
+    for (int r = 0; r < s.pp; ++r) {
+        const auto& list = s.ranks[static_cast<size_t>(r)];
+        const size_t n = next[static_cast<size_t>(r)];
+        if (n < list.size())
+            throw Error("replay: the schedule deadlocks at rank " + std::to_string(r) + ", step " +
+                        std::to_string(n + 1) + " (" + actionLabel(list[n]) + "); validate it first");
+    }
+}
+
+// Iteration end: every rank's all-reduce, the pipeline-wide collective
+// (once the last rank has joined) and the optimizer done. Returns when the
+// last rank is done.
+TimeNs endIteration(const ReplayCosts& costs, ReplayResult& out, int P)
+{
+    TimeNs iteration = 0, lastJoin = 0;
+    for (int r = 0; r < P; ++r) {
+        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+        rr.computeEnd = rr.actions.empty() ? 0 : rr.actions.back().end;
+        rr.allReduceStart = rr.computeEnd;
+        rr.allReduceEnd = later(rr.allReduceStart, static_cast<size_t>(r) < costs.allReduceNs.size() ? costs.allReduceNs[static_cast<size_t>(r)] : 0, "the all-reduce", r);
+        lastJoin = std::max(lastJoin, rr.allReduceEnd);
+    }
+    for (int r = 0; r < P; ++r) {
+        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+        rr.syncStart = rr.allReduceEnd;
+        rr.syncEnd = costs.pipelineSyncNs > 0 ? later(lastJoin, costs.pipelineSyncNs, "the pipeline-wide collective", r) : rr.allReduceEnd;
+        rr.optimizerStart = rr.syncEnd;
+        rr.optimizerEnd = later(rr.optimizerStart, static_cast<size_t>(r) < costs.optimizerNs.size() ? costs.optimizerNs[static_cast<size_t>(r)] : 0, "the optimizer step", r);
+        iteration = std::max(iteration, rr.optimizerEnd);
+    }
+    return iteration;
+}
+
+} // namespace
+
+namespace detail {
+
+// Gaps before a rank's first step that is not a forward, or after its
+// last forward, are the pipeline filling and draining; gaps in between
+// are waits on a neighbour (imbalance or transfers). Up to one launch gap
+// of each is host time.
+void classifyIdle(RankReplay& rr, TimeNs hostGap, TimeNs iterationEnd, bool timeline)
+{
+    auto addBubble = [&rr, timeline](TimeNs b, TimeNs e, BubbleCause c) {
+        if (e <= b)
+            return;
+        rr.bubbleNs[static_cast<size_t>(c)] += e - b;
+        if (timeline)
+            rr.bubbles.push_back(Bubble{b, e, c});
+    };
+    const auto& acts = rr.actions;
+    // Fill and drain by the analysis's rule (model/Pipeline.h).
+    FillDrainBounds phases;
+    for (const TimedAction& a : acts)
+        phases.add(a.kind == StepKind::F, a.start, a.end);
+    TimeNs busy = 0;
+    TimeNs cursor = 0;
+    for (size_t j = 0; j < acts.size(); ++j) {
+        const TimedAction& a = acts[j];
+        if (a.start > cursor) {
+            if (j == 0) {
+                addBubble(cursor, a.start, BubbleCause::FillDrain);
+            } else {
+                const TimeNs host = std::min(a.start - cursor, hostGap);
+                addBubble(cursor, cursor + host, BubbleCause::LaunchGap);
+                addBubble(cursor + host, a.start,
+                          phases.inFillOrDrain(cursor, a.start) ? BubbleCause::FillDrain : BubbleCause::WaitNeighbor);
+            }
+        }
+        busy += a.end - a.start;
+        cursor = a.end;
+    }
+    addBubble(rr.allReduceStart, rr.allReduceEnd, BubbleCause::DpSync);
+    // Waiting in a collective over the pipeline's ranks for the others to
+    // finish their cool-down is pipeline drain, as the analysis names it.
+    addBubble(rr.syncStart, rr.syncEnd, BubbleCause::FillDrain);
+    busy += rr.optimizerEnd - rr.optimizerStart;
+    addBubble(rr.optimizerEnd, iterationEnd, BubbleCause::FillDrain);
+    rr.busyNs = busy;
+}
+
+} // namespace detail
+
+bool Replay::runPlannedExchanges(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
+                                 const ReplayOptions& options)
+{
+    const int P = s.pp;
     bool blocked = false;
     if (costs.megatronExchanges && P > 1) {
         blocked = runTimed(s, costs, planFor(s, true), out, options);
@@ -357,10 +491,14 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
         if (!blocked)
             reset(s, costs, out, options);
     }
-    out.blockingExchanges = blocked;
+    return blocked;
+}
 
+void Replay::runOverlapped(const Schedule& s, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options)
+{
+    const int P = s.pp, S = s.stages, M = s.microbatches;
     const TimeNs gap = costs.launchGapNs;
-    while (!blocked && !stack_.empty()) {
+    while (!stack_.empty()) {
         const int r = stack_.back();
         stack_.pop_back();
         inStack_[static_cast<size_t>(r)] = 0;
@@ -425,93 +563,39 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
             if (a.kind == StepKind::F && a.stage < S - 1) {
                 arriveF_[key] = end;
                 const int dst = s.rankOfStage[static_cast<size_t>(a.stage + 1)];
-                if (dst != r && !inStack_[static_cast<size_t>(dst)]) {
-                    inStack_[static_cast<size_t>(dst)] = 1;
-                    stack_.push_back(dst);
-                }
+                if (dst != r)
+                    wake(dst);
             } else if ((a.kind == StepKind::B || a.kind == StepKind::I) && a.stage > 0) {
                 arriveG_[key] = end;
                 const int dst = s.rankOfStage[static_cast<size_t>(a.stage - 1)];
-                if (dst != r && !inStack_[static_cast<size_t>(dst)]) {
-                    inStack_[static_cast<size_t>(dst)] = 1;
-                    stack_.push_back(dst);
-                }
+                if (dst != r)
+                    wake(dst);
             }
         }
     }
-    for (int r = 0; r < P; ++r) {
-        const auto& list = s.ranks[static_cast<size_t>(r)];
-        const size_t n = next_[static_cast<size_t>(r)];
-        if (n < list.size())
-            throw Error("replay: the schedule deadlocks at rank " + std::to_string(r) + ", step " +
-                        std::to_string(n + 1) + " (" + actionLabel(list[n]) + "); validate it first");
-    }
+}
 
-    // Iteration end: every rank's all-reduce, the pipeline-wide collective
-    // (once the last rank has joined) and the optimizer done.
-    TimeNs iteration = 0, lastJoin = 0;
-    for (int r = 0; r < P; ++r) {
-        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
-        rr.computeEnd = rr.actions.empty() ? 0 : rr.actions.back().end;
-        rr.allReduceStart = rr.computeEnd;
-        rr.allReduceEnd = later(rr.allReduceStart, static_cast<size_t>(r) < costs.allReduceNs.size() ? costs.allReduceNs[static_cast<size_t>(r)] : 0, "the all-reduce", r);
-        lastJoin = std::max(lastJoin, rr.allReduceEnd);
-    }
-    for (int r = 0; r < P; ++r) {
-        RankReplay& rr = out.ranks[static_cast<size_t>(r)];
-        rr.syncStart = rr.allReduceEnd;
-        rr.syncEnd = costs.pipelineSyncNs > 0 ? later(lastJoin, costs.pipelineSyncNs, "the pipeline-wide collective", r) : rr.allReduceEnd;
-        rr.optimizerStart = rr.syncEnd;
-        rr.optimizerEnd = later(rr.optimizerStart, static_cast<size_t>(r) < costs.optimizerNs.size() ? costs.optimizerNs[static_cast<size_t>(r)] : 0, "the optimizer step", r);
-        iteration = std::max(iteration, rr.optimizerEnd);
-    }
+void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options)
+{
+    const int P = s.pp;
+    checkCosts(s, costs);
+    reset(s, costs, out, options);
+    const bool blocked = runPlannedExchanges(s, costs, out, options);
+    out.blockingExchanges = blocked;
+    if (!blocked)
+        runOverlapped(s, costs, out, options);
+    throwIfDeadlocked(s, next_);
+
+    const TimeNs iteration = endIteration(costs, out, P);
     out.iterationNs = iteration;
     out.bubbleNs.fill(0);
 
-    // Gaps before a rank's first step that is not a forward, or after its
-    // last forward, are the pipeline filling and draining; gaps in between
-    // are waits on a neighbour (imbalance or transfers). Up to one launch gap
-    // of each is host time.
+    // Idle time by cause, per rank and summed.
     TimeNs idleTotal = 0;
-    const TimeNs hostGap = blocked ? std::max(gap, costs.exchangeGapNs) : gap;
+    const TimeNs hostGap = blocked ? std::max(costs.launchGapNs, costs.exchangeGapNs) : costs.launchGapNs;
     for (int r = 0; r < P; ++r) {
         RankReplay& rr = out.ranks[static_cast<size_t>(r)];
-        auto addBubble = [&](TimeNs b, TimeNs e, BubbleCause c) {
-            if (e <= b)
-                return;
-            rr.bubbleNs[static_cast<size_t>(c)] += e - b;
-            if (options.timeline)
-                rr.bubbles.push_back(Bubble{b, e, c});
-        };
-        const auto& acts = rr.actions;
-        // Fill and drain by the analysis's rule (model/Pipeline.h).
-        FillDrainBounds phases;
-        for (const TimedAction& a : acts)
-            phases.add(a.kind == StepKind::F, a.start, a.end);
-        TimeNs busy = 0;
-        TimeNs cursor = 0;
-        for (size_t j = 0; j < acts.size(); ++j) {
-            const TimedAction& a = acts[j];
-            if (a.start > cursor) {
-                if (j == 0) {
-                    addBubble(cursor, a.start, BubbleCause::FillDrain);
-                } else {
-                    const TimeNs host = std::min(a.start - cursor, hostGap);
-                    addBubble(cursor, cursor + host, BubbleCause::LaunchGap);
-                    addBubble(cursor + host, a.start,
-                              phases.inFillOrDrain(cursor, a.start) ? BubbleCause::FillDrain : BubbleCause::WaitNeighbor);
-                }
-            }
-            busy += a.end - a.start;
-            cursor = a.end;
-        }
-        addBubble(rr.allReduceStart, rr.allReduceEnd, BubbleCause::DpSync);
-        // Waiting in a collective over the pipeline's ranks for the others to
-        // finish their cool-down is pipeline drain, as the analysis names it.
-        addBubble(rr.syncStart, rr.syncEnd, BubbleCause::FillDrain);
-        busy += rr.optimizerEnd - rr.optimizerStart;
-        addBubble(rr.optimizerEnd, iteration, BubbleCause::FillDrain);
-        rr.busyNs = busy;
+        detail::classifyIdle(rr, hostGap, iteration, options.timeline);
         for (int c = 0; c < kBubbleCauseCount; ++c) {
             out.bubbleNs[static_cast<size_t>(c)] += rr.bubbleNs[static_cast<size_t>(c)];
             idleTotal += rr.bubbleNs[static_cast<size_t>(c)];

@@ -155,13 +155,34 @@ public:
 
 private:
     void reset(const Schedule& schedule, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options);
+    // Steps and transfers under the exchange plan the costs ask for
+    // (megatronExchanges, then blockingExchanges): true when one ran to the
+    // end; false when none is asked for or none fits, the scratch reset then.
+    bool runPlannedExchanges(const Schedule& schedule, const ReplayCosts& costs, ReplayResult& out,
+                             const ReplayOptions& options);
+    // Steps and transfers with sends that overlap compute, each rank running
+    // until an input is missing and woken when its producer has run.
+    void runOverlapped(const Schedule& schedule, const ReplayCosts& costs, ReplayResult& out,
+                       const ReplayOptions& options);
     // Steps and transfers under blocking exchanges; false when the plan deadlocks.
     bool runBlocking(const Schedule& schedule, const ReplayCosts& costs, const ExchangePlan& plan, ReplayResult& out,
                      const ReplayOptions& options);
+    // runBlocking's steps: one rank until it waits (false when an input can
+    // never come), one batch of it (false while a peer has yet to post), one
+    // message once its posts are known.
+    bool runBlockingRank(const Schedule& schedule, const ReplayCosts& costs, const ExchangePlan& plan,
+                         ReplayResult& out, int rank);
+    bool runBatch(const Schedule& schedule, const ReplayCosts& costs, const ExchangeGroup& group, int rank);
+    void settleMessage(const Schedule& schedule, const ReplayCosts& costs, int message, int rank);
+    // Puts a rank on the stack of ranks to run, once.
+    void wake(int rank);
     // Steps and transfers in time order under a plan's posts and waits
     // (TimedExchanges.cpp); false when the plan deadlocks.
     bool runTimed(const Schedule& schedule, const ReplayCosts& costs, const ExchangePlan& plan, ReplayResult& out,
                   const ReplayOptions& options);
+    // The timeline's transfers of a planned run (the messages that moved), by start.
+    void recordPlannedTransfers(const Schedule& schedule, const ReplayCosts& costs, size_t messages,
+                                ReplayResult& out) const;
     const ExchangePlan& planFor(const Schedule& schedule, bool megatron = false);
 
     // The exchange plan of the last schedule run with blocking exchanges.

@@ -96,7 +96,7 @@ json costModelToJson(const CostModel& m)
     doc["frozen_layers"] = std::move(frozen);
     if (m.microbatchSizes) {
         const MicrobatchSizes& ms = *m.microbatchSizes;
-        doc["microbatch_sizes"] = json{{"source", ms.source},
+        doc["microbatch_sizes"] = json{{"source", toString(ms.source)},
                                        {"count", ms.count()},
                                        {"spread_cv", ms.spread()},
                                        {"size", ms.size()},
@@ -243,7 +243,7 @@ json whatIfDocument(const WhatIfSource& source, const CostModel& model, const st
              {"cost_model", costModelToJson(model)}};
     if (model.measuredIterationNs) {
         doc["measured"] = json{{"iteration_ns", *model.measuredIterationNs},
-                               {"schedule", model.measuredSchedule},
+                               {"schedule", scheduleName(model.measuredSchedule)},
                                {"pp", model.measuredPp},
                                {"v", model.measuredV},
                                {"microbatches", model.measuredMicrobatches},

@@ -176,7 +176,7 @@ void TestAnalysisExternal::notPipeline()
     AnalysisResult r = analyze(t);
     QVERIFY(!r.pipeline.found);
     QCOMPARE(r.iterations.size(), size_t(3)); // ProfilerStep#4, #5, #6
-    QCOMPARE(r.iterations[0].source, std::string("profiler_step"));
+    QCOMPARE(std::string(toString(r.iterations[0].source)), std::string("profiler_step"));
     QCOMPARE(r.kernelCounts[static_cast<size_t>(WorkClass::Collective)], int64_t(21));
 }
 

@@ -82,7 +82,7 @@ void checkCapturePipeline(const AnalysisResult& r)
     QCOMPARE(r.pipeline.pp, 4);
     QCOMPARE(r.pipeline.chunks, 1);
     QCOMPARE(r.pipeline.microbatches, 8);
-    QCOMPARE(r.pipeline.schedule, std::string("1f1b"));
+    QCOMPARE(scheduleName(r.pipeline.schedule), std::string("1f1b"));
     for (const Iteration& it : r.iterations)
         for (const RankSpan& rs : it.ranks) {
             std::set<int> forward, backward;
@@ -178,10 +178,10 @@ void TestAnalysisPipelines::captureFromRestartingMicrobatches()
     o.allIterations = true;
     AnalysisResult r = analyze(t, o);
     for (const Iteration& it : r.iterations)
-        QCOMPARE(it.source, std::string("step_restart"));
+        QCOMPARE(std::string(toString(it.source)), std::string("step_restart"));
     checkCaptureIterations(t, r);
     checkCapturePipeline(r);
-    QCOMPARE(r.pipeline.labelsFrom, std::string("annotations"));
+    QCOMPARE(std::string(toString(r.pipeline.labelsFrom)), std::string("annotations"));
     QCOMPARE(describeStepSource(r.pipeline.labelsFrom), std::string("steps from annotations"));
     QCOMPARE(r.pipeline.scheduleConfidence, 1.0);
 }
@@ -200,11 +200,11 @@ void TestAnalysisPipelines::captureFromPeriodicStructure()
     o.allIterations = true;
     AnalysisResult r = analyze(bare, o);
     for (const Iteration& it : r.iterations)
-        QCOMPARE(it.source, std::string("periodic"));
+        QCOMPARE(std::string(toString(it.source)), std::string("periodic"));
     checkCaptureIterations(t, r);
     QVERIFY(r.pipeline.found);
     QCOMPARE(r.pipeline.pp, 4);
-    QCOMPARE(r.pipeline.labelsFrom, std::string("inferred"));
+    QCOMPARE(std::string(toString(r.pipeline.labelsFrom)), std::string("inferred"));
     QCOMPARE(describeStepSource(r.pipeline.labelsFrom), std::string("steps inferred"));
 }
 
@@ -244,11 +244,11 @@ void TestAnalysisPipelines::captureFromIterationRanges()
     o.allIterations = true;
     AnalysisResult r = analyze(marked, o);
     QCOMPARE(r.iterations.size(), size_t(2));
-    QCOMPARE(r.iterations[0].source, std::string("range"));
+    QCOMPARE(std::string(toString(r.iterations[0].source)), std::string("range"));
     QCOMPARE(r.iterations[0].label, std::string("pipescope/iteration 1"));
     QCOMPARE(r.iterations[1].label, std::string("pipescope/iteration 2"));
     QCOMPARE(r.pipeline.microbatches, 8);
-    QCOMPARE(r.pipeline.schedule, std::string("1f1b"));
+    QCOMPARE(scheduleName(r.pipeline.schedule), std::string("1f1b"));
 }
 
 void TestAnalysisPipelines::simulatedSchedules_data()
@@ -290,12 +290,12 @@ void TestAnalysisPipelines::simulatedSchedules()
     QVERIFY2(run.error.isEmpty(), qPrintable(run.error));
     const AnalysisResult& r = run.result;
     QVERIFY(r.pipeline.found);
-    QCOMPARE(r.pipeline.schedule, schedule.toStdString());
+    QCOMPARE(scheduleName(r.pipeline.schedule), schedule.toStdString());
     QCOMPARE(r.pipeline.pp, pp);
     QCOMPARE(r.pipeline.chunks, v);
     QCOMPARE(r.pipeline.microbatches, m);
     QCOMPARE(r.pipeline.dp, dp);
-    QCOMPARE(r.pipeline.labelsFrom, std::string("annotations"));
+    QCOMPARE(std::string(toString(r.pipeline.labelsFrom)), std::string("annotations"));
     QVERIFY(r.pipeline.scheduleConfidence >= 0.9);
     QCOMPARE(r.iterations.size(), size_t(3));
 
@@ -389,11 +389,11 @@ void TestAnalysisPipelines::simulatedWithoutAnnotations()
     QVERIFY2(run.error.isEmpty(), qPrintable(run.error));
     const AnalysisResult& r = run.result;
     QVERIFY(r.pipeline.found);
-    QCOMPARE(r.pipeline.labelsFrom, std::string("inferred"));
+    QCOMPARE(std::string(toString(r.pipeline.labelsFrom)), std::string("inferred"));
     QCOMPARE(r.pipeline.pp, pp);
     QCOMPARE(r.pipeline.chunks, v);
     QCOMPARE(r.pipeline.microbatches, m);
-    QCOMPARE(r.pipeline.schedule, schedule.toStdString());
+    QCOMPARE(scheduleName(r.pipeline.schedule), schedule.toStdString());
     QVERIFY(r.pipeline.scheduleConfidence > 0.5 && r.pipeline.scheduleConfidence < 1.0);
     QVERIFY(r.pipeline.scheduleEvidence.find("inferred") != std::string::npos);
 #endif

@@ -186,7 +186,7 @@ void TestLayersAndCauses::modulesGiveLayers()
     addModuleRanges(t, {{"Model_0/Block_0", "Model_0/Block_1"}, {"Model_0/Block_0", "CrossEntropyLoss_0"}});
     const AnalysisResult r = analyze(t);
     QCOMPARE(r.pipeline.microbatches, 2);
-    QCOMPARE(r.layers.source, std::string("modules"));
+    QCOMPARE(std::string(toString(r.layers.source)), std::string("modules"));
     QCOMPARE(r.layers.layers.size(), size_t(3));
     compareLayer(r.layers.layers[0], "layers.0", 0, 600'000, 1'000'000);
     compareLayer(r.layers.layers[1], "layers.1", 0, 600'000, 1'000'000);
@@ -221,7 +221,7 @@ void TestLayersAndCauses::oneBlockPerStage()
     Trace t = pipelineTrace(layeredSpec()).trace;
     addModuleRanges(t, {{"Model_0/Block_0", "Model_0/Block_0"}, {"Model_0/Block_1", "Model_0/Block_1"}});
     const AnalysisResult r = analyze(t);
-    QCOMPARE(r.layers.source, std::string("modules"));
+    QCOMPARE(std::string(toString(r.layers.source)), std::string("modules"));
     QCOMPARE(r.layers.layers.size(), size_t(2));
     compareLayer(r.layers.layers[0], "layers.0", 0, 1'200'000, 2'000'000);
     compareLayer(r.layers.layers[1], "layers.1", 1, 1'200'000, 2'000'000);
@@ -246,7 +246,7 @@ void TestLayersAndCauses::layerRangesGiveLayers()
         }
     sortRanges(t);
     const AnalysisResult r = analyze(t);
-    QCOMPARE(r.layers.source, std::string("annotations"));
+    QCOMPARE(std::string(toString(r.layers.source)), std::string("annotations"));
     QCOMPARE(r.layers.layers.size(), size_t(3));
     compareLayer(r.layers.layers[0], "layers.0", 0, 600'000, 1'000'000);
     compareLayer(r.layers.layers[1], "layers.1", 0, 600'000, 1'000'000);
@@ -258,7 +258,7 @@ void TestLayersAndCauses::layerRangesGiveLayers()
 void TestLayersAndCauses::nothingToAttribute()
 {
     const AnalysisResult r = analyze(pipelineTrace(layeredSpec()).trace);
-    QCOMPARE(r.layers.source, std::string("none"));
+    QCOMPARE(std::string(toString(r.layers.source)), std::string("none"));
     QVERIFY(r.layers.layers.empty());
     QCOMPARE(r.layers.note, std::string("the trace has neither module ranges (record with with_stack=True or "
                                         "with_modules=True) nor pipescope/layer ranges (the annotation helper)"));

@@ -9,7 +9,7 @@
 #include "analysis/MeasuredPipeline.h"
 #include "import/Import.h"
 #include "store/Store.h"
-#include "whatif/KinetoEmitter.h"
+#include "simulate/KinetoEmitter.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
@@ -199,10 +199,10 @@ private slots:
         const Prediction p = predict(model, applyChanges(base, changes));
         QTemporaryDir dir;
         const std::string jobDir = dir.filePath("job").toStdString();
-        KinetoEmitOptions eo;
+        simulate::KinetoEmitOptions eo;
         eo.iterations = 3;
         eo.costModel = &model;
-        const KinetoEmitSummary emitted = emitKineto(p, eo, jobDir);
+        const simulate::KinetoEmitSummary emitted = simulate::emitKineto(p, eo, jobDir);
 
         ImportJobOptions io;
         io.inputs = emitted.files;

@@ -8,7 +8,7 @@
 #include "analysis/Analysis.h"
 #include "import/Import.h"
 #include "store/Store.h"
-#include "whatif/KinetoEmitter.h"
+#include "simulate/KinetoEmitter.h"
 #include "whatif/WhatIf.h"
 
 #include <algorithm>
@@ -65,12 +65,12 @@ inline Outcome evaluateInference(const CostModel& base, const Config& c, const s
     const std::filesystem::path store = work / "job.pipescope";
     std::filesystem::remove_all(traces);
     std::filesystem::remove(store);
-    KinetoEmitOptions eo;
+    simulate::KinetoEmitOptions eo;
     eo.iterations = 3;
     eo.seed = 11;
     eo.costModel = modules ? &model : nullptr;
     eo.stepAnnotations = false;
-    emitKineto(p, eo, traces.string());
+    simulate::emitKineto(p, eo, traces.string());
     ImportJobOptions io;
     io.inputs = {traces.string()};
     io.output = store.string();
@@ -105,13 +105,13 @@ inline Outcome evaluateInference(const CostModel& base, const Config& c, const s
         }
     };
     o.shape = ps.found && ps.pp == c.pp && ps.dp == c.dp && ps.chunks == c.v && ps.microbatches == c.m &&
-              ps.scheduleKind && sameOrder(*ps.scheduleKind);
+              ps.schedule && sameOrder(*ps.schedule);
     // Told apart from the truth by nothing the analysis read, and said so.
     o.ambiguous = !o.shape && ps.found && ps.pp == c.pp && ps.dp == c.dp && ps.chunks == c.v && ps.microbatches == c.m &&
                   std::find(ps.scheduleAlike.begin(), ps.scheduleAlike.end(), c.kind) != ps.scheduleAlike.end();
     if (!o.shape) {
         o.detail = "found p" + std::to_string(ps.pp) + " dp" + std::to_string(ps.dp) + " v" + std::to_string(ps.chunks) +
-                   " m" + std::to_string(ps.microbatches) + " " + ps.schedule + " (confidence " +
+                   " m" + std::to_string(ps.microbatches) + " " + scheduleName(ps.schedule) + " (confidence " +
                    std::to_string(ps.scheduleConfidence).substr(0, 4) + ")";
         if (!ps.found)
             o.detail += ": " + ps.reason;

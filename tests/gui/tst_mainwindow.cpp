@@ -125,7 +125,7 @@ private Q_SLOTS:
         QCOMPARE(job->storePath, kStore); // a store is read where it is, not imported
         QCOMPARE(job->analysis->pipeline.pp, 4);
         QCOMPARE(job->analysis->pipeline.microbatches, 8);
-        QCOMPARE(QString::fromStdString(job->analysis->pipeline.schedule), QStringLiteral("1f1b"));
+        QCOMPARE(QString::fromStdString(scheduleName(job->analysis->pipeline.schedule)), QStringLiteral("1f1b"));
         QVERIFY(job->costModel.has_value());
         QCOMPARE(w.windowTitle(), QStringLiteral("pipeline-1f1b-4stage.pipescope - pipescope"));
         // The timeline shows the selected iteration (with a margin of 2% each side).
@@ -212,6 +212,56 @@ private Q_SLOTS:
         QVERIFY(sel.valid());
         QVERIFY(w.timeline()->model()->lanes[size_t(sel.lane)].kind == timeline::LaneKind::Steps);
         QVERIFY(w.timeline()->isVisible());
+    }
+
+    // The pipeline diagram zooms at the cursor and pans like the timeline; a
+    // drag step keeps the window, the whole iteration comes back on 0.
+    void pipelineDiagramZoomsAndPans()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        w.setView(MainWindow::View::Pipeline);
+        PipelineView* pv = w.pipelineView();
+        QApplication::processEvents();
+        const TimeNs span = pv->spanNs();
+        QVERIFY(span > 0);
+        QCOMPARE(pv->view().first, TimeNs(0));
+        QCOMPARE(pv->view().second, span);
+
+        // One wheel notch up at the left edge of the plot keeps the start and shows 80 % of the span.
+        const QPointF left(93, pv->height() / 2);
+        QWheelEvent wheel(left, pv->mapToGlobal(left), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                          Qt::NoScrollPhase, false);
+        QApplication::sendEvent(pv, &wheel);
+        QVERIFY(pv->view().first <= span / 100);
+        QVERIFY(std::abs(double(pv->view().second - pv->view().first) - 0.8 * double(span)) < 0.01 * double(span));
+
+        // Zoomed in 10x around the middle: only boxes inside the window are drawn.
+        pv->setView(span / 2, span / 2 + span / 10);
+        pv->grab();
+        const int zoomedBoxes = pv->paintedBoxes();
+        pv->resetView();
+        pv->grab();
+        QVERIFY(zoomedBoxes > 0);
+        QVERIFY(zoomedBoxes < pv->paintedBoxes());
+
+        // Keys: D pans later by a tenth of the window, 0 shows everything.
+        pv->setView(span / 4, span / 2);
+        pv->setFocus();
+        QTest::keyClick(pv, Qt::Key_D);
+        QCOMPARE(pv->view().first, span / 4 + (span / 2 - span / 4) / 10);
+        QTest::keyClick(pv, Qt::Key_0);
+        QCOMPARE(pv->view().second, span);
+
+        // A new prediction (what a drag step sends) keeps the window.
+        pv->setView(span / 4, span / 2);
+        const auto shown = w.whatIfEditor()->currentPredictionShared();
+        QVERIFY(shown);
+        auto again = std::make_shared<const whatif::Prediction>(*shown);
+        pv->setPrediction(again);
+        QCOMPARE(pv->view().first, span / 4);
     }
 
     // Compare mode: a baseline beside the job, kept while other jobs open,

@@ -76,7 +76,7 @@ ResultPtr handMadeIdle()
 {
     auto r = std::make_shared<AnalysisResult>();
     r->selectedIteration = 0;
-    r->iterations.push_back({0, "step", "range", 0, 2'000'000'000, {}});
+    r->iterations.push_back({0, "step", IterationSource::Range, 0, 2'000'000'000, {}});
     const TimeNs idle[] = {9'000'000, 12'000'000, 850'000, 1'500'000'000};
     for (int rank = 0; rank < 4; ++rank) {
         RankIdle ri;

@@ -42,6 +42,35 @@ void wheel(QWidget* w, QPoint pos, int delta)
     QApplication::sendEvent(w, &e);
 }
 
+// pp stages x dp replicas, one steps track per rank; replica `slow` runs
+// each step 2 ms instead of 1 ms. Rank = replica * pp + stage.
+std::shared_ptr<const TimelineModel> replicatedModel(int pp, int dp, int slow)
+{
+    auto m = std::make_shared<TimelineModel>();
+    m->names = {""};
+    for (int s = 0; s < pp; ++s)
+        for (int r = 0; r < dp; ++r) {
+            Lane l;
+            l.kind = LaneKind::Steps;
+            l.rank = r * pp + s;
+            l.stage = s;
+            l.replica = r;
+            l.label = "steps";
+            const TimeNs len = r == slow ? 2'000'000 : 1'000'000;
+            for (int k = 0; k < 8; ++k) {
+                Event e;
+                e.start = k * 3'000'000;
+                e.end = e.start + len;
+                e.code = 0;
+                e.microbatch = k;
+                l.events.push_back(e);
+            }
+            m->lanes.push_back(std::move(l));
+        }
+    m->finalize();
+    return m;
+}
+
 int laneOf(const TimelineModel& m, LaneKind kind, int rank)
 {
     for (size_t i = 0; i < m.lanes.size(); ++i)
@@ -420,6 +449,119 @@ private slots:
             inGroup += x.stage == l.stage && x.replica == l.replica;
         v.setGroupCollapsed(l.stage, l.replica, true);
         QCOMPARE(v.rowCount(), n - inGroup);
+    }
+
+    // Pinned tracks stay on top while the others scroll beneath them, and
+    // the header of the group being scrolled through stays over its tracks.
+    void pinnedTracksAndGroupHeadersStick()
+    {
+        TimelineView v;
+        v.resize(900, 300); // fewer rows than the example has
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        QApplication::processEvents();
+        const int top = v.plot()->axisRect()->top();
+        const int steps = laneOf(*example_, LaneKind::Steps, 0);
+        v.setLanePinned(steps, true);
+        QApplication::processEvents();
+        QCOMPARE(v.firstRow(), 2); // the "pinned" header and the pinned track stay above
+        QCOMPARE(v.laneRect(steps).top(), top + 18);
+        QScrollBar* bar = v.verticalScrollBar();
+        QCOMPARE(bar->value(), 0);
+        bar->setValue(bar->maximum());
+        QApplication::processEvents();
+        QVERIFY(v.firstRow() > 2);
+        QCOMPARE(v.laneRect(steps).top(), top + 18); // still there
+        // The first scrolled slot shows the header of the group being scrolled through, not its track.
+        const int underHeader = v.firstRow();
+        int laneThere = -1;
+        for (int lane = 0; lane < int(example_->lanes.size()); ++lane)
+            if (v.rowOfLane(lane) == underHeader)
+                laneThere = lane;
+        QVERIFY(laneThere >= 0);
+        QVERIFY(v.laneRect(laneThere).isEmpty());
+        const int nextLaneRow = underHeader + 1;
+        for (int lane = 0; lane < int(example_->lanes.size()); ++lane)
+            if (v.rowOfLane(lane) == nextLaneRow)
+                QCOMPARE(v.laneRect(lane).top(), top + 3 * 18);
+        // A click on the sticky header folds the group it names.
+        const Lane& l = example_->lanes[size_t(laneThere)];
+        QVERIFY(!v.isGroupCollapsed(l.stage, l.replica));
+        QTest::mouseClick(v.plot(), Qt::LeftButton, Qt::NoModifier, QPoint(40, top + 2 * 18 + 9));
+        QVERIFY(v.isGroupCollapsed(l.stage, l.replica));
+        // Unpinned, the rows scroll from the top again.
+        v.setLanePinned(steps, false);
+        bar->setValue(0);
+        QCOMPARE(v.firstRow(), 0);
+    }
+
+    // Past 16 ranks, each stage is one row: its slowest replica, with the
+    // others' spread under it; a click expands a stage, selecting an event
+    // of a folded replica expands its stage too.
+    void replicasFoldAtScale()
+    {
+        TimelineView v;
+        v.resize(1000, 600);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(replicatedModel(4, 8, 5)); // 32 ranks
+        QApplication::processEvents();
+        QVERIFY(v.replicasFolded());
+        QCOMPARE(v.rowCount(), 4); // one row per stage, no scrolling
+        QCOMPARE(v.slowestReplica(0), 5);
+        QCOMPARE(v.slowestReplica(3), 5);
+        for (int lane = 0; lane < 32; ++lane)
+            QCOMPARE(v.rowOfLane(lane), -1);
+        // A click on stage 1's row shows its 8 replica groups (a header and a track each).
+        const int top = v.plot()->axisRect()->top();
+        QTest::mouseClick(v.plot(), Qt::LeftButton, Qt::NoModifier, QPoint(60, top + 18 + 9));
+        QVERIFY(v.isStageExpanded(1));
+        QCOMPARE(v.rowCount(), 3 + 8 * 2);
+        // Selecting an event of stage 2, replica 3 (rank 3 * 4 + 2, lane 2 * 8 + 3) expands stage 2.
+        v.selectEvent({2 * 8 + 3, 0});
+        QVERIFY(v.isStageExpanded(2));
+        QVERIFY(v.rowOfLane(2 * 8 + 3) >= 0);
+        QVERIFY(!v.laneRect(2 * 8 + 3).isEmpty()); // and scrolls to it
+        // Folding off: every replica's group, as for a small job.
+        v.setReplicasFolded(false);
+        QCOMPARE(v.rowCount(), 32 * 2);
+        // A small job does not fold.
+        v.setModel(replicatedModel(4, 4, 1)); // 16 ranks
+        QVERIFY(!v.replicasFolded());
+        QCOMPARE(v.rowCount(), 16 * 2);
+    }
+
+    // The dark theme: the palette, the plot's background and its text follow;
+    // "system" gives back the palette the application started with. Row
+    // density sets the rows' height.
+    void themeAndDensity()
+    {
+        const bool wasDark = gui::isDark(QApplication::palette());
+        gui::applyAppearance({gui::ThemeChoice::Dark, 0, gui::RowDensity::Normal});
+        QVERIFY(gui::isDark(QApplication::palette()));
+        TimelineView v;
+        v.resize(900, 300);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.setModel(example_);
+        QApplication::processEvents();
+        const QImage dark = v.plot()->grab().toImage();
+        const QColor corner = dark.pixelColor(dark.width() - 3, 1);
+        QVERIFY2(corner.lightness() < 80, qPrintable(corner.name()));
+        QVERIFY(gui::viewColors(v.palette()).text.lightness() > 180);
+        gui::applyAppearance({gui::ThemeChoice::System, 0, gui::RowDensity::Normal});
+        QCOMPARE(gui::isDark(QApplication::palette()), wasDark);
+        QApplication::processEvents();
+        const QImage light = v.plot()->grab().toImage();
+        QCOMPARE(light.pixelColor(light.width() - 3, 1).lightness() > 128, !wasDark);
+
+        const int steps = laneOf(*example_, LaneKind::Steps, 0);
+        QCOMPARE(v.laneRect(steps).height(), 18);
+        v.setRowDensity(gui::RowDensity::Compact);
+        QCOMPARE(v.laneRect(steps).height(), 15);
+        v.setRowDensity(gui::RowDensity::Comfortable);
+        QCOMPARE(v.laneRect(steps).height(), 22);
     }
 
     void tracksMoveAndCpuTracksToggle()

@@ -131,6 +131,7 @@ private slots:
     void refusedChangeShowsInline();
     void newestDragWins();
     void stripKeyboard();
+    void stripTellsLayersAndTakesTypedBoundaries();
     void stripAsksForLayers();
     void rendersNotBlank();
     void balanceCancels();
@@ -313,6 +314,41 @@ void TestWhatIfEditor::stripKeyboard()
     QCOMPARE(committed.size(), 2);
 }
 
+void TestWhatIfEditor::stripTellsLayersAndTakesTypedBoundaries()
+{
+    whatif::CostModel m;
+    m.layerSource = whatif::LayerSource::Model;
+    for (int i = 0; i < 8; ++i)
+        m.layers.push_back(whatif::LayerCostModel{"block" + std::to_string(i), 1'500'000.0 + i * 1000, 3'000'000, 0.5,
+                                                  i == 0 ? 0 : 12'000'000, i == 0 ? 0 : int64_t(64) << 20});
+    m.layers[7].frozen = true;
+    LayerStrip strip;
+    strip.resize(400, 72);
+    strip.setCostModel(m);
+    strip.setBoundaries({2, 4, 6});
+    // Hover: the layer's stage, forward and backward, parameters and activations ("—" where unknown).
+    const int x5 = (strip.edgeX(5) + strip.edgeX(6)) / 2;
+    QCOMPARE(strip.layerAt(x5), 5);
+    QCOMPARE(strip.layerAt(strip.edgeX(0) - 1), -1);
+    const QString tip = strip.layerToolTip(5);
+    QVERIFY2(tip.contains(QStringLiteral("layer 5")) && tip.contains(QStringLiteral("block5")) &&
+                 tip.contains(QStringLiteral("stage 2")),
+             qPrintable(tip));
+    QVERIFY2(tip.contains(QStringLiteral("forward 1.505 ms, backward 3.000 ms")), qPrintable(tip));
+    QVERIFY2(tip.contains(QStringLiteral("64.0 MiB")) || tip.contains(QStringLiteral("64 MiB")), qPrintable(tip));
+    QVERIFY2(strip.layerToolTip(0).contains(QStringLiteral("parameters —")), qPrintable(strip.layerToolTip(0)));
+    QVERIFY(strip.layerToolTip(7).contains(QStringLiteral("(frozen)")));
+    // A typed boundary is clamped so each stage keeps a layer, and commits once.
+    QSignalSpy committed(&strip, &LayerStrip::boundariesCommitted);
+    QVERIFY(strip.typeBoundary(1, 5));
+    QCOMPARE(strip.boundaries(), (std::vector<int>{2, 5, 6}));
+    QVERIFY(strip.typeBoundary(0, 99)); // at most the next boundary - 1
+    QCOMPARE(strip.boundaries(), (std::vector<int>{4, 5, 6}));
+    QVERIFY(!strip.typeBoundary(0, 4)); // no change
+    QCOMPARE(committed.size(), 2);
+    QCOMPARE(strip.layerToolTip(5).contains(QStringLiteral("stage 2")), true);
+}
+
 void TestWhatIfEditor::stripAsksForLayers()
 {
     const whatif::CostModel stages = exampleModel(std::nullopt);
@@ -491,7 +527,7 @@ void TestWhatIfEditor::microbatchOrderApplies()
     std::vector<double> sizes;
     for (int i = 0; i < m; ++i)
         sizes.push_back(i % 4 == 0 ? 2.0 : 0.5);
-    model.microbatchSizes = whatif::uniformRows(sizes, "tokens");
+    model.microbatchSizes = whatif::uniformRows(sizes, whatif::SizeSource::Tokens);
     const whatif::Scenario base = whatif::measuredScenario(model);
     const whatif::MicrobatchStudy st = whatif::studyMicrobatches(model, base);
     QVERIFY(st.applies && st.spreadCostNs > 0);

@@ -8,7 +8,7 @@
 #include "store/Sqlite.h"
 #include "store/StoreWriter.h"
 #include "util/Error.h"
-#include "whatif/KinetoEmitter.h"
+#include "simulate/KinetoEmitter.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
 
@@ -170,10 +170,10 @@ void emitJob(const QString& dir, int pp, int dp, int iterations)
     base.microbatches = 2 * pp;
     ScenarioChanges changes;
     changes.schedule = "1f1b";
-    KinetoEmitOptions eo;
+    simulate::KinetoEmitOptions eo;
     eo.iterations = iterations;
     eo.costModel = &model;
-    emitKineto(predict(model, applyChanges(base, changes)), eo, dir.toStdString());
+    simulate::emitKineto(predict(model, applyChanges(base, changes)), eo, dir.toStdString());
 }
 
 struct Outcome {

@@ -139,7 +139,7 @@ private slots:
         QCOMPARE(r.pipeline.dp, 1);
         QCOMPARE(r.pipeline.chunks, 4);
         QCOMPARE(r.pipeline.microbatches, 8);
-        QCOMPARE(r.pipeline.schedule, std::string("interleaved-1f1b"));
+        QCOMPARE(scheduleName(r.pipeline.schedule), std::string("interleaved-1f1b"));
         QCOMPARE(r.pipeline.scheduleConfidence, 1.0);
         // 32 forwards and 32 backwards per rank; the last step's end, iteration 10.
         // Times from the iteration's begin record (its ProfilerStep range), as rel_ts counts them.
@@ -175,7 +175,7 @@ private slots:
         // The last stage (its last chunk carries the loss) is the bottleneck.
         QCOMPARE(r.imbalance.bottleneckStage, 3);
         const Verdict v = verdict(r, &t);
-        QCOMPARE(v.kind, std::string("stage-imbalance"));
+        QCOMPARE(std::string(toString(v.kind)), std::string("stage-imbalance"));
         QVERIFY2(v.headline.rfind("stage 3 is the bottleneck", 0) == 0, v.headline.c_str());
         // Its last chunk, with the loss, carries the excess: 19.26 ms of backward alone (the README).
         QVERIFY(!v.facts.empty());

@@ -7,9 +7,11 @@
 #include "SyntheticTrace.h"
 #include "TestSupport.h"
 #include "analysis/Analysis.h"
+#include "analysis/MeasuredPipeline.h"
 #include "report/ChromeTrace.h"
 #include "store/Store.h"
 
+#include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -86,6 +88,7 @@ private slots:
     void singleRankHeader();
     void fusedNcclOps();
     void namesFromAnalysis();
+    void analysisTracks();
     void cliExportParses();
     void cliRoundTrip();
     void cliTimeRange();
@@ -259,6 +262,88 @@ void TestChromeTrace::namesFromAnalysis()
                         "2 rank 2 (stage 2)", "2 stream 7 (compute)", "2 stream 20 (communication)", "2 stream 21 (communication)",
                         "3 rank 3 (stage 3)", "3 stream 7 (compute)", "3 stream 20 (communication)", "3 stream 21 (communication)",
                     }));
+}
+
+// With the trace, the analysis leaves with it: per rank its steps, its idle
+// time by cause and its matched messages (a send and a receive joined by a
+// flow), each on a thread of its own; an import reads the recorded events
+// back and skips these.
+void TestChromeTrace::analysisTracks()
+{
+    test::PipelineSpec spec; // 4 stages, 1F1B
+    spec.commNs = 50'000;
+    const Trace t = test::pipelineTrace(spec).trace;
+    const AnalysisResult r = analyze(t);
+    QVERIFY(r.pipeline.found);
+    report::ChromeTraceOptions o;
+    report::addAnalysis(o, r, &t);
+    const size_t messages = measurePipeline(t, r).messages.size();
+    QVERIFY(messages > 0);
+    QCOMPARE(o.steps.size(), r.steps.size());
+    QCOMPARE(o.messages.size(), messages);
+    std::ostringstream os;
+    const report::ChromeTraceStats stats = report::writeChromeTrace(t, os, o);
+    const json doc = json::parse(os.str());
+
+    std::map<std::string, size_t> cats;
+    std::map<int64_t, std::pair<int, int>> flows; // id -> (start pid, end pid)
+    std::set<std::string> names;
+    std::map<std::pair<int, int>, std::string> threadName; // (pid, tid)
+    std::multiset<std::string> stepNames, expectedStepNames;
+    for (const auto& e : doc["traceEvents"]) {
+        if (e["ph"] == "M" && e["name"] == "thread_name")
+            threadName[{e["pid"].get<int>(), e["tid"].get<int>()}] = e["args"]["name"].get<std::string>();
+        if (e["ph"] == "X") {
+            ++cats[e["cat"].get<std::string>()];
+            if (e["cat"] == "pipescope.step")
+                stepNames.insert(std::to_string(e["pid"].get<int>()) + " " + e["name"].get<std::string>());
+        }
+        if (e["ph"] == "s")
+            flows[e["id"].get<int64_t>()].first = e["pid"].get<int>();
+        if (e["ph"] == "f") {
+            flows[e["id"].get<int64_t>()].second = e["pid"].get<int>();
+            QCOMPARE(e["bp"].get<std::string>(), std::string("e"));
+        }
+    }
+    for (const Step& st : r.steps)
+        expectedStepNames.insert(std::to_string(st.rank) + " " + toChar(st.kind) + " " + std::to_string(st.microbatch));
+    QCOMPARE(stepNames, expectedStepNames);
+    QCOMPARE(cats["pipescope.step"], r.steps.size());
+    QCOMPARE(cats["pipescope.bubble"], r.bubbles.size());
+    QCOMPARE(cats["pipescope.transfer"], 2 * messages);
+    QCOMPARE(stats.analysisEvents, int64_t(r.steps.size() + r.bubbles.size() + 2 * messages));
+    QCOMPARE(flows.size(), messages);
+    for (const auto& [id, ends] : flows)
+        QCOMPARE(std::abs(ends.first - ends.second), 1); // neighbouring stages of the pipeline
+    for (int rank = 0; rank < 4; ++rank) {
+        std::set<std::string> mine;
+        for (const auto& [key, name] : threadName)
+            if (key.first == rank)
+                mine.insert(name);
+        QVERIFY(mine.count("pipeline steps") && mine.count("idle by cause") && mine.count("transfers"));
+    }
+
+    // The import skips them: the same recorded events as an export without them.
+    QTemporaryDir dir;
+    auto importOf = [&](const report::ChromeTraceOptions& opts, const QString& name) {
+        // The same file name in two folders: diagnostics name the file.
+        QDir(dir.path()).mkdir(name);
+        const QString json = dir.filePath(name + "/job.json"), store = dir.filePath(name + "/job.pipescope");
+        {
+            std::ofstream out(json.toStdString(), std::ios::binary);
+            report::writeChromeTrace(t, out, opts);
+        }
+        const auto run = test::runCli({"import", json, "-o", store, "--quiet"});
+        if (run.exitCode != 0)
+            qWarning("%s", qPrintable(run.err));
+        return infoJson(store);
+    };
+    const json with = importOf(o, "with"), without = importOf(report::ChromeTraceOptions{}, "without");
+    QVERIFY(!with.is_null() && !without.is_null());
+    QCOMPARE(with["activities"], without["activities"]);
+    QCOMPARE(with["cpu_ranges"], without["cpu_ranges"]);
+    std::string diagWith = with["diagnostics"].dump(), diagWithout = without["diagnostics"].dump();
+    QCOMPARE(QString::fromStdString(diagWith).replace("/with/", "/x/"), QString::fromStdString(diagWithout).replace("/without/", "/x/"));
 }
 
 void TestChromeTrace::cliExportParses()

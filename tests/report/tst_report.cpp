@@ -662,7 +662,7 @@ void TestReport::comparisonSection()
     d.a.pp = d.b.pp = 4;
     d.a.microbatches = 8;
     d.b.microbatches = 16;
-    d.a.schedule = d.b.schedule = "1f1b";
+    d.a.schedule = d.b.schedule = ScheduleKind::OneFOneB;
     d.iterationNs = {100'000'000, 90'000'000};
     compare::StageDiff st;
     st.stage = 0;

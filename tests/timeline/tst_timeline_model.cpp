@@ -48,6 +48,55 @@ private slots:
         QVERIFY(sizeof(DrawItem) <= 64);
     }
 
+    // GPU memory in use over time, from the allocator totals the profiler
+    // recorded, is a counter track per rank: one event per sample, holding
+    // the value in KiB until the next sample; events without totals are not
+    // samples. Past 8192 samples each slice of time keeps its highest.
+    void memoryCounterTracks()
+    {
+        test::TraceBuilder tb;
+        tb.kernel(0, 7, "gemm", 1'000, 9'000);
+        tb.kernel(1, 7, "gemm", 1'000, 9'000);
+        Trace t = tb.build();
+        auto sample = [&](int rank, TimeNs ts, std::optional<int64_t> total) {
+            MemoryEvent e;
+            e.rank = rank;
+            e.ts = ts;
+            e.bytes = 1 << 20;
+            e.totalAllocated = total;
+            t.memoryEvents.push_back(e);
+        };
+        sample(0, 3'000, int64_t(3) << 20);
+        sample(0, 2'000, int64_t(2) << 20); // out of order: sorted
+        sample(0, 4'000, std::nullopt);     // no total: not a sample
+        sample(1, 5'000, int64_t(7) << 30);
+        for (int i = 0; i < 20'000; ++i) // rank 2: more samples than a lane keeps
+            sample(2, 10'000 + i, i == 12'345 ? int64_t(9) << 30 : int64_t(1) << 30);
+        const TimelineModel m = buildMeasured(t, analyze(t));
+        std::map<int, const Lane*> memory;
+        for (const Lane& l : m.lanes)
+            if (l.kind == LaneKind::Memory)
+                memory[l.rank] = &l;
+        QCOMPARE(memory.size(), size_t(3));
+        const Lane& r0 = *memory[0];
+        QCOMPARE(r0.events.size(), size_t(2));
+        QCOMPARE(r0.events[0].start, TimeNs(2'000));
+        QCOMPARE(r0.events[0].end, TimeNs(3'000));
+        QCOMPARE(r0.events[0].detail, int32_t(2 * 1024));
+        QCOMPARE(r0.events[1].detail, int32_t(3 * 1024));
+        QCOMPARE(r0.events[1].end, TimeNs(9'000)); // the last sample lasts to the job's end
+        QCOMPARE(QString::fromStdString(r0.label), QStringLiteral("memory (peak 3.0 MiB)"));
+        QCOMPARE(memory[1]->events.front().detail, int32_t(int64_t(7) << 20));
+        const Lane& r2 = *memory[2];
+        QVERIFY(r2.events.size() <= 8192);
+        QVERIFY(r2.events.size() > 4000);
+        int32_t peak = 0;
+        for (const Event& e : r2.events)
+            peak = std::max(peak, e.detail);
+        QCOMPARE(peak, int32_t(int64_t(9) << 20)); // the peak survives
+        QCOMPARE(QString::fromStdString(r2.label), QStringLiteral("memory (peak 9.0 GiB)"));
+    }
+
     // Kernels recorded by mangled C++ names read demangled; CUPTI's stream -1,
     // holding only device-wide synchronizations, gets no lane.
     void readableNamesAndNoPseudoStream()

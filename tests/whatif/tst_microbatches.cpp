@@ -93,7 +93,7 @@ void TestMicrobatches::orders()
     QVERIFY(microbatchOrderFromString("long-short") == MicrobatchOrder::LongShort);
     QVERIFY(!microbatchOrderFromString("random"));
 
-    MicrobatchSizes s = uniformRows({1.5, 0.5}, "simulated");
+    MicrobatchSizes s = uniformRows({1.5, 0.5}, SizeSource::Simulated);
     QCOMPARE(s.size(), (std::vector<double>{1.5, 0.5}));
     QCOMPARE(s.spread(), 0.5);
 }
@@ -131,7 +131,7 @@ void TestMicrobatches::sizesFromSpec()
 void TestMicrobatches::workedReplay()
 {
     CostModel model = twoLayers();
-    model.microbatchSizes = uniformRows({1.5, 0.5}, "simulated");
+    model.microbatchSizes = uniformRows({1.5, 0.5}, SizeSource::Simulated);
     const Prediction given = predict(model, oneFOneB(2, 2));
     QVERIFY(given.unevenMicrobatches);
     QCOMPARE(given.iterationNs(), 10 * kMs);
@@ -205,7 +205,7 @@ void TestMicrobatches::measuredSpreadAndCalibration()
 
     const CostModel model = calibrate(t, r);
     QVERIFY(model.microbatchSizes);
-    QCOMPARE(model.microbatchSizes->source, std::string("trace"));
+    QCOMPARE(std::string(toString(model.microbatchSizes->source)), std::string("trace"));
     QCOMPARE(model.microbatchSizes->rows(), 2);
     QCOMPARE(model.microbatchSizes->forward[1], (std::vector<double>{1.5, 0.5, 1.0, 1.0}));
     // The measured configuration replays with each microbatch's own cost.
@@ -272,7 +272,7 @@ void TestMicrobatches::tokensFile()
 
     CostModel model = twoLayers();
     model.setMicrobatchTokens(t);
-    QCOMPARE(model.microbatchSizes->source, std::string("tokens"));
+    QCOMPARE(std::string(toString(model.microbatchSizes->source)), std::string("tokens"));
     QCOMPARE(predict(model, oneFOneB(2, 2)).iterationNs(), 10 * kMs); // sizes 1.5 and 0.5, as in workedReplay
 
     // Per-token costs replace the layers' mean costs: mean 2000 tokens x

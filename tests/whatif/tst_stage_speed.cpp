@@ -391,7 +391,7 @@ void TestStageSpeed::speedsFromLayers()
     m.layerSource = LayerSource::Trace;
     m.measuredCosts = true;
     m.measuredPp = 2;
-    m.measuredSchedule = "1f1b";
+    m.measuredSchedule = ScheduleKind::OneFOneB;
     m.measuredPartition = partitionFromBoundaries({2}, 4, 2);
     for (int l = 2; l < 4; ++l) {
         m.layers[size_t(l)].forwardNs *= 2;

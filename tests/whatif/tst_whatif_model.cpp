@@ -5,7 +5,7 @@
 #include "util/Error.h"
 #include "whatif/CostModel.h"
 #include "whatif/MeasuredFits.h"
-#include "whatif/KinetoEmitter.h"
+#include "simulate/KinetoEmitter.h"
 #include "whatif/WhatIf.h"
 #include "whatif/WhatIfJson.h"
 
@@ -185,7 +185,7 @@ void TestModel::fromMeasuredSplitsStages()
     MeasuredPipeline mp;
     mp.pipelineDegree = 2;
     mp.microbatches = 2;
-    mp.schedule = "1f1b";
+    mp.schedule = ScheduleKind::OneFOneB;
     auto step = [&](int rank, StepKind k, int mb, TimeNs start, TimeNs dur) {
         mp.steps.push_back(PipelineStep{rank, rank, 0, mb, k, start, start + dur, dur});
     };
@@ -237,7 +237,7 @@ void TestModel::rendezvousSendTellsTheLanding()
     MeasuredPipeline mp;
     mp.pipelineDegree = 2;
     mp.microbatches = 1;
-    mp.schedule = "1f1b";
+    mp.schedule = ScheduleKind::OneFOneB;
     mp.steps = {PipelineStep{0, 0, 0, 0, StepKind::F, 0, 10, 10}, PipelineStep{1, 1, 0, 0, StepKind::F, 130, 140, 10},
                 PipelineStep{1, 1, 0, 0, StepKind::B, 140, 160, 20}, PipelineStep{0, 0, 0, 0, StepKind::B, 170, 190, 20}};
     mp.stageOfRank = {0, 1};
@@ -295,7 +295,7 @@ void TestModel::fromMeasuredLatencySyncAndStarts()
     MeasuredPipeline mp;
     mp.pipelineDegree = 2;
     mp.microbatches = 2;
-    mp.schedule = "1f1b";
+    mp.schedule = ScheduleKind::OneFOneB;
     auto step = [&](int rank, StepKind k, int mb, TimeNs start, TimeNs dur) {
         mp.steps.push_back(PipelineStep{rank, rank, 0, mb, k, start, start + dur, dur});
     };
@@ -341,7 +341,7 @@ void TestModel::fromMeasuredWithLayers()
     MeasuredPipeline mp;
     mp.pipelineDegree = 2;
     mp.microbatches = 1;
-    mp.schedule = "gpipe";
+    mp.schedule = ScheduleKind::GPipe;
     mp.steps.push_back(PipelineStep{0, 0, 0, 0, StepKind::F, 0, 10, 10});
     mp.steps.push_back(PipelineStep{1, 1, 0, 0, StepKind::F, 10, 30, 20});
     mp.steps.push_back(PipelineStep{1, 1, 0, 0, StepKind::B, 30, 70, 40});
@@ -671,11 +671,11 @@ void TestModel::kinetoEmitter()
     s.pp = 2;
     s.microbatches = 4;
     const Prediction p = predict(c, s);
-    KinetoEmitOptions o;
+    simulate::KinetoEmitOptions o;
     o.iterations = 3;
     o.modelName = "demo";
     const std::string out = (dir.path() + "/k").toStdString();
-    const KinetoEmitSummary sum = emitKineto(p, o, out);
+    const simulate::KinetoEmitSummary sum = simulate::emitKineto(p, o, out);
     QCOMPARE(int(sum.files.size()), 4); // pp 2 x dp 2
     for (int g = 0; g < 4; ++g) {
         const std::string text = readFile(sum.files[size_t(g)]);
@@ -729,10 +729,10 @@ void TestModel::kinetoEmitter()
         QVERIFY(std::isdigit(static_cast<unsigned char>(text[dot + 3])) && !std::isdigit(static_cast<unsigned char>(text[dot + 4])));
     }
     // Deterministic for a seed, different for another.
-    const KinetoEmitSummary again = emitKineto(p, o, (dir.path() + "/k2").toStdString());
+    const simulate::KinetoEmitSummary again = simulate::emitKineto(p, o, (dir.path() + "/k2").toStdString());
     QCOMPARE(readFile(again.files[0]), readFile(sum.files[0]));
     o.seed = 2;
-    const KinetoEmitSummary other = emitKineto(p, o, (dir.path() + "/k3").toStdString());
+    const simulate::KinetoEmitSummary other = simulate::emitKineto(p, o, (dir.path() + "/k3").toStdString());
     QVERIFY(readFile(other.files[0]) != readFile(sum.files[0]));
 }
 

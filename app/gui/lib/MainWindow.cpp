@@ -1,4 +1,5 @@
 #include "MainWindow.h"
+#include "views/Theme.h"
 #include "store/Store.h"
 
 #include "panels/BubblePanel.h"
@@ -24,6 +25,7 @@
 #include "whatif/WhatIf.h"
 
 #include <QAction>
+#include <QActionGroup>
 #include <QAbstractSpinBox>
 #include <QApplication>
 #include <QCheckBox>
@@ -58,6 +60,8 @@
 #ifdef PIPESCOPE_HAVE_SVG
 #include <QSvgGenerator>
 #endif
+
+#include <functional>
 
 namespace pipescope::gui {
 
@@ -490,6 +494,7 @@ void MainWindow::buildMenus()
     timelineOnly_ = timelineOnly;
     QAction* reset = view->addAction(QStringLiteral("&Reset layout"), this, &MainWindow::resetLayout);
     reset->setObjectName(QStringLiteral("reset-layout"));
+    buildAppearanceMenu(view->addMenu(QStringLiteral("&Appearance")));
     view->addSeparator();
     for (QDockWidget* d : findChildren<QDockWidget*>())
         view->addAction(d->toggleViewAction());
@@ -676,7 +681,7 @@ bool MainWindow::setSavedPrediction(const QString& path)
 
 bool MainWindow::saveCurrentPrediction(const QString& path)
 {
-    const auto p = editor_->currentPrediction();
+    const PredictionPtr p = editor_->currentPredictionShared();
     if (!job_ || !job_->analysis || !job_->trace || !p) {
         showError(QStringLiteral("There is no prediction to save: open a job whose pipeline the what-if engine calibrates"));
         return false;
@@ -829,7 +834,7 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     const auto& pl = j.analysis->pipeline;
     QString text = pl.found ? QStringLiteral("%1: pp %2, dp %3, %4 microbatches, %5 schedule")
                                   .arg(j.title).arg(pl.pp).arg(pl.dp).arg(pl.microbatches)
-                                  .arg(QString::fromStdString(pl.schedule))
+                                  .arg(QString::fromStdString(scheduleName(pl.schedule)))
                             : QStringLiteral("%1: no pipeline found (%2)").arg(j.title, QString::fromStdString(pl.reason));
     if (!j.complete) {
         status_->setText(text + QStringLiteral("; showing a window of %1 activities, loading the whole trace ...")
@@ -912,8 +917,8 @@ report::ReportOptions MainWindow::reportOptions(QString* modelFile) const
     if (modelFile)
         *modelFile = model;
     const auto scenario = editor_->currentScenario();
-    const auto current = editor_->currentPrediction();
-    const auto measured = editor_->measuredPrediction();
+    const PredictionPtr current = editor_->currentPredictionShared();
+    const PredictionPtr measured = editor_->measuredPredictionShared();
     if (current && current->gpuMemoryBytes)
         o.calibrate.gpuMemoryBytes = current->gpuMemoryBytes;
     if (!scenario || !measured || !job_->costModel)
@@ -951,7 +956,7 @@ bool MainWindow::saveChromeTrace(const QString& path, TraceRange range)
     if (!startExport())
         return false;
     report::ChromeTraceOptions o;
-    report::addAnalysis(o, *job_->analysis);
+    report::addAnalysis(o, *job_->analysis, job_->trace.get());
     if (range == TraceRange::Visible) {
         const auto [from, to] = timeline_->visibleRange();
         o.from = from;
@@ -1061,6 +1066,54 @@ void MainWindow::setTimelineOnly(bool on)
         for (QDockWidget* d : std::as_const(hiddenDocks_))
             d->show();
         hiddenDocks_.clear();
+    }
+}
+
+// Theme (system, light, dark), text size and row density; each choice
+// applies at once and is kept for the next session (views/Theme.h).
+void MainWindow::buildAppearanceMenu(QMenu* menu)
+{
+    menu->setObjectName(QStringLiteral("appearance"));
+    auto change = [this](const std::function<void(Appearance&)>& edit) {
+        Appearance a = savedAppearance();
+        edit(a);
+        saveAppearance(a);
+        applyAppearance(a);
+        timeline_->setRowDensity(a.density);
+    };
+    auto group = [menu](const QString& objectName) {
+        auto* g = new QActionGroup(menu);
+        g->setObjectName(objectName);
+        return g;
+    };
+    const Appearance now = savedAppearance();
+    QActionGroup* themes = group(QStringLiteral("theme"));
+    for (auto [name, t] : {std::pair{QStringLiteral("&System theme"), ThemeChoice::System},
+                           std::pair{QStringLiteral("&Light"), ThemeChoice::Light},
+                           std::pair{QStringLiteral("&Dark"), ThemeChoice::Dark}}) {
+        QAction* a = menu->addAction(name, this, [change, t] { change([t](Appearance& x) { x.theme = t; }); });
+        a->setCheckable(true);
+        a->setChecked(now.theme == t);
+        a->setData(QString::fromLatin1(toString(t)));
+        themes->addAction(a);
+    }
+    menu->addSeparator();
+    menu->addAction(QStringLiteral("&Larger text"), this, [change] {
+        change([](Appearance& x) { x.fontPoint = std::min(32, (x.fontPoint > 0 ? x.fontPoint : QApplication::font().pointSize()) + 1); });
+    });
+    menu->addAction(QStringLiteral("S&maller text"), this, [change] {
+        change([](Appearance& x) { x.fontPoint = std::max(6, (x.fontPoint > 0 ? x.fontPoint : QApplication::font().pointSize()) - 1); });
+    });
+    menu->addAction(QStringLiteral("System text si&ze"), this, [change] { change([](Appearance& x) { x.fontPoint = 0; }); });
+    menu->addSeparator();
+    QActionGroup* densities = group(QStringLiteral("density"));
+    for (auto [name, d] : {std::pair{QStringLiteral("&Compact rows"), RowDensity::Compact},
+                           std::pair{QStringLiteral("&Normal rows"), RowDensity::Normal},
+                           std::pair{QStringLiteral("Comfor&table rows"), RowDensity::Comfortable}}) {
+        QAction* a = menu->addAction(name, this, [change, d] { change([d](Appearance& x) { x.density = d; }); });
+        a->setCheckable(true);
+        a->setChecked(now.density == d);
+        densities->addAction(a);
     }
 }
 

@@ -113,6 +113,7 @@ protected:
     void sizeDocks();
     void setTimelineOnly(bool on); // View > Timeline only (F11)
     void resetLayout();            // View > Reset layout
+    void buildAppearanceMenu(QMenu* menu); // View > Appearance
 
 private:
     void buildMenus();

@@ -2,6 +2,7 @@
 #include "util/JsonText.h"
 
 #include "import/capture/CaptureSchema.h"
+#include "import/capture/detail/CaptureSteps.h"
 #include "store/Sqlite.h"
 #include "util/Error.h"
 #include "util/Work.h"
@@ -23,23 +24,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct CommFacts {
-    uint64_t hash = 0;
-    std::string name;
-    int nranks = 0;
-    int rank = 0; // rank in the communicator
-    std::optional<int> nnodes;
-};
-
-struct FileFacts {
-    std::string path;
-    std::optional<int> rank, worldSize;
-    std::string host, bootId, command, rankVar;
-    std::optional<int64_t> pid;
-    TimeNs startNs = 0, endNs = 0;
-    std::vector<CommFacts> comms;
-    int64_t gpuActivities = 0, ncclOps = 0;
-};
+using capture::detail::CommFacts;
+using capture::detail::FileFacts;
+using capture::detail::NcclKernel;
+using capture::detail::NcclLaunch;
 
 // global rank of (communicator, rank in it)
 using PeerMap = std::map<uint64_t, std::map<int, int>>;
@@ -160,24 +148,27 @@ FileFacts readFacts(sql::Database& db, const std::string& path)
     return f;
 }
 
-struct NcclKernel {
-    int64_t activityId = 0;
-    TimeNs start = 0, end = 0;
-    int64_t streamId = 0;
+// What the steps of importing one capture file share: the file, the rank it
+// becomes, the store being written and the source the rows are recorded under.
+struct RankImport {
+    sql::Database& db;
+    const FileFacts& facts;
+    int rank;
+    StoreWriter& writer;
+    ImportedSource& src;
 };
 
-ImportedSource importOne(const std::string& path, sql::Database& db, const FileFacts& facts, int rank,
-                         const PeerMap& peers, StoreWriter& writer, int64_t* droppedOut)
-{
-    ImportedSource src;
-    src.ranks = {rank};
-    // Recorded on CLOCK_REALTIME: times are epoch ns already, nothing to add
-    // (importJob shifts each source by this).
-    src.timeBase = 0;
-    src.absoluteClock = true;
-
-    // Facts that only go into the source's details.
+// The facts that only go into the source's details, and the counts of
+// records the recorder dropped (also told as diagnostics).
+struct SourceDetails {
     nlohmann::json details = nlohmann::json::object();
+    std::vector<std::pair<std::string, int64_t>> dropped;
+};
+
+SourceDetails readSourceDetails(sql::Database& db, const FileFacts& facts)
+{
+    SourceDetails out;
+    nlohmann::json& details = out.details;
     details["capture_version"] = pragmaInt(db, "user_version");
     details["host"] = facts.host;
     if (facts.pid)
@@ -200,12 +191,11 @@ ImportedSource importOne(const std::string& path, sql::Database& db, const FileF
                                {"reason", st.string(2)}});
         details["windows"] = windows;
     }
-    std::vector<std::pair<std::string, int64_t>> dropped;
     {
         auto st = db.prepare("SELECT source, count FROM dropped ORDER BY source");
         nlohmann::json d = nlohmann::json::object();
         while (st.step()) {
-            dropped.emplace_back(st.string(0), st.int64(1));
+            out.dropped.emplace_back(st.string(0), st.int64(1));
             d[st.string(0)] = st.int64(1);
         }
         details["dropped"] = d;
@@ -215,191 +205,240 @@ ImportedSource importOne(const std::string& path, sql::Database& db, const FileF
         while (st.step())
             details[st.string(0)] = st.string(1);
     }
+    return out;
+}
 
+int64_t addCaptureSource(const std::string& path, const FileFacts& facts, int rank, const nlohmann::json& details,
+                         StoreWriter& writer)
+{
     SourceRecord sr;
     sr.path = path;
     sr.format = "capture";
     sr.rank = rank;
     sr.timeBase = facts.startNs;
     sr.details = jsonText(details);
-    src.sourceId = writer.addSource(sr);
+    return writer.addSource(sr);
+}
 
+void reportDropped(const RankImport& in, const std::vector<std::pair<std::string, int64_t>>& dropped,
+                   int64_t* droppedOut)
+{
     for (auto& [source, n] : dropped) {
-        writer.diagnostic(src.sourceId, Severity::Warning, "capture_dropped:" + source,
-                          std::to_string(n) + " records were dropped while recording (" + source +
-                              "); the timeline has gaps");
+        in.writer.diagnostic(in.src.sourceId, Severity::Warning, "capture_dropped:" + source,
+                             std::to_string(n) + " records were dropped while recording (" + source +
+                                 "); the timeline has gaps");
         if (droppedOut)
             *droppedOut += n;
     }
+}
 
-    // Strings: capture ids -> store ids, on first use.
-    std::unordered_map<int64_t, std::string> captureStrings;
+// Strings: capture ids -> store ids, interned on first use.
+class CaptureStrings {
+public:
+    CaptureStrings(sql::Database& db, StoreWriter& writer) : writer_(writer)
     {
         auto st = db.prepare("SELECT id, value FROM strings");
         while (st.step())
-            captureStrings.emplace(st.int64(0), st.string(1));
+            text_.emplace(st.int64(0), st.string(1));
     }
-    std::unordered_map<int64_t, StringId> storeIds;
-    auto str = [&](int64_t captureId) -> StringId {
-        auto it = storeIds.find(captureId);
-        if (it != storeIds.end())
+    StringId id(int64_t captureId)
+    {
+        auto it = ids_.find(captureId);
+        if (it != ids_.end())
             return it->second;
-        auto s = captureStrings.find(captureId);
-        StringId id = writer.intern(s == captureStrings.end() ? std::string_view{} : std::string_view(s->second));
-        storeIds.emplace(captureId, id);
+        auto s = text_.find(captureId);
+        StringId id = writer_.intern(s == text_.end() ? std::string_view{} : std::string_view(s->second));
+        ids_.emplace(captureId, id);
         return id;
-    };
-    auto nameOf = [&](int64_t captureId) -> const std::string& {
+    }
+    const std::string& text(int64_t captureId) const
+    {
         static const std::string empty;
-        auto s = captureStrings.find(captureId);
-        return s == captureStrings.end() ? empty : s->second;
-    };
-
-    {
-        auto st = db.prepare("SELECT id, name, uuid, memory_bytes, sm_count, cc_major, cc_minor FROM devices");
-        while (st.step()) {
-            GpuInfo g;
-            g.rank = rank;
-            g.device = static_cast<int>(st.int64(0));
-            g.name = st.isNull(1) ? "" : st.string(1);
-            g.uuid = st.isNull(2) ? "" : st.string(2);
-            g.memoryBytes = st.optInt64(3);
-            if (!st.isNull(4))
-                g.smCount = static_cast<int>(st.int64(4));
-            if (!st.isNull(5) && !st.isNull(6))
-                g.computeCapability = std::to_string(st.int64(5)) + "." + std::to_string(st.int64(6));
-            writer.addGpu(g);
-        }
+        auto s = text_.find(captureId);
+        return s == text_.end() ? empty : s->second;
     }
+
+private:
+    StoreWriter& writer_;
+    std::unordered_map<int64_t, std::string> text_;
+    std::unordered_map<int64_t, StringId> ids_;
+};
+
+void addDevices(const RankImport& in)
+{
+    auto st = in.db.prepare("SELECT id, name, uuid, memory_bytes, sm_count, cc_major, cc_minor FROM devices");
+    while (st.step()) {
+        GpuInfo g;
+        g.rank = in.rank;
+        g.device = static_cast<int>(st.int64(0));
+        g.name = st.isNull(1) ? "" : st.string(1);
+        g.uuid = st.isNull(2) ? "" : st.string(2);
+        g.memoryBytes = st.optInt64(3);
+        if (!st.isNull(4))
+            g.smCount = static_cast<int>(st.int64(4));
+        if (!st.isNull(5) && !st.isNull(6))
+            g.computeCapability = std::to_string(st.int64(5)) + "." + std::to_string(st.int64(6));
+        in.writer.addGpu(g);
+    }
+}
+
+// CUPTI context id -> device: synchronisation records name only their context.
+std::map<int64_t, int> readContextDevices(sql::Database& db)
+{
     std::map<int64_t, int> contextDevice;
-    {
-        auto st = db.prepare("SELECT id, device FROM contexts");
-        while (st.step())
-            contextDevice[st.int64(0)] = static_cast<int>(st.int64(1));
-    }
+    auto st = db.prepare("SELECT id, device FROM contexts");
+    while (st.step())
+        contextDevice[st.int64(0)] = static_cast<int>(st.int64(1));
+    return contextDevice;
+}
 
+// What the GPU activities tell the later steps: kernels per device (the
+// rank's device is the busiest) and the NCCL kernels, by correlation id.
+struct GpuActivityFacts {
     std::map<int, int64_t> kernelsPerDevice;
-    std::unordered_map<int64_t, NcclKernel> ncclKernels; // by correlation
-    {
-        auto st = db.prepare("SELECT kind, start_ns, end_ns, device, context, stream, correlation, name_id, bytes, "
-                             "copy_kind, grid_x, grid_y, grid_z, block_x, block_y, block_z FROM gpu_activities "
-                             "ORDER BY start_ns");
-        while (st.step()) {
-            int kind = static_cast<int>(st.int64(0));
-            if (kind < 0 || kind > 3) {
-                writer.diagnostic(src.sourceId, Severity::Warning, "capture_bad_kind",
-                                  "GPU activity of unknown kind " + std::to_string(kind) + " skipped");
-                continue;
-            }
-            int device = 0;
-            if (!st.isNull(3))
-                device = static_cast<int>(st.int64(3));
-            else if (!st.isNull(4) && contextDevice.count(st.int64(4)))
-                device = contextDevice[st.int64(4)];
-            // Context-wide synchronisation has no stream of its own.
-            int64_t stream = st.isNull(5) ? -1 : st.int64(5);
-            int64_t streamId =
-                writer.stream(rank, device, stream, stream < 0 ? std::string("sync") : "stream " + std::to_string(stream));
-            ActivityRecord a;
-            a.rank = rank;
-            a.streamId = streamId;
-            a.kind = static_cast<ActivityKind>(kind);
-            a.start = st.int64(1);
-            a.end = std::max(a.start, st.int64(2));
-            a.name = str(st.int64(7));
-            a.correlation = st.optInt64(6);
-            a.bytes = st.optInt64(8);
-            if (!st.isNull(9))
-                a.copyKind = static_cast<CopyKind>(std::clamp<int64_t>(st.int64(9), 0, 10));
-            if (!st.isNull(10))
-                a.grid = std::to_string(st.int64(10)) + "," + std::to_string(st.int64(11)) + "," +
-                         std::to_string(st.int64(12));
-            if (!st.isNull(13))
-                a.block = std::to_string(st.int64(13)) + "," + std::to_string(st.int64(14)) + "," +
-                          std::to_string(st.int64(15));
-            int64_t id = writer.addActivity(a);
-            ++src.records;
-            if (kind == capture::kKernel) {
-                ++kernelsPerDevice[device];
-                if (a.correlation && isNcclKernelName(nameOf(st.int64(7))))
-                    ncclKernels[*a.correlation] = NcclKernel{id, a.start, a.end, streamId};
-            }
+    std::unordered_map<int64_t, NcclKernel> ncclKernels;
+};
+
+GpuActivityFacts addGpuActivities(const RankImport& in, CaptureStrings& strings,
+                                  const std::map<int64_t, int>& contextDevice)
+{
+    GpuActivityFacts out;
+    auto st = in.db.prepare("SELECT kind, start_ns, end_ns, device, context, stream, correlation, name_id, bytes, "
+                            "copy_kind, grid_x, grid_y, grid_z, block_x, block_y, block_z FROM gpu_activities "
+                            "ORDER BY start_ns");
+    while (st.step()) {
+        int kind = static_cast<int>(st.int64(0));
+        if (kind < 0 || kind > 3) {
+            in.writer.diagnostic(in.src.sourceId, Severity::Warning, "capture_bad_kind",
+                                 "GPU activity of unknown kind " + std::to_string(kind) + " skipped");
+            continue;
+        }
+        int device = 0;
+        if (!st.isNull(3))
+            device = static_cast<int>(st.int64(3));
+        else if (!st.isNull(4) && contextDevice.count(st.int64(4)))
+            device = contextDevice.at(st.int64(4));
+        // Context-wide synchronisation has no stream of its own.
+        int64_t stream = st.isNull(5) ? -1 : st.int64(5);
+        int64_t streamId = in.writer.stream(in.rank, device, stream,
+                                            stream < 0 ? std::string("sync") : "stream " + std::to_string(stream));
+        ActivityRecord a;
+        a.rank = in.rank;
+        a.streamId = streamId;
+        a.kind = static_cast<ActivityKind>(kind);
+        a.start = st.int64(1);
+        a.end = std::max(a.start, st.int64(2));
+        a.name = strings.id(st.int64(7));
+        a.correlation = st.optInt64(6);
+        a.bytes = st.optInt64(8);
+        if (!st.isNull(9))
+            a.copyKind = static_cast<CopyKind>(std::clamp<int64_t>(st.int64(9), 0, 10));
+        if (!st.isNull(10))
+            a.grid = std::to_string(st.int64(10)) + "," + std::to_string(st.int64(11)) + "," +
+                     std::to_string(st.int64(12));
+        if (!st.isNull(13))
+            a.block = std::to_string(st.int64(13)) + "," + std::to_string(st.int64(14)) + "," +
+                      std::to_string(st.int64(15));
+        int64_t id = in.writer.addActivity(a);
+        ++in.src.records;
+        if (kind == capture::kKernel) {
+            ++out.kernelsPerDevice[device];
+            if (a.correlation && isNcclKernelName(strings.text(st.int64(7))))
+                out.ncclKernels[*a.correlation] = NcclKernel{id, a.start, a.end, streamId};
         }
     }
+    return out;
+}
 
-    // Launch calls of NCCL kernels, by start time: NCCL operations find their kernel here.
-    std::vector<std::pair<std::pair<TimeNs, TimeNs>, NcclKernel>> ncclLaunches; // (launch call start, end)
-    {
-        auto st = db.prepare("SELECT kind, tid, start_ns, end_ns, name_id, correlation FROM api_calls ORDER BY start_ns");
-        while (st.step()) {
-            CpuRangeRecord r;
-            r.rank = rank;
-            r.tid = st.int64(1);
-            r.kind = st.int64(0) == capture::kDriver ? CpuRangeKind::Driver : CpuRangeKind::Runtime;
-            r.start = st.int64(2);
+// The runtime and driver calls. Returns the launch calls of NCCL kernels, in
+// the order of the calls' start: NCCL operations find their kernel there.
+std::vector<NcclLaunch> addApiCalls(const RankImport& in, CaptureStrings& strings,
+                                    const std::unordered_map<int64_t, NcclKernel>& ncclKernels)
+{
+    std::vector<NcclLaunch> ncclLaunches;
+    auto st = in.db.prepare("SELECT kind, tid, start_ns, end_ns, name_id, correlation FROM api_calls ORDER BY start_ns");
+    while (st.step()) {
+        CpuRangeRecord r;
+        r.rank = in.rank;
+        r.tid = st.int64(1);
+        r.kind = st.int64(0) == capture::kDriver ? CpuRangeKind::Driver : CpuRangeKind::Runtime;
+        r.start = st.int64(2);
+        r.end = std::max(r.start, st.int64(3));
+        r.name = strings.id(st.int64(4));
+        r.correlation = st.int64(5);
+        in.writer.addCpuRange(r);
+        ++in.src.records;
+        if (auto it = ncclKernels.find(*r.correlation); it != ncclKernels.end())
+            ncclLaunches.push_back(NcclLaunch{std::make_pair(r.start, r.end), it->second});
+    }
+    return ncclLaunches;
+}
+
+void addNvtxRanges(const RankImport& in, CaptureStrings& strings)
+{
+    int64_t unclosed = 0;
+    auto st = in.db.prepare("SELECT kind, tid, start_ns, end_ns, name_id, domain_id FROM nvtx_ranges ORDER BY start_ns");
+    while (st.step()) {
+        CpuRangeRecord r;
+        r.rank = in.rank;
+        r.tid = st.int64(1);
+        r.kind = CpuRangeKind::Nvtx;
+        r.start = st.int64(2);
+        if (st.isNull(3)) {
+            ++unclosed;
+            r.end = std::max(r.start, in.facts.endNs);
+        } else {
             r.end = std::max(r.start, st.int64(3));
-            r.name = str(st.int64(4));
-            r.correlation = st.int64(5);
-            writer.addCpuRange(r);
-            ++src.records;
-            if (auto it = ncclKernels.find(*r.correlation); it != ncclKernels.end())
-                ncclLaunches.emplace_back(std::make_pair(r.start, r.end), it->second);
         }
+        r.name = strings.id(st.int64(4));
+        if (!st.isNull(5))
+            r.domain = strings.id(st.int64(5));
+        in.writer.addCpuRange(r);
+        ++in.src.records;
     }
-    {
-        int64_t unclosed = 0;
-        auto st = db.prepare("SELECT kind, tid, start_ns, end_ns, name_id, domain_id FROM nvtx_ranges ORDER BY start_ns");
-        while (st.step()) {
-            CpuRangeRecord r;
-            r.rank = rank;
-            r.tid = st.int64(1);
-            r.kind = CpuRangeKind::Nvtx;
-            r.start = st.int64(2);
-            if (st.isNull(3)) {
-                ++unclosed;
-                r.end = std::max(r.start, facts.endNs);
-            } else {
-                r.end = std::max(r.start, st.int64(3));
-            }
-            r.name = str(st.int64(4));
-            if (!st.isNull(5))
-                r.domain = str(st.int64(5));
-            writer.addCpuRange(r);
-            ++src.records;
-        }
-        if (unclosed > 0)
-            for (int64_t i = 0; i < unclosed; ++i)
-                writer.diagnostic(src.sourceId, Severity::Info, "capture_nvtx_unclosed",
-                                  "an NVTX range was still open when recording ended; it is closed at the end");
-    }
-    {
-        // Device memory only: pinned and pageable host memory is not the GPU's.
-        auto st = db.prepare("SELECT device, ts_ns, bytes, address FROM memory_events "
-                             "WHERE memory_kind IS NULL OR memory_kind IN (3, 5) ORDER BY ts_ns");
-        while (st.step()) {
-            MemoryEvent m;
-            m.rank = rank;
-            m.device = static_cast<int>(st.int64(0));
-            m.ts = st.int64(1);
-            m.bytes = st.int64(2);
-            m.address = st.optInt64(3);
-            writer.addMemoryEvent(m);
-            ++src.records;
-        }
-    }
+    if (unclosed > 0)
+        for (int64_t i = 0; i < unclosed; ++i)
+            in.writer.diagnostic(in.src.sourceId, Severity::Info, "capture_nvtx_unclosed",
+                                 "an NVTX range was still open when recording ended; it is closed at the end");
+}
 
-    // Communicators: groups with global ranks where known.
-    std::map<uint64_t, CommFacts> comms;
-    for (const auto& c : facts.comms)
-        comms[c.hash] = c;
-    auto globalOf = [&](uint64_t hash, int commRank) -> std::optional<int> {
-        auto it = peers.find(hash);
-        if (it == peers.end())
+void addMemoryEvents(const RankImport& in)
+{
+    // Device memory only: pinned and pageable host memory is not the GPU's.
+    auto st = in.db.prepare("SELECT device, ts_ns, bytes, address FROM memory_events "
+                            "WHERE memory_kind IS NULL OR memory_kind IN (3, 5) ORDER BY ts_ns");
+    while (st.step()) {
+        MemoryEvent m;
+        m.rank = in.rank;
+        m.device = static_cast<int>(st.int64(0));
+        m.ts = st.int64(1);
+        m.bytes = st.int64(2);
+        m.address = st.optInt64(3);
+        in.writer.addMemoryEvent(m);
+        ++in.src.records;
+    }
+}
+
+// Communicators: groups with global ranks where known.
+class Communicators {
+public:
+    Communicators(const FileFacts& facts, const PeerMap& peers) : peers_(peers)
+    {
+        for (const auto& c : facts.comms)
+            byHash_[c.hash] = c;
+    }
+    const std::map<uint64_t, CommFacts>& byHash() const { return byHash_; }
+    std::optional<int> globalOf(uint64_t hash, int commRank) const
+    {
+        auto it = peers_.find(hash);
+        if (it == peers_.end())
             return std::nullopt;
         auto r = it->second.find(commRank);
         return r == it->second.end() ? std::nullopt : std::optional<int>(r->second);
-    };
-    auto groupRanks = [&](const CommFacts& c) {
+    }
+    // Every member's global rank, or none when one of them is unknown.
+    std::vector<int> groupRanks(const CommFacts& c) const
+    {
         std::vector<int> ranks;
         for (int i = 0; i < c.nranks; ++i)
             if (auto g = globalOf(c.hash, i))
@@ -407,95 +446,128 @@ ImportedSource importOne(const std::string& path, sql::Database& db, const FileF
         if (static_cast<int>(ranks.size()) != c.nranks)
             ranks.clear();
         return ranks;
-    };
-    for (const auto& [hash, c] : comms) {
-        ProcessGroup g;
-        g.rank = rank;
-        g.name = hashText(hash);
-        g.desc = c.name;
-        g.ranks = groupRanks(c);
-        g.size = c.nranks;
-        writer.addProcessGroup(g);
-    }
-    {
-        std::sort(ncclLaunches.begin(), ncclLaunches.end(),
-                  [](const auto& a, const auto& b) { return a.first < b.first; });
-        int64_t unlinked = 0;
-        auto st = db.prepare("SELECT comm_hash, func, is_p2p, count, dtype, bytes, peer, root, seq, start_ns, end_ns "
-                             "FROM nccl_ops ORDER BY start_ns");
-        while (st.step()) {
-            auto hash = static_cast<uint64_t>(st.int64(0));
-            NcclRecord op;
-            op.rank = rank;
-            // NCCL's profiler names the function as NCCL does ("AllReduce", "Send").
-            op.kind = collectiveFromCallName(st.string(1));
-            op.isP2p = st.int64(2) != 0;
-            op.inNelems = st.optInt64(3);
-            op.outNelems = st.optInt64(3);
-            op.dtype = st.isNull(4) ? "" : st.string(4);
-            op.bytes = st.optInt64(5);
-            op.groupName = hashText(hash);
-            if (auto it = comms.find(hash); it != comms.end()) {
-                op.groupDesc = it->second.name;
-                op.groupSize = it->second.nranks;
-                auto ranks = groupRanks(it->second);
-                if (!ranks.empty())
-                    op.groupRanks = nlohmann::json(ranks).dump();
-            }
-            if (!st.isNull(6))
-                op.peer = globalOf(hash, static_cast<int>(st.int64(6)));
-            op.seq = st.optInt64(8);
-            TimeNs enqueueStart = st.int64(9), enqueueEnd = std::max(enqueueStart, st.int64(10));
-            // NCCL's events mark the host side (NCCL 2.28 starts them right
-            // after the kernel launch, older versions around the enqueue); the
-            // GPU time is that of the NCCL kernel launched nearest to the event.
-            auto next = std::lower_bound(ncclLaunches.begin(), ncclLaunches.end(), enqueueStart,
-                                         [](const auto& l, TimeNs t) { return l.first.first < t; });
-            auto distance = [&](const auto& l) {
-                TimeNs lo = std::max(l.first.first, enqueueStart), hi = std::min(l.first.second, enqueueEnd);
-                return std::max<TimeNs>(0, lo - hi);
-            };
-            const NcclKernel* kernel = nullptr;
-            TimeNs best = 0;
-            if (next != ncclLaunches.end()) {
-                kernel = &next->second;
-                best = distance(*next);
-            }
-            if (next != ncclLaunches.begin()) {
-                auto prev = std::prev(next);
-                if (!kernel || distance(*prev) <= best)
-                    kernel = &prev->second;
-            }
-            if (kernel) {
-                op.activityId = kernel->activityId;
-                op.start = kernel->start;
-                op.end = kernel->end;
-                op.streamId = kernel->streamId;
-            } else {
-                op.start = enqueueStart;
-                op.end = enqueueEnd;
-                if (facts.gpuActivities > 0)
-                    ++unlinked;
-            }
-            writer.addNcclOp(op);
-            ++src.records;
-        }
-        for (int64_t i = 0; i < unlinked; ++i)
-            writer.diagnostic(src.sourceId, Severity::Info, "capture_nccl_unlinked",
-                              "an NCCL operation has no recorded kernel; its times are the host enqueue times");
     }
 
+private:
+    const PeerMap& peers_;
+    std::map<uint64_t, CommFacts> byHash_;
+};
+
+void addProcessGroups(const RankImport& in, const Communicators& comms)
+{
+    for (const auto& [hash, c] : comms.byHash()) {
+        ProcessGroup g;
+        g.rank = in.rank;
+        g.name = hashText(hash);
+        g.desc = c.name;
+        g.ranks = comms.groupRanks(c);
+        g.size = c.nranks;
+        in.writer.addProcessGroup(g);
+    }
+}
+
+// One nccl_ops row as the store records it, before its times are known
+// (columns of the query in addNcclOps).
+NcclRecord ncclRecordOf(const sql::Statement& st, int rank, const Communicators& comms)
+{
+    auto hash = static_cast<uint64_t>(st.int64(0));
+    NcclRecord op;
+    op.rank = rank;
+    // NCCL's profiler names the function as NCCL does ("AllReduce", "Send").
+    op.kind = collectiveFromCallName(st.string(1));
+    op.isP2p = st.int64(2) != 0;
+    op.inNelems = st.optInt64(3);
+    op.outNelems = st.optInt64(3);
+    op.dtype = st.isNull(4) ? "" : st.string(4);
+    op.bytes = st.optInt64(5);
+    op.groupName = hashText(hash);
+    if (auto it = comms.byHash().find(hash); it != comms.byHash().end()) {
+        op.groupDesc = it->second.name;
+        op.groupSize = it->second.nranks;
+        auto ranks = comms.groupRanks(it->second);
+        if (!ranks.empty())
+            op.groupRanks = nlohmann::json(ranks).dump();
+    }
+    if (!st.isNull(6))
+        op.peer = comms.globalOf(hash, static_cast<int>(st.int64(6)));
+    op.seq = st.optInt64(8);
+    return op;
+}
+
+void addNcclOps(const RankImport& in, const Communicators& comms, std::vector<NcclLaunch>& ncclLaunches)
+{
+    std::sort(ncclLaunches.begin(), ncclLaunches.end(),
+              [](const NcclLaunch& a, const NcclLaunch& b) { return a.call < b.call; });
+    int64_t unlinked = 0;
+    auto st = in.db.prepare("SELECT comm_hash, func, is_p2p, count, dtype, bytes, peer, root, seq, start_ns, end_ns "
+                            "FROM nccl_ops ORDER BY start_ns");
+    while (st.step()) {
+        NcclRecord op = ncclRecordOf(st, in.rank, comms);
+        TimeNs enqueueStart = st.int64(9), enqueueEnd = std::max(enqueueStart, st.int64(10));
+        // NCCL's events mark the host side (NCCL 2.28 starts them right
+        // after the kernel launch, older versions around the enqueue); the
+        // GPU time is that of the NCCL kernel launched nearest to the event.
+        if (const NcclKernel* kernel = capture::detail::nearestNcclLaunch(ncclLaunches, enqueueStart, enqueueEnd)) {
+            op.activityId = kernel->activityId;
+            op.start = kernel->start;
+            op.end = kernel->end;
+            op.streamId = kernel->streamId;
+        } else {
+            op.start = enqueueStart;
+            op.end = enqueueEnd;
+            if (in.facts.gpuActivities > 0)
+                ++unlinked;
+        }
+        in.writer.addNcclOp(op);
+        ++in.src.records;
+    }
+    for (int64_t i = 0; i < unlinked; ++i)
+        in.writer.diagnostic(in.src.sourceId, Severity::Info, "capture_nccl_unlinked",
+                             "an NCCL operation has no recorded kernel; its times are the host enqueue times");
+}
+
+void addRankInfo(const RankImport& in, const std::map<int, int64_t>& kernelsPerDevice)
+{
     RankInfo ri;
-    ri.rank = rank;
-    ri.worldSize = facts.worldSize;
-    ri.host = facts.host;
-    ri.pid = facts.pid;
-    ri.sourceId = src.sourceId;
+    ri.rank = in.rank;
+    ri.worldSize = in.facts.worldSize;
+    ri.host = in.facts.host;
+    ri.pid = in.facts.pid;
+    ri.sourceId = in.src.sourceId;
     if (!kernelsPerDevice.empty())
         ri.device = std::max_element(kernelsPerDevice.begin(), kernelsPerDevice.end(),
                                      [](const auto& a, const auto& b) { return a.second < b.second; })
                         ->first;
-    writer.addRank(ri);
+    in.writer.addRank(ri);
+}
+
+ImportedSource importOne(const std::string& path, sql::Database& db, const FileFacts& facts, int rank,
+                         const PeerMap& peers, StoreWriter& writer, int64_t* droppedOut)
+{
+    ImportedSource src;
+    src.ranks = {rank};
+    // Recorded on CLOCK_REALTIME: times are epoch ns already, nothing to add
+    // (importJob shifts each source by this).
+    src.timeBase = 0;
+    src.absoluteClock = true;
+
+    SourceDetails details = readSourceDetails(db, facts);
+    src.sourceId = addCaptureSource(path, facts, rank, details.details, writer);
+    const RankImport in{db, facts, rank, writer, src};
+    reportDropped(in, details.dropped, droppedOut);
+
+    CaptureStrings strings(db, writer);
+    addDevices(in);
+    const std::map<int64_t, int> contextDevice = readContextDevices(db);
+    GpuActivityFacts gpu = addGpuActivities(in, strings, contextDevice);
+    std::vector<NcclLaunch> ncclLaunches = addApiCalls(in, strings, gpu.ncclKernels);
+    addNvtxRanges(in, strings);
+    addMemoryEvents(in);
+
+    const Communicators comms(facts, peers);
+    addProcessGroups(in, comms);
+    addNcclOps(in, comms, ncclLaunches);
+    addRankInfo(in, gpu.kernelsPerDevice);
     return src;
 }
 
@@ -506,7 +578,188 @@ void skippedDiagnostic(StoreWriter& writer, const std::string& path, const std::
                       why + "; the file was skipped, its rank is missing from the job");
 }
 
+// The first file the merge could not use: rethrown as it was when the
+// directory holds that file alone, named in the message when every file failed.
+struct FirstFailure {
+    std::exception_ptr error;
+    std::string problem;
+    // Called from inside the handler of `e`.
+    void note(const Error& e)
+    {
+        if (!error) {
+            error = std::current_exception();
+            problem = e.what();
+        }
+    }
+};
+
+// A damaged or foreign file is left out with a warning; the job is the
+// files that can be read, and only when none can is the merge an error.
+std::vector<FileFacts> readAllFacts(MergeReport& report, FirstFailure& failure)
+{
+    std::vector<FileFacts> facts;
+    for (const auto& f : report.files) {
+        try {
+            sql::Database db = openCapture(f);
+            facts.push_back(readFacts(db, f));
+        } catch (const Cancelled&) {
+            throw;
+        } catch (const Error& e) {
+            report.skipped.emplace_back(f, e.what());
+            report.warnings.push_back(std::string(e.what()) + "; skipped");
+            failure.note(e);
+        }
+    }
+    return facts;
+}
+
+// Communicator rank -> global rank, from every file that joined it.
+PeerMap mapPeers(const std::vector<FileFacts>& facts, const std::vector<std::optional<int>>& assigned)
+{
+    PeerMap peers;
+    for (size_t i = 0; i < facts.size(); ++i)
+        if (assigned[i])
+            for (const auto& c : facts[i].comms)
+                peers[c.hash][c.rank] = *assigned[i];
+    return peers;
+}
+
+// One file into the store as `rank`. A file that fails part-way (a damaged
+// page, a missing table) takes its rows with it: the job is the ranks that
+// could be read whole.
+void mergeRankFile(StoreWriter& writer, const FileFacts& facts, int rank, const PeerMap& peers, MergeReport& report,
+                   FirstFailure& failure)
+{
+    writer.beginInput();
+    ImportedSource src;
+    int64_t dropped = 0;
+    try {
+        sql::Database db = openCapture(facts.path);
+        src = importOne(facts.path, db, facts, rank, peers, writer, &dropped);
+        writer.dropOutOfRangeTimes(); // a file with no usable time is skipped like an unreadable one
+        writer.keepInput();
+    } catch (const Cancelled&) {
+        throw;
+    } catch (const Error& e) {
+        // The store being written failing (disk full) is no fault of the file: that ends the merge.
+        if (std::string_view(e.what()).starts_with(report.output + ": "))
+            throw;
+        writer.discardInput();
+        failure.note(e);
+        report.skipped.emplace_back(facts.path, e.what());
+        report.warnings.push_back(std::string(e.what()) + "; skipped");
+        skippedDiagnostic(writer, facts.path, e.what());
+        return;
+    }
+    report.droppedRecords += dropped;
+    report.rankFiles[rank] = facts.path;
+    // Every process records on its host's CLOCK_REALTIME: ranks of one
+    // host share the clock exactly, hosts agree as far as NTP keeps them.
+    writer.setSourceAlignment(src.sourceId, 0, "time_base");
+    report.offsets.emplace_back(rank, 0);
+    report.sources.push_back(src);
+}
+
+// Ranks stay on their hosts' clocks, unless asked to align them by matched
+// collectives; several hosts without that get a note saying so.
+void alignClocks(StoreWriter& writer, const std::vector<FileFacts>& facts, const std::vector<std::optional<int>>& assigned,
+                 const MergeOptions& options, MergeReport& report)
+{
+    std::set<std::string> hosts;
+    for (size_t i = 0; i < facts.size(); ++i)
+        if (assigned[i])
+            hosts.insert(facts[i].bootId.empty() ? facts[i].host : facts[i].bootId);
+    if (options.alignCollectives) {
+        std::vector<int> ranks;
+        for (const auto& [r, f] : report.rankFiles)
+            ranks.push_back(r);
+        auto shifts = alignByOperations(writer, ranks);
+        for (auto& [r, off] : report.offsets)
+            if (auto it = shifts.find(r); it != shifts.end())
+                off += it->second;
+        for (const auto& src : report.sources)
+            if (src.ranks.size() == 1 && shifts.count(src.ranks[0]))
+                writer.setSourceAlignment(src.sourceId, shifts.at(src.ranks[0]), "collectives");
+        report.alignedByCollectives = !shifts.empty();
+    } else if (hosts.size() > 1) {
+        writer.diagnostic(std::nullopt, Severity::Info, "capture_hosts_clock",
+                          std::to_string(hosts.size()) + " hosts: ranks aligned by their system clocks (NTP); "
+                          "merge with `pipescope merge --align collectives` to align by collectives");
+    }
+}
+
 } // namespace
+
+namespace capture::detail {
+
+std::vector<std::optional<int>> assignRanks(const std::vector<FileFacts>& facts, std::vector<std::string>& warnings)
+{
+    // Ranks: files that name one keep it; a second claimant of a rank and
+    // files without one get the next free ranks. A process that recorded
+    // nothing and names no rank (a launcher touching CUDA) is left out.
+    std::vector<std::optional<int>> assigned(facts.size());
+    std::set<int> taken;
+    std::vector<size_t> order(facts.size());
+    for (size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    // Among claimants of a rank, the one with the most records wins.
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return facts[a].gpuActivities + facts[a].ncclOps > facts[b].gpuActivities + facts[b].ncclOps;
+    });
+    std::vector<size_t> unranked;
+    for (size_t i : order) {
+        const auto& f = facts[i];
+        bool empty = f.gpuActivities == 0 && f.ncclOps == 0;
+        if (f.rank && !taken.count(*f.rank)) {
+            assigned[i] = *f.rank;
+            taken.insert(*f.rank);
+        } else if (empty) {
+            warnings.push_back(f.path + ": recorded nothing" +
+                               (f.rank ? " and repeats rank " + std::to_string(*f.rank) : std::string()) + "; left out");
+        } else {
+            if (f.rank)
+                warnings.push_back(f.path + ": rank " + std::to_string(*f.rank) +
+                                   " is claimed by another process too; given a new rank");
+            unranked.push_back(i);
+        }
+    }
+    std::sort(unranked.begin(), unranked.end(),
+              [&](size_t a, size_t b) { return facts[a].startNs < facts[b].startNs; });
+    int next = taken.empty() ? 0 : *taken.rbegin() + 1;
+    for (size_t i : unranked) {
+        assigned[i] = next;
+        taken.insert(next++);
+        if (!facts[i].rank)
+            warnings.push_back(facts[i].path + ": names no rank (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, "
+                               "PMI_RANK unset); stored as rank " + std::to_string(*assigned[i]));
+    }
+    return assigned;
+}
+
+const NcclKernel* nearestNcclLaunch(const std::vector<NcclLaunch>& launches, TimeNs enqueueStart, TimeNs enqueueEnd)
+{
+    auto next = std::lower_bound(launches.begin(), launches.end(), enqueueStart,
+                                 [](const NcclLaunch& l, TimeNs t) { return l.call.first < t; });
+    // How far the launch call lies from the operation's event (0 when they overlap).
+    auto distance = [&](const NcclLaunch& l) {
+        TimeNs lo = std::max(l.call.first, enqueueStart), hi = std::min(l.call.second, enqueueEnd);
+        return std::max<TimeNs>(0, lo - hi);
+    };
+    const NcclKernel* kernel = nullptr;
+    TimeNs best = 0;
+    if (next != launches.end()) {
+        kernel = &next->kernel;
+        best = distance(*next);
+    }
+    if (next != launches.begin()) {
+        auto prev = std::prev(next);
+        if (!kernel || distance(*prev) <= best)
+            kernel = &prev->kernel;
+    }
+    return kernel;
+}
+
+} // namespace capture::detail
 
 bool isCaptureFile(const std::string& path)
 {
@@ -566,147 +819,30 @@ MergeReport mergeCaptureDir(const std::string& dir, const MergeOptions& options)
                     "); did the command run CUDA code under `pipescope capture`?");
     report.output = options.output.empty() ? (fs::path(dir) / "job.pipescope").string() : options.output;
 
-    // A damaged or foreign file is left out with a warning; the job is the
-    // files that can be read, and only when none can is the merge an error.
-    std::vector<FileFacts> facts;
-    std::string firstProblem;
-    std::exception_ptr firstError;
-    for (const auto& f : report.files) {
-        try {
-            sql::Database db = openCapture(f);
-            facts.push_back(readFacts(db, f));
-        } catch (const Cancelled&) {
-            throw;
-        } catch (const Error& e) {
-            report.skipped.emplace_back(f, e.what());
-            report.warnings.push_back(std::string(e.what()) + "; skipped");
-            if (!firstError) {
-                firstError = std::current_exception();
-                firstProblem = e.what();
-            }
-        }
-    }
+    FirstFailure failure;
+    std::vector<FileFacts> facts = readAllFacts(report, failure);
     if (facts.empty() && report.files.size() == 1)
-        std::rethrow_exception(firstError);
+        std::rethrow_exception(failure.error);
     if (facts.empty())
         throw FormatError(dir + ": none of its " + std::to_string(report.files.size()) +
-                          " capture files can be read (first: " + firstProblem + ")");
+                          " capture files can be read (first: " + failure.problem + ")");
 
-    // Ranks: files that name one keep it; a second claimant of a rank and
-    // files without one get the next free ranks. A process that recorded
-    // nothing and names no rank (a launcher touching CUDA) is left out.
-    std::vector<std::optional<int>> assigned(facts.size());
-    std::set<int> taken;
-    std::vector<size_t> order(facts.size());
-    for (size_t i = 0; i < order.size(); ++i)
-        order[i] = i;
-    // Among claimants of a rank, the one with the most records wins.
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return facts[a].gpuActivities + facts[a].ncclOps > facts[b].gpuActivities + facts[b].ncclOps;
-    });
-    std::vector<size_t> unranked;
-    for (size_t i : order) {
-        const auto& f = facts[i];
-        bool empty = f.gpuActivities == 0 && f.ncclOps == 0;
-        if (f.rank && !taken.count(*f.rank)) {
-            assigned[i] = *f.rank;
-            taken.insert(*f.rank);
-        } else if (empty) {
-            report.warnings.push_back(f.path + ": recorded nothing" +
-                                      (f.rank ? " and repeats rank " + std::to_string(*f.rank) : std::string()) +
-                                      "; left out");
-        } else {
-            if (f.rank)
-                report.warnings.push_back(f.path + ": rank " + std::to_string(*f.rank) +
-                                          " is claimed by another process too; given a new rank");
-            unranked.push_back(i);
-        }
-    }
-    std::sort(unranked.begin(), unranked.end(),
-              [&](size_t a, size_t b) { return facts[a].startNs < facts[b].startNs; });
-    int next = taken.empty() ? 0 : *taken.rbegin() + 1;
-    for (size_t i : unranked) {
-        assigned[i] = next;
-        taken.insert(next++);
-        if (!facts[i].rank)
-            report.warnings.push_back(facts[i].path + ": names no rank (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, "
-                                      "PMI_RANK unset); stored as rank " + std::to_string(*assigned[i]));
-    }
-
-    // Communicator rank -> global rank, from every file that joined it.
-    PeerMap peers;
-    for (size_t i = 0; i < facts.size(); ++i)
-        if (assigned[i])
-            for (const auto& c : facts[i].comms)
-                peers[c.hash][c.rank] = *assigned[i];
+    const std::vector<std::optional<int>> assigned = capture::detail::assignRanks(facts, report.warnings);
+    const PeerMap peers = mapPeers(facts, assigned);
 
     StoreWriter writer(report.output);
     for (const auto& [path, why] : report.skipped)
         skippedDiagnostic(writer, path, why);
-    for (size_t i = 0; i < facts.size(); ++i) {
-        if (!assigned[i])
-            continue;
-        // A file that fails part-way (a damaged page, a missing table) takes
-        // its rows with it: the job is the ranks that could be read whole.
-        writer.beginInput();
-        ImportedSource src;
-        int64_t dropped = 0;
-        try {
-            sql::Database db = openCapture(facts[i].path);
-            src = importOne(facts[i].path, db, facts[i], *assigned[i], peers, writer, &dropped);
-            writer.dropOutOfRangeTimes(); // a file with no usable time is skipped like an unreadable one
-            writer.keepInput();
-        } catch (const Cancelled&) {
-            throw;
-        } catch (const Error& e) {
-            // The store being written failing (disk full) is no fault of the file: that ends the merge.
-            if (std::string_view(e.what()).starts_with(report.output + ": "))
-                throw;
-            writer.discardInput();
-            if (!firstError) {
-                firstError = std::current_exception();
-                firstProblem = e.what();
-            }
-            report.skipped.emplace_back(facts[i].path, e.what());
-            report.warnings.push_back(std::string(e.what()) + "; skipped");
-            skippedDiagnostic(writer, facts[i].path, e.what());
-            continue;
-        }
-        report.droppedRecords += dropped;
-        report.rankFiles[*assigned[i]] = facts[i].path;
-        // Every process records on its host's CLOCK_REALTIME: ranks of one
-        // host share the clock exactly, hosts agree as far as NTP keeps them.
-        writer.setSourceAlignment(src.sourceId, 0, "time_base");
-        report.offsets.emplace_back(*assigned[i], 0);
-        report.sources.push_back(src);
-    }
-    if (report.sources.empty() && !report.skipped.empty()) {
-        if (report.files.size() == 1)
-            std::rethrow_exception(firstError);
-        throw FormatError(dir + ": none of its " + std::to_string(report.files.size()) +
-                          " capture files could be merged (first: " + firstProblem + ")");
-    }
-    std::set<std::string> hosts;
     for (size_t i = 0; i < facts.size(); ++i)
         if (assigned[i])
-            hosts.insert(facts[i].bootId.empty() ? facts[i].host : facts[i].bootId);
-    if (options.alignCollectives) {
-        std::vector<int> ranks;
-        for (const auto& [r, f] : report.rankFiles)
-            ranks.push_back(r);
-        auto shifts = alignByOperations(writer, ranks);
-        for (auto& [r, off] : report.offsets)
-            if (auto it = shifts.find(r); it != shifts.end())
-                off += it->second;
-        for (const auto& src : report.sources)
-            if (src.ranks.size() == 1 && shifts.count(src.ranks[0]))
-                writer.setSourceAlignment(src.sourceId, shifts.at(src.ranks[0]), "collectives");
-        report.alignedByCollectives = !shifts.empty();
-    } else if (hosts.size() > 1) {
-        writer.diagnostic(std::nullopt, Severity::Info, "capture_hosts_clock",
-                          std::to_string(hosts.size()) + " hosts: ranks aligned by their system clocks (NTP); "
-                          "merge with `pipescope merge --align collectives` to align by collectives");
+            mergeRankFile(writer, facts[i], *assigned[i], peers, report, failure);
+    if (report.sources.empty() && !report.skipped.empty()) {
+        if (report.files.size() == 1)
+            std::rethrow_exception(failure.error);
+        throw FormatError(dir + ": none of its " + std::to_string(report.files.size()) +
+                          " capture files could be merged (first: " + failure.problem + ")");
     }
+    alignClocks(writer, facts, assigned, options, report);
     if (report.droppedRecords > 0)
         report.warnings.push_back(std::to_string(report.droppedRecords) +
                                   " records were dropped while recording (see `pipescope info`)");

@@ -118,7 +118,7 @@ std::optional<std::vector<int>> rankList(const json& j)
 
 enum class Category {
     Kernel, Memcpy, Memset, Sync, Runtime, Driver, CpuOp, UserAnnotation, GpuUserAnnotation, PythonFunction,
-    Trace, Other
+    Trace, Derived, Other
 };
 
 Category category(std::string_view cat)
@@ -134,6 +134,9 @@ Category category(std::string_view cat)
     if (cat == "cuda_sync") return Category::Sync;
     if (cat == "python_function") return Category::PythonFunction;
     if (cat == "Trace") return Category::Trace;
+    // pipescope's own analysis tracks in its Chrome export (report/ChromeTrace.h):
+    // derived, not recorded; the analysis finds them again.
+    if (cat.substr(0, 10) == "pipescope.") return Category::Derived;
     // Other accelerators' launch APIs (xpu_runtime, mtia_runtime, privateuse1_driver, ...)
     // play the same part as CUDA's.
     auto endsWith = [&](std::string_view suffix) {
@@ -603,8 +606,8 @@ void KinetoImporter::complete(const Event& e)
 {
     const Value& catValue = e[Field::Cat];
     Category cat = category(catValue.str());
-    if (cat == Category::Trace)
-        return; // the profiler's own span
+    if (cat == Category::Trace || cat == Category::Derived)
+        return; // the profiler's own span; pipescope's analysis tracks
     // Of the Python stacks only nn.Module calls are kept (as annotation ranges,
     // which every load reads, nested by time like any range): they give the
     // module tree that per-layer costs come from. Every other frame is skipped.

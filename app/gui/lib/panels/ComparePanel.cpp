@@ -170,7 +170,7 @@ void ComparePanel::setDiff(std::shared_ptr<const compare::DiffResult> diff)
         row(tr("pp / dp / v"), pp(d.a), pp(d.b));
         row(tr("microbatches"), d.a.pipeline ? QString::number(d.a.microbatches) : QStringLiteral("—"),
             d.b.pipeline ? QString::number(d.b.microbatches) : QStringLiteral("—"));
-        row(tr("schedule"), d.a.pipeline ? qs(d.a.schedule) : QStringLiteral("—"), d.b.pipeline ? qs(d.b.schedule) : QStringLiteral("—"));
+        row(tr("schedule"), d.a.pipeline ? qs(scheduleName(d.a.schedule)) : QStringLiteral("—"), d.b.pipeline ? qs(scheduleName(d.b.schedule)) : QStringLiteral("—"));
         row(tr("layers per stage"), layersText(d.a), layersText(d.b));
         config_->set({tr("configuration"), tr("A"), tr("B")}, std::move(rows));
     }

@@ -104,6 +104,10 @@ QString DetailsPanel::relations(int lane, qint64 event) const
     const Event& e = m.event(lane, event);
     QString html;
     switch (l.kind) {
+    case LaneKind::Memory:
+        html += row(QStringLiteral("GPU memory in use"),
+                    QString::fromStdString(formatBytes(int64_t(e.detail) * timeline::kMemoryUnitBytes)));
+        break;
     case LaneKind::Steps:
         if (auto p = precedingStep(m, ref))
             html += row(QStringLiteral("needed"), describe(*p));

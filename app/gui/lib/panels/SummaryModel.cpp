@@ -28,7 +28,7 @@ void SummaryModel::setResult(std::shared_ptr<const AnalysisResult> result, std::
                                                 ", m=" + std::to_string(p.microbatches));
             char conf[16];
             std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100.0);
-            add(QStringLiteral("schedule"), p.schedule + " (confidence " + conf + ")");
+            add(QStringLiteral("schedule"), scheduleName(p.schedule) + " (confidence " + conf + ")");
         } else {
             add(QStringLiteral("pipeline"), "none found: " + p.reason);
         }

@@ -7,7 +7,9 @@
 #include "timeline/Palette.h"
 #include "util/Format.h"
 
+#include <QKeyEvent>
 #include <QPaintEvent>
+#include <QWheelEvent>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -45,13 +47,113 @@ PipelineView::PipelineView(QWidget* parent) : QWidget(parent)
 {
     setAttribute(Qt::WA_OpaquePaintEvent);
     setMouseTracking(true);
+    setFocusPolicy(Qt::ClickFocus);
     setAccessibleName(tr("Pipeline view"));
+}
+
+int PipelineView::plotWidth() const
+{
+    return std::max(1, width() - kLabelW - 8);
+}
+
+std::pair<TimeNs, TimeNs> PipelineView::view() const
+{
+    const TimeNs span = spanNs();
+    if (viewEnd_ <= viewStart_ || span <= 0)
+        return {0, span};
+    // A window past a shorter iteration (a new prediction) slides back into it.
+    const TimeNs width = std::min(viewEnd_ - viewStart_, span);
+    const TimeNs start = std::clamp(viewStart_, TimeNs(0), span - width);
+    return {start, start + width};
+}
+
+void PipelineView::setView(TimeNs start, TimeNs end)
+{
+    const TimeNs span = spanNs();
+    constexpr TimeNs kMinWidth = 1000; // 1 µs: narrower shows nothing a trace resolves
+    if (span <= 0 || end - start >= span) {
+        resetView();
+        return;
+    }
+    const TimeNs width = std::max(end - start, std::min(kMinWidth, span));
+    viewStart_ = std::clamp(start, TimeNs(0), span - width);
+    viewEnd_ = viewStart_ + width;
+    update();
+}
+
+void PipelineView::resetView()
+{
+    viewStart_ = viewEnd_ = 0;
+    update();
+}
+
+void PipelineView::zoomAt(double factor, double x)
+{
+    const auto [start, end] = view();
+    const double frac = std::clamp((x - kLabelW) / double(plotWidth()), 0.0, 1.0);
+    const double at = double(start) + frac * double(end - start);
+    const double width = double(end - start) * factor;
+    setView(TimeNs(std::llround(at - frac * width)), TimeNs(std::llround(at - frac * width + width)));
+}
+
+void PipelineView::panBy(double share)
+{
+    const auto [start, end] = view();
+    const TimeNs shift = TimeNs(std::llround(double(end - start) * share));
+    if (end - start < spanNs())
+        setView(start + shift, end + shift);
+}
+
+void PipelineView::wheelEvent(QWheelEvent* event)
+{
+    const QPoint d = event->angleDelta();
+    const double x = event->position().x();
+    if (event->modifiers() & Qt::ShiftModifier) {
+        const int delta = d.x() != 0 ? d.x() : d.y();
+        panBy(-delta / 120.0 * 0.1);
+    } else if (d.y() != 0) {
+        zoomAt(d.y() > 0 ? std::pow(0.8, d.y() / 120.0) : std::pow(1.25, -d.y() / 120.0), x);
+    } else if (d.x() != 0) {
+        panBy(-d.x() / 120.0 * 0.1);
+    }
+    event->accept();
+}
+
+void PipelineView::keyPressEvent(QKeyEvent* event)
+{
+    const double mid = kLabelW + plotWidth() / 2.0;
+    switch (event->key()) {
+    case Qt::Key_W: zoomAt(0.8, mid); break;
+    case Qt::Key_S: zoomAt(1.25, mid); break;
+    case Qt::Key_A: panBy(-0.1); break;
+    case Qt::Key_D: panBy(0.1); break;
+    case Qt::Key_0:
+    case Qt::Key_Home: resetView(); break;
+    default: QWidget::keyPressEvent(event); return;
+    }
+    event->accept();
+}
+
+void PipelineView::mouseDoubleClickEvent(QMouseEvent* event)
+{
+    if (event->button() == Qt::LeftButton && !hitAt(event->position()))
+        resetView();
+}
+
+void PipelineView::mouseReleaseEvent(QMouseEvent* event)
+{
+    if (event->button() == Qt::LeftButton && panFromX_) {
+        panFromX_.reset();
+        setCursor(Qt::ArrowCursor);
+    }
+    QWidget::mouseReleaseEvent(event);
 }
 
 void PipelineView::setMeasured(std::shared_ptr<const AnalysisResult> measured)
 {
     measured_ = std::move(measured);
     iteration_ = -1;
+    viewStart_ = viewEnd_ = 0; // another job: its whole iteration
     update();
 }
 
@@ -197,6 +299,14 @@ QString PipelineView::toolTipAt(const QPointF& pos) const
 
 void PipelineView::mouseMoveEvent(QMouseEvent* event)
 {
+    if (panFromX_ && (event->buttons() & Qt::LeftButton)) {
+        const auto [start, end] = view();
+        const double nsPerPx = double(end - start) / double(plotWidth());
+        const TimeNs shift = TimeNs(std::llround((*panFromX_ - event->position().x()) * nsPerPx));
+        const TimeNs from = panViewStart_ + shift;
+        setView(from, from + (end - start));
+        return;
+    }
     const QString tip = toolTipAt(event->position());
     if (tip.isEmpty())
         QToolTip::hideText();
@@ -210,8 +320,17 @@ void PipelineView::mousePressEvent(QMouseEvent* event)
 {
     if (event->button() != Qt::LeftButton)
         return QWidget::mousePressEvent(event);
-    if (const Hit* h = hitAt(event->position()); h && h->source == Hit::Source::Measured)
+    const Hit* h = hitAt(event->position());
+    if (h && h->source == Hit::Source::Measured) {
         Q_EMIT measuredClicked(h->rank, h->start, h->end, h->bubble);
+        return;
+    }
+    // Empty space (or a predicted box): a drag pans a zoomed diagram.
+    if (view().second - view().first < spanNs()) {
+        panFromX_ = event->position().x();
+        panViewStart_ = view().first;
+        setCursor(Qt::ClosedHandCursor);
+    }
 }
 
 void PipelineView::paintEvent(QPaintEvent*)
@@ -234,15 +353,25 @@ void PipelineView::paintEvent(QPaintEvent*)
     const bool ghost = mode_ == Ghost && !mRows.empty() && pRows > 0;
     const int sections = int(!bRows.empty()) + (ghost ? 1 : int(!mRows.empty()) + int(pRows > 0));
     const int rowsTotal = int(bRows.size()) + (ghost ? int(mRows.size()) : int(mRows.size()) + pRows);
-    const int plotW = std::max(1, width() - kLabelW - 8);
+    const int plotW = plotWidth();
     const int rowH = std::max(6, (height() - kAxisH - sections * kTitleH) / std::max(1, rowsTotal) - kRowGap);
-    const double pxPerNs = double(plotW) / double(span);
-    auto xOf = [&](TimeNs t) { return kLabelW + t * pxPerNs; };
+    const auto [viewStart, viewEnd] = view();
+    const double pxPerNs = double(plotW) / double(viewEnd - viewStart);
+    auto xOf = [&](TimeNs t) { return kLabelW + double(t - viewStart) * pxPerNs; };
+    const double plotLeft = kLabelW, plotRight = kLabelW + plotW;
     const QFontMetrics fm(font());
     const QColor text = palette().color(QPalette::Text);
 
     // One box: a step with its microbatch number where it fits, or a bubble.
+    // Boxes outside the window are not drawn (nor hoverable); those across
+    // its edges are cut there.
     auto box = [&](double x0, double x1, int y, int h, QColor fill, const QString& label, bool outline) {
+        if (x1 < plotLeft || x0 > plotRight) {
+            lastBox_ = QRectF();
+            return;
+        }
+        x0 = std::max(x0, plotLeft);
+        x1 = std::min(x1, plotRight);
         const QRectF r(x0, y, std::max(1.0, x1 - x0), h);
         lastBox_ = r;
         p.fillRect(r, fill);
@@ -261,10 +390,12 @@ void PipelineView::paintEvent(QPaintEvent*)
     using Src = Hit::Source;
     auto stepHit = [&](Src src, StepKind kind, int microbatch, int chunk, int stage, int rank, TimeNs from, TimeNs length,
                        qint64 start, qint64 end) {
-        hits_.push_back({lastBox_, src, false, uint8_t(kind), microbatch, chunk, stage, rank, from, length, start, end});
+        if (!lastBox_.isNull())
+            hits_.push_back({lastBox_, src, false, uint8_t(kind), microbatch, chunk, stage, rank, from, length, start, end});
     };
     auto bubbleHit = [&](Src src, BubbleCause cause, int rank, TimeNs from, TimeNs length, qint64 start, qint64 end) {
-        hits_.push_back({lastBox_, src, true, uint8_t(cause), 0, 0, 0, rank, from, length, start, end});
+        if (!lastBox_.isNull())
+            hits_.push_back({lastBox_, src, true, uint8_t(cause), 0, 0, 0, rank, from, length, start, end});
     };
 
     int y = 0;
@@ -339,7 +470,10 @@ void PipelineView::paintEvent(QPaintEvent*)
                 if (r == rowOfRank.end())
                     continue;
                 const int yy = y + r->second * (rowH + kRowGap) + rowH - 2;
-                p.drawLine(QPointF(xOf(seg.start - it.start), yy), QPointF(xOf(seg.end - it.start), yy));
+                const double x0 = std::max(plotLeft, xOf(seg.start - it.start));
+                const double x1 = std::min(plotRight, xOf(seg.end - it.start));
+                if (x1 > x0)
+                    p.drawLine(QPointF(x0, yy), QPointF(x1, yy));
             }
         }
         if (!ghost)
@@ -403,8 +537,13 @@ void PipelineView::paintEvent(QPaintEvent*)
     const int axisY = std::min(y + 2, height() - kAxisH);
     p.setPen(text);
     p.drawLine(kLabelW, axisY, kLabelW + plotW, axisY);
-    const double step = niceStep(double(span), std::max(2, plotW / 110));
-    for (double t = 0; t <= double(span) + 1; t += step) {
+    if (viewEnd - viewStart < span) {
+        p.setPen(palette().color(QPalette::PlaceholderText));
+        p.drawText(QRect(4, axisY + 4, kLabelW - 8, kAxisH - 4), Qt::AlignLeft | Qt::AlignTop, tr("zoomed · 0: all"));
+        p.setPen(text);
+    }
+    const double step = niceStep(double(viewEnd - viewStart), std::max(2, plotW / 110));
+    for (double t = std::ceil(double(viewStart) / step) * step; t <= double(viewEnd) + 1; t += step) {
         const int x = int(std::lround(xOf(TimeNs(t))));
         p.drawLine(x, axisY, x, axisY + 4);
         const QString label = timeTickLabel(t, step);

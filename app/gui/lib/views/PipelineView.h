@@ -8,12 +8,18 @@
 // drawn as a translucent ghost over the measured rows. Painted directly with
 // QPainter: an iteration has a few thousand steps at most, and a drag
 // repaints it every mouse step.
+//
+// It zooms and pans like the timeline: the wheel zooms at the cursor (Ctrl+
+// wheel too), Shift+wheel and a left-drag on empty space pan, W/S zoom and
+// A/D pan (Perfetto's keys), double-click or 0 shows the whole iteration.
 #include "analysis/Analysis.h"
 #include "whatif/WhatIf.h"
 
 #include <QWidget>
 
 #include <memory>
+#include <optional>
+#include <utility>
 
 namespace pipescope::gui {
 
@@ -51,6 +57,16 @@ public:
 
     // The time the axis spans: the longer of the two iterations.
     TimeNs spanNs() const;
+    // The window shown, in ns from the iteration start: [first, second).
+    // The whole span until zoomed; a new job shows the whole span again,
+    // a new prediction (a drag step) keeps the window.
+    std::pair<TimeNs, TimeNs> view() const;
+    void setView(TimeNs start, TimeNs end);
+    void resetView();
+    // Zooms by `factor` (< 1: in) around the time under x (widget pixels).
+    void zoomAt(double factor, double x);
+    // Pans by a share of the window's width (negative: earlier).
+    void panBy(double share);
     // Boxes (steps and bubbles) the last paint drew; bounded by the iteration's steps.
     int paintedBoxes() const { return painted_; }
 
@@ -70,6 +86,10 @@ protected:
     void paintEvent(QPaintEvent* event) override;
     void mouseMoveEvent(QMouseEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
+    void mouseDoubleClickEvent(QMouseEvent* event) override;
+    void wheelEvent(QWheelEvent* event) override;
+    void keyPressEvent(QKeyEvent* event) override;
 
 private:
     struct Row {
@@ -89,6 +109,10 @@ private:
     bool criticalPath_ = true;
     bool replicasStacked_ = false;
     int iteration_ = -1; // see setIteration
+    TimeNs viewStart_ = 0, viewEnd_ = 0; // the window shown; empty: the whole span
+    std::optional<double> panFromX_;    // a left-drag on empty space pans
+    TimeNs panViewStart_ = 0;
+    int plotWidth() const;
     int painted_ = 0;
     // What the last paint drew, for hover and click (a few thousand boxes at most).
     // The facts of each box; its tooltip is written on hover, not on every paint.

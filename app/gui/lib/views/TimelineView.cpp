@@ -78,6 +78,7 @@ protected:
 
 private:
     void drawLane(QCPPainter* p, int lane, const QRect& r, int& prims, bool summary, double* busyPx);
+    void drawCounter(QCPPainter* p, const timeline::Lane& lane, const QRect& r, qint64 from, qint64 to, int& prims);
 
     TimelineView* view_;
     std::vector<DrawItem> items_; // reused between frames
@@ -121,6 +122,8 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
     overlay_ = new TimelineOverlay(plot_, this);
     plot_->installEventFilter(this);
     setFocusProxy(plot_);
+    rowHeight_ = gui::rowHeight(savedAppearance().density);
+    applyPlotColors();
 
     legend_ = new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::Work, this);
     shortcuts_ = new QLabel(plot_);
@@ -132,8 +135,8 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
     vscroll_->setObjectName(QStringLiteral("timelineRows"));
     vscroll_->setToolTip(tr("Scroll the tracks (↑ / ↓, or the wheel with Shift)"));
     connect(vscroll_, &QScrollBar::valueChanged, this, [this](int value) {
-        if (value != firstRow_)
-            scrollRows(value - firstRow_);
+        if (value + stickyRows() != firstRow_)
+            scrollRows(value + stickyRows() - firstRow_);
     });
     wheelMode_ = QSettings().value(QStringLiteral("timeline/wheel")).toString() == QLatin1String("scroll") ? WheelMode::Scroll
                                                                                                         : WheelMode::Zoom;
@@ -208,6 +211,15 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
             for (size_t i = 0; i < n; ++i)
                 if (model_->lanes[i].kind == LaneKind::Cpu)
                     hidden_[i] = 1;
+        // Another job: replicas fold when it is large, every stage folded.
+        std::set<int> ranks, replicas;
+        if (model_)
+            for (const Lane& l : model_->lanes) {
+                ranks.insert(l.rank);
+                replicas.insert(l.replica);
+            }
+        replicasFolded_ = static_cast<int>(ranks.size()) > kFoldReplicasAbove && replicas.size() > 1;
+        expandedStages_.clear();
     }
     arrows_.clear();
     hover_ = selected_ = {};
@@ -288,13 +300,80 @@ void TimelineView::rebuildGroups()
         }
         for (auto& [r, li] : best)
             g.summaryLanes.push_back(li);
+        for (int li : g.summaryLanes)
+            for (const Event& e : model_->lanes[static_cast<size_t>(li)].events)
+                g.workNs += e.duration();
+        if (!g.summaryLanes.empty())
+            g.workNs /= static_cast<TimeNs>(g.summaryLanes.size());
     }
+    stageGroups_.clear();
+    for (size_t g = 0; g < groups_.size(); ++g)
+        if (groups_[g].stage >= 0)
+            stageGroups_[groups_[g].stage].push_back(static_cast<int>(g));
+    for (auto& [stage, gs] : stageGroups_)
+        std::stable_sort(gs.begin(), gs.end(), [this](int a, int b) {
+            return groups_[static_cast<size_t>(a)].workNs > groups_[static_cast<size_t>(b)].workNs;
+        });
+}
+
+void TimelineView::setRowDensity(RowDensity density)
+{
+    rowHeight_ = gui::rowHeight(density);
+    firstRow_ = clampedFirstRow(firstRow_);
+    replotBody();
+}
+
+void TimelineView::applyPlotColors()
+{
+    const QColor text = palette().color(QPalette::Text);
+    plot_->setBackground(palette().brush(QPalette::Base));
+    for (QCPAxis* axis : {plot_->xAxis, plot_->xAxis2}) {
+        axis->setBasePen(QPen(text, 0));
+        axis->setTickPen(QPen(text, 0));
+        axis->setSubTickPen(QPen(text, 0));
+        axis->setTickLabelColor(text);
+        axis->setLabelColor(text);
+    }
+}
+
+void TimelineView::changeEvent(QEvent* event)
+{
+    if (event->type() == QEvent::PaletteChange) {
+        applyPlotColors();
+        replotBody();
+    }
+    QWidget::changeEvent(event);
+}
+
+void TimelineView::setReplicasFolded(bool folded)
+{
+    replicasFolded_ = folded;
+    rebuildRows();
+    replotBody();
+}
+
+void TimelineView::setStageExpanded(int stage, bool expanded)
+{
+    if (expanded)
+        expandedStages_.insert(stage);
+    else
+        expandedStages_.erase(stage);
+    rebuildRows();
+    replotBody();
+}
+
+int TimelineView::slowestReplica(int stage) const
+{
+    const auto it = stageGroups_.find(stage);
+    if (it == stageGroups_.end() || it->second.size() < 2)
+        return -1;
+    return groups_[static_cast<size_t>(it->second.front())].replica;
 }
 
 void TimelineView::rebuildRows()
 {
     // Rows move when groups fold: a selection's shading would cover other rows.
-    areaRow1_ = -1;
+    areaRows_.clear();
     rows_.clear();
     const size_t n = model_ ? model_->lanes.size() : 0;
     rowOfLane_.assign(n, -1);
@@ -309,7 +388,15 @@ void TimelineView::rebuildRows()
             rowOfLane_[static_cast<size_t>(i)] = static_cast<int>(rows_.size());
             rows_.push_back({Row::LaneRow, i, -1});
         }
+    std::set<int> folded; // stages already given their one row
     for (size_t g = 0; g < groups_.size(); ++g) {
+        const int stage = groups_[g].stage;
+        const auto sg = stageGroups_.find(stage);
+        if (replicasFolded_ && sg != stageGroups_.end() && sg->second.size() > 1 && !isStageExpanded(stage)) {
+            if (folded.insert(stage).second)
+                rows_.push_back({Row::StageFold, -1, sg->second.front()});
+            continue;
+        }
         rows_.push_back({Row::GroupHeader, -1, static_cast<int>(g)});
         if (isGroupCollapsed(groups_[g].stage, groups_[g].replica))
             continue;
@@ -319,7 +406,7 @@ void TimelineView::rebuildRows()
                 rows_.push_back({Row::LaneRow, li, static_cast<int>(g)});
             }
     }
-    firstRow_ = std::clamp(firstRow_, 0, std::max(0, rowCount() - 1));
+    firstRow_ = clampedFirstRow(firstRow_);
 }
 
 void TimelineView::setGroupCollapsed(int stage, int replica, bool collapsed)
@@ -442,7 +529,54 @@ void TimelineView::setCpuLanesShown(bool shown)
     replotBody();
 }
 
-int TimelineView::rowTop(int row) const { return plot_->axisRect()->top() + (row - firstRow_) * rowHeight(); }
+int TimelineView::stickyRows() const
+{
+    int p = 0;
+    while (p < rowCount() && rows_[static_cast<size_t>(p)].group < 0)
+        ++p;
+    // Pinned tracks that would fill the view leave nothing to scroll: then they scroll with the rest.
+    return p < visibleRowCount() - 1 ? p : 0;
+}
+
+int TimelineView::stickyHeaderRow() const
+{
+    if (firstRow_ >= rowCount() || firstRow_ < stickyRows())
+        return -1;
+    const Row& r = rows_[static_cast<size_t>(firstRow_)];
+    if (r.kind != Row::LaneRow || r.group < 0)
+        return -1;
+    for (int h = firstRow_ - 1; h >= 0; --h)
+        if (rows_[static_cast<size_t>(h)].kind == Row::GroupHeader)
+            return h;
+    return -1;
+}
+
+int TimelineView::rowInSlot(int slot) const
+{
+    const int sticky = stickyRows();
+    if (slot < 0)
+        return -1;
+    if (slot < sticky)
+        return slot;
+    if (slot == sticky)
+        if (const int h = stickyHeaderRow(); h >= 0)
+            return h;
+    const int r = firstRow_ + slot - sticky;
+    return r < rowCount() ? r : -1;
+}
+
+int TimelineView::clampedFirstRow(int first) const
+{
+    const int sticky = stickyRows();
+    return std::clamp(first, sticky, std::max(sticky, rowCount() - visibleRowCount() + sticky));
+}
+
+int TimelineView::rowTop(int row) const
+{
+    const int sticky = stickyRows();
+    const int slot = row < sticky ? row : sticky + row - firstRow_;
+    return plot_->axisRect()->top() + slot * rowHeight();
+}
 
 int TimelineView::visibleRowCount() const { return std::max(1, plot_->axisRect()->height() / rowHeight()); }
 
@@ -451,8 +585,7 @@ int TimelineView::rowAt(int y) const
     const int top = plot_->axisRect()->top();
     if (y < top || y >= plot_->axisRect()->bottom())
         return -1;
-    const int r = firstRow_ + (y - top) / rowHeight();
-    return r < rowCount() ? r : -1;
+    return rowInSlot((y - top) / rowHeight());
 }
 
 QRect TimelineView::laneRect(int lane) const
@@ -460,7 +593,10 @@ QRect TimelineView::laneRect(int lane) const
     if (lane < 0 || static_cast<size_t>(lane) >= rowOfLane_.size() || rowOfLane_[static_cast<size_t>(lane)] < 0)
         return {};
     const int row = rowOfLane_[static_cast<size_t>(lane)];
-    if (row < firstRow_ || row >= firstRow_ + visibleRowCount())
+    const int sticky = stickyRows();
+    const bool shown = row < sticky || (row >= firstRow_ && row < firstRow_ + visibleRowCount() - sticky &&
+                                        !(row == firstRow_ && stickyHeaderRow() >= 0)); // under the sticky header
+    if (!shown)
         return {};
     const QRect ar = plot_->axisRect()->rect();
     return QRect(ar.left(), rowTop(row), ar.width(), rowHeight());
@@ -469,7 +605,7 @@ QRect TimelineView::laneRect(int lane) const
 void TimelineView::scrollRows(int delta)
 {
     const int old = firstRow_;
-    firstRow_ = std::clamp(firstRow_ + delta, 0, std::max(0, rowCount() - visibleRowCount()));
+    firstRow_ = clampedFirstRow(firstRow_ + delta);
     if (firstRow_ != old)
         replotBody();
 }
@@ -583,11 +719,12 @@ void TimelineView::replotBody()
 void TimelineView::syncScrollBar()
 {
     const QSignalBlocker block(vscroll_);
-    const int visible = visibleRowCount();
+    // The bar scrolls the rows under the pinned ones: value 0 is the first of them.
+    const int visible = visibleRowCount(), sticky = stickyRows();
     vscroll_->setRange(0, std::max(0, rowCount() - visible));
-    vscroll_->setPageStep(visible);
+    vscroll_->setPageStep(visible - sticky);
     vscroll_->setSingleStep(1);
-    vscroll_->setValue(firstRow_);
+    vscroll_->setValue(firstRow_ - sticky);
     vscroll_->setEnabled(rowCount() > visible);
 }
 
@@ -619,6 +756,23 @@ TimelineEventRef TimelineView::eventAt(const QPoint& pos, int tolerancePx) const
     const qint64 tol = std::llround(tolerancePx * nsPerPixel());
     const int64_t e = model_->hitTest(lane, t, tol);
     return e < 0 ? TimelineEventRef{} : TimelineEventRef{lane, e};
+}
+
+QString TimelineView::stageFoldToolTip(int row) const
+{
+    const Group& first = groups_[static_cast<size_t>(rows_[static_cast<size_t>(row)].group)];
+    const std::vector<int>& gs = stageGroups_.at(first.stage);
+    const Group& slow = groups_[static_cast<size_t>(gs.front())];
+    const Group& fast = groups_[static_cast<size_t>(gs.back())];
+    QString t = tr("<b>stage %1: %2 data-parallel replicas folded</b>").arg(first.stage).arg(gs.size());
+    t += tr("<br>drawn: replica %1, the slowest (%2 of step or compute time per rank)")
+             .arg(slow.replica)
+             .arg(qstr(formatDuration(slow.workNs)));
+    t += tr("<br>fastest: replica %1 (%2); the band underneath overlays all the others")
+             .arg(fast.replica)
+             .arg(qstr(formatDuration(fast.workNs)));
+    t += tr("<br><i>click: expand the stage into its replicas</i>");
+    return t;
 }
 
 QString TimelineView::foldedToolTipAt(const QPoint& pos) const
@@ -670,6 +824,7 @@ QString TimelineView::foldedToolTipAt(const QPoint& pos) const
         case LaneKind::Kernels:
         case LaneKind::Transfers: what = qstr(std::string(toString(WorkClass(std::min<int>(int(c), 6))))); break;
         case LaneKind::Cpu: what = QStringLiteral("CPU"); break;
+        case LaneKind::Memory: what = QStringLiteral("memory"); break;
         }
         shares << QStringLiteral("%1 %2").arg(what, qstr(formatPercent(g.busyNs > 0 ? double(g.byCode[c]) / double(g.busyNs) : 0.0)));
     }
@@ -688,8 +843,17 @@ QString TimelineView::toolTipFor(const TimelineEventRef& ref) const
     if (name.size() > 400)
         name = name.left(400) + QStringLiteral("…");
     QStringList lines;
-    lines << QStringLiteral("<b>%1</b>").arg(name.toHtmlEscaped());
     const qint64 rel = e.start - origin_; // from the time origin, as the axis counts
+    if (l.kind == LaneKind::Memory) {
+        lines << QStringLiteral("<b>GPU memory in use: %1</b>").arg(qstr(formatBytes(int64_t(e.detail) * kMemoryUnitBytes)));
+        lines << QStringLiteral("from %1 for %2 · rank %3 · gpu %4")
+                     .arg(qstr(formatDuration(rel)), qstr(formatDuration(e.duration())))
+                     .arg(l.rank)
+                     .arg(l.device);
+        lines << QStringLiteral("the allocator's total after the event recorded then (%1)").arg(qstr(l.label));
+        return lines.join(QStringLiteral("<br>"));
+    }
+    lines << QStringLiteral("<b>%1</b>").arg(name.toHtmlEscaped());
     lines << QStringLiteral("start %1 · duration %2")
                  .arg(qstr(formatDuration(rel)), qstr(formatDuration(e.duration())));
     QString where = QStringLiteral("rank %1").arg(l.rank);
@@ -719,6 +883,8 @@ QString TimelineView::toolTipFor(const TimelineEventRef& ref) const
     case LaneKind::Cpu:
         lines << QStringLiteral("CPU thread %1").arg(l.tid);
         break;
+    case LaneKind::Memory:
+        break; // answered above
     }
     if (e.detail >= 0 && (l.kind == LaneKind::Kernels || l.kind == LaneKind::Transfers)
         && static_cast<size_t>(e.detail) < model_->comms.size()) {
@@ -741,11 +907,42 @@ QString TimelineView::toolTipFor(const TimelineEventRef& ref) const
 void TimelineView::selectEvent(const TimelineEventRef& ref)
 {
     selected_ = ref;
-    if (ref.valid())
+    if (ref.valid()) {
         selectedLane_ = ref.lane;
+        revealLane(ref.lane);
+    }
     computeArrows();
     replotOverlay();
     Q_EMIT eventSelected(ref.lane, ref.event);
+}
+
+void TimelineView::revealLane(int lane)
+{
+    if (!model_ || lane < 0 || static_cast<size_t>(lane) >= model_->lanes.size() || hidden_[static_cast<size_t>(lane)])
+        return;
+    const Lane& l = model_->lanes[static_cast<size_t>(lane)];
+    bool rebuilt = false;
+    if (replicasFolded_ && rowOfLane(lane) < 0 && !pinned_[static_cast<size_t>(lane)]) {
+        const auto sg = stageGroups_.find(l.stage);
+        if (sg != stageGroups_.end() && sg->second.size() > 1 && !isStageExpanded(l.stage)) {
+            expandedStages_.insert(l.stage);
+            rebuilt = true;
+        }
+    }
+    if (rowOfLane(lane) < 0 && !pinned_[static_cast<size_t>(lane)] && isGroupCollapsed(l.stage, l.replica)) {
+        collapsed_[{l.stage, l.replica}] = false;
+        rebuilt = true;
+    }
+    if (rebuilt)
+        rebuildRows();
+    const int row = rowOfLane(lane);
+    bool scrolled = false;
+    if (row >= 0 && laneRect(lane).isEmpty() && row >= stickyRows()) {
+        firstRow_ = clampedFirstRow(row - (visibleRowCount() - stickyRows()) / 2);
+        scrolled = true;
+    }
+    if (rebuilt || scrolled)
+        replotBody();
 }
 
 void TimelineView::selectNextEvent()
@@ -818,6 +1015,7 @@ void TimelineView::computeArrows()
         }
         break;
     case LaneKind::Cpu:
+    case LaneKind::Memory:
         break;
     }
 }
@@ -1028,7 +1226,10 @@ bool TimelineView::handleMouse(QEvent* event)
                 replotOverlay();
             }
             // Over a folded block, the tooltip is the group's, not one arbitrary event's.
-            const QString group = foldedToolTipAt(pos);
+            const int overRow = rowAt(pos.y());
+            const QString group = overRow >= 0 && rows_[static_cast<size_t>(overRow)].kind == Row::StageFold
+                                      ? stageFoldToolTip(overRow)
+                                      : foldedToolTipAt(pos);
             if (!group.isEmpty())
                 QToolTip::showText(m->globalPosition().toPoint(), group, plot_);
             else if (h.valid())
@@ -1049,7 +1250,9 @@ bool TimelineView::handleMouse(QEvent* event)
             showContextMenu(pos);
         } else if (d == Drag::Pan && !moved) {
             const int row = rowAt(pos.y());
-            if (row >= 0 && rows_[static_cast<size_t>(row)].kind == Row::GroupHeader) {
+            if (row >= 0 && rows_[static_cast<size_t>(row)].kind == Row::StageFold) {
+                setStageExpanded(groups_[static_cast<size_t>(rows_[static_cast<size_t>(row)].group)].stage, true);
+            } else if (row >= 0 && rows_[static_cast<size_t>(row)].kind == Row::GroupHeader) {
                 const Group& g = groups_[static_cast<size_t>(rows_[static_cast<size_t>(row)].group)];
                 setGroupCollapsed(g.stage, g.replica, !isGroupCollapsed(g.stage, g.replica));
             } else {
@@ -1084,20 +1287,27 @@ void TimelineView::finishArea(const QPoint& a, const QPoint& b)
     areaFrom_ = timeAt(ax);
     areaTo_ = timeAt(bx);
     haveArea_ = areaTo_ > areaFrom_;
-    // The lanes of the rows the drag crossed; a collapsed group stands for all its lanes.
-    int r0 = rowAt(std::min(a.y(), b.y())), r1 = rowAt(std::max(a.y(), b.y()));
-    if (r0 < 0)
-        r0 = firstRow_;
-    if (r1 < 0)
-        r1 = std::min(rowCount(), firstRow_ + visibleRowCount()) - 1;
-    areaRow0_ = r0;
-    areaRow1_ = std::min(r1, rowCount() - 1);
+    // The lanes of the rows in the slots the drag crossed (pinned and scrolled
+    // rows alike, as shown); a collapsed group or folded stage stands for all its lanes.
+    const int top = plot_->axisRect()->top(), rh = rowHeight();
+    const int s0 = std::max(0, (std::max(std::min(a.y(), b.y()), top) - top) / rh);
+    const int s1 = std::min(visibleRowCount(), (std::min(std::max(a.y(), b.y()), plot_->axisRect()->bottom() - 1) - top) / rh);
+    areaRows_.assign(static_cast<size_t>(rowCount()), 0);
     std::vector<int> lanes;
-    for (int r = r0; r <= r1 && r < rowCount(); ++r) {
+    for (int s = s0; s <= s1; ++s) {
+        const int r = rowInSlot(s);
+        if (r < 0 || areaRows_[static_cast<size_t>(r)])
+            continue;
+        areaRows_[static_cast<size_t>(r)] = 1;
         const Row& row = rows_[static_cast<size_t>(r)];
         if (row.kind == Row::LaneRow)
             lanes.push_back(row.lane);
-        else if (row.kind == Row::GroupHeader) {
+        else if (row.kind == Row::StageFold) {
+            for (int gi : stageGroups_.at(groups_[static_cast<size_t>(row.group)].stage))
+                for (int li : groups_[static_cast<size_t>(gi)].lanes)
+                    if (!hidden_[static_cast<size_t>(li)])
+                        lanes.push_back(li);
+        } else if (row.kind == Row::GroupHeader) {
             const Group& g = groups_[static_cast<size_t>(row.group)];
             if (isGroupCollapsed(g.stage, g.replica))
                 for (int li : g.lanes)
@@ -1125,12 +1335,24 @@ void TimelineView::showContextMenu(const QPoint& pos)
             menu.addAction(tr("Move track up\tAlt+Up"), this, [this, lane] { moveLane(lane, -1); });
             menu.addAction(tr("Move track down\tAlt+Down"), this, [this, lane] { moveLane(lane, 1); });
         }
-        if (r.group >= 0) {
+        if (r.kind == Row::StageFold) {
+            const int s = groups_[static_cast<size_t>(r.group)].stage;
+            menu.addAction(tr("Expand stage %1's replicas").arg(s), this, [this, s] { setStageExpanded(s, true); });
+        } else if (r.group >= 0 && replicasFolded_ && isStageExpanded(groups_[static_cast<size_t>(r.group)].stage)) {
+            const int s = groups_[static_cast<size_t>(r.group)].stage;
+            menu.addAction(tr("Fold stage %1's replicas").arg(s), this, [this, s] { setStageExpanded(s, false); });
+        }
+        if (r.group >= 0 && r.kind != Row::StageFold) {
             const Group& g = groups_[static_cast<size_t>(r.group)];
             const int s = g.stage, rep = g.replica;
             menu.addAction(isGroupCollapsed(s, rep) ? tr("Expand group") : tr("Collapse group"), this,
                            [this, s, rep] { setGroupCollapsed(s, rep, !isGroupCollapsed(s, rep)); });
         }
+    }
+    if (!stageGroups_.empty() && std::any_of(stageGroups_.begin(), stageGroups_.end(), [](const auto& sg) { return sg.second.size() > 1; })) {
+        QAction* fold = menu.addAction(tr("Fold replicas: one row per stage"), this, [this](bool on) { setReplicasFolded(on); });
+        fold->setCheckable(true);
+        fold->setChecked(replicasFolded_);
     }
     const auto hiddenCount = std::count(hidden_.begin(), hidden_.end(), 1);
     if (hiddenCount > 0)
@@ -1181,18 +1403,44 @@ void TimelineBody::draw(QCPPainter* p)
         v.lastPrimitives_ = 0;
         return;
     }
-    const int firstRow = v.firstRow_, lastRow = std::min(v.rowCount(), firstRow + v.visibleRowCount() + 1);
-    const QColor text = toQColor(kTextHex);
-    for (int row = firstRow; row < lastRow; ++row) {
+    const ViewColors colors = viewColors(v.palette());
+    const QColor text = colors.text;
+    const int sticky = v.stickyRows();
+    for (int slot = 0; slot <= v.visibleRowCount(); ++slot) {
+        const int row = v.rowInSlot(slot);
+        if (row < 0)
+            break;
         const TimelineView::Row& r = v.rows_[static_cast<size_t>(row)];
-        const int y = v.rowTop(row);
+        const int y = ar.top() + slot * rh;
         const QRect body(ar.left(), y, ar.width(), rh);
         if (r.kind != TimelineView::Row::LaneRow) {
-            p->fillRect(QRect(0, y, ar.right(), rh), QColor(0xf6, 0xf8, 0xfa));
+            p->fillRect(QRect(0, y, r.kind == TimelineView::Row::StageFold ? ar.left() : ar.right(), rh), colors.header);
             ++prims;
             QString label;
             if (r.kind == TimelineView::Row::PinnedHeader) {
                 label = QStringLiteral("pinned");
+            } else if (r.kind == TimelineView::Row::StageFold) {
+                // The slowest replica on top; under it, every other replica
+                // faintly, so the spread across replicas shows as density.
+                const std::vector<int>& gs = v.stageGroups_.at(v.groups_[static_cast<size_t>(r.group)].stage);
+                TimelineView::Group& slow = v.groups_[static_cast<size_t>(gs.front())];
+                const int spreadH = std::max(3, rh / 4);
+                const QRect top(body.left(), body.top(), body.width(), rh - spreadH - 1);
+                const QRect spread(body.left(), body.bottom() - spreadH + 1, body.width(), spreadH);
+                double busyPx = 0;
+                for (int li : slow.summaryLanes)
+                    drawLane(p, li, top, prims, true, &busyPx);
+                slow.busyShare = slow.summaryLanes.empty() ? 0 : busyPx / (ar.width() * static_cast<double>(slow.summaryLanes.size()));
+                p->setOpacity(std::clamp(2.0 / static_cast<double>(gs.size()), 0.08, 0.5));
+                for (size_t k = 1; k < gs.size(); ++k)
+                    for (int li : v.groups_[static_cast<size_t>(gs[k])].summaryLanes)
+                        drawLane(p, li, spread, prims, true, nullptr);
+                p->setOpacity(1.0);
+                label = QString::fromUtf8("▸ ") + QStringLiteral("stage %1 · %2 replicas · slowest r%3 · %4% busy")
+                                                      .arg(slow.stage)
+                                                      .arg(gs.size())
+                                                      .arg(slow.replica)
+                                                      .arg(qRound(slow.busyShare * 100));
             } else {
                 TimelineView::Group& g = v.groups_[static_cast<size_t>(r.group)];
                 const bool collapsed = v.isGroupCollapsed(g.stage, g.replica);
@@ -1211,6 +1459,8 @@ void TimelineBody::draw(QCPPainter* p)
             bold.setBold(true);
             p->setFont(bold);
             p->setPen(text);
+            if (r.kind == TimelineView::Row::StageFold)
+                label = fm.elidedText(label, Qt::ElideRight, v.labelWidth_ - 8);
             p->drawText(QRect(4, y, v.labelWidth_ - 8 + (r.kind == TimelineView::Row::GroupHeader ? ar.width() : 0), rh),
                         Qt::AlignVCenter | Qt::AlignLeft, label);
             p->setFont(mParentPlot->font());
@@ -1224,8 +1474,15 @@ void TimelineBody::draw(QCPPainter* p)
                     fm.elidedText(v.laneTitle(r.lane), Qt::ElideMiddle, v.labelWidth_ - 8));
         ++prims;
     }
+    // A line under what stays on top (the pinned tracks, a sticky group header) while the rest scrolls.
+    const int stuck = sticky + (v.stickyHeaderRow() >= 0 ? 1 : 0);
+    if (stuck > 0) {
+        p->setPen(QPen(colors.separator, 1));
+        p->drawLine(QPoint(0, ar.top() + stuck * rh), QPoint(ar.right(), ar.top() + stuck * rh));
+        ++prims;
+    }
     // Iteration boundaries.
-    QPen dashed(toQColor(kIterationHex));
+    QPen dashed(isDark(v.palette()) ? colors.separator : toQColor(kIterationHex));
     dashed.setStyle(Qt::DashLine);
     p->setPen(dashed);
     const auto range = v.visibleRange();
@@ -1259,12 +1516,63 @@ void TimelineBody::draw(QCPPainter* p)
     v.lastPrimitives_ = prims;
 }
 
+// A counter track: the value as a filled step line, scaled to the lane's
+// peak (so panning keeps the scale), per pixel column its highest sample.
+void TimelineBody::drawCounter(QCPPainter* p, const Lane& lane, const QRect& r, qint64 from, qint64 to, int& prims)
+{
+    if (lane.events.empty() || to <= from)
+        return;
+    int32_t peak = 1;
+    for (const Event& e : lane.events)
+        peak = std::max(peak, e.detail);
+    const double pxPerNs = double(r.width()) / double(to - from);
+    auto first = std::upper_bound(lane.events.begin(), lane.events.end(), from,
+                                  [](qint64 t, const Event& e) { return t < e.start; });
+    if (first != lane.events.begin())
+        --first;
+    const int top = r.top() + 1, h = r.height() - 2;
+    QPolygonF poly;
+    poly << QPointF(r.left(), top + h);
+    int column = -1;
+    double columnY = top + h;
+    for (auto it = first; it != lane.events.end() && it->start < to; ++it) {
+        const double x0 = std::clamp(double(it->start - from) * pxPerNs, 0.0, double(r.width()));
+        const double x1 = std::clamp(double(it->end - from) * pxPerNs, 0.0, double(r.width()));
+        const double y = top + h - double(h) * double(it->detail) / double(peak);
+        const int col = int(x0);
+        if (col == column) { // several samples in one pixel: keep the highest
+            columnY = std::min(columnY, y);
+            poly.back().setY(columnY);
+            poly[poly.size() - 2].setY(columnY);
+            if (x1 > poly.back().x())
+                poly.back().setX(r.left() + x1);
+            continue;
+        }
+        column = col;
+        columnY = y;
+        poly << QPointF(r.left() + x0, y) << QPointF(r.left() + std::max(x1, x0 + 1), y);
+    }
+    poly << QPointF(poly.back().x(), top + h);
+    const QColor line = toQColor(kClassHex[static_cast<size_t>(WorkClass::Collective)]);
+    QColor fill = line;
+    fill.setAlpha(70);
+    p->setPen(QPen(line, 1));
+    p->setBrush(fill);
+    p->drawPolygon(poly);
+    p->setBrush(Qt::NoBrush);
+    ++prims;
+}
+
 void TimelineBody::drawLane(QCPPainter* p, int laneIndex, const QRect& r, int& prims, bool summary, double* busyPx)
 {
     TimelineView& v = *view_;
     const TimelineModel& m = *v.model_;
     const Lane& lane = m.lanes[static_cast<size_t>(laneIndex)];
     const auto range = v.visibleRange();
+    if (lane.kind == LaneKind::Memory) {
+        drawCounter(p, lane, r, range.first, range.second, prims);
+        return;
+    }
     m.drawList(laneIndex, range.first, range.second, r.width(), items_);
     const std::vector<int64_t>* hits = static_cast<size_t>(laneIndex) < v.hitsPerLane_.size() && !v.hitsPerLane_[static_cast<size_t>(laneIndex)].empty()
                                            ? &v.hitsPerLane_[static_cast<size_t>(laneIndex)]
@@ -1292,6 +1600,7 @@ void TimelineBody::drawLane(QCPPainter* p, int laneIndex, const QRect& r, int& p
                 c = microbatchTint(stepColor(StepKind(ev->step & 3)), ev->microbatch);
             break;
         case LaneKind::Cpu:
+        case LaneKind::Memory:
             c = rgbFromHex(kCpuHex);
             break;
         }
@@ -1386,11 +1695,14 @@ void TimelineOverlay::draw(QCPPainter* p)
     if (v.haveArea_) {
         // Only the rows the statistics count are shaded; the time range is marked over the whole height.
         const double x0 = v.xOf(v.areaFrom_), x1 = v.xOf(v.areaTo_);
-        const int first = std::max(v.areaRow0_, v.firstRow_);
-        const int last = std::min(v.areaRow1_, v.firstRow_ + v.visibleRowCount() - 1);
-        if (first <= last) {
-            const int top = v.rowTop(first), bottom = std::min(ar.bottom(), v.rowTop(last + 1));
-            p->fillRect(QRectF(x0, top, x1 - x0, bottom - top), QColor(9, 105, 218, 40));
+        const int rh = v.rowHeight();
+        for (int slot = 0; slot <= v.visibleRowCount(); ++slot) {
+            const int row = v.rowInSlot(slot);
+            if (row < 0 || static_cast<size_t>(row) >= v.areaRows_.size() || !v.areaRows_[static_cast<size_t>(row)])
+                continue;
+            const int top = ar.top() + slot * rh, bottom = std::min(ar.bottom(), top + rh);
+            if (bottom > top)
+                p->fillRect(QRectF(x0, top, x1 - x0, bottom - top), QColor(9, 105, 218, 40));
         }
         p->setPen(QPen(QColor(9, 105, 218, 160), 1, Qt::DashLine));
         p->drawLine(QPointF(x0, ar.top()), QPointF(x0, ar.bottom()));
@@ -1417,7 +1729,7 @@ void TimelineOverlay::draw(QCPPainter* p)
                     const QRectF box((x0 + x1) / 2 - w / 2.0, ar.top() + 1, w, fm.height() + 2);
                     p->drawLine(QPointF(x0, ar.top() + 1 + box.height() / 2), QPointF(x1, ar.top() + 1 + box.height() / 2));
                     if (x1 - x0 > w) {
-                        p->fillRect(box, QColor(255, 255, 255, 230));
+                        p->fillRect(box, viewColors(v.palette()).labelBox);
                         p->drawText(box, Qt::AlignCenter, d);
                     }
                 }
@@ -1426,7 +1738,7 @@ void TimelineOverlay::draw(QCPPainter* p)
             lastT = v.markers_[i];
         }
     }
-    outline(p, v.hover_, QColor(0x1d, 0x23, 0x29), 1);
+    outline(p, v.hover_, viewColors(v.palette()).hoverOutline, 1);
     outline(p, v.selected_, toQColor(kSelectionHex), 2);
     // The selection's arrows (see TimelineView::selectionArrows); an end on a
     // track that is not on screen points at the top or bottom edge.
@@ -1438,7 +1750,7 @@ void TimelineOverlay::draw(QCPPainter* p)
             const int row = v.rowOfLane(lane);
             if (row < 0)
                 return std::nullopt;
-            return row < v.firstRow_ ? ar.top() + 1.0 : ar.bottom() - 1.0;
+            return row < v.firstRow_ ? ar.top() + v.stickyRows() * v.rowHeight() + 1.0 : ar.bottom() - 1.0;
         };
         const auto y0 = yOf(a.fromLane), y1 = yOf(a.toLane);
         if (!y0 || !y1)

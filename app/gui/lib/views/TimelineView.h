@@ -22,12 +22,14 @@
 // at the start of a replay).
 #include "store/Store.h"
 #include "timeline/TimelineModel.h"
+#include "views/Theme.h"
 
 #include <QPair>
 #include <QWidget>
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -93,6 +95,21 @@ public:
     void setGroupCollapsed(int stage, int replica, bool collapsed);
     bool isGroupCollapsed(int stage, int replica) const;
     void setAllGroupsCollapsed(bool collapsed);
+    // Data-parallel replicas folded: each pipeline stage is one row showing
+    // its slowest replica (the one with the most step or compute time), with
+    // the spread of the other replicas drawn under it; a click expands the
+    // stage into its replicas' groups. On by default when the job has more
+    // than kFoldReplicasAbove ranks and more than one replica, so a large job
+    // reads stage by stage without scrolling.
+    static constexpr int kFoldReplicasAbove = 16;
+    void setReplicasFolded(bool folded);
+    // Row height: compact, normal (the default) or comfortable (views/Theme.h).
+    void setRowDensity(RowDensity density);
+    bool replicasFolded() const { return replicasFolded_; }
+    void setStageExpanded(int stage, bool expanded);
+    bool isStageExpanded(int stage) const { return expandedStages_.count(stage) > 0; }
+    // The replica a folded stage shows (-1: the stage has one replica or none).
+    int slowestReplica(int stage) const;
     void setLaneHidden(int lane, bool hidden);
     bool isLaneHidden(int lane) const;
     void showAllLanes();
@@ -179,6 +196,7 @@ Q_SIGNALS:
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
+    void changeEvent(QEvent* event) override;
     void keyPressEvent(QKeyEvent* event) override;
 
 private:
@@ -191,9 +209,10 @@ private:
         std::vector<int> lanes;
         std::vector<int> summaryLanes; // what a collapsed group shows: each rank's steps or compute stream
         double busyShare = 0;          // of the summary lanes over the visible range, from the last paint
+        TimeNs workNs = 0;             // the summary lanes' event time per rank: what "slowest" compares
     };
     struct Row {
-        enum Kind { PinnedHeader, GroupHeader, LaneRow } kind = LaneRow;
+        enum Kind { PinnedHeader, GroupHeader, LaneRow, StageFold } kind = LaneRow;
         int lane = -1;
         int group = -1;
     };
@@ -202,9 +221,18 @@ private:
     void computeArrows();
     std::vector<int> pinnedLanes() const; // in their shown order
     void rebuildRows();
+    // Rows on screen: the pinned tracks (rows [0, stickyRows())) stay on top
+    // while the others scroll beneath them from firstRow_, and the header of
+    // the group the first scrolled row belongs to stays over that row
+    // (Perfetto's sticky headers). A slot is a row's place on screen.
+    int stickyRows() const;
+    int stickyHeaderRow() const; // -1: none
+    int rowInSlot(int slot) const; // -1: nothing there
+    int clampedFirstRow(int first) const;
     int rowAt(int y) const;
     int rowTop(int row) const;
-    int rowHeight() const { return 18; }
+    int rowHeight() const { return rowHeight_; }
+    void applyPlotColors(); // the axis and background from the palette (a theme change)
     int visibleRowCount() const;
     void scrollRows(int delta);
     double nsPerPixel() const;
@@ -242,6 +270,15 @@ private:
     std::vector<char> hidden_, pinned_;
     std::vector<int> order_;       // [lane]: position among its group's (or the pinned) tracks
     bool cpuShown_ = true;
+    bool replicasFolded_ = false;
+    int rowHeight_ = 18;
+    std::set<int> expandedStages_;
+    // A folded stage: its replica groups, slowest first. Built with the groups.
+    std::map<int, std::vector<int>> stageGroups_;
+    QString stageFoldToolTip(int row) const;
+    // A selected event's track comes on screen: its folded stage expands,
+    // its collapsed group opens, the rows scroll to it.
+    void revealLane(int lane);
     std::vector<SelectionArrow> arrows_;
     std::function<std::optional<LaunchCall>(int32_t)> launchLookup_;
     int firstRow_ = 0;
@@ -251,7 +288,7 @@ private:
     TimelineEventRef hover_, selected_;
     int selectedLane_ = -1;
     bool haveArea_ = false;
-    int areaRow0_ = 0, areaRow1_ = -1; // the rows the selection counts, shaded alone
+    std::vector<char> areaRows_; // [row]: counted by the area selection, shaded alone
     qint64 areaFrom_ = 0, areaTo_ = 0;
 
     enum class Drag { None, Pan, Area, Maybe } drag_ = Drag::None;

@@ -1,9 +1,13 @@
 #include "whatif/LayerStrip.h"
 
 #include "timeline/Palette.h"
+#include "util/Format.h"
 
 #include <QFileDialog>
 #include <QHBoxLayout>
+#include <QHelpEvent>
+#include <QInputDialog>
+#include <QToolTip>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QMouseEvent>
@@ -20,7 +24,7 @@ namespace pipescope::gui {
 namespace {
 
 constexpr int kMargin = 8;       // left and right
-constexpr int kBandH = 6;        // stage colour band under the cells
+constexpr int kBandH = 13;       // stage colour band under the cells, with each stage's layer count
 constexpr int kHandleH = 14;     // the grip above the cells
 constexpr int kCellTop = kHandleH + 2;
 constexpr int kGrabPx = 6;       // how close a press must come to a handle
@@ -41,7 +45,7 @@ LayerStrip::LayerStrip(QWidget* parent) : QWidget(parent)
     setFocusPolicy(Qt::StrongFocus);
     setMouseTracking(true);
     setAccessibleName(tr("Layer strip"));
-    setToolTip(tr("Drag a stage boundary; Up/Down select a boundary, Left/Right move it"));
+    setWhatsThis(tr("Drag a stage boundary; Up/Down select a boundary, Left/Right move it, Enter types it"));
 
     prompt_ = new QWidget(this);
     auto* v = new QVBoxLayout(prompt_);
@@ -73,16 +77,18 @@ LayerStrip::LayerStrip(QWidget* parent) : QWidget(parent)
     });
 }
 
-QSize LayerStrip::sizeHint() const { return {640, needsLayers_ ? 90 : 64}; }
-QSize LayerStrip::minimumSizeHint() const { return {160, needsLayers_ ? 80 : 48}; }
+QSize LayerStrip::sizeHint() const { return {640, needsLayers_ ? 90 : 72}; }
+QSize LayerStrip::minimumSizeHint() const { return {160, needsLayers_ ? 80 : 56}; }
 
 void LayerStrip::setCostModel(const whatif::CostModel& model)
 {
     cost_.clear();
     names_.clear();
+    facts_.clear();
     for (const auto& l : model.layers) {
         cost_.push_back(l.forwardNs + l.backwardNs);
         names_.push_back(QString::fromStdString(l.name));
+        facts_.push_back({l.forwardNs, l.backwardNs, l.params, l.activationBytes, l.frozen});
     }
     maxCost_ = cost_.empty() ? 0 : *std::max_element(cost_.begin(), cost_.end());
     needsLayers_ = model.layerSource == whatif::LayerSource::Stages;
@@ -182,6 +188,96 @@ bool LayerStrip::moveHandle(int handle, int layer)
     return true;
 }
 
+int LayerStrip::stageOfLayer(int layer) const
+{
+    return static_cast<int>(std::upper_bound(boundaries_.begin(), boundaries_.end(), layer) - boundaries_.begin());
+}
+
+int LayerStrip::layerAt(int x) const
+{
+    const int n = layerCount();
+    if (n == 0 || needsLayers_ || x < edgeX(0) || x >= edgeX(n))
+        return -1;
+    for (int l = 0; l < n; ++l)
+        if (x < edgeX(l + 1))
+            return l;
+    return -1;
+}
+
+QString LayerStrip::layerToolTip(int layer) const
+{
+    if (layer < 0 || layer >= layerCount())
+        return {};
+    const LayerFacts& f = facts_[size_t(layer)];
+    auto dur = [](double ns) { return QString::fromStdString(formatDuration(static_cast<int64_t>(std::llround(ns)))); };
+    const QString dash = QStringLiteral("—");
+    QString t = tr("<b>layer %1</b>").arg(layer);
+    if (!names_[size_t(layer)].isEmpty() && names_[size_t(layer)] != QString::number(layer))
+        t += QStringLiteral(" · ") + names_[size_t(layer)].toHtmlEscaped();
+    t += tr(" · stage %1").arg(stageOfLayer(layer));
+    t += tr("<br>forward %1, backward %2 per microbatch").arg(dur(f.forwardNs), dur(f.backwardNs));
+    t += tr("<br>parameters %1%2")
+             .arg(f.params > 0 ? QString::fromStdString(formatCount(f.params)) : dash, f.frozen ? tr(" (frozen)") : QString());
+    t += tr(", activations %1 per microbatch")
+             .arg(f.activationBytes > 0 ? QString::fromStdString(formatBytes(f.activationBytes)) : dash);
+    return t;
+}
+
+bool LayerStrip::event(QEvent* e)
+{
+    if (e->type() == QEvent::ToolTip) {
+        auto* help = static_cast<QHelpEvent*>(e);
+        const int h = handleAt(help->pos().x());
+        QString tip;
+        if (h >= 0 && !needsLayers_)
+            tip = tr("boundary %1: stage %2 starts at layer %3<br><i>drag, or double-click to type it</i>")
+                      .arg(h)
+                      .arg(h + 1)
+                      .arg(boundaries_[size_t(h)]);
+        else
+            tip = layerToolTip(layerAt(help->pos().x()));
+        if (tip.isEmpty())
+            QToolTip::hideText();
+        else
+            QToolTip::showText(help->globalPos(), tip, this);
+        return true;
+    }
+    return QWidget::event(e);
+}
+
+bool LayerStrip::typeBoundary(int handle, int layer)
+{
+    if (needsLayers_ || !editable_ || !moveHandle(handle, layer))
+        return false;
+    selected_ = handle;
+    emit boundariesDragged(boundaries_);
+    emit boundariesCommitted(boundaries_);
+    return true;
+}
+
+void LayerStrip::askBoundary(int handle)
+{
+    if (needsLayers_ || !editable_ || handle < 0 || handle >= static_cast<int>(boundaries_.size()))
+        return;
+    const int lo = handle > 0 ? boundaries_[size_t(handle) - 1] + 1 : 1;
+    const int hi = handle + 1 < static_cast<int>(boundaries_.size()) ? boundaries_[size_t(handle) + 1] - 1 : layerCount() - 1;
+    bool ok = false;
+    const int layer = QInputDialog::getInt(this, tr("Stage boundary"),
+                                           tr("First layer of stage %1 (%2 to %3):").arg(handle + 1).arg(lo).arg(hi),
+                                           boundaries_[size_t(handle)], lo, hi, 1, &ok);
+    if (ok)
+        typeBoundary(handle, layer);
+}
+
+void LayerStrip::mouseDoubleClickEvent(QMouseEvent* e)
+{
+    const int h = handleAt(int(e->position().x()));
+    if (e->button() == Qt::LeftButton && h >= 0)
+        askBoundary(h);
+    else
+        QWidget::mouseDoubleClickEvent(e);
+}
+
 void LayerStrip::mousePressEvent(QMouseEvent* e)
 {
     if (needsLayers_ || !editable_ || e->button() != Qt::LeftButton)
@@ -228,6 +324,10 @@ void LayerStrip::keyPressEvent(QKeyEvent* e)
         selectHandle(selected_ < 0 ? 0 : (selected_ + step + handles) % handles);
         return;
     }
+    case Qt::Key_Return:
+    case Qt::Key_Enter:
+        askBoundary(selected_ < 0 ? 0 : selected_);
+        return;
     case Qt::Key_Left:
     case Qt::Key_Right: {
         if (!editable_)
@@ -293,12 +393,34 @@ void LayerStrip::paintEvent(QPaintEvent*)
             p.drawText(QRect(x0 + 2, kCellTop, x1 - x0 - 4, cellH), Qt::AlignCenter, QString::number(l));
         }
     }
+    // Each stage's layer count in its band, in words where they fit.
+    {
+        QFont small = font();
+        small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.8));
+        p.setFont(small);
+        const QFontMetrics sfm(small);
+        const int stages = static_cast<int>(boundaries_.size()) + 1;
+        for (int s = 0; s < stages; ++s) {
+            const int first = s == 0 ? 0 : boundaries_[size_t(s) - 1];
+            const int last = s + 1 < stages ? boundaries_[size_t(s)] : n;
+            const QRect band(edgeX(first), height() - kBandH, edgeX(last) - edgeX(first), kBandH);
+            const int count = last - first;
+            QString label = tr("stage %1 · %n layer(s)", nullptr, count).arg(s);
+            if (sfm.horizontalAdvance(label) + 4 > band.width())
+                label = QString::number(count);
+            if (sfm.horizontalAdvance(label) + 2 > band.width() || sfm.height() > kBandH + 3)
+                continue;
+            p.setPen(Qt::white);
+            p.drawText(band, Qt::AlignCenter, label);
+        }
+        p.setFont(font());
+    }
     // Handles: a line through the cells and a grip above.
     for (int h = 0; h < static_cast<int>(boundaries_.size()); ++h) {
         const int x = handleX(h);
         const bool sel = h == selected_;
-        const auto hx = timeline::rgbFromHex(sel ? timeline::kSelectionHex : timeline::kTextHex);
-        const QColor c(hx.r, hx.g, hx.b);
+        const auto hx = timeline::rgbFromHex(timeline::kSelectionHex);
+        const QColor c = sel ? QColor(hx.r, hx.g, hx.b) : palette().color(QPalette::Text);
         p.setPen(QPen(c, sel ? 3 : 2));
         p.drawLine(x, kCellTop - 2, x, height());
         if (editable_) {

@@ -4,7 +4,10 @@
 // colour band and a handle on every stage boundary. Dragging a handle snaps
 // it to layer edges (a stage keeps at least one layer) and reports every
 // snapped change while the mouse moves and the final partition on release.
-// Keyboard: Up/Down (or a click) selects a handle, Left/Right move it one layer.
+// Keyboard: Up/Down (or a click) selects a handle, Left/Right move it one layer,
+// Enter (or a double-click on a handle) types the boundary's layer.
+// Hovering a layer tells its forward and backward time, parameters and
+// activation memory; the band under the cells tells each stage's layer count.
 //
 // Where the cost model knows no layers (layer source "stages"), the strip says
 // so and asks for a layer count or a model file, as the CLI's --layers and
@@ -49,6 +52,13 @@ public:
 
     // As the "Model file..." button does after its dialog (for tests and drops).
     void requestModelFile(const QString& path) { emit modelFileRequested(path); }
+    // A boundary typed in: `layer` becomes the first layer of stage handle + 1
+    // (clamped so each stage keeps a layer); one committed change, as a drag's
+    // release. False when nothing moved. What Enter's dialog calls.
+    bool typeBoundary(int handle, int layer);
+    // The layer under widget x, -1 outside the cells; and what hovering it tells.
+    int layerAt(int x) const;
+    QString layerToolTip(int layer) const;
 
 signals:
     void boundariesDragged(std::vector<int> boundaries);
@@ -62,16 +72,26 @@ protected:
     void mouseMoveEvent(QMouseEvent* event) override;
     void mouseReleaseEvent(QMouseEvent* event) override;
     void keyPressEvent(QKeyEvent* event) override;
+    void mouseDoubleClickEvent(QMouseEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
+    bool event(QEvent* event) override;
 
 private:
     int handleAt(int x) const;
     int snap(int handle, int x) const;
     bool moveHandle(int handle, int layer); // true when the boundary changed
     void showPrompt(bool show);
+    void askBoundary(int handle); // the dialog behind Enter and double-click
+    int stageOfLayer(int layer) const;
 
     std::vector<double> cost_; // forward + backward per layer, ns
     std::vector<QString> names_;
+    struct LayerFacts {
+        double forwardNs = 0, backwardNs = 0;
+        int64_t params = 0, activationBytes = 0;
+        bool frozen = false;
+    };
+    std::vector<LayerFacts> facts_;
     double maxCost_ = 0;
     std::vector<int> boundaries_;
     std::vector<int> rankOfStage_;

@@ -8,7 +8,6 @@
 #include "whatif/LayerStrip.h"
 #include "whatif/ParetoChart.h"
 #include "timeline/Palette.h"
-#include "util/Error.h"
 #include "util/Format.h"
 #include "whatif/PartitionExport.h"
 #include "whatif/StageSpeeds.h"
@@ -40,14 +39,12 @@
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QToolButton>
-#include <QUndoCommand>
 #include <QUndoStack>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 namespace pipescope::gui {
 
@@ -132,59 +129,198 @@ QCustomPlot* smallPlot(QWidget* parent, const QString& yLabel)
     return plot;
 }
 
-} // namespace
-
-// One undo step: the state before and after a change. The change already
-// happened when the step is pushed, so its first redo does nothing.
-class WhatIfEditor::Command : public QUndoCommand {
-public:
-    Command(WhatIfEditor* editor, State before, State after, const QString& text, bool done = true)
-        : QUndoCommand(text), editor_(editor), before_(std::move(before)), after_(std::move(after)), first_(done)
-    {
-    }
-    void redo() override
-    {
-        if (first_) {
-            first_ = false;
-            return;
-        }
-        editor_->restore(after_);
-    }
-    void undo() override { editor_->restore(before_); }
-
-private:
-    WhatIfEditor* editor_;
-    State before_, after_;
-    bool first_;
+// The ranks as the charts' x axis: one tick per rank, named by its number.
+struct RankAxis {
+    int ranks = 0;
+    QVector<double> keys;
+    QSharedPointer<QCPAxisTickerText> ticker;
 };
 
-WhatIfEditor::WhatIfEditor(QWidget* parent) : QWidget(parent), worker_(new WhatIfWorker(this)), undo_(new QUndoStack(this))
+RankAxis rankAxis(const whatif::Prediction& p)
+{
+    RankAxis axis;
+    axis.ranks = static_cast<int>(p.replay.ranks.size());
+    QVector<QString> labels;
+    for (int r = 0; r < axis.ranks; ++r) {
+        axis.keys << r;
+        labels << QString::number(r);
+    }
+    axis.ticker = QSharedPointer<QCPAxisTickerText>::create();
+    axis.ticker->addTicks(axis.keys, labels);
+    return axis;
+}
+
+// Busy and idle per rank, stacked.
+void plotBusy(QCustomPlot* plot, const whatif::Prediction& p, const RankAxis& axis)
+{
+    QVector<double> busy, idle;
+    for (int r = 0; r < axis.ranks; ++r) {
+        busy << p.replay.ranks[size_t(r)].busyNs / 1e6;
+        idle << (p.iterationNs() - p.replay.ranks[size_t(r)].busyNs) / 1e6;
+    }
+    plot->clearPlottables();
+    auto* busyBars = new QCPBars(plot->xAxis, plot->yAxis);
+    busyBars->setName(QObject::tr("busy"));
+    busyBars->setBrush(toQColor(timeline::stepColor(StepKind::F)));
+    busyBars->setPen(Qt::NoPen);
+    busyBars->setData(axis.keys, busy);
+    auto* idleBars = new QCPBars(plot->xAxis, plot->yAxis);
+    idleBars->setName(QObject::tr("idle"));
+    idleBars->setBrush(toQColor(timeline::causeColor(BubbleCause::Other)));
+    idleBars->setPen(Qt::NoPen);
+    idleBars->setData(axis.keys, idle);
+    idleBars->moveAbove(busyBars);
+    plot->xAxis->setTicker(axis.ticker);
+    plot->xAxis->setLabel(QObject::tr("rank: busy below, idle above"));
+    plot->xAxis->setRange(-0.6, axis.ranks - 0.4);
+    plot->yAxis->setRange(0, std::max(1e-3, p.iterationNs() / 1e6) * 1.05);
+    plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+// Whether the prediction knows any rank's memory: the model gave parameter or activation sizes.
+bool memoryKnown(const whatif::Prediction& p)
+{
+    return std::any_of(p.memory.begin(), p.memory.end(), [](const auto& m) { return m.peakBytes > 0; });
+}
+
+// Empty axes would look like zero memory: this says why there is nothing to show.
+void addUnknownNote(QCustomPlot* plot, const QString& text)
+{
+    auto* note = new QCPItemText(plot);
+    note->position->setType(QCPItemPosition::ptAxisRectRatio);
+    note->position->setCoords(0.5, 0.45);
+    note->setText(text);
+    note->setColor(QColor("#666666"));
+}
+
+// Peak memory per rank against the GPU's; ranks out of memory in red, the
+// measured run's peaks (the trace's allocator totals) as black ticks over the bars.
+void plotPeakMemory(QCustomPlot* plot, const whatif::Prediction& p, const RankAxis& axis, bool known)
+{
+    const int ranks = axis.ranks;
+    plot->clearPlottables();
+    plot->clearItems();
+    auto* ok = new QCPBars(plot->xAxis, plot->yAxis);
+    auto* oom = new QCPBars(plot->xAxis, plot->yAxis);
+    ok->setBrush(toQColor(timeline::stepColor(StepKind::B)));
+    oom->setBrush(QColor("#d1242f"));
+    ok->setPen(Qt::NoPen);
+    oom->setPen(Qt::NoPen);
+    double top = 0;
+    for (int r = 0; r < ranks && size_t(r) < p.memory.size(); ++r) {
+        const double gib = p.memory[size_t(r)].peakBytes / kGiB;
+        (p.memory[size_t(r)].outOfMemory ? oom : ok)->addData(r, gib);
+        top = std::max(top, gib);
+    }
+    bool measuredShown = false;
+    {
+        auto* measured = new QCPGraph(plot->xAxis, plot->yAxis);
+        measured->setName(QObject::tr("measured"));
+        measured->setLineStyle(QCPGraph::lsNone);
+        measured->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssPlus, QPen(QColor("#1d2329"), 2), Qt::NoBrush, 10));
+        for (int r = 0; r < ranks && size_t(r) < p.measuredPeakBytes.size(); ++r)
+            if (p.measuredPeakBytes[size_t(r)] >= 0) {
+                const double gib = p.measuredPeakBytes[size_t(r)] / kGiB;
+                measured->addData(r, gib);
+                top = std::max(top, gib);
+                measuredShown = true;
+            }
+        measured->setVisible(measuredShown);
+    }
+    if (p.gpuMemoryBytes) {
+        const double limit = *p.gpuMemoryBytes / kGiB;
+        auto* line = new QCPItemStraightLine(plot);
+        line->point1->setCoords(-1, limit);
+        line->point2->setCoords(1, limit);
+        line->setPen(QPen(QColor("#d1242f"), 1, Qt::DashLine));
+        top = std::max(top, limit);
+    }
+    plot->xAxis->setTicker(axis.ticker);
+    QString rankLabel = p.outOfMemory() ? QObject::tr("rank (out of memory)") : QObject::tr("rank");
+    if (measuredShown)
+        rankLabel += QObject::tr("; + measured peak");
+    plot->xAxis->setLabel(rankLabel);
+    plot->xAxis->setRange(-0.6, ranks - 0.4);
+    plot->yAxis->setRange(0, std::max(1e-3, top) * 1.1);
+    if (!known)
+        addUnknownNote(plot, measuredShown ? QObject::tr("predicted: unknown") : QObject::tr("unknown"));
+    plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+// Memory over the iteration, a step line per rank.
+void plotMemoryOverTime(QCustomPlot* plot, const whatif::Prediction& p, int ranks, bool known)
+{
+    plot->clearGraphs();
+    plot->clearItems();
+    if (!known)
+        addUnknownNote(plot, QObject::tr("memory unknown: the trace gives no parameter or\nactivation sizes (open it with a model file, --model)"));
+    static const std::array<std::string_view, 8> hues = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1",
+                                                         "#edc948", "#76b7b2", "#ff9da7", "#9c755f"};
+    double peak = 0;
+    for (int r = 0; r < ranks && size_t(r) < p.memory.size(); ++r) {
+        auto* g = plot->addGraph();
+        g->setLineStyle(QCPGraph::lsStepLeft);
+        g->setPen(QPen(toQColor(timeline::rgbFromHex(hues[size_t(r) % hues.size()])), 1.5));
+        g->setName(QObject::tr("rank %1").arg(r));
+        QVector<double> t, y;
+        for (const auto& pt : p.memory[size_t(r)].overTime) {
+            t << pt.t / 1e6;
+            y << pt.bytes / kGiB;
+            peak = std::max(peak, pt.bytes / kGiB);
+        }
+        g->setData(t, y, true);
+    }
+    plot->xAxis->setLabel(QObject::tr("ms"));
+    plot->xAxis->setRange(0, std::max(1e-3, p.iterationNs() / 1e6));
+    plot->yAxis->setRange(0, std::max(1e-3, peak) * 1.1);
+    plot->legend->setVisible(known && ranks <= 8);
+    plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+// How the replay exchanged (docs/whatif.md, "Exchanges"), for the iteration's tooltip.
+QString exchangesTip(const whatif::Prediction& p)
+{
+    if (p.replay.blockingExchanges && p.costs.megatronExchanges)
+        return QObject::tr("Replayed with Megatron-LM's exchanges as it issues them (interleaved 1F1B: overlapped in the steady "
+                           "state, blocking in warm-up and cool-down; 1F1B: blocking batches), %1; %2 per transfer alone")
+            .arg(p.costs.sharedLinks ? QObject::tr("every transfer in flight sharing one medium")
+                                     : QObject::tr("each direction between two ranks a link of its own"),
+                 qs(formatDuration(p.costs.p2pLatencyNs)));
+    return p.replay.blockingExchanges
+               ? QObject::tr("Replayed with blocking exchanges, as Megatron-LM runs them: a step waits for its "
+                             "rank's batch of sends and receives and starts %1 after it")
+                     .arg(qs(formatDuration(p.costs.exchangeGapNs)))
+               : QObject::tr("Replayed with sends that overlap the next step");
+}
+
+// The search's rows as the table's cells, one string per column.
+QStringList searchCells(const whatif::SearchRow& r, int i)
+{
+    return {QString::number(i + 1),
+            qs(std::string(toString(r.scenario.schedule))),
+            QString::number(r.scenario.v),
+            QString::number(r.scenario.microbatches),
+            qs(formatDuration(r.iterationNs)),
+            speedupWords(r.speedup),
+            qs(formatPercent(r.bubbleFraction)),
+            qs(formatBytes(r.peakBytes)) + (r.outOfMemory ? QObject::tr(" (out of memory)") : QString()) +
+                (r.pareto ? QObject::tr(" (front)") : QString()),
+            (r.recomputeChosen ? QObject::tr("per stage: ") : QString()) + qs(whatif::recomputeText(r.scenario.recompute)),
+            boundariesText(r.boundaries)};
+}
+
+} // namespace
+
+WhatIfEditor::WhatIfEditor(QWidget* parent) : QWidget(parent), controller_(new WhatIfController(this))
 {
     buildUi();
-    connect(worker_, &WhatIfWorker::costModelReady, this, &WhatIfEditor::onCostModel);
-    connect(worker_, &WhatIfWorker::measuredReady, this, [this](PredictionPtr m, quint64 id) {
-        if (id >= modelRequest_)
-            measured_ = std::move(m);
-    });
-    connect(worker_, &WhatIfWorker::scenarioApplied, this, &WhatIfEditor::onScenario);
-    connect(worker_, &WhatIfWorker::predictionReady, this, &WhatIfEditor::onPrediction);
-    connect(worker_, &WhatIfWorker::failed, this, &WhatIfEditor::onFailed);
-    connect(worker_, &WhatIfWorker::cancelled, this, &WhatIfEditor::onCancelled);
-    connect(worker_, &WhatIfWorker::requestDropped, this, [this](quint64 id) { pending_.erase(id); });
-    connect(worker_, &WhatIfWorker::searchFinished, this, &WhatIfEditor::onSearch);
-    connect(worker_, &WhatIfWorker::searchProgress, this, [this](const QString& phase, double f) {
-        status_->setText(f >= 0 ? tr("searching: %1 (%2%)").arg(phase).arg(int(f * 100)) : tr("searching: %1").arg(phase));
-    });
-    connect(worker_, &WhatIfWorker::balanceProgress, this, [this](const QString& phase, double f) {
-        if (balancing_)
-            status_->setText(f >= 0 ? tr("auto-balance: %1 (%2%)").arg(phase).arg(int(f * 100)) : tr("auto-balance: %1").arg(phase));
-    });
+    wireController();
 }
 
 WhatIfEditor::~WhatIfEditor()
 {
-    // The undo steps call back into the editor; they go before its widgets do.
-    undo_->clear();
+    // The controller's undo steps and worker go while the editor's widgets are still here.
+    delete controller_;
 }
 
 void WhatIfEditor::buildUi()
@@ -192,21 +328,53 @@ void WhatIfEditor::buildUi()
     auto* root = new QVBoxLayout(this);
     root->setContentsMargins(4, 4, 4, 4);
 
-    // Layer strip with its error line.
+    // Layer strip with its error line, the controls, the actions, and the line for errors of no control.
     strip_ = new LayerStrip(this);
     root->addWidget(strip_);
-    auto errorLabel = [this](const QString& setting) {
-        auto* l = new QLabel(this);
-        l->setStyleSheet("color: #d1242f;");
-        l->setWordWrap(true);
-        l->hide();
-        l->setObjectName("error-" + setting);
-        errors_[setting] = l;
-        return l;
-    };
     root->addWidget(errorLabel("boundaries"));
+    QGridLayout* controls = buildScenarioControls();
+    QHBoxLayout* actions = buildActions();
+    controls->setColumnStretch(8, 1);
+    root->addLayout(controls);
+    root->addLayout(actions);
+    root->addWidget(errorLabel("general"));
 
-    // Controls, each with its inline error beneath.
+    buildFigures(root);
+
+    // Diagram and charts side by side with the tables.
+    auto* split = new QSplitter(Qt::Vertical, this);
+    buildDiagram(split);
+    auto* tabs = new QTabWidget(split);
+    buildCharts(tabs);
+    buildSearch(tabs);
+    buildScenarios(tabs);
+    buildExport(tabs);
+    split->addWidget(tabs);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    root->addWidget(split, 1);
+
+    wireStrip();
+    wireControls();
+    strip_->setEditable(false);
+}
+
+// A red line beside a control for the errors about its setting (one of WhatIfController::errorSettings()).
+QLabel* WhatIfEditor::errorLabel(const QString& setting)
+{
+    Q_ASSERT(WhatIfController::errorSettings().contains(setting));
+    auto* l = new QLabel(this);
+    l->setStyleSheet("color: #d1242f;");
+    l->setWordWrap(true);
+    l->hide();
+    l->setObjectName("error-" + setting);
+    errors_[setting] = l;
+    return l;
+}
+
+// The scenario's controls in a row, each with its label above and its inline error beneath.
+QGridLayout* WhatIfEditor::buildScenarioControls()
+{
     auto* controls = new QGridLayout;
     auto addControl = [&](int col, const QString& label, QWidget* w, const QString& setting) {
         controls->addWidget(new QLabel(label, this), 0, col);
@@ -257,32 +425,26 @@ void WhatIfEditor::buildUi()
                                     "spread evenly), or reordered (pipescope whatif --microbatch-order). Needs microbatches "
                                     "that differ: the trace's, or a tokens file"));
     addControl(7, tr("Microbatch order"), microbatchOrder_, "microbatch-order");
+    return controls;
+}
+
+// The actions on a row of their own: with the scenario's eight controls one
+// row would make the window wider than a laptop screen.
+QHBoxLayout* WhatIfEditor::buildActions()
+{
     balance_ = new QPushButton(tr("Auto-balance"), this);
     search_ = new QPushButton(tr("Search"), this);
     cancel_ = new QPushButton(tr("Cancel"), this);
     cancel_->setEnabled(false);
     auto* undoBtn = new QToolButton(this);
-    undoBtn->setDefaultAction(undo_->createUndoAction(this, tr("Undo")));
+    undoBtn->setDefaultAction(undoStack()->createUndoAction(this, tr("Undo")));
     auto* redoBtn = new QToolButton(this);
-    redoBtn->setDefaultAction(undo_->createRedoAction(this, tr("Redo")));
+    redoBtn->setDefaultAction(undoStack()->createRedoAction(this, tr("Redo")));
     auto* exportBtn = new QToolButton(this);
-    exportBtn->setText(tr("Export"));
-    exportBtn->setPopupMode(QToolButton::InstantPopup);
-    auto* exportMenu = new QMenu(exportBtn);
-    exportMenu->addAction(tr("Save as pipescope.whatif/1 JSON..."), this, [this] {
-        const QString path = QFileDialog::getSaveFileName(this, tr("Save what-if JSON"), "whatif.json", tr("JSON (*.json)"));
-        QString error;
-        if (!path.isEmpty() && !saveWhatIfJson(path, &error))
-            showError("general", error);
-    });
-    exportMenu->addAction(tr("Copy Megatron-LM arguments and module lists"), this,
-                          [this] { QApplication::clipboard()->setText(exportText()); });
-    exportBtn->setMenu(exportMenu);
+    buildExportMenu(exportBtn);
     searchRecompute_ = new QCheckBox(tr("with recomputation"), this);
     searchRecompute_->setToolTip(tr("Search also tries selective and full recomputation everywhere and auto-balance's "
                                     "choice per stage within the GPU memory"));
-    // The actions on a row of their own: with the scenario's eight controls
-    // one row would make the window wider than a laptop screen.
     auto* actions = new QHBoxLayout;
     for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, searchRecompute_, cancel_, undoBtn, redoBtn, exportBtn})
         actions->addWidget(w);
@@ -299,12 +461,34 @@ void WhatIfEditor::buildUi()
     actions->addWidget(speeds_);
     actions->addWidget(errorLabel("stage-speed"), 1);
     actions->addStretch(1);
-    controls->setColumnStretch(8, 1);
-    root->addLayout(controls);
-    root->addLayout(actions);
-    root->addWidget(errorLabel("general"));
 
-    // Headline figures.
+    connect(balance_, &QPushButton::clicked, this, &WhatIfEditor::autoBalance);
+    connect(search_, &QPushButton::clicked, this, &WhatIfEditor::search);
+    connect(cancel_, &QPushButton::clicked, controller_, &WhatIfController::cancelWork);
+    return actions;
+}
+
+// Export: the what-if JSON to a file, the Megatron-LM arguments and module lists to the clipboard.
+void WhatIfEditor::buildExportMenu(QToolButton* button)
+{
+    button->setText(tr("Export"));
+    button->setPopupMode(QToolButton::InstantPopup);
+    auto* exportMenu = new QMenu(button);
+    exportMenu->addAction(tr("Save as pipescope.whatif/1 JSON..."), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save what-if JSON"), "whatif.json", tr("JSON (*.json)"));
+        QString error;
+        if (!path.isEmpty() && !saveWhatIfJson(path, &error))
+            showError("general", error);
+    });
+    exportMenu->addAction(tr("Copy Megatron-LM arguments and module lists"), this,
+                          [this] { QApplication::clipboard()->setText(exportText()); });
+    button->setMenu(exportMenu);
+}
+
+// Headline figures: iteration, speed-up, bubble share and the status line,
+// the diagram's switches, and the lines for extra work and uneven microbatches.
+void WhatIfEditor::buildFigures(QVBoxLayout* root)
+{
     auto* figures = new QHBoxLayout;
     iteration_ = new QLabel(this);
     QFont big = iteration_->font();
@@ -326,11 +510,11 @@ void WhatIfEditor::buildUi()
     figures->addWidget(new QLabel(tr("Bubble:"), this));
     figures->addWidget(bubbleBar_, 1);
     figures->addWidget(status_);
-    auto* ghost = new QCheckBox(tr("Prediction as ghost"), this);
-    auto* criticalPath = new QCheckBox(tr("Critical path"), this);
-    criticalPath->setChecked(true);
-    figures->addWidget(ghost);
-    figures->addWidget(criticalPath);
+    ghost_ = new QCheckBox(tr("Prediction as ghost"), this);
+    criticalPath_ = new QCheckBox(tr("Critical path"), this);
+    criticalPath_->setChecked(true);
+    figures->addWidget(ghost_);
+    figures->addWidget(criticalPath_);
     root->addLayout(figures);
     extraResult_ = new QLabel(this);
     extraResult_->setObjectName("extra-work-result");
@@ -344,13 +528,15 @@ void WhatIfEditor::buildUi()
     microbatchResult_->setTextFormat(Qt::PlainText);
     microbatchResult_->hide();
     root->addWidget(microbatchResult_);
+}
 
-    // Diagram and charts side by side with the tables.
-    auto* split = new QSplitter(Qt::Vertical, this);
+// The pipeline diagram of measured against predicted, with its legend.
+void WhatIfEditor::buildDiagram(QSplitter* split)
+{
     pipeline_ = new PipelineView(split);
-    connect(ghost, &QCheckBox::toggled, pipeline_,
+    connect(ghost_, &QCheckBox::toggled, pipeline_,
             [this](bool on) { pipeline_->setMode(on ? PipelineView::Ghost : PipelineView::Stacked); });
-    connect(criticalPath, &QCheckBox::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
+    connect(criticalPath_, &QCheckBox::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
     // Two rows per stage (measured, predicted) stay readable: about 18 px each.
     pipeline_->setMinimumHeight(2 * 4 * 18 + 60);
     auto* diagram = new QWidget(split);
@@ -361,7 +547,11 @@ void WhatIfEditor::buildUi()
     diagramLayout->addWidget(pipeline_, 1);
     diagramLayout->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, diagram));
     split->addWidget(diagram);
-    auto* tabs = new QTabWidget(split);
+}
+
+// Busy and idle per rank, peak memory per rank, and memory over time.
+void WhatIfEditor::buildCharts(QTabWidget* tabs)
+{
     auto* charts = new QWidget(tabs);
     auto* chartRow = new QHBoxLayout(charts);
     busyPlot_ = smallPlot(charts, tr("ms per rank"));
@@ -377,7 +567,11 @@ void WhatIfEditor::buildUi()
     chartRow->addWidget(memoryPlot_, 1);
     chartRow->addWidget(memoryTimePlot_, 2);
     tabs->addTab(charts, tr("Busy, idle and memory"));
+}
 
+// The search's ranked table and its memory-time front; a row or a point applies its configuration.
+void WhatIfEditor::buildSearch(QTabWidget* tabs)
+{
     searchTable_ = new QTableWidget(tabs);
     searchTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     searchTable_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -390,6 +584,13 @@ void WhatIfEditor::buildUi()
     pareto_ = new ParetoChart(tabs);
     tabs->addTab(pareto_, tr("Memory-time front"));
 
+    connect(searchTable_, &QTableWidget::cellClicked, this, [this](int row, int) { applySearchRow(row); });
+    connect(pareto_, &ParetoChart::rowClicked, this, &WhatIfEditor::applySearchRow);
+}
+
+// The saved scenarios (a double click applies one) and two of them, or the current one, compared.
+void WhatIfEditor::buildScenarios(QTabWidget* tabs)
+{
     auto* scenarioTab = new QWidget(tabs);
     auto* sl = new QHBoxLayout(scenarioTab);
     auto* left = new QVBoxLayout;
@@ -413,35 +614,47 @@ void WhatIfEditor::buildUi()
     sl->addLayout(right, 2);
     tabs->addTab(scenarioTab, tr("Scenarios"));
 
+    connect(save, &QPushButton::clicked, this, [this] {
+        bool ok = false;
+        const QString name = QInputDialog::getText(this, tr("Save scenario"), tr("Name:"), QLineEdit::Normal,
+                                                   tr("scenario %1").arg(scenarioNames().size() + 1), &ok);
+        if (ok && !name.trimmed().isEmpty())
+            saveScenario(name.trimmed());
+    });
+    connect(scenarios_, &QListWidget::itemDoubleClicked, this, [this](QListWidgetItem* item) { applyScenario(item->text()); });
+    auto recompare = [this] { compare(compareA_->currentText(), compareB_->currentText()); };
+    connect(compareA_, &QComboBox::currentTextChanged, this, recompare);
+    connect(compareB_, &QComboBox::currentTextChanged, this, recompare);
+}
+
+// The partition as Megatron-LM arguments and per-stage module lists.
+void WhatIfEditor::buildExport(QTabWidget* tabs)
+{
     export_ = new QPlainTextEdit(tabs);
     export_->setReadOnly(true);
     tabs->addTab(export_, tr("Export"));
-    split->addWidget(tabs);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    root->addWidget(split, 1);
+}
 
-    // Wiring.
-    connect(strip_, &LayerStrip::boundariesDragged, this, [this](std::vector<int> b) {
-        send(worker_->setBoundaries(std::move(b)), Origin::DragStep, "boundaries");
-    });
-    connect(strip_, &LayerStrip::boundariesCommitted, this, [this](std::vector<int> b) {
-        send(worker_->setBoundaries(std::move(b)), Origin::DragCommit, "boundaries", tr("Move stage boundary"));
-    });
+// The strip's drags, releases and calibration requests.
+void WhatIfEditor::wireStrip()
+{
+    connect(strip_, &LayerStrip::boundariesDragged, this,
+            [this](std::vector<int> b) { controller_->dragBoundaries(std::move(b)); });
+    connect(strip_, &LayerStrip::boundariesCommitted, this,
+            [this](std::vector<int> b) { controller_->commitBoundaries(std::move(b)); });
     connect(strip_, &LayerStrip::layersRequested, this, [this](int layers) {
-        if (!recalibrates_ || !trace_)
-            return;
-        whatif::FromMeasuredOptions o;
-        o.layers = layers;
-        requestedRecalibration_ = Recalibration{layers, {}};
-        modelRequest_ = send(worker_->calibrate(trace_, analysis_, o), Origin::Model, "layers");
+        if (recalibrates_)
+            controller_->recalibrate(WhatIfController::Recalibration{layers, {}});
     });
     connect(strip_, &LayerStrip::modelFileRequested, this, [this](const QString& path) {
-        if (!recalibrates_ || !trace_)
-            return;
-        requestedRecalibration_ = Recalibration{std::nullopt, path};
-        modelRequest_ = send(worker_->calibrate(trace_, analysis_, {}, path), Origin::Model, "layers");
+        if (recalibrates_)
+            controller_->recalibrate(WhatIfController::Recalibration{std::nullopt, path});
     });
+}
+
+// Each scenario control asks for its change, one undo step each.
+void WhatIfEditor::wireControls()
+{
     connect(schedule_, &QComboBox::activated, this, [this](int index) {
         const QString name = schedule_->itemData(index).toString();
         if (name == "csv") {
@@ -474,18 +687,8 @@ void WhatIfEditor::buildUi()
         std::optional<int64_t> bytes;
         if (gib > 0)
             bytes = static_cast<int64_t>(std::llround(gib * kGiB));
-        send(worker_->setGpuMemory(bytes), Origin::Control, "gpu", tr("GPU memory"));
+        controller_->setGpuMemory(bytes);
     });
-    connect(balance_, &QPushButton::clicked, this, &WhatIfEditor::autoBalance);
-    connect(search_, &QPushButton::clicked, this, &WhatIfEditor::search);
-    connect(cancel_, &QPushButton::clicked, this, [this] {
-        if (searching_)
-            worker_->cancelSearch();
-        if (balancing_)
-            worker_->cancelBalance();
-    });
-    connect(searchTable_, &QTableWidget::cellClicked, this, [this](int row, int) { applySearchRow(row); });
-    connect(pareto_, &ParetoChart::rowClicked, this, &WhatIfEditor::applySearchRow);
     connect(speeds_, &QLineEdit::editingFinished, this, [this] {
         if (speeds_->isModified()) {
             speeds_->setModified(false);
@@ -510,38 +713,37 @@ void WhatIfEditor::buildUi()
         c.recompute = std::vector<whatif::Recompute>{*r};
         applyChange(c, "recompute", tr("Recompute %1").arg(name));
     });
-    connect(save, &QPushButton::clicked, this, [this] {
-        bool ok = false;
-        const QString name = QInputDialog::getText(this, tr("Save scenario"), tr("Name:"), QLineEdit::Normal,
-                                                   tr("scenario %1").arg(saved_.size() + 1), &ok);
-        if (ok && !name.trimmed().isEmpty())
-            saveScenario(name.trimmed());
-    });
-    connect(scenarios_, &QListWidget::itemDoubleClicked, this, [this](QListWidgetItem* item) { applyScenario(item->text()); });
-    auto recompare = [this] { compare(compareA_->currentText(), compareB_->currentText()); };
-    connect(compareA_, &QComboBox::currentTextChanged, this, recompare);
-    connect(compareB_, &QComboBox::currentTextChanged, this, recompare);
-    strip_->setEditable(false);
 }
 
-// Everything that belongs to the job shown so far: its predictions, search
-// results, saved scenarios and comparisons, figures, undo history and messages.
+// What the controller says: predictions, the cost model, errors, the work in flight, search rows, saved scenarios.
+void WhatIfEditor::wireController()
+{
+    connect(controller_, &WhatIfController::predictionChanged, this, &WhatIfEditor::showPrediction);
+    connect(controller_, &WhatIfController::costModelChanged, this, [this](bool sessionStarted) {
+        if (sessionStarted)
+            speeds_->clear(); // speeds were declared on the model that was replaced
+        strip_->setCostModel(costModel());
+    });
+    connect(controller_, &WhatIfController::errorChanged, this, &WhatIfEditor::showError);
+    connect(controller_, &WhatIfController::busyChanged, this, &WhatIfEditor::showBusy);
+    connect(controller_, &WhatIfController::searchProgress, this, [this](const QString& phase, double f) {
+        status_->setText(f >= 0 ? tr("searching: %1 (%2%)").arg(phase).arg(int(f * 100)) : tr("searching: %1").arg(phase));
+    });
+    connect(controller_, &WhatIfController::balanceProgress, this, [this](const QString& phase, double f) {
+        status_->setText(f >= 0 ? tr("auto-balance: %1 (%2%)").arg(phase).arg(int(f * 100)) : tr("auto-balance: %1").arg(phase));
+    });
+    connect(controller_, &WhatIfController::searchFinished, this, &WhatIfEditor::showSearchRows);
+    connect(controller_, &WhatIfController::scenariosChanged, this, &WhatIfEditor::refreshScenarioList);
+}
+
+// Every widget that showed the job so far: search results, saved scenarios
+// and comparisons, figures and messages (the controller forgot the state).
 void WhatIfEditor::forgetJob()
 {
-    measured_.reset();
-    current_.reset();
-    scenario_.reset();
-    haveCommitted_ = false;
-    undo_->clear();
     clearErrors();
-    recalibration_.reset();
-    requestedRecalibration_.reset();
-    balancing_ = searching_ = false; // answers for the previous job are dropped
     refreshBusy();
-    searchRows_.reset();
     searchTable_->setRowCount(0);
     pareto_->setRows(nullptr, std::nullopt);
-    saved_.clear();
     refreshScenarioList();
     compare_->setRowCount(0);
     export_->clear();
@@ -568,26 +770,16 @@ void WhatIfEditor::forgetJob()
 void WhatIfEditor::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<const AnalysisResult> analysis,
                           whatif::CostModel model)
 {
+    controller_->setJob(std::move(trace), std::move(analysis), std::move(model));
     forgetJob();
-    trace_ = std::move(trace);
-    analysis_ = std::move(analysis);
-    pipeline_->setMeasured(analysis_);
-    model_ = model;
-    baseModel_ = model;
-    strip_->setCostModel(model_);
+    pipeline_->setMeasured(controller_->analysis());
     strip_->setEditable(false); // until the session answers
-    modelRequest_ = send(worker_->setCostModel(std::move(model)), Origin::Model, {});
 }
 
 void WhatIfEditor::setUnavailable(const QString& reason)
 {
-    modelRequest_ = std::numeric_limits<quint64>::max(); // answers still on their way belong to the previous job
+    controller_->setUnavailable();
     forgetJob();
-    trace_.reset();
-    analysis_.reset();
-    model_ = whatif::CostModel{};
-    baseModel_ = model_;
-    strip_->setCostModel(model_);
     strip_->setBoundaries({});
     strip_->setEditable(false);
     pipeline_->setMeasured(nullptr);
@@ -596,127 +788,59 @@ void WhatIfEditor::setUnavailable(const QString& reason)
     emit predictionChanged();
 }
 
-quint64 WhatIfEditor::send(quint64 id, Origin origin, const QString& setting, const QString& undoText)
-{
-    pending_[id] = Pending{origin, setting, undoText};
-    return id;
-}
-
 void WhatIfEditor::applyChange(whatif::ScenarioChanges changes, const QString& setting, const QString& undoText)
 {
-    send(worker_->apply(std::move(changes)), Origin::Control, setting, undoText);
+    controller_->applyChange(std::move(changes), setting, undoText);
 }
 
-void WhatIfEditor::restore(const State& state)
+// A prediction from the controller. A drag step moves only the strip, the
+// headline figures and the diagram; anything else also clears the errors,
+// syncs the controls and redraws the charts and the text below them.
+void WhatIfEditor::showPrediction(const PredictionPtr& prediction, Origin origin)
 {
-    if (current_ && current_->gpuMemoryBytes != state.gpuBytes)
-        send(worker_->setGpuMemory(state.gpuBytes), Origin::Restore, "gpu");
-    send(worker_->setScenario(state.scenario), Origin::Restore, {});
-}
-
-void WhatIfEditor::onCostModel(CostModelPtr model, quint64 id)
-{
-    if (id < modelRequest_)
-        return;
-    model_ = *model;
-    baseModel_ = *model;
-    speeds_->clear(); // speeds were declared on the model that was replaced
-    if (id == modelRequest_)
-        recalibration_ = requestedRecalibration_;
-    strip_->setCostModel(model_);
-    undo_->clear(); // the steps name layers of the model that was replaced
-}
-
-void WhatIfEditor::onScenario(ScenarioPtr scenario, quint64 id)
-{
-    if (id >= modelRequest_)
-        scenario_ = std::move(scenario); // its prediction follows at once
-}
-
-void WhatIfEditor::onPrediction(PredictionPtr prediction, quint64 id)
-{
-    if (balancing_ && id == balanceRequest_) {
-        balancing_ = false;
-        refreshBusy();
-    }
-    if (id < modelRequest_ || !scenario_)
-        return;
-    const auto it = pending_.find(id);
-    const Origin origin = it != pending_.end() ? it->second.origin : Origin::Restore;
-    const QString undoText = it != pending_.end() ? it->second.undoText : QString();
-    if (it != pending_.end())
-        pending_.erase(it);
-    const State now{*scenario_, prediction->gpuMemoryBytes};
-    switch (origin) {
-    case Origin::Model:
-        committed_ = now;
-        haveCommitted_ = true;
-        undo_->clear();
-        break;
-    case Origin::DragStep:
-        break; // the release makes the undo step
-    case Origin::DragCommit:
-    case Origin::Control:
-        if (haveCommitted_)
-            undo_->push(new Command(this, committed_, now, undoText));
-        committed_ = now;
-        break;
-    case Origin::Restore:
-        committed_ = now;
-        break;
-    }
-    current_ = std::move(prediction);
-    if (origin != Origin::DragStep)
+    const bool dragStep = origin == Origin::DragStep;
+    if (!dragStep)
         clearErrors();
     status_->clear();
-    strip_->setEditable(model_.layerSource != whatif::LayerSource::Stages);
-    strip_->setStageRanks(current_->schedule.rankOfStage);
-    strip_->setBoundaries(current_->partition.boundaries());
-    if (origin != Origin::DragStep)
+    strip_->setEditable(costModel().layerSource != whatif::LayerSource::Stages);
+    strip_->setStageRanks(prediction->schedule.rankOfStage);
+    strip_->setBoundaries(prediction->partition.boundaries());
+    if (!dragStep)
         syncControls();
-    refreshFigures();
+    showHeadline(prediction);
+    if (!dragStep) {
+        refreshCharts(*prediction);
+        export_->setPlainText(exportText());
+        refreshExtraWork();
+        refreshMicrobatches();
+    }
     emit predictionChanged();
 }
 
-void WhatIfEditor::onCancelled(quint64 id)
+// Search and Auto-balance as the work in flight allows, and the status line saying where it stands.
+void WhatIfEditor::showBusy(WhatIfController::Work work, WhatIfController::WorkState state)
 {
-    pending_.erase(id);
-    if (balancing_ && id == balanceRequest_) {
-        balancing_ = false;
-        refreshBusy();
-        status_->setText(tr("auto-balance cancelled"));
-    }
-    if (id == searchRequest_ && searching_) {
-        searching_ = false;
-        refreshBusy();
+    using Work = WhatIfController::Work;
+    using WorkState = WhatIfController::WorkState;
+    refreshBusy();
+    switch (state) {
+    case WorkState::Running:
+        status_->setText(work == Work::Search ? tr("searching...") : tr("auto-balance..."));
+        break;
+    case WorkState::Answered:
+        if (work == Work::Search)
+            status_->clear(); // a balance's answer is a prediction, which clears the line as it is shown
+        break;
+    case WorkState::Failed:
         status_->clear();
+        break;
+    case WorkState::Cancelled:
+        if (work == Work::Balance)
+            status_->setText(tr("auto-balance cancelled"));
+        else
+            status_->clear();
+        break;
     }
-}
-
-void WhatIfEditor::onFailed(const QString& message, const QString& setting, quint64 id)
-{
-    if (balancing_ && id == balanceRequest_) {
-        balancing_ = false;
-        refreshBusy();
-        status_->clear();
-    }
-    if (id < modelRequest_ && id != searchRequest_)
-        return;
-    QString where = setting;
-    const auto it = pending_.find(id);
-    if (it != pending_.end()) {
-        if (where.isEmpty() || !errors_.count(where))
-            where = it->second.setting; // core named no setting: the control that asked
-        pending_.erase(it);
-    }
-    if (id == searchRequest_) {
-        searching_ = false;
-        refreshBusy();
-        status_->clear();
-    }
-    if (where == "weights" || where == "layers")
-        where = "boundaries";
-    showError(errors_.count(where) ? where : QString("general"), message);
 }
 
 void WhatIfEditor::showError(const QString& setting, const QString& message)
@@ -760,25 +884,29 @@ QString WhatIfEditor::speedupText() const { return speedup_->text(); }
 
 std::optional<whatif::Prediction> WhatIfEditor::currentPrediction() const
 {
-    return current_ ? std::optional<whatif::Prediction>(*current_) : std::nullopt;
+    const PredictionPtr current = controller_->current();
+    return current ? std::optional<whatif::Prediction>(*current) : std::nullopt;
 }
 
 std::optional<whatif::Prediction> WhatIfEditor::measuredPrediction() const
 {
-    return measured_ ? std::optional<whatif::Prediction>(*measured_) : std::nullopt;
+    const PredictionPtr measured = controller_->measured();
+    return measured ? std::optional<whatif::Prediction>(*measured) : std::nullopt;
 }
 
 void WhatIfEditor::syncControls()
 {
-    if (!scenario_)
+    const ScenarioPtr scenario = controller_->scenario();
+    if (!scenario)
         return;
+    const PredictionPtr current = controller_->current();
     const QSignalBlocker b1(schedule_), b2(v_), b3(m_), b4(pp_), b5(gpu_), b6(recompute_), b7(microbatchOrder_);
     microbatchOrder_->setCurrentIndex(
-        std::max(0, microbatchOrder_->findData(qs(std::string(toString(scenario_->microbatchOrder))))));
-    microbatchOrder_->setEnabled(model_.microbatchSizes.has_value());
+        std::max(0, microbatchOrder_->findData(qs(std::string(toString(scenario->microbatchOrder))))));
+    microbatchOrder_->setEnabled(costModel().microbatchSizes.has_value());
     {
         const std::vector<whatif::Recompute> rc =
-            current_ ? current_->recompute : whatif::recomputePerStage(scenario_->recompute, 1);
+            current ? current->recompute : whatif::recomputePerStage(scenario->recompute, 1);
         const QString text = qs(whatif::recomputeText(rc));
         int at = recompute_->findData(text);
         if (at < 0) {
@@ -792,7 +920,7 @@ void WhatIfEditor::syncControls()
         }
         recompute_->setCurrentIndex(at);
     }
-    const QString name = qs(std::string(toString(scenario_->schedule)));
+    const QString name = qs(std::string(toString(scenario->schedule)));
     int index = schedule_->findData(name);
     if (index < 0) {
         // A loaded CSV: shown by name until another schedule is chosen.
@@ -803,33 +931,19 @@ void WhatIfEditor::syncControls()
         }
     }
     schedule_->setCurrentIndex(index);
-    v_->setValue(scenario_->v);
-    m_->setValue(scenario_->microbatches);
-    pp_->setValue(scenario_->pp);
-    const auto gpu = current_ ? current_->gpuMemoryBytes : model_.memory.gpuMemoryBytes;
+    v_->setValue(scenario->v);
+    m_->setValue(scenario->microbatches);
+    pp_->setValue(scenario->pp);
+    const auto gpu = current ? current->gpuMemoryBytes : costModel().memory.gpuMemoryBytes;
     gpu_->setValue(gpu ? double(*gpu) / kGiB : 0.0);
 }
 
-void WhatIfEditor::refreshFigures()
+// The figures a drag step moves: iteration, speed-up, bubble bar and the diagram.
+void WhatIfEditor::showHeadline(const PredictionPtr& prediction)
 {
-    if (!current_)
-        return;
-    const whatif::Prediction& p = *current_;
+    const whatif::Prediction& p = *prediction;
     iteration_->setText(tr("Predicted iteration %1").arg(qs(formatDuration(p.iterationNs()))));
-    // How the replay exchanged (docs/whatif.md, "Exchanges").
-    if (p.replay.blockingExchanges && p.costs.megatronExchanges)
-        iteration_->setToolTip(
-            tr("Replayed with Megatron-LM's exchanges as it issues them (interleaved 1F1B: overlapped in the steady "
-               "state, blocking in warm-up and cool-down; 1F1B: blocking batches), %1; %2 per transfer alone")
-                .arg(p.costs.sharedLinks ? tr("every transfer in flight sharing one medium")
-                                         : tr("each direction between two ranks a link of its own"),
-                     qs(formatDuration(p.costs.p2pLatencyNs))));
-    else
-        iteration_->setToolTip(p.replay.blockingExchanges
-                                   ? tr("Replayed with blocking exchanges, as Megatron-LM runs them: a step waits for its "
-                                        "rank's batch of sends and receives and starts %1 after it")
-                                         .arg(qs(formatDuration(p.costs.exchangeGapNs)))
-                                   : tr("Replayed with sends that overlap the next step"));
+    iteration_->setToolTip(exchangesTip(p));
     if (auto err = p.calibrationError()) {
         // The measured configuration replayed: its difference is the model's error, not a speed-up.
         speedup_->setText(tr("calibration %1 (measured %2)")
@@ -843,165 +957,30 @@ void WhatIfEditor::refreshFigures()
                           (p.measuredIterationNs ? tr(" (measured %1)").arg(qs(formatDuration(*p.measuredIterationNs))) : QString()));
         speedup_->setToolTip(tr("Measured iteration / predicted iteration"));
     }
-    static_cast<BubbleBar*>(bubbleBar_)->setPrediction(current_);
-    pipeline_->setPrediction(current_);
+    static_cast<BubbleBar*>(bubbleBar_)->setPrediction(prediction);
+    pipeline_->setPrediction(prediction);
+}
 
-    const int ranks = static_cast<int>(p.replay.ranks.size());
-    QVector<double> keys, busy, idle;
-    QVector<QString> labels;
-    for (int r = 0; r < ranks; ++r) {
-        keys << r;
-        busy << p.replay.ranks[size_t(r)].busyNs / 1e6;
-        idle << (p.iterationNs() - p.replay.ranks[size_t(r)].busyNs) / 1e6;
-        labels << QString::number(r);
-    }
-    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
-    ticker->addTicks(keys, labels);
-
-    // Busy and idle per rank, stacked.
-    busyPlot_->clearPlottables();
-    auto* busyBars = new QCPBars(busyPlot_->xAxis, busyPlot_->yAxis);
-    busyBars->setName(tr("busy"));
-    busyBars->setBrush(toQColor(timeline::stepColor(StepKind::F)));
-    busyBars->setPen(Qt::NoPen);
-    busyBars->setData(keys, busy);
-    auto* idleBars = new QCPBars(busyPlot_->xAxis, busyPlot_->yAxis);
-    idleBars->setName(tr("idle"));
-    idleBars->setBrush(toQColor(timeline::causeColor(BubbleCause::Other)));
-    idleBars->setPen(Qt::NoPen);
-    idleBars->setData(keys, idle);
-    idleBars->moveAbove(busyBars);
-    busyPlot_->xAxis->setTicker(ticker);
-    busyPlot_->xAxis->setLabel(tr("rank: busy below, idle above"));
-    busyPlot_->xAxis->setRange(-0.6, ranks - 0.4);
-    busyPlot_->yAxis->setRange(0, std::max(1e-3, p.iterationNs() / 1e6) * 1.05);
-    busyPlot_->replot(QCustomPlot::rpQueuedReplot);
-
-    // Peak memory per rank against the GPU's; ranks out of memory in red.
-    memoryPlot_->clearPlottables();
-    memoryPlot_->clearItems();
-    auto* ok = new QCPBars(memoryPlot_->xAxis, memoryPlot_->yAxis);
-    auto* oom = new QCPBars(memoryPlot_->xAxis, memoryPlot_->yAxis);
-    ok->setBrush(toQColor(timeline::stepColor(StepKind::B)));
-    oom->setBrush(QColor("#d1242f"));
-    ok->setPen(Qt::NoPen);
-    oom->setPen(Qt::NoPen);
-    double top = 0;
-    for (int r = 0; r < ranks && size_t(r) < p.memory.size(); ++r) {
-        const double gib = p.memory[size_t(r)].peakBytes / kGiB;
-        (p.memory[size_t(r)].outOfMemory ? oom : ok)->addData(r, gib);
-        top = std::max(top, gib);
-    }
-    // The measured run's peaks (the trace's allocator totals) as black ticks over the bars.
-    bool measuredShown = false;
-    {
-        auto* measured = new QCPGraph(memoryPlot_->xAxis, memoryPlot_->yAxis);
-        measured->setName(tr("measured"));
-        measured->setLineStyle(QCPGraph::lsNone);
-        measured->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssPlus, QPen(QColor("#1d2329"), 2), Qt::NoBrush, 10));
-        for (int r = 0; r < ranks && size_t(r) < p.measuredPeakBytes.size(); ++r)
-            if (p.measuredPeakBytes[size_t(r)] >= 0) {
-                const double gib = p.measuredPeakBytes[size_t(r)] / kGiB;
-                measured->addData(r, gib);
-                top = std::max(top, gib);
-                measuredShown = true;
-            }
-        measured->setVisible(measuredShown);
-    }
-    if (p.gpuMemoryBytes) {
-        const double limit = *p.gpuMemoryBytes / kGiB;
-        auto* line = new QCPItemStraightLine(memoryPlot_);
-        line->point1->setCoords(-1, limit);
-        line->point2->setCoords(1, limit);
-        line->setPen(QPen(QColor("#d1242f"), 1, Qt::DashLine));
-        top = std::max(top, limit);
-    }
-    memoryPlot_->xAxis->setTicker(ticker);
-    QString rankLabel = p.outOfMemory() ? tr("rank (out of memory)") : tr("rank");
-    if (measuredShown)
-        rankLabel += tr("; + measured peak");
-    memoryPlot_->xAxis->setLabel(rankLabel);
-    memoryPlot_->xAxis->setRange(-0.6, ranks - 0.4);
-    memoryPlot_->yAxis->setRange(0, std::max(1e-3, top) * 1.1);
-    // Empty axes would look like zero memory: say why there is nothing to show.
-    const bool memoryKnown = std::any_of(p.memory.begin(), p.memory.end(), [](const auto& m) { return m.peakBytes > 0; });
-    auto unknownNote = [](QCustomPlot* plot, const QString& text) {
-        auto* note = new QCPItemText(plot);
-        note->position->setType(QCPItemPosition::ptAxisRectRatio);
-        note->position->setCoords(0.5, 0.45);
-        note->setText(text);
-        note->setColor(QColor("#666666"));
-    };
-    if (!memoryKnown)
-        unknownNote(memoryPlot_, measuredShown ? tr("predicted: unknown") : tr("unknown"));
-    memoryPlot_->replot(QCustomPlot::rpQueuedReplot);
-
-    // Memory over the iteration, a step line per rank.
-    memoryTimePlot_->clearGraphs();
-    memoryTimePlot_->clearItems();
-    if (!memoryKnown)
-        unknownNote(memoryTimePlot_, tr("memory unknown: the trace gives no parameter or\nactivation sizes (open it with a model file, --model)"));
-    static const std::array<std::string_view, 8> hues = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1",
-                                                         "#edc948", "#76b7b2", "#ff9da7", "#9c755f"};
-    double peak = 0;
-    for (int r = 0; r < ranks && size_t(r) < p.memory.size(); ++r) {
-        auto* g = memoryTimePlot_->addGraph();
-        g->setLineStyle(QCPGraph::lsStepLeft);
-        g->setPen(QPen(toQColor(timeline::rgbFromHex(hues[size_t(r) % hues.size()])), 1.5));
-        g->setName(tr("rank %1").arg(r));
-        QVector<double> t, y;
-        for (const auto& pt : p.memory[size_t(r)].overTime) {
-            t << pt.t / 1e6;
-            y << pt.bytes / kGiB;
-            peak = std::max(peak, pt.bytes / kGiB);
-        }
-        g->setData(t, y, true);
-    }
-    memoryTimePlot_->xAxis->setLabel(tr("ms"));
-    memoryTimePlot_->xAxis->setRange(0, std::max(1e-3, p.iterationNs() / 1e6));
-    memoryTimePlot_->yAxis->setRange(0, std::max(1e-3, peak) * 1.1);
-    memoryTimePlot_->legend->setVisible(memoryKnown && ranks <= 8);
-    memoryTimePlot_->replot(QCustomPlot::rpQueuedReplot);
-
-    export_->setPlainText(exportText());
-    refreshExtraWork();
-    refreshMicrobatches();
+// The charts a drag waits for: busy and idle, peak memory, memory over time.
+void WhatIfEditor::refreshCharts(const whatif::Prediction& p)
+{
+    const RankAxis axis = rankAxis(p);
+    const bool known = memoryKnown(p);
+    plotBusy(busyPlot_, p, axis);
+    plotPeakMemory(memoryPlot_, p, axis, known);
+    plotMemoryOverTime(memoryTimePlot_, p, axis.ranks, known);
 }
 
 void WhatIfEditor::setStageSpeeds(const QString& text)
 {
-    const QString t = text.trimmed();
-    whatif::CostModel m = baseModel_;
-    std::vector<double> speeds;
-    try {
-        if (whatif::speedsFromTrace(t.toStdString()))
-            speeds = m.measuredStageSpeeds();
-        else
-            speeds = whatif::parseStageSpeeds(t.toStdString());
-        m.setStageSpeeds(speeds);
-        if (scenario_ && !speeds.empty() && static_cast<int>(speeds.size()) != scenario_->pp)
-            throw ValueError("stage-speed", tr("%1 speeds for a scenario of pp %2; give one per pipeline rank")
-                                                .arg(speeds.size())
-                                                .arg(scenario_->pp)
-                                                .toStdString());
-    } catch (const std::exception& e) {
-        showError("stage-speed", QString::fromUtf8(e.what()));
+    const std::optional<std::vector<double>> speeds = controller_->setStageSpeeds(text);
+    if (!speeds || !whatif::speedsFromTrace(text.trimmed().toStdString()))
         return;
-    }
-    showError("stage-speed", QString());
-    if (whatif::speedsFromTrace(t.toStdString())) {
-        QStringList shown;
-        for (double x : speeds)
-            shown << QString::number(x, 'g', 3);
-        speeds_->setText(shown.join(QLatin1Char(',')));
-    }
-    // A new model: the session starts again on it, then the scenario shown comes back.
-    const std::optional<whatif::Scenario> keep = scenario_ ? std::optional<whatif::Scenario>(*scenario_) : std::nullopt;
-    model_ = m;
-    strip_->setCostModel(model_);
-    modelRequest_ = send(worker_->setCostModel(std::move(m)), Origin::Model, "stage-speed");
-    if (keep)
-        send(worker_->setScenario(*keep), Origin::Restore, "stage-speed");
+    // Read from the trace: the field shows the speeds read.
+    QStringList shown;
+    for (double x : *speeds)
+        shown << QString::number(x, 'g', 3);
+    speeds_->setText(shown.join(QLatin1Char(',')));
 }
 
 QString WhatIfEditor::microbatchText() const
@@ -1011,13 +990,15 @@ QString WhatIfEditor::microbatchText() const
 
 void WhatIfEditor::refreshMicrobatches()
 {
-    if (!current_ || !scenario_ || !model_.unevenFor(scenario_->microbatches, whatif::MicrobatchOrder::Given)) {
+    const ScenarioPtr scenario = controller_->scenario();
+    const whatif::CostModel& model = costModel();
+    if (!controller_->current() || !scenario || !model.unevenFor(scenario->microbatches, whatif::MicrobatchOrder::Given)) {
         microbatchResult_->hide();
         return;
     }
     // Six replays of the shown schedule: milliseconds even for thousands of steps.
     try {
-        const whatif::MicrobatchStudy st = whatif::studyMicrobatches(model_, *scenario_);
+        const whatif::MicrobatchStudy st = whatif::studyMicrobatches(model, *scenario);
         if (!st.applies) {
             microbatchResult_->hide();
             return;
@@ -1027,7 +1008,7 @@ void WhatIfEditor::refreshMicrobatches()
                           "equal microbatches would take %6.")
                            .arg(st.minSize, 0, 'f', 2)
                            .arg(st.maxSize, 0, 'f', 2)
-                           .arg(st.source == "trace" ? tr("as measured") : tr("from the %1").arg(qs(st.source)))
+                           .arg(st.source == whatif::SizeSource::Trace ? tr("as measured") : tr("from the %1").arg(qs(std::string(toString(st.source)))))
                            .arg(qs(formatDuration(st.spreadCostNs)), qs(formatPercent(static_cast<double>(st.spreadCostNs) / g)),
                                 qs(formatDuration(st.equalNs)));
         if (st.bestGainNs > 0)
@@ -1054,13 +1035,14 @@ QString WhatIfEditor::extraWorkText() const { return extraResult_->isVisibleTo(c
 void WhatIfEditor::refreshExtraWork()
 {
     const double ms = extraWork_->value();
-    if (!current_ || ms <= 0) {
+    const PredictionPtr current = controller_->current();
+    if (!current || ms <= 0) {
         extraResult_->hide();
         return;
     }
     // A post-pass over the shown prediction's replay: cheap enough for the UI thread.
     try {
-        const auto e = whatif::addExtraWork(*current_, static_cast<TimeNs>(std::llround(ms * 1e6)));
+        const auto e = whatif::addExtraWork(*current, static_cast<TimeNs>(std::llround(ms * 1e6)));
         TimeNs hidden = 0, work = 0;
         for (const auto& r : e.ranks) {
             hidden += r.hiddenNs;
@@ -1077,13 +1059,7 @@ void WhatIfEditor::refreshExtraWork()
     }
 }
 
-void WhatIfEditor::autoBalance()
-{
-    balanceRequest_ = send(worker_->autoBalance(), Origin::Control, "boundaries", tr("Auto-balance"));
-    balancing_ = true;
-    refreshBusy();
-    status_->setText(tr("auto-balance..."));
-}
+void WhatIfEditor::autoBalance() { controller_->autoBalance(); }
 
 void WhatIfEditor::search()
 {
@@ -1092,49 +1068,30 @@ void WhatIfEditor::search()
         space.recompute = {whatif::Recompute::None, whatif::Recompute::Selective, whatif::Recompute::Full};
         space.recomputePerStage = true;
     }
-    searchRequest_ = worker_->search(space);
-    searching_ = true;
-    refreshBusy();
-    status_->setText(tr("searching..."));
+    controller_->search(std::move(space));
 }
 
 void WhatIfEditor::refreshBusy()
 {
-    search_->setEnabled(!searching_);
-    balance_->setEnabled(!balancing_);
-    cancel_->setEnabled(searching_ || balancing_);
+    search_->setEnabled(!controller_->searching());
+    balance_->setEnabled(!controller_->balancing());
+    cancel_->setEnabled(controller_->searching() || controller_->balancing());
 }
 
 QString WhatIfEditor::statusText() const { return status_->text(); }
 
 std::optional<whatif::Scenario> WhatIfEditor::currentScenario() const
 {
-    return scenario_ ? std::optional<whatif::Scenario>(*scenario_) : std::nullopt;
+    const ScenarioPtr scenario = controller_->scenario();
+    return scenario ? std::optional<whatif::Scenario>(*scenario) : std::nullopt;
 }
 
-void WhatIfEditor::onSearch(SearchRowsPtr rows, quint64 id)
+void WhatIfEditor::showSearchRows(const SearchRowsPtr& rows)
 {
-    if (id != searchRequest_)
-        return;
-    searching_ = false;
-    refreshBusy();
-    status_->clear();
-    searchRows_ = std::move(rows);
-    searchTable_->setRowCount(static_cast<int>(searchRows_->size()));
-    for (int i = 0; i < static_cast<int>(searchRows_->size()); ++i) {
-        const whatif::SearchRow& r = (*searchRows_)[size_t(i)];
-        const QStringList cells = {QString::number(i + 1),
-                                   qs(std::string(toString(r.scenario.schedule))),
-                                   QString::number(r.scenario.v),
-                                   QString::number(r.scenario.microbatches),
-                                   qs(formatDuration(r.iterationNs)),
-                                   speedupWords(r.speedup),
-                                   qs(formatPercent(r.bubbleFraction)),
-                                   qs(formatBytes(r.peakBytes)) + (r.outOfMemory ? tr(" (out of memory)") : QString()) +
-                                       (r.pareto ? tr(" (front)") : QString()),
-                                   (r.recomputeChosen ? tr("per stage: ") : QString()) +
-                                       qs(whatif::recomputeText(r.scenario.recompute)),
-                                   boundariesText(r.boundaries)};
+    searchTable_->setRowCount(static_cast<int>(rows->size()));
+    for (int i = 0; i < static_cast<int>(rows->size()); ++i) {
+        const whatif::SearchRow& r = (*rows)[size_t(i)];
+        const QStringList cells = searchCells(r, i);
         for (int c = 0; c < cells.size(); ++c) {
             auto* item = new QTableWidgetItem(cells[c]);
             if (r.outOfMemory)
@@ -1143,23 +1100,11 @@ void WhatIfEditor::onSearch(SearchRowsPtr rows, quint64 id)
         }
     }
     searchTable_->resizeColumnsToContents();
-    pareto_->setRows(searchRows_, current_ ? current_->gpuMemoryBytes : model_.memory.gpuMemoryBytes);
+    const PredictionPtr current = controller_->current();
+    pareto_->setRows(rows, current ? current->gpuMemoryBytes : costModel().memory.gpuMemoryBytes);
 }
 
-void WhatIfEditor::applySearchRow(int row)
-{
-    if (!searchRows_ || row < 0 || row >= static_cast<int>(searchRows_->size()))
-        return;
-    const whatif::SearchRow& r = (*searchRows_)[size_t(row)];
-    whatif::ScenarioChanges c;
-    c.schedule = std::string(toString(r.scenario.schedule));
-    c.pp = r.scenario.pp;
-    c.v = r.scenario.v;
-    c.microbatches = r.scenario.microbatches;
-    c.boundaries = r.boundaries;
-    c.recompute = r.scenario.recompute;
-    applyChange(c, "schedule", tr("Search row %1").arg(row + 1));
-}
+void WhatIfEditor::applySearchRow(int row) { controller_->applySearchRow(row); }
 
 void WhatIfEditor::loadScheduleCsv(const QString& path)
 {
@@ -1168,30 +1113,13 @@ void WhatIfEditor::loadScheduleCsv(const QString& path)
     applyChange(c, "schedule", tr("Schedule from %1").arg(path));
 }
 
-void WhatIfEditor::saveScenario(const QString& name)
-{
-    if (!current_ || !scenario_)
-        return;
-    Saved s{name, State{*scenario_, current_->gpuMemoryBytes}, current_};
-    s.state.scenario.label = name.toStdString();
-    const auto it = std::find_if(saved_.begin(), saved_.end(), [&](const Saved& x) { return x.name == name; });
-    if (it != saved_.end())
-        *it = s;
-    else
-        saved_.push_back(s);
-    refreshScenarioList();
-}
+void WhatIfEditor::saveScenario(const QString& name) { controller_->saveScenario(name); }
 
-QStringList WhatIfEditor::scenarioNames() const
-{
-    QStringList names;
-    for (const Saved& s : saved_)
-        names << s.name;
-    return names;
-}
+QStringList WhatIfEditor::scenarioNames() const { return controller_->scenarioNames(); }
 
 void WhatIfEditor::refreshScenarioList()
 {
+    const QStringList names = scenarioNames();
     scenarios_->clear();
     const QString a = compareA_->currentText(), b = compareB_->currentText();
     const QSignalBlocker ba(compareA_), bb(compareB_);
@@ -1199,35 +1127,24 @@ void WhatIfEditor::refreshScenarioList()
     compareB_->clear();
     compareA_->addItem(tr("current"));
     compareB_->addItem(tr("current"));
-    for (const Saved& s : saved_) {
-        scenarios_->addItem(s.name);
-        compareA_->addItem(s.name);
-        compareB_->addItem(s.name);
+    for (const QString& name : names) {
+        scenarios_->addItem(name);
+        compareA_->addItem(name);
+        compareB_->addItem(name);
     }
     compareA_->setCurrentText(a.isEmpty() ? tr("current") : a);
-    compareB_->setCurrentText(b.isEmpty() && !saved_.empty() ? saved_.back().name : b);
+    compareB_->setCurrentText(b.isEmpty() && !names.isEmpty() ? names.back() : b);
     compare(compareA_->currentText(), compareB_->currentText());
 }
 
-void WhatIfEditor::applyScenario(const QString& name)
-{
-    const auto it = std::find_if(saved_.begin(), saved_.end(), [&](const Saved& x) { return x.name == name; });
-    if (it == saved_.end() || !haveCommitted_)
-        return;
-    // Nothing has happened yet: this step's first redo does the work.
-    const State before = committed_, after = it->state;
-    undo_->push(new Command(this, before, after, tr("Scenario %1").arg(name), false));
-}
+void WhatIfEditor::applyScenario(const QString& name) { controller_->applyScenario(name); }
 
 void WhatIfEditor::compare(const QString& a, const QString& b)
 {
     auto find = [&](const QString& name) -> PredictionPtr {
         if (name == tr("current") || name.isEmpty())
-            return current_;
-        for (const Saved& s : saved_)
-            if (s.name == name)
-                return s.prediction;
-        return nullptr;
+            return controller_->current();
+        return controller_->savedPrediction(name);
     };
     const PredictionPtr pa = find(a), pb = find(b);
     const QStringList rows = {tr("schedule"), tr("pp"),       tr("v"),           tr("microbatches"),
@@ -1260,20 +1177,22 @@ void WhatIfEditor::compare(const QString& a, const QString& b)
 
 QString WhatIfEditor::exportText() const
 {
-    if (!current_)
+    const PredictionPtr current = controller_->current();
+    if (!current)
         return {};
-    return qs(whatif::partitionExportText(current_->partition, current_->schedule, model_));
+    return qs(whatif::partitionExportText(current->partition, current->schedule, costModel()));
 }
 
 std::string WhatIfEditor::whatIfJson() const
 {
     std::vector<whatif::Prediction> predictions;
-    if (measured_)
-        predictions.push_back(*measured_);
-    if (current_)
-        predictions.push_back(*current_);
-    const bool simulated = trace_ && trace_->simulated();
-    return whatif::whatIfDocument(whatif::WhatIfSource{"trace", sourcePath_.toStdString(), simulated}, model_, predictions)
+    if (const PredictionPtr measured = controller_->measured())
+        predictions.push_back(*measured);
+    if (const PredictionPtr current = controller_->current())
+        predictions.push_back(*current);
+    const std::shared_ptr<const Trace> trace = controller_->trace();
+    const bool simulated = trace && trace->simulated();
+    return whatif::whatIfDocument(whatif::WhatIfSource{"trace", sourcePath_.toStdString(), simulated}, costModel(), predictions)
         .dump(2);
 }
 

@@ -9,11 +9,16 @@
 // compared; the partition exports as pipescope.whatif/1 JSON, Megatron-LM
 // arguments and per-stage module lists.
 //
-// The predictions come from a WhatIfWorker on its own thread; errors from
-// core show in red beside the control they concern, and the previous
-// prediction stays.
+// The editor is the view: the state (requests, undo stack, saved scenarios,
+// search rows) lives in its WhatIfController, which the editor forwards the
+// user's actions to and shows the answers of. The predictions come from a
+// WhatIfWorker on its own thread; errors from core show in red beside the
+// control they concern, and the previous prediction stays. During a drag
+// only the strip, the headline figures and the diagram follow each step; the
+// charts and the text below them catch up when the drag is released.
 #include "whatif/LayerStrip.h"
 #include "views/PipelineView.h"
+#include "whatif/WhatIfController.h"
 #include "whatif/WhatIfWorker.h"
 
 #include "analysis/Analysis.h"
@@ -30,14 +35,20 @@ class QCheckBox;
 class QComboBox;
 class QCustomPlot;
 class QDoubleSpinBox;
+class QGridLayout;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QListWidget;
 class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
+class QSplitter;
 class QTableWidget;
+class QTabWidget;
+class QToolButton;
 class QUndoStack;
+class QVBoxLayout;
 
 namespace pipescope::gui {
 
@@ -62,25 +73,26 @@ public:
     // Where the job came from, for the JSON export's source.
     void setSourcePath(const QString& path) { sourcePath_ = path; }
 
+    // The editor's state and the requests in flight, without the widgets.
+    WhatIfController* controller() const { return controller_; }
     LayerStrip* layerStrip() const { return strip_; }
     PipelineView* pipelineView() const { return pipeline_; }
-    WhatIfWorker* worker() const { return worker_; }
-    QUndoStack* undoStack() const { return undo_; }
+    WhatIfWorker* worker() const { return controller_->worker(); }
+    QUndoStack* undoStack() const { return controller_->undoStack(); }
+    // A copy of the shown prediction; none before the first answer.
     std::optional<whatif::Prediction> currentPrediction() const;
     // The same, shared and immutable: what the views keep without copying it
     // (a drag step replaces it; it is never changed in place). Null without one.
-    PredictionPtr currentPredictionShared() const { return current_; }
+    PredictionPtr currentPredictionShared() const { return controller_->current(); }
     std::optional<whatif::Prediction> measuredPrediction() const;
-    const whatif::CostModel& costModel() const { return model_; }
+    PredictionPtr measuredPredictionShared() const { return controller_->measured(); }
+    const whatif::CostModel& costModel() const { return controller_->costModel(); }
     // The scenario of the current prediction (boundaries filled in); none before the first answer.
     std::optional<whatif::Scenario> currentScenario() const;
     // A calibration the user asked for in the strip, which the cost model now
     // comes from instead of the job's: a layer count or a model file.
-    struct Recalibration {
-        std::optional<int> layers;
-        QString modelFile;
-    };
-    std::optional<Recalibration> recalibration() const { return recalibration_; }
+    using Recalibration = WhatIfController::Recalibration;
+    std::optional<Recalibration> recalibration() const { return controller_->recalibration(); }
 
     // "Extra work / iteration" in ms (0: none) and the line saying what it
     // costs on the shown prediction (empty while none is asked).
@@ -149,62 +161,46 @@ signals:
     void errorShown(const QString& setting, const QString& message);
 
 private:
-    struct State {
-        whatif::Scenario scenario;
-        std::optional<int64_t> gpuBytes;
-    };
-    enum class Origin { Model, DragStep, DragCommit, Control, Restore };
-    struct Pending {
-        Origin origin = Origin::Control;
-        QString setting; // the control that asked, for errors that name none
-        QString undoText;
-    };
-    struct Saved {
-        QString name;
-        State state;
-        PredictionPtr prediction;
-    };
-    class Command;
+    using Origin = WhatIfController::Origin;
 
+    // The widgets, one group at a time, in the order they were always made
+    // (it is the focus order): the strip and scenario controls, the action
+    // row, the headline figures, then the diagram over the tabs (charts,
+    // search, scenarios and comparison, export).
     void buildUi();
-    quint64 send(quint64 id, Origin origin, const QString& setting, const QString& undoText = {});
+    QLabel* errorLabel(const QString& setting);
+    QGridLayout* buildScenarioControls();
+    QHBoxLayout* buildActions();
+    void buildExportMenu(QToolButton* button);
+    void buildFigures(QVBoxLayout* root);
+    void buildDiagram(QSplitter* split);
+    void buildCharts(QTabWidget* tabs);
+    void buildSearch(QTabWidget* tabs);
+    void buildScenarios(QTabWidget* tabs);
+    void buildExport(QTabWidget* tabs);
+    // The user's actions on the strip and the scenario controls, forwarded to the controller.
+    void wireStrip();
+    void wireControls();
+    // What the controller says, shown.
+    void wireController();
+    void showPrediction(const PredictionPtr& prediction, Origin origin);
+    void showBusy(WhatIfController::Work work, WhatIfController::WorkState state);
+    void showSearchRows(const SearchRowsPtr& rows);
     void applyChange(whatif::ScenarioChanges changes, const QString& setting, const QString& undoText);
-    void restore(const State& state);
-    void onScenario(ScenarioPtr scenario, quint64 id);
-    void onPrediction(PredictionPtr prediction, quint64 id);
-    void onFailed(const QString& message, const QString& setting, quint64 id);
-    void onCancelled(quint64 id);
-    void onCostModel(CostModelPtr model, quint64 id);
-    void onSearch(SearchRowsPtr rows, quint64 id);
     void syncControls();
     void showError(const QString& setting, const QString& message);
     void clearErrors();
-    void forgetJob(); // drops every trace of the job shown so far (setJob, setUnavailable)
-    void refreshFigures();
+    void forgetJob(); // empties every widget that showed the job so far (setJob, setUnavailable)
+    void showHeadline(const PredictionPtr& prediction); // what a drag step updates
+    void refreshCharts(const whatif::Prediction& p);    // what waits for the drag's release
     void refreshExtraWork();
     void refreshMicrobatches();
     void refreshScenarioList();
     void refreshBusy(); // Search, Auto-balance and Cancel enabled as the work in flight allows
 
-    WhatIfWorker* worker_;
-    QUndoStack* undo_;
-    std::shared_ptr<const Trace> trace_;
-    std::shared_ptr<const AnalysisResult> analysis_;
-    whatif::CostModel model_;
+    WhatIfController* controller_;
     QString sourcePath_;
-    PredictionPtr measured_, current_;
-    ScenarioPtr scenario_;
-    State committed_;
-    bool haveCommitted_ = false;
     bool recalibrates_ = true;
-    std::map<quint64, Pending> pending_;
-    quint64 modelRequest_ = 0; // answers to older requests belong to a previous job
-    quint64 searchRequest_ = 0;
-    quint64 balanceRequest_ = 0;
-    bool searching_ = false, balancing_ = false;
-    std::optional<Recalibration> recalibration_, requestedRecalibration_;
-    SearchRowsPtr searchRows_;
-    std::vector<Saved> saved_;
 
     LayerStrip* strip_;
     PipelineView* pipeline_;
@@ -216,13 +212,14 @@ private:
     QComboBox* recompute_ = nullptr;
     QComboBox* microbatchOrder_ = nullptr;
     QLineEdit* speeds_ = nullptr;
-    whatif::CostModel baseModel_;          // the job's model before any GPU speeds
     QLabel* microbatchResult_ = nullptr;  // what uneven microbatches cost on the shown scenario
     QCheckBox* searchRecompute_ = nullptr;
     ParetoChart* pareto_ = nullptr;
     QPushButton* balance_;
     QPushButton* search_;
     QPushButton* cancel_;
+    QCheckBox* ghost_ = nullptr;        // the prediction drawn over the measured run
+    QCheckBox* criticalPath_ = nullptr; // the critical path drawn on the diagram
     std::map<QString, QLabel*> errors_;
     QLabel* iteration_;
     QLabel* speedup_;

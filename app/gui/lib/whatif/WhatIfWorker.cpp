@@ -198,6 +198,9 @@ void WhatIfWorker::runNext()
 
 void WhatIfWorker::report(const Request& r, bool withMeasured)
 {
+    // The one copy of a prediction, taken here on the session thread: the
+    // session overwrites its own on the next edit. From here on it is shared
+    // and immutable; the controller and every view keep this same object.
     auto prediction = std::make_shared<const whatif::Prediction>(session_->prediction());
     auto scenario = std::make_shared<const whatif::Scenario>(session_->scenario());
     PredictionPtr measured;
