@@ -372,105 +372,123 @@ RunConfig runConfig(const AnalysisResult& r, const whatif::CostModel* model)
     return c;
 }
 
-DiffResult diffRuns(const RunInput& a, const RunInput& b, const DiffOptions& options)
-{
-    if (!a.analysis || !a.trace || !b.analysis || !b.trace)
-        throw Error("a comparison needs both runs analysed");
-    const AnalysisResult& ra = *a.analysis;
-    const AnalysisResult& rb = *b.analysis;
-    DiffResult d;
-    d.aName = a.name;
-    d.bName = b.name;
-    d.a = runConfig(ra, a.model);
-    d.b = runConfig(rb, b.model);
-    d.differences = configDifferences(d.a, d.b);
+namespace {
 
-    const Iteration* ia = selectedIteration(ra);
-    const Iteration* ib = selectedIteration(rb);
-    if (ia) {
+// Each run's analysed iteration: its index and length.
+void compareIterations(const AnalysisResult& ra, const AnalysisResult& rb, DiffResult& d)
+{
+    if (const Iteration* ia = selectedIteration(ra)) {
         d.iteration.a = ia->index;
         d.iterationNs.a = ia->end - ia->start;
     }
-    if (ib) {
+    if (const Iteration* ib = selectedIteration(rb)) {
         d.iteration.b = ib->index;
         d.iterationNs.b = ib->end - ib->start;
     }
+}
 
-    // Idle by cause: per rank, and the mean over each run's pipeline ranks.
-    const std::map<int, int> stageA = stageOfRank(ra), stageB = stageOfRank(rb);
-    std::map<int, RankIdleDiff> ranks;
-    auto idleSide = [&](const AnalysisResult& r, const std::map<int, int>& stageOf, bool isA,
-                        std::optional<double>& share, std::array<Both<TimeNs>, kBubbleCauses>& means) {
-        TimeNs window = 0, idle = 0;
-        CauseTotals total{};
-        int n = 0;
-        for (const RankIdle& ri : r.idle) {
-            if (ri.iteration != r.selectedIteration)
-                continue;
-            RankIdleDiff& rd = ranks[ri.rank];
-            rd.rank = ri.rank;
-            auto st = stageOf.find(ri.rank);
-            (isA ? rd.stage.a : rd.stage.b) = st == stageOf.end() ? -1 : st->second;
-            (isA ? rd.windowNs.a : rd.windowNs.b) = ri.windowNs;
-            (isA ? rd.idleNs.a : rd.idleNs.b) = ri.idleNs;
-            for (int c = 0; c < kBubbleCauses; ++c)
-                (isA ? rd.byCause[size_t(c)].a : rd.byCause[size_t(c)].b) = ri.byCause[size_t(c)];
-            if (r.pipeline.found && (st == stageOf.end() || st->second < 0))
-                continue; // outside the pipeline
-            window += ri.windowNs;
-            idle += ri.idleNs;
-            for (int c = 0; c < kBubbleCauses; ++c)
-                total[size_t(c)] += ri.byCause[size_t(c)];
-            ++n;
-        }
-        if (n == 0)
-            return;
-        share = window > 0 ? static_cast<double>(idle) / static_cast<double>(window) : 0.0;
+// One run's idle time per rank into `ranks`, and its idle share and the mean
+// idle per cause over its pipeline ranks into d (side a or b).
+void idleSide(const AnalysisResult& r, const std::map<int, int>& stageOf, bool isA, std::map<int, RankIdleDiff>& ranks,
+              DiffResult& d)
+{
+    TimeNs window = 0, idle = 0;
+    CauseTotals total{};
+    int n = 0;
+    for (const RankIdle& ri : r.idle) {
+        if (ri.iteration != r.selectedIteration)
+            continue;
+        RankIdleDiff& rd = ranks[ri.rank];
+        rd.rank = ri.rank;
+        auto st = stageOf.find(ri.rank);
+        (isA ? rd.stage.a : rd.stage.b) = st == stageOf.end() ? -1 : st->second;
+        (isA ? rd.windowNs.a : rd.windowNs.b) = ri.windowNs;
+        (isA ? rd.idleNs.a : rd.idleNs.b) = ri.idleNs;
         for (int c = 0; c < kBubbleCauses; ++c)
-            (isA ? means[size_t(c)].a : means[size_t(c)].b) = (total[size_t(c)] + n / 2) / n;
-    };
-    idleSide(ra, stageA, true, d.bubbleShare.a, d.idleByCause);
-    idleSide(rb, stageB, false, d.bubbleShare.b, d.idleByCause);
+            (isA ? rd.byCause[size_t(c)].a : rd.byCause[size_t(c)].b) = ri.byCause[size_t(c)];
+        if (r.pipeline.found && (st == stageOf.end() || st->second < 0))
+            continue; // outside the pipeline
+        window += ri.windowNs;
+        idle += ri.idleNs;
+        for (int c = 0; c < kBubbleCauses; ++c)
+            total[size_t(c)] += ri.byCause[size_t(c)];
+        ++n;
+    }
+    if (n == 0)
+        return;
+    (isA ? d.bubbleShare.a : d.bubbleShare.b) = window > 0 ? static_cast<double>(idle) / static_cast<double>(window) : 0.0;
+    for (int c = 0; c < kBubbleCauses; ++c)
+        (isA ? d.idleByCause[size_t(c)].a : d.idleByCause[size_t(c)].b) = (total[size_t(c)] + n / 2) / n;
+}
+
+// Idle by cause: per rank, and the mean over each run's pipeline ranks.
+void compareIdle(const AnalysisResult& ra, const AnalysisResult& rb, DiffResult& d)
+{
+    std::map<int, RankIdleDiff> ranks;
+    idleSide(ra, stageOfRank(ra), true, ranks, d);
+    idleSide(rb, stageOfRank(rb), false, ranks, d);
     for (auto& [rank, rd] : ranks)
         d.ranks.push_back(rd);
+}
 
-    // Stages.
-    const StageSteps sa = stageSteps(ra), sb = stageSteps(rb);
-    const std::map<int, int> repA = replicasWithSteps(ra), repB = replicasWithSteps(rb);
-    std::set<int> stages;
-    for (const auto& m : {ranksOfStage(ra), ranksOfStage(rb)})
-        for (const auto& [s, rs] : m)
-            stages.insert(s);
-    auto perMicrobatch = [](const std::map<int, TimeNs>& sums, const std::map<int, int>& replicas, int stage,
-                            int microbatches) -> std::optional<TimeNs> {
-        auto it = sums.find(stage);
-        auto rep = replicas.find(stage);
-        if (it == sums.end() || rep == replicas.end() || microbatches <= 0)
-            return std::nullopt;
-        const int64_t n = static_cast<int64_t>(rep->second) * microbatches;
-        return (it->second + n / 2) / n;
-    };
-    auto busyOf = [](const AnalysisResult& r, int stage) -> std::optional<TimeNs> {
-        for (const StageBalance& bal : r.imbalance.stages)
-            if (bal.stage == stage)
-                return bal.busyNs;
+// A stage's summed step time per microbatch and replica (rounded), if the stage ran any.
+std::optional<TimeNs> perMicrobatch(const std::map<int, TimeNs>& sums, const std::map<int, int>& replicas, int stage,
+                                    int microbatches)
+{
+    auto it = sums.find(stage);
+    auto rep = replicas.find(stage);
+    if (it == sums.end() || rep == replicas.end() || microbatches <= 0)
         return std::nullopt;
-    };
-    auto peakOf = [](const AnalysisResult& r, const std::map<int, int>& stageOf, int stage) -> std::optional<int64_t> {
-        std::optional<int64_t> peak;
-        for (const MeasuredMemory& m : r.memory) {
-            auto st = stageOf.find(m.rank);
-            if (st != stageOf.end() && st->second == stage)
-                peak = std::max(peak.value_or(m.peakBytes), m.peakBytes);
-        }
-        return peak;
-    };
-    for (int s : stages) {
+    const int64_t n = static_cast<int64_t>(rep->second) * microbatches;
+    return (it->second + n / 2) / n;
+}
+
+std::optional<TimeNs> busyOf(const AnalysisResult& r, int stage)
+{
+    for (const StageBalance& bal : r.imbalance.stages)
+        if (bal.stage == stage)
+            return bal.busyNs;
+    return std::nullopt;
+}
+
+std::optional<int64_t> peakOf(const AnalysisResult& r, const std::map<int, int>& stageOf, int stage)
+{
+    std::optional<int64_t> peak;
+    for (const MeasuredMemory& m : r.memory) {
+        auto st = stageOf.find(m.rank);
+        if (st != stageOf.end() && st->second == stage)
+            peak = std::max(peak.value_or(m.peakBytes), m.peakBytes);
+    }
+    return peak;
+}
+
+// What the two runs' steps hold, per stage (and per stage and microbatch).
+struct StageSides {
+    StageSteps a, b;
+    std::map<int, int> replicasA, replicasB;
+    std::set<int> stages;
+};
+
+StageSides stageSides(const AnalysisResult& ra, const AnalysisResult& rb)
+{
+    StageSides s{stageSteps(ra), stageSteps(rb), replicasWithSteps(ra), replicasWithSteps(rb), {}};
+    for (const auto& m : {ranksOfStage(ra), ranksOfStage(rb)})
+        for (const auto& [stage, rs] : m)
+            s.stages.insert(stage);
+    return s;
+}
+
+// Per stage: F and B per microbatch, F+B, busy time and measured peak memory.
+void compareStages(const AnalysisResult& ra, const AnalysisResult& rb, const StageSides& sides, DiffResult& d)
+{
+    const std::map<int, int> stageA = stageOfRank(ra), stageB = stageOfRank(rb);
+    for (int s : sides.stages) {
         StageDiff sd;
         sd.stage = s;
-        sd.forwardNs = {perMicrobatch(sa.forward, repA, s, d.a.microbatches), perMicrobatch(sb.forward, repB, s, d.b.microbatches)};
-        sd.backwardNs = {perMicrobatch(sa.backward, repA, s, d.a.microbatches),
-                         perMicrobatch(sb.backward, repB, s, d.b.microbatches)};
+        sd.forwardNs = {perMicrobatch(sides.a.forward, sides.replicasA, s, d.a.microbatches),
+                        perMicrobatch(sides.b.forward, sides.replicasB, s, d.b.microbatches)};
+        sd.backwardNs = {perMicrobatch(sides.a.backward, sides.replicasA, s, d.a.microbatches),
+                         perMicrobatch(sides.b.backward, sides.replicasB, s, d.b.microbatches)};
         if (sd.forwardNs.a && sd.backwardNs.a)
             sd.fbNs.a = *sd.forwardNs.a + *sd.backwardNs.a;
         if (sd.forwardNs.b && sd.backwardNs.b)
@@ -479,33 +497,47 @@ DiffResult diffRuns(const RunInput& a, const RunInput& b, const DiffOptions& opt
         sd.peakBytes = {peakOf(ra, stageA, s), peakOf(rb, stageB, s)};
         d.stages.push_back(sd);
     }
+}
 
-    // Per microbatch, where both runs cut the work the same way.
-    if (!d.a.pipeline || !d.b.pipeline)
+// A stage's time for one microbatch, averaged over the replicas that ran it.
+std::optional<TimeNs> microbatchTime(const std::map<std::pair<int, int>, TimeNs>& v, const std::map<int, int>& rep, int stage,
+                                     int microbatch)
+{
+    auto it = v.find({stage, microbatch});
+    auto r = rep.find(stage);
+    if (it == v.end() || r == rep.end() || r->second <= 0)
+        return std::nullopt;
+    return (it->second + r->second / 2) / r->second;
+}
+
+// Per microbatch, where both runs cut the work the same way.
+void compareMicrobatches(const StageSides& sides, DiffResult& d)
+{
+    if (!d.a.pipeline || !d.b.pipeline) {
         d.microbatchesWhyNot = "both runs need a pipeline";
-    else if (d.a.pp != d.b.pp || d.a.microbatches != d.b.microbatches)
-        d.microbatchesWhyNot = "the runs have different stages or microbatches";
-    else {
-        for (int s : stages)
-            for (int m = 0; m < d.a.microbatches; ++m) {
-                MicrobatchDiff md;
-                md.stage = s;
-                md.microbatch = m;
-                auto get = [&](const std::map<std::pair<int, int>, TimeNs>& v, const std::map<int, int>& rep) -> std::optional<TimeNs> {
-                    auto it = v.find({s, m});
-                    auto r = rep.find(s);
-                    if (it == v.end() || r == rep.end() || r->second <= 0)
-                        return std::nullopt;
-                    return (it->second + r->second / 2) / r->second;
-                };
-                md.forwardNs = {get(sa.mbForward, repA), get(sb.mbForward, repB)};
-                md.backwardNs = {get(sa.mbBackward, repA), get(sb.mbBackward, repB)};
-                if (md.forwardNs.a || md.forwardNs.b || md.backwardNs.a || md.backwardNs.b)
-                    d.microbatches.push_back(md);
-            }
+        return;
     }
+    if (d.a.pp != d.b.pp || d.a.microbatches != d.b.microbatches) {
+        d.microbatchesWhyNot = "the runs have different stages or microbatches";
+        return;
+    }
+    for (int s : sides.stages)
+        for (int m = 0; m < d.a.microbatches; ++m) {
+            MicrobatchDiff md;
+            md.stage = s;
+            md.microbatch = m;
+            md.forwardNs = {microbatchTime(sides.a.mbForward, sides.replicasA, s, m),
+                            microbatchTime(sides.b.mbForward, sides.replicasB, s, m)};
+            md.backwardNs = {microbatchTime(sides.a.mbBackward, sides.replicasA, s, m),
+                             microbatchTime(sides.b.mbBackward, sides.replicasB, s, m)};
+            if (md.forwardNs.a || md.forwardNs.b || md.backwardNs.a || md.backwardNs.b)
+                d.microbatches.push_back(md);
+        }
+}
 
-    // Critical path.
+// The critical path's length and time by kind (0 where a run with a path has none of a kind).
+void compareCriticalPaths(const AnalysisResult& ra, const AnalysisResult& rb, DiffResult& d)
+{
     if (ra.criticalPath.end > ra.criticalPath.start)
         d.criticalPathNs.a = ra.criticalPath.end - ra.criticalPath.start;
     if (rb.criticalPath.end > rb.criticalPath.start)
@@ -522,11 +554,15 @@ DiffResult diffRuns(const RunInput& a, const RunInput& b, const DiffOptions& opt
         for (auto& [kind, v] : d.criticalPathByKind)
             if (!v.b)
                 v.b = 0;
+}
 
-    // Kernels per stage and name.
-    const auto ka = kernelsPerStage(*a.trace, ra), kb = kernelsPerStage(*b.trace, rb);
+using KernelSums = std::map<std::pair<int, std::string>, KernelSum>;
+
+// Kernels per stage and name: A's joined with B's, then B's that A lacks.
+std::vector<KernelDiff> joinKernels(const KernelSums& ka, const KernelSums& kb, DiffResult& d)
+{
     std::vector<KernelDiff> all;
-    auto join = [&](const std::map<std::pair<int, std::string>, KernelSum>& from, bool isA) {
+    auto join = [&](const KernelSums& from, bool isA) {
         for (const auto& [key, sum] : from) {
             auto other = (isA ? kb : ka).find(key);
             if (!isA && other != ka.end())
@@ -552,6 +588,13 @@ DiffResult diffRuns(const RunInput& a, const RunInput& b, const DiffOptions& opt
     };
     join(ka, true);
     join(kb, false);
+    return all;
+}
+
+// The kernels that changed, largest change first, at most options.topKernels.
+void compareKernels(const RunInput& a, const RunInput& b, const DiffOptions& options, DiffResult& d)
+{
+    std::vector<KernelDiff> all = joinKernels(kernelsPerStage(*a.trace, *a.analysis), kernelsPerStage(*b.trace, *b.analysis), d);
     d.kernelNames = static_cast<int64_t>(all.size());
     auto change = [](const KernelDiff& k) { return std::llabs(k.totalNs.b.value_or(0) - k.totalNs.a.value_or(0)); };
     std::sort(all.begin(), all.end(), [&](const KernelDiff& x, const KernelDiff& y) {
@@ -565,10 +608,13 @@ DiffResult diffRuns(const RunInput& a, const RunInput& b, const DiffOptions& opt
     if (static_cast<int>(all.size()) > options.topKernels)
         all.resize(static_cast<size_t>(std::max(0, options.topKernels)));
     d.kernels = std::move(all);
+}
 
-    // The prediction check.
+// A's prediction for B (a saved one, or replayed now) against B's iteration.
+void checkPrediction(const RunInput& a, const RunInput& b, const DiffOptions& options, DiffResult& d)
+{
     if (options.saved) {
-        const JobIdentity id = jobIdentity(*a.trace, ra);
+        const JobIdentity id = jobIdentity(*a.trace, *a.analysis);
         if (!(id == options.saved->job))
             throw Error("the saved prediction is of another job (" + describe(options.saved->job) + "; run A has " +
                         describe(id) + "): give the run it was saved from as A");
@@ -580,6 +626,30 @@ DiffResult diffRuns(const RunInput& a, const RunInput& b, const DiffOptions& opt
         d.prediction = predictionCheck(a, b, d.a, d.b, *d.iterationNs.b, d.stages, d.predictionWhyNot);
     else
         d.predictionWhyNot = "run B has no iteration to measure";
+}
+
+} // namespace
+
+DiffResult diffRuns(const RunInput& a, const RunInput& b, const DiffOptions& options)
+{
+    if (!a.analysis || !a.trace || !b.analysis || !b.trace)
+        throw Error("a comparison needs both runs analysed");
+    const AnalysisResult& ra = *a.analysis;
+    const AnalysisResult& rb = *b.analysis;
+    DiffResult d;
+    d.aName = a.name;
+    d.bName = b.name;
+    d.a = runConfig(ra, a.model);
+    d.b = runConfig(rb, b.model);
+    d.differences = configDifferences(d.a, d.b);
+    compareIterations(ra, rb, d);
+    compareIdle(ra, rb, d);
+    const StageSides sides = stageSides(ra, rb);
+    compareStages(ra, rb, sides, d);
+    compareMicrobatches(sides, d);
+    compareCriticalPaths(ra, rb, d);
+    compareKernels(a, b, options, d);
+    checkPrediction(a, b, options, d);
     return d;
 }
 
