@@ -110,7 +110,9 @@ AnalysisTableModel::Cell AnalysisTableModel::text(const QString& s)
 
 AnalysisTableModel::Cell AnalysisTableModel::duration(TimeNs ns)
 {
-    return Cell{QString::fromStdString(formatDuration(ns)), QVariant(qint64(ns)), QString::number(ns) + QStringLiteral(" ns"), true};
+    // None at all reads "0" beside "1.234 ms", not "0 ns" (which reads as a measured tiny time).
+    const QString shown = ns == 0 ? QStringLiteral("0") : QString::fromStdString(formatDuration(ns));
+    return Cell{shown, QVariant(qint64(ns)), QString::number(ns) + QStringLiteral(" ns"), true};
 }
 
 AnalysisTableModel::Cell AnalysisTableModel::durationOrDash(double ns, bool present)

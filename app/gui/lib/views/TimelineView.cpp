@@ -765,9 +765,10 @@ QString TimelineView::stageFoldToolTip(int row) const
     const Group& slow = groups_[static_cast<size_t>(gs.front())];
     const Group& fast = groups_[static_cast<size_t>(gs.back())];
     QString t = tr("<b>stage %1: %2 data-parallel replicas folded</b>").arg(first.stage).arg(gs.size());
-    t += tr("<br>drawn: replica %1, the slowest (%2 of step or compute time per rank)")
+    t += tr("<br>drawn: replica %1, the slowest (%2 of step or compute time per rank; %3% busy in view)")
              .arg(slow.replica)
-             .arg(qstr(formatDuration(slow.workNs)));
+             .arg(qstr(formatDuration(slow.workNs)))
+             .arg(qRound(slow.busyShare * 100));
     t += tr("<br>fastest: replica %1 (%2); the band underneath overlays all the others")
              .arg(fast.replica)
              .arg(qstr(formatDuration(fast.workNs)));
@@ -1436,11 +1437,11 @@ void TimelineBody::draw(QCPPainter* p)
                     for (int li : v.groups_[static_cast<size_t>(gs[k])].summaryLanes)
                         drawLane(p, li, spread, prims, true, nullptr);
                 p->setOpacity(1.0);
-                label = QString::fromUtf8("▸ ") + QStringLiteral("stage %1 · %2 replicas · slowest r%3 · %4% busy")
+                // The busy share and the other replicas are in the tooltip.
+                label = QString::fromUtf8("▸ ") + QStringLiteral("stage %1 · ×%2 · replica %3")
                                                       .arg(slow.stage)
                                                       .arg(gs.size())
-                                                      .arg(slow.replica)
-                                                      .arg(qRound(slow.busyShare * 100));
+                                                      .arg(slow.replica);
             } else {
                 TimelineView::Group& g = v.groups_[static_cast<size_t>(r.group)];
                 const bool collapsed = v.isGroupCollapsed(g.stage, g.replica);

@@ -405,7 +405,7 @@ void LayerStrip::paintEvent(QPaintEvent*)
             const int last = s + 1 < stages ? boundaries_[size_t(s)] : n;
             const QRect band(edgeX(first), height() - kBandH, edgeX(last) - edgeX(first), kBandH);
             const int count = last - first;
-            QString label = tr("stage %1 · %n layer(s)", nullptr, count).arg(s);
+            QString label = count == 1 ? tr("stage %1 · 1 layer").arg(s) : tr("stage %1 · %2 layers").arg(s).arg(count);
             if (sfm.horizontalAdvance(label) + 4 > band.width())
                 label = QString::number(count);
             if (sfm.horizontalAdvance(label) + 2 > band.width() || sfm.height() > kBandH + 3)
