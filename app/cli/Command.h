@@ -3,6 +3,8 @@
 // RegisterCommand whose setup adds its options to the CLI11 subcommand and
 // returns the function that runs it. Run functions return the exit code and
 // may throw pipescope::Error (printed as one line, exit 1).
+#include "util/Error.h"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -24,6 +26,18 @@ std::vector<CommandSpec>& commands();
 
 struct RegisterCommand {
     explicit RegisterCommand(CommandSpec spec) { commands().push_back(std::move(spec)); }
+};
+
+// A flag's value refused by the CLI itself (or a core ValueError named by
+// another flag than its setting's): printed as "FLAG: message", exit 1. Core's
+// ValueErrors print as "--" + toString(setting).
+class FlagError : public Error {
+public:
+    FlagError(std::string flag, const std::string& message) : Error(message), flag_(std::move(flag)) {}
+    const std::string& flag() const { return flag_; }
+
+private:
+    std::string flag_;
 };
 
 // Exit codes shared by all subcommands.

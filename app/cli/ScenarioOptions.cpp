@@ -1,5 +1,6 @@
 #include "ScenarioOptions.h"
 
+#include "Command.h"
 #include "NumberChecks.h"
 
 #include "analysis/CommRules.h"
@@ -33,7 +34,7 @@ void ScenarioArgs::applyTo(whatif::ScenarioChanges& changes) const
             std::string names;
             for (whatif::MicrobatchOrder o : whatif::allMicrobatchOrders())
                 names += (names.empty() ? "" : ", ") + std::string(whatif::toString(o));
-            throw ValueError("--microbatch-order", "unknown microbatch order '" + printable(microbatchOrder) +
+            throw FlagError("--microbatch-order", "unknown microbatch order '" + printable(microbatchOrder) +
                                                        "'; choose one of " + names);
         }
         changes.microbatchOrder = *order;
@@ -47,7 +48,7 @@ void ScenarioArgs::applyTo(whatif::BalanceOptions& options) const
     if (recompute != "auto")
         return;
     if (!autoBalance && !search)
-        throw ValueError("--recompute", "--recompute auto lets --auto-balance or --search choose each stage's "
+        throw FlagError("--recompute", "--recompute auto lets --auto-balance or --search choose each stage's "
                                         "recomputation; give one of them, or none, selective, full or a list per stage");
     options.recomputeChoices = {whatif::Recompute::None, whatif::Recompute::Selective, whatif::Recompute::Full};
 }
@@ -64,7 +65,7 @@ whatif::SearchSpace ScenarioArgs::searchSpace() const
         } else {
             const auto r = whatif::recomputeFromString(item);
             if (!r)
-                throw ValueError("--search-recompute", "unknown recomputation '" + printable(item, 64) +
+                throw FlagError("--search-recompute", "unknown recomputation '" + printable(item, 64) +
                                                            "'; choose none, selective, full, per-stage or all");
             space.recompute.push_back(*r);
         }
@@ -88,10 +89,10 @@ void ScenarioArgs::checkExchanges() const
 {
     if (!exchanges.empty() && exchanges != "trace" && exchanges != "blocking" && exchanges != "overlapped" &&
         exchanges != "megatron")
-        throw ValueError("--exchanges", "unknown exchange mode '" + printable(exchanges) +
+        throw FlagError("--exchanges", "unknown exchange mode '" + printable(exchanges) +
                                             "'; choose trace, blocking, overlapped or megatron");
     if (!links.empty() && links != "shared" && links != "separate")
-        throw ValueError("--links", "unknown link model '" + printable(links) + "'; choose shared or separate");
+        throw FlagError("--links", "unknown link model '" + printable(links) + "'; choose shared or separate");
 }
 
 void ScenarioArgs::applyExchanges(whatif::CostModel& model) const

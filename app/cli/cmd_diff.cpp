@@ -59,15 +59,15 @@ int runDiff(DiffArgs& x)
     try {
         a = loadRun(x.a, aoA, coA, !x.quiet);
     } catch (const ValueError& e) {
-        if (e.setting() == "boundaries")
-            throw ValueError("--measured-boundaries", e.what());
+        if (e.setting() == Setting::Boundaries)
+            throw FlagError("--measured-boundaries", e.what());
         throw;
     }
     try {
         b = loadRun(x.b, aoB, coB, !x.quiet);
     } catch (const ValueError& e) {
-        if (e.setting() == "boundaries")
-            throw ValueError("--b-measured-boundaries", e.what());
+        if (e.setting() == Setting::Boundaries)
+            throw FlagError("--b-measured-boundaries", e.what());
         throw;
     }
     compare::RunInput ra{x.a, &a->trace, &a->analysis, a->model ? &*a->model : nullptr};

@@ -68,7 +68,7 @@ int runReport(ReportArgs& a)
     std::optional<compare::SavedPrediction> saved;
     if (!a.prediction.empty()) {
         if (a.compare.empty())
-            throw ValueError("prediction", "--prediction checks a saved prediction against this job and needs the run it "
+            throw ValueError(Setting::Prediction, "--prediction checks a saved prediction against this job and needs the run it "
                                            "was saved on: add --compare BASELINE");
         saved = compare::readSavedPrediction(a.prediction);
     }

@@ -57,11 +57,11 @@ int runSimulate(const SimulateArgs& a)
         changes.v = *md.v;
     a.applyTo(changes);
     if (a.microbatchSizesOption && a.microbatchSizesOption->count() > 0 && a.microbatchSizes.find_first_not_of(" \t") == std::string::npos)
-        throw ValueError("--microbatch-sizes", "the value is empty; give lognormal:SIGMA, uniform:LO,HI or one "
+        throw FlagError("--microbatch-sizes", "the value is empty; give lognormal:SIGMA, uniform:LO,HI or one "
                                                "relative size per microbatch (1,0.5,2,...), or leave the flag out "
                                                "for equal microbatches");
     if (!a.microbatchSizes.empty() && !a.microbatchTokens.empty())
-        throw ValueError("--microbatch-sizes", "give the microbatches' sizes either with --microbatch-sizes or with "
+        throw FlagError("--microbatch-sizes", "give the microbatches' sizes either with --microbatch-sizes or with "
                                                "--microbatch-tokens, not both");
     a.applyMicrobatchTokens(model, changes);
     a.applyExchanges(model);

@@ -49,7 +49,7 @@ bool speedsFromTrace(const WhatIfArgs& a) { return a.stageSpeed.size() == 1 && w
 std::vector<double> stageSpeeds(const WhatIfArgs& a)
 {
     if (!a.stageSpeed.empty() && (!a.gpuTypes.empty() || !a.gpuThroughput.empty()))
-        throw ValueError("stage-speed", "give the speeds either with --stage-speed or with --gpu-types and "
+        throw ValueError(Setting::StageSpeed, "give the speeds either with --stage-speed or with --gpu-types and "
                                         "--gpu-throughput, not both");
     if (speedsFromTrace(a))
         return {}; // read from the cost model once it is calibrated
@@ -83,8 +83,8 @@ int runWhatIfImpl(WhatIfArgs& a)
         model = calibrate(trace, analysis, co);
     } catch (const ValueError& e) {
         // The measured run's boundaries are checked while calibrating: name the flag that gave them.
-        if (e.setting() == "boundaries" && !a.calibration.measuredBoundaries.empty())
-            throw ValueError("--measured-boundaries", e.what());
+        if (e.setting() == Setting::Boundaries && !a.calibration.measuredBoundaries.empty())
+            throw FlagError("--measured-boundaries", e.what());
         throw;
     } catch (const Error& e) {
         // The analysis names analyze's --pp; for whatif, --pp is the degree to predict.
@@ -104,7 +104,7 @@ int runWhatIfImpl(WhatIfArgs& a)
             std::string message = e.what();
             if (auto at = message.find("stage speeds given"); at != std::string::npos)
                 message.replace(at, 18, "GPU types given in --gpu-types");
-            throw ValueError("gpu-types", message);
+            throw ValueError(Setting::GpuTypes, message);
         }
     } else if (speedsFromTrace(a))
         model.setStageSpeeds(model.measuredStageSpeeds());
@@ -242,18 +242,7 @@ int runWhatIfImpl(WhatIfArgs& a)
     return kExitOk;
 }
 
-// The settings this command adds print as their flags (main's table knows the shared ones).
-int runWhatIf(WhatIfArgs& a)
-{
-    try {
-        return runWhatIfImpl(a);
-    } catch (const ValueError& e) {
-        for (const char* own : {"stage-speed", "gpu-types", "gpu-throughput", "fix-straggler", "freeze"})
-            if (e.setting() == own)
-                throw ValueError("--" + e.setting(), e.what());
-        throw;
-    }
-}
+int runWhatIf(WhatIfArgs& a) { return runWhatIfImpl(a); }
 
 RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatch count from a measured trace", 60,
                      [](CLI::App& app) -> RunFn {

@@ -16,18 +16,8 @@
 
 namespace pipescope::cli {
 namespace {
-// Core names the setting a refused value belongs to; the CLI names its flag.
-std::string flagOf(const std::string& setting)
-{
-    static const std::map<std::string, std::string> flags{
-        {"boundaries", "--boundaries"}, {"pp", "--pp"},           {"v", "--v"},
-        {"microbatches", "--microbatches"}, {"schedule", "--schedule"}, {"weights", "--weights"},
-        {"layers", "--layers"},        {"stage map", "--stage-map"}, {"iteration", "--iteration"},
-        {"microbatch-sizes", "--microbatch-sizes"}, {"microbatch-tokens", "--microbatch-tokens"},
-        {"stage-speed", "--stage-speed"}};
-    auto it = flags.find(setting);
-    return it == flags.end() ? setting : it->second;
-}
+// Core names the setting a refused value belongs to; the CLI's flag has its name.
+std::string flagOf(Setting setting) { return "--" + std::string(toString(setting)); }
 
 // Edits (insert, delete, substitute, swap two neighbours) that turn a into b.
 size_t editDistance(const std::string& a, const std::string& b)
@@ -135,6 +125,10 @@ int main(int argc, char** argv)
         } catch (const ValueError& e) {
             std::fflush(stdout);
             std::cerr << "pipescope " << sub->get_name() << ": error: " << flagOf(e.setting()) << ": " << e.what() << "\n";
+            return kExitError;
+        } catch (const FlagError& e) {
+            std::fflush(stdout);
+            std::cerr << "pipescope " << sub->get_name() << ": error: " << e.flag() << ": " << e.what() << "\n";
             return kExitError;
         } catch (const Error& e) {
             std::fflush(stdout);

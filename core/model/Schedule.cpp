@@ -377,27 +377,27 @@ Schedule makeSchedule(ScheduleKind kind, int pp, int v, int m)
 {
     const std::string name(toString(kind));
     if (kind == ScheduleKind::Custom)
-        throw ValueError("schedule", "a custom schedule comes from a schedule CSV file");
+        throw ValueError(Setting::Schedule, "a custom schedule comes from a schedule CSV file");
     if (pp < 1)
-        throw ValueError("pp", "the pipeline degree must be at least 1 (got " + std::to_string(pp) + ")");
+        throw ValueError(Setting::Pp, "the pipeline degree must be at least 1 (got " + std::to_string(pp) + ")");
     if (m < 1)
-        throw ValueError("microbatches", "the number of microbatches must be at least 1 (got " + std::to_string(m) + ")");
+        throw ValueError(Setting::Microbatches, "the number of microbatches must be at least 1 (got " + std::to_string(m) + ")");
     if (v < 1)
-        throw ValueError("v", "the number of chunks per rank must be at least 1 (got " + std::to_string(v) + ")");
+        throw ValueError(Setting::V, "the number of chunks per rank must be at least 1 (got " + std::to_string(v) + ")");
     if (isVShaped(kind) && v != 2)
-        throw ValueError("v", name + " places exactly two chunks per rank (v 2; got " + std::to_string(v) + ")");
+        throw ValueError(Setting::V, name + " places exactly two chunks per rank (v 2; got " + std::to_string(v) + ")");
     if ((kind == ScheduleKind::GPipe || kind == ScheduleKind::OneFOneB || kind == ScheduleKind::ZeroBubbleH2) && v != 1)
-        throw ValueError("v", name + " runs one chunk per rank; use v 1 or an interleaved schedule (interleaved-1f1b, looped-bfs, zb-h1)");
+        throw ValueError(Setting::V, name + " runs one chunk per rank; use v 1 or an interleaved schedule (interleaved-1f1b, looped-bfs, zb-h1)");
     if (kind == ScheduleKind::Interleaved1F1B && v < 2)
-        throw ValueError("v", "interleaved-1f1b needs v 2 or more chunks per rank (with one chunk per rank it is 1f1b)");
+        throw ValueError(Setting::V, "interleaved-1f1b needs v 2 or more chunks per rank (with one chunk per rank it is 1f1b)");
     if (kind == ScheduleKind::Interleaved1F1B && m % pp != 0)
-        throw ValueError("microbatches", "interleaved-1f1b (Megatron's order) needs the number of microbatches (" + std::to_string(m) +
+        throw ValueError(Setting::Microbatches, "interleaved-1f1b (Megatron's order) needs the number of microbatches (" + std::to_string(m) +
                     ") to be a multiple of the pipeline degree (" + std::to_string(pp) + ")");
     if (kind == ScheduleKind::DualPipeV && m < 2 * pp)
-        throw ValueError("microbatches", "dualpipev needs at least 2 x pp = " + std::to_string(2 * pp) + " microbatches (got " +
+        throw ValueError(Setting::Microbatches, "dualpipev needs at least 2 x pp = " + std::to_string(2 * pp) + " microbatches (got " +
                     std::to_string(m) + ")");
     if (static_cast<int64_t>(pp) * v * m > 50'000'000)
-        throw ValueError("microbatches", "the schedule would have more than 50 million steps; reduce the pipeline degree, v or the microbatches");
+        throw ValueError(Setting::Microbatches, "the schedule would have more than 50 million steps; reduce the pipeline degree, v or the microbatches");
 
     Builder b(kind, pp, v, m);
     switch (kind) {

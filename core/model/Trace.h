@@ -189,6 +189,9 @@ struct Trace {
     std::vector<ProcessGroup> processGroups;
     std::vector<MemoryEvent> memoryEvents;
     std::vector<Diagnostic> diagnostics;
+    // (rank, tid) -> the name the trace gives the CPU thread ("thread 4242
+    // (python3)"); threads without one are absent.
+    std::map<std::pair<int, int64_t>, std::string> threadNames;
     std::vector<std::string> strings; // indexed by StringId; strings[0] is ""
 
     const std::string& str(StringId id) const

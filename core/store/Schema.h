@@ -9,7 +9,8 @@ namespace pipescope {
 // older ones are read as they are (Store::load() fills what they lack).
 //   1: the first released layout.
 //   2: memory_events.total_allocated and total_reserved.
-inline constexpr int kSchemaVersion = 2;
+//   3: threads (the names traces give CPU threads).
+inline constexpr int kSchemaVersion = 3;
 // application_id marks a SQLite file as a pipescope store ("PSCP").
 inline constexpr int kApplicationId = 0x50534350;
 
@@ -124,6 +125,13 @@ CREATE TABLE process_groups (
   ranks       TEXT,                  -- JSON array of global ranks
   size        INTEGER,
   PRIMARY KEY (rank, name)
+) WITHOUT ROWID;
+
+CREATE TABLE threads (
+  rank        INTEGER NOT NULL,
+  tid         INTEGER NOT NULL,      -- as cpu_ranges.tid
+  name        TEXT NOT NULL,         -- as the trace names the thread (Kineto's thread_name metadata) (schema 3)
+  PRIMARY KEY (rank, tid)
 ) WITHOUT ROWID;
 
 CREATE TABLE memory_events (

@@ -681,6 +681,22 @@ std::vector<MemoryEvent> readMemoryEvents(sql::Database& db, int version, const 
     return out;
 }
 
+// The names the trace gave CPU threads (schema 3; none before).
+std::map<std::pair<int, int64_t>, std::string> readThreadNames(sql::Database& db, int version, const LoadFilter& filter)
+{
+    std::map<std::pair<int, int64_t>, std::string> out;
+    if (version < 3)
+        return out;
+    auto st = db.prepare("SELECT rank, tid, name FROM threads");
+    const Check ck{db.path(), "threads", st};
+    while (st.step()) {
+        const int rank = ck.rank(0);
+        if (filter.wantRank(rank))
+            out[{rank, st.int64(1)}] = std::string(st.text(2));
+    }
+    return out;
+}
+
 } // namespace
 
 namespace store::detail {
@@ -724,6 +740,7 @@ Trace Store::load(const LoadOptions& options)
     t.cpuRanges = readCpuRanges(db_, filter, t.strings.size());
     t.processGroups = readProcessGroups(db_);
     t.memoryEvents = readMemoryEvents(db_, version_, filter);
+    t.threadNames = readThreadNames(db_, version_, filter);
     return t;
 }
 

@@ -287,6 +287,11 @@ constexpr const char* kInputTables[] = {"strings", "sources", "streams", "activi
                                         "memory_events"};
 } // namespace
 
+void StoreWriter::threadName(int rank, int64_t tid, std::string_view name)
+{
+    threads_[{rank, tid}] = std::string(name);
+}
+
 void StoreWriter::beginInput()
 {
     assert(!inputStart_ && !finished_);
@@ -297,6 +302,7 @@ void StoreWriter::beginInput()
         st.step();
         start.maxIds[i] = st.int64(0);
     }
+    start.threads = threads_;
     inputStart_ = std::move(start);
 }
 
@@ -322,6 +328,7 @@ void StoreWriter::discardInput()
     inputStart_->gpus.restore(gpus_);
     inputStart_->groups.restore(groups_);
     inputStart_->diags.restore(diags_);
+    threads_ = std::move(inputStart_->threads);
     // What the input settled went with its rows.
     std::erase_if(settled_, [&](const Settled& s) {
         return s.activitiesAfter >= inputStart_->maxIds[3] && s.cpuRangesAfter >= inputStart_->maxIds[4];
@@ -773,6 +780,11 @@ void StoreWriter::finish()
     step("checking times");
     dropOutOfRangeTimes();
     flushDiagnostics();
+    {
+        auto st = db_.prepare("INSERT OR REPLACE INTO threads(rank, tid, name) VALUES (?1, ?2, ?3)");
+        for (const auto& [key, name] : threads_)
+            st.bind(1, key.first).bind(2, key.second).bind(3, name).run();
+    }
     {
         auto st = db_.prepare("INSERT OR REPLACE INTO ranks(rank, world_size, host, pid, device, source_id)"
                               " VALUES (?1, ?2, ?3, ?4, ?5, ?6)");

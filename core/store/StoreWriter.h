@@ -136,6 +136,9 @@ public:
     int64_t addCpuRange(const CpuRangeRecord& r);
     int64_t addNcclOp(const NcclRecord& op);
     void addMemoryEvent(const MemoryEvent& e);
+    // The name a trace gives a CPU thread (written when the store is finished;
+    // a later name for the same thread replaces an earlier one).
+    void threadName(int rank, int64_t tid, std::string_view name);
 
     // Counts `count` bad records of `kind` from `sourceId`; keeps the first example message.
     void diagnostic(std::optional<int64_t> sourceId, Severity severity, std::string_view kind,
@@ -219,6 +222,7 @@ private:
         std::string example;
     };
     std::map<std::pair<int64_t, std::string>, DiagEntry> diags_;
+    std::map<std::pair<int, int64_t>, std::string> threads_; // (rank, tid) -> name, written by finish()
     std::function<void(std::string_view)> progress_;
     bool finished_ = false;
     struct Settled {
@@ -258,6 +262,7 @@ private:
         Before<decltype(gpus_)> gpus;
         Before<decltype(groups_)> groups;
         Before<decltype(diags_)> diags;
+        std::map<std::pair<int, int64_t>, std::string> threads;
     };
     std::optional<InputStart> inputStart_;
 };

@@ -356,7 +356,10 @@ CpuLanes cpuLanes(const Trace& trace, const MeasuredOptions& options, const Plac
             place(l, r.rank);
             l.tid = r.tid;
             l.depth = depth;
-            l.label = "cpu " + std::to_string(r.tid) + (depth ? " depth " + std::to_string(depth) : std::string());
+            // The thread as the trace names it ("thread 4242 (python3)"), else its id.
+            const auto named = trace.threadNames.find({r.rank, r.tid});
+            l.label = (named != trace.threadNames.end() ? "cpu " + named->second : "cpu " + std::to_string(r.tid)) +
+                      (depth ? " depth " + std::to_string(depth) : std::string());
         }
         Event e;
         e.start = r.start;

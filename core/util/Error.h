@@ -3,8 +3,10 @@
 // thrown as pipescope::Error with one sentence that names the input and says
 // what to do. The CLI prints what() and exits non-zero. Programming errors are
 // assertions, not Errors.
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace pipescope {
 
@@ -13,17 +15,27 @@ public:
     explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// What the user chose that a refused value belongs to. Each front end maps
+// it to its own control: the CLI to the flag of the same name ("--" +
+// toString), the app to the field beside which the error shows.
+enum class Setting : uint8_t {
+    Boundaries, Pp, V, Microbatches, Schedule, Weights, Layers, StageSpeed, GpuTypes, GpuThroughput, FixStraggler,
+    Freeze, MicrobatchSizes, MicrobatchTokens, Recompute, Prediction,
+};
+// "boundaries", "pp", "v", "microbatches", "schedule", "weights", "layers",
+// "stage-speed", "gpu-types", "gpu-throughput", "fix-straggler", "freeze",
+// "microbatch-sizes", "microbatch-tokens", "recompute", "prediction"
+std::string_view toString(Setting s);
+
 // A value the user chose that core refuses, in the words of the domain
-// ("stage boundaries must increase"). `setting` names what was chosen
-// (boundaries, pp, v, microbatches, schedule, weights, layers); each front end
-// maps it to its own control: the CLI to a flag name, the app to a field.
+// ("stage boundaries must increase"), and the setting it belongs to.
 class ValueError : public Error {
 public:
-    ValueError(std::string setting, const std::string& message) : Error(message), setting_(std::move(setting)) {}
-    const std::string& setting() const { return setting_; }
+    ValueError(Setting setting, const std::string& message) : Error(message), setting_(setting) {}
+    Setting setting() const { return setting_; }
 
 private:
-    std::string setting_;
+    Setting setting_;
 };
 
 // A file that is readable but not a trace of the expected kind (wrong format,

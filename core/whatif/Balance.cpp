@@ -438,7 +438,7 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
     const Schedule schedule = scheduleFor(sc);
     const int S = schedule.stages, L = model.layerCount();
     if (L < S)
-        throw ValueError("pp", std::to_string(L) + " layers cannot fill " + std::to_string(S) +
+        throw ValueError(Setting::Pp, std::to_string(L) + " layers cannot fill " + std::to_string(S) +
                                    " stages (pp x v); choose a smaller pipeline degree or v");
     BalanceSetup setup{schedule, S, L, stageInFlight(schedule), std::nullopt, {}};
     const std::optional<int64_t> limit = options.memoryLimitBytes ? options.memoryLimitBytes : model.memory.gpuMemoryBytes;

@@ -52,11 +52,11 @@ void CostModel::setStageSpeeds(std::vector<double> speeds)
 {
     for (size_t r = 0; r < speeds.size(); ++r)
         if (!std::isfinite(speeds[r]) || speeds[r] <= 0 || speeds[r] > 1e6)
-            throw ValueError("stage-speed", "the speed of stage " + std::to_string(r) + " is " + formatNumber(speeds[r]) +
+            throw ValueError(Setting::StageSpeed, "the speed of stage " + std::to_string(r) + " is " + formatNumber(speeds[r]) +
                                                 "; speeds must be finite numbers above 0 (1 = as fast as the reference, "
                                                 "0.5 = twice as slow) and at most 1,000,000");
     if (measuredCosts && !speeds.empty() && static_cast<int>(speeds.size()) != measuredPp)
-        throw ValueError("stage-speed", std::to_string(speeds.size()) + " stage speeds given; the measured pipeline has " +
+        throw ValueError(Setting::StageSpeed, std::to_string(speeds.size()) + " stage speeds given; the measured pipeline has " +
                                             std::to_string(measuredPp) + " stages (one speed per pipeline rank)");
     if (measuredCosts && measuredPartition && measuredPp > 0) {
         // Back to reference speed: each layer was timed on its measured rank.
@@ -90,7 +90,7 @@ std::vector<double> CostModel::measuredStageSpeeds() const
 {
     if (layerSource != LayerSource::Trace || !measuredCosts || !measuredPartition || measuredPp < 2 ||
         measuredPartition->firstLayer.back() != layerCount())
-        throw ValueError("stage-speed",
+        throw ValueError(Setting::StageSpeed,
                          "speeds come from the trace only when it times each layer (PyTorch module ranges from "
                          "with_modules=True or pipescope/layer annotations) on a pipeline of two or more ranks; give "
                          "the speeds with --stage-speed S0,S1,... or --gpu-types and --gpu-throughput instead");
@@ -111,7 +111,7 @@ std::vector<double> CostModel::measuredStageSpeeds() const
     std::vector<double> medians;
     for (int r = 0; r < p; ++r) {
         if (perRank[size_t(r)].empty())
-            throw ValueError("stage-speed", "rank " + std::to_string(r) +
+            throw ValueError(Setting::StageSpeed, "rank " + std::to_string(r) +
                                                 " runs no timed layer in the measured iteration, so its speed cannot be "
                                                 "compared; give the speeds with --stage-speed instead");
         medians.push_back(median(perRank[size_t(r)]));
@@ -175,10 +175,10 @@ void CostModel::freezeLayers(const std::vector<LayerRange>& ranges)
     const int L = layerCount();
     for (const LayerRange& r : ranges) {
         if (r.first > r.last)
-            throw ValueError("freeze", "the range " + std::to_string(r.first) + ".." + std::to_string(r.last) +
+            throw ValueError(Setting::Freeze, "the range " + std::to_string(r.first) + ".." + std::to_string(r.last) +
                                            " runs backwards; give FIRST..LAST with FIRST at most LAST");
         if (r.first < 0 || r.last >= L)
-            throw ValueError("freeze", "the range " + std::to_string(r.first) + ".." + std::to_string(r.last) +
+            throw ValueError(Setting::Freeze, "the range " + std::to_string(r.first) + ".." + std::to_string(r.last) +
                                            " is outside the model's " + std::to_string(L) + " layers (numbered 0.." +
                                            std::to_string(L - 1) + ")");
     }
@@ -246,7 +246,7 @@ bool CostModel::unevenFor(int microbatches, MicrobatchOrder order) const
 void CostModel::setMicrobatchTokens(const MicrobatchTokens& t)
 {
     if (t.tokens.empty())
-        throw ValueError("microbatch-tokens", "the tokens file lists no microbatches");
+        throw ValueError(Setting::MicrobatchTokens, "the tokens file lists no microbatches");
     microbatchSizes = uniformRows(t.tokens, SizeSource::Tokens);
     microbatchSizes->tokens = t.tokens;
     const double mean = std::accumulate(t.tokens.begin(), t.tokens.end(), 0.0) / static_cast<double>(t.tokens.size());
@@ -285,7 +285,7 @@ void checkPartitionFits(const CostModel& m, const Partition& partition, const Sc
         throw Error("the partition covers " + std::to_string(partition.firstLayer.back()) + " layers, the model has " +
                     std::to_string(m.layerCount()));
     if (!m.stageSpeed.empty() && static_cast<int>(m.stageSpeed.size()) != schedule.pp)
-        throw ValueError("stage-speed", "the stage speeds describe a pipeline of " + std::to_string(m.stageSpeed.size()) +
+        throw ValueError(Setting::StageSpeed, "the stage speeds describe a pipeline of " + std::to_string(m.stageSpeed.size()) +
                                             " ranks and the scenario has pp " + std::to_string(schedule.pp) +
                                             "; uneven GPUs are predicted at the measured pipeline degree only, so leave "
                                             "out --pp or the speeds");

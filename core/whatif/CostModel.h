@@ -31,7 +31,7 @@ struct LayerRange {
     int first = 0, last = 0;
     bool operator==(const LayerRange&) const = default;
 };
-// Each item "FIRST..LAST" or a single "N"; throws ValueError("freeze") naming
+// Each item "FIRST..LAST" or a single "N"; throws ValueError(Setting::Freeze) naming
 // the item that is not a range or runs backwards. Layer counts are checked by
 // CostModel::freezeLayers.
 std::vector<LayerRange> parseLayerRanges(const std::vector<std::string>& items);
@@ -159,7 +159,7 @@ struct CostModel {
     std::optional<MicrobatchSizes> microbatchSizes;
     // Sizes from token counts: relative costs tokens / mean; with per-token
     // costs, every layer's forward (backward) becomes mean tokens x ns per token.
-    // Throws ValueError("microbatch-tokens") for an empty list.
+    // Throws ValueError(Setting::MicrobatchTokens) for an empty list.
     void setMicrobatchTokens(const MicrobatchTokens& tokens);
     // Whether a scenario of `microbatches` runs uneven microbatches under `order`.
     bool unevenFor(int microbatches, MicrobatchOrder order) const;
@@ -170,7 +170,7 @@ struct CostModel {
     // and its gradients and optimizer state; the frozen prefix starting at
     // layer 0, with the first-stage extra before it, runs no backward at all
     // and stores no activations, since nothing before it needs an input
-    // gradient. Throws ValueError("freeze") for a range outside the layers;
+    // gradient. Throws ValueError(Setting::Freeze) for a range outside the layers;
     // Error when layers are frozen already.
     void freezeLayers(const std::vector<LayerRange>& ranges);
     // Layers 0..n-1 all frozen (0 when layer 0 is trainable).
@@ -186,7 +186,7 @@ struct CostModel {
     // speed of the rank that ran them: each layer (and extra) is multiplied by
     // the speed of its measured rank, so the measured configuration replays
     // unchanged and a moved layer costs reference / speed of its new rank.
-    // Throws ValueError("stage-speed") for a wrong count or a speed that is
+    // Throws ValueError(Setting::StageSpeed) for a wrong count or a speed that is
     // not a finite number above 0.
     void setStageSpeeds(std::vector<double> speeds);
     // Each pipeline rank's speed as the trace shows it (docs/whatif.md,
@@ -195,7 +195,7 @@ struct CostModel {
     // 0.8 is a rank that takes 1.25x as long for the same layer; speeds
     // within kSameSpeedTolerance of 1 are 1. Needs layers timed from the
     // trace (layer source "trace") on at least two ranks; throws
-    // ValueError("stage-speed") naming what is missing otherwise.
+    // ValueError(Setting::StageSpeed) naming what is missing otherwise.
     std::vector<double> measuredStageSpeeds() const;
 
     static CostModel fromModel(const ModelDescription& model);

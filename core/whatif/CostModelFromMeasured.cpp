@@ -235,7 +235,7 @@ void checkLayerWeights(const std::vector<double>& weights)
     for (size_t l = 0; l < weights.size(); ++l) {
         const double w = weights[l];
         if (!std::isfinite(w) || w < 0)
-            throw ValueError("weights", "layer weight " + std::to_string(l + 1) + " is " + formatNumber(w) +
+            throw ValueError(Setting::Weights, "layer weight " + std::to_string(l + 1) + " is " + formatNumber(w) +
                                             "; weights must be finite numbers of at least 0");
     }
 }
@@ -383,7 +383,7 @@ void layersByWeight(CostModel& c, const ModelDescription* model, const FromMeasu
     if (options.layers)
         L = *options.layers;
     if (!options.layerWeights.empty() && static_cast<int>(options.layerWeights.size()) != L)
-        throw ValueError("weights", std::to_string(options.layerWeights.size()) + " layer weights given for " +
+        throw ValueError(Setting::Weights, std::to_string(options.layerWeights.size()) + " layer weights given for " +
                                         std::to_string(L) + " layers");
     const Partition measured = options.measuredBoundaries.empty()
                                    ? evenPartition(L, S)
@@ -407,7 +407,7 @@ void layersByWeight(CostModel& c, const ModelDescription* model, const FromMeasu
         if (s == S - 1)
             total += lastW;
         if (!std::isfinite(total))
-            throw ValueError("weights", "the layer weights of stage " + std::to_string(s) +
+            throw ValueError(Setting::Weights, "the layer weights of stage " + std::to_string(s) +
                                             " add up to more than a number can hold; give smaller weights");
         if (total <= 0)
             throw Error("the layer weights of stage " + std::to_string(s) + " add up to zero; give positive weights");

@@ -31,11 +31,11 @@ std::vector<LayerRange> parseLayerRanges(const std::vector<std::string>& items)
                             ? index(item, r.first) && index(item, r.last)
                             : index(item.substr(0, dots), r.first) && index(item.substr(dots + 2), r.last);
         if (!ok)
-            throw ValueError("freeze", "'" + printable(item, 64) +
+            throw ValueError(Setting::Freeze, "'" + printable(item, 64) +
                                            "' is not a layer range; give FIRST..LAST (0-based, inclusive), several "
                                            "comma-separated, e.g. 0..3,30..31");
         if (r.first > r.last)
-            throw ValueError("freeze", "the range " + item + " runs backwards; give FIRST..LAST with FIRST at most LAST");
+            throw ValueError(Setting::Freeze, "the range " + item + " runs backwards; give FIRST..LAST with FIRST at most LAST");
         out.push_back(r);
     }
     return out;

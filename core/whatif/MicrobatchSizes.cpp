@@ -114,7 +114,7 @@ namespace {
 
 [[noreturn]] void badSpec(const std::string& spec, const std::string& why)
 {
-    throw ValueError("microbatch-sizes", "'" + printable(spec, 80) + "': " + why +
+    throw ValueError(Setting::MicrobatchSizes, "'" + printable(spec, 80) + "': " + why +
                                              "; give lognormal:SIGMA, uniform:LO,HI or one size per microbatch (1,0.5,2,...)");
 }
 

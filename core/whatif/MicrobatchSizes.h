@@ -58,7 +58,7 @@ std::vector<int> microbatchPermutation(const std::vector<double>& size, Microbat
 //   "lognormal:SIGMA"  log-normal sizes with that sigma, seeded;
 //   "uniform:LO,HI"    uniform between LO and HI;
 //   "A,B,C,..."        the sizes themselves (exactly `count` of them).
-// Normalised to mean 1. Throws ValueError("microbatch-sizes") naming the problem.
+// Normalised to mean 1. Throws ValueError(Setting::MicrobatchSizes) naming the problem.
 std::vector<double> microbatchSizesFromSpec(const std::string& spec, int count, uint64_t seed);
 
 // A single-row MicrobatchSizes from relative sizes (forward and backward alike).

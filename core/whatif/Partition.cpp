@@ -34,7 +34,7 @@ Partition evenPartition(int layers, int stages)
 Partition partitionFromBoundaries(const std::vector<int>& boundaries, int layers, int stages)
 {
     if (static_cast<int>(boundaries.size()) != stages - 1)
-        throw ValueError("boundaries", std::to_string(boundaries.size()) + " stage boundaries given; " +
+        throw ValueError(Setting::Boundaries, std::to_string(boundaries.size()) + " stage boundaries given; " +
                                            std::to_string(stages) + " stages (pp x v) need " + std::to_string(stages - 1) +
                                            ", the first layer of each stage after the first");
     Partition p;
@@ -42,11 +42,11 @@ Partition partitionFromBoundaries(const std::vector<int>& boundaries, int layers
     for (size_t i = 0; i < boundaries.size(); ++i) {
         const int b = boundaries[i];
         if (b <= p.firstLayer.back())
-            throw ValueError("boundaries", "stage boundaries must increase and be above 0: boundary " + std::to_string(i + 1) +
+            throw ValueError(Setting::Boundaries, "stage boundaries must increase and be above 0: boundary " + std::to_string(i + 1) +
                                                " (" + std::to_string(b) + ") does not exceed " +
                                                std::to_string(p.firstLayer.back()));
         if (b >= layers)
-            throw ValueError("boundaries", "stage boundary " + std::to_string(b) +
+            throw ValueError(Setting::Boundaries, "stage boundary " + std::to_string(b) +
                                                " leaves no layer for the last stage (the model has " + std::to_string(layers) +
                                                " layers, numbered 0.." + std::to_string(layers - 1) + ")");
         p.firstLayer.push_back(b);

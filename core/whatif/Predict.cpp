@@ -70,7 +70,7 @@ Scenario applyChanges(Scenario s, const ScenarioChanges& c)
             std::string names;
             for (ScheduleKind k : builtinScheduleKinds())
                 names += (names.empty() ? "" : ", ") + std::string(toString(k));
-            throw ValueError("schedule", "unknown schedule '" + *c.schedule + "'; choose one of " + names +
+            throw ValueError(Setting::Schedule, "unknown schedule '" + *c.schedule + "'; choose one of " + names +
                                              ", or a schedule CSV file");
         }
         s.schedule = *kind;
@@ -85,17 +85,17 @@ Scenario applyChanges(Scenario s, const ScenarioChanges& c)
     }
     if (c.pp) {
         if (*c.pp < 1 || *c.pp > 4096)
-            throw ValueError("pp", "the pipeline degree must be between 1 and 4096 (got " + std::to_string(*c.pp) + ")");
+            throw ValueError(Setting::Pp, "the pipeline degree must be between 1 and 4096 (got " + std::to_string(*c.pp) + ")");
         s.pp = *c.pp;
     }
     if (c.v) {
         if (*c.v < 1 || *c.v > 64)
-            throw ValueError("v", "the chunks per rank (v) must be between 1 and 64 (got " + std::to_string(*c.v) + ")");
+            throw ValueError(Setting::V, "the chunks per rank (v) must be between 1 and 64 (got " + std::to_string(*c.v) + ")");
         s.v = *c.v;
     }
     if (c.microbatches) {
         if (*c.microbatches < 1 || *c.microbatches > 100000)
-            throw ValueError("microbatches", "the number of microbatches must be between 1 and 100000 (got " +
+            throw ValueError(Setting::Microbatches, "the number of microbatches must be between 1 and 100000 (got " +
                                                  std::to_string(*c.microbatches) + ")");
         s.microbatches = *c.microbatches;
     }
@@ -199,7 +199,7 @@ Schedule scheduleFor(const Scenario& sc)
 {
     const int64_t steps = scenarioSteps(sc);
     if (steps > kMaxReplaySteps)
-        throw ValueError("microbatches",
+        throw ValueError(Setting::Microbatches,
                          "the schedule would run " + formatCount(steps) + " steps (" + std::to_string(sc.pp * sc.v) +
                              " stages x " + std::to_string(sc.microbatches) + " microbatches x " +
                              std::to_string(splitsBackward(sc.schedule) ? 3 : 2) + "), about " +

@@ -60,7 +60,7 @@ std::vector<Recompute> parseRecompute(const std::string& text)
         item.erase(item.find_last_not_of(' ') + 1);
         const auto r = recomputeFromString(item);
         if (!r)
-            throw ValueError("recompute", "'" + printable(item, 64) +
+            throw ValueError(Setting::Recompute, "'" + printable(item, 64) +
                                               "' is not a recomputation; give none, selective or full, for every "
                                               "stage or one per virtual stage, comma-separated");
         out.push_back(*r);
@@ -91,7 +91,7 @@ std::vector<Recompute> recomputePerStage(const std::vector<Recompute>& setting, 
     if (setting.size() == 1)
         return std::vector<Recompute>(S, setting.front());
     if (setting.size() != S)
-        throw ValueError("recompute", "the recomputation lists " + std::to_string(setting.size()) +
+        throw ValueError(Setting::Recompute, "the recomputation lists " + std::to_string(setting.size()) +
                                           " stages and the scenario has " + std::to_string(stages) +
                                           " (pp x v); give one setting for all or one per virtual stage");
     return setting;

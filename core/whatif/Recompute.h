@@ -26,14 +26,14 @@ enum class Recompute : uint8_t { None, Selective, Full };
 std::string_view toString(Recompute r);
 std::optional<Recompute> recomputeFromString(std::string_view text);
 // One name for every stage, or one per virtual stage, comma-separated
-// ("full" or "full,selective,none,none"). Throws ValueError("recompute")
+// ("full" or "full,selective,none,none"). Throws ValueError(Setting::Recompute)
 // naming an unknown item.
 std::vector<Recompute> parseRecompute(const std::string& text);
 // "none" for an empty list; one name when all stages agree; else the list.
 std::string recomputeText(const std::vector<Recompute>& perStage);
 // A scenario's setting for `stages` virtual stages: empty is none
 // everywhere, one item applies to every stage, else one per stage. Throws
-// ValueError("recompute") for another count.
+// ValueError(Setting::Recompute) for another count.
 std::vector<Recompute> recomputePerStage(const std::vector<Recompute>& setting, int stages);
 bool anyRecompute(const std::vector<Recompute>& perStage);
 

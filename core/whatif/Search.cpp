@@ -76,7 +76,7 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
                     todoPerStage.push_back(ro.perStage);
                 }
     if (baseSteps > kMaxSearchSteps)
-        throw ValueError("microbatches", "the search would replay about " + formatCount(baseSteps) + " steps over " +
+        throw ValueError(Setting::Microbatches, "the search would replay about " + formatCount(baseSteps) + " steps over " +
                                              std::to_string(todo.size()) + " configurations; pipescope searches at most " +
                                              formatCount(kMaxSearchSteps) +
                                              " steps, so choose fewer microbatches or a smaller pipeline");

@@ -41,7 +41,7 @@ std::string numberText(double x)
     return o.str();
 }
 
-void checkSpeed(double x, const std::string& setting, const std::string& what)
+void checkSpeed(double x, Setting setting, const std::string& what)
 {
     if (!std::isfinite(x) || x <= 0 || x > 1e6)
         throw ValueError(setting, what + " is " + numberText(x) +
@@ -68,11 +68,11 @@ std::vector<double> parseStageSpeeds(const std::vector<std::string>& items)
     for (size_t r = 0; r < items.size(); ++r) {
         const auto x = number(items[r]);
         if (!x)
-            throw ValueError("stage-speed", "the speed of stage " + std::to_string(r) + " is '" +
+            throw ValueError(Setting::StageSpeed, "the speed of stage " + std::to_string(r) + " is '" +
                                                 printable(trimmed(items[r]), 40) +
                                                 "', not a number; give one relative throughput per pipeline rank "
                                                 "(e.g. 1,1,0.8,1) or 'trace' to read them from the trace");
-        checkSpeed(*x, "stage-speed", "the speed of stage " + std::to_string(r));
+        checkSpeed(*x, Setting::StageSpeed, "the speed of stage " + std::to_string(r));
         speeds.push_back(*x);
     }
     return speeds;
@@ -97,28 +97,28 @@ std::vector<double> parseStageSpeeds(std::string_view text)
 std::vector<double> speedsFromGpuTypes(const std::vector<std::string>& types, const std::vector<std::string>& throughputs)
 {
     if (types.empty() != throughputs.empty())
-        throw ValueError(types.empty() ? "gpu-types" : "gpu-throughput",
+        throw ValueError(types.empty() ? Setting::GpuTypes : Setting::GpuThroughput,
                          "--gpu-types (one GPU type per stage, e.g. A,A,B,B) and --gpu-throughput (each type's relative "
                          "throughput, e.g. A=1,B=0.6) go together");
     std::map<std::string, double> throughput;
     for (const std::string& item : throughputs) {
         const size_t eq = item.find('=');
         if (eq == std::string::npos || eq == 0)
-            throw ValueError("gpu-throughput", "'" + printable(item) + "' is not TYPE=SPEED (e.g. A=1,B=0.6)");
+            throw ValueError(Setting::GpuThroughput, "'" + printable(item) + "' is not TYPE=SPEED (e.g. A=1,B=0.6)");
         const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
         const auto x = number(value);
         if (!x)
-            throw ValueError("gpu-throughput", "the throughput of GPU type '" + printable(name) + "' is '" + printable(value) +
+            throw ValueError(Setting::GpuThroughput, "the throughput of GPU type '" + printable(name) + "' is '" + printable(value) +
                                                    "', not a number");
-        checkSpeed(*x, "gpu-throughput", "the throughput of GPU type '" + printable(name) + "'");
+        checkSpeed(*x, Setting::GpuThroughput, "the throughput of GPU type '" + printable(name) + "'");
         if (!throughput.emplace(name, *x).second)
-            throw ValueError("gpu-throughput", "GPU type '" + printable(name) + "' is given twice");
+            throw ValueError(Setting::GpuThroughput, "GPU type '" + printable(name) + "' is given twice");
     }
     std::vector<double> speeds;
     for (const std::string& type : types) {
         const auto it = throughput.find(type);
         if (it == throughput.end())
-            throw ValueError("gpu-types", "GPU type '" + printable(type) + "' has no throughput in --gpu-throughput");
+            throw ValueError(Setting::GpuTypes, "GPU type '" + printable(type) + "' has no throughput in --gpu-throughput");
         speeds.push_back(it->second);
     }
     return speeds;

@@ -17,14 +17,14 @@ StragglerFix priceStraggler(const CostModel& model, const AnalysisResult& analys
     const std::vector<RankSpeed>& speeds = analysis.imbalance.rankSpeed;
     const auto it = std::find_if(speeds.begin(), speeds.end(), [&](const RankSpeed& r) { return r.rank == rank; });
     if (it == speeds.end())
-        throw ValueError("fix-straggler", "rank " + std::to_string(rank) + " ran no pipeline steps in the analysed iteration");
+        throw ValueError(Setting::FixStraggler, "rank " + std::to_string(rank) + " ran no pipeline steps in the analysed iteration");
     if (!it->relative || it->peerMedianNs <= 0)
-        throw ValueError("fix-straggler", "rank " + std::to_string(rank) +
+        throw ValueError(Setting::FixStraggler, "rank " + std::to_string(rank) +
                                               " has no data-parallel peers to compare with (dp " +
                                               std::to_string(model.dataParallel) + "), so it has no peers' speed to run at");
     const int p = std::max(1, model.measuredPp);
     if (it->stage < 0 || it->stage >= p)
-        throw ValueError("fix-straggler", "rank " + std::to_string(rank) + " is on stage " + std::to_string(it->stage) +
+        throw ValueError(Setting::FixStraggler, "rank " + std::to_string(rank) + " is on stage " + std::to_string(it->stage) +
                                               ", outside the measured pipeline's " + std::to_string(p) + " stages");
     StragglerFix fix;
     fix.rank = rank;

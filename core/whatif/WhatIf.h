@@ -177,7 +177,7 @@ struct StragglerFix {
     TimeNs gainNs = 0;              // slowestReplicaNs - fixedNs (>= 0)
     TimeNs iterationNs = 0;         // predicted iteration with R at its peers' speed (fixedNs)
 };
-// Throws ValueError("fix-straggler") when R is not a pipeline rank with
+// Throws ValueError(Setting::FixStraggler) when R is not a pipeline rank with
 // data-parallel peers in the analysis.
 StragglerFix priceStraggler(const CostModel& model, const AnalysisResult& analysis, int rank);
 

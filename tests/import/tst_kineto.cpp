@@ -6,6 +6,7 @@
 #include "import/Import.h"
 #include "import/kineto/JsonStream.h"
 #include "import/kineto/KinetoNames.h"
+#include "store/Schema.h"
 #include "store/Store.h"
 #include "store/StoreWriter.h"
 #include "util/Error.h"
@@ -189,6 +190,7 @@ private slots:
     void moduleCallsAndSequenceNumbers();
     void nestingOfEqualRanges();
     void memoryEventsKeepTotals();
+    void threadNamesAreKept();
 };
 
 void TestKineto::externalFacts_data()
@@ -951,6 +953,34 @@ void TestKineto::moduleCallsAndSequenceNumbers()
     const Diagnostic* d = findDiagnostic(summary, "skipped:python_function");
     QVERIFY(d);
     QCOMPARE(d->count, int64_t(1));
+}
+
+// The names Kineto gives CPU threads (thread_name metadata) are kept per
+// rank; other metadata is not, and a name without a thread is ignored.
+void TestKineto::threadNamesAreKept()
+{
+    QTemporaryDir dir;
+    std::string in = test::path(dir, "threads.json");
+    writeFile(in, R"JSON({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 4},
+      "traceEvents": [
+      {"ph": "M", "name": "process_name", "pid": 4242, "tid": 0, "args": {"name": "python3"}},
+      {"ph": "M", "name": "thread_name", "pid": 4242, "tid": 4242, "args": {"name": "thread 4242 (python3)"}},
+      {"ph": "M", "name": "thread_name", "pid": 4242, "tid": 4250, "args": {"name": "thread 4250 (pt_autograd_0)"}},
+      {"ph": "M", "name": "thread_name", "pid": 4242, "args": {"name": "no thread"}},
+      {"ph": "M", "name": "thread_sort_index", "pid": 4242, "tid": 4242, "args": {"sort_index": 4242}},
+      {"ph": "X", "cat": "user_annotation", "name": "forward_step", "pid": 4242, "tid": 4242, "ts": 90, "dur": 20},
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100, "dur": 5, "args": {"device": 0, "stream": 7}}
+    ]})JSON");
+    Imported imp = importOne(in, dir);
+    Store store(imp.store);
+    QCOMPARE(store.schemaVersion(), kSchemaVersion);
+    const Trace t = store.load();
+    const std::map<std::pair<int, int64_t>, std::string> expected{{{3, 4242}, "thread 4242 (python3)"},
+                                                                    {{3, 4250}, "thread 4250 (pt_autograd_0)"}};
+    QVERIFY(t.threadNames == expected);
+    LoadOptions other;
+    other.ranks = std::vector<int>{0};
+    QVERIFY(store.load(other).threadNames.empty()); // only the ranks loaded
 }
 
 void TestKineto::memoryEventsKeepTotals()

@@ -117,6 +117,19 @@ private slots:
         }
         QCOMPARE(names, (QStringList{"ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "ampere_sgemm_128x64_nn"}));
         QVERIFY2(!labels.join(' ').contains("stream -1"), qPrintable(labels.join(", ")));
+        // CPU threads are labelled as the trace names them, else by id.
+        test::TraceBuilder named;
+        named.kernel(0, 7, "gemm", 1'000, 2'000);
+        named.range(0, CpuRangeKind::Annotation, "forward_step", 500, 2'500, 4242);
+        named.range(0, CpuRangeKind::Annotation, "optimizer", 3'000, 3'500, 4250);
+        Trace nt = named.build();
+        nt.threadNames[{0, 4242}] = "thread 4242 (python3)";
+        const TimelineModel nm = buildMeasured(nt, analyze(nt));
+        QStringList cpu;
+        for (const Lane& l : nm.lanes)
+            if (l.kind == LaneKind::Cpu)
+                cpu << QString::fromStdString(l.label);
+        QCOMPARE(cpu, (QStringList{"cpu thread 4242 (python3)", "cpu 4250"}));
         // The analysis still counts the synchronization.
         QCOMPARE(r.kernelCounts[size_t(WorkClass::Sync)], int64_t(1));
     }

@@ -52,7 +52,7 @@ inline std::string errorOf(const std::function<void()>& f)
     try {
         f();
     } catch (const ValueError& e) {
-        return e.setting() + ": " + e.what();
+        return std::string(toString(e.setting())) + ": " + e.what();
     }
     return "no error";
 }

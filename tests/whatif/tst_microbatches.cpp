@@ -117,7 +117,7 @@ void TestMicrobatches::sizesFromSpec()
             (void)microbatchSizesFromSpec(bad, 3, 1);
             QFAIL(bad);
         } catch (const ValueError& e) {
-            QCOMPARE(e.setting(), std::string("microbatch-sizes"));
+            QCOMPARE(std::string(toString(e.setting())), std::string("microbatch-sizes"));
         }
     }
 }

@@ -132,7 +132,7 @@ void TestStageSpeed::speedCountForPp()
         (void)predict(model, oneFOneB(4, 4));
         QFAIL("expected an error");
     } catch (const ValueError& e) {
-        QCOMPARE(e.setting(), std::string("stage-speed"));
+        QCOMPARE(std::string(toString(e.setting())), std::string("stage-speed"));
         QVERIFY2(std::string(e.what()).find("pp 4") != std::string::npos, e.what());
     }
     for (double bad : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
@@ -213,7 +213,7 @@ void TestStageSpeed::measuredCostsNormalised()
         model.setStageSpeeds({1.0, 1.0, 1.0});
         QFAIL("expected an error");
     } catch (const ValueError& e) {
-        QCOMPARE(e.setting(), std::string("stage-speed"));
+        QCOMPARE(std::string(toString(e.setting())), std::string("stage-speed"));
         QCOMPARE(std::string(e.what()), std::string("3 stage speeds given; the measured pipeline has 2 stages (one speed per pipeline rank)"));
     }
 }
@@ -269,7 +269,7 @@ void TestStageSpeed::stragglerWithoutPeers()
             (void)priceStraggler(model, r, rank);
             QFAIL("expected an error");
         } catch (const ValueError& e) {
-            QCOMPARE(e.setting(), std::string("fix-straggler"));
+            QCOMPARE(std::string(toString(e.setting())), std::string("fix-straggler"));
         }
     }
 }
@@ -417,7 +417,7 @@ void TestStageSpeed::speedsFromLayers()
         (void)fourLayers().measuredStageSpeeds(); // layers not from a trace
         QFAIL("expected an error");
     } catch (const ValueError& e) {
-        QCOMPARE(e.setting(), std::string("stage-speed"));
+        QCOMPARE(std::string(toString(e.setting())), std::string("stage-speed"));
         QVERIFY2(std::string(e.what()).find("with_modules=True") != std::string::npos, e.what());
     }
 }
@@ -468,7 +468,7 @@ void TestStageSpeed::speedsAsWritten()
         try {
             call();
         } catch (const ValueError& e) {
-            return e.setting() + ": " + e.what();
+            return std::string(toString(e.setting())) + ": " + e.what();
         }
         return std::string("no error");
     };

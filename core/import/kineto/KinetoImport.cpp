@@ -330,6 +330,7 @@ private:
     void cpuRange(const Event& e, Category cat, TimeNs start, TimeNs end, std::string_view name);
     void flow(const Event& e, char phase);
     void instant(const Event& e);
+    void metadata(const Event& e);
     CommArgs commArgs(const Event& e);
     std::string normaliseRanks(const Value& v);
     void noteGroup(const CommArgs& a);
@@ -401,6 +402,7 @@ private:
     CpuRangeRecord range_;
 
     std::vector<Flow> flows_;
+    std::map<int64_t, std::string> threadNames_; // tid -> thread_name, written with the final rank
     std::vector<PendingFlow> pendingFlows_;
     struct LastCorrelated {
         std::optional<int64_t> correlation, pid, tid;
@@ -595,7 +597,10 @@ void KinetoImporter::onEvent(const Event& e)
         diag(Severity::Info, "unsupported_phase:B/E",
              "begin/end (\"B\"/\"E\") events are not imported; Kineto writes complete (\"X\") events");
         break;
-    default: // metadata (M), counters, async and other phases carry nothing pipescope uses
+    case 'M':
+        metadata(e);
+        break;
+    default: // counters, async and other phases carry nothing pipescope uses
         break;
     }
     if (batch_.records() >= kineto::kBatchRecords)
@@ -1293,6 +1298,22 @@ void KinetoImporter::finishRank(kineto::BatchWriter& out)
         }
     }
     rank_ = finalRank;
+    for (const auto& [tid, name] : threadNames_)
+        out.store().threadName(finalRank, tid, name);
+}
+
+// Kineto names the CPU threads: {"ph":"M","name":"thread_name","pid":P,
+// "tid":T,"args":{"name":"thread 4242 (python3)"}}. Other metadata (process
+// names, sort indices, labels) carries nothing pipescope uses.
+void KinetoImporter::metadata(const Event& e)
+{
+    if (e[Field::Name].str() != "thread_name")
+        return;
+    const auto tid = e[Field::Tid].asLenientInt();
+    const Value& name = e[Field::ArgName];
+    if (!tid || name.type != Value::Type::String || name.str().empty())
+        return;
+    threadNames_[*tid] = printable(name.str(), 200);
 }
 
 void KinetoImporter::parse(const kineto::KinetoFileImport::Deliver& handOver)

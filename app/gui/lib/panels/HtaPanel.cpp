@@ -41,6 +41,10 @@ void HtaPanel::setResult(std::shared_ptr<const AnalysisResult> result, std::shar
     }
     QString text = result_->hta.htaCompatible ? tr("HTA's own arithmetic: whole microseconds, last profiler step dropped.")
                                               : tr("Exact nanoseconds over the whole trace.");
+    // Why these idle figures differ from the Bubbles panel's, said where they are read.
+    text += tr(" As Holistic Trace Analysis counts them: every iteration, a GPU busy whenever any of its kernels runs. "
+               "The Bubbles panel counts the analysed iteration only, and the compute stream's idle time by cause, "
+               "so its idle shares differ.");
     for (const std::string& n : result_->hta.notes)
         text += QStringLiteral("\n") + QString::fromStdString(n);
     mode_->setText(text);

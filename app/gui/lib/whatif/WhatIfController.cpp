@@ -128,7 +128,7 @@ std::optional<std::vector<double>> WhatIfController::setStageSpeeds(const QStrin
             speeds = whatif::parseStageSpeeds(t.toStdString());
         m.setStageSpeeds(speeds);
         if (scenario_ && !speeds.empty() && static_cast<int>(speeds.size()) != scenario_->pp)
-            throw ValueError("stage-speed", tr("%1 speeds for a scenario of pp %2; give one per pipeline rank")
+            throw ValueError(Setting::StageSpeed, tr("%1 speeds for a scenario of pp %2; give one per pipeline rank")
                                                 .arg(speeds.size())
                                                 .arg(scenario_->pp)
                                                 .toStdString());

@@ -190,7 +190,7 @@ void WhatIfWorker::runNext()
     } catch (const Cancelled&) {
         reportCancelled(r.id);
     } catch (const ValueError& e) {
-        reportError(r.id, QString::fromStdString(e.what()), QString::fromStdString(e.setting()));
+        reportError(r.id, QString::fromStdString(e.what()), QString::fromUtf8(toString(e.setting()).data(), qsizetype(toString(e.setting()).size())));
     } catch (const std::exception& e) {
         reportError(r.id, QString::fromStdString(e.what()), {});
     }
@@ -257,7 +257,7 @@ quint64 WhatIfWorker::search(whatif::SearchSpace space)
             } catch (const Cancelled&) {
                 reportCancelled(id);
             } catch (const ValueError& e) {
-                reportError(id, QString::fromStdString(e.what()), QString::fromStdString(e.setting()));
+                reportError(id, QString::fromStdString(e.what()), QString::fromUtf8(toString(e.setting()).data(), qsizetype(toString(e.setting()).size())));
             } catch (const std::exception& e) {
                 reportError(id, QString::fromStdString(e.what()), {});
             }

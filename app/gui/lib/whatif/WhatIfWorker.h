@@ -65,7 +65,7 @@ signals:
     // emitted just before predictionReady for the same request.
     void scenarioApplied(pipescope::gui::ScenarioPtr scenario, quint64 requestId);
     void predictionReady(pipescope::gui::PredictionPtr prediction, quint64 requestId);
-    // message: core's sentence; setting: ValueError::setting() ("boundaries",
+    // message: core's sentence; setting: toString(ValueError::setting()) ("boundaries",
     // "v", ...) or empty when core named none.
     void failed(QString message, QString setting, quint64 requestId);
     // A balance or search stopped by cancelBalance() / cancelSearch(): not an error.
