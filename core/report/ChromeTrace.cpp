@@ -383,6 +383,44 @@ std::string microsText(TimeNs ns)
     return TraceEventWriter::micros(ns);
 }
 
+namespace {
+
+// Each step and the step that needs its output: the earliest later F, B or I
+// of the same iteration, replica and microbatch (W feeds nobody), the rule
+// timeline/TimelineLinks.h draws in the app.
+std::vector<std::pair<size_t, size_t>> stepDependencies(const AnalysisResult& analysis)
+{
+    std::map<int, int> replicaOf;
+    for (const StageAssignment& a : analysis.pipeline.stageMap)
+        replicaOf[a.rank] = a.replica;
+    std::map<std::tuple<int, int, int>, std::vector<size_t>> siblings; // (iteration, replica, microbatch)
+    for (size_t i = 0; i < analysis.steps.size(); ++i) {
+        const Step& s = analysis.steps[i];
+        const auto r = replicaOf.find(s.rank);
+        siblings[{s.iteration, r == replicaOf.end() ? 0 : r->second, s.microbatch}].push_back(i);
+    }
+    std::vector<std::pair<size_t, size_t>> out;
+    for (auto& [key, group] : siblings) {
+        std::stable_sort(group.begin(), group.end(),
+                         [&](size_t a, size_t b) { return analysis.steps[a].start < analysis.steps[b].start; });
+        for (size_t k = 0; k < group.size(); ++k) {
+            const Step& x = analysis.steps[group[k]];
+            if (x.kind == StepKind::W)
+                continue;
+            for (size_t j = k + 1; j < group.size(); ++j) {
+                const Step& y = analysis.steps[group[j]];
+                if (y.kind != StepKind::W && y.start > x.start) {
+                    out.push_back({group[k], group[j]});
+                    break;
+                }
+            }
+        }
+    }
+    return out;
+}
+
+} // namespace
+
 void addAnalysis(ChromeTraceOptions& options, const AnalysisResult& analysis, const Trace* trace)
 {
     if (analysis.pipeline.found)
@@ -395,6 +433,7 @@ void addAnalysis(ChromeTraceOptions& options, const AnalysisResult& analysis, co
         return;
     options.steps = analysis.steps;
     options.bubbles = analysis.bubbles;
+    options.stepFlows = stepDependencies(analysis);
     if (analysis.pipeline.found)
         options.messages = measurePipeline(*trace, analysis).messages;
 }
@@ -463,6 +502,18 @@ void writeAnalysisTracks(TraceEventWriter& w, const ChromeTraceOptions& o, const
         ++stats.analysisEvents;
     }
     int64_t flow = 0;
+    for (const auto& [from, to] : o.stepFlows) {
+        if (from >= o.steps.size() || to >= o.steps.size())
+            continue;
+        const Step& x = o.steps[from];
+        const Step& y = o.steps[to];
+        const auto tx = tracks.find(x.rank), ty = tracks.find(y.rank);
+        if (tx == tracks.end() || ty == tracks.end() || !inRange(x.start, x.end) || !inRange(y.start, y.end))
+            continue;
+        ++flow;
+        w.flowStart("pipescope.step", "needs", flow, x.rank, tx->second.steps, x.start - base);
+        w.flowEnd("pipescope.step", "needs", flow, y.rank, ty->second.steps, y.start - base);
+    }
     for (const MeasuredMessage& m : o.messages) {
         const auto from = tracks.find(m.srcRank), to = tracks.find(m.dstRank);
         // Both ends in the range, or the arrow would point outside the file.

@@ -16,7 +16,10 @@
 // time by cause ("idle by cause") and its matched point-to-point messages
 // ("transfers", a send and a receive slice joined by a flow arrow), under the
 // categories pipescope.step, pipescope.bubble and pipescope.transfer, which
-// `pipescope import` skips (the analysis finds them again).
+// `pipescope import` skips (the analysis finds them again). A flow also joins
+// each step to the step that needs its output (timeline/TimelineLinks.h's
+// rule: the earliest later F, B or I of the same iteration, replica and
+// microbatch).
 #include "analysis/Analysis.h"
 #include "model/Pipeline.h"
 #include "model/Trace.h"
@@ -41,6 +44,7 @@ struct ChromeTraceOptions {
     std::vector<Step> steps;
     std::vector<Bubble> bubbles;
     std::vector<MeasuredMessage> messages;
+    std::vector<std::pair<size_t, size_t>> stepFlows; // (step, the step that needs its output), indices into steps
 };
 
 // Stages and stream roles as the analysis found them; with the trace, also

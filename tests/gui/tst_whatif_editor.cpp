@@ -132,6 +132,7 @@ private slots:
     void newestDragWins();
     void stripKeyboard();
     void stripTellsLayersAndTakesTypedBoundaries();
+    void predictedRowsShowTheOptimizer();
     void stripAsksForLayers();
     void rendersNotBlank();
     void balanceCancels();
@@ -347,6 +348,37 @@ void TestWhatIfEditor::stripTellsLayersAndTakesTypedBoundaries()
     QVERIFY(!strip.typeBoundary(0, 4)); // no change
     QCOMPARE(committed.size(), 2);
     QCOMPARE(strip.layerToolTip(5).contains(QStringLiteral("stage 2")), true);
+}
+
+// The predicted rows end with the optimizer step as a box of its own (not an
+// unexplained gap before the faster ranks' drain), hoverable like a step.
+void TestWhatIfEditor::predictedRowsShowTheOptimizer()
+{
+    whatif::CostModel m;
+    m.layerSource = whatif::LayerSource::Model;
+    for (int i = 0; i < 8; ++i)
+        m.layers.push_back(whatif::LayerCostModel{"l" + std::to_string(i), 1'000'000, 2'000'000, 0.5, 100'000'000, 0});
+    m.optimizerNsPerParam = 0.05; // 5 ms per stage of two layers
+    m.measuredPp = 4;
+    m.measuredMicrobatches = 8;
+    const auto p = std::make_shared<const whatif::Prediction>(whatif::predict(m, whatif::measuredScenario(m)));
+    const whatif::RankReplay& r0 = p->replay.ranks.front();
+    QCOMPARE(r0.optimizerEnd - r0.optimizerStart, TimeNs(10'000'000));
+    PipelineView view;
+    view.resize(900, 300);
+    view.setPrediction(p);
+    view.grab();
+    int optimizerBoxes = 0;
+    for (int y = 0; y < view.height(); y += 2) {
+        bool inRow = false;
+        for (int x = 100; x < view.width(); ++x)
+            if (view.toolTipAt(QPointF(x, y)).contains(QStringLiteral("optimizer step"))) {
+                inRow = true;
+                break;
+            }
+        optimizerBoxes += inRow;
+    }
+    QVERIFY(optimizerBoxes > 4); // on every row, several pixel lines each
 }
 
 void TestWhatIfEditor::stripAsksForLayers()

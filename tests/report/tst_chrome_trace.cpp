@@ -9,6 +9,8 @@
 #include "analysis/Analysis.h"
 #include "analysis/MeasuredPipeline.h"
 #include "report/ChromeTrace.h"
+#include "timeline/TimelineBuild.h"
+#include "timeline/TimelineLinks.h"
 #include "store/Store.h"
 
 #include <QDir>
@@ -286,7 +288,11 @@ void TestChromeTrace::analysisTracks()
     const json doc = json::parse(os.str());
 
     std::map<std::string, size_t> cats;
-    std::map<int64_t, std::pair<int, int>> flows; // id -> (start pid, end pid)
+    std::map<int64_t, std::pair<int, int>> flows; // transfers: id -> (start pid, end pid)
+    // Step dependencies: id -> ((rank, start ns), (rank, start ns)).
+    std::map<int64_t, std::pair<std::pair<int, TimeNs>, std::pair<int, TimeNs>>> needs;
+    const TimeNs base = doc["baseTimeNanoseconds"].get<TimeNs>();
+    auto nsOf = [&](const json& e) { return base + TimeNs(std::llround(e["ts"].get<double>() * 1000)); };
     std::set<std::string> names;
     std::map<std::pair<int, int>, std::string> threadName; // (pid, tid)
     std::multiset<std::string> stepNames, expectedStepNames;
@@ -297,6 +303,11 @@ void TestChromeTrace::analysisTracks()
             ++cats[e["cat"].get<std::string>()];
             if (e["cat"] == "pipescope.step")
                 stepNames.insert(std::to_string(e["pid"].get<int>()) + " " + e["name"].get<std::string>());
+        }
+        if ((e["ph"] == "s" || e["ph"] == "f") && e["cat"] == "pipescope.step") {
+            auto& n = needs[e["id"].get<int64_t>()];
+            (e["ph"] == "s" ? n.first : n.second) = {e["pid"].get<int>(), nsOf(e)};
+            continue;
         }
         if (e["ph"] == "s")
             flows[e["id"].get<int64_t>()].first = e["pid"].get<int>();
@@ -313,6 +324,25 @@ void TestChromeTrace::analysisTracks()
     QCOMPARE(cats["pipescope.transfer"], 2 * messages);
     QCOMPARE(stats.analysisEvents, int64_t(r.steps.size() + r.bubbles.size() + 2 * messages));
     QCOMPARE(flows.size(), messages);
+    // Each step joined to the step that needs its output, as the app's
+    // timeline links them (an implementation of its own over the timeline model).
+    const timeline::TimelineModel model = timeline::buildMeasured(t, r);
+    std::set<std::pair<std::pair<int, TimeNs>, std::pair<int, TimeNs>>> expectedNeeds, exportedNeeds;
+    for (size_t lane = 0; lane < model.lanes.size(); ++lane) {
+        const timeline::Lane& l = model.lanes[lane];
+        if (l.kind != timeline::LaneKind::Steps)
+            continue;
+        for (size_t i = 0; i < l.events.size(); ++i)
+            if (const auto next = timeline::dependentStep(model, {int(lane), int64_t(i)})) {
+                const timeline::Lane& nl = model.lanes[size_t(next->lane)];
+                expectedNeeds.insert({{l.rank, l.events[i].start}, {nl.rank, model.event(next->lane, next->event).start}});
+            }
+    }
+    for (const auto& [id, ends] : needs)
+        exportedNeeds.insert(ends);
+    QVERIFY(expectedNeeds.size() > 10);
+    QCOMPARE(needs.size(), o.stepFlows.size());
+    QVERIFY(exportedNeeds == expectedNeeds);
     for (const auto& [id, ends] : flows)
         QCOMPARE(std::abs(ends.first - ends.second), 1); // neighbouring stages of the pipeline
     for (int rank = 0; rank < 4; ++rank) {

@@ -282,7 +282,11 @@ QString PipelineView::toolTipAt(const QPointF& pos) const
         return {};
     auto ms = [](TimeNs ns) { return QString::fromStdString(formatDuration(ns)); };
     QString t = h->source == Hit::Source::Baseline ? tr("baseline: ") : h->source == Hit::Source::Predicted ? tr("predicted: ") : QString();
-    if (h->bubble) {
+    if (h->work == 1) {
+        t += tr("<b>optimizer step</b>");
+    } else if (h->work == 2) {
+        t += tr("<b>data-parallel all-reduce</b>");
+    } else if (h->bubble) {
         t += tr("<b>idle: %1</b>").arg(QString::fromStdString(std::string(toString(BubbleCause(h->code)))));
     } else {
         t += tr("<b>%1 of microbatch %2</b> · stage %3").arg(QChar::fromLatin1(toChar(StepKind(h->code)))).arg(h->microbatch).arg(h->stage);
@@ -519,6 +523,23 @@ void PipelineView::paintEvent(QPaintEvent*)
                     box(xOf(b.start), xOf(b.end), top, h, toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
                     bubbleHit(Src::Predicted, b.cause, -1, b.start, b.end - b.start, 0, 0);
                 }
+            // The iteration's end: the all-reduce and the optimizer step,
+            // work outside the steps (without them the row would end in an
+            // unexplained gap before the fill/drain of faster ranks).
+            if (!ghost) {
+                const std::pair<TimeNs, TimeNs> tail[] = {{rr.allReduceStart, rr.allReduceEnd}, {rr.optimizerStart, rr.optimizerEnd}};
+                for (int k = 0; k < 2; ++k) {
+                    const auto [from, to] = tail[k];
+                    if (to <= from)
+                        continue;
+                    const WorkClass cls = k == 0 ? WorkClass::Collective : WorkClass::Compute;
+                    box(xOf(from), xOf(to), top, h, toQColor(timeline::classColor(cls)), k == 0 ? tr("AR") : tr("opt"), true);
+                    if (!lastBox_.isNull()) {
+                        hits_.push_back({lastBox_, Src::Predicted, false, 0, 0, 0, r, -1, from, to - from, 0, 0});
+                        hits_.back().work = uint8_t(k == 0 ? 2 : 1);
+                    }
+                }
+            }
             for (const whatif::TimedAction& a : rr.actions) {
                 box(xOf(a.start), xOf(a.end), top, h,
                     toQColor(timeline::microbatchTint(timeline::stepColor(a.kind), a.microbatch), alpha),

@@ -127,6 +127,9 @@ private:
         TimeNs fromStart = 0;  // from the iteration start
         TimeNs length = 0;
         qint64 start = 0, end = 0; // measured: on the trace's clock, for the click
+        // Predicted work outside the steps: 1 the optimizer step, 2 the
+        // data-parallel all-reduce (0: a step or bubble).
+        uint8_t work = 0;
     };
     std::vector<Hit> hits_;
     QRectF lastBox_;
