@@ -542,19 +542,19 @@ void TestModels::copyTableToClipboard()
     const QString all = QApplication::clipboard()->text();
     QCOMPARE(all.split('\n').size(), 6); // header, four ranks, final newline
     QVERIFY(all.startsWith("rank\tstage\tfill_drain\t"));
-    QVERIFY(all.split('\n')[1].startsWith("3\t-\t")); // as the view sorts: rank 3 idles longest
+    QVERIFY(all.split('\n')[1].startsWith(QString::fromUtf8("3\t—\t"))); // as the view sorts: rank 3 idles longest
     // With a selection only the selected rows; Ctrl+C on the table does the same.
     panel.view()->selectRow(1);
     panel.copyTable();
     QCOMPARE(QApplication::clipboard()->text().split('\n').size(), 3);
-    QVERIFY(QApplication::clipboard()->text().split('\n')[1].startsWith("1\t-\t"));
+    QVERIFY(QApplication::clipboard()->text().split('\n')[1].startsWith(QString::fromUtf8("1\t—\t")));
     QApplication::clipboard()->clear();
     panel.show();
     panel.activateWindow();
     QVERIFY(QTest::qWaitForWindowActive(&panel)); // shortcuts reach only the active window
     panel.view()->setFocus();
     QTest::keySequence(panel.view(), QKeySequence::Copy);
-    QVERIFY(QApplication::clipboard()->text().split('\n')[1].startsWith("1\t-\t"));
+    QVERIFY(QApplication::clipboard()->text().split('\n')[1].startsWith(QString::fromUtf8("1\t—\t")));
 }
 
 QTEST_MAIN(TestModels)

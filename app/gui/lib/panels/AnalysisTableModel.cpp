@@ -118,7 +118,7 @@ AnalysisTableModel::Cell AnalysisTableModel::duration(TimeNs ns)
 AnalysisTableModel::Cell AnalysisTableModel::durationOrDash(double ns, bool present)
 {
     if (!present)
-        return Cell{QStringLiteral("-"), QVariant(qint64(-1)), QString(), true, false};
+        return Cell{QStringLiteral("—"), QVariant(qint64(-1)), QString(), true, false};
     return duration(static_cast<TimeNs>(ns + 0.5));
 }
 

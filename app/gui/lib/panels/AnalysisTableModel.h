@@ -51,7 +51,7 @@ protected:
     };
     static Cell text(const QString& s);
     static Cell duration(TimeNs ns);              // "1.234 ms" ("0" for none), exact ns on hover, sorts as qint64
-    static Cell durationOrDash(double ns, bool present); // "-" (sorting first) when not present
+    static Cell durationOrDash(double ns, bool present); // "—" (sorting first) when not present
     static Cell percent(double fraction);          // "12.34%", sorts as double
     static Cell integer(int64_t n);
     static Cell ratio(double x);                   // "1.234x"

@@ -48,7 +48,7 @@ void BubbleTableModel::setResult(std::shared_ptr<const AnalysisResult> result, s
     biggest_.clear();
     std::map<int, size_t> rowOfRank;
     for (const RankIdle* ri : idle) {
-        std::vector<Cell> row{integer(ri->rank), ri->stage >= 0 ? integer(ri->stage) : Cell{QStringLiteral("-"), QVariant(qint64(-1)), {}, true}};
+        std::vector<Cell> row{integer(ri->rank), ri->stage >= 0 ? integer(ri->stage) : Cell{QStringLiteral("—"), QVariant(qint64(-1)), {}, true}};
         for (int c = 0; c < kBubbleCauses; ++c)
             row.push_back(duration(ri->byCause[static_cast<size_t>(c)]));
         row.push_back(duration(ri->idleNs));

@@ -227,7 +227,7 @@ void ComparePanel::setDiff(std::shared_ptr<const compare::DiffResult> diff)
         for (const compare::KernelDiff& k : d.kernels) {
             M::Cell name = M::str(qs(k.name));
             name.toolTip = qs(k.name);
-            rows.push_back({k.stage >= 0 ? M::num(k.stage) : M::str(QStringLiteral("-")), name,
+            rows.push_back({k.stage >= 0 ? M::num(k.stage) : M::str(QStringLiteral("—")), name,
                             M::str(qs(std::string(toString(k.workClass)))), M::str(qs(std::string(compare::toString(k.change)))),
                             M::optCount(k.count.a), M::optCount(k.count.b), M::dur(k.totalNs.a), M::dur(k.totalNs.b),
                             M::change({k.totalNs.a.value_or(0), k.totalNs.b.value_or(0)}, false)});

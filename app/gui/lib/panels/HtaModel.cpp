@@ -25,7 +25,7 @@ void HtaModel::setResult(std::shared_ptr<const AnalysisResult> result, std::shar
                 auto pct = [&](TimeNs v) {
                     return percent(x.kernelTimeNs > 0 ? static_cast<double>(v) / static_cast<double>(x.kernelTimeNs) : 0.0);
                 };
-                Cell overlap{QStringLiteral("-"), QVariant(-1.0), {}, true};
+                Cell overlap{QStringLiteral("—"), QVariant(-1.0), {}, true};
                 if (x.commCompOverlapPct) {
                     // HTA prints this one as a percentage with two decimals already.
                     char buf[32];

@@ -13,7 +13,7 @@ void MicrobatchModel::setResult(std::shared_ptr<const AnalysisResult> result, st
     std::vector<std::vector<Cell>> rows;
     if (result)
         for (const MicrobatchStage& s : result->microbatchSpread.stages) {
-            auto mb = [](int m) { return m >= 0 ? integer(m) : text(QStringLiteral("-")); };
+            auto mb = [](int m) { return m >= 0 ? integer(m) : text(QStringLiteral("—")); };
             rows.push_back({integer(s.stage), duration(s.forward.minNs), duration(s.forward.p50Ns),
                             duration(s.forward.p95Ns), duration(s.forward.maxNs), mb(s.forward.longest),
                             duration(s.backward.minNs), duration(s.backward.p50Ns), duration(s.backward.p95Ns),
