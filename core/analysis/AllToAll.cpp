@@ -75,7 +75,7 @@ void measureAllToAll(Context& ctx, AnalysisResult& out)
         // The critical path of the iteration through this rank's all-to-all.
         std::vector<Interval> path;
         for (const PathSegment& seg : out.criticalPath.segments)
-            if (seg.rank == rd.rank && seg.kind == "collective")
+            if (seg.rank == rd.rank && seg.kind == PathKind::Collective)
                 unionAppend(path, seg.start, seg.end);
         r.criticalNs = intersectionLength(busy, path);
         a2a.ranks.push_back(r);

@@ -61,6 +61,24 @@ std::string_view toString(LayerRangeKind s)
     return "none";
 }
 
+std::string_view toString(PathKind k)
+{
+    switch (k) {
+    case PathKind::F: return "F";
+    case PathKind::B: return "B";
+    case PathKind::I: return "I";
+    case PathKind::W: return "W";
+    case PathKind::Compute: return "compute";
+    case PathKind::P2p: return "p2p";
+    case PathKind::Collective: return "collective";
+    case PathKind::Memcpy: return "memcpy";
+    case PathKind::Memset: return "memset";
+    case PathKind::Other: return "other";
+    case PathKind::Idle: return "idle";
+    }
+    return "other";
+}
+
 std::string describeStepSource(StepLabels labelsFrom)
 {
     switch (labelsFrom) {

@@ -222,10 +222,16 @@ struct Imbalance {
 
 // ---- critical path ---------------------------------------------------------
 
+// What a segment of the critical path spends its time on: the step kind for
+// compute inside a step, else the work class, or idle.
+enum class PathKind : uint8_t { F, B, I, W, Compute, P2p, Collective, Memcpy, Memset, Other, Idle };
+// "F", "B", "I", "W", "compute", "p2p", "collective", "memcpy", "memset", "other", "idle"
+std::string_view toString(PathKind k);
+
 struct PathSegment {
     int rank = 0;
     int stage = -1;
-    std::string kind; // F B I W compute p2p collective memcpy memset idle
+    PathKind kind = PathKind::Compute;
     TimeNs start = 0;
     TimeNs end = 0;
 };
@@ -235,7 +241,7 @@ struct CriticalPath {
     TimeNs start = 0, end = 0;
     std::vector<PathSegment> segments; // in time order, contiguous, covering [start, end)
     std::map<int, TimeNs> byStage;      // -1: ranks outside the pipeline
-    std::map<std::string, TimeNs> byKind;
+    std::map<std::string, TimeNs> byKind; // by toString(PathKind), in name order as every output lists them
 };
 
 // ---- HTA-compatible views --------------------------------------------------

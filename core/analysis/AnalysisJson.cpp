@@ -162,7 +162,7 @@ json criticalPathJson(const CriticalPath& cp)
 {
     json segs = json::array();
     for (const auto& s : cp.segments)
-        segs.push_back({{"rank", s.rank}, {"stage", s.stage}, {"kind", s.kind}, {"start", s.start}, {"end", s.end}});
+        segs.push_back({{"rank", s.rank}, {"stage", s.stage}, {"kind", toString(s.kind)}, {"start", s.start}, {"end", s.end}});
     json byStage = json::array();
     for (const auto& [stage, ns] : cp.byStage)
         byStage.push_back({{"stage", stage}, {"ns", ns}});

@@ -97,6 +97,17 @@ PeerSlots matchPeers(const Context& ctx, const PathNodes& nodes)
     return ps;
 }
 
+PathKind stepPathKind(StepKind k)
+{
+    switch (k) {
+    case StepKind::F: return PathKind::F;
+    case StepKind::B: return PathKind::B;
+    case StepKind::I: return PathKind::I;
+    case StepKind::W: return PathKind::W;
+    }
+    return PathKind::Compute;
+}
+
 // What a node on the path did, in the path's words: the step kind (F, B, I,
 // W) for compute inside a step of its rank, else its work class.
 class NodeKinds {
@@ -106,7 +117,7 @@ public:
         for (const Step& s : steps)
             stepsOf_[s.rank].push_back(&s);
     }
-    std::string operator()(uint32_t a) const
+    PathKind operator()(uint32_t a) const
     {
         switch (ctx_.classOf(a)) {
         case WorkClass::Compute: {
@@ -115,15 +126,15 @@ public:
                 const auto& v = sit->second;
                 auto p = std::upper_bound(v.begin(), v.end(), ctx_.act(a).start, [](TimeNs t, const Step* s) { return t < s->start; });
                 if (p != v.begin() && ctx_.act(a).start < (*std::prev(p))->end + 1)
-                    return std::string(1, toChar((*std::prev(p))->kind));
+                    return stepPathKind((*std::prev(p))->kind);
             }
-            return "compute";
+            return PathKind::Compute;
         }
-        case WorkClass::P2p: return "p2p";
-        case WorkClass::Collective: return "collective";
-        case WorkClass::Memcpy: return "memcpy";
-        case WorkClass::Memset: return "memset";
-        default: return "other";
+        case WorkClass::P2p: return PathKind::P2p;
+        case WorkClass::Collective: return PathKind::Collective;
+        case WorkClass::Memcpy: return PathKind::Memcpy;
+        case WorkClass::Memset: return PathKind::Memset;
+        default: return PathKind::Other;
         }
     }
 
@@ -138,7 +149,7 @@ private:
 class ReversePath {
 public:
     ReversePath(Context& ctx, TimeNs ws, TimeNs we) : ctx_(ctx), ws_(ws), we_(we) {}
-    void add(int rank, std::string kind, TimeNs s, TimeNs e)
+    void add(int rank, PathKind kind, TimeNs s, TimeNs e)
     {
         s = std::max(s, ws_);
         e = std::min(e, we_);
@@ -149,7 +160,7 @@ public:
             return;
         }
         const RankData* rd = ctx_.rankData(rank);
-        rev.push_back({rank, rd ? rd->stage : -1, std::move(kind), s, e});
+        rev.push_back({rank, rd ? rd->stage : -1, kind, s, e});
     }
     std::vector<PathSegment> rev;
 
@@ -245,7 +256,7 @@ void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step
     int cur = lastToEnd(ctx, nodes);
     TimeNs T = std::min(A(cur).end, we);
     if (T < we)
-        path.add(A(cur).rank, "idle", T, we);
+        path.add(A(cur).rank, PathKind::Idle, T, we);
     std::unordered_set<int> visited;
     bool atStart = false; // arrived at cur's start through a peer: only its predecessors remain
     while (cur >= 0 && T > ws && visited.insert(cur * 2 + (atStart ? 1 : 0)).second) {
@@ -266,22 +277,22 @@ void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step
         atStart = false;
         const int pred = predecessor(ctx, nodes, cur, T);
         if (pred < 0 || A(pred).end <= ws) {
-            path.add(n.rank, "idle", ws, T);
+            path.add(n.rank, PathKind::Idle, ws, T);
             T = ws;
             break;
         }
         TimeNs pe = std::min(A(pred).end, T);
-        path.add(n.rank, "idle", pe, T);
+        path.add(n.rank, PathKind::Idle, pe, T);
         T = pe;
         cur = pred;
     }
     if (T > ws)
-        path.add(path.rev.empty() ? A(cur).rank : path.rev.back().rank, "idle", ws, T);
+        path.add(path.rev.empty() ? A(cur).rank : path.rev.back().rank, PathKind::Idle, ws, T);
 
     cp.segments.assign(path.rev.rbegin(), path.rev.rend());
     for (const auto& s : cp.segments) {
         cp.byStage[s.stage] += s.end - s.start;
-        cp.byKind[s.kind] += s.end - s.start;
+        cp.byKind[std::string(toString(s.kind))] += s.end - s.start;
     }
 }
 

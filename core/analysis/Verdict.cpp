@@ -46,16 +46,21 @@ namespace {
 size_t ix(PathLimiter l) { return static_cast<size_t>(l); }
 size_t ix(BubbleCause c) { return static_cast<size_t>(c); }
 
-PathLimiter limiterOfKind(const std::string& kind)
+PathLimiter limiterOfKind(PathKind kind)
 {
-    if (kind == "F" || kind == "B" || kind == "I" || kind == "W" || kind == "compute")
-        return PathLimiter::Compute;
-    if (kind == "p2p")
-        return PathLimiter::P2p;
-    if (kind == "collective")
-        return PathLimiter::Collective;
-    if (kind == "memcpy" || kind == "memset")
-        return PathLimiter::Copy;
+    switch (kind) {
+    case PathKind::F:
+    case PathKind::B:
+    case PathKind::I:
+    case PathKind::W:
+    case PathKind::Compute: return PathLimiter::Compute;
+    case PathKind::P2p: return PathLimiter::P2p;
+    case PathKind::Collective: return PathLimiter::Collective;
+    case PathKind::Memcpy:
+    case PathKind::Memset: return PathLimiter::Copy;
+    case PathKind::Other:
+    case PathKind::Idle: break;
+    }
     return PathLimiter::Other;
 }
 
@@ -143,7 +148,7 @@ PathBreakdown pathBreakdown(const AnalysisResult& r)
     };
     for (const PathSegment& s : cp.segments) {
         out.totalNs += s.end - s.start;
-        if (s.kind != "idle") {
+        if (s.kind != PathKind::Idle) {
             add(limiterOfKind(s.kind), s.rank, s.end - s.start);
             continue;
         }

@@ -82,10 +82,7 @@ struct ImportJobReport {
 
 ImportJobReport importJob(const ImportJobOptions& options);
 
-// Shifts ranks so that the same collectives (and the two sides of the same
-// point-to-point transfers) end together; returns the shift applied per rank,
-// empty when no two ranks share an operation (a warning is recorded then).
-std::map<int, TimeNs> alignByOperations(StoreWriter& writer, const std::vector<int>& ranks);
+// alignByOperations (one clock for the ranks of a job): import/common/ClockAlignment.h.
 
 // The format of a file, from its first bytes ("kineto", "nsys", "capture", or "" when unknown).
 std::string detectFormat(const std::string& path);

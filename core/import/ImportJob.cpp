@@ -1,6 +1,7 @@
 // `pipescope import`: expands inputs, picks the importer per file, checks
 // that ranks are distinct, aligns the ranks' clocks and finishes the store.
 #include "import/Import.h"
+#include "import/common/ClockAlignment.h"
 
 #include "import/kineto/KinetoReader.h"
 #include "import/megatron/MegatronTiming.h"
@@ -163,83 +164,6 @@ std::string detectFormat(const std::string& path)
 
 namespace {
 
-struct CollectiveEnd {
-    int rank;
-    std::string key; // group + kind + sequence (or ordinal)
-    TimeNs end;
-};
-
-// Offsets that make the ends of the same collective (or of the two sides of
-// one point-to-point transfer) coincide across ranks. The end of a collective
-// is the moment the last participant's data arrived, which all members
-// observe together (to within the transfer of the last chunk), so the median
-// difference of ends is a robust clock offset.
-std::map<int, TimeNs> collectiveOffsets(sql::Database& db, const std::vector<int>& ranks)
-{
-    // A group is named by its name and, when known, its members: some traces
-    // reuse one name for several disjoint groups (e.g. every data-parallel group).
-    auto st = db.prepare("SELECT rank, kind, COALESCE(group_name, '') || '|' || COALESCE(group_ranks, ''), seq, end_ns FROM nccl_ops"
-                         " WHERE is_p2p = 0 AND end_ns IS NOT NULL ORDER BY rank, start_ns, id");
-    std::map<int, std::map<std::string, TimeNs>> endsByRank;
-    std::map<std::pair<int, std::string>, int64_t> ordinal;
-    while (st.step()) {
-        int rank = static_cast<int>(st.int64(0));
-        std::string group = st.string(2);
-        std::string kind = st.string(1);
-        std::string seq;
-        if (!st.isNull(3))
-            seq = "s" + std::to_string(st.int64(3));
-        else
-            seq = "o" + std::to_string(ordinal[{rank, group + "/" + kind}]++);
-        endsByRank[rank][group + "/" + kind + "/" + seq] = st.int64(4);
-    }
-    // Point-to-point transfers link ranks that share no collective (pipeline
-    // neighbours): the k-th send from a to b and the k-th receive on b from a
-    // complete together, when the last byte lands.
-    auto p2p = db.prepare("SELECT rank, kind, peer, end_ns FROM nccl_ops WHERE is_p2p = 1 AND peer IS NOT NULL"
-                          " AND end_ns IS NOT NULL AND kind IN ('Send', 'Recv') ORDER BY rank, start_ns, id");
-    std::map<std::tuple<int, int, bool>, int64_t> transfers;
-    while (p2p.step()) {
-        int rank = static_cast<int>(p2p.int64(0));
-        bool send = p2p.text(1) == "Send";
-        int peer = static_cast<int>(p2p.int64(2));
-        int from = send ? rank : peer, to = send ? peer : rank;
-        int64_t k = transfers[{rank, peer, send}]++;
-        endsByRank[rank]["p2p/" + std::to_string(from) + ">" + std::to_string(to) + "/" + std::to_string(k)] = p2p.int64(3);
-    }
-    std::map<int, TimeNs> offsets;
-    if (ranks.empty())
-        return offsets;
-    // Which ranks saw each operation, so a rank's neighbours are found through
-    // its own operations rather than by comparing every pair of ranks.
-    std::map<std::string, std::vector<std::pair<int, TimeNs>>> seenBy;
-    for (const auto& [rank, ends] : endsByRank)
-        for (const auto& [key, end] : ends)
-            seenBy[key].emplace_back(rank, end);
-    const std::set<int> wanted(ranks.begin(), ranks.end());
-    // Breadth-first from the lowest rank over ranks that share operations.
-    std::set<int> done{ranks.front()};
-    offsets[ranks.front()] = 0;
-    std::vector<int> queue{ranks.front()};
-    for (size_t head = 0; head < queue.size() && done.size() < wanted.size(); ++head) {
-        const int ref = queue[head];
-        std::map<int, std::vector<TimeNs>> diffs;
-        for (const auto& [key, refEnd] : endsByRank[ref])
-            for (const auto& [r, end] : seenBy[key])
-                if (!done.count(r) && wanted.count(r))
-                    diffs[r].push_back(refEnd - end);
-        for (auto& [r, d] : diffs) {
-            std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
-            TimeNs shift = 0;
-            if (__builtin_add_overflow(offsets[ref], d[d.size() / 2], &shift) || !validTime(shift))
-                continue; // no usable offset through this neighbour
-            offsets[r] = shift;
-            done.insert(r);
-            queue.push_back(r);
-        }
-    }
-    return offsets;
-}
 
 // Files of different jobs must not make one "pipeline": a folder may still
 // hold the traces of an earlier run beside the new ones.
@@ -271,19 +195,6 @@ void refuseMixedJobs(const ImportJobReport& report)
 
 } // namespace
 
-std::map<int, TimeNs> alignByOperations(StoreWriter& writer, const std::vector<int>& ranks)
-{
-    if (ranks.size() < 2)
-        return {};
-    auto corr = collectiveOffsets(writer.database(), ranks);
-    if (corr.size() < 2) {
-        writer.diagnostic(std::nullopt, Severity::Warning, "alignment:no_shared_collectives",
-                          "no collective or point-to-point transfer is seen by two ranks; clocks left as they were");
-        return {};
-    }
-    writer.shiftRanks(corr);
-    return corr;
-}
 
 namespace {
 

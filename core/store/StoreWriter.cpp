@@ -292,6 +292,91 @@ void StoreWriter::threadName(int rank, int64_t tid, std::string_view name)
     threads_[{rank, tid}] = std::string(name);
 }
 
+void StoreWriter::setActivityCorrelation(int64_t activityId, int64_t correlation)
+{
+    if (!setActivityCorrelation_)
+        setActivityCorrelation_.emplace(db_.prepare("UPDATE activities SET correlation = ?2 WHERE id = ?1"));
+    setActivityCorrelation_->bind(1, activityId).bind(2, correlation).run();
+}
+
+void StoreWriter::setCpuRangeCorrelation(int64_t cpuRangeId, int64_t correlation)
+{
+    if (!setCpuRangeCorrelation_)
+        setCpuRangeCorrelation_.emplace(db_.prepare("UPDATE cpu_ranges SET correlation = ?2 WHERE id = ?1"));
+    setCpuRangeCorrelation_->bind(1, cpuRangeId).bind(2, correlation).run();
+}
+
+std::vector<StoreWriter::LaunchCall>
+StoreWriter::launchCallsWith(const std::vector<std::pair<int64_t, int64_t>>& correlationAndKey, int64_t cpuRangesAfter)
+{
+    std::vector<LaunchCall> out;
+    if (correlationAndKey.empty())
+        return out;
+    db_.exec("CREATE TEMP TABLE IF NOT EXISTS pending_launches(correlation INTEGER PRIMARY KEY, k INTEGER)");
+    db_.exec("DELETE FROM temp.pending_launches");
+    {
+        auto ins = db_.prepare("INSERT OR IGNORE INTO temp.pending_launches(correlation, k) VALUES (?1, ?2)");
+        for (const auto& [correlation, key] : correlationAndKey)
+            ins.bind(1, correlation).bind(2, key).run();
+    }
+    {
+        auto sel = db_.prepare("SELECT p.k, c.tid, c.start_ns FROM cpu_ranges c JOIN temp.pending_launches p"
+                               " ON p.correlation = c.correlation WHERE c.id > ?1 AND c.kind IN (?2, ?3)");
+        sel.bind(1, cpuRangesAfter)
+            .bind(2, static_cast<int64_t>(CpuRangeKind::Runtime))
+            .bind(3, static_cast<int64_t>(CpuRangeKind::Driver));
+        while (sel.step())
+            out.push_back({sel.int64(0), sel.int64(1), sel.int64(2)});
+    }
+    db_.exec("DROP TABLE temp.pending_launches");
+    return out;
+}
+
+void StoreWriter::relabelRank(int from, int to, const Mark& since, const std::vector<int64_t>& streamIds)
+{
+    const std::pair<const char*, int64_t> tables[] = {{"activities", since.activities},
+                                                      {"cpu_ranges", since.cpuRanges},
+                                                      {"nccl_ops", since.ncclOps},
+                                                      {"memory_events", since.memoryEvents}};
+    for (const auto& [table, after] : tables) {
+        auto st = db_.prepare(std::string("UPDATE ") + table + " SET rank = ?1 WHERE id > ?2 AND rank = ?3");
+        st.bind(1, to).bind(2, after).bind(3, from).run();
+    }
+    auto st = db_.prepare("UPDATE streams SET rank = ?1 WHERE id = ?2");
+    for (int64_t id : streamIds)
+        st.bind(1, to).bind(2, id).run();
+}
+
+std::vector<StoreWriter::CollectiveEnd> StoreWriter::collectiveEnds()
+{
+    std::vector<CollectiveEnd> out;
+    auto st = db_.prepare("SELECT rank, kind, COALESCE(group_name, '') || '|' || COALESCE(group_ranks, ''), seq, end_ns FROM nccl_ops"
+                          " WHERE is_p2p = 0 AND end_ns IS NOT NULL ORDER BY rank, start_ns, id");
+    while (st.step())
+        out.push_back({static_cast<int>(st.int64(0)), st.string(1), st.string(2),
+                       st.isNull(3) ? std::nullopt : std::optional<int64_t>(st.int64(3)), st.int64(4)});
+    return out;
+}
+
+std::vector<StoreWriter::TransferEnd> StoreWriter::transferEnds()
+{
+    std::vector<TransferEnd> out;
+    auto st = db_.prepare("SELECT rank, kind, peer, end_ns FROM nccl_ops WHERE is_p2p = 1 AND peer IS NOT NULL"
+                          " AND end_ns IS NOT NULL AND kind IN (?1, ?2) ORDER BY rank, start_ns, id");
+    st.bind(1, toString(Collective::Send)).bind(2, toString(Collective::Recv));
+    while (st.step())
+        out.push_back({static_cast<int>(st.int64(0)), st.text(1) == toString(Collective::Send),
+                       static_cast<int>(st.int64(2)), st.int64(3)});
+    return out;
+}
+
+void StoreWriter::setSourceRank(int64_t sourceId, int rank, TimeNs timeBase, std::string_view detailsJson)
+{
+    auto st = db_.prepare("UPDATE sources SET rank = ?2, time_base_ns = ?3, details = ?4 WHERE id = ?1");
+    st.bind(1, sourceId).bind(2, rank).bind(3, timeBase).bind(4, detailsJson);
+    st.run();
+}
+
 void StoreWriter::beginInput()
 {
     assert(!inputStart_ && !finished_);
@@ -773,6 +858,8 @@ void StoreWriter::finish()
 {
     if (finished_)
         return;
+    setActivityCorrelation_.reset(); // statements end before the file is closed
+    setCpuRangeCorrelation_.reset();
     auto step = [&](std::string_view s) {
         if (progress_)
             progress_(s);

@@ -177,6 +177,48 @@ public:
     void shiftRanks(const std::map<int, TimeNs>& offsets, const Mark& since);
     void shiftRanks(const std::map<int, TimeNs>& offsets) { shiftRanks(offsets, Mark()); }
 
+    // ---- corrections an importer makes once it knows more (typed, so that
+    // no importer names a table) ----
+    // The correlation of a stored activity or CPU range (a launch flow resolved late).
+    void setActivityCorrelation(int64_t activityId, int64_t correlation);
+    void setCpuRangeCorrelation(int64_t cpuRangeId, int64_t correlation);
+    // The launch calls (runtime or driver CPU ranges) stored after
+    // `cpuRangesAfter` that carry one of these correlations: for each, the
+    // caller's key, the call's thread and its start.
+    struct LaunchCall {
+        int64_t key = 0;
+        int64_t tid = 0;
+        TimeNs start = 0;
+    };
+    std::vector<LaunchCall> launchCallsWith(const std::vector<std::pair<int64_t, int64_t>>& correlationAndKey,
+                                            int64_t cpuRangesAfter);
+    // Rows stored after `since` under rank `from` move to rank `to`, with
+    // these streams (store ids). Throws Error when `to` already has one of
+    // the streams (the rank came from another input too).
+    void relabelRank(int from, int to, const Mark& since, const std::vector<int64_t>& streamIds);
+    // What an importer learnt of a source once it had read it all.
+    void setSourceRank(int64_t sourceId, int rank, TimeNs timeBase, std::string_view detailsJson);
+
+    // ---- what the job's clock alignment reads back ----
+    // The stored collectives with an end, per rank in start order: their
+    // kind, group ("name|ranks", either part empty when unknown) and
+    // sequence number when the trace gave one.
+    struct CollectiveEnd {
+        int rank = 0;
+        std::string kind, group;
+        std::optional<int64_t> seq;
+        TimeNs end = 0;
+    };
+    std::vector<CollectiveEnd> collectiveEnds();
+    // The stored sends and receives with a peer and an end, per rank in start order.
+    struct TransferEnd {
+        int rank = 0;
+        bool send = false;
+        int peer = 0;
+        TimeNs end = 0;
+    };
+    std::vector<TransferEnd> transferEnds();
+
     // Removes records whose times left the representable range (see
     // util/Limits.h), counting them as bad records of their source. Throws
     // FormatError naming the source when none of a rank's records are left.
@@ -223,6 +265,7 @@ private:
     };
     std::map<std::pair<int64_t, std::string>, DiagEntry> diags_;
     std::map<std::pair<int, int64_t>, std::string> threads_; // (rank, tid) -> name, written by finish()
+    std::optional<sql::Statement> setActivityCorrelation_, setCpuRangeCorrelation_; // prepared on first use
     std::function<void(std::string_view)> progress_;
     bool finished_ = false;
     struct Settled {

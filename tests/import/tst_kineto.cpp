@@ -5,6 +5,7 @@
 
 #include "import/Import.h"
 #include "import/kineto/JsonStream.h"
+#include "import/common/FileNames.h"
 #include "import/kineto/KinetoNames.h"
 #include "store/Schema.h"
 #include "store/Store.h"

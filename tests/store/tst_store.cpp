@@ -104,6 +104,97 @@ void writeMemoryJob(const std::string& path)
 class TstStore : public QObject {
     Q_OBJECT
 private slots:
+    // What an importer corrects once it has read a whole file goes through
+    // typed writer operations: late correlations, the launch calls of some
+    // correlations, a provisional rank moved to the real one with its
+    // streams, the source's rank; and what clock alignment reads back.
+    void importerCorrections()
+    {
+        QTemporaryDir dir;
+        const std::string path = (dir.path() + "/c.pipescope").toStdString();
+        {
+            StoreWriter w(path);
+            const StoreWriter::Mark before = w.mark();
+            const int64_t src = w.addSource({"r.json", "kineto", std::nullopt, 0, ""});
+            const int64_t s7 = w.stream(9, 0, 7);
+            const StringId k = w.intern("gemm");
+            const int64_t a1 = w.addActivity({9, s7, ActivityKind::Kernel, 100, 200, k});
+            w.addCpuRange({9, 42, CpuRangeKind::Runtime, 90, 95, k, std::nullopt, int64_t(5)});
+            w.addCpuRange({9, 43, CpuRangeKind::Driver, 96, 97, k, std::nullopt, int64_t(6)});
+            w.addCpuRange({9, 42, CpuRangeKind::Annotation, 80, 300, k, std::nullopt, int64_t(7)}); // not a launch call
+            w.setActivityCorrelation(a1, 5);
+            const auto calls = w.launchCallsWith({{5, 100}, {6, 200}, {7, 300}, {8, 400}}, before.cpuRanges);
+            QCOMPARE(calls.size(), size_t(2));
+            std::map<int64_t, std::pair<int64_t, TimeNs>> byKey;
+            for (const auto& c : calls)
+                byKey[c.key] = {c.tid, c.start};
+            QVERIFY((byKey == std::map<int64_t, std::pair<int64_t, TimeNs>>{{100, {42, 90}}, {200, {43, 96}}}));
+            QVERIFY(w.launchCallsWith({{5, 100}}, w.mark().cpuRanges).empty()); // only rows after the mark
+
+            NcclRecord send;
+            send.rank = 9;
+            send.kind = Collective::Send;
+            send.isP2p = true;
+            send.peer = 1;
+            send.start = 100;
+            send.end = 200;
+            w.addNcclOp(send);
+            NcclRecord ar;
+            ar.rank = 9;
+            ar.kind = Collective::AllReduce;
+            ar.groupName = "dp";
+            ar.seq = 3;
+            ar.start = 210;
+            ar.end = 250;
+            w.addNcclOp(ar);
+            const auto transfers = w.transferEnds();
+            QCOMPARE(transfers.size(), size_t(1));
+            QVERIFY(transfers[0].rank == 9 && transfers[0].send && transfers[0].peer == 1 && transfers[0].end == 200);
+            const auto collectives = w.collectiveEnds();
+            QCOMPARE(collectives.size(), size_t(1));
+            QCOMPARE(collectives[0].kind, std::string("AllReduce"));
+            QCOMPARE(collectives[0].group, std::string("dp|"));
+            QCOMPARE(collectives[0].seq, std::optional<int64_t>(3));
+            QCOMPARE(collectives[0].end, TimeNs(250));
+
+            w.relabelRank(9, 2, before, {s7});
+            w.setSourceRank(src, 2, 1000, R"({"rank_from":"file_name"})");
+            w.addRank({2, 4, "", 0, 0, src});
+            w.finish();
+        }
+        Store store(path);
+        const Trace t = store.load();
+        QCOMPARE(t.activities.size(), size_t(1));
+        QCOMPARE(t.activities[0].rank, 2);
+        QCOMPARE(t.activities[0].correlation, std::optional<int64_t>(5));
+        for (const CpuRange& r : t.cpuRanges)
+            QCOMPARE(r.rank, 2);
+        QCOMPARE(t.ncclOps.size(), size_t(2));
+        QCOMPARE(t.ncclOps[0].rank, 2);
+        QCOMPARE(t.streams.size(), size_t(1));
+        QCOMPARE(t.streams[0].rank, 2);
+        QCOMPARE(t.sources.size(), size_t(1));
+        QCOMPARE(t.sources[0].rank, std::optional<int>(2));
+        QCOMPARE(t.sources[0].timeBase, TimeNs(1000));
+    }
+
+    // A rank moved onto one that already has the stream is refused.
+    void relabelOntoATakenRankIsRefused()
+    {
+        QTemporaryDir dir;
+        StoreWriter w((dir.path() + "/r.pipescope").toStdString());
+        const StoreWriter::Mark before = w.mark();
+        w.stream(2, 0, 7);
+        const int64_t mine = w.stream(9, 0, 7);
+        bool refused = false;
+        try {
+            w.relabelRank(9, 2, before, {mine});
+        } catch (const Error&) {
+            refused = true;
+        }
+        QVERIFY(refused);
+    }
+
     void roundTrip()
     {
         QTemporaryDir dir;

@@ -3,6 +3,7 @@
 
 #include "import/capture/CaptureSchema.h"
 #include "import/capture/detail/CaptureSteps.h"
+#include "import/common/ClockAlignment.h"
 #include "store/Sqlite.h"
 #include "util/Error.h"
 #include "util/Work.h"

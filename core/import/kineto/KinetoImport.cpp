@@ -3,6 +3,7 @@
 #include "import/kineto/KinetoImport.h"
 
 #include "import/Import.h"
+#include "import/common/FileNames.h"
 #include "import/kineto/KinetoNames.h"
 #include "import/kineto/KinetoReader.h"
 #include "util/Error.h"
@@ -1061,11 +1062,9 @@ void KinetoImporter::resolveFlows(kineto::BatchWriter& out)
 {
     if (pendingFlows_.empty())
         return;
-    auto& db = out.store().database();
-    auto updActivity = db.prepare("UPDATE activities SET correlation = ?2 WHERE id = ?1");
-    auto updCpu = db.prepare("UPDATE cpu_ranges SET correlation = ?2 WHERE id = ?1");
-    resolveFlowsWith([&](int64_t row, int64_t id) { updActivity.bind(1, out.activityId(row)).bind(2, id).run(); },
-                     [&](int64_t row, int64_t id) { updCpu.bind(1, out.cpuRangeId(row)).bind(2, id).run(); });
+    StoreWriter& store = out.store();
+    resolveFlowsWith([&](int64_t row, int64_t id) { store.setActivityCorrelation(out.activityId(row), id); },
+                     [&](int64_t row, int64_t id) { store.setCpuRangeCorrelation(out.cpuRangeId(row), id); });
 }
 
 // The held file's launch flows, launch links and range nesting, settled as
@@ -1164,21 +1163,13 @@ void KinetoImporter::joinPendingNccl(kineto::BatchWriter& out)
     // collective's CPU op on the same thread. One pass over this file's launch
     // calls finds them all.
     if (!unmatched.empty()) {
-        auto& db = out.store().database();
-        db.exec("CREATE TEMP TABLE IF NOT EXISTS kineto_pending(correlation INTEGER PRIMARY KEY, k INTEGER)");
-        db.exec("DELETE FROM temp.kineto_pending");
-        {
-            auto ins = db.prepare("INSERT OR IGNORE INTO temp.kineto_pending(correlation, k) VALUES (?1, ?2)");
-            for (size_t k : unmatched)
-                ins.bind(1, *pendingNccl_[k].correlation).bind(2, static_cast<int64_t>(k)).run();
-        }
-        auto sel = db.prepare("SELECT p.k, c.tid, c.start_ns FROM cpu_ranges c JOIN temp.kineto_pending p"
-                              " ON p.correlation = c.correlation WHERE c.id > ?1 AND c.kind IN (3, 4)");
-        sel.bind(1, out.before().cpuRanges);
-        while (sel.step()) {
-            PendingNccl& p = pendingNccl_[static_cast<size_t>(sel.int64(0))];
-            int64_t tid = sel.int64(1);
-            TimeNs at = sel.int64(2) - timeShift_; // as the file writes it
+        std::vector<std::pair<int64_t, int64_t>> wanted;
+        for (size_t k : unmatched)
+            wanted.push_back({*pendingNccl_[k].correlation, static_cast<int64_t>(k)});
+        for (const StoreWriter::LaunchCall& call : out.store().launchCallsWith(wanted, out.before().cpuRanges)) {
+            PendingNccl& p = pendingNccl_[static_cast<size_t>(call.key)];
+            int64_t tid = call.tid;
+            TimeNs at = call.start - timeShift_; // as the file writes it
             const CpuComm* best = nullptr;
             for (const CpuComm& c : cpuComms_) {
                 if (c.tid != tid || c.start > at || c.end < at)
@@ -1193,8 +1184,6 @@ void KinetoImporter::joinPendingNccl(kineto::BatchWriter& out)
                 p.from = static_cast<size_t>(best - cpuComms_.data());
             }
         }
-        sel.reset();
-        db.exec("DROP TABLE temp.kineto_pending");
     }
     writePendingNccl();
 }
@@ -1265,7 +1254,7 @@ void KinetoImporter::finishRank(kineto::BatchWriter& out)
     } else if (distRank_) {
         finalRank = *distRank_;
         rankFrom = "distributedInfo";
-    } else if (auto fromName = kineto::rankFromFileName(path_)) {
+    } else if (auto fromName = rankFromFileName(path_)) {
         if (!validRank(*fromName))
             throw FormatError(path_ + ": the rank in the file name (" + std::to_string(*fromName) +
                               ") is outside the supported ranks 0.." + std::to_string(kMaxRank) + "; pass the rank with --rank N");
@@ -1277,24 +1266,14 @@ void KinetoImporter::finishRank(kineto::BatchWriter& out)
     }
     details_["rank_from"] = rankFrom;
     if (provisional_ && rank_ && *rank_ != finalRank) {
-        auto& db = out.store().database();
-        const int placeholder = out.rank(*rank_);
-        auto update = [&](const char* table, int64_t after) {
-            auto st = db.prepare(std::string("UPDATE ") + table + " SET rank = ?1 WHERE id > ?2 AND rank = ?3");
-            st.bind(1, finalRank).bind(2, after).bind(3, placeholder).run();
-        };
-        update("activities", out.before().activities);
-        update("cpu_ranges", out.before().cpuRanges);
-        update("nccl_ops", out.before().ncclOps);
-        update("memory_events", out.before().memoryEvents);
-        auto st = db.prepare("UPDATE streams SET rank = ?1 WHERE id = ?2");
-        for (int64_t local : myStreams_) {
-            try {
-                st.bind(1, finalRank).bind(2, out.streamId(local)).run();
-            } catch (const Error&) {
-                throw FormatError(path_ + ": rank " + std::to_string(finalRank) +
-                                  " was already imported from another file; import each rank once");
-            }
+        std::vector<int64_t> streams;
+        for (int64_t local : myStreams_)
+            streams.push_back(out.streamId(local));
+        try {
+            out.store().relabelRank(out.rank(*rank_), finalRank, out.before(), streams);
+        } catch (const Error&) {
+            throw FormatError(path_ + ": rank " + std::to_string(finalRank) +
+                              " was already imported from another file; import each rank once");
         }
     }
     rank_ = finalRank;
@@ -1348,7 +1327,6 @@ ImportedSource KinetoImporter::finish(kineto::BatchWriter& out)
     // From here on records go straight to the store.
     deliver_ = [&out](kineto::RecordBatch& b) { out.write(b); };
     deliver();
-    auto& db = out.store().database();
     StoreWriter& writer = out.store();
     const int64_t sourceId = out.sourceId();
 
@@ -1388,7 +1366,7 @@ ImportedSource KinetoImporter::finish(kineto::BatchWriter& out)
     info.worldSize = worldSize_;
     if (host_.empty()) {
         // torch.profiler's tensorboard handler names files after the host.
-        if (auto fromName = kineto::hostFromFileName(path_))
+        if (auto fromName = hostFromFileName(path_))
             host_ = fromName->host;
     }
     info.host = host_;
@@ -1424,9 +1402,7 @@ ImportedSource KinetoImporter::finish(kineto::BatchWriter& out)
     details_["absolute_clock"] = source.absoluteClock;
     if (baseTime_)
         details_["baseTimeNanoseconds"] = *baseTime_;
-    auto st = db.prepare("UPDATE sources SET rank = ?2, time_base_ns = ?3, details = ?4 WHERE id = ?1");
-    st.bind(1, sourceId).bind(2, r).bind(3, source.timeBase).bind(4, details_.dump(-1, ' ', false, json::error_handler_t::replace));
-    st.run();
+    writer.setSourceRank(sourceId, r, source.timeBase, details_.dump(-1, ' ', false, json::error_handler_t::replace));
     for (const auto& [kind, d] : diags_)
         writer.diagnostic(sourceId, d.severity, kind, d.example, d.count);
     out.done();

@@ -1,6 +1,6 @@
 #pragma once
 // What Kineto's names and argument strings mean: element sizes of PyTorch
-// dtypes, memcpy directions, rank numbers in file names. Pure functions, so they are tested on their own.
+// dtypes, memcpy directions. Pure functions, so they are tested on their own.
 #include "model/Types.h"
 
 #include <optional>
@@ -23,18 +23,6 @@ std::optional<int> dtypeSize(std::string_view dtype);
 // or a bare direction ("HtoD", as ROCm traces put in args.kind).
 CopyKind copyKindFromName(std::string_view name);
 
-// A rank number in a file name: "rank-3", "rank_3", "rank3", "RANK-3" (the last
-// one wins when several appear); nullopt when there is none.
-std::optional<int> rankFromFileName(std::string_view path);
-
-// Host and process from the name torch.profiler.tensorboard_trace_handler
-// gives its files by default: "<hostname>_<pid>.<milliseconds>.pt.trace.json[.gz]".
-// Nothing when the name has another shape, or when its first part names a
-// rank rather than a host (a worker_name like "rank3").
-struct HostAndPid {
-    std::string host;
-    int64_t pid = 0;
-};
-std::optional<HostAndPid> hostFromFileName(std::string_view path);
+// Ranks and hosts in file names: import/common/FileNames.h.
 
 } // namespace pipescope::kineto

@@ -3,7 +3,6 @@
 // whose UTC epoch time becomes the source's time base.
 #include "import/Import.h"
 
-#include "import/kineto/KinetoNames.h"
 #include "import/nsys/NsysExport.h"
 #include "util/Error.h"
 #include "util/Limits.h"

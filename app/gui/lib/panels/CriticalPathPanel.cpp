@@ -74,7 +74,7 @@ void CriticalPathPanel::replot()
         // stage -> column; kinds stacked in a fixed order so colours sit the same way in every bar.
         std::map<int, std::map<std::string, TimeNs>> byStageKind;
         for (const PathSegment& s : result_->criticalPath.segments)
-            byStageKind[s.stage][s.kind] += s.end - s.start;
+            byStageKind[s.stage][std::string(toString(s.kind))] += s.end - s.start;
         auto ticker = QSharedPointer<QCPAxisTickerText>::create();
         std::map<int, double> column;
         double top = 0;
