@@ -1,5 +1,7 @@
 #include "import/common/FileNames.h"
 
+#include "util/Text.h"
+
 #include <cctype>
 #include <limits>
 
@@ -7,19 +9,8 @@ namespace pipescope {
 
 namespace {
 
-char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
 bool isAlpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
-
-bool equalsNoCase(std::string_view a, std::string_view b)
-{
-    if (a.size() != b.size())
-        return false;
-    for (size_t i = 0; i < a.size(); ++i)
-        if (lower(a[i]) != lower(b[i]))
-            return false;
-    return true;
-}
 
 } // namespace
 
@@ -29,7 +20,7 @@ std::optional<int> rankFromFileName(std::string_view path)
     std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
     std::optional<int> found;
     for (size_t i = 0; i + 4 < base.size(); ++i) {
-        if (!equalsNoCase(base.substr(i, 4), "rank"))
+        if (!equalsIgnoringCase(base.substr(i, 4), "rank"))
             continue;
         // "frank3" is not a rank; "128rank-r0" (a world size) is not one either.
         if (i > 0 && isAlpha(base[i - 1]))

@@ -1,29 +1,13 @@
 #include "import/kineto/KinetoNames.h"
 
-#include <algorithm>
-#include <limits>
+#include "util/Text.h"
 
+#include <algorithm>
 #include <array>
-#include <cctype>
+#include <limits>
 #include <utility>
 
 namespace pipescope::kineto {
-
-namespace {
-
-char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
-
-bool equalsNoCase(std::string_view a, std::string_view b)
-{
-    if (a.size() != b.size())
-        return false;
-    for (size_t i = 0; i < a.size(); ++i)
-        if (lower(a[i]) != lower(b[i]))
-            return false;
-    return true;
-}
-
-} // namespace
 
 std::optional<int> dtypeSize(std::string_view dtype)
 {
@@ -41,7 +25,7 @@ std::optional<int> dtypeSize(std::string_view dtype)
         {"float8_e5m2fnuz", 1}, {"uint16", 2},        {"uint32", 4},      {"uint64", 8},
     }};
     for (const auto& [name, size] : sizes) {
-        if (equalsNoCase(dtype, name))
+        if (equalsIgnoringCase(dtype, name))
             return size;
     }
     return std::nullopt;

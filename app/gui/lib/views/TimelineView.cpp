@@ -1554,9 +1554,10 @@ void TimelineBody::drawCounter(QCPPainter* p, const Lane& lane, const QRect& r, 
         poly << QPointF(r.left() + x0, y) << QPointF(r.left() + std::max(x1, x0 + 1), y);
     }
     poly << QPointF(poly.back().x(), top + h);
-    const QColor line = toQColor(kClassHex[static_cast<size_t>(WorkClass::Collective)]);
+    // The text colour, faint: no colour of the legend (which gives each one a meaning) is taken.
+    const QColor line = viewColors(view_->palette()).text;
     QColor fill = line;
-    fill.setAlpha(70);
+    fill.setAlpha(40);
     p->setPen(QPen(line, 1));
     p->setBrush(fill);
     p->drawPolygon(poly);
