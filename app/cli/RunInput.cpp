@@ -1,6 +1,7 @@
 #include "RunInput.h"
 
 #include "import/Import.h"
+#include "store/JobIndex.h"
 #include "util/Error.h"
 
 #include <cstdlib>
@@ -44,7 +45,7 @@ std::unique_ptr<LoadedRun> loadRun(const std::string& input, AnalyzeOptions ao, 
     if (!fs::exists(input, ec))
         throw Error(input + ": no such file or folder; give a store, a trace file or a folder of per-rank traces");
     std::string storePath = input;
-    if (fs::is_directory(input, ec) || detectFormat(input) != "store") {
+    if (!isShardedJob(input) && (fs::is_directory(input, ec) || detectFormat(input) != "store")) {
         run->scratch = makeScratch();
         ImportJobOptions io;
         io.inputs = {input};

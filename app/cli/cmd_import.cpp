@@ -2,6 +2,7 @@
 #include "Command.h"
 #include "NumberChecks.h"
 #include "import/Import.h"
+#include "import/ShardedImport.h"
 #include "util/Error.h"
 #include "util/Format.h"
 #include "util/Limits.h"
@@ -20,6 +21,8 @@ struct ImportArgs {
     bool quiet = false;
     bool shortNames = false;
     int jobs = 0;
+    std::string shard;    // --shard K/N
+    std::optional<int> shards; // --shards N
 };
 
 // Per rank, the time base its file's times were put on (an absolute time)
@@ -46,8 +49,81 @@ TextTable offsetTable(const ImportJobReport& report)
     return t;
 }
 
+std::string rankList(const std::vector<int>& ranks)
+{
+    // Runs of consecutive ranks as a-b.
+    std::string out;
+    for (size_t i = 0; i < ranks.size();) {
+        size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+            ++j;
+        out += (out.empty() ? "" : ",") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+        i = j + 1;
+    }
+    return out.empty() ? "-" : out;
+}
+
+TextTable shardTable(const JobIndex& index)
+{
+    TextTable t({">shard", "ranks", ">files", ">records", ">MB/s", ">seconds", ">peak memory", "host"});
+    for (const ShardRecord& r : index.records) {
+        char rate[32], secs[32];
+        std::snprintf(rate, sizeof rate, "%.0f", r.seconds > 0 ? static_cast<double>(r.inputBytes) / 1e6 / r.seconds : 0.0);
+        std::snprintf(secs, sizeof secs, "%.1f", r.seconds);
+        t.add({std::to_string(r.index), r.ok ? rankList(r.ranks) : "failed", std::to_string(r.inputs.size()),
+               formatCount(r.records), rate, secs, formatBytes(r.peakRssBytes), r.host});
+    }
+    return t;
+}
+
+void printJobState(const std::string& folder, const JobIndex& index)
+{
+    if (index.complete()) {
+        std::cout << "The job is complete: " << index.shards << (index.shards == 1 ? " shard" : " shards")
+                  << ", grouped by " << index.groupedBy << "\n";
+        std::cout << "Next: pipescope info " << folder << "   or   pipescope analyze " << folder << "\n";
+    } else if (index.failed().empty()) {
+        const size_t n = index.missing().size();
+        std::cout << "Waiting for the tasks of " << n << (n == 1 ? " more shard" : " more shards") << "; the last to finish completes "
+                  << folder << "/" << kJobIndexName << "\n";
+    }
+}
+
+int runSharded(const ImportJobOptions& o, const ImportArgs& a, std::optional<ShardTask> task)
+{
+    if (!task) {
+        const JobIndex index = importShardsLocally(o, *a.shards);
+        if (!index.complete())
+            throw Error(incompleteJobMessage(a.output, index));
+        if (!a.quiet) {
+            std::cout << "Imported " << index.shards << " shards side by side into " << a.output << "\n";
+            std::cout << shardTable(index).render();
+            printJobState(a.output, index);
+        }
+        return kExitOk;
+    }
+    const ShardImportResult r = importShard(o, *task);
+    if (a.quiet)
+        return kExitOk;
+    std::cout << "Imported shard " << task->index << " of " << task->count << " (from " << task->source << ") into "
+              << a.output << ": ranks " << rankList(r.record.ranks) << ", " << r.record.inputs.size()
+              << (r.record.inputs.size() == 1 ? " file, " : " files, ") << formatCount(r.record.records) << " records\n";
+    printJobState(a.output, r.index);
+    return kExitOk;
+}
+
 int runImport(const ImportArgs& a)
 {
+    std::optional<ShardTask> task;
+    if (!a.shard.empty() && a.shards)
+        throw FlagError("--shards", "--shard K/N and --shards N exclude each other: --shard is one task of a launcher's, "
+                                    "--shards starts N tasks on this machine");
+    if (!a.shard.empty())
+        task = parseShardTask(a.shard);
+    else if (!a.shards)
+        task = shardTaskFromEnvironment([](const char* name) { return std::getenv(name); });
+    if (task && task->count == 1 && task->source != "--shard")
+        task.reset(); // one task of a launcher: a single store
     ImportJobOptions o;
     o.inputs = a.inputs;
     o.output = a.output;
@@ -62,6 +138,8 @@ int runImport(const ImportArgs& a)
     else
         o.alignment = Alignment::Collectives;
     o.warn = [](const std::string& w) { std::cerr << "pipescope import: warning: " << printable(w, 4096) << "\n"; };
+    if (task || a.shards)
+        return runSharded(o, a, task);
     auto report = importJob(o);
     if (a.quiet)
         return kExitOk;
@@ -103,12 +181,21 @@ RegisterCommand reg{{"import", "Import Kineto JSON or Nsight Systems SQLite trac
                                         "Threads that parse Kineto JSON files (default: one per core, at most 8); "
                                         "the store is the same with any number")
                              ->check(wholeNumber(1, 256));
+                         app.add_option("--shard", a->shard,
+                                        "Import task K of N (K/N): this process writes shard K of the job folder -o, "
+                                        "the last task completes its index (under srun or mpirun the task is read "
+                                        "from the launcher's environment)");
+                         app.add_option("--shards", a->shards,
+                                        "Write a sharded job folder of N shards, imported by N processes side by side on this machine")
+                             ->check(wholeNumber(1, 4096));
                          app.add_flag("-q,--quiet", a->quiet, "No summary and no progress output");
                          app.add_flag("--short-kernel-names", a->shortNames,
                                       "Nsight Systems exports: name kernels by their short name, not the demangled signature");
                          app.footer("Examples:\n  pipescope import traces/ -o job.pipescope\n"
                                     "  pipescope import rank-0.json.gz rank-1.json.gz --align collectives -o job.pipescope\n"
-                                    "  pipescope import report.sqlite -o job.pipescope");
+                                    "  pipescope import report.sqlite -o job.pipescope\n"
+                                    "  pipescope import traces/ --shards 4 -o job/\n"
+                                    "  srun -N 16 -n 64 pipescope import /lustre/run/traces -o /lustre/run/job   (docs/scale.md)");
                          return [a] { return runImport(*a); };
                      }}};
 

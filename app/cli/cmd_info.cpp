@@ -164,15 +164,34 @@ RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, t
                      [](CLI::App& app) -> RunFn {
                          auto file = std::make_shared<std::string>();
                          auto asJson = std::make_shared<bool>(false);
-                         app.add_option("file", *file, "Store file (.pipescope)")->required();
+                         app.add_option("file", *file, "Store file (.pipescope) or sharded job folder")->required();
                          app.add_flag("--json", *asJson, "Print JSON (schema pipescope.info/1) instead of tables");
                          return [file, asJson] {
                              Store store(*file);
                              auto s = store.summary();
-                             if (*asJson)
-                                 std::cout << jsonText(infoJson(*file, s), 2) << "\n";
-                             else
+                             const JobIndex* job = store.jobIndex();
+                             if (*asJson) {
+                                 nlohmann::json doc = infoJson(*file, s);
+                                 if (job) {
+                                     nlohmann::json shards = nlohmann::json::array();
+                                     for (const ShardRecord& r : job->records)
+                                         shards.push_back({{"index", r.index}, {"file", r.file}, {"ranks", r.ranks},
+                                                           {"records", r.records}, {"input_bytes", r.inputBytes}});
+                                     doc["shards"] = shards;
+                                     doc["grouped_by"] = job->groupedBy;
+                                 }
+                                 std::cout << jsonText(doc, 2) << "\n";
+                             } else {
                                  printInfo(*file, s);
+                                 if (job) {
+                                     std::cout << "\nSharded job: " << job->shards << " shards, grouped by " << job->groupedBy << "\n";
+                                     TextTable t({">shard", "file", ">ranks", ">records", ">input"});
+                                     for (const ShardRecord& r : job->records)
+                                         t.add({std::to_string(r.index), r.file.empty() ? "-" : r.file,
+                                                std::to_string(r.ranks.size()), formatCount(r.records), formatBytes(r.inputBytes)});
+                                     std::cout << t.render();
+                                 }
+                             }
                              return kExitOk;
                          };
                      }}};

@@ -70,6 +70,9 @@ struct ImportJobOptions {
     const WorkControl* work = nullptr; // progress per file and cancel (optional)
     // Told each warning as it arises (also kept in ImportJobReport::warnings).
     std::function<void(const std::string&)> warn;
+    // The inputs were found in folders (a shard's share of them): a file
+    // that is not a trace is skipped with a warning, as in a folder.
+    bool inputsFoundInFolders = false;
 };
 
 struct ImportJobReport {
@@ -81,6 +84,10 @@ struct ImportJobReport {
 };
 
 ImportJobReport importJob(const ImportJobOptions& options);
+
+// The trace files the inputs name, folders expanded (sorted by name within
+// each folder); warnings for what a folder holds that cannot be read.
+std::vector<std::string> expandTraceInputs(const std::vector<std::string>& inputs, std::vector<std::string>& warnings);
 
 // alignByOperations (one clock for the ranks of a job): import/common/ClockAlignment.h.
 

@@ -46,7 +46,9 @@ bool looksLikeTraceName(const std::string& name)
            hasSuffix(name, ".pscap");
 }
 
-std::vector<std::string> expandInputs(const std::vector<std::string>& inputs, std::vector<std::string>& warnings)
+} // namespace
+
+std::vector<std::string> expandTraceInputs(const std::vector<std::string>& inputs, std::vector<std::string>& warnings)
 {
     std::vector<std::string> files;
     for (const auto& in : inputs) {
@@ -83,8 +85,6 @@ std::vector<std::string> expandInputs(const std::vector<std::string>& inputs, st
     }
     return files;
 }
-
-} // namespace
 
 std::string detectFormat(const std::string& path)
 {
@@ -300,7 +300,7 @@ void warnNow(const ImportJobOptions& options, ImportJobReport& report, std::stri
 // the rank of exactly one.
 void listInputs(const ImportJobOptions& options, ImportJobReport& report)
 {
-    report.files = expandInputs(options.inputs, report.warnings);
+    report.files = expandTraceInputs(options.inputs, report.warnings);
     if (options.warn)
         for (const auto& w : report.warnings)
             options.warn(w);
@@ -563,7 +563,9 @@ ImportJobReport importJobFromFiles(const ImportJobOptions& options, const Spoole
 {
     ImportJobReport report;
     listInputs(options, report);
-    const std::set<std::string> named(options.inputs.begin(), options.inputs.end());
+    const std::set<std::string> named = options.inputsFoundInFolders
+                                            ? std::set<std::string>()
+                                            : std::set<std::string>(options.inputs.begin(), options.inputs.end());
     const std::vector<std::string> formats = detectFormats(options, named, report);
     const std::vector<AtomicOutput::InputGuard> guards = guardInputs(report.files);
     warnUnreadLogs(options, formats, report);

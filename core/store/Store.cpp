@@ -1,6 +1,7 @@
 #include "store/Store.h"
 
 #include "store/Schema.h"
+#include "store/detail/Shards.h"
 #include "store/detail/StoreSteps.h"
 #include "util/Error.h"
 #include "util/Limits.h"
@@ -94,13 +95,29 @@ std::vector<int> parseRanks(std::string_view text)
 
 } // namespace
 
-Store::Store(const std::string& path)
+Store::Store(const std::string& path) : path_(path)
 {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec))
         throw Error(path + ": no such file");
-    if (std::filesystem::is_directory(path, ec))
-        throw Error(path + ": is a directory, expected a .pipescope store");
+    if (std::filesystem::is_directory(path, ec)) {
+        if (!isShardedJob(path))
+            throw Error(path + ": is a folder without a job index (" + kJobIndexName +
+                        "), expected a .pipescope store or a sharded job folder");
+        openShards(path);
+        return;
+    }
+    openFile(path);
+}
+
+Store::~Store() = default;
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+
+const JobIndex* Store::jobIndex() const { return shards_ ? &shards_->index : nullptr; }
+
+void Store::openFile(const std::string& path)
+{
     db_ = sql::Database(path, sql::Database::Mode::ReadOnly);
     int appId = 0;
     try {
@@ -129,6 +146,8 @@ Store::Store(const std::string& path)
 
 std::optional<std::string> Store::cached(const std::string& key)
 {
+    if (shards_)
+        return std::nullopt;
     auto st = db_.prepare("SELECT value FROM cache WHERE key = ?1");
     st.bind(1, key);
     if (!st.step())
@@ -242,6 +261,8 @@ std::vector<Diagnostic> readDiagnostics(sql::Database& db)
 
 StoreSummary Store::summary()
 {
+    if (shards_)
+        return store::detail::shardedSummary(*shards_);
     StoreSummary s;
     s.schemaVersion = version_;
     s.meta = readMeta(db_);
@@ -316,6 +337,10 @@ std::optional<TimeNs> Store::activityStart(int rank, int64_t index)
 {
     if (index < 0)
         return std::nullopt;
+    if (shards_) {
+        Store* shard = shards_->ofRank(rank);
+        return shard ? shard->activityStart(rank, index) : std::nullopt;
+    }
     auto st = db_.prepare("SELECT start_ns FROM activities WHERE rank = ?1 ORDER BY start_ns LIMIT 1 OFFSET ?2");
     st.bind(1, static_cast<int64_t>(rank)).bind(2, index);
     if (!st.step())
@@ -326,6 +351,10 @@ std::optional<TimeNs> Store::activityStart(int rank, int64_t index)
 
 std::optional<LaunchCall> Store::launchOf(int64_t activityId)
 {
+    if (shards_) {
+        Store* shard = shards_->ofId(activityId);
+        return shard ? shard->launchOf(store::detail::localId(activityId)) : std::nullopt;
+    }
     auto st = db_.prepare("SELECT c.tid, c.start_ns, c.end_ns, s.value FROM activities a"
                           " JOIN cpu_ranges c ON c.id = a.launch_id LEFT JOIN strings s ON s.id = c.name_id"
                           " WHERE a.id = ?1");
@@ -343,6 +372,8 @@ std::optional<LaunchCall> Store::launchOf(int64_t activityId)
 
 std::vector<std::vector<int64_t>> Store::autogradSequences(const std::vector<int64_t>& activityIds)
 {
+    if (shards_)
+        return store::detail::shardedAutogradSequences(*shards_, activityIds);
     // The launch call, then the ranges enclosing it (parent_id, from range
     // nesting); cpu ops keep their sequence number in `correlation`.
     auto launch = db_.prepare("SELECT launch_id FROM activities WHERE id = ?1");
@@ -724,6 +755,8 @@ void linkNcclOps(std::vector<Activity>& activities, const std::vector<NcclOp>& n
 
 Trace Store::load(const LoadOptions& options)
 {
+    if (shards_)
+        return store::detail::shardedLoad(*shards_, options);
     Trace t;
     t.meta = readMeta(db_);
     t.sources = readSources(db_);

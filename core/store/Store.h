@@ -2,11 +2,13 @@
 // Read access to a store file. Opening never modifies the file; a file
 // written by a newer pipescope is refused with a message saying so.
 #include "model/Trace.h"
+#include "store/JobIndex.h"
 #include "store/Sqlite.h"
 #include "util/Work.h"
 
 #include <array>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,10 +66,22 @@ struct LaunchCall {
 // analysis runs. The store must still be there when it is called.
 std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)> autogradSequencesAt(std::string path);
 
+namespace store::detail {
+struct Shards;
+}
+
+// A store file, or a sharded job (a folder of shard stores and a job index,
+// store/JobIndex.h): every reader opens both through this class, and sees a
+// sharded job as the one store its traces would have made. Ids of a sharded
+// job's records carry their shard in their high bits (store/detail/Shards.h).
 class Store {
 public:
-    // Throws FormatError when the file is not a pipescope store or is newer than this build.
+    // Throws FormatError when the path is not a pipescope store or job
+    // folder, is newer than this build, or is a job with shards missing.
     explicit Store(const std::string& path);
+    ~Store();
+    Store(Store&&) noexcept;
+    Store& operator=(Store&&) noexcept;
 
     StoreSummary summary();
     Trace load(const LoadOptions& options = {});
@@ -87,15 +101,22 @@ public:
     // store and is only done when the user asks for caching.
     std::optional<std::string> cached(const std::string& key);
 
+    // A single store's database (a sharded job has none of its own).
     sql::Database& database() { return db_; }
-    const std::string& path() const { return db_.path(); }
+    const std::string& path() const { return path_; }
     int schemaVersion() const { return version_; }
+    // The job index of a sharded job; null for a store file.
+    const JobIndex* jobIndex() const;
 
 private:
+    void openFile(const std::string& path);
+    void openShards(const std::string& folder);
     void readCounts(StoreSummary& s);
 
+    std::string path_;
     sql::Database db_;
     int version_ = 0;
+    std::unique_ptr<store::detail::Shards> shards_;
 };
 
 } // namespace pipescope

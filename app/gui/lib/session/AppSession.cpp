@@ -1,4 +1,5 @@
 #include "session/AppSession.h"
+#include "store/JobIndex.h"
 
 #include "analysis/CommRules.h"
 #include "import/Import.h"
@@ -25,6 +26,9 @@ namespace {
 
 bool isStore(const QString& path)
 {
+    // A sharded job's folder opens as a store does (store/JobIndex.h).
+    if (isShardedJob(path.toStdString()))
+        return true;
     if (!path.endsWith(QLatin1String(".pipescope")))
         return false;
     QFileInfo fi(path);

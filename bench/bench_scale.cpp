@@ -1,0 +1,238 @@
+// Scale: a simulated job of R ranks (4 pipeline stages x R/4 data-parallel
+// replicas of a 32-layer GPT, 8 microbatches, about 2.7 MB of Kineto JSON
+// per rank with 4 iterations: 2.8 GB at 1,024 ranks), imported
+//   - into one store by one process                (pipescope import),
+//   - as a sharded job by 2 processes side by side (pipescope import --shards 2),
+//   - as 2 srun-style tasks                        (the command started twice with
+//                                                    SLURM_PROCID / SLURM_STEP_NUM_TASKS set as srun sets them),
+// then analysed (pipescope analyze on the sharded job) and opened as the app
+// opens it (its first frame, then the whole job). Each step runs in a process
+// of its own, so its peak memory is that process's peak resident set.
+//
+//   bench_scale [RANKS=32,256,1024] [ITERATIONS=4] [DIR]   (DIR: where the traces go; default /tmp)
+#include "simulate/KinetoEmitter.h"
+#include "store/JobIndex.h"
+#include "whatif/ModelDescription.h"
+#include "whatif/WhatIf.h"
+
+#ifdef PIPESCOPE_BENCH_APP
+#include "session/AppSession.h"
+#endif
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace pipescope;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+uint64_t bytesUnder(const fs::path& p)
+{
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec))
+        return fs::file_size(p, ec);
+    uint64_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(p, ec))
+        if (e.is_regular_file())
+            n += e.file_size();
+    return n;
+}
+
+std::string modelText(int ranks)
+{
+    return R"({"format": "pipescope.model/1", "name": "gpt-32l", "hidden_size": 4096, "attention_heads": 32,
+  "sequence_length": 2048, "microbatch_size": 1, "vocab_size": 50304, "dtype": "bf16", "gpu_tflops": 400,
+  "layers": [{"name": "decoder", "count": 32}],
+  "communication": {"p2p_latency_us": 20, "p2p_bandwidth_gbps": 25, "allreduce_latency_us": 30, "allreduce_bandwidth_gbps": 40},
+  "memory": {"gpu_memory_gib": 80, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
+             "optimizer_bytes_per_param": 12, "zero_stage": 1, "reserved_gib": 3},
+  "parallel": {"pp": 4, "dp": )" + std::to_string(ranks / 4) + R"(, "microbatches": 8, "schedule": "1f1b"}})";
+}
+
+uint64_t writeJob(const fs::path& dir, int ranks, int iterations)
+{
+    using namespace whatif;
+    const ModelDescription md = parseModelDescription(modelText(ranks), "bench_scale");
+    CostModel model = CostModel::fromModel(md);
+    model.dataParallel = *md.dp;
+    model.memory.dataParallel = *md.dp;
+    Scenario base;
+    base.label = "simulated";
+    base.pp = *md.pp;
+    base.microbatches = *md.microbatches;
+    ScenarioChanges changes;
+    changes.schedule = *md.schedule;
+    simulate::KinetoEmitOptions eo;
+    eo.iterations = iterations;
+    eo.modelName = md.name;
+    eo.costModel = &model;
+    simulate::emitKineto(predict(model, applyChanges(base, changes)), eo, dir.string());
+    return bytesUnder(dir);
+}
+
+struct Step {
+    double wall = 0;
+    double peakMb = 0; // the largest peak resident set among the step's processes
+    bool ok = false;
+};
+
+// Runs the commands side by side, each with its own environment additions; waits for all.
+Step runCommands(const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>& commands, bool quiet = true)
+{
+    Step s;
+    std::fflush(stdout);
+    const auto t0 = Clock::now();
+    std::vector<pid_t> pids;
+    for (const auto& [argv, env] : commands) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            for (const auto& e : env)
+                putenv(const_cast<char*>(e.c_str()));
+            if (quiet && !freopen("/dev/null", "w", stdout))
+                _exit(127);
+            std::vector<char*> args;
+            for (const auto& a : argv)
+                args.push_back(const_cast<char*>(a.c_str()));
+            args.push_back(nullptr);
+            execv(args[0], args.data());
+            _exit(127);
+        }
+        pids.push_back(pid);
+    }
+    s.ok = true;
+    for (pid_t p : pids) {
+        int status = 0;
+        rusage ru{};
+        wait4(p, &status, 0, &ru);
+        s.ok = s.ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        s.peakMb = std::max(s.peakMb, static_cast<double>(ru.ru_maxrss) / 1024.0);
+    }
+    s.wall = seconds(t0);
+    return s;
+}
+
+// Runs f in a child process; what it prints is kept.
+Step runHere(const std::function<void()>& f)
+{
+    Step s;
+    std::fflush(stdout);
+    const auto t0 = Clock::now();
+    const pid_t pid = fork();
+    if (pid == 0) {
+        try {
+            f();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "bench_scale: %s\n", e.what());
+            std::fflush(stdout);
+            _exit(1);
+        }
+        std::fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    rusage ru{};
+    wait4(pid, &status, 0, &ru);
+    s.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    s.peakMb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+    s.wall = seconds(t0);
+    return s;
+}
+
+void print(const char* what, const Step& s, double mb, int processes)
+{
+    std::printf("  %-34s %7.1f s  %7.0f MB/s per process  peak %6.0f MB%s\n", what, s.wall,
+                s.wall > 0 ? mb / s.wall / processes : 0.0, s.peakMb, s.ok ? "" : "  FAILED");
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    std::vector<int> sizes;
+    {
+        std::stringstream in(argc > 1 ? argv[1] : "32,256,1024");
+        for (std::string item; std::getline(in, item, ',');)
+            sizes.push_back(std::atoi(item.c_str()));
+    }
+    const int iterations = argc > 2 ? std::atoi(argv[2]) : 4;
+    const fs::path base = argc > 3 ? fs::path(argv[3]) : fs::temp_directory_path();
+    const std::string cli = PIPESCOPE_CLI;
+    std::printf("bench_scale: 4 stages x R/4 replicas of gpt-32l, 8 microbatches 1F1B, %d iterations; %u cores\n",
+                iterations, std::thread::hardware_concurrency());
+    for (int ranks : sizes) {
+        const fs::path dir = base / ("pipescope-bench-scale-" + std::to_string(ranks));
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        const fs::path traces = dir / "traces";
+        auto t0 = Clock::now();
+        const double mb = static_cast<double>(writeJob(traces, ranks, iterations)) / 1e6;
+        std::printf("\n%d ranks: %.0f MB of Kineto JSON (written in %.1f s)\n", ranks, mb, seconds(t0));
+
+        const fs::path one = dir / "one.pipescope";
+        Step s = runCommands({{{cli, "import", traces.string(), "-q", "-o", one.string()}, {}}});
+        print("import, 1 process, one store", s, mb, 1);
+        std::printf("  %-34s %7.0f MB\n", "  store", static_cast<double>(bytesUnder(one)) / 1e6);
+        fs::remove(one);
+
+        const fs::path local = dir / "local";
+        s = runCommands({{{cli, "import", traces.string(), "--shards", "2", "-q", "-o", local.string()}, {}}});
+        print("import --shards 2 (2 processes)", s, mb, 2);
+        fs::remove_all(local);
+
+        const fs::path job = dir / "job";
+        std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> tasks;
+        for (int k = 0; k < 2; ++k)
+            tasks.push_back({{cli, "import", traces.string(), "-q", "-o", job.string()},
+                             {"SLURM_PROCID=" + std::to_string(k), "SLURM_STEP_NUM_TASKS=2", "SLURM_NTASKS=2",
+                              "SLURM_LOCALID=" + std::to_string(k)}});
+        s = runCommands(tasks);
+        print("import as 2 srun tasks", s, mb, 2);
+        const uint64_t index = bytesUnder(job / kJobIndexName);
+        std::printf("  %-34s %7.0f MB in shards, index %.1f KB\n", "  sharded job",
+                    static_cast<double>(bytesUnder(job) - index) / 1e6, static_cast<double>(index) / 1e3);
+        fs::remove_all(traces);
+
+        s = runCommands({{{cli, "analyze", job.string(), "--json", "-o", (dir / "analysis.json").string()}, {}}});
+        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "analyze (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        s = runCommands({{{cli, "report", job.string(), "-o", (dir / "report.html").string()}, {}}});
+        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "report (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+#ifdef PIPESCOPE_BENCH_APP
+        OpenOptions oo;
+        oo.firstFrameAbove = 0;
+        const QStringList inputs{QString::fromStdString(job.string())};
+        s = runHere([&] {
+            const auto f0 = Clock::now();
+            auto first = AppSession::loadFirstFrame(inputs, oo, nullptr);
+            std::printf("  %-34s %7.2f s  (%zu activities in its window)\n", "app: first frame ready", seconds(f0),
+                        first ? first->trace->activities.size() : size_t{0});
+        });
+        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: first frame, process", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        s = runHere([&] {
+            auto all = AppSession::load(inputs, oo, nullptr);
+            std::printf("  %-34s %zu activities\n", "app: whole job", all->trace->activities.size());
+        });
+        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: whole job loaded", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+#else
+        std::printf("  (the app's figures need the desktop app's library: build with Qt 6 and QCustomPlot)\n");
+#endif
+        fs::remove_all(dir);
+    }
+    return 0;
+}

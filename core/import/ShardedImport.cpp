@@ -1,0 +1,541 @@
+#include "import/ShardedImport.h"
+
+#include "import/common/FileNames.h"
+#include "store/Store.h"
+#include "util/Error.h"
+#include "util/Format.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <nlohmann/json.hpp>
+
+namespace pipescope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::optional<int> parseCount(std::string_view text)
+{
+    if (text.empty() || text.size() > 9)
+        return std::nullopt;
+    int v = 0;
+    for (char c : text) {
+        if (c < '0' || c > '9')
+            return std::nullopt;
+        v = v * 10 + (c - '0');
+    }
+    return v;
+}
+
+} // namespace
+
+ShardTask parseShardTask(std::string_view text)
+{
+    const size_t slash = text.find('/');
+    const auto k = slash == std::string_view::npos ? std::nullopt : parseCount(text.substr(0, slash));
+    const auto n = slash == std::string_view::npos ? std::nullopt : parseCount(text.substr(slash + 1));
+    if (!k || !n || *n < 1 || *k >= *n)
+        throw Error("--shard " + std::string(text) + ": expected K/N with 0 <= K < N, e.g. --shard 0/4 for the first of four tasks");
+    return {*k, *n, "--shard"};
+}
+
+std::optional<ShardTask> shardTaskFromEnvironment(const std::function<const char*(const char*)>& getenv)
+{
+    auto number = [&](const char* name) -> std::optional<int> {
+        const char* v = getenv(name);
+        if (!v)
+            return std::nullopt;
+        auto n = parseCount(v);
+        if (!n)
+            throw Error(std::string(name) + "=" + printable(v, 40) +
+                        ": not a task number; run pipescope import under the launcher as it sets it, or give --shard K/N");
+        return n;
+    };
+    struct Pair {
+        const char* rank;
+        const char* size;
+    };
+    // srun sets SLURM_STEP_NUM_TASKS in each task; a batch script has
+    // SLURM_NTASKS and SLURM_PROCID=0 too but is a single process.
+    for (Pair p : {Pair{"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"}, Pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                   Pair{"PMI_RANK", "PMI_SIZE"}}) {
+        const auto rank = number(p.rank);
+        const auto size = rank ? number(p.size) : std::nullopt;
+        if (!rank || !size)
+            continue;
+        if (*size < 1 || *rank >= *size)
+            throw Error(std::string(p.rank) + "=" + std::to_string(*rank) + " is not below " + p.size + "=" +
+                        std::to_string(*size) + "; give --shard K/N");
+        return ShardTask{*rank, *size, std::string(p.rank) + "/" + p.size};
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+constexpr size_t kHeadBytes = 64 << 10;
+
+std::string headText(const std::string& path)
+{
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f)
+        return {};
+    std::string raw(kHeadBytes, '\0');
+    raw.resize(std::fread(raw.data(), 1, raw.size(), f));
+    std::fclose(f);
+    if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b)
+        return raw;
+    std::string text(kHeadBytes, '\0');
+    z_stream z{};
+    if (inflateInit2(&z, 15 + 32) != Z_OK)
+        return {};
+    z.next_in = reinterpret_cast<Bytef*>(raw.data());
+    z.avail_in = static_cast<uInt>(raw.size());
+    z.next_out = reinterpret_cast<Bytef*>(text.data());
+    z.avail_out = static_cast<uInt>(text.size());
+    inflate(&z, Z_NO_FLUSH);
+    text.resize(text.size() - z.avail_out);
+    inflateEnd(&z);
+    return text;
+}
+
+// The JSON object that follows `"key":` in text, when it ends within it.
+std::optional<std::string_view> objectAfter(std::string_view text, std::string_view key)
+{
+    const size_t at = text.find(key);
+    if (at == std::string_view::npos)
+        return std::nullopt;
+    const size_t open = text.find('{', at + key.size());
+    if (open == std::string_view::npos)
+        return std::nullopt;
+    int depth = 0;
+    bool inString = false;
+    for (size_t i = open; i < text.size(); ++i) {
+        const char c = text[i];
+        if (inString) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                inString = false;
+        } else if (c == '"') {
+            inString = true;
+        } else if (c == '{') {
+            ++depth;
+        } else if (c == '}' && --depth == 0) {
+            return text.substr(open, i - open + 1);
+        }
+    }
+    return std::nullopt;
+}
+
+bool namesPipeline(std::string desc)
+{
+    for (char& c : desc)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (desc.find("pipeline") != std::string::npos)
+        return true;
+    size_t i = 0;
+    while (i < desc.size()) {
+        while (i < desc.size() && !std::isalnum(static_cast<unsigned char>(desc[i])))
+            ++i;
+        size_t j = i;
+        while (j < desc.size() && std::isalnum(static_cast<unsigned char>(desc[j])))
+            ++j;
+        if (desc.compare(i, j - i, "pp") == 0)
+            return true;
+        i = j;
+    }
+    return false;
+}
+
+void readPipelineGroups(const nlohmann::json& config, TraceHead& head)
+{
+    auto one = [&](const nlohmann::json& pg) {
+        if (!pg.is_object())
+            return;
+        auto desc = pg.find("pg_desc");
+        auto ranks = pg.find("ranks");
+        if (desc == pg.end() || !desc->is_string() || ranks == pg.end() || !ranks->is_array() || !namesPipeline(*desc))
+            return;
+        std::vector<int> group;
+        for (const auto& r : *ranks)
+            if (r.is_number_integer() && r.get<int64_t>() >= 0 && r.get<int64_t>() < (1 << 24))
+                group.push_back(r.get<int>());
+        if (group.size() > 1)
+            head.pipelineGroups.push_back(std::move(group));
+    };
+    if (config.is_array())
+        for (const auto& pg : config)
+            one(pg);
+    else if (config.is_object())
+        for (const auto& [name, pg] : config.items())
+            one(pg);
+}
+
+} // namespace
+
+TraceHead readTraceHead(const std::string& path)
+{
+    TraceHead head;
+    std::error_code ec;
+    head.bytes = static_cast<int64_t>(fs::file_size(path, ec));
+    if (ec)
+        head.bytes = 0;
+    const std::string text = headText(path);
+    if (auto info = objectAfter(text, "\"distributedInfo\"")) {
+        const auto j = nlohmann::json::parse(*info, nullptr, false);
+        if (j.is_object()) {
+            if (auto r = j.find("rank"); r != j.end() && r->is_number_integer() && r->get<int64_t>() >= 0 &&
+                                         r->get<int64_t>() < (1 << 24))
+                head.rank = r->get<int>();
+            if (auto pg = j.find("pg_config"); pg != j.end())
+                readPipelineGroups(*pg, head);
+        }
+    }
+    if (!head.rank)
+        head.rank = rankFromFileName(path);
+    try {
+        head.wholeJobOnly = detectFormat(path) == "megatron-timing";
+    } catch (const Error&) {
+        // Not a trace: the import of its shard says so.
+    }
+    return head;
+}
+
+namespace {
+
+uint64_t fnv1a(uint64_t h, std::string_view bytes)
+{
+    for (unsigned char c : bytes) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+struct UnionFind {
+    std::map<int, int> parent;
+    int find(int x)
+    {
+        auto it = parent.emplace(x, x).first;
+        if (it->second == x)
+            return x;
+        const int root = find(it->second);
+        parent[x] = root;
+        return root;
+    }
+    void join(int a, int b)
+    {
+        a = find(a);
+        b = find(b);
+        if (a != b)
+            parent[std::max(a, b)] = std::min(a, b);
+    }
+};
+
+} // namespace
+
+ShardPlan planShards(const std::vector<std::string>& files, const std::vector<TraceHead>& heads, int shards)
+{
+    if (shards < 1)
+        throw Error("a sharded import needs at least one shard");
+    ShardPlan plan;
+    plan.shards = shards;
+    plan.files.resize(static_cast<size_t>(shards));
+    uint64_t h = fnv1a(14695981039346656037ull, std::to_string(shards));
+    for (size_t i = 0; i < files.size(); ++i)
+        h = fnv1a(fnv1a(h, files[i]), "|" + std::to_string(heads[i].bytes) + "\n");
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    plan.fingerprint = hex;
+
+    UnionFind groups;
+    bool anyGroup = false;
+    for (const TraceHead& head : heads) {
+        anyGroup = anyGroup || head.wholeJobOnly;
+        for (const auto& g : head.pipelineGroups)
+            for (size_t j = 1; j < g.size(); ++j) {
+                groups.join(g[0], g[j]);
+                anyGroup = true;
+            }
+    }
+    std::vector<size_t> shardOf(files.size(), 0);
+    if (anyGroup) {
+        const bool timings = std::any_of(heads.begin(), heads.end(), [](const TraceHead& h) { return h.wholeJobOnly; });
+        plan.groupedBy = timings ? "pipeline groups (Megatron step timings: one pipeline)"
+                                 : "pipeline groups (the process groups in the traces' distributedInfo)";
+        // Components of files: by the root of their rank; a file without a rank stands alone.
+        std::map<std::pair<int, size_t>, std::vector<size_t>> components;
+        for (size_t i = 0; i < files.size(); ++i)
+            components[heads[i].wholeJobOnly ? std::make_pair(-2, size_t{0})
+                       : heads[i].rank   ? std::make_pair(groups.find(*heads[i].rank), size_t{0})
+                                         : std::make_pair(-1, i)]
+                .push_back(i);
+        struct Component {
+            int64_t bytes = 0;
+            std::vector<size_t> files;
+        };
+        std::vector<Component> list;
+        for (auto& [key, fileIndexes] : components) {
+            Component c;
+            c.files = fileIndexes;
+            for (size_t i : fileIndexes)
+                c.bytes += heads[i].bytes;
+            list.push_back(std::move(c));
+        }
+        std::stable_sort(list.begin(), list.end(), [](const Component& a, const Component& b) { return a.bytes > b.bytes; });
+        std::vector<int64_t> load(static_cast<size_t>(shards), 0);
+        for (const Component& c : list) {
+            const size_t s = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+            load[s] += c.bytes;
+            for (size_t i : c.files)
+                shardOf[i] = s;
+        }
+    } else {
+        plan.groupedBy = "rank modulo " + std::to_string(shards) + " (no pipeline process groups in the traces' heads)";
+        for (size_t i = 0; i < files.size(); ++i)
+            shardOf[i] = static_cast<size_t>(heads[i].rank ? *heads[i].rank % shards : static_cast<int>(i % static_cast<size_t>(shards)));
+    }
+    for (size_t i = 0; i < files.size(); ++i)
+        plan.files[shardOf[i]].push_back(files[i]);
+    return plan;
+}
+
+namespace {
+
+// A lock file in the job folder: O_EXCL creation is atomic on local and
+// network file systems alike. A lock older than kStaleSeconds was left by a
+// task that died holding it.
+class FolderLock {
+public:
+    explicit FolderLock(const std::string& folder) : path_((fs::path(folder) / ".job.lock").string())
+    {
+        using namespace std::chrono;
+        const auto until = steady_clock::now() + minutes(10);
+        for (;;) {
+            const int fd = ::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+            if (fd >= 0) {
+                ::close(fd);
+                return;
+            }
+            if (errno != EEXIST)
+                throw Error(path_ + ": cannot make the job's lock file (" + std::strerror(errno) +
+                            "); the job folder must be writable by every import task");
+            struct stat st{};
+            if (::stat(path_.c_str(), &st) == 0 && ::time(nullptr) - st.st_mtime > kStaleSeconds)
+                ::unlink(path_.c_str());
+            if (steady_clock::now() > until)
+                throw Error(path_ + ": the job's lock file has been held for 10 minutes; remove it if no import is running");
+            std::this_thread::sleep_for(milliseconds(20));
+        }
+    }
+    ~FolderLock() { ::unlink(path_.c_str()); }
+    FolderLock(const FolderLock&) = delete;
+    FolderLock& operator=(const FolderLock&) = delete;
+
+private:
+    static constexpr time_t kStaleSeconds = 120;
+    std::string path_;
+};
+
+JobIndex collectIndex(const std::string& folder, const ShardPlan& plan)
+{
+    JobIndex index;
+    index.plan = plan.fingerprint;
+    index.shards = plan.shards;
+    index.groupedBy = plan.groupedBy;
+    for (int k = 0; k < plan.shards; ++k) {
+        const std::string path = (fs::path(folder) / shardRecordName(k, plan.shards)).string();
+        std::error_code ec;
+        if (!fs::exists(path, ec))
+            continue;
+        if (auto r = readShardRecord(path, plan.fingerprint, plan.shards))
+            index.records.push_back(std::move(*r));
+    }
+    return index;
+}
+
+void makeJobFolder(const std::string& folder)
+{
+    std::error_code ec;
+    if (fs::exists(folder, ec) && !fs::is_directory(folder, ec))
+        throw Error(folder + ": exists and is not a folder (a single store?); a sharded import writes a job folder, give a new path");
+    fs::create_directories(folder, ec);
+    if (ec && !fs::is_directory(folder))
+        throw Error(folder + ": cannot make the job folder (" + ec.message() + ")");
+}
+
+std::string hostName()
+{
+    char buf[256] = {};
+    return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
+}
+
+int64_t peakRssBytes()
+{
+    rusage ru{};
+    return ::getrusage(RUSAGE_SELF, &ru) == 0 ? static_cast<int64_t>(ru.ru_maxrss) * 1024 : 0;
+}
+
+// What the shard's store says of each rank, for the index.
+std::vector<JobRankSummary> rankSummaries(const std::string& shardPath, int shard, const ImportJobReport& report)
+{
+    std::map<int, JobRankSummary> byRank;
+    for (const GpuSummary& g : Store(shardPath).summary().gpuSummaries) {
+        JobRankSummary& r = byRank[g.rank];
+        r.rank = g.rank;
+        r.shard = shard;
+        r.kernels += g.kernels;
+        r.gpuBusy += g.gpuBusy;
+        if (g.gpuFirst && (!r.first || *g.gpuFirst < *r.first))
+            r.first = g.gpuFirst;
+        if (g.gpuLast && (!r.last || *g.gpuLast > *r.last))
+            r.last = g.gpuLast;
+    }
+    for (const auto& [rank, offset] : report.offsets)
+        if (auto it = byRank.find(rank); it != byRank.end())
+            it->second.clockOffset = offset;
+    std::vector<JobRankSummary> out;
+    for (auto& [rank, s] : byRank)
+        out.push_back(s);
+    return out;
+}
+
+} // namespace
+
+ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& task)
+{
+    const auto started = std::chrono::steady_clock::now();
+    const std::string& folder = options.output;
+    makeJobFolder(folder);
+    std::vector<std::string> warnings;
+    const std::vector<std::string> files = expandTraceInputs(options.inputs, warnings);
+    std::vector<TraceHead> heads;
+    heads.reserve(files.size());
+    for (const auto& f : files)
+        heads.push_back(readTraceHead(f));
+    const ShardPlan plan = planShards(files, heads, task.count);
+    {
+        // An index left by another import (other inputs, another N) is
+        // replaced at once: readers must not take the old shards for this job's.
+        FolderLock lock(folder);
+        bool other = true;
+        try {
+            const JobIndex old = readJobIndex(folder);
+            other = old.plan != plan.fingerprint || old.shards != plan.shards;
+        } catch (const Error&) {
+        }
+        if (other)
+            writeJobIndex(folder, collectIndex(folder, plan));
+    }
+
+    ShardImportResult result;
+    ShardRecord& record = result.record;
+    record.index = task.index;
+    record.host = hostName();
+    record.pid = static_cast<int64_t>(::getpid());
+    std::exception_ptr failure;
+    try {
+        const auto& mine = plan.files[static_cast<size_t>(task.index)];
+        if (!mine.empty()) {
+            ImportJobOptions sub = options;
+            sub.inputs = mine;
+            sub.inputsFoundInFolders = true;
+            sub.output = (fs::path(folder) / shardStoreName(task.index, task.count)).string();
+            result.report = importJob(sub);
+            record.file = shardStoreName(task.index, task.count);
+            record.inputs = result.report.files;
+            for (const auto& src : result.report.sources) {
+                record.ranks.insert(record.ranks.end(), src.ranks.begin(), src.ranks.end());
+                record.records += src.records;
+            }
+            std::sort(record.ranks.begin(), record.ranks.end());
+            for (const auto& f : record.inputs) {
+                std::error_code ec;
+                const auto size = fs::file_size(f, ec);
+                record.inputBytes += ec ? 0 : static_cast<int64_t>(size);
+            }
+            record.rankSummaries = rankSummaries(sub.output, task.index, result.report);
+        }
+        record.ok = true;
+    } catch (const std::exception& e) {
+        record.ok = false;
+        record.error = e.what();
+        failure = std::current_exception();
+    }
+    record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    record.peakRssBytes = peakRssBytes();
+    try {
+        AtomicOutput::writeFile((fs::path(folder) / shardRecordName(task.index, task.count)).string(),
+                                shardRecordText(record, plan.fingerprint, plan.shards));
+        FolderLock lock(folder);
+        result.index = collectIndex(folder, plan);
+        writeJobIndex(folder, result.index);
+    } catch (const Error&) {
+        if (!failure)
+            throw;
+    }
+    if (failure)
+        std::rethrow_exception(failure);
+    result.report.warnings.insert(result.report.warnings.begin(), warnings.begin(), warnings.end());
+    return result;
+}
+
+JobIndex importShardsLocally(const ImportJobOptions& options, int shards)
+{
+    if (shards < 1)
+        throw Error("--shards " + std::to_string(shards) + ": give 1 or more");
+    makeJobFolder(options.output);
+    ImportJobOptions child = options;
+    child.progress = false;
+    child.work = nullptr;
+    if (child.jobs == 0)
+        child.jobs = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / shards);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::vector<pid_t> pids;
+    for (int k = 0; k < shards; ++k) {
+        const pid_t pid = ::fork();
+        if (pid < 0) {
+            const std::string why = std::strerror(errno);
+            for (pid_t p : pids)
+                ::waitpid(p, nullptr, 0);
+            throw Error("cannot start the import process of shard " + std::to_string(k) + " (" + why +
+                        "); import with fewer --shards");
+        }
+        if (pid == 0) {
+            int code = 0;
+            try {
+                importShard(child, {k, shards, "--shards"});
+            } catch (...) {
+                code = 1; // the shard's record holds the error
+            }
+            std::fflush(stderr);
+            ::_exit(code);
+        }
+        pids.push_back(pid);
+    }
+    for (pid_t p : pids) {
+        int status = 0;
+        while (::waitpid(p, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+    return readJobIndex(options.output);
+}
+
+} // namespace pipescope

@@ -1,0 +1,353 @@
+// A sharded job read as one store (store/detail/Shards.h).
+#include "store/detail/Shards.h"
+#include "store/detail/StoreSteps.h"
+#include "store/Schema.h"
+
+#include "util/Error.h"
+#include "util/Work.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+namespace pipescope {
+
+namespace fs = std::filesystem;
+using store::detail::localId;
+using store::detail::shardOfId;
+using store::detail::tagId;
+
+void Store::openShards(const std::string& folder)
+{
+    auto shards = std::make_unique<store::detail::Shards>();
+    shards->folder = folder;
+    shards->index = readJobIndex(folder);
+    if (!shards->index.complete())
+        throw FormatError(incompleteJobMessage(folder, shards->index));
+    shards->stores.resize(static_cast<size_t>(shards->index.shards));
+    version_ = kSchemaVersion;
+    for (const ShardRecord& r : shards->index.records) {
+        if (r.file.empty())
+            continue;
+        const std::string file = (fs::path(folder) / r.file).string();
+        try {
+            shards->stores[static_cast<size_t>(r.index)] = std::make_unique<Store>(file);
+        } catch (const Error& e) {
+            throw FormatError(folder + ": shard " + std::to_string(r.index) + " of " + std::to_string(shards->index.shards) +
+                              " cannot be read (" + e.what() + "); re-run the import of that shard with --shard " +
+                              std::to_string(r.index) + "/" + std::to_string(shards->index.shards));
+        }
+        version_ = std::min(version_, shards->stores[static_cast<size_t>(r.index)]->schemaVersion());
+        for (int rank : r.ranks)
+            if (auto [it, fresh] = shards->shardOfRank.emplace(rank, r.index); !fresh)
+                throw FormatError(folder + ": rank " + std::to_string(rank) + " is in shards " + std::to_string(it->second) +
+                                  " and " + std::to_string(r.index) + "; the job mixes two imports, re-run the import");
+    }
+    shards_ = std::move(shards);
+}
+
+namespace store::detail {
+
+Store* Shards::ofRank(int rank) const
+{
+    auto it = shardOfRank.find(rank);
+    return it == shardOfRank.end() ? nullptr : stores[static_cast<size_t>(it->second)].get();
+}
+
+Store* Shards::ofId(int64_t id) const
+{
+    const int s = shardOfId(id);
+    return s >= 0 && static_cast<size_t>(s) < stores.size() ? stores[static_cast<size_t>(s)].get() : nullptr;
+}
+
+StreamIds numberStreams(const std::vector<std::pair<int, std::vector<StreamInfo>>>& perShard)
+{
+    std::vector<std::tuple<int, int, int64_t>> all; // rank, shard, local id
+    for (const auto& [shard, streams] : perShard)
+        for (const StreamInfo& s : streams)
+            all.emplace_back(s.rank, shard, s.id);
+    std::sort(all.begin(), all.end());
+    StreamIds ids;
+    int64_t next = 1;
+    for (const auto& [rank, shard, id] : all)
+        ids.emplace(std::make_pair(shard, id), next++);
+    return ids;
+}
+
+namespace {
+
+std::vector<std::pair<int, std::vector<StreamInfo>>> streamsOf(const std::vector<std::pair<int, Trace>>& parts)
+{
+    std::vector<std::pair<int, std::vector<StreamInfo>>> out;
+    for (const auto& [shard, t] : parts)
+        out.emplace_back(shard, t.streams);
+    return out;
+}
+
+int64_t streamId(const StreamIds& ids, int shard, int64_t local)
+{
+    auto it = ids.find({shard, local});
+    // A record naming a stream its shard lacks keeps a number no stream has.
+    return it != ids.end() ? it->second : -tagId(shard, local) - 1;
+}
+
+void mergeMeta(std::map<std::string, std::string>& into, const std::map<std::string, std::string>& from)
+{
+    for (const auto& [k, v] : from)
+        if (!k.starts_with("count."))
+            into.emplace(k, v);
+}
+
+// Interns shard string tables into one; returns the shard's id -> merged id.
+class StringMerge {
+public:
+    explicit StringMerge(std::vector<std::string>& into) : into_(into)
+    {
+        if (into_.empty())
+            into_.emplace_back();
+        for (size_t i = 0; i < into_.size(); ++i)
+            ids_.emplace(into_[i], static_cast<StringId>(i));
+    }
+    std::vector<StringId> add(std::vector<std::string>& strings)
+    {
+        std::vector<StringId> map(strings.size(), 0);
+        for (size_t i = 0; i < strings.size(); ++i) {
+            auto [it, fresh] = ids_.emplace(strings[i], static_cast<StringId>(into_.size()));
+            if (fresh)
+                into_.push_back(std::move(strings[i]));
+            map[i] = it->second;
+        }
+        return map;
+    }
+
+private:
+    std::vector<std::string>& into_;
+    std::unordered_map<std::string, StringId> ids_;
+};
+
+} // namespace
+
+Trace mergeTraces(std::vector<std::pair<int, Trace>> parts)
+{
+    Trace t;
+    const StreamIds streamIds = numberStreams(streamsOf(parts));
+    StringMerge strings(t.strings);
+    for (auto& [shard, p] : parts) {
+        const int s = shard;
+        mergeMeta(t.meta, p.meta);
+        const std::vector<StringId> name = strings.add(p.strings);
+        auto str = [&](StringId id) { return id >= 0 && static_cast<size_t>(id) < name.size() ? name[static_cast<size_t>(id)] : 0; };
+        for (auto& src : p.sources) {
+            src.id = tagId(s, src.id);
+            t.sources.push_back(std::move(src));
+        }
+        for (auto& r : p.ranks) {
+            if (r.sourceId)
+                r.sourceId = tagId(s, *r.sourceId);
+            t.ranks.push_back(std::move(r));
+        }
+        for (auto& g : p.gpus)
+            t.gpus.push_back(std::move(g));
+        for (auto& st : p.streams) {
+            st.id = streamId(streamIds, s, st.id);
+            t.streams.push_back(std::move(st));
+        }
+        for (auto& a : p.activities) {
+            a.id = tagId(s, a.id);
+            a.streamId = streamId(streamIds, s, a.streamId);
+            a.name = str(a.name);
+            a.ncclIndex = -1;
+            a.ncclCount = 0;
+            t.activities.push_back(a);
+        }
+        for (auto& op : p.ncclOps) {
+            op.id = tagId(s, op.id);
+            if (op.activityId)
+                op.activityId = tagId(s, *op.activityId);
+            if (op.streamId)
+                op.streamId = streamId(streamIds, s, *op.streamId);
+            t.ncclOps.push_back(std::move(op));
+        }
+        for (auto& c : p.cpuRanges) {
+            c.id = tagId(s, c.id);
+            if (c.parentId)
+                c.parentId = tagId(s, *c.parentId);
+            c.name = str(c.name);
+            if (c.domain)
+                c.domain = str(*c.domain);
+            t.cpuRanges.push_back(c);
+        }
+        for (auto& g : p.processGroups)
+            t.processGroups.push_back(std::move(g));
+        for (auto& e : p.memoryEvents)
+            t.memoryEvents.push_back(e);
+        for (auto& d : p.diagnostics) {
+            if (d.sourceId)
+                d.sourceId = tagId(s, *d.sourceId);
+            t.diagnostics.push_back(std::move(d));
+        }
+        for (auto& [k, v] : p.threadNames)
+            t.threadNames.emplace(k, std::move(v));
+        p = Trace{}; // the shard's copy goes before the next one is merged
+    }
+    // The orders Store::load() gives (every rank's rows come from one shard,
+    // in that shard's order).
+    std::stable_sort(t.ranks.begin(), t.ranks.end(), [](const RankInfo& a, const RankInfo& b) { return a.rank < b.rank; });
+    std::stable_sort(t.gpus.begin(), t.gpus.end(),
+                     [](const GpuInfo& a, const GpuInfo& b) { return std::tie(a.rank, a.device) < std::tie(b.rank, b.device); });
+    std::sort(t.streams.begin(), t.streams.end(), [](const StreamInfo& a, const StreamInfo& b) { return a.id < b.id; });
+    std::stable_sort(t.activities.begin(), t.activities.end(), [](const Activity& x, const Activity& y) {
+        return std::tie(x.rank, x.start, x.end) < std::tie(y.rank, y.start, y.end);
+    });
+    std::stable_sort(t.ncclOps.begin(), t.ncclOps.end(), [](const NcclOp& x, const NcclOp& y) {
+        if (x.rank != y.rank)
+            return x.rank < y.rank;
+        if (x.start.has_value() != y.start.has_value())
+            return !x.start.has_value();
+        if (x.start && *x.start != *y.start)
+            return *x.start < *y.start;
+        return x.id < y.id;
+    });
+    store::detail::linkNcclOps(t.activities, t.ncclOps);
+    std::sort(t.cpuRanges.begin(), t.cpuRanges.end(), [](const CpuRange& x, const CpuRange& y) {
+        return std::tie(x.rank, x.tid, x.start, x.id) < std::tie(y.rank, y.tid, y.start, y.id);
+    });
+    std::stable_sort(t.processGroups.begin(), t.processGroups.end(), [](const ProcessGroup& a, const ProcessGroup& b) {
+        return std::tie(a.rank, a.name) < std::tie(b.rank, b.name);
+    });
+    std::stable_sort(t.memoryEvents.begin(), t.memoryEvents.end(), [](const MemoryEvent& a, const MemoryEvent& b) {
+        return std::tie(a.rank, a.device, a.ts) < std::tie(b.rank, b.device, b.ts);
+    });
+    return t;
+}
+
+StoreSummary mergeSummaries(std::vector<std::pair<int, StoreSummary>> parts)
+{
+    StoreSummary m;
+    std::vector<std::pair<int, std::vector<StreamInfo>>> streams;
+    for (const auto& [shard, s] : parts)
+        streams.emplace_back(shard, s.streams);
+    const StreamIds streamIds = numberStreams(streams);
+    m.schemaVersion = parts.empty() ? kSchemaVersion : parts.front().second.schemaVersion;
+    std::map<std::string, int64_t> activities, nccl, cpu;
+    std::vector<std::string> activityOrder, cpuOrder;
+    for (auto& [shard, s] : parts) {
+        m.schemaVersion = std::min(m.schemaVersion, s.schemaVersion);
+        mergeMeta(m.meta, s.meta);
+        for (auto& src : s.sources) {
+            src.id = tagId(shard, src.id);
+            m.sources.push_back(std::move(src));
+        }
+        for (auto& r : s.ranks) {
+            if (r.sourceId)
+                r.sourceId = tagId(shard, *r.sourceId);
+            m.ranks.push_back(std::move(r));
+        }
+        for (auto& g : s.gpus)
+            m.gpus.push_back(std::move(g));
+        for (auto& st : s.streams) {
+            st.id = streamId(streamIds, shard, st.id);
+            m.streams.push_back(std::move(st));
+        }
+        for (const auto& [kind, n] : s.activityCounts)
+            if (activities.emplace(kind, 0).second)
+                activityOrder.push_back(kind), activities[kind] += n;
+            else
+                activities[kind] += n;
+        for (const auto& [kind, n] : s.ncclCounts)
+            nccl[kind] += n;
+        for (const auto& [kind, n] : s.cpuRangeCounts)
+            if (cpu.emplace(kind, 0).second)
+                cpuOrder.push_back(kind), cpu[kind] += n;
+            else
+                cpu[kind] += n;
+        for (auto& g : s.gpuSummaries)
+            m.gpuSummaries.push_back(g);
+        for (const auto& [id, counts] : s.streamCounts)
+            m.streamCounts[streamId(streamIds, shard, id)] = counts;
+        for (auto& d : s.diagnostics) {
+            if (d.sourceId)
+                d.sourceId = tagId(shard, *d.sourceId);
+            m.diagnostics.push_back(std::move(d));
+        }
+        if (s.first && (!m.first || *s.first < *m.first))
+            m.first = s.first;
+        if (s.last && (!m.last || *s.last > *m.last))
+            m.last = s.last;
+    }
+    for (const auto& k : activityOrder)
+        m.activityCounts.emplace_back(k, activities[k]);
+    for (const auto& [k, n] : nccl)
+        m.ncclCounts.emplace_back(k, n);
+    std::stable_sort(m.ncclCounts.begin(), m.ncclCounts.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (const auto& k : cpuOrder)
+        m.cpuRangeCounts.emplace_back(k, cpu[k]);
+    std::stable_sort(m.ranks.begin(), m.ranks.end(), [](const RankInfo& a, const RankInfo& b) { return a.rank < b.rank; });
+    std::stable_sort(m.gpus.begin(), m.gpus.end(),
+                     [](const GpuInfo& a, const GpuInfo& b) { return std::tie(a.rank, a.device) < std::tie(b.rank, b.device); });
+    std::sort(m.streams.begin(), m.streams.end(), [](const StreamInfo& a, const StreamInfo& b) { return a.id < b.id; });
+    std::stable_sort(m.gpuSummaries.begin(), m.gpuSummaries.end(), [](const GpuSummary& a, const GpuSummary& b) {
+        return std::tie(a.rank, a.device) < std::tie(b.rank, b.device);
+    });
+    return m;
+}
+
+StoreSummary shardedSummary(Shards& shards)
+{
+    std::vector<std::pair<int, StoreSummary>> parts;
+    for (size_t k = 0; k < shards.stores.size(); ++k)
+        if (shards.stores[k])
+            parts.emplace_back(static_cast<int>(k), shards.stores[k]->summary());
+    return mergeSummaries(std::move(parts));
+}
+
+Trace shardedLoad(Shards& shards, const LoadOptions& options)
+{
+    std::vector<std::pair<int, Trace>> parts;
+    const size_t n = shards.stores.size();
+    for (size_t k = 0; k < n; ++k) {
+        Store* store = shards.stores[k].get();
+        if (!store)
+            continue;
+        if (options.ranks) {
+            const ShardRecord* r = shards.index.record(static_cast<int>(k));
+            bool wanted = false;
+            for (int rank : *options.ranks)
+                wanted = wanted || (r && std::find(r->ranks.begin(), r->ranks.end(), rank) != r->ranks.end());
+            if (!wanted)
+                continue;
+        }
+        checkpoint(options.work, "reading shard " + std::to_string(k + 1) + " of " + std::to_string(n),
+                   static_cast<double>(k) / static_cast<double>(n));
+        LoadOptions own = options;
+        own.work = nullptr; // progress is told per shard, here
+        parts.emplace_back(static_cast<int>(k), store->load(own));
+    }
+    return mergeTraces(std::move(parts));
+}
+
+std::vector<std::vector<int64_t>> shardedAutogradSequences(Shards& shards, const std::vector<int64_t>& activityIds)
+{
+    std::vector<std::vector<int64_t>> out(activityIds.size());
+    std::map<int, std::vector<size_t>> byShard;
+    for (size_t i = 0; i < activityIds.size(); ++i)
+        byShard[shardOfId(activityIds[i])].push_back(i);
+    for (const auto& [shard, at] : byShard) {
+        Store* store = shard >= 0 && static_cast<size_t>(shard) < shards.stores.size() ? shards.stores[static_cast<size_t>(shard)].get() : nullptr;
+        if (!store)
+            continue;
+        std::vector<int64_t> local;
+        for (size_t i : at)
+            local.push_back(localId(activityIds[i]));
+        auto seqs = store->autogradSequences(local);
+        for (size_t j = 0; j < at.size(); ++j)
+            out[at[j]] = std::move(seqs[j]);
+    }
+    return out;
+}
+
+} // namespace store::detail
+
+} // namespace pipescope

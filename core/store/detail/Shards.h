@@ -1,0 +1,44 @@
+#pragma once
+// The sharded side of Store: a job folder's shards, opened together, read as
+// one store. A record's id in a sharded job is its id in its shard with the
+// shard's index in the bits above kShardIdBits (shard 0's ids are unchanged),
+// so an id leads back to its shard and row; stream ids are renumbered in
+// (rank, shard id) order, as a single store numbers them in rank-file order.
+#include "store/Store.h"
+
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace pipescope::store::detail {
+
+inline constexpr int kShardIdBits = 40;
+inline constexpr int64_t kLocalIdMask = (int64_t{1} << kShardIdBits) - 1;
+
+inline int64_t tagId(int shard, int64_t id) { return (static_cast<int64_t>(shard) << kShardIdBits) | id; }
+inline int shardOfId(int64_t id) { return static_cast<int>(id >> kShardIdBits); }
+inline int64_t localId(int64_t id) { return id & kLocalIdMask; }
+
+struct Shards {
+    std::string folder;
+    JobIndex index;
+    std::vector<std::unique_ptr<Store>> stores; // by shard index; null for a shard that had no traces
+    std::map<int, int> shardOfRank;
+
+    Store* ofRank(int rank) const;
+    Store* ofId(int64_t id) const;
+};
+
+// One store's streams as the sharded job numbers them: (shard, local id) -> id.
+using StreamIds = std::map<std::pair<int, int64_t>, int64_t>;
+StreamIds numberStreams(const std::vector<std::pair<int, std::vector<StreamInfo>>>& perShard);
+
+// Shard traces (each with the shard's index) made into the trace one store would give.
+Trace mergeTraces(std::vector<std::pair<int, Trace>> parts);
+StoreSummary mergeSummaries(std::vector<std::pair<int, StoreSummary>> parts);
+
+StoreSummary shardedSummary(Shards& shards);
+Trace shardedLoad(Shards& shards, const LoadOptions& options);
+std::vector<std::vector<int64_t>> shardedAutogradSequences(Shards& shards, const std::vector<int64_t>& activityIds);
+
+} // namespace pipescope::store::detail

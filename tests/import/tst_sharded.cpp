@@ -1,0 +1,328 @@
+// Sharded jobs: which task a launcher started, how rank files are grouped
+// into shards, the job index the tasks complete together, and a sharded job
+// read as the one store its traces make.
+#include "TestSupport.h"
+
+#include "analysis/Analysis.h"
+#include "analysis/AnalysisJson.h"
+#include "import/Import.h"
+#include "import/ShardedImport.h"
+#include "simulate/KinetoEmitter.h"
+#include "store/Store.h"
+#include "util/Error.h"
+#include "util/JsonText.h"
+#include "whatif/ModelDescription.h"
+#include "whatif/WhatIf.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <map>
+
+using namespace pipescope;
+using pipescope::test::path;
+
+namespace {
+
+// pp stages x dp replicas of a small GPT, as `pipescope simulate --emit-kineto` writes it.
+void emitJob(const QString& dir, int pp, int dp, int iterations)
+{
+    using namespace whatif;
+    const std::string text = R"({"format": "pipescope.model/1", "name": "gpt-8l", "hidden_size": 1024,
+        "attention_heads": 16, "sequence_length": 1024, "vocab_size": 32000, "gpu_tflops": 300,
+        "layers": [{"name": "decoder", "count": 8}],
+        "communication": {"p2p_latency_us": 20, "p2p_bandwidth_gbps": 25, "allreduce_latency_us": 30,
+                          "allreduce_bandwidth_gbps": 40}})";
+    const ModelDescription md = parseModelDescription(text, "test model");
+    CostModel model = CostModel::fromModel(md);
+    model.dataParallel = dp;
+    model.memory.dataParallel = dp;
+    Scenario base;
+    base.pp = pp;
+    base.microbatches = 2 * pp;
+    ScenarioChanges changes;
+    changes.schedule = "1f1b";
+    simulate::KinetoEmitOptions eo;
+    eo.iterations = iterations;
+    eo.costModel = &model;
+    simulate::emitKineto(predict(model, applyChanges(base, changes)), eo, dir.toStdString());
+}
+
+ImportJobOptions options(const QString& input, const std::string& output)
+{
+    ImportJobOptions o;
+    o.inputs = {input.toStdString()};
+    o.output = output;
+    o.progress = false;
+    o.jobs = 1;
+    return o;
+}
+
+std::string analysisJson(const std::string& path)
+{
+    Store store(path);
+    const Trace trace = store.load();
+    AnalyzeOptions ao;
+    ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
+    return jsonText(toJson(analyze(trace, ao), ao), 1);
+}
+
+// Per rank: each activity's (start, end, name, stream's own id), in order.
+std::map<int, std::vector<std::tuple<TimeNs, TimeNs, std::string, int64_t>>> activitiesByRank(const Trace& t)
+{
+    std::map<int, std::vector<std::tuple<TimeNs, TimeNs, std::string, int64_t>>> out;
+    for (const Activity& a : t.activities)
+        out[a.rank].emplace_back(a.start, a.end, t.str(a.name), t.stream(a.streamId) ? t.stream(a.streamId)->stream : -1);
+    return out;
+}
+
+std::function<const char*(const char*)> environment(std::map<std::string, std::string> vars)
+{
+    auto held = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+    return [held](const char* name) -> const char* {
+        auto it = held->find(name);
+        return it == held->end() ? nullptr : it->second.c_str();
+    };
+}
+
+QString errorOf(const std::function<void()>& f)
+{
+    try {
+        f();
+    } catch (const std::exception& e) {
+        return QString::fromUtf8(e.what());
+    }
+    return {};
+}
+
+} // namespace
+
+class TestSharded : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir data_;
+    QString job_; // 4 stages x 2 replicas
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(data_.isValid());
+        job_ = data_.path() + "/traces";
+        QDir().mkpath(job_);
+        emitJob(job_, 4, 2, 3);
+    }
+
+    void taskFromTheLauncher()
+    {
+        auto srun = shardTaskFromEnvironment(environment({{"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_NTASKS", "8"}}));
+        QVERIFY(srun);
+        QCOMPARE(srun->index, 3);
+        QCOMPARE(srun->count, 8);
+        QCOMPARE(QString::fromStdString(srun->source), QString("SLURM_PROCID/SLURM_STEP_NUM_TASKS"));
+        // A batch script is one process, whatever --ntasks the allocation has.
+        QVERIFY(!shardTaskFromEnvironment(environment({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}})));
+        auto ompi = shardTaskFromEnvironment(environment({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
+        QVERIFY(ompi && ompi->index == 1 && ompi->count == 2);
+        auto pmi = shardTaskFromEnvironment(environment({{"PMI_RANK", "0"}, {"PMI_SIZE", "4"}}));
+        QVERIFY(pmi && pmi->index == 0 && pmi->count == 4);
+        QVERIFY(!shardTaskFromEnvironment(environment({})));
+        QVERIFY(errorOf([] { shardTaskFromEnvironment(environment({{"SLURM_PROCID", "x1"}, {"SLURM_STEP_NUM_TASKS", "2"}})); })
+                    .startsWith("SLURM_PROCID=x1: not a task number"));
+        QVERIFY(errorOf([] { shardTaskFromEnvironment(environment({{"SLURM_PROCID", "2"}, {"SLURM_STEP_NUM_TASKS", "2"}})); })
+                    .contains("is not below SLURM_STEP_NUM_TASKS=2"));
+
+        const ShardTask t = parseShardTask("2/4");
+        QCOMPARE(t.index, 2);
+        QCOMPARE(t.count, 4);
+        for (const char* bad : {"4/4", "1/0", "a/2", "3", "-1/2", ""})
+            QVERIFY2(errorOf([bad] { parseShardTask(bad); }).contains("expected K/N"), bad);
+    }
+
+    void plansKeepPipelinesWhole()
+    {
+        std::vector<std::string> files;
+        std::vector<TraceHead> heads;
+        for (int r = 0; r < 8; ++r) {
+            files.push_back("rank-" + std::to_string(r) + ".json");
+            TraceHead h;
+            h.rank = r;
+            h.bytes = 100 + r;
+            // Megatron's layout: stages world/P = 2 ranks apart.
+            h.pipelineGroups = {r % 2 == 0 ? std::vector<int>{0, 2, 4, 6} : std::vector<int>{1, 3, 5, 7}};
+            heads.push_back(h);
+        }
+        ShardPlan plan = planShards(files, heads, 2);
+        QCOMPARE(plan.files.size(), size_t(2));
+        // The heavier group (odd ranks, 416 bytes) goes first, to shard 0.
+        QCOMPARE(plan.files[0], (std::vector<std::string>{"rank-1.json", "rank-3.json", "rank-5.json", "rank-7.json"}));
+        QCOMPARE(plan.files[1], (std::vector<std::string>{"rank-0.json", "rank-2.json", "rank-4.json", "rank-6.json"}));
+        QVERIFY(QString::fromStdString(plan.groupedBy).startsWith("pipeline groups"));
+
+        // Contiguous stages: the groups, not rank mod N, decide.
+        for (int r = 0; r < 8; ++r)
+            heads[static_cast<size_t>(r)].pipelineGroups = {r < 4 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{4, 5, 6, 7}};
+        plan = planShards(files, heads, 2);
+        QCOMPARE(plan.files[0], (std::vector<std::string>{"rank-4.json", "rank-5.json", "rank-6.json", "rank-7.json"}));
+        QCOMPARE(plan.files[1], (std::vector<std::string>{"rank-0.json", "rank-1.json", "rank-2.json", "rank-3.json"}));
+
+        // No groups in the heads: rank r to shard r mod N.
+        for (auto& h : heads)
+            h.pipelineGroups.clear();
+        plan = planShards(files, heads, 3);
+        QCOMPARE(plan.files[0], (std::vector<std::string>{"rank-0.json", "rank-3.json", "rank-6.json"}));
+        QCOMPARE(plan.files[2], (std::vector<std::string>{"rank-2.json", "rank-5.json"}));
+        QVERIFY(QString::fromStdString(plan.groupedBy).startsWith("rank modulo 3"));
+
+        // Every task computes the same fingerprint from the same inputs; another N or size is another plan.
+        QCOMPARE(planShards(files, heads, 3).fingerprint, plan.fingerprint);
+        QVERIFY(planShards(files, heads, 2).fingerprint != plan.fingerprint);
+        heads[0].bytes += 1;
+        QVERIFY(planShards(files, heads, 3).fingerprint != plan.fingerprint);
+    }
+
+    void headsTellRankAndPipeline()
+    {
+        const TraceHead head = readTraceHead((job_ + "/rank-5.json").toStdString());
+        QCOMPARE(head.rank, std::optional<int>(5));
+        QCOMPARE(head.pipelineGroups.size(), size_t(1));
+        QCOMPARE(head.pipelineGroups[0], (std::vector<int>{1, 3, 5, 7}));
+        QVERIFY(head.bytes > 0);
+    }
+
+    void shardedJobReadsAsOneStore()
+    {
+        QTemporaryDir out;
+        const std::string single = path(out, "single.pipescope");
+        importJob(options(job_, single));
+        const std::string folder = path(out, "job");
+
+        // Each shard holds one whole pipeline (stages 2 ranks apart), the heavier one in shard 0.
+        const std::vector<int> even{0, 2, 4, 6}, odd{1, 3, 5, 7};
+        const ShardImportResult first = importShard(options(job_, folder), {1, 2, "--shard"});
+        QVERIFY(first.record.ranks == even || first.record.ranks == odd);
+        QVERIFY(!first.index.complete());
+        QCOMPARE(first.index.missing(), std::vector<int>{0});
+        // Until the other task ends, every reader says which shard is missing.
+        const QString incomplete = errorOf([&] { Store s(folder); });
+        QVERIFY2(incomplete.contains("the sharded job is incomplete: 1 of 2 shards are missing (0;"), qPrintable(incomplete));
+        QVERIFY(incomplete.contains("--shard 0/2"));
+
+        const ShardImportResult second = importShard(options(job_, folder), {0, 2, "--shard"});
+        QCOMPARE(second.record.ranks, first.record.ranks == even ? odd : even);
+        QVERIFY(second.record.inputBytes >= first.record.inputBytes);
+        QVERIFY(second.index.complete());
+        QCOMPARE(second.record.rankSummaries.size(), size_t(4));
+        QVERIFY(second.record.rankSummaries[0].kernels > 0);
+
+        Store one(single), sharded(folder);
+        QVERIFY(sharded.jobIndex());
+        QVERIFY(!one.jobIndex());
+        const Trace a = one.load(), b = sharded.load();
+        QCOMPARE(b.activities.size(), a.activities.size());
+        QCOMPARE(b.ncclOps.size(), a.ncclOps.size());
+        QCOMPARE(b.streams.size(), a.streams.size());
+        QCOMPARE(b.ranks.size(), a.ranks.size());
+        QVERIFY(activitiesByRank(a) == activitiesByRank(b));
+        for (size_t i = 0; i < a.activities.size(); ++i)
+            QCOMPARE(b.activities[i].ncclCount, a.activities[i].ncclCount);
+
+        // Summaries agree rank by rank.
+        const StoreSummary sa = one.summary(), sb = sharded.summary();
+        QCOMPARE(sb.gpuSummaries.size(), sa.gpuSummaries.size());
+        for (size_t i = 0; i < sa.gpuSummaries.size(); ++i) {
+            QCOMPARE(sb.gpuSummaries[i].rank, sa.gpuSummaries[i].rank);
+            QCOMPARE(sb.gpuSummaries[i].kernels, sa.gpuSummaries[i].kernels);
+            QCOMPARE(sb.gpuSummaries[i].gpuBusy, sa.gpuSummaries[i].gpuBusy);
+        }
+        QCOMPARE(sb.first, sa.first);
+        QCOMPARE(sb.last, sa.last);
+        QCOMPARE(sb.activityCounts, sa.activityCounts);
+
+        // Ids lead back to their shard: the launch of a shard-1 activity.
+        const Activity* late = nullptr;
+        for (const Activity& x : b.activities)
+            if (x.rank == 6 && x.kind == ActivityKind::Kernel && x.launchStart) {
+                late = &x;
+                break;
+            }
+        QVERIFY(late);
+        const auto launch = sharded.launchOf(late->id);
+        QVERIFY(launch);
+        QCOMPARE(launch->start, *late->launchStart);
+        QCOMPARE(sharded.activityStart(6, 0), one.activityStart(6, 0));
+        QCOMPARE(sharded.activityStart(7, 10), one.activityStart(7, 10));
+
+        // The analysis of the sharded job is the single store's, field by field.
+        const auto ja = nlohmann::json::parse(analysisJson(single)), jb = nlohmann::json::parse(analysisJson(folder));
+        QVERIFY(ja["pipeline"]["found"].get<bool>());
+        for (const auto& [key, value] : ja.items())
+            QVERIFY2(jb[key] == value, key.c_str());
+        QCOMPARE(jb.size(), ja.size());
+    }
+
+    void localProcessesWriteTheShards()
+    {
+        QTemporaryDir out;
+        const std::string folder = path(out, "job");
+        const JobIndex index = importShardsLocally(options(job_, folder), 2);
+        QVERIFY(index.complete());
+        QCOMPARE(index.records.size(), size_t(2));
+        QCOMPARE(index.records[0].ranks.size() + index.records[1].ranks.size(), size_t(8));
+        QVERIFY(index.records[0].pid != index.records[1].pid);
+        QCOMPARE(Store(folder).load().ranks.size(), size_t(8));
+        QCOMPARE(readJobIndex(folder).plan, index.plan);
+        QVERIFY(!QFile::exists(QString::fromStdString(folder) + "/.job.lock"));
+    }
+
+    void failedAndStaleShardsAreNamed()
+    {
+        QTemporaryDir out;
+        const QString traces = out.path() + "/traces";
+        QDir().mkpath(traces);
+        for (const char* f : {"rank-0.json", "rank-1.json", "rank-2.json", "rank-3.json"})
+            QVERIFY(QFile::copy(job_ + "/" + f, traces + "/" + f));
+        // Rank 3's file is cut short: its pipeline ({1, 3}, now the lighter) goes to shard 1, which fails.
+        QFile cut(traces + "/rank-3.json");
+        QVERIFY(cut.open(QIODevice::ReadWrite));
+        cut.resize(cut.size() / 2);
+        cut.close();
+        const std::string folder = path(out, "job");
+        importShard(options(traces, folder), {0, 2, "--shard"});
+        const QString failure = errorOf([&] { importShard(options(traces, folder), {1, 2, "--shard"}); });
+        QVERIFY2(failure.contains("rank-3.json"), qPrintable(failure));
+        const JobIndex index = readJobIndex(folder);
+        QVERIFY(!index.complete());
+        QVERIFY(index.failed().size() == 1);
+        const QString message = errorOf([&] { Store s(folder); });
+        QVERIFY2(message.contains("1 of 2 shards failed (") && message.contains("rank-3.json"), qPrintable(message));
+
+        // Another import into the folder (other N) replaces the index at once.
+        importShard(options(job_, folder), {0, 3, "--shard"});
+        const JobIndex fresh = readJobIndex(folder);
+        QCOMPARE(fresh.shards, 3);
+        QCOMPARE(fresh.missing(), (std::vector<int>{1, 2}));
+        QVERIFY(fresh.failed().empty());
+    }
+
+    void badFoldersAreRefused()
+    {
+        QTemporaryDir out;
+        QVERIFY(errorOf([&] { Store s(out.path().toStdString()); }).contains("without a job index"));
+        QFile f(out.path() + "/job.json");
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"format\": \"pipescope.job/9\", \"plan\": \"x\", \"shards\": 1, \"shard_list\": []}");
+        f.close();
+        QVERIFY(errorOf([&] { Store s(out.path().toStdString()); }).contains("newer than this build reads"));
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write("{\"format\": \"pipescope.job/1\", \"plan\": \"x\", \"shards\": 1, \"shard_list\": "
+                "[{\"index\": 0, \"file\": \"../../etc/x\", \"status\": \"done\", \"ranks\": []}]}");
+        f.close();
+        QVERIFY(errorOf([&] { Store s(out.path().toStdString()); }).contains("the job index is damaged"));
+        QVERIFY(errorOf([&] { importShard(options(job_, path(out, "job.json")), {0, 2, "--shard"}); })
+                    .contains("exists and is not a folder"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSharded)
+#include "tst_sharded.moc"
