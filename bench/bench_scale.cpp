@@ -17,6 +17,8 @@
 
 #ifdef PIPESCOPE_BENCH_APP
 #include "session/AppSession.h"
+using pipescope::gui::AppSession;
+using pipescope::gui::OpenOptions;
 #endif
 
 #include <chrono>
@@ -87,16 +89,16 @@ uint64_t writeJob(const fs::path& dir, int ranks, int iterations)
     return bytesUnder(dir);
 }
 
-struct Step {
+struct Measured {
     double wall = 0;
     double peakMb = 0; // the largest peak resident set among the step's processes
     bool ok = false;
 };
 
 // Runs the commands side by side, each with its own environment additions; waits for all.
-Step runCommands(const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>& commands, bool quiet = true)
+Measured runCommands(const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>& commands, bool quiet = true)
 {
-    Step s;
+    Measured s;
     std::fflush(stdout);
     const auto t0 = Clock::now();
     std::vector<pid_t> pids;
@@ -129,9 +131,9 @@ Step runCommands(const std::vector<std::pair<std::vector<std::string>, std::vect
 }
 
 // Runs f in a child process; what it prints is kept.
-Step runHere(const std::function<void()>& f)
+Measured runHere(const std::function<void()>& f)
 {
-    Step s;
+    Measured s;
     std::fflush(stdout);
     const auto t0 = Clock::now();
     const pid_t pid = fork();
@@ -155,7 +157,7 @@ Step runHere(const std::function<void()>& f)
     return s;
 }
 
-void print(const char* what, const Step& s, double mb, int processes)
+void print(const char* what, const Measured& s, double mb, int processes)
 {
     std::printf("  %-34s %7.1f s  %7.0f MB/s per process  peak %6.0f MB%s\n", what, s.wall,
                 s.wall > 0 ? mb / s.wall / processes : 0.0, s.peakMb, s.ok ? "" : "  FAILED");
@@ -186,7 +188,7 @@ int main(int argc, char** argv)
         std::printf("\n%d ranks: %.0f MB of Kineto JSON (written in %.1f s)\n", ranks, mb, seconds(t0));
 
         const fs::path one = dir / "one.pipescope";
-        Step s = runCommands({{{cli, "import", traces.string(), "-q", "-o", one.string()}, {}}});
+        Measured s = runCommands({{{cli, "import", traces.string(), "-q", "-o", one.string()}, {}}});
         print("import, 1 process, one store", s, mb, 1);
         std::printf("  %-34s %7.0f MB\n", "  store", static_cast<double>(bytesUnder(one)) / 1e6);
         fs::remove(one);

@@ -8,7 +8,9 @@
 #include "util/Limits.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <thread>
 
 namespace pipescope::cli {
 namespace {
@@ -60,7 +62,31 @@ std::string rankList(const std::vector<int>& ranks)
         out += (out.empty() ? "" : ",") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
         i = j + 1;
     }
+    if (out.size() > 40) // a shard of many pipelines: its first and last ranks
+        out = out.substr(0, out.find(',', out.find(',') + 1)) + ",...," + std::to_string(ranks.back()) + " (" +
+              std::to_string(ranks.size()) + " ranks)";
     return out.empty() ? "-" : out;
+}
+
+// A large job imported into one store by one process: tell of sharding once.
+void suggestShards(const ImportJobOptions& o)
+{
+    constexpr uint64_t kLarge = 2'000'000'000;
+    std::vector<std::string> warnings;
+    uint64_t bytes = 0;
+    try {
+        for (const auto& f : expandTraceInputs(o.inputs, warnings)) {
+            std::error_code ec;
+            bytes += std::filesystem::file_size(f, ec);
+        }
+    } catch (const Error&) {
+        return; // the import itself says what is wrong
+    }
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (bytes < kLarge || cores < 2)
+        return;
+    std::cerr << "pipescope import: note: " << formatBytes(static_cast<int64_t>(bytes)) << " of traces; `--shards " << cores
+              << "` would import them in " << cores << " processes side by side into a job folder (docs/scale.md)\n";
 }
 
 TextTable shardTable(const JobIndex& index)
@@ -140,6 +166,8 @@ int runImport(const ImportArgs& a)
     o.warn = [](const std::string& w) { std::cerr << "pipescope import: warning: " << printable(w, 4096) << "\n"; };
     if (task || a.shards)
         return runSharded(o, a, task);
+    if (!a.quiet)
+        suggestShards(o);
     auto report = importJob(o);
     if (a.quiet)
         return kExitOk;

@@ -37,6 +37,15 @@ bool isStore(const QString& path)
 
 QString title(const QStringList& inputs)
 {
+    if (inputs.size() == 1 && isShardedJob(inputs.front().toStdString())) {
+        // A job folder says how many shards it reads from.
+        try {
+            const int n = readJobIndex(inputs.front().toStdString()).shards;
+            return QStringLiteral("%1 (%2 shards)").arg(QFileInfo(QDir::cleanPath(inputs.front())).fileName()).arg(n);
+        } catch (const std::exception&) {
+            // Opening it will say what is wrong.
+        }
+    }
     if (inputs.size() == 1)
         return QFileInfo(inputs.front()).fileName();
     return QStringLiteral("%1 (+%2 files)").arg(QFileInfo(inputs.front()).fileName()).arg(inputs.size() - 1);
