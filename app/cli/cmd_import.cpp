@@ -107,6 +107,13 @@ void printJobState(const std::string& folder, const JobIndex& index)
     if (index.complete()) {
         std::cout << "The job is complete: " << index.shards << (index.shards == 1 ? " shard" : " shards")
                   << ", grouped by " << index.groupedBy << "\n";
+        if (!index.shardClockOffsets.empty()) {
+            std::cout << "Clocks across shards, by the operations they share (added to each shard's times):\n";
+            TextTable t({">shard", ">shift"});
+            for (size_t k = 0; k < index.shardClockOffsets.size(); ++k)
+                t.add({std::to_string(k), formatShift(index.shardClockOffsets[k])});
+            std::cout << t.render();
+        }
         std::cout << "Next: pipescope info " << folder << "   or   pipescope analyze " << folder << "\n";
     } else if (index.failed().empty()) {
         const size_t n = index.missing().size();

@@ -1,5 +1,6 @@
 #include "import/ShardedImport.h"
 
+#include "import/common/ClockAlignment.h"
 #include "import/common/FileNames.h"
 #include "store/Store.h"
 #include "util/Error.h"
@@ -416,6 +417,41 @@ std::vector<JobRankSummary> rankSummaries(const std::string& shardPath, int shar
     return out;
 }
 
+// Clock alignment across shards (each aligned within itself on import): the
+// operations that span shards (data-parallel collectives) give each shard
+// one shift, the median of its ranks' shifts, from the shard of the lowest
+// rank outwards, as within a store (import/common/ClockAlignment.h).
+std::vector<TimeNs> alignShards(const std::string& folder, const JobIndex& index)
+{
+    std::vector<StoreWriter::CollectiveEnd> collectives;
+    std::vector<StoreWriter::TransferEnd> transfers;
+    std::vector<int> ranks;
+    for (const ShardRecord& r : index.records) {
+        if (r.file.empty())
+            continue;
+        Store shard((fs::path(folder) / r.file).string());
+        auto c = StoreWriter::collectiveEnds(shard.database());
+        auto t = StoreWriter::transferEnds(shard.database());
+        collectives.insert(collectives.end(), std::make_move_iterator(c.begin()), std::make_move_iterator(c.end()));
+        transfers.insert(transfers.end(), t.begin(), t.end());
+        ranks.insert(ranks.end(), r.ranks.begin(), r.ranks.end());
+    }
+    std::sort(ranks.begin(), ranks.end());
+    const std::map<int, TimeNs> byRank = detail::offsetsFromEnds(collectives, transfers, ranks);
+    std::vector<TimeNs> offsets(static_cast<size_t>(index.shards), 0);
+    for (const ShardRecord& r : index.records) {
+        std::vector<TimeNs> mine;
+        for (int rank : r.ranks)
+            if (auto it = byRank.find(rank); it != byRank.end())
+                mine.push_back(it->second);
+        if (mine.empty())
+            continue; // shares no operation with the others: its own clock stays
+        std::nth_element(mine.begin(), mine.begin() + static_cast<long>(mine.size() / 2), mine.end());
+        offsets[static_cast<size_t>(r.index)] = mine[mine.size() / 2];
+    }
+    return offsets;
+}
+
 } // namespace
 
 ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& task)
@@ -425,6 +461,9 @@ ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& 
     makeJobFolder(folder);
     std::vector<std::string> warnings;
     const std::vector<std::string> files = expandTraceInputs(options.inputs, warnings);
+    if (options.warn)
+        for (const auto& w : warnings)
+            options.warn(w);
     std::vector<TraceHead> heads;
     heads.reserve(files.size());
     for (const auto& f : files)
@@ -485,6 +524,18 @@ ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& 
                                 shardRecordText(record, plan.fingerprint, plan.shards));
         FolderLock lock(folder);
         result.index = collectIndex(folder, plan);
+        if (result.index.complete() && options.alignment == Alignment::Collectives && plan.shards > 1) {
+            try {
+                std::vector<TimeNs> offsets = alignShards(folder, result.index);
+                if (std::any_of(offsets.begin(), offsets.end(), [](TimeNs d) { return d != 0; }))
+                    result.index.shardClockOffsets = std::move(offsets);
+            } catch (const Error& e) {
+                result.report.warnings.push_back(std::string("the shards' clocks were not aligned with each other (") +
+                                                 e.what() + "); each keeps its own");
+                if (options.warn)
+                    options.warn(result.report.warnings.back());
+            }
+        }
         writeJobIndex(folder, result.index);
     } catch (const Error&) {
         if (!failure)

@@ -155,11 +155,16 @@ JobIndex readJobIndex(const std::string& folder)
         index.groupedBy = j.value("grouped_by", std::string());
         for (const auto& r : j.at("shard_list"))
             index.records.push_back(recordFromJson(r));
+        if (auto off = j.find("shard_clock_offsets_ns"); off != j.end() && !off->is_null())
+            index.shardClockOffsets = off->get<std::vector<TimeNs>>();
     } catch (const json::exception& e) {
         throw FormatError(path + ": the job index is damaged (" + std::string(e.what()) + "); re-run the import");
     }
     if (index.shards < 1 || index.shards > 1 << 20)
         throw FormatError(path + ": the job index names " + std::to_string(index.shards) + " shards; re-run the import");
+    if (!index.shardClockOffsets.empty() && index.shardClockOffsets.size() != static_cast<size_t>(index.shards))
+        throw FormatError(path + ": the job index has " + std::to_string(index.shardClockOffsets.size()) +
+                          " clock offsets for " + std::to_string(index.shards) + " shards; re-run the import");
     for (const auto& r : index.records)
         if (r.index < 0 || r.index >= index.shards)
             throw FormatError(path + ": the job index names shard " + std::to_string(r.index) + " of " +
@@ -179,7 +184,9 @@ void writeJobIndex(const std::string& folder, const JobIndex& index)
     json doc = {{"format", kJobFormat},       {"plan", index.plan},
                 {"shards", index.shards},     {"grouped_by", index.groupedBy},
                 {"complete", index.complete()}, {"missing", index.missing()},
-                {"failed", index.failed()},   {"shard_list", list}};
+                {"failed", index.failed()},
+                {"shard_clock_offsets_ns", index.shardClockOffsets.empty() ? json(nullptr) : json(index.shardClockOffsets)},
+                {"shard_list", list}};
     AtomicOutput::writeFile((fs::path(folder) / kJobIndexName).string(), jsonText(doc, 1) + "\n");
 }
 

@@ -49,6 +49,10 @@ struct JobIndex {
     int shards = 0;          // N
     std::string groupedBy;   // how ranks were put together into shards, for the user
     std::vector<ShardRecord> records; // by index, those that ended
+    // Per shard, added to its times when read: clock alignment across shards
+    // (import --align collectives), set by the task that completes the job;
+    // empty when every shard keeps its own times.
+    std::vector<TimeNs> shardClockOffsets;
 
     bool complete() const;
     std::vector<int> missing() const; // shards whose task has not ended (yet)

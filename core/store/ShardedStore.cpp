@@ -62,6 +62,64 @@ Store* Shards::ofId(int64_t id) const
     return s >= 0 && static_cast<size_t>(s) < stores.size() ? stores[static_cast<size_t>(s)].get() : nullptr;
 }
 
+TimeNs Shards::clockOffset(int shard) const
+{
+    const auto& off = index.shardClockOffsets;
+    return shard >= 0 && static_cast<size_t>(shard) < off.size() ? off[static_cast<size_t>(shard)] : 0;
+}
+
+TimeNs Shards::clockOffsetOfRank(int rank) const
+{
+    auto it = shardOfRank.find(rank);
+    return it == shardOfRank.end() ? 0 : clockOffset(it->second);
+}
+
+void shiftTrace(Trace& t, TimeNs by)
+{
+    if (by == 0)
+        return;
+    for (auto& s : t.sources)
+        s.clockOffset += by;
+    for (auto& a : t.activities) {
+        a.start += by;
+        a.end += by;
+        if (a.launchStart)
+            a.launchStart = *a.launchStart + by;
+    }
+    for (auto& op : t.ncclOps) {
+        if (op.start)
+            *op.start += by;
+        if (op.end)
+            *op.end += by;
+    }
+    for (auto& c : t.cpuRanges) {
+        c.start += by;
+        c.end += by;
+    }
+    for (auto& e : t.memoryEvents)
+        e.ts += by;
+}
+
+void shiftSummary(StoreSummary& s, TimeNs by)
+{
+    if (by == 0)
+        return;
+    auto shift = [by](std::optional<TimeNs>& t) {
+        if (t)
+            *t += by;
+    };
+    for (auto& src : s.sources)
+        src.clockOffset += by;
+    for (auto& g : s.gpuSummaries) {
+        shift(g.kernelFirst);
+        shift(g.kernelLast);
+        shift(g.gpuFirst);
+        shift(g.gpuLast);
+    }
+    shift(s.first);
+    shift(s.last);
+}
+
 StreamIds numberStreams(const std::vector<std::pair<int, std::vector<StreamInfo>>>& perShard)
 {
     std::vector<std::tuple<int, int, int64_t>> all; // rank, shard, local id
@@ -298,8 +356,10 @@ StoreSummary shardedSummary(Shards& shards)
 {
     std::vector<std::pair<int, StoreSummary>> parts;
     for (size_t k = 0; k < shards.stores.size(); ++k)
-        if (shards.stores[k])
+        if (shards.stores[k]) {
             parts.emplace_back(static_cast<int>(k), shards.stores[k]->summary());
+            shiftSummary(parts.back().second, shards.clockOffset(static_cast<int>(k)));
+        }
     return mergeSummaries(std::move(parts));
 }
 
@@ -323,7 +383,14 @@ Trace shardedLoad(Shards& shards, const LoadOptions& options)
                    static_cast<double>(k) / static_cast<double>(n));
         LoadOptions own = options;
         own.work = nullptr; // progress is told per shard, here
+        // A window is asked in the shard's own times.
+        const TimeNs by = shards.clockOffset(static_cast<int>(k));
+        if (own.from)
+            *own.from -= by;
+        if (own.to)
+            *own.to -= by;
         parts.emplace_back(static_cast<int>(k), store->load(own));
+        shiftTrace(parts.back().second, by);
     }
     return mergeTraces(std::move(parts));
 }

@@ -339,7 +339,8 @@ std::optional<TimeNs> Store::activityStart(int rank, int64_t index)
         return std::nullopt;
     if (shards_) {
         Store* shard = shards_->ofRank(rank);
-        return shard ? shard->activityStart(rank, index) : std::nullopt;
+        const auto start = shard ? shard->activityStart(rank, index) : std::nullopt;
+        return start ? std::optional<TimeNs>(*start + shards_->clockOffsetOfRank(rank)) : std::nullopt;
     }
     auto st = db_.prepare("SELECT start_ns FROM activities WHERE rank = ?1 ORDER BY start_ns LIMIT 1 OFFSET ?2");
     st.bind(1, static_cast<int64_t>(rank)).bind(2, index);
@@ -353,7 +354,12 @@ std::optional<LaunchCall> Store::launchOf(int64_t activityId)
 {
     if (shards_) {
         Store* shard = shards_->ofId(activityId);
-        return shard ? shard->launchOf(store::detail::localId(activityId)) : std::nullopt;
+        auto call = shard ? shard->launchOf(store::detail::localId(activityId)) : std::nullopt;
+        if (call) {
+            call->start += shards_->clockOffset(store::detail::shardOfId(activityId));
+            call->end += shards_->clockOffset(store::detail::shardOfId(activityId));
+        }
+        return call;
     }
     auto st = db_.prepare("SELECT c.tid, c.start_ns, c.end_ns, s.value FROM activities a"
                           " JOIN cpu_ranges c ON c.id = a.launch_id LEFT JOIN strings s ON s.id = c.name_id"

@@ -347,10 +347,12 @@ void StoreWriter::relabelRank(int from, int to, const Mark& since, const std::ve
         st.bind(1, to).bind(2, id).run();
 }
 
-std::vector<StoreWriter::CollectiveEnd> StoreWriter::collectiveEnds()
+std::vector<StoreWriter::CollectiveEnd> StoreWriter::collectiveEnds() { return collectiveEnds(db_); }
+
+std::vector<StoreWriter::CollectiveEnd> StoreWriter::collectiveEnds(sql::Database& db)
 {
     std::vector<CollectiveEnd> out;
-    auto st = db_.prepare("SELECT rank, kind, COALESCE(group_name, '') || '|' || COALESCE(group_ranks, ''), seq, end_ns FROM nccl_ops"
+    auto st = db.prepare("SELECT rank, kind, COALESCE(group_name, '') || '|' || COALESCE(group_ranks, ''), seq, end_ns FROM nccl_ops"
                           " WHERE is_p2p = 0 AND end_ns IS NOT NULL ORDER BY rank, start_ns, id");
     while (st.step())
         out.push_back({static_cast<int>(st.int64(0)), st.string(1), st.string(2),
@@ -358,10 +360,12 @@ std::vector<StoreWriter::CollectiveEnd> StoreWriter::collectiveEnds()
     return out;
 }
 
-std::vector<StoreWriter::TransferEnd> StoreWriter::transferEnds()
+std::vector<StoreWriter::TransferEnd> StoreWriter::transferEnds() { return transferEnds(db_); }
+
+std::vector<StoreWriter::TransferEnd> StoreWriter::transferEnds(sql::Database& db)
 {
     std::vector<TransferEnd> out;
-    auto st = db_.prepare("SELECT rank, kind, peer, end_ns FROM nccl_ops WHERE is_p2p = 1 AND peer IS NOT NULL"
+    auto st = db.prepare("SELECT rank, kind, peer, end_ns FROM nccl_ops WHERE is_p2p = 1 AND peer IS NOT NULL"
                           " AND end_ns IS NOT NULL AND kind IN (?1, ?2) ORDER BY rank, start_ns, id");
     st.bind(1, toString(Collective::Send)).bind(2, toString(Collective::Recv));
     while (st.step())

@@ -218,6 +218,9 @@ public:
         TimeNs end = 0;
     };
     std::vector<TransferEnd> transferEnds();
+    // The same read from any store's database (a finished shard's, read-only).
+    static std::vector<CollectiveEnd> collectiveEnds(sql::Database& db);
+    static std::vector<TransferEnd> transferEnds(sql::Database& db);
 
     // Removes records whose times left the representable range (see
     // util/Limits.h), counting them as bad records of their source. Throws

@@ -96,6 +96,28 @@ QString errorOf(const std::function<void()>& f)
     return {};
 }
 
+#ifdef PIPESCOPE_CLI
+// The command-line tool with extra environment variables (a launcher's).
+test::CliResult runCliWith(const QStringList& args, const std::map<QString, QString>& env = {})
+{
+    QProcess p;
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    for (const char* v : {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK",
+                          "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE"})
+        e.remove(v);
+    for (const auto& [k, v] : env)
+        e.insert(k, v);
+    p.setProcessEnvironment(e);
+    p.start(QString::fromUtf8(PIPESCOPE_CLI), args);
+    p.waitForFinished(300000);
+    test::CliResult r;
+    r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = QString::fromUtf8(p.readAllStandardOutput());
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+#endif
+
 } // namespace
 
 class TestSharded : public QObject {
@@ -261,6 +283,48 @@ private slots:
         QCOMPARE(jb.size(), ja.size());
     }
 
+    void clocksAlignAcrossShards()
+    {
+        // The odd pipeline's host runs 5 ms ahead: its files' time base says so.
+        QTemporaryDir out;
+        const QString traces = out.path() + "/traces";
+        QDir().mkpath(traces);
+        for (int r = 0; r < 8; ++r) {
+            QFile in(job_ + QString("/rank-%1.json").arg(r));
+            QVERIFY(in.open(QIODevice::ReadOnly));
+            QByteArray text = in.readAll();
+            if (r % 2 == 1) {
+                const QByteArray base = "\"baseTimeNanoseconds\": 1704067200000000000";
+                QVERIFY(text.contains(base));
+                text.replace(base, "\"baseTimeNanoseconds\": 1704067200005000000");
+            }
+            QFile o(traces + QString("/rank-%1.json").arg(r));
+            QVERIFY(o.open(QIODevice::WriteOnly));
+            o.write(text);
+        }
+        ImportJobOptions o = options(traces, path(out, "single.pipescope"));
+        o.alignment = Alignment::Collectives;
+        importJob(o);
+        o.output = path(out, "job");
+        importShard(o, {0, 2, "--shard"});
+        const ShardImportResult last = importShard(o, {1, 2, "--shard"});
+        QVERIFY(last.index.complete());
+        // Each shard is one pipeline; the one without rank 0 moves back 5 ms.
+        QCOMPARE(last.index.shardClockOffsets.size(), size_t(2));
+        const int odd = last.index.record(0)->ranks.front() % 2 == 1 ? 0 : 1;
+        QCOMPARE(last.index.shardClockOffsets[static_cast<size_t>(odd)], TimeNs{-5'000'000});
+        QCOMPARE(last.index.shardClockOffsets[static_cast<size_t>(1 - odd)], TimeNs{0});
+        QCOMPARE(readJobIndex(o.output).shardClockOffsets, last.index.shardClockOffsets);
+
+        Store one(path(out, "single.pipescope")), sharded(o.output);
+        QVERIFY(activitiesByRank(one.load()) == activitiesByRank(sharded.load()));
+        QCOMPARE(sharded.activityStart(3, 5), one.activityStart(3, 5));
+        QCOMPARE(sharded.summary().last, one.summary().last);
+        const auto ja = nlohmann::json::parse(analysisJson(path(out, "single.pipescope"))), jb = nlohmann::json::parse(analysisJson(o.output));
+        for (const auto& [key, value] : ja.items())
+            QVERIFY2(jb[key] == value, key.c_str());
+    }
+
     void localProcessesWriteTheShards()
     {
         QTemporaryDir out;
@@ -303,6 +367,52 @@ private slots:
         QCOMPARE(fresh.shards, 3);
         QCOMPARE(fresh.missing(), (std::vector<int>{1, 2}));
         QVERIFY(fresh.failed().empty());
+    }
+
+    void commandLine()
+    {
+#ifndef PIPESCOPE_CLI
+        QSKIP("the command-line tool is not built");
+#else
+        QTemporaryDir out;
+        const QString job = out.path() + "/job", single = out.path() + "/one.pipescope";
+        auto r = runCliWith({"import", job_, "-o", job, "--shard", "2/2"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("--shard 2/2: expected K/N with 0 <= K < N"), qPrintable(r.err));
+        r = runCliWith({"import", job_, "-o", job, "--shard", "0/2", "--shards", "2"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("exclude each other"), qPrintable(r.err));
+
+        // Task 1 of 2 under srun: its shard, then a job waiting for the other.
+        r = runCliWith({"import", job_, "-o", job}, {{"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_NTASKS", "2"}});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.out.contains("Imported shard 1 of 2 (from SLURM_PROCID/SLURM_STEP_NUM_TASKS)"), qPrintable(r.out));
+        QVERIFY(r.out.contains("Waiting for the tasks of 1 more shard;"));
+        r = runCliWith({"analyze", job});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("1 of 2 shards are missing (0;"), qPrintable(r.err));
+        r = runCliWith({"import", job_, "-o", job}, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.out.contains("The job is complete: 2 shards"), qPrintable(r.out));
+
+        // One task of a launcher, or a batch script: one store.
+        r = runCliWith({"import", job_, "-q", "-o", single}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(QFileInfo(single).isFile());
+
+        // The analysis reads the same either way (the first line names the input).
+        auto a = runCliWith({"analyze", single}), b = runCliWith({"analyze", job});
+        QCOMPARE(a.exitCode, 0);
+        QCOMPARE(b.exitCode, 0);
+        QCOMPARE(b.out.section('\n', 1), a.out.section('\n', 1));
+        r = runCliWith({"info", job});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.contains("Sharded job: 2 shards, grouped by pipeline groups"));
+
+        r = runCliWith({"import", job_, "-o", out.path() + "/local", "--shards", "3"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.out.contains("Imported 3 shards side by side"), qPrintable(r.out));
+#endif
     }
 
     void badFoldersAreRefused()

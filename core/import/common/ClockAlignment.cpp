@@ -18,11 +18,17 @@ namespace detail {
 // difference of ends is a robust clock offset.
 std::map<int, TimeNs> collectiveOffsets(StoreWriter& writer, const std::vector<int>& ranks)
 {
+    return offsetsFromEnds(writer.collectiveEnds(), writer.transferEnds(), ranks);
+}
+
+std::map<int, TimeNs> offsetsFromEnds(const std::vector<StoreWriter::CollectiveEnd>& collectives,
+                                      const std::vector<StoreWriter::TransferEnd>& transfers, const std::vector<int>& ranks)
+{
     // A group is named by its name and, when known, its members: some traces
     // reuse one name for several disjoint groups (e.g. every data-parallel group).
     std::map<int, std::map<std::string, TimeNs>> endsByRank;
     std::map<std::pair<int, std::string>, int64_t> ordinal;
-    for (const StoreWriter::CollectiveEnd& c : writer.collectiveEnds()) {
+    for (const StoreWriter::CollectiveEnd& c : collectives) {
         std::string seq;
         if (c.seq)
             seq = "s" + std::to_string(*c.seq);
@@ -33,10 +39,10 @@ std::map<int, TimeNs> collectiveOffsets(StoreWriter& writer, const std::vector<i
     // Point-to-point transfers link ranks that share no collective (pipeline
     // neighbours): the k-th send from a to b and the k-th receive on b from a
     // complete together, when the last byte lands.
-    std::map<std::tuple<int, int, bool>, int64_t> transfers;
-    for (const StoreWriter::TransferEnd& t : writer.transferEnds()) {
+    std::map<std::tuple<int, int, bool>, int64_t> transferCount;
+    for (const StoreWriter::TransferEnd& t : transfers) {
         int from = t.send ? t.rank : t.peer, to = t.send ? t.peer : t.rank;
-        int64_t k = transfers[{t.rank, t.peer, t.send}]++;
+        int64_t k = transferCount[{t.rank, t.peer, t.send}]++;
         endsByRank[t.rank]["p2p/" + std::to_string(from) + ">" + std::to_string(to) + "/" + std::to_string(k)] = t.end;
     }
     std::map<int, TimeNs> offsets;

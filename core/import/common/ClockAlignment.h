@@ -20,6 +20,9 @@ namespace detail {
 // The offsets alone, from the first of `ranks` (0) outwards over ranks that
 // share operations; ranks reached by none are absent.
 std::map<int, TimeNs> collectiveOffsets(StoreWriter& writer, const std::vector<int>& ranks);
+// The same from operation ends read elsewhere (the shards of a sharded job).
+std::map<int, TimeNs> offsetsFromEnds(const std::vector<StoreWriter::CollectiveEnd>& collectives,
+                                      const std::vector<StoreWriter::TransferEnd>& transfers, const std::vector<int>& ranks);
 } // namespace detail
 
 } // namespace pipescope

@@ -27,7 +27,14 @@ struct Shards {
 
     Store* ofRank(int rank) const;
     Store* ofId(int64_t id) const;
+    // What is added to the shard's times (JobIndex::shardClockOffsets).
+    TimeNs clockOffset(int shard) const;
+    TimeNs clockOffsetOfRank(int rank) const;
 };
+
+// Adds a shard's clock offset to every time of what was read from it.
+void shiftTrace(Trace& t, TimeNs by);
+void shiftSummary(StoreSummary& s, TimeNs by);
 
 // One store's streams as the sharded job numbers them: (shard, local id) -> id.
 using StreamIds = std::map<std::pair<int, int64_t>, int64_t>;
