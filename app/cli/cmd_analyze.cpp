@@ -3,6 +3,7 @@
 #include "ScenarioOptions.h"
 #include "analysis/CommRules.h"
 #include "NumberChecks.h"
+#include "RankSelection.h"
 #include "util/Format.h"
 #include "util/JsonText.h"
 #include "analysis/Analysis.h"
@@ -26,7 +27,7 @@ namespace pipescope::cli {
 static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: steps, bubbles by cause, imbalance, critical path", 30,
                             [](CLI::App& app) -> RunFn {
                                 struct Opts {
-                                    std::string file, output, stageMap, iterationRange, commRules;
+                                    std::string file, output, stageMap, iterationRange, commRules, ranks;
                                     std::optional<int> iteration, pp;
                                     bool json = false, hta = false, all = false, cache = false;
                                 };
@@ -36,6 +37,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                     ->check(wholeNumber(0));
                                 app.add_option("--pp", o->pp, "pipeline degree: rank r is stage r / (world / N)")->check(wholeNumber(1));
                                 app.add_option("--stage-map", o->stageMap, "explicit rank:stage list, e.g. 0:0,1:0,2:1,3:1");
+                                app.add_option("--ranks", o->ranks,
+                                               "analyse only these ranks, e.g. 0-3 or 0,256,512,768 (one pipeline of a large job)");
                                 app.add_option("--iteration-range", o->iterationRange, "name of the annotation or NVTX range that marks iterations");
                                 app.add_flag("--json", o->json, "print the analysis as JSON (schema pipescope.analysis/2)");
                                 app.add_flag("--hta-compatible", o->hta, "HTA views in HTA's own arithmetic (whole us, last profiler step dropped)");
@@ -52,6 +55,9 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                     ao.iterationRange = o->iterationRange;
                                     ao.htaCompatible = o->hta;
                                     ao.allIterations = o->all;
+                                    std::optional<std::vector<int>> ranks;
+                                    if (!o->ranks.empty())
+                                        ranks = parseRankList(o->ranks);
                                     if (!o->commRules.empty())
                                         ao.commRules = std::make_shared<const CommRules>(CommRules::fromFile(o->commRules));
 
@@ -66,6 +72,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                         if (o->cache && o->json) {
                                             nlohmann::json k = toJson(AnalysisResult{}, ao)["options"];
                                             k["stage_map"] = o->stageMap;
+                                            if (ranks)
+                                                k["ranks"] = *ranks;
                                             // v3: schema pipescope.analysis/2 (leave-one-out stragglers, rank_speed);
                                             // v2 added "verdict". Results cached before either are not reused.
                                             // v4: "fillable_bubbles" added (same schema); v5: "all_to_all";
@@ -81,7 +89,10 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                                 text = *hit;
                                         }
                                         if (text.empty()) {
-                                            Trace trace = store.load();
+                                            checkMemoryFor(store, ranks, o->file);
+                                            LoadOptions lo;
+                                            lo.ranks = ranks;
+                                            Trace trace = store.load(lo);
                                             ao.autogradSequences = [&store](const std::vector<int64_t>& ids) {
                                                 return store.autogradSequences(ids);
                                             };

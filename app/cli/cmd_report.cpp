@@ -2,6 +2,7 @@
 // calibration options]: one self-contained HTML page with the analysis, the
 // timeline and a what-if comparison.
 #include "Command.h"
+#include "RankSelection.h"
 #include "RunInput.h"
 #include "compare/Diff.h"
 #include "compare/SavedPrediction.h"
@@ -36,6 +37,7 @@ struct ReportArgs : ScenarioArgs {
     std::string compare;           // --compare BASELINE
     std::optional<int> compareIteration;
     std::string prediction;        // --prediction FILE (with --compare)
+    std::string ranks;             // --ranks LIST
 
     ReportArgs() { output = "report.html"; }
 };
@@ -82,7 +84,13 @@ int runReport(ReportArgs& a)
     Verdict verdict;
     {
         Store store(a.file);
-        const Trace trace = store.load();
+        std::optional<std::vector<int>> ranks;
+        if (!a.ranks.empty())
+            ranks = parseRankList(a.ranks);
+        checkMemoryFor(store, ranks, a.file);
+        LoadOptions lo;
+        lo.ranks = ranks;
+        const Trace trace = store.load(lo);
         ro.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
         try {
             if (baseline) {
@@ -139,6 +147,8 @@ RegisterCommand reg{{"report", "Write a self-contained HTML report: timeline, id
                          app.add_option("--iteration", a->iteration, "iteration to show (index; default: a representative one)")
                              ->check(wholeNumber(0));
                          app.add_flag("--no-whatif", a->noWhatIf, "leave the what-if comparison out");
+                         app.add_option("--ranks", a->ranks,
+                                        "report only these ranks, e.g. 0-3 or 0,256,512,768 (one pipeline of a large job)");
                          app.add_option("--compare", a->compare,
                                         "a baseline run (store, trace file or folder) to compare this job with, stage by "
                                         "stage, with the check of its prediction for this job (docs/diff.md)");

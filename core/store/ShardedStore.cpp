@@ -136,14 +136,6 @@ StreamIds numberStreams(const std::vector<std::pair<int, std::vector<StreamInfo>
 
 namespace {
 
-std::vector<std::pair<int, std::vector<StreamInfo>>> streamsOf(const std::vector<std::pair<int, Trace>>& parts)
-{
-    std::vector<std::pair<int, std::vector<StreamInfo>>> out;
-    for (const auto& [shard, t] : parts)
-        out.emplace_back(shard, t.streams);
-    return out;
-}
-
 int64_t streamId(const StreamIds& ids, int shard, int64_t local)
 {
     auto it = ids.find({shard, local});
@@ -158,107 +150,105 @@ void mergeMeta(std::map<std::string, std::string>& into, const std::map<std::str
             into.emplace(k, v);
 }
 
-// Interns shard string tables into one; returns the shard's id -> merged id.
-class StringMerge {
-public:
-    explicit StringMerge(std::vector<std::string>& into) : into_(into)
-    {
-        if (into_.empty())
-            into_.emplace_back();
-        for (size_t i = 0; i < into_.size(); ++i)
-            ids_.emplace(into_[i], static_cast<StringId>(i));
-    }
-    std::vector<StringId> add(std::vector<std::string>& strings)
-    {
-        std::vector<StringId> map(strings.size(), 0);
-        for (size_t i = 0; i < strings.size(); ++i) {
-            auto [it, fresh] = ids_.emplace(strings[i], static_cast<StringId>(into_.size()));
-            if (fresh)
-                into_.push_back(std::move(strings[i]));
-            map[i] = it->second;
-        }
-        return map;
-    }
-
-private:
-    std::vector<std::string>& into_;
-    std::unordered_map<std::string, StringId> ids_;
-};
-
 } // namespace
 
-Trace mergeTraces(std::vector<std::pair<int, Trace>> parts)
+struct TraceMerger::Strings {
+    std::unordered_map<std::string, StringId> ids;
+};
+
+TraceMerger::TraceMerger(const StreamIds& streamIds, size_t activities, size_t ncclOps)
+    : streamIds_(streamIds), strings_(std::make_unique<Strings>())
 {
-    Trace t;
-    const StreamIds streamIds = numberStreams(streamsOf(parts));
-    StringMerge strings(t.strings);
-    for (auto& [shard, p] : parts) {
-        const int s = shard;
-        mergeMeta(t.meta, p.meta);
-        const std::vector<StringId> name = strings.add(p.strings);
-        auto str = [&](StringId id) { return id >= 0 && static_cast<size_t>(id) < name.size() ? name[static_cast<size_t>(id)] : 0; };
-        for (auto& src : p.sources) {
-            src.id = tagId(s, src.id);
-            t.sources.push_back(std::move(src));
-        }
-        for (auto& r : p.ranks) {
-            if (r.sourceId)
-                r.sourceId = tagId(s, *r.sourceId);
-            t.ranks.push_back(std::move(r));
-        }
-        for (auto& g : p.gpus)
-            t.gpus.push_back(std::move(g));
-        for (auto& st : p.streams) {
-            st.id = streamId(streamIds, s, st.id);
-            t.streams.push_back(std::move(st));
-        }
-        for (auto& a : p.activities) {
-            a.id = tagId(s, a.id);
-            a.streamId = streamId(streamIds, s, a.streamId);
-            a.name = str(a.name);
-            a.ncclIndex = -1;
-            a.ncclCount = 0;
-            t.activities.push_back(a);
-        }
-        for (auto& op : p.ncclOps) {
-            op.id = tagId(s, op.id);
-            if (op.activityId)
-                op.activityId = tagId(s, *op.activityId);
-            if (op.streamId)
-                op.streamId = streamId(streamIds, s, *op.streamId);
-            t.ncclOps.push_back(std::move(op));
-        }
-        for (auto& c : p.cpuRanges) {
-            c.id = tagId(s, c.id);
-            if (c.parentId)
-                c.parentId = tagId(s, *c.parentId);
-            c.name = str(c.name);
-            if (c.domain)
-                c.domain = str(*c.domain);
-            t.cpuRanges.push_back(c);
-        }
-        for (auto& g : p.processGroups)
-            t.processGroups.push_back(std::move(g));
-        for (auto& e : p.memoryEvents)
-            t.memoryEvents.push_back(e);
-        for (auto& d : p.diagnostics) {
-            if (d.sourceId)
-                d.sourceId = tagId(s, *d.sourceId);
-            t.diagnostics.push_back(std::move(d));
-        }
-        for (auto& [k, v] : p.threadNames)
-            t.threadNames.emplace(k, std::move(v));
-        p = Trace{}; // the shard's copy goes before the next one is merged
+    t_.strings.emplace_back();
+    strings_->ids.emplace(std::string(), 0);
+    t_.activities.reserve(activities);
+    t_.ncclOps.reserve(ncclOps);
+}
+
+TraceMerger::~TraceMerger() = default;
+
+void TraceMerger::add(int s, Trace&& part)
+{
+    Trace p = std::move(part); // freed when this returns
+    Trace& t = t_;
+    mergeMeta(t.meta, p.meta);
+    std::vector<StringId> name(p.strings.size(), 0);
+    for (size_t i = 0; i < p.strings.size(); ++i) {
+        auto [it, fresh] = strings_->ids.emplace(p.strings[i], static_cast<StringId>(t.strings.size()));
+        if (fresh)
+            t.strings.push_back(std::move(p.strings[i]));
+        name[i] = it->second;
     }
-    // The orders Store::load() gives (every rank's rows come from one shard,
-    // in that shard's order).
+    auto str = [&](StringId id) { return id >= 0 && static_cast<size_t>(id) < name.size() ? name[static_cast<size_t>(id)] : 0; };
+    for (auto& src : p.sources) {
+        src.id = tagId(s, src.id);
+        t.sources.push_back(std::move(src));
+    }
+    for (auto& r : p.ranks) {
+        if (r.sourceId)
+            r.sourceId = tagId(s, *r.sourceId);
+        t.ranks.push_back(std::move(r));
+    }
+    for (auto& g : p.gpus)
+        t.gpus.push_back(std::move(g));
+    for (auto& st : p.streams) {
+        st.id = streamId(streamIds_, s, st.id);
+        t.streams.push_back(std::move(st));
+    }
+    for (auto& a : p.activities) {
+        a.id = tagId(s, a.id);
+        a.streamId = streamId(streamIds_, s, a.streamId);
+        a.name = str(a.name);
+        a.ncclIndex = -1;
+        a.ncclCount = 0;
+        t.activities.push_back(a);
+    }
+    std::vector<Activity>().swap(p.activities);
+    for (auto& op : p.ncclOps) {
+        op.id = tagId(s, op.id);
+        if (op.activityId)
+            op.activityId = tagId(s, *op.activityId);
+        if (op.streamId)
+            op.streamId = streamId(streamIds_, s, *op.streamId);
+        t.ncclOps.push_back(std::move(op));
+    }
+    for (auto& c : p.cpuRanges) {
+        c.id = tagId(s, c.id);
+        if (c.parentId)
+            c.parentId = tagId(s, *c.parentId);
+        c.name = str(c.name);
+        if (c.domain)
+            c.domain = str(*c.domain);
+        t.cpuRanges.push_back(c);
+    }
+    for (auto& g : p.processGroups)
+        t.processGroups.push_back(std::move(g));
+    for (auto& e : p.memoryEvents)
+        t.memoryEvents.push_back(e);
+    for (auto& d : p.diagnostics) {
+        if (d.sourceId)
+            d.sourceId = tagId(s, *d.sourceId);
+        t.diagnostics.push_back(std::move(d));
+    }
+    for (auto& [k, v] : p.threadNames)
+        t.threadNames.emplace(k, std::move(v));
+}
+
+Trace TraceMerger::finish()
+{
+    Trace t = std::move(t_);
+    // Every rank's rows come from one shard, in that shard's order.
     std::stable_sort(t.ranks.begin(), t.ranks.end(), [](const RankInfo& a, const RankInfo& b) { return a.rank < b.rank; });
     std::stable_sort(t.gpus.begin(), t.gpus.end(),
                      [](const GpuInfo& a, const GpuInfo& b) { return std::tie(a.rank, a.device) < std::tie(b.rank, b.device); });
     std::sort(t.streams.begin(), t.streams.end(), [](const StreamInfo& a, const StreamInfo& b) { return a.id < b.id; });
-    std::stable_sort(t.activities.begin(), t.activities.end(), [](const Activity& x, const Activity& y) {
-        return std::tie(x.rank, x.start, x.end) < std::tie(y.rank, y.start, y.end);
-    });
+    // A shard gives rows of equal (rank, start, end) in id order, so the id
+    // settles ties as the shard did; an in-place sort needs no second copy.
+    auto before = [](const Activity& x, const Activity& y) {
+        return std::tie(x.rank, x.start, x.end, x.id) < std::tie(y.rank, y.start, y.end, y.id);
+    };
+    if (!std::is_sorted(t.activities.begin(), t.activities.end(), before))
+        std::sort(t.activities.begin(), t.activities.end(), before);
     std::stable_sort(t.ncclOps.begin(), t.ncclOps.end(), [](const NcclOp& x, const NcclOp& y) {
         if (x.rank != y.rank)
             return x.rank < y.rank;
@@ -365,34 +355,53 @@ StoreSummary shardedSummary(Shards& shards)
 
 Trace shardedLoad(Shards& shards, const LoadOptions& options)
 {
-    std::vector<std::pair<int, Trace>> parts;
     const size_t n = shards.stores.size();
+    std::vector<int> wanted;
     for (size_t k = 0; k < n; ++k) {
-        Store* store = shards.stores[k].get();
-        if (!store)
+        if (!shards.stores[k])
             continue;
         if (options.ranks) {
             const ShardRecord* r = shards.index.record(static_cast<int>(k));
-            bool wanted = false;
+            bool any = false;
             for (int rank : *options.ranks)
-                wanted = wanted || (r && std::find(r->ranks.begin(), r->ranks.end(), rank) != r->ranks.end());
-            if (!wanted)
+                any = any || (r && std::find(r->ranks.begin(), r->ranks.end(), rank) != r->ranks.end());
+            if (!any)
                 continue;
         }
-        checkpoint(options.work, "reading shard " + std::to_string(k + 1) + " of " + std::to_string(n),
-                   static_cast<double>(k) / static_cast<double>(n));
+        wanted.push_back(static_cast<int>(k));
+    }
+    // Stream numbers from every shard's streams; room for the whole job's
+    // activities at once when all are read (no growth, no slack).
+    std::vector<std::pair<int, std::vector<StreamInfo>>> streams;
+    size_t activities = 0, ncclOps = 0;
+    const bool whole = !options.ranks && !options.from && !options.to;
+    for (int k : wanted) {
+        const StoreSummary s = shards.stores[static_cast<size_t>(k)]->summary();
+        streams.emplace_back(k, s.streams);
+        for (const auto& [kind, count] : s.activityCounts)
+            activities += static_cast<size_t>(count);
+        for (const auto& [kind, count] : s.ncclCounts)
+            ncclOps += static_cast<size_t>(count);
+    }
+    const StreamIds streamIds = numberStreams(streams);
+    TraceMerger merger(streamIds, whole ? activities : 0, whole ? ncclOps : 0);
+    for (size_t i = 0; i < wanted.size(); ++i) {
+        const int k = wanted[i];
+        checkpoint(options.work, "reading shard " + std::to_string(i + 1) + " of " + std::to_string(wanted.size()),
+                   static_cast<double>(i) / static_cast<double>(wanted.size()));
         LoadOptions own = options;
         own.work = nullptr; // progress is told per shard, here
         // A window is asked in the shard's own times.
-        const TimeNs by = shards.clockOffset(static_cast<int>(k));
+        const TimeNs by = shards.clockOffset(k);
         if (own.from)
             *own.from -= by;
         if (own.to)
             *own.to -= by;
-        parts.emplace_back(static_cast<int>(k), store->load(own));
-        shiftTrace(parts.back().second, by);
+        Trace part = shards.stores[static_cast<size_t>(k)]->load(own);
+        shiftTrace(part, by);
+        merger.add(k, std::move(part));
     }
-    return mergeTraces(std::move(parts));
+    return merger.finish();
 }
 
 std::vector<std::vector<int64_t>> shardedAutogradSequences(Shards& shards, const std::vector<int64_t>& activityIds)

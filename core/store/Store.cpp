@@ -139,7 +139,8 @@ void Store::openFile(const std::string& path)
                               "process_groups", "memory_events", "diagnostics", "gpu_summary", "cache"})
         if (!db_.tableExists(table))
             damaged(path, std::string("table ") + table + " is missing");
-    // Memory-mapped reads skip a copy per page; stores are read far more than written.
+    // Memory-mapped reads skip a copy per page; stores are read far more than
+    // written. A whole load unmaps the file when it is done (see load()).
     db_.exec("PRAGMA mmap_size = 17179869184");
     db_.exec("PRAGMA cache_size = -65536");
 }
@@ -780,6 +781,11 @@ Trace Store::load(const LoadOptions& options)
     t.processGroups = readProcessGroups(db_);
     t.memoryEvents = readMemoryEvents(db_, version_, filter);
     t.threadNames = readThreadNames(db_, version_, filter);
+    // The mapped pages of a store of gigabytes would count towards the
+    // reader's memory for as long as it stays open (a sharded job keeps
+    // every shard open): once loaded, later lookups read through the page cache.
+    db_.exec("PRAGMA mmap_size = 0");
+    db_.exec("PRAGMA shrink_memory");
     return t;
 }
 

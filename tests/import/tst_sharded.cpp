@@ -409,6 +409,22 @@ private slots:
         QCOMPARE(r.exitCode, 0);
         QVERIFY(r.out.contains("Sharded job: 2 shards, grouped by pipeline groups"));
 
+        // A large job is read in part, or refused before it is read when memory would not do.
+        r = runCliWith({"analyze", job, "--ranks", "0,2,4,6"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.out.contains(" on 4 ranks;"), qPrintable(r.out));
+        r = runCliWith({"analyze", job, "--ranks", "99"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("--ranks: " + job + " holds none of these ranks (it holds 8 GPUs, ranks 0 to 7)"), qPrintable(r.err));
+        r = runCliWith({"analyze", job, "--ranks", "3-1"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("--ranks: '3-1' is not a list of ranks and ranges"), qPrintable(r.err));
+        r = runCliWith({"report", job, "-o", out.path() + "/r.html"}, {{"PIPESCOPE_MEMORY_BUDGET", "1000000"}});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("analysing all 8 ranks (") && r.err.contains("is available; analyse fewer ranks with --ranks"),
+                 qPrintable(r.err));
+        QVERIFY(!QFile::exists(out.path() + "/r.html"));
+
         r = runCliWith({"import", job_, "-o", out.path() + "/local", "--shards", "3"});
         QCOMPARE(r.exitCode, 0);
         QVERIFY2(r.out.contains("Imported 3 shards side by side"), qPrintable(r.out));
@@ -431,6 +447,16 @@ private slots:
         QVERIFY(errorOf([&] { Store s(out.path().toStdString()); }).contains("the job index is damaged"));
         QVERIFY(errorOf([&] { importShard(options(job_, path(out, "job.json")), {0, 2, "--shard"}); })
                     .contains("exists and is not a folder"));
+
+        // A shard replaced by something else is named, with the task that remakes it.
+        const std::string folder = path(out, "two");
+        importShardsLocally(options(job_, folder), 2);
+        QFile shard(QString::fromStdString(folder) + "/" + QString::fromStdString(shardStoreName(1, 2)));
+        QVERIFY(shard.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        shard.write("not a store");
+        shard.close();
+        const QString damaged = errorOf([&] { Store s(folder); });
+        QVERIFY2(damaged.contains("shard 1 of 2 cannot be read") && damaged.contains("--shard 1/2"), qPrintable(damaged));
     }
 };
 

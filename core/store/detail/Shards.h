@@ -40,8 +40,26 @@ void shiftSummary(StoreSummary& s, TimeNs by);
 using StreamIds = std::map<std::pair<int, int64_t>, int64_t>;
 StreamIds numberStreams(const std::vector<std::pair<int, std::vector<StreamInfo>>>& perShard);
 
-// Shard traces (each with the shard's index) made into the trace one store would give.
-Trace mergeTraces(std::vector<std::pair<int, Trace>> parts);
+// Shard traces made into the trace one store would give, one shard at a
+// time: each is folded in and freed before the next is read, so a load
+// holds the merged trace and one shard's at most.
+class TraceMerger {
+public:
+    // Every shard's streams (for their numbers); room for this many
+    // activities and NCCL operations is made at once (0: as they come).
+    TraceMerger(const StreamIds& streamIds, size_t activities, size_t ncclOps);
+    ~TraceMerger();
+    TraceMerger(const TraceMerger&) = delete;
+    TraceMerger& operator=(const TraceMerger&) = delete;
+    void add(int shard, Trace&& part);
+    Trace finish(); // the orders Store::load() gives
+
+private:
+    struct Strings;
+    const StreamIds& streamIds_;
+    Trace t_;
+    std::unique_ptr<Strings> strings_;
+};
 StoreSummary mergeSummaries(std::vector<std::pair<int, StoreSummary>> parts);
 
 StoreSummary shardedSummary(Shards& shards);

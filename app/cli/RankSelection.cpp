@@ -1,0 +1,106 @@
+#include "RankSelection.h"
+
+#include "Command.h"
+#include "util/Format.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace pipescope::cli {
+
+std::vector<int> parseRankList(const std::string& text)
+{
+    auto bad = [&]() -> FlagError {
+        return FlagError("--ranks", "'" + text + "' is not a list of ranks and ranges (e.g. 0-3,8,12-15)");
+    };
+    auto number = [&](const std::string& s) {
+        if (s.empty() || s.size() > 7 || s.find_first_not_of("0123456789") != std::string::npos)
+            throw bad();
+        return std::stoi(s);
+    };
+    std::set<int> ranks;
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');) {
+        const size_t dash = item.find('-');
+        const int lo = number(item.substr(0, dash));
+        const int hi = dash == std::string::npos ? lo : number(item.substr(dash + 1));
+        if (hi < lo || hi - lo > 1'000'000)
+            throw bad();
+        for (int r = lo; r <= hi; ++r)
+            ranks.insert(r);
+    }
+    if (ranks.empty())
+        throw bad();
+    return {ranks.begin(), ranks.end()};
+}
+
+namespace {
+
+std::optional<int64_t> readNumber(const std::string& path, const std::string& key = {})
+{
+    std::ifstream f(path);
+    for (std::string line; std::getline(f, line);) {
+        if (!key.empty() && line.rfind(key, 0) != 0)
+            continue;
+        std::istringstream is(key.empty() ? line : line.substr(key.size()));
+        int64_t v = 0;
+        if (is >> v)
+            return v;
+        return std::nullopt; // "max": no limit
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+std::optional<int64_t> availableMemory()
+{
+    if (const char* budget = std::getenv("PIPESCOPE_MEMORY_BUDGET")) {
+        char* end = nullptr;
+        const long long v = std::strtoll(budget, &end, 10);
+        if (end != budget && *end == '\0' && v > 0)
+            return v;
+    }
+    std::optional<int64_t> available;
+    if (auto kb = readNumber("/proc/meminfo", "MemAvailable:"))
+        available = *kb * 1024;
+    // cgroup v2 (a Slurm job step, a container): its limit less what it uses.
+    if (auto limit = readNumber("/sys/fs/cgroup/memory.max")) {
+        const int64_t used = readNumber("/sys/fs/cgroup/memory.current").value_or(0);
+        const int64_t left = std::max<int64_t>(0, *limit - used);
+        available = available ? std::min(*available, left) : left;
+    }
+    return available;
+}
+
+void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, const std::string& input)
+{
+    const StoreSummary s = store.summary();
+    int64_t activities = 0;
+    std::set<int> rankSet;
+    for (const GpuSummary& g : s.gpuSummaries) {
+        if (ranks && !std::binary_search(ranks->begin(), ranks->end(), g.rank))
+            continue;
+        activities += g.kernels + g.memcpys + g.memsets + g.syncs;
+        rankSet.insert(g.rank);
+    }
+    if (ranks && rankSet.empty())
+        throw FlagError("--ranks", input + " holds none of these ranks (it holds " +
+                                       std::to_string(s.gpuSummaries.size()) + " GPUs, ranks " +
+                                       std::to_string(s.gpuSummaries.empty() ? 0 : s.gpuSummaries.front().rank) + " to " +
+                                       std::to_string(s.gpuSummaries.empty() ? 0 : s.gpuSummaries.back().rank) + ")");
+    const auto available = availableMemory();
+    const int64_t needed = activities * kAnalysisBytesPerActivity;
+    if (!available || needed <= *available)
+        return;
+    const std::string which = ranks ? std::to_string(rankSet.size()) + " selected ranks"
+                                    : "all " + std::to_string(rankSet.size()) + " ranks";
+    throw Error(input + ": analysing " + which + " (" + formatCount(activities) + " GPU activities) needs about " +
+                formatBytes(needed) + " of memory, and " + formatBytes(*available) +
+                " is available; analyse fewer ranks with --ranks (e.g. one pipeline's), or run where there is more memory");
+}
+
+} // namespace pipescope::cli

@@ -1,0 +1,29 @@
+#pragma once
+// Reading a large job: the ranks to read (--ranks LIST), and a check, before
+// anything is read, that the machine has the memory the whole read needs,
+// so that a job too large ends with advice instead of the kernel's OOM killer.
+#include "store/Store.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope::cli {
+
+// "0-3,8,12-15": ranks in ascending order, each once. Throws FlagError
+// naming --ranks when the text is not such a list.
+std::vector<int> parseRankList(const std::string& text);
+
+// What the analysis of a trace needs per GPU activity at its peak, measured
+// by bench/bench_scale (the trace, the analysis and the what-if model).
+inline constexpr int64_t kAnalysisBytesPerActivity = 600;
+
+// Memory this process may still use: MemAvailable, or less where a cgroup
+// (a Slurm job's) limits it; PIPESCOPE_MEMORY_BUDGET (bytes) overrides both.
+std::optional<int64_t> availableMemory();
+
+// Throws Error naming the input when analysing the ranks (all: nullopt)
+// would need more memory than availableMemory(), with what to do instead.
+void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, const std::string& input);
+
+} // namespace pipescope::cli
