@@ -2,6 +2,7 @@
 #include "Command.h"
 #include "NumberChecks.h"
 #include "import/Import.h"
+#include "analysis/JobSummaries.h"
 #include "import/ShardedImport.h"
 #include "util/Error.h"
 #include "util/Format.h"
@@ -125,7 +126,7 @@ void printJobState(const std::string& folder, const JobIndex& index)
 int runSharded(const ImportJobOptions& o, const ImportArgs& a, std::optional<ShardTask> task)
 {
     if (!task) {
-        const JobIndex index = importShardsLocally(o, *a.shards);
+        const JobIndex index = importShardsLocally(o, *a.shards, summariseShard);
         if (!index.complete())
             throw Error(incompleteJobMessage(a.output, index));
         if (!a.quiet) {
@@ -135,7 +136,7 @@ int runSharded(const ImportJobOptions& o, const ImportArgs& a, std::optional<Sha
         }
         return kExitOk;
     }
-    const ShardImportResult r = importShard(o, *task);
+    const ShardImportResult r = importShard(o, *task, summariseShard);
     if (a.quiet)
         return kExitOk;
     std::cout << "Imported shard " << task->index << " of " << task->count << " (from " << task->source << ") into "

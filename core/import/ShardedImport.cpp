@@ -454,7 +454,7 @@ std::vector<TimeNs> alignShards(const std::string& folder, const JobIndex& index
 
 } // namespace
 
-ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& task)
+ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& task, const ShardSummariser& summarise)
 {
     const auto started = std::chrono::steady_clock::now();
     const std::string& folder = options.output;
@@ -510,6 +510,21 @@ ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& 
                 record.inputBytes += ec ? 0 : static_cast<int64_t>(size);
             }
             record.rankSummaries = rankSummaries(sub.output, task.index, result.report);
+            if (summarise) {
+                checkpoint(options.work, "summarising the shard", -1);
+                try {
+                    summarise(sub.output, record.rankSummaries);
+                } catch (const Error& e) {
+                    for (auto& r : record.rankSummaries) {
+                        r.stage.reset();
+                        r.iterations.clear();
+                    }
+                    result.report.warnings.push_back("shard " + std::to_string(task.index) +
+                                                     ": no analysis summaries in the job index (" + e.what() + ")");
+                    if (options.warn)
+                        options.warn(result.report.warnings.back());
+                }
+            }
         }
         record.ok = true;
     } catch (const std::exception& e) {
@@ -547,7 +562,7 @@ ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& 
     return result;
 }
 
-JobIndex importShardsLocally(const ImportJobOptions& options, int shards)
+JobIndex importShardsLocally(const ImportJobOptions& options, int shards, const ShardSummariser& summarise)
 {
     if (shards < 1)
         throw Error("--shards " + std::to_string(shards) + ": give 1 or more");
@@ -572,7 +587,7 @@ JobIndex importShardsLocally(const ImportJobOptions& options, int shards)
         if (pid == 0) {
             int code = 0;
             try {
-                importShard(child, {k, shards, "--shards"});
+                importShard(child, {k, shards, "--shards"}, summarise);
             } catch (...) {
                 code = 1; // the shard's record holds the error
             }

@@ -55,6 +55,11 @@ struct ShardPlan {
 // (pipeline stages world/P ranks apart, N dividing world/P).
 ShardPlan planShards(const std::vector<std::string>& files, const std::vector<TraceHead>& heads, int shards);
 
+// The map step, run by each task on its finished shard: fills the analysis
+// summaries of the shard's ranks (analysis/JobSummaries.h, summariseShard).
+// Optional; a summariser that throws leaves the ranks without them.
+using ShardSummariser = std::function<void(const std::string& shardPath, std::vector<JobRankSummary>& ranks)>;
+
 struct ShardImportResult {
     ShardRecord record;
     ImportJobReport report; // of this task's files
@@ -64,10 +69,11 @@ struct ShardImportResult {
 // options.output (made if missing), records the shard, and updates the job
 // index under a lock file. A task that fails records its error (the job
 // stays incomplete, and says so) and throws.
-ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& task);
+ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& task,
+                              const ShardSummariser& summarise = {});
 
 // All N shards on this machine, each by its own process (fork), side by
 // side. Returns the job index they left; tasks that failed are in its failed().
-JobIndex importShardsLocally(const ImportJobOptions& options, int shards);
+JobIndex importShardsLocally(const ImportJobOptions& options, int shards, const ShardSummariser& summarise = {});
 
 } // namespace pipescope

@@ -63,13 +63,23 @@ json optTime(const std::optional<TimeNs>& t) { return t ? json(*t) : json(nullpt
 json recordJson(const ShardRecord& r)
 {
     json ranks = json::array();
-    for (const auto& s : r.rankSummaries)
+    for (const auto& s : r.rankSummaries) {
+        json its = json::array();
+        for (const auto& it : s.iterations) {
+            json causes = json::object();
+            for (int c = 0; c < kBubbleCauses; ++c)
+                causes[std::string(toString(static_cast<BubbleCause>(c)))] = it.idleByCause[static_cast<size_t>(c)];
+            its.push_back({{"label", it.label}, {"window_ns", it.windowNs}, {"busy_ns", it.busyNs}, {"idle_ns_by_cause", causes}});
+        }
         ranks.push_back({{"rank", s.rank},
                          {"clock_offset_ns", s.clockOffset},
                          {"kernels", s.kernels},
                          {"gpu_busy_ns", s.gpuBusy},
                          {"first_ns", optTime(s.first)},
-                         {"last_ns", optTime(s.last)}});
+                         {"last_ns", optTime(s.last)},
+                         {"stage", s.stage ? json(*s.stage) : json(nullptr)},
+                         {"iterations", its}});
+    }
     return {{"index", r.index},         {"file", r.file},
             {"status", r.ok ? "done" : "failed"},
             {"error", r.error},         {"ranks", r.ranks},
@@ -107,6 +117,19 @@ ShardRecord recordFromJson(const json& j)
             rs.first = s["first_ns"].get<TimeNs>();
         if (s.contains("last_ns") && s["last_ns"].is_number_integer())
             rs.last = s["last_ns"].get<TimeNs>();
+        if (s.contains("stage") && s["stage"].is_number_integer())
+            rs.stage = s["stage"].get<int>();
+        for (const auto& it : s.value("iterations", json::array())) {
+            JobRankIteration ri;
+            ri.label = it.value("label", std::string());
+            ri.windowNs = it.value("window_ns", TimeNs{0});
+            ri.busyNs = it.value("busy_ns", TimeNs{0});
+            if (auto causes = it.find("idle_ns_by_cause"); causes != it.end() && causes->is_object())
+                for (const auto& [name, v] : causes->items())
+                    if (auto c = bubbleCauseFromString(name); c && v.is_number_integer())
+                        ri.idleByCause[static_cast<size_t>(*c)] = v.get<TimeNs>();
+            rs.iterations.push_back(std::move(ri));
+        }
         r.rankSummaries.push_back(rs);
     }
     // A shard's file stays inside the job folder.

@@ -4,6 +4,7 @@
 // which shard holds which ranks and what each rank's GPUs did. Store opens a
 // job folder as it opens one store file; docs/trace-format.md ("Sharded
 // jobs") documents the layout and its version.
+#include "model/Pipeline.h"
 #include "model/Types.h"
 
 #include <optional>
@@ -16,6 +17,16 @@ inline constexpr const char* kJobIndexName = "job.json";
 // The index's format; newer ones are refused, as newer stores are.
 inline constexpr const char* kJobFormat = "pipescope.job/1";
 
+// One iteration of one rank as its shard's analysis saw it (the map step of
+// a sharded import): the iteration's window over the shard's ranks, compute
+// busy time inside it, and idle time by cause.
+struct JobRankIteration {
+    std::string label;      // e.g. "ProfilerStep#5"
+    TimeNs windowNs = 0;
+    TimeNs busyNs = 0;
+    CauseTotals idleByCause{};
+};
+
 // What the index keeps per rank: enough for an overview of the job without
 // opening its shards.
 struct JobRankSummary {
@@ -25,6 +36,10 @@ struct JobRankSummary {
     int64_t kernels = 0;
     TimeNs gpuBusy = 0;     // union of kernel, memcpy and memset intervals
     std::optional<TimeNs> first, last;
+    // From the shard's analysis, when it found a pipeline: the rank's stage
+    // and its iterations.
+    std::optional<int> stage;
+    std::vector<JobRankIteration> iterations;
 };
 
 // One import task's shard: written by the task itself when it ends.

@@ -5,6 +5,7 @@
 
 #include "analysis/Analysis.h"
 #include "analysis/AnalysisJson.h"
+#include "analysis/JobSummaries.h"
 #include "import/Import.h"
 #include "import/ShardedImport.h"
 #include "simulate/KinetoEmitter.h"
@@ -337,6 +338,53 @@ private slots:
         QCOMPARE(Store(folder).load().ranks.size(), size_t(8));
         QCOMPARE(readJobIndex(folder).plan, index.plan);
         QVERIFY(!QFile::exists(QString::fromStdString(folder) + "/.job.lock"));
+    }
+
+    void indexSummarisesStagesAcrossReplicas()
+    {
+        QTemporaryDir out;
+        const std::string folder = path(out, "job");
+        const JobIndex index = importShardsLocally(options(job_, folder), 2, summariseShard);
+        QVERIFY(index.complete());
+
+        // The whole job's analysis, for what each rank's shard said of it.
+        Store whole(folder);
+        const Trace trace = whole.load();
+        const AnalysisResult full = analyze(trace);
+        std::map<std::pair<std::string, int>, const RankIdle*> fullIdle;
+        for (const RankIdle& r : full.idle)
+            fullIdle[{full.iterations[static_cast<size_t>(r.iteration)].label, r.rank}] = &r;
+
+        const JobIndex read = readJobIndex(folder);
+        int summarised = 0;
+        for (const ShardRecord& rec : read.records)
+            for (const JobRankSummary& s : rec.rankSummaries) {
+                QVERIFY(s.stage);
+                QCOMPARE(s.iterations.size(), full.iterations.size());
+                const RankIdle* f = fullIdle.at({s.iterations[1].label, s.rank});
+                QCOMPARE(*s.stage, f->stage);
+                QCOMPARE(s.iterations[1].busyNs, f->busyNs);
+                ++summarised;
+            }
+        QCOMPARE(summarised, 8);
+
+        const auto ov = overviewFromIndex(read);
+        QVERIFY(ov);
+        QCOMPARE(ov->ranks, 8);
+        QCOMPARE(ov->stages.size(), size_t(4));
+        for (const StageReplicas& st : ov->stages) {
+            QCOMPARE(st.replicas, 2);
+            QVERIFY(st.busyMin <= st.busyMedian && st.busyMedian <= st.busyMax);
+            const RankIdle* busiest = fullIdle.at({ov->iteration, st.busiestRank});
+            const RankIdle* idlest = fullIdle.at({ov->iteration, st.idlestRank});
+            QCOMPARE(busiest->stage, st.stage);
+            QCOMPARE(idlest->stage, st.stage);
+            QCOMPARE(st.busyMax, busiest->busyNs);
+            QCOMPARE(st.busyMin, idlest->busyNs);
+        }
+        // Of three iterations the first is left out; of the other two, the shorter median window.
+        QVERIFY(ov->iteration != full.iterations.front().label);
+        QCOMPARE(overviewFromIndex(read, full.iterations.back().label)->iteration, full.iterations.back().label);
     }
 
     void failedAndStaleShardsAreNamed()

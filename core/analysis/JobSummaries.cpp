@@ -1,0 +1,129 @@
+#include "analysis/JobSummaries.h"
+
+#include "analysis/Analysis.h"
+#include "store/Store.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace pipescope {
+
+void summariseShard(const std::string& path, std::vector<JobRankSummary>& ranks)
+{
+    AnalysisResult r;
+    {
+        Store store(path);
+        const Trace trace = store.load();
+        AnalyzeOptions ao;
+        ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
+        r = analyze(trace, ao);
+    }
+    std::map<int, JobRankSummary*> byRank;
+    for (auto& s : ranks)
+        byRank[s.rank] = &s;
+    for (const RankIdle& idle : r.idle) {
+        auto it = byRank.find(idle.rank);
+        if (it == byRank.end() || idle.iteration < 0 || static_cast<size_t>(idle.iteration) >= r.iterations.size())
+            continue;
+        JobRankSummary& s = *it->second;
+        if (idle.stage >= 0)
+            s.stage = idle.stage;
+        JobRankIteration ri;
+        ri.label = r.iterations[static_cast<size_t>(idle.iteration)].label;
+        if (ri.label.empty())
+            ri.label = "iteration " + std::to_string(idle.iteration);
+        ri.windowNs = idle.windowNs;
+        ri.busyNs = idle.busyNs;
+        ri.idleByCause = idle.byCause;
+        s.iterations.push_back(std::move(ri));
+    }
+}
+
+namespace {
+
+template <typename T>
+T median(std::vector<T> v)
+{
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+}
+
+const JobRankIteration* iterationOf(const JobRankSummary& s, const std::string& label)
+{
+    for (const auto& it : s.iterations)
+        if (it.label == label)
+            return &it;
+    return nullptr;
+}
+
+} // namespace
+
+std::optional<JobOverview> overviewFromIndex(const JobIndex& index, const std::optional<std::string>& label)
+{
+    std::vector<const JobRankSummary*> staged;
+    for (const ShardRecord& r : index.records)
+        for (const JobRankSummary& s : r.rankSummaries)
+            if (s.stage && !s.iterations.empty())
+                staged.push_back(&s);
+    if (staged.empty())
+        return std::nullopt;
+    JobOverview out;
+    if (label) {
+        out.iteration = *label;
+    } else {
+        // Labels every staged rank has, in the first rank's order.
+        std::vector<std::string> common;
+        for (const auto& it : staged.front()->iterations)
+            if (std::all_of(staged.begin(), staged.end(), [&](const JobRankSummary* s) { return iterationOf(*s, it.label); }))
+                common.push_back(it.label);
+        if (common.empty())
+            return std::nullopt;
+        if (common.size() >= 3)
+            common.erase(common.begin());
+        std::vector<std::pair<TimeNs, size_t>> windows;
+        for (size_t i = 0; i < common.size(); ++i) {
+            std::vector<TimeNs> w;
+            for (const JobRankSummary* s : staged)
+                w.push_back(iterationOf(*s, common[i])->windowNs);
+            windows.emplace_back(median(w), i);
+        }
+        std::sort(windows.begin(), windows.end());
+        out.iteration = common[windows[(windows.size() - 1) / 2].second];
+    }
+    std::map<int, std::vector<std::pair<const JobRankSummary*, const JobRankIteration*>>> byStage;
+    for (const JobRankSummary* s : staged)
+        if (const JobRankIteration* it = iterationOf(*s, out.iteration))
+            byStage[*s->stage].emplace_back(s, it);
+    for (const auto& [stage, members] : byStage) {
+        StageReplicas st;
+        st.stage = stage;
+        st.replicas = static_cast<int>(members.size());
+        std::vector<TimeNs> windows, busy;
+        std::array<std::vector<TimeNs>, kBubbleCauses> causes;
+        const std::pair<const JobRankSummary*, const JobRankIteration*>*busiest = &members.front(), *idlest = &members.front();
+        for (const auto& m : members) {
+            windows.push_back(m.second->windowNs);
+            busy.push_back(m.second->busyNs);
+            for (size_t c = 0; c < causes.size(); ++c)
+                causes[c].push_back(m.second->idleByCause[c]);
+            if (m.second->busyNs > busiest->second->busyNs)
+                busiest = &m;
+            if (m.second->busyNs < idlest->second->busyNs)
+                idlest = &m;
+        }
+        st.windowNs = median(windows);
+        st.busyMin = *std::min_element(busy.begin(), busy.end());
+        st.busyMax = *std::max_element(busy.begin(), busy.end());
+        st.busyMedian = median(busy);
+        st.busiestRank = busiest->first->rank;
+        st.idlestRank = idlest->first->rank;
+        for (size_t c = 0; c < causes.size(); ++c)
+            st.idleMedian[c] = median(causes[c]);
+        out.ranks += st.replicas;
+        out.stages.push_back(st);
+    }
+    return out;
+}
+
+} // namespace pipescope

@@ -1,0 +1,41 @@
+#pragma once
+// Map and reduce over a sharded job (store/JobIndex.h). The map runs in
+// each import task: its shard holds whole pipelines, so the shard's own
+// analysis gives each of its ranks a stage and, per iteration, busy time and
+// idle time by cause. The reduce reads those summaries from the job index
+// alone, whatever the job's size, and sets the replicas of each stage side
+// by side: the spread that tells a straggler from a slow stage.
+#include "store/JobIndex.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope {
+
+// The map: analyses the shard store at path and fills stage and iterations
+// of the ranks it holds. Throws Error when the shard cannot be analysed.
+void summariseShard(const std::string& path, std::vector<JobRankSummary>& ranks);
+
+struct StageReplicas {
+    int stage = 0;
+    int replicas = 0;               // ranks of the stage with the iteration
+    TimeNs windowNs = 0;            // the iteration's median window over them
+    TimeNs busyMin = 0, busyMedian = 0, busyMax = 0; // compute busy time
+    int busiestRank = 0, idlestRank = 0;
+    CauseTotals idleMedian{};       // per cause, the median over the replicas
+};
+
+struct JobOverview {
+    std::string iteration;          // the label of the iteration shown
+    std::vector<StageReplicas> stages;
+    int ranks = 0;                  // ranks with a stage and the iteration
+};
+
+// The reduce. The iteration: `label` when given, else, among the labels
+// every staged rank has, the one whose median window is the median of them
+// (the first left out when there are three or more: a warm-up). nullopt when
+// no shard's analysis found a pipeline.
+std::optional<JobOverview> overviewFromIndex(const JobIndex& index, const std::optional<std::string>& label = std::nullopt);
+
+} // namespace pipescope
