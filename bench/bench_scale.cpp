@@ -5,7 +5,8 @@
 //   - as a sharded job by 2 processes side by side (pipescope import --shards 2),
 //   - as 2 srun-style tasks                        (the command started twice with
 //                                                    SLURM_PROCID / SLURM_STEP_NUM_TASKS set as srun sets them),
-// then analysed (pipescope analyze on the sharded job) and opened as the app
+// (a sharded import includes the map step: each task analyses its shard),
+// then summarised from the index alone (pipescope info), analysed (pipescope analyze on the sharded job) and opened as the app
 // opens it (its first frame, then the whole job). Each step runs in a process
 // of its own, so its peak memory is that process's peak resident set.
 //
@@ -211,6 +212,8 @@ int main(int argc, char** argv)
                     static_cast<double>(bytesUnder(job) - index) / 1e6, static_cast<double>(index) / 1e3);
         fs::remove_all(traces);
 
+        s = runCommands({{{cli, "info", job.string()}, {}}});
+        std::printf("  %-34s %7.2f s  peak %6.0f MB%s\n", "info (stages from the index)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
         s = runCommands({{{cli, "analyze", job.string(), "--json", "-o", (dir / "analysis.json").string()}, {}}});
         std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "analyze (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
         s = runCommands({{{cli, "report", job.string(), "-o", (dir / "report.html").string()}, {}}});

@@ -2,6 +2,7 @@
 
 #include "Command.h"
 #include "util/Format.h"
+#include "util/Memory.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -37,45 +38,6 @@ std::vector<int> parseRankList(const std::string& text)
     return {ranks.begin(), ranks.end()};
 }
 
-namespace {
-
-std::optional<int64_t> readNumber(const std::string& path, const std::string& key = {})
-{
-    std::ifstream f(path);
-    for (std::string line; std::getline(f, line);) {
-        if (!key.empty() && line.rfind(key, 0) != 0)
-            continue;
-        std::istringstream is(key.empty() ? line : line.substr(key.size()));
-        int64_t v = 0;
-        if (is >> v)
-            return v;
-        return std::nullopt; // "max": no limit
-    }
-    return std::nullopt;
-}
-
-} // namespace
-
-std::optional<int64_t> availableMemory()
-{
-    if (const char* budget = std::getenv("PIPESCOPE_MEMORY_BUDGET")) {
-        char* end = nullptr;
-        const long long v = std::strtoll(budget, &end, 10);
-        if (end != budget && *end == '\0' && v > 0)
-            return v;
-    }
-    std::optional<int64_t> available;
-    if (auto kb = readNumber("/proc/meminfo", "MemAvailable:"))
-        available = *kb * 1024;
-    // cgroup v2 (a Slurm job step, a container): its limit less what it uses.
-    if (auto limit = readNumber("/sys/fs/cgroup/memory.max")) {
-        const int64_t used = readNumber("/sys/fs/cgroup/memory.current").value_or(0);
-        const int64_t left = std::max<int64_t>(0, *limit - used);
-        available = available ? std::min(*available, left) : left;
-    }
-    return available;
-}
-
 void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, const std::string& input)
 {
     const StoreSummary s = store.summary();
@@ -98,9 +60,11 @@ void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, 
         return;
     const std::string which = ranks ? std::to_string(rankSet.size()) + " selected ranks"
                                     : "all " + std::to_string(rankSet.size()) + " ranks";
+    // A sharded job's index has each stage's replicas side by side already.
+    const std::string overview = store.jobIndex() ? "; `pipescope info " + input + "` shows each stage across its replicas from the job index" : "";
     throw Error(input + ": analysing " + which + " (" + formatCount(activities) + " GPU activities) needs about " +
                 formatBytes(needed) + " of memory, and " + formatBytes(*available) +
-                " is available; analyse fewer ranks with --ranks (e.g. one pipeline's), or run where there is more memory");
+                " is available; analyse fewer ranks with --ranks (e.g. one pipeline's), or run where there is more memory" + overview);
 }
 
 } // namespace pipescope::cli

@@ -18,12 +18,9 @@ std::vector<int> parseRankList(const std::string& text);
 // by bench/bench_scale (the trace, the analysis and the what-if model).
 inline constexpr int64_t kAnalysisBytesPerActivity = 600;
 
-// Memory this process may still use: MemAvailable, or less where a cgroup
-// (a Slurm job's) limits it; PIPESCOPE_MEMORY_BUDGET (bytes) overrides both.
-std::optional<int64_t> availableMemory();
-
 // Throws Error naming the input when analysing the ranks (all: nullopt)
-// would need more memory than availableMemory(), with what to do instead.
+// would need more memory than availableMemory() (util/Memory.h), with what
+// to do instead.
 void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, const std::string& input);
 
 } // namespace pipescope::cli

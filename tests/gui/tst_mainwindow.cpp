@@ -759,6 +759,27 @@ private Q_SLOTS:
         QVERIFY(!QFileInfo::exists(bad));
     }
 
+    void tooLargeAJobStaysOnItsFirstFrame()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1200, 800);
+        w.show();
+        QSignalSpy first(&w, &MainWindow::firstFrameShown);
+        OpenOptions o;
+        o.firstFrameAbove = 0;
+        qputenv("PIPESCOPE_MEMORY_BUDGET", "1000");
+        const bool whole = openAndWait(w, {kStore}, o);
+        qunsetenv("PIPESCOPE_MEMORY_BUDGET");
+        QVERIFY(!whole);
+        QCOMPARE(first.count(), 1);
+        QVERIFY(w.lastError().contains(QStringLiteral("needs about")));
+        QVERIFY(w.lastError().contains(QStringLiteral("only a window of it is shown")));
+        // The window stays on screen, and the status line says what it is.
+        QVERIFY(w.job());
+        QVERIFY(!w.job()->complete);
+        QVERIFY(w.statusBar()->findChild<QLabel*>()->text().startsWith(QStringLiteral("Showing only a window of")));
+    }
+
     void firstFrameThenWholeTrace()
     {
         MainWindow w(nullptr, false);

@@ -163,7 +163,11 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
     connect(session_, &AppSession::firstFrame, this, [this](std::shared_ptr<const Job> job) { showJob(std::move(job)); });
     connect(session_, &AppSession::failed, this, [this, idle](const QString& message) {
         idle();
-        status_->clear();
+        // A first frame already shown stays (the whole job may not fit in memory).
+        if (job_ && !job_->complete)
+            status_->setText(QStringLiteral("Showing only a window of %1: %2").arg(job_->title, message));
+        else
+            status_->clear();
         showError(message);
     });
     connect(session_, &AppSession::cancelled, this, [this, idle] {

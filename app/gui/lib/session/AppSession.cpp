@@ -1,5 +1,7 @@
 #include "session/AppSession.h"
 #include "store/JobIndex.h"
+#include "util/Format.h"
+#include "util/Memory.h"
 
 #include "analysis/CommRules.h"
 #include "import/Import.h"
@@ -260,6 +262,34 @@ std::optional<std::pair<TimeNs, TimeNs>> AppSession::firstFrameWindow(Store& sto
     return std::make_pair(*from, to && *to > *from ? *to : *from + 1);
 }
 
+namespace {
+
+// What the app holds per GPU activity once a job is open (the trace, its
+// analysis, the timeline model and the what-if model), measured by
+// bench/bench_scale at 1,024 ranks (414 bytes), with a margin.
+constexpr int64_t kAppBytesPerActivity = 480;
+
+// A job too large for the memory left is not read whole: the first frame
+// (a window of it) stays, and the user is told what the whole would need.
+void checkMemoryForWholeJob(Store& store, const QString& title)
+{
+    const auto available = availableMemory();
+    if (!available)
+        return;
+    int64_t activities = 0;
+    for (const auto& [kind, n] : store.summary().activityCounts)
+        activities += n;
+    const int64_t needed = activities * kAppBytesPerActivity;
+    if (needed <= *available)
+        return;
+    throw Error(title.toStdString() + ": the whole job (" + formatCount(activities) + " GPU activities) needs about " +
+                formatBytes(needed) + " of memory, and " + formatBytes(*available) +
+                " is available, so only a window of it is shown; `pipescope analyze --ranks` analyses some ranks (one pipeline's), "
+                "and for a sharded job `pipescope info` shows each stage across its replicas");
+}
+
+} // namespace
+
 std::shared_ptr<const Job> AppSession::loadFirstFrame(const QStringList& inputs, const OpenOptions& options, const WorkControl* work)
 {
     if (options.firstFrameAbove < 0)
@@ -309,6 +339,7 @@ std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const Ope
     {
         // Closed before the analysis: its memory-mapped pages leave the process.
         Store store(job->storePath.toStdString());
+        checkMemoryForWholeJob(store, job->title);
         LoadOptions lo;
         lo.work = work;
         trace = std::make_shared<Trace>(store.load(lo));
