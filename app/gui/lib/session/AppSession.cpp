@@ -265,8 +265,9 @@ std::optional<std::pair<TimeNs, TimeNs>> AppSession::firstFrameWindow(Store& sto
 namespace {
 
 // What the app holds per GPU activity once a job is open (the trace, its
-// analysis, the timeline model and the what-if model), measured by
-// bench/bench_scale at 1,024 ranks (414 bytes), with a margin.
+// analysis, the timeline model and the what-if model): bench/bench_scale
+// measures 253 bytes at 1,024 ranks of a sharded job; a single store's
+// mapped pages add up to its size (about 270 bytes per activity) while it loads.
 constexpr int64_t kAppBytesPerActivity = 480;
 
 // A job too large for the memory left is not read whole: the first frame
