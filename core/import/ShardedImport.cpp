@@ -71,10 +71,12 @@ std::optional<ShardTask> shardTaskFromEnvironment(const std::function<const char
         const char* rank;
         const char* size;
     };
-    // srun sets SLURM_STEP_NUM_TASKS in each task; a batch script has
-    // SLURM_NTASKS and SLURM_PROCID=0 too but is a single process.
-    for (Pair p : {Pair{"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"}, Pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                   Pair{"PMI_RANK", "PMI_SIZE"}}) {
+    // An MPI launcher's numbers come first: mpirun inside a Slurm allocation
+    // starts its daemons with srun, one per node, so SLURM_PROCID there counts
+    // nodes, not tasks. srun sets SLURM_STEP_NUM_TASKS in each task; a batch
+    // script has SLURM_NTASKS and SLURM_PROCID=0 too but is a single process.
+    for (Pair p : {Pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, Pair{"PMI_RANK", "PMI_SIZE"},
+                   Pair{"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"}}) {
         const auto rank = number(p.rank);
         const auto size = rank ? number(p.size) : std::nullopt;
         if (!rank || !size)

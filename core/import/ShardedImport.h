@@ -26,10 +26,11 @@ struct ShardTask {
 // "K/N" (0 <= K < N). Throws Error naming the text.
 ShardTask parseShardTask(std::string_view text);
 
-// The task a launcher started this process as: Slurm's srun (SLURM_PROCID
-// and SLURM_STEP_NUM_TASKS; a batch script itself is not a task), Open MPI
-// (OMPI_COMM_WORLD_RANK/_SIZE) or MPICH, Intel MPI and other PMI launchers
-// (PMI_RANK/PMI_SIZE). nullopt outside a launcher. Throws Error naming the
+// The task a launcher started this process as: Open MPI
+// (OMPI_COMM_WORLD_RANK/_SIZE), MPICH, Intel MPI and other PMI launchers
+// (PMI_RANK/PMI_SIZE), or Slurm's srun (SLURM_PROCID and
+// SLURM_STEP_NUM_TASKS; a batch script itself is not a task), in that order
+// of precedence. nullopt outside a launcher. Throws Error naming the
 // variable when its value is not a task number.
 std::optional<ShardTask> shardTaskFromEnvironment(const std::function<const char*(const char*)>& getenv);
 

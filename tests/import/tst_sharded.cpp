@@ -147,6 +147,10 @@ private slots:
         QVERIFY(!shardTaskFromEnvironment(environment({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}})));
         auto ompi = shardTaskFromEnvironment(environment({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
         QVERIFY(ompi && ompi->index == 1 && ompi->count == 2);
+        // mpirun inside an allocation: its daemons' SLURM_PROCID counts nodes, the MPI rank counts tasks.
+        auto both = shardTaskFromEnvironment(environment({{"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"},
+                                                          {"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}}));
+        QVERIFY(both && both->index == 5 && both->count == 8);
         auto pmi = shardTaskFromEnvironment(environment({{"PMI_RANK", "0"}, {"PMI_SIZE", "4"}}));
         QVERIFY(pmi && pmi->index == 0 && pmi->count == 4);
         QVERIFY(!shardTaskFromEnvironment(environment({})));
