@@ -1,6 +1,7 @@
 #include "RankSelection.h"
 
 #include "Command.h"
+#include "analysis/JobSummaries.h"
 #include "util/Format.h"
 #include "util/Memory.h"
 
@@ -60,8 +61,16 @@ void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, 
         return;
     const std::string which = ranks ? std::to_string(rankSet.size()) + " selected ranks"
                                     : "all " + std::to_string(rankSet.size()) + " ranks";
-    // A sharded job's index has each stage's replicas side by side already.
-    const std::string overview = store.jobIndex() ? "; `pipescope info " + input + "` shows each stage across its replicas from the job index" : "";
+    // A sharded job's index has each stage's replicas side by side already,
+    // and may name the pipeline worth reading alone.
+    std::string overview;
+    if (const JobIndex* job = store.jobIndex()) {
+        overview = "; `pipescope info " + input + "` shows each stage across its replicas from the job index";
+        if (const auto ov = overviewFromIndex(*job))
+            if (const auto b = busiestReplica(*job, *ov); b && !b->pipeline.empty())
+                overview += ", and `--ranks " + rankListText(b->pipeline) + "` reads the pipeline of its busiest replica (rank " +
+                            std::to_string(b->rank) + ")";
+    }
     throw Error(input + ": analysing " + which + " (" + formatCount(activities) + " GPU activities) needs about " +
                 formatBytes(needed) + " of memory, and " + formatBytes(*available) +
                 " is available; analyse fewer ranks with --ranks (e.g. one pipeline's), or run where there is more memory" + overview);

@@ -162,7 +162,7 @@ void printInfo(const std::string& path, const StoreSummary& s)
 }
 
 // A sharded job's stages across their replicas, from the index alone.
-void printOverview(const JobIndex& job)
+void printOverview(const JobIndex& job, const std::string& file)
 {
     const auto ov = overviewFromIndex(job);
     if (!ov)
@@ -181,6 +181,13 @@ void printOverview(const JobIndex& job)
                formatDuration(cause(BubbleCause::DpSync)), formatDuration(other)});
     }
     std::cout << t.render();
+    if (const auto b = busiestReplica(job, *ov)) {
+        std::cout << "The busiest replica: rank " << b->rank << " (stage " << b->stage << ", busy " << formatDuration(b->busyNs)
+                  << ")";
+        if (!b->pipeline.empty())
+            std::cout << "; its pipeline alone: pipescope analyze " << file << " --ranks " << rankListText(b->pipeline);
+        std::cout << "\n";
+    }
 }
 
 nlohmann::json overviewJson(const JobIndex& job)
@@ -197,7 +204,10 @@ nlohmann::json overviewJson(const JobIndex& job)
                           {"busy_min_ns", st.busyMin}, {"busy_median_ns", st.busyMedian}, {"busy_max_ns", st.busyMax},
                           {"busiest_rank", st.busiestRank}, {"idlest_rank", st.idlestRank}, {"idle_median_ns_by_cause", idle}});
     }
-    return {{"iteration", ov->iteration}, {"ranks", ov->ranks}, {"stages", stages}};
+    nlohmann::json busiest = nullptr;
+    if (const auto b = busiestReplica(job, *ov))
+        busiest = {{"rank", b->rank}, {"stage", b->stage}, {"busy_ns", b->busyNs}, {"pipeline", b->pipeline}};
+    return {{"iteration", ov->iteration}, {"ranks", ov->ranks}, {"stages", stages}, {"busiest_replica", busiest}};
 }
 
 RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, time span, GPU busy time", 20,
@@ -231,7 +241,7 @@ RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, t
                                          t.add({std::to_string(r.index), r.file.empty() ? "-" : r.file,
                                                 std::to_string(r.ranks.size()), formatCount(r.records), formatBytes(r.inputBytes)});
                                      std::cout << t.render();
-                                     printOverview(*job);
+                                     printOverview(*job, *file);
                                  }
                              }
                              return kExitOk;

@@ -126,4 +126,29 @@ std::optional<JobOverview> overviewFromIndex(const JobIndex& index, const std::o
     return out;
 }
 
+std::optional<BusiestReplica> busiestReplica(const JobIndex& index, const JobOverview& overview)
+{
+    const StageReplicas* top = nullptr;
+    for (const StageReplicas& st : overview.stages)
+        if (!top || st.busyMax > top->busyMax)
+            top = &st;
+    if (!top)
+        return std::nullopt;
+    BusiestReplica b;
+    b.rank = top->busiestRank;
+    b.stage = top->stage;
+    b.busyNs = top->busyMax;
+    if (const std::vector<int>* p = index.pipelineOf(b.rank))
+        b.pipeline = *p;
+    return b;
+}
+
+std::string rankListText(const std::vector<int>& ranks)
+{
+    std::string out;
+    for (int r : ranks)
+        out += (out.empty() ? "" : ",") + std::to_string(r);
+    return out;
+}
+
 } // namespace pipescope

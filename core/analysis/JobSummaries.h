@@ -38,4 +38,19 @@ struct JobOverview {
 // no shard's analysis found a pipeline.
 std::optional<JobOverview> overviewFromIndex(const JobIndex& index, const std::optional<std::string>& label = std::nullopt);
 
+// The replica with the most compute in the overview (the stage that limits
+// the pipeline, and its slowest member) and its pipeline's ranks, when the
+// index knows the job's pipelines: what to analyse of a job too large to
+// analyse whole.
+struct BusiestReplica {
+    int rank = 0;
+    int stage = 0;
+    TimeNs busyNs = 0;
+    std::vector<int> pipeline; // empty when the index does not know it
+};
+std::optional<BusiestReplica> busiestReplica(const JobIndex& index, const JobOverview& overview);
+
+// "0,256,512,768"
+std::string rankListText(const std::vector<int>& ranks);
+
 } // namespace pipescope

@@ -297,10 +297,18 @@ ShardPlan planShards(const std::vector<std::string>& files, const std::vector<Tr
         for (auto& [key, fileIndexes] : components) {
             Component c;
             c.files = fileIndexes;
-            for (size_t i : fileIndexes)
+            std::vector<int> ranks;
+            for (size_t i : fileIndexes) {
                 c.bytes += heads[i].bytes;
+                if (heads[i].rank)
+                    ranks.push_back(*heads[i].rank);
+            }
+            std::sort(ranks.begin(), ranks.end());
+            if (ranks.size() > 1)
+                plan.pipelines.push_back(std::move(ranks));
             list.push_back(std::move(c));
         }
+        std::sort(plan.pipelines.begin(), plan.pipelines.end());
         std::stable_sort(list.begin(), list.end(), [](const Component& a, const Component& b) { return a.bytes > b.bytes; });
         std::vector<int64_t> load(static_cast<size_t>(shards), 0);
         for (const Component& c : list) {
@@ -362,6 +370,7 @@ JobIndex collectIndex(const std::string& folder, const ShardPlan& plan)
     index.plan = plan.fingerprint;
     index.shards = plan.shards;
     index.groupedBy = plan.groupedBy;
+    index.pipelines = plan.pipelines;
     for (int k = 0; k < plan.shards; ++k) {
         const std::string path = (fs::path(folder) / shardRecordName(k, plan.shards)).string();
         std::error_code ec;

@@ -49,6 +49,7 @@ struct ShardPlan {
     std::vector<std::vector<std::string>> files; // per shard, in input order
     std::string fingerprint;                     // the same in every task given the same inputs
     std::string groupedBy;                       // for the user and the index
+    std::vector<std::vector<int>> pipelines;     // ranks of each pipeline found in the heads, lowest rank first
 };
 // Whole pipelines go to one shard: ranks the traces' pipeline process groups
 // join stay together, groups balanced by bytes. Without such groups, rank r

@@ -43,6 +43,14 @@ const ShardRecord* JobIndex::record(int index) const
     return nullptr;
 }
 
+const std::vector<int>* JobIndex::pipelineOf(int rank) const
+{
+    for (const auto& p : pipelines)
+        if (std::find(p.begin(), p.end(), rank) != p.end())
+            return &p;
+    return nullptr;
+}
+
 bool isShardedJob(const std::string& path)
 {
     std::error_code ec;
@@ -178,6 +186,8 @@ JobIndex readJobIndex(const std::string& folder)
         index.groupedBy = j.value("grouped_by", std::string());
         for (const auto& r : j.at("shard_list"))
             index.records.push_back(recordFromJson(r));
+        if (auto p = j.find("pipelines"); p != j.end() && p->is_array())
+            index.pipelines = p->get<std::vector<std::vector<int>>>();
         if (auto off = j.find("shard_clock_offsets_ns"); off != j.end() && !off->is_null())
             index.shardClockOffsets = off->get<std::vector<TimeNs>>();
     } catch (const json::exception& e) {
@@ -209,6 +219,7 @@ void writeJobIndex(const std::string& folder, const JobIndex& index)
                 {"complete", index.complete()}, {"missing", index.missing()},
                 {"failed", index.failed()},
                 {"shard_clock_offsets_ns", index.shardClockOffsets.empty() ? json(nullptr) : json(index.shardClockOffsets)},
+                {"pipelines", index.pipelines},
                 {"shard_list", list}};
     AtomicOutput::writeFile((fs::path(folder) / kJobIndexName).string(), jsonText(doc, 1) + "\n");
 }

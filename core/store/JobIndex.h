@@ -68,11 +68,15 @@ struct JobIndex {
     // (import --align collectives), set by the task that completes the job;
     // empty when every shard keeps its own times.
     std::vector<TimeNs> shardClockOffsets;
+    // The job's pipelines as the shard plan found them (ranks that one
+    // pipeline's process group joins); empty when the traces did not say.
+    std::vector<std::vector<int>> pipelines;
 
     bool complete() const;
     std::vector<int> missing() const; // shards whose task has not ended (yet)
     std::vector<int> failed() const;
     const ShardRecord* record(int index) const;
+    const std::vector<int>* pipelineOf(int rank) const; // null when unknown
 };
 
 // A folder holding a job index.

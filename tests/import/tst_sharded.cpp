@@ -389,6 +389,16 @@ private slots:
         // Of three iterations the first is left out; of the other two, the shorter median window.
         QVERIFY(ov->iteration != full.iterations.front().label);
         QCOMPARE(overviewFromIndex(read, full.iterations.back().label)->iteration, full.iterations.back().label);
+
+        // The index knows the job's pipelines, and which one holds the busiest replica.
+        QCOMPARE(read.pipelines, (std::vector<std::vector<int>>{{0, 2, 4, 6}, {1, 3, 5, 7}}));
+        const auto b = busiestReplica(read, *ov);
+        QVERIFY(b);
+        QCOMPARE(b->pipeline, *read.pipelineOf(b->rank));
+        QVERIFY(std::find(b->pipeline.begin(), b->pipeline.end(), b->rank) != b->pipeline.end());
+        for (const StageReplicas& st : ov->stages)
+            QVERIFY(st.busyMax <= b->busyNs);
+        QCOMPARE(rankListText(b->pipeline), QString(b->rank % 2 ? "1,3,5,7" : "0,2,4,6").toStdString());
     }
 
     void failedAndStaleShardsAreNamed()
@@ -474,6 +484,9 @@ private slots:
         r = runCliWith({"report", job, "-o", out.path() + "/r.html"}, {{"PIPESCOPE_MEMORY_BUDGET", "1000000"}});
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains("analysing all 8 ranks (") && r.err.contains("is available; analyse fewer ranks with --ranks"),
+                 qPrintable(r.err));
+        // The job index names the pipeline to read alone.
+        QVERIFY2(r.err.contains(QRegularExpression("`--ranks (0,2,4,6|1,3,5,7)` reads the pipeline of its busiest replica")),
                  qPrintable(r.err));
         QVERIFY(!QFile::exists(out.path() + "/r.html"));
 
