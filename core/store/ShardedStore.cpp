@@ -32,6 +32,11 @@ void Store::openShards(const std::string& folder)
         if (r.file.empty())
             continue;
         const std::string file = (fs::path(folder) / r.file).string();
+        std::error_code ec;
+        if (!fs::is_regular_file(file, ec)) // not a folder (a job cannot hold a job, or itself)
+            throw FormatError(folder + ": shard " + std::to_string(r.index) + " of " + std::to_string(shards->index.shards) +
+                              " (" + r.file + ") is missing or not a store file; re-run the import of that shard with --shard " +
+                              std::to_string(r.index) + "/" + std::to_string(shards->index.shards));
         try {
             shards->stores[static_cast<size_t>(r.index)] = std::make_unique<Store>(file);
         } catch (const Error& e) {

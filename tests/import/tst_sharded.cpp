@@ -510,6 +510,13 @@ private slots:
                 "[{\"index\": 0, \"file\": \"../../etc/x\", \"status\": \"done\", \"ranks\": []}]}");
         f.close();
         QVERIFY(errorOf([&] { Store s(out.path().toStdString()); }).contains("the job index is damaged"));
+        // A shard naming the folder itself is refused, not followed.
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write("{\"format\": \"pipescope.job/1\", \"plan\": \"x\", \"shards\": 1, \"shard_list\": "
+                "[{\"index\": 0, \"file\": \".\", \"status\": \"done\", \"ranks\": [0]}]}");
+        f.close();
+        const QString itself = errorOf([&] { Store s(out.path().toStdString()); });
+        QVERIFY2(itself.contains("shard 0 of 1 (.) is missing or not a store file"), qPrintable(itself));
         QVERIFY(errorOf([&] { importShard(options(job_, path(out, "job.json")), {0, 2, "--shard"}); })
                     .contains("exists and is not a folder"));
 
