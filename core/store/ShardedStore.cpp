@@ -155,6 +155,57 @@ void mergeMeta(std::map<std::string, std::string>& into, const std::map<std::str
             into.emplace(k, v);
 }
 
+// What a Trace and a StoreSummary both describe (meta, sources, ranks,
+// GPUs, streams, diagnostics), moved from a shard's into the job's with the
+// shard's ids tagged and its streams numbered.
+template <typename Job>
+void mergeDescriptions(Job& into, Job& from, int shard, const StreamIds& streamIds)
+{
+    mergeMeta(into.meta, from.meta);
+    for (auto& src : from.sources) {
+        src.id = tagId(shard, src.id);
+        into.sources.push_back(std::move(src));
+    }
+    for (auto& r : from.ranks) {
+        if (r.sourceId)
+            r.sourceId = tagId(shard, *r.sourceId);
+        into.ranks.push_back(std::move(r));
+    }
+    for (auto& g : from.gpus)
+        into.gpus.push_back(std::move(g));
+    for (auto& st : from.streams) {
+        st.id = streamId(streamIds, shard, st.id);
+        into.streams.push_back(std::move(st));
+    }
+    for (auto& d : from.diagnostics) {
+        if (d.sourceId)
+            d.sourceId = tagId(shard, *d.sourceId);
+        into.diagnostics.push_back(std::move(d));
+    }
+}
+
+// Ranks, GPUs and streams in the order Store gives them.
+template <typename Job>
+void sortDescriptions(Job& job)
+{
+    std::stable_sort(job.ranks.begin(), job.ranks.end(), [](const RankInfo& a, const RankInfo& b) { return a.rank < b.rank; });
+    std::stable_sort(job.gpus.begin(), job.gpus.end(),
+                     [](const GpuInfo& a, const GpuInfo& b) { return std::tie(a.rank, a.device) < std::tie(b.rank, b.device); });
+    std::sort(job.streams.begin(), job.streams.end(), [](const StreamInfo& a, const StreamInfo& b) { return a.id < b.id; });
+}
+
+// Sums counts by name, names in the order first seen.
+void addCounts(std::vector<std::pair<std::string, int64_t>>& into, const std::vector<std::pair<std::string, int64_t>>& from)
+{
+    for (const auto& [kind, n] : from) {
+        auto it = std::find_if(into.begin(), into.end(), [&](const auto& e) { return e.first == kind; });
+        if (it == into.end())
+            into.emplace_back(kind, n);
+        else
+            it->second += n;
+    }
+}
+
 } // namespace
 
 struct TraceMerger::Strings {
@@ -176,7 +227,7 @@ void TraceMerger::add(int s, Trace&& part)
 {
     Trace p = std::move(part); // freed when this returns
     Trace& t = t_;
-    mergeMeta(t.meta, p.meta);
+    mergeDescriptions(t, p, s, streamIds_);
     std::vector<StringId> name(p.strings.size(), 0);
     for (size_t i = 0; i < p.strings.size(); ++i) {
         auto [it, fresh] = strings_->ids.emplace(p.strings[i], static_cast<StringId>(t.strings.size()));
@@ -185,21 +236,6 @@ void TraceMerger::add(int s, Trace&& part)
         name[i] = it->second;
     }
     auto str = [&](StringId id) { return id >= 0 && static_cast<size_t>(id) < name.size() ? name[static_cast<size_t>(id)] : 0; };
-    for (auto& src : p.sources) {
-        src.id = tagId(s, src.id);
-        t.sources.push_back(std::move(src));
-    }
-    for (auto& r : p.ranks) {
-        if (r.sourceId)
-            r.sourceId = tagId(s, *r.sourceId);
-        t.ranks.push_back(std::move(r));
-    }
-    for (auto& g : p.gpus)
-        t.gpus.push_back(std::move(g));
-    for (auto& st : p.streams) {
-        st.id = streamId(streamIds_, s, st.id);
-        t.streams.push_back(std::move(st));
-    }
     for (auto& a : p.activities) {
         a.id = tagId(s, a.id);
         a.streamId = streamId(streamIds_, s, a.streamId);
@@ -230,11 +266,6 @@ void TraceMerger::add(int s, Trace&& part)
         t.processGroups.push_back(std::move(g));
     for (auto& e : p.memoryEvents)
         t.memoryEvents.push_back(e);
-    for (auto& d : p.diagnostics) {
-        if (d.sourceId)
-            d.sourceId = tagId(s, *d.sourceId);
-        t.diagnostics.push_back(std::move(d));
-    }
     for (auto& [k, v] : p.threadNames)
         t.threadNames.emplace(k, std::move(v));
 }
@@ -243,10 +274,7 @@ Trace TraceMerger::finish()
 {
     Trace t = std::move(t_);
     // Every rank's rows come from one shard, in that shard's order.
-    std::stable_sort(t.ranks.begin(), t.ranks.end(), [](const RankInfo& a, const RankInfo& b) { return a.rank < b.rank; });
-    std::stable_sort(t.gpus.begin(), t.gpus.end(),
-                     [](const GpuInfo& a, const GpuInfo& b) { return std::tie(a.rank, a.device) < std::tie(b.rank, b.device); });
-    std::sort(t.streams.begin(), t.streams.end(), [](const StreamInfo& a, const StreamInfo& b) { return a.id < b.id; });
+    sortDescriptions(t);
     // A shard gives rows of equal (rank, start, end) in id order, so the id
     // settles ties as the shard did; an in-place sort needs no second copy.
     auto before = [](const Activity& x, const Activity& y) {
@@ -284,63 +312,25 @@ StoreSummary mergeSummaries(std::vector<std::pair<int, StoreSummary>> parts)
         streams.emplace_back(shard, s.streams);
     const StreamIds streamIds = numberStreams(streams);
     m.schemaVersion = parts.empty() ? kSchemaVersion : parts.front().second.schemaVersion;
-    std::map<std::string, int64_t> activities, nccl, cpu;
-    std::vector<std::string> activityOrder, cpuOrder;
     for (auto& [shard, s] : parts) {
         m.schemaVersion = std::min(m.schemaVersion, s.schemaVersion);
-        mergeMeta(m.meta, s.meta);
-        for (auto& src : s.sources) {
-            src.id = tagId(shard, src.id);
-            m.sources.push_back(std::move(src));
-        }
-        for (auto& r : s.ranks) {
-            if (r.sourceId)
-                r.sourceId = tagId(shard, *r.sourceId);
-            m.ranks.push_back(std::move(r));
-        }
-        for (auto& g : s.gpus)
-            m.gpus.push_back(std::move(g));
-        for (auto& st : s.streams) {
-            st.id = streamId(streamIds, shard, st.id);
-            m.streams.push_back(std::move(st));
-        }
-        for (const auto& [kind, n] : s.activityCounts)
-            if (activities.emplace(kind, 0).second)
-                activityOrder.push_back(kind), activities[kind] += n;
-            else
-                activities[kind] += n;
-        for (const auto& [kind, n] : s.ncclCounts)
-            nccl[kind] += n;
-        for (const auto& [kind, n] : s.cpuRangeCounts)
-            if (cpu.emplace(kind, 0).second)
-                cpuOrder.push_back(kind), cpu[kind] += n;
-            else
-                cpu[kind] += n;
+        mergeDescriptions(m, s, shard, streamIds);
+        addCounts(m.activityCounts, s.activityCounts);
+        addCounts(m.ncclCounts, s.ncclCounts);
+        addCounts(m.cpuRangeCounts, s.cpuRangeCounts);
         for (auto& g : s.gpuSummaries)
             m.gpuSummaries.push_back(g);
         for (const auto& [id, counts] : s.streamCounts)
             m.streamCounts[streamId(streamIds, shard, id)] = counts;
-        for (auto& d : s.diagnostics) {
-            if (d.sourceId)
-                d.sourceId = tagId(shard, *d.sourceId);
-            m.diagnostics.push_back(std::move(d));
-        }
         if (s.first && (!m.first || *s.first < *m.first))
             m.first = s.first;
         if (s.last && (!m.last || *s.last > *m.last))
             m.last = s.last;
     }
-    for (const auto& k : activityOrder)
-        m.activityCounts.emplace_back(k, activities[k]);
-    for (const auto& [k, n] : nccl)
-        m.ncclCounts.emplace_back(k, n);
-    std::stable_sort(m.ncclCounts.begin(), m.ncclCounts.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    for (const auto& k : cpuOrder)
-        m.cpuRangeCounts.emplace_back(k, cpu[k]);
-    std::stable_sort(m.ranks.begin(), m.ranks.end(), [](const RankInfo& a, const RankInfo& b) { return a.rank < b.rank; });
-    std::stable_sort(m.gpus.begin(), m.gpus.end(),
-                     [](const GpuInfo& a, const GpuInfo& b) { return std::tie(a.rank, a.device) < std::tie(b.rank, b.device); });
-    std::sort(m.streams.begin(), m.streams.end(), [](const StreamInfo& a, const StreamInfo& b) { return a.id < b.id; });
+    // As Store::summary() orders NCCL counts: most first, then by name.
+    std::sort(m.ncclCounts.begin(), m.ncclCounts.end(),
+              [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+    sortDescriptions(m);
     std::stable_sort(m.gpuSummaries.begin(), m.gpuSummaries.end(), [](const GpuSummary& a, const GpuSummary& b) {
         return std::tie(a.rank, a.device) < std::tie(b.rank, b.device);
     });

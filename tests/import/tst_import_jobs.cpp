@@ -1,6 +1,7 @@
 // `pipescope import` with parser threads (ImportJobOptions::jobs): the store
 // must be the one a serial import writes, table by table and row by row, and
 // bad files, cancellation and progress must behave as in a serial import.
+#include "EmittedJob.h"
 #include "TestSupport.h"
 
 #include "import/Import.h"
@@ -23,6 +24,7 @@
 #include <zlib.h>
 
 using namespace pipescope;
+using pipescope::test::emitJob;
 
 namespace {
 
@@ -148,32 +150,6 @@ QByteArray gzipBytes(const QByteArray& raw)
     out.resize(static_cast<int>(z.total_out));
     deflateEnd(&z);
     return out;
-}
-
-// A simulated job (as `pipescope simulate --emit-kineto` writes it): pp
-// stages x dp data-parallel ranks, rank files of a few megabytes each, so a
-// file takes more batches than its worker may queue.
-void emitJob(const QString& dir, int pp, int dp, int iterations)
-{
-    using namespace whatif;
-    const std::string text = R"({"format": "pipescope.model/1", "name": "gpt-8l", "hidden_size": 1024,
-        "attention_heads": 16, "sequence_length": 1024, "vocab_size": 32000, "gpu_tflops": 300,
-        "layers": [{"name": "decoder", "count": 8}],
-        "communication": {"p2p_latency_us": 20, "p2p_bandwidth_gbps": 25, "allreduce_latency_us": 30,
-                          "allreduce_bandwidth_gbps": 40}})";
-    const ModelDescription md = parseModelDescription(text, "test model");
-    CostModel model = CostModel::fromModel(md);
-    model.dataParallel = dp;
-    model.memory.dataParallel = dp;
-    Scenario base;
-    base.pp = pp;
-    base.microbatches = 2 * pp;
-    ScenarioChanges changes;
-    changes.schedule = "1f1b";
-    simulate::KinetoEmitOptions eo;
-    eo.iterations = iterations;
-    eo.costModel = &model;
-    simulate::emitKineto(predict(model, applyChanges(base, changes)), eo, dir.toStdString());
 }
 
 struct Outcome {

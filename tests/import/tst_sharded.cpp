@@ -1,6 +1,7 @@
 // Sharded jobs: which task a launcher started, how rank files are grouped
 // into shards, the job index the tasks complete together, and a sharded job
 // read as the one store its traces make.
+#include "EmittedJob.h"
 #include "TestSupport.h"
 
 #include "analysis/Analysis.h"
@@ -8,12 +9,9 @@
 #include "analysis/JobSummaries.h"
 #include "import/Import.h"
 #include "import/ShardedImport.h"
-#include "simulate/KinetoEmitter.h"
 #include "store/Store.h"
 #include "util/Error.h"
 #include "util/JsonText.h"
-#include "whatif/ModelDescription.h"
-#include "whatif/WhatIf.h"
 
 #include <QFile>
 #include <QTemporaryDir>
@@ -22,33 +20,10 @@
 #include <map>
 
 using namespace pipescope;
+using pipescope::test::emitJob;
 using pipescope::test::path;
 
 namespace {
-
-// pp stages x dp replicas of a small GPT, as `pipescope simulate --emit-kineto` writes it.
-void emitJob(const QString& dir, int pp, int dp, int iterations)
-{
-    using namespace whatif;
-    const std::string text = R"({"format": "pipescope.model/1", "name": "gpt-8l", "hidden_size": 1024,
-        "attention_heads": 16, "sequence_length": 1024, "vocab_size": 32000, "gpu_tflops": 300,
-        "layers": [{"name": "decoder", "count": 8}],
-        "communication": {"p2p_latency_us": 20, "p2p_bandwidth_gbps": 25, "allreduce_latency_us": 30,
-                          "allreduce_bandwidth_gbps": 40}})";
-    const ModelDescription md = parseModelDescription(text, "test model");
-    CostModel model = CostModel::fromModel(md);
-    model.dataParallel = dp;
-    model.memory.dataParallel = dp;
-    Scenario base;
-    base.pp = pp;
-    base.microbatches = 2 * pp;
-    ScenarioChanges changes;
-    changes.schedule = "1f1b";
-    simulate::KinetoEmitOptions eo;
-    eo.iterations = iterations;
-    eo.costModel = &model;
-    simulate::emitKineto(predict(model, applyChanges(base, changes)), eo, dir.toStdString());
-}
 
 ImportJobOptions options(const QString& input, const std::string& output)
 {
