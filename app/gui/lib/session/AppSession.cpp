@@ -270,22 +270,27 @@ namespace {
 // mapped pages add up to its size (about 270 bytes per activity) while it loads.
 constexpr int64_t kAppBytesPerActivity = 480;
 
-// A job too large for the memory left is not read whole: the first frame
-// (a window of it) stays, and the user is told what the whole would need.
-void checkMemoryForWholeJob(Store& store, const QString& title)
+bool fitsInMemory(int64_t activities)
 {
     const auto available = availableMemory();
-    if (!available)
-        return;
+    return !available || activities * kAppBytesPerActivity <= *available;
+}
+
+// A job too large for the memory left is not read whole: its first frame
+// (a window of it, shown whatever the job's size) stays, and the user is
+// told what the whole would need.
+void checkMemoryForWholeJob(Store& store, const QString& title)
+{
     int64_t activities = 0;
     for (const auto& [kind, n] : store.summary().activityCounts)
         activities += n;
-    const int64_t needed = activities * kAppBytesPerActivity;
-    if (needed <= *available)
+    if (fitsInMemory(activities))
         return;
+    const int64_t needed = activities * kAppBytesPerActivity;
+    const int64_t available = availableMemory().value_or(0);
     throw Error(title.toStdString() + ": the whole job (" + formatCount(activities) + " GPU activities) needs about " +
-                formatBytes(needed) + " of memory, and " + formatBytes(*available) +
-                " is available, so only a window of it is shown; `pipescope analyze --ranks` analyses some ranks (one pipeline's), "
+                formatBytes(needed) + " of memory, and " + formatBytes(available) +
+                " is available; `pipescope analyze --ranks` analyses some ranks (one pipeline's), "
                 "and for a sharded job `pipescope info` shows each stage across its replicas");
 }
 
@@ -307,7 +312,7 @@ std::shared_ptr<const Job> AppSession::loadFirstFrame(const QStringList& inputs,
             int64_t activities = 0;
             for (const auto& [kind, n] : summary.activityCounts)
                 activities += n;
-            if (activities <= options.firstFrameAbove)
+            if (activities <= options.firstFrameAbove && fitsInMemory(activities))
                 return nullptr;
             const auto window = firstFrameWindow(store, summary);
             if (!window)
