@@ -48,6 +48,58 @@ std::string ranksJson(const std::vector<int>& ranks)
     return nlohmann::json(ranks).dump();
 }
 
+// Rows per multi-row INSERT of activities and CPU ranges, the bulk of a
+// store: a statement's step has a fixed cost about that of one row, spread
+// over a few dozen rows.
+constexpr int kRowsPerInsert = 32;
+
+// The columns of activities and cpu_ranges the writer fills, in the order
+// bindActivity() and bindCpuRange() bind them.
+constexpr const char* kActivityColumns =
+    "rank, stream_id, kind, start_ns, end_ns, name_id, correlation, bytes, copy_kind, grid, block, launch_id, launch_ns";
+constexpr int kActivityColumnCount = 13;
+constexpr const char* kCpuRangeColumns = "rank, tid, kind, start_ns, end_ns, name_id, domain_id, correlation, depth, parent_id";
+constexpr int kCpuRangeColumnCount = 10;
+
+// INSERT INTO table(columns) VALUES (?, ...), ... for `rows` rows: row r's
+// parameters are r * count + 1 .. (r + 1) * count.
+std::string insertText(const char* table, const char* columns, int count, int rows)
+{
+    std::string row = "(";
+    for (int c = 0; c < count; ++c)
+        row += c == 0 ? "?" : ", ?";
+    row += ")";
+    std::string text = std::string("INSERT INTO ") + table + "(" + columns + ") VALUES ";
+    for (int r = 0; r < rows; ++r)
+        text += (r > 0 ? ", " : "") + row;
+    return text;
+}
+
+// Binds row `row` of a statement from insertText(). Every run of a statement
+// leaves its parameters NULL (Statement::run()), so unset fields stay NULL.
+void bindActivity(sql::Statement& st, int row, const ActivityRecord& a)
+{
+    const int p = row * kActivityColumnCount;
+    st.bind(p + 1, a.rank).bind(p + 2, a.streamId).bind(p + 3, static_cast<int>(a.kind)).bind(p + 4, a.start);
+    st.bind(p + 5, a.end).bind(p + 6, a.name).bind(p + 7, a.correlation).bind(p + 8, a.bytes);
+    if (a.copyKind)
+        st.bind(p + 9, static_cast<int>(*a.copyKind));
+    if (!a.grid.empty())
+        st.bind(p + 10, a.grid);
+    if (!a.block.empty())
+        st.bind(p + 11, a.block);
+    if (a.launchId)
+        st.bind(p + 12, *a.launchId).bind(p + 13, a.launchNs);
+}
+
+void bindCpuRange(sql::Statement& st, int row, const CpuRangeRecord& r)
+{
+    const int p = row * kCpuRangeColumnCount;
+    st.bind(p + 1, r.rank).bind(p + 2, r.tid).bind(p + 3, static_cast<int>(r.kind)).bind(p + 4, r.start);
+    st.bind(p + 5, r.end).bind(p + 6, r.name).bind(p + 7, r.domain).bind(p + 8, r.correlation);
+    st.bind(p + 9, r.depth).bind(p + 10, r.parentId);
+}
+
 } // namespace
 
 namespace {
@@ -77,11 +129,10 @@ StoreWriter::StoreWriter(const std::string& path) : out_(path), db_(createDataba
     db_.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
     db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     insString_ = db_.prepare("INSERT INTO strings(id, value) VALUES (?1, ?2)");
-    insActivity_ = db_.prepare(
-        "INSERT INTO activities(rank, stream_id, kind, start_ns, end_ns, name_id, correlation, bytes, copy_kind, grid, block,"
-        " launch_id, launch_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
-    insCpu_ = db_.prepare("INSERT INTO cpu_ranges(rank, tid, kind, start_ns, end_ns, name_id, domain_id, correlation, depth,"
-                          " parent_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+    insActivity_ = db_.prepare(insertText("activities", kActivityColumns, kActivityColumnCount, 1));
+    insActivities_ = db_.prepare(insertText("activities", kActivityColumns, kActivityColumnCount, kRowsPerInsert));
+    insCpu_ = db_.prepare(insertText("cpu_ranges", kCpuRangeColumns, kCpuRangeColumnCount, 1));
+    insCpuRanges_ = db_.prepare(insertText("cpu_ranges", kCpuRangeColumns, kCpuRangeColumnCount, kRowsPerInsert));
     insNccl_ = db_.prepare(
         "INSERT INTO nccl_ops(rank, activity_id, kind, is_p2p, in_nelems, out_nelems, bytes, dtype, group_name, group_desc,"
         " group_ranks, group_size, peer, seq, start_ns, end_ns, stream_id)"
@@ -216,29 +267,47 @@ int64_t StoreWriter::stream(int rank, int device, int64_t streamNo, std::string_
 
 int64_t StoreWriter::addActivity(const ActivityRecord& a)
 {
-    auto& st = insActivity_;
-    st.bind(1, a.rank).bind(2, a.streamId).bind(3, static_cast<int>(a.kind)).bind(4, a.start).bind(5, a.end);
-    st.bind(6, a.name).bind(7, a.correlation).bind(8, a.bytes);
-    if (a.copyKind)
-        st.bind(9, static_cast<int>(*a.copyKind));
-    if (!a.grid.empty())
-        st.bind(10, a.grid);
-    if (!a.block.empty())
-        st.bind(11, a.block);
-    if (a.launchId)
-        st.bind(12, *a.launchId).bind(13, a.launchNs);
-    st.run();
+    bindActivity(insActivity_, 0, a);
+    insActivity_.run();
     return db_.lastInsertRowid();
 }
 
 int64_t StoreWriter::addCpuRange(const CpuRangeRecord& r)
 {
-    auto& st = insCpu_;
-    st.bind(1, r.rank).bind(2, r.tid).bind(3, static_cast<int>(r.kind)).bind(4, r.start).bind(5, r.end);
-    st.bind(6, r.name).bind(7, r.domain).bind(8, r.correlation);
-    st.bind(9, r.depth).bind(10, r.parentId);
-    st.run();
+    bindCpuRange(insCpu_, 0, r);
+    insCpu_.run();
     return db_.lastInsertRowid();
+}
+
+namespace {
+
+// Rows bound kRowsPerInsert at a time into `many`, the rest one by one into `one`.
+template <typename Row, typename Bind>
+int64_t insertRows(sql::Database& db, sql::Statement& many, sql::Statement& one, const std::vector<Row>& rows, Bind bind)
+{
+    size_t i = 0;
+    for (; i + kRowsPerInsert <= rows.size(); i += kRowsPerInsert) {
+        for (int k = 0; k < kRowsPerInsert; ++k)
+            bind(many, k, rows[i + static_cast<size_t>(k)]);
+        many.run();
+    }
+    for (; i < rows.size(); ++i) {
+        bind(one, 0, rows[i]);
+        one.run();
+    }
+    return rows.empty() ? 0 : db.lastInsertRowid();
+}
+
+} // namespace
+
+int64_t StoreWriter::addActivities(const std::vector<ActivityRecord>& rows)
+{
+    return insertRows(db_, insActivities_, insActivity_, rows, bindActivity);
+}
+
+int64_t StoreWriter::addCpuRanges(const std::vector<CpuRangeRecord>& rows)
+{
+    return insertRows(db_, insCpuRanges_, insCpu_, rows, bindCpuRange);
 }
 
 int64_t StoreWriter::addNcclOp(const NcclRecord& op)
@@ -496,7 +565,12 @@ void StoreWriter::dropOutOfRangeTimes()
     const std::string k = std::to_string(kMaxTimeNs);
     auto bad = [&](const char* column, bool nullable) {
         std::string c = column;
-        std::string test = "(typeof(" + c + ") <> 'integer' OR " + c + " < -" + k + " OR " + c + " > " + k + ")";
+        // Not an integer in [-k, k]. Text and blobs sort after every number,
+        // so the range test fails for them; an integer column holds a real
+        // only when it is no integer (or outside int64), which the cast
+        // tells. The same rows as typeof(c) <> 'integer' OR c < -k OR c > k,
+        // without a function call per row.
+        std::string test = "(NOT (" + c + " BETWEEN -" + k + " AND " + k + " AND " + c + " = CAST(" + c + " AS INTEGER)))";
         return nullable ? "(" + c + " IS NOT NULL AND " + test + ")" : test;
     };
     struct Table {
@@ -939,7 +1013,9 @@ void StoreWriter::finish()
     meta.bind(1, "created_at").bind(2, utcNow()).run();
     meta.bind(1, "time_unit").bind(2, "ns").run();
     insActivity_ = {};
+    insActivities_ = {};
     insCpu_ = {};
+    insCpuRanges_ = {};
     insNccl_ = {};
     insString_ = {};
     insMemory_ = {};

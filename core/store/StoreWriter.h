@@ -134,6 +134,12 @@ public:
 
     int64_t addActivity(const ActivityRecord& a);
     int64_t addCpuRange(const CpuRangeRecord& r);
+    // Many rows at once, in order, as addActivity()/addCpuRange() one by one
+    // would write them (the same ids, one after the other), but several rows
+    // per INSERT: a statement's step costs about as much as a row. Return
+    // the last row's id (0 for no rows).
+    int64_t addActivities(const std::vector<ActivityRecord>& rows);
+    int64_t addCpuRanges(const std::vector<CpuRangeRecord>& rows);
     int64_t addNcclOp(const NcclRecord& op);
     void addMemoryEvent(const MemoryEvent& e);
     // The name a trace gives a CPU thread (written when the store is finished;
@@ -252,6 +258,7 @@ private:
     AtomicOutput out_;
     sql::Database db_;
     sql::Statement insActivity_, insCpu_, insNccl_, insString_, insMemory_;
+    sql::Statement insActivities_, insCpuRanges_; // kRowsPerInsert rows each
     struct StringHash {
         using is_transparent = void;
         size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }

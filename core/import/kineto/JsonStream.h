@@ -25,6 +25,10 @@
 #include <string_view>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace pipescope::kineto {
 
 // Handler concept (all return false to stop the parse):
@@ -96,6 +100,32 @@ struct PlainTable {
     }
 };
 inline constexpr PlainTable kPlain{};
+
+// Index of the first byte in [i, n) that a string cannot hold as it is (see
+// kPlain), or n. Names in traces run to hundreds of bytes (demangled kernel
+// signatures), so plain runs are scanned 16 bytes at a time where SSE2 is
+// available (every x86-64).
+inline size_t skipPlain(const unsigned char* d, size_t i, size_t n)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20);
+    while (i + 16 <= n) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i));
+        // A signed compare below 0x20 also catches every byte >= 0x80 (negative as int8).
+        const __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                          _mm_cmplt_epi8(v, space));
+        const int mask = _mm_movemask_epi8(stop);
+        if (mask != 0)
+            return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+        i += 16;
+    }
+#endif
+    while (i < n && kPlain.v[d[i]])
+        ++i;
+    return i;
+}
 
 inline int hexValue(char c)
 {
@@ -313,7 +343,7 @@ private:
     }
 
     // Inline fast path: between tokens Kineto writes nothing or one space.
-    bool skipSpace()
+    [[gnu::always_inline]] bool skipSpace()
     {
         const char* d = w_.data();
         size_t n = w_.size();
@@ -326,7 +356,9 @@ private:
         return skipSpaceSlow();
     }
 
-    bool skipSpaceSlow()
+    // Line breaks and indentation (pretty-printed traces put each event on
+    // its own indented line).
+    [[gnu::noinline]] bool skipSpaceSlow()
     {
         for (;;) {
             const char* d = w_.data();
@@ -339,6 +371,8 @@ private:
                     ++line_;
                     lineStart_ = w_.base() + pos_ + 1;
                     ++pos_;
+                    while (pos_ < n && d[pos_] == ' ')
+                        ++pos_;
                 } else {
                     return true;
                 }
@@ -361,6 +395,10 @@ private:
             return false;
         if (!h_.key(k))
             return stopped();
+        if (pos_ < w_.size() && w_.data()[pos_] == ':') {
+            ++pos_;
+            return true;
+        }
         if (!skipSpace())
             return fail("unexpected end of input inside an object");
         c = w_.data()[pos_];
@@ -383,7 +421,22 @@ private:
         return true;
     }
 
-    bool string(std::string_view& out)
+    // Inline fast path: a string without escapes or non-ASCII bytes that
+    // ends inside the window (nearly every key and value of a trace).
+    [[gnu::always_inline]] bool string(std::string_view& out)
+    {
+        const unsigned char* d = reinterpret_cast<const unsigned char*>(w_.data());
+        const size_t n = w_.size();
+        const size_t i = detail::skipPlain(d, pos_ + 1, n);
+        if (i < n && d[i] == '"' && i - pos_ <= kMaxTokenBytes) {
+            out = std::string_view(w_.data() + pos_ + 1, i - pos_ - 1);
+            pos_ = i + 1;
+            return true;
+        }
+        return stringSlow(out);
+    }
+
+    [[gnu::noinline]] bool stringSlow(std::string_view& out)
     {
         size_t open = pos_; // the opening quote
         size_t i = pos_ + 1;
@@ -391,8 +444,7 @@ private:
         for (;;) {
             const unsigned char* d = reinterpret_cast<const unsigned char*>(w_.data());
             size_t n = w_.size();
-            while (i < n && detail::kPlain.v[d[i]])
-                ++i;
+            i = detail::skipPlain(d, i, n);
             // A string token is held whole while it is read: past this size
             // the file is refused, so a small compressed file cannot make
             // pipescope hold gigabytes (values are kept to kMaxStringBytes).
@@ -549,7 +601,47 @@ private:
         return true;
     }
 
+    // Numbers that end inside the window, as nearly all do: integers of up
+    // to 18 digits are converted while they are scanned, decimals
+    // (timestamps) are handed over as their text. Anything else, including
+    // every malformed number, takes numberSlow(), which also reports errors.
     bool number()
+    {
+        const char* d = w_.data();
+        const size_t n = w_.size();
+        const size_t start = pos_;
+        size_t i = start;
+        const bool negative = d[i] == '-';
+        if (negative)
+            ++i;
+        const size_t first = i;
+        uint64_t v = 0;
+        while (i < n && d[i] >= '0' && d[i] <= '9') {
+            v = v * 10 + static_cast<uint64_t>(d[i] - '0');
+            ++i;
+        }
+        const size_t intDigits = i - first;
+        if (i < n && intDigits > 0 && intDigits <= 18 && (d[first] != '0' || intDigits == 1)) {
+            const char c = d[i];
+            if (c != '.' && c != 'e' && c != 'E') {
+                pos_ = i;
+                const int64_t value = static_cast<int64_t>(v);
+                return h_.integer(negative ? -value : value) || stopped();
+            }
+            if (c == '.') {
+                size_t j = i + 1;
+                while (j < n && d[j] >= '0' && d[j] <= '9')
+                    ++j;
+                if (j < n && j > i + 1 && d[j] != 'e' && d[j] != 'E') {
+                    pos_ = j;
+                    return h_.floating(std::string_view(d + start, j - start)) || stopped();
+                }
+            }
+        }
+        return numberSlow();
+    }
+
+    bool numberSlow()
     {
         // One pass: the grammar -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?,
         // refilling the window when the number reaches its end.

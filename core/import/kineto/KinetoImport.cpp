@@ -41,22 +41,19 @@ std::optional<TimeNs> toNanos(const Value& v)
         // decimals fit int64 nanoseconds directly; anything else (exponents,
         // more decimals to round) takes the general exact parser.
         const std::string& t = v.text;
-        size_t dot = t.find('.');
-        if (dot != std::string::npos && dot > 0 && dot <= 15 && t.size() - dot - 1 <= 3 && t.size() - dot - 1 >= 1) {
-            int64_t whole = 0;
-            bool ok = true;
-            for (size_t k = 0; k < dot && ok; ++k) {
-                ok = t[k] >= '0' && t[k] <= '9';
-                whole = whole * 10 + (t[k] - '0');
-            }
+        const char* p = t.data();
+        const char* const e = p + t.size();
+        const char* q = p;
+        int64_t whole = 0;
+        while (q < e && q - p < 15 && *q >= '0' && *q <= '9')
+            whole = whole * 10 + (*q++ - '0');
+        if (q > p && q < e && *q == '.' && e - q >= 2 && e - q <= 4) {
             int64_t frac = 0;
-            size_t decimals = t.size() - dot - 1;
-            for (size_t k = dot + 1; k < t.size() && ok; ++k) {
-                ok = t[k] >= '0' && t[k] <= '9';
-                frac = frac * 10 + (t[k] - '0');
-            }
-            if (ok) {
-                for (size_t k = decimals; k < 3; ++k)
+            const char* f = q + 1;
+            while (f < e && *f >= '0' && *f <= '9')
+                frac = frac * 10 + (*f++ - '0');
+            if (f == e) {
+                for (auto k = e - q - 1; k < 3; ++k)
                     frac *= 10;
                 return whole * 1000 + frac;
             }
@@ -279,6 +276,17 @@ private:
     int rank();
     int64_t streamId(int device, int64_t stream);
     StringId intern(std::string_view text);
+    // isNcclKernelName(name), remembered per file-local string: a file
+    // launches the same few hundred kernels over and over.
+    bool isNcclKernel(StringId local, std::string_view name)
+    {
+        const auto k = static_cast<size_t>(local);
+        if (k >= ncclNames_.size())
+            ncclNames_.resize(k + 1, -1);
+        if (ncclNames_[k] < 0)
+            ncclNames_[k] = isNcclKernelName(name) ? 1 : 0;
+        return ncclNames_[k] == 1;
+    }
     int64_t addActivity(const ActivityRecord& a)
     {
         shiftFixed_ = true;
@@ -308,6 +316,11 @@ private:
             if (heldRecords_ <= options_.settleInMemoryRecords) {
                 held_.push_back(std::move(batch_));
                 batch_ = kineto::RecordBatch{};
+                // The next batch is most likely the size of this one: room
+                // for it at once, rather than growing row by row.
+                const kineto::RecordBatch& last = held_.back();
+                batch_.activities.reserve(last.activities.size());
+                batch_.cpuRanges.reserve(last.cpuRanges.size());
                 return;
             }
             release(); // too large to hold: finish() settles it
@@ -359,6 +372,7 @@ private:
         size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
     };
     std::unordered_map<std::string, StringId, StringHash, std::equal_to<>> stringIds_;
+    std::vector<int8_t> ncclNames_; // by file-local string: -1 not yet known, else isNcclKernelName
     struct Diag {
         Severity severity;
         int64_t count = 0;
@@ -754,7 +768,7 @@ void KinetoImporter::gpuActivity(const Event& e, Category cat, TimeNs start, Tim
         if (pid && tid)
             pendingFlows_.push_back({true, id, *pid, *tid, start});
     }
-    if (a.kind == ActivityKind::Kernel && isNcclKernelName(name)) {
+    if (a.kind == ActivityKind::Kernel && isNcclKernel(a.name, name)) {
         ++ncclKernels_;
         CommArgs args = commArgs(e);
         std::optional<Collective> kernelKind = collectiveFromKernelName(name);

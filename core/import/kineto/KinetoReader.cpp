@@ -260,6 +260,7 @@ private:
             return true;
         }
         if (target_ && (depth_ == 3 || depth_ == 4)) {
+            touch(target_);
             set(*target_);
             target_ = nullptr;
         }
@@ -303,7 +304,7 @@ private:
         switch (depth_) {
         case 3: // an event
             if (object) {
-                event_.clear();
+                clearEvent();
                 inArgs_ = false;
             } else {
                 sink_.onBadEvent("an element of traceEvents is an array, not an object");
@@ -315,6 +316,7 @@ private:
             if (object && argsNext_) {
                 inArgs_ = true;
             } else if (target_) {
+                touch(target_);
                 target_->type = object ? Value::Type::Object : Value::Type::Array;
                 if (!object) {
                     arrayTarget_ = target_;
@@ -326,6 +328,7 @@ private:
             break;
         case 5: // an argument's value
             if (target_ && inArgs_) {
+                touch(target_);
                 target_->type = object ? Value::Type::Object : Value::Type::Array;
                 if (!object) {
                     arrayTarget_ = target_;
@@ -379,6 +382,21 @@ private:
     }
 
     bool inArrayEvent() const { return lastEventWasArray_; }
+
+    // The fields an event set, so that the next event clears only those
+    // (Event::clear() would visit every field of every event).
+    static_assert(kFieldCount <= 64, "touched_ has a bit per field");
+    void touch(const Value* v) { touched_ |= uint64_t{1} << (v - event_.fields.data()); }
+    void clearEvent()
+    {
+        for (uint64_t m = touched_; m != 0; m &= m - 1) {
+            Value& v = event_.fields[static_cast<size_t>(__builtin_ctzll(m))];
+            v.type = Value::Type::Absent;
+            v.text.clear();
+            v.clipped = false;
+        }
+        touched_ = 0;
+    }
 
     void appendArrayInt(int64_t n)
     {
@@ -440,6 +458,7 @@ private:
 
     // Events mode
     Event event_;
+    uint64_t touched_ = 0;         // fields of event_ set since it was cleared (touch())
     Value* target_ = nullptr;      // field the next scalar fills
     Value* arrayTarget_ = nullptr; // field whose array elements are being collected
     int arrayDepth_ = 0;

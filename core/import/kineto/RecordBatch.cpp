@@ -71,8 +71,11 @@ void BatchWriter::write(RecordBatch& b)
             if (a.launchNs)
                 *a.launchNs += shift;
         }
-        expect(writer_.addActivity(a), activityId(++activities_));
     }
+    // One check per batch: the writer numbers rows one after the other.
+    activities_ += static_cast<int64_t>(b.activities.size());
+    if (!b.activities.empty())
+        expect(writer_.addActivities(b.activities), activityId(activities_));
     for (CpuRangeRecord& r : b.cpuRanges) {
         r.rank = rank(r.rank);
         r.start += shift;
@@ -82,8 +85,10 @@ void BatchWriter::write(RecordBatch& b)
             r.domain = string(*r.domain);
         if (r.parentId)
             r.parentId = cpuRangeId(*r.parentId);
-        expect(writer_.addCpuRange(r), cpuRangeId(++cpuRanges_));
     }
+    cpuRanges_ += static_cast<int64_t>(b.cpuRanges.size());
+    if (!b.cpuRanges.empty())
+        expect(writer_.addCpuRanges(b.cpuRanges), cpuRangeId(cpuRanges_));
     for (NcclRecord& n : b.ncclOps) {
         n.rank = rank(n.rank);
         if (n.start)
