@@ -7,10 +7,13 @@
 //                                                    SLURM_PROCID / SLURM_STEP_NUM_TASKS set as srun sets them),
 // (a sharded import includes the map step: each task analyses its shard),
 // then summarised from the index alone (pipescope info), analysed (pipescope analyze on the sharded job) and opened as the app
-// opens it (its first frame, then the whole job). Each step runs in a process
+// opens it (its first frame; one pipeline, as the app reads a job too large to
+// read whole, then one stage's replicas as a click on it loads them; and the
+// whole job). Each step runs in a process
 // of its own, so its peak memory is that process's peak resident set.
 //
 //   bench_scale [RANKS=32,256,1024] [ITERATIONS=4] [DIR]   (DIR: where the traces go; default /tmp)
+#include "analysis/JobSummaries.h"
 #include "simulate/KinetoEmitter.h"
 #include "store/JobIndex.h"
 #include "whatif/ModelDescription.h"
@@ -22,6 +25,7 @@ using pipescope::gui::AppSession;
 using pipescope::gui::OpenOptions;
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -229,8 +233,38 @@ int main(int argc, char** argv)
                         first ? first->trace->activities.size() : size_t{0});
         });
         std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: first frame, process", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        // Read in part (what the app does with a job over OpenOptions::wholeJobAbove
+        // activities): the busiest replica's pipeline, then one stage's replicas
+        // on a click; and, for comparison, the whole job.
+        const JobIndex jobIndex = readJobIndex(job.string());
+        std::vector<int> stage1 = representativeRanks(jobIndex);
+        for (const ShardRecord& r : jobIndex.records)
+            for (const JobRankSummary& rs : r.rankSummaries)
+                if (rs.stage == 1)
+                    stage1.push_back(rs.rank);
+        std::sort(stage1.begin(), stage1.end());
+        stage1.erase(std::unique(stage1.begin(), stage1.end()), stage1.end());
+        OpenOptions part = oo;
+        part.firstFrameAbove = -1;
+        part.wholeJobAbove = 0;
         s = runHere([&] {
-            auto all = AppSession::load(inputs, oo, nullptr);
+            auto one = AppSession::load(inputs, part, nullptr);
+            std::printf("  %-34s %zu of %d ranks, %zu activities\n", "app: one pipeline", one->loadedRanks.size(),
+                        one->jobRanks, one->trace->activities.size());
+        });
+        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: one pipeline loaded", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        part.ranks = stage1;
+        s = runHere([&] {
+            auto more = AppSession::load(inputs, part, nullptr);
+            std::printf("  %-34s %zu ranks, %zu activities\n", "app: + stage 1's replicas", more->loadedRanks.size(),
+                        more->trace->activities.size());
+        });
+        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: + stage 1's replicas loaded", s.wall, s.peakMb,
+                    s.ok ? "" : "  FAILED");
+        OpenOptions whole = oo;
+        whole.wholeJobAbove = -1;
+        s = runHere([&] {
+            auto all = AppSession::load(inputs, whole, nullptr);
             std::printf("  %-34s %zu activities\n", "app: whole job", all->trace->activities.size());
         });
         std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: whole job loaded", s.wall, s.peakMb, s.ok ? "" : "  FAILED");

@@ -76,4 +76,15 @@ void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, 
                 " is available; analyse fewer ranks with --ranks (e.g. one pipeline's), or run where there is more memory" + overview);
 }
 
+std::vector<double> replicaPaceFor(Store& store, const std::optional<std::vector<int>>& ranks)
+{
+    const JobIndex* index = store.jobIndex();
+    if (!index || !ranks)
+        return {};
+    const auto overview = overviewFromIndex(*index);
+    if (!overview)
+        return {};
+    return replicaPaceFromIndex(*index, *overview, *ranks);
+}
+
 } // namespace pipescope::cli

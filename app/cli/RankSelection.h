@@ -23,4 +23,9 @@ inline constexpr int64_t kAnalysisBytesPerActivity = 600;
 // to do instead.
 void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, const std::string& input);
 
+// For a what-if calibrated on some ranks of a sharded job: each stage's pace
+// against all its replicas, from the job index (CalibrateOptions::
+// replicaPace). Empty for a store file, or when every rank is read.
+std::vector<double> replicaPaceFor(Store& store, const std::optional<std::vector<int>>& ranks);
+
 } // namespace pipescope::cli

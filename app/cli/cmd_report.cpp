@@ -91,6 +91,7 @@ int runReport(ReportArgs& a)
         LoadOptions lo;
         lo.ranks = ranks;
         const Trace trace = store.load(lo);
+        ro.calibrate.replicaPace = replicaPaceFor(store, ranks); // some ranks of a sharded job
         ro.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
         try {
             if (baseline) {

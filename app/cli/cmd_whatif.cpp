@@ -5,7 +5,9 @@
 // Replays other configurations of a measured pipeline, calibrated on the trace.
 #include "Command.h"
 #include "NumberChecks.h"
+#include "RankSelection.h"
 #include "ScenarioOptions.h"
+#include "analysis/JobSummaries.h"
 #include "analysis/MeasuredPipeline.h"
 #include "compare/SavedPrediction.h"
 #include "store/Store.h"
@@ -21,8 +23,10 @@
 #include "whatif/WhatIfText.h"
 
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <memory>
+#include <set>
 
 namespace pipescope::cli {
 namespace {
@@ -39,6 +43,7 @@ struct WhatIfArgs : ScenarioArgs {
     int fixStraggler = -1;                           // --fix-straggler: < 0 when not asked
     std::vector<std::string> freeze;                 // --freeze: layer ranges FIRST..LAST
     std::string savePrediction;                      // --save-prediction FILE
+    std::string ranks;                               // --ranks LIST
 };
 
 // --stage-speed trace: each rank's speed from the layers the trace timed on it.
@@ -65,8 +70,14 @@ int runWhatIfImpl(WhatIfArgs& a)
     const std::vector<double> speeds = stageSpeeds(a); // refused before any work
     const std::vector<LayerRange> frozen = parseLayerRanges(a.freeze);
 
+    std::optional<std::vector<int>> ranks;
+    if (!a.ranks.empty())
+        ranks = parseRankList(a.ranks);
     Store store(a.file);
-    const Trace trace = store.load();
+    checkMemoryFor(store, ranks, a.file);
+    LoadOptions lo;
+    lo.ranks = ranks;
+    const Trace trace = store.load(lo);
     AnalyzeOptions ao;
     if (a.iteration >= 0)
         ao.iteration = a.iteration;
@@ -75,7 +86,30 @@ int runWhatIfImpl(WhatIfArgs& a)
     ao.iterationRange = a.iterationRange;
     ao.commRules = a.calibration.commRules;
     ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
-    const CalibrateOptions co = a.calibration.options(a.gpuMemoryBytes());
+    CalibrateOptions co = a.calibration.options(a.gpuMemoryBytes());
+    // Some ranks of a sharded job (one pipeline): its index still knows how
+    // each stage's slowest replica paces the job.
+    co.replicaPace = replicaPaceFor(store, ranks);
+    // Said under the measured run: what the calibration read of the job.
+    std::string readLine;
+    if (ranks) {
+        std::set<int> all;
+        for (const GpuSummary& g : store.summary().gpuSummaries)
+            all.insert(g.rank);
+        readLine = "Calibrated on " + std::to_string(ranks->size()) + " of " + std::to_string(all.size()) + " ranks (" +
+                   (ranks->size() <= 8 ? rankListText(*ranks)
+                                       : std::to_string(ranks->front()) + " to " + std::to_string(ranks->back())) +
+                   ")";
+        if (!co.replicaPace.empty()) {
+            readLine += "; each stage runs at its slowest replica's pace from the job index (";
+            for (size_t s = 0; s < co.replicaPace.size(); ++s) {
+                char pace[32];
+                std::snprintf(pace, sizeof pace, "%sx%.2f", s ? ", " : "", co.replicaPace[s]);
+                readLine += pace;
+            }
+            readLine += ")";
+        }
+    }
     CostModel model;
     AnalysisResult analysis;
     try {
@@ -220,6 +254,8 @@ int runWhatIfImpl(WhatIfArgs& a)
     if (model.measuredIterationNs)
         std::cout << ", iteration " << formatDuration(*model.measuredIterationNs);
     std::cout << "\n";
+    if (!readLine.empty())
+        std::cout << readLine << "\n";
     if (simulated)
         std::cout << "NOTE: the trace is SIMULATED, not a measurement of real hardware.\n";
     if (const std::string notice = noLayersNotice(model); !notice.empty())
@@ -247,13 +283,16 @@ int runWhatIf(WhatIfArgs& a) { return runWhatIfImpl(a); }
 RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatch count from a measured trace", 60,
                      [](CLI::App& app) -> RunFn {
                          auto a = std::make_shared<WhatIfArgs>();
-                         app.add_option("file", a->file, "Store file (.pipescope)")->required();
+                         app.add_option("file", a->file, "Store file (.pipescope) or sharded job folder")->required();
                          addScenarioOptions(app, *a, {"Pipeline degree to predict (re-splits the layers)",
                                                       "Microbatches per iteration (same global batch)",
                                                       "First layer of each stage after the first, e.g. 4,9,13"});
                          addCalibrationOptions(app, a->calibration);
                          app.add_option("--iteration", a->iteration, "Iteration to calibrate on (default: a typical one)")
                              ->check(wholeNumber(0));
+                         app.add_option("--ranks", a->ranks,
+                                        "calibrate on these ranks only, e.g. 0,256,512,768 (one pipeline of a large job; "
+                                        "a sharded job's index gives the pace of the replicas not read)");
                          app.add_option("--measured-pp", a->measuredPp, "Pipeline degree of the measured job, if not detected")
                              ->check(wholeNumber(1, 4096));
                          app.add_option("--iteration-range", a->iterationRange,

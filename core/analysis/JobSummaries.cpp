@@ -116,6 +116,10 @@ std::optional<JobOverview> overviewFromIndex(const JobIndex& index, const std::o
         st.busyMin = *std::min_element(busy.begin(), busy.end());
         st.busyMax = *std::max_element(busy.begin(), busy.end());
         st.busyMedian = median(busy);
+        TimeNs sum = 0;
+        for (TimeNs b : busy)
+            sum += b;
+        st.busyMean = sum / static_cast<TimeNs>(busy.size());
         st.busiestRank = busiest->first->rank;
         st.idlestRank = idlest->first->rank;
         for (size_t c = 0; c < causes.size(); ++c)
@@ -141,6 +145,42 @@ std::optional<BusiestReplica> busiestReplica(const JobIndex& index, const JobOve
     if (const std::vector<int>* p = index.pipelineOf(b.rank))
         b.pipeline = *p;
     return b;
+}
+
+std::vector<double> replicaPaceFromIndex(const JobIndex& index, const JobOverview& overview,
+                                         const std::vector<int>& loadedRanks)
+{
+    int stages = 0;
+    for (const StageReplicas& st : overview.stages)
+        stages = std::max(stages, st.stage + 1);
+    std::vector<double> pace(static_cast<size_t>(stages), 1.0);
+    std::map<int, std::pair<double, int>> loaded; // stage -> (busy sum, ranks)
+    const std::set<int> wanted(loadedRanks.begin(), loadedRanks.end());
+    for (const ShardRecord& r : index.records)
+        for (const JobRankSummary& s : r.rankSummaries)
+            if (s.stage && wanted.count(s.rank))
+                if (const JobRankIteration* it = iterationOf(s, overview.iteration)) {
+                    auto& [sum, n] = loaded[*s.stage];
+                    sum += static_cast<double>(it->busyNs);
+                    ++n;
+                }
+    for (const StageReplicas& st : overview.stages) {
+        const auto it = loaded.find(st.stage);
+        if (st.stage < 0 || st.replicas < 2 || it == loaded.end() || it->second.first <= 0)
+            continue;
+        pace[static_cast<size_t>(st.stage)] =
+            std::max(1.0, static_cast<double>(st.busyMax) / (it->second.first / it->second.second));
+    }
+    return pace;
+}
+
+std::vector<int> representativeRanks(const JobIndex& index)
+{
+    const auto overview = overviewFromIndex(index);
+    if (!overview)
+        return {};
+    const auto busiest = busiestReplica(index, *overview);
+    return busiest ? busiest->pipeline : std::vector<int>{};
 }
 
 std::string rankListText(const std::vector<int>& ranks)

@@ -22,6 +22,7 @@ struct StageReplicas {
     int replicas = 0;               // ranks of the stage with the iteration
     TimeNs windowNs = 0;            // the iteration's median window over them
     TimeNs busyMin = 0, busyMedian = 0, busyMax = 0; // compute busy time
+    TimeNs busyMean = 0;
     int busiestRank = 0, idlestRank = 0;
     CauseTotals idleMedian{};       // per cause, the median over the replicas
 };
@@ -49,6 +50,21 @@ struct BusiestReplica {
     std::vector<int> pipeline; // empty when the index does not know it
 };
 std::optional<BusiestReplica> busiestReplica(const JobIndex& index, const JobOverview& overview);
+
+// What a what-if calibrated on some ranks of a sharded job (whatif --ranks,
+// the app on a job too large to load whole) needs of the replicas it did not
+// read: per stage, the slowest replica's busy time in the overview's
+// iteration over the mean busy time of the loaded ranks of that stage
+// (CostModel::replicaPace, so each stage runs at its slowest replica's pace).
+// 1 for a stage with one replica or no loaded rank; indexed by stage, as
+// many as the overview's highest stage + 1.
+std::vector<double> replicaPaceFromIndex(const JobIndex& index, const JobOverview& overview,
+                                         const std::vector<int>& loadedRanks);
+
+// The ranks to read of a job too large to read whole: the pipeline of the
+// busiest replica (busiestReplica), so the stages' transfers and the
+// schedule stay whole; empty when the index does not know the pipelines.
+std::vector<int> representativeRanks(const JobIndex& index);
 
 // "0,256,512,768"
 std::string rankListText(const std::vector<int>& ranks);

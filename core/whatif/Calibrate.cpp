@@ -60,7 +60,10 @@ CostModel calibrate(const Trace& trace, const AnalysisResult& analysis, const Ca
         model.memory.gpuMemoryBytes = options.gpuMemoryBytes;
     // dp > 1: each stage runs at its slowest replica's pace (docs/whatif.md,
     // "Data-parallel replicas").
-    if (analysis.pipeline.dp > 1 && model.measuredPp > 0) {
+    if (!options.replicaPace.empty() && model.measuredPp > 0) {
+        model.replicaPace = options.replicaPace;
+        model.replicaPace.resize(static_cast<size_t>(model.measuredPp), 1.0);
+    } else if (analysis.pipeline.dp > 1 && model.measuredPp > 0) {
         std::vector<std::vector<double>> compute(static_cast<size_t>(model.measuredPp));
         for (const RankSpeed& r : analysis.imbalance.rankSpeed)
             if (r.stage >= 0 && r.stage < model.measuredPp && r.computeNs > 0)

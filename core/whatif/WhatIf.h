@@ -107,6 +107,11 @@ struct CalibrateOptions {
     const ModelDescription* model = nullptr; // layer structure and sizes, when the user has a model file
     FromMeasuredOptions measured;            // layer count, measured boundaries, relative layer costs
     std::optional<int64_t> gpuMemoryBytes;   // overrides the trace's GPU memory
+    // Each stage's pace against its data-parallel replicas (CostModel::
+    // replicaPace), when the trace holds only some of them: a sharded job
+    // read in part takes it from its index (replicaPaceFromIndex in
+    // analysis/JobSummaries.h). Empty: from the analysis's rank speeds.
+    std::vector<double> replicaPace;
 };
 
 // The cost model of a job calibrated on an analysis already made (the CLI,

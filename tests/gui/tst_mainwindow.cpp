@@ -13,6 +13,9 @@
 #include "whatif/WhatIfEditor.h"
 
 #include "TestSupport.h"
+#include "analysis/JobSummaries.h"
+#include "import/Import.h"
+#include "import/ShardedImport.h"
 #include "report/ChromeTrace.h"
 #include "util/Format.h"
 #include "store/Sqlite.h"
@@ -779,6 +782,81 @@ private Q_SLOTS:
         QVERIFY(w.job());
         QVERIFY(!w.job()->complete);
         QVERIFY(w.statusBar()->findChild<QLabel*>()->text().startsWith(QStringLiteral("Showing only a window of")));
+    }
+
+    // A sharded job too large to read whole: one pipeline, the other
+    // replicas from the index, more loaded on a click of a folded stage.
+    void shardedJobReadInPart()
+    {
+        QTemporaryDir out;
+        const QString folder = out.path() + "/job";
+        ImportJobOptions io;
+        io.inputs = {kSimulated.toStdString()};
+        io.output = folder.toStdString();
+        io.progress = false;
+        io.jobs = 1;
+        importShard(io, {0, 2, "--shard"}, summariseShard);
+        importShard(io, {1, 2, "--shard"}, summariseShard);
+        const JobIndex index = readJobIndex(folder.toStdString());
+        QVERIFY(index.complete());
+        std::vector<int> pipeline = representativeRanks(index);
+        std::sort(pipeline.begin(), pipeline.end());
+        QCOMPARE(pipeline.size(), size_t(4));
+
+        MainWindow w(nullptr, false);
+        w.resize(1200, 800);
+        w.show();
+        // Small enough to read whole by default.
+        OpenOptions o;
+        o.firstFrameAbove = -1;
+        QVERIFY(openAndWait(w, {folder}, o));
+        QVERIFY(!w.job()->partial());
+        QCOMPARE(w.job()->trace->ranks.size(), size_t(8));
+
+        o.wholeJobAbove = 0;
+        QVERIFY(openAndWait(w, {folder}, o));
+        const auto job = w.job();
+        QVERIFY(job->partial());
+        QCOMPARE(job->loadedRanks, pipeline);
+        QCOMPARE(job->jobRanks, 8);
+        std::set<int> read;
+        for (const Activity& a : job->trace->activities)
+            read.insert(a.rank);
+        QCOMPARE(std::vector<int>(read.begin(), read.end()), pipeline);
+        QVERIFY(job->stageMapFromIndex.empty()); // a whole pipeline shows its own stages
+        QCOMPARE(job->analysis->pipeline.pp, 4);
+        // The what-if is calibrated on the pipeline, at the pace the index gives its stages.
+        QVERIFY2(job->costModel.has_value(), qPrintable(job->whatIfError));
+        QCOMPARE(job->replicaPace, replicaPaceFromIndex(index, *overviewFromIndex(index), pipeline));
+        QCOMPARE(job->costModel->replicaPace, job->replicaPace);
+        // Each stage is one folded row, one replica of two loaded.
+        TimelineView* t = w.timeline();
+        QVERIFY(t->replicasFolded());
+        for (int stage = 0; stage < 4; ++stage)
+            QCOMPARE(t->unloadedReplicas(stage), 1);
+        const QString status = w.statusBar()->findChild<QLabel*>()->text();
+        QVERIFY2(status.contains(QStringLiteral("4 of 8 ranks loaded (ranks ") + QString::fromStdString(rankListText(pipeline)) + ")"),
+                 qPrintable(status));
+        QVERIFY2(status.contains(QStringLiteral("click a folded stage to load them")), qPrintable(status));
+
+        // Stage 1's other replica comes from its shard; the stage shows expanded.
+        QSignalSpy shown(&w, &MainWindow::jobShown);
+        QVERIFY(w.loadReplicas(1));
+        QVERIFY(shown.wait(60000));
+        const auto more = w.job();
+        QCOMPARE(more->loadedRanks.size(), size_t(5));
+        std::vector<int> want = pipeline;
+        want.insert(want.end(), job->stageRanks.at(1).begin(), job->stageRanks.at(1).end());
+        std::sort(want.begin(), want.end());
+        want.erase(std::unique(want.begin(), want.end()), want.end());
+        QCOMPARE(more->loadedRanks, want);
+        // Not whole pipelines: the stages are the index's.
+        QCOMPARE(more->stageMapFromIndex.size(), size_t(5));
+        QCOMPARE(more->analysis->pipeline.pp, 4);
+        QCOMPARE(t->unloadedReplicas(1), 0);
+        QCOMPARE(t->unloadedReplicas(0), 1);
+        QVERIFY(t->isStageExpanded(1));
+        QVERIFY(!w.loadReplicas(1)); // nothing more to load there
     }
 
     void firstFrameThenWholeTrace()

@@ -374,6 +374,62 @@ private slots:
         for (const StageReplicas& st : ov->stages)
             QVERIFY(st.busyMax <= b->busyNs);
         QCOMPARE(rankListText(b->pipeline), QString(b->rank % 2 ? "1,3,5,7" : "0,2,4,6").toStdString());
+        // What a job too large to read whole reads: that pipeline.
+        QCOMPARE(representativeRanks(read), b->pipeline);
+        // Its what-if runs each stage at the pace of the stage's slowest replica.
+        const std::vector<double> pace = replicaPaceFromIndex(read, *ov, b->pipeline);
+        QCOMPARE(pace.size(), size_t(4));
+        for (const StageReplicas& st : ov->stages) {
+            const int loaded = b->pipeline[static_cast<size_t>(st.stage)];
+            const double want = std::max(1.0, double(st.busyMax) / double(fullIdle.at({ov->iteration, loaded})->busyNs));
+            QCOMPARE(pace[static_cast<size_t>(st.stage)], want);
+        }
+    }
+
+    // A small index, the pace from it worked out by hand.
+    void replicaPaceFromASmallIndex()
+    {
+        auto rank = [](int r, int stage, TimeNs busy) {
+            JobRankSummary s;
+            s.rank = r;
+            s.stage = stage;
+            for (const char* label : {"ProfilerStep#1", "ProfilerStep#2"}) {
+                JobRankIteration it;
+                it.label = label;
+                it.windowNs = 1000;
+                it.busyNs = busy;
+                s.iterations.push_back(it);
+            }
+            return s;
+        };
+        JobIndex index;
+        index.shards = 2;
+        ShardRecord a, b;
+        a.index = 0;
+        a.ok = true;
+        a.rankSummaries = {rank(0, 0, 100), rank(1, 1, 400)};
+        b.index = 1;
+        b.ok = true;
+        b.rankSummaries = {rank(2, 0, 150), rank(3, 1, 400), rank(4, 0, 200)};
+        index.records = {a, b};
+        index.pipelines = {{0, 1}, {2, 3}};
+        const auto ov = overviewFromIndex(index);
+        QVERIFY(ov);
+        QCOMPARE(ov->stages.size(), size_t(2));
+        QCOMPARE(ov->stages[0].replicas, 3);
+        QCOMPARE(ov->stages[0].busyMean, TimeNs(150));
+        QCOMPARE(ov->stages[0].busyMax, TimeNs(200));
+        // Stage 0 read on rank 0 (100): its slowest replica takes twice as long; stage 1's replicas are even.
+        QCOMPARE(replicaPaceFromIndex(index, *ov, {0, 1}), (std::vector<double>{2.0, 1.0}));
+        // Ranks 0 and 2 read: their mean is 125.
+        QCOMPARE(replicaPaceFromIndex(index, *ov, {0, 1, 2}), (std::vector<double>{1.6, 1.0}));
+        // The slowest read: no slower pace; nothing read of a stage: its own pace.
+        QCOMPARE(replicaPaceFromIndex(index, *ov, {4}), (std::vector<double>{1.0, 1.0}));
+        // The busiest replica (rank 1 or 3, 400) is in a pipeline the index knows.
+        const std::vector<int> rep = representativeRanks(index);
+        QVERIFY(rep == (std::vector<int>{0, 1}) || rep == (std::vector<int>{2, 3}));
+        index.pipelines.clear();
+        QVERIFY(representativeRanks(index).empty());
     }
 
     void failedAndStaleShardsAreNamed()
@@ -450,6 +506,12 @@ private slots:
         r = runCliWith({"analyze", job, "--ranks", "0,2,4,6"});
         QCOMPARE(r.exitCode, 0);
         QVERIFY2(r.out.contains(" on 4 ranks;"), qPrintable(r.out));
+        // A what-if calibrated on one pipeline, the other's pace from the index.
+        r = runCliWith({"whatif", job, "--ranks", "0,2,4,6", "--microbatches", "16"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.out.contains("Calibrated on 4 of 8 ranks (0,2,4,6); each stage runs at its slowest replica's pace "
+                                "from the job index (x"),
+                 qPrintable(r.out));
         r = runCliWith({"analyze", job, "--ranks", "99"});
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains("--ranks: " + job + " holds none of these ranks (it holds 8 GPUs, ranks 0 to 7)"), qPrintable(r.err));

@@ -62,6 +62,7 @@
 #endif
 
 #include <functional>
+#include <set>
 
 namespace pipescope::gui {
 
@@ -164,14 +165,22 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
     connect(session_, &AppSession::failed, this, [this, idle](const QString& message) {
         idle();
         // A first frame already shown stays (the whole job may not fit in memory).
+        expandAfterLoad_ = -1;
         if (job_ && !job_->complete)
             status_->setText(QStringLiteral("Showing only a window of %1: %2").arg(job_->title, message));
+        else if (job_ && job_->partial())
+            status_->setText(jobStatus_); // the job read in part stays as it was
         else
             status_->clear();
         showError(message);
     });
     connect(session_, &AppSession::cancelled, this, [this, idle] {
         idle();
+        expandAfterLoad_ = -1;
+        if (job_ && job_->complete && job_->partial()) {
+            status_->setText(jobStatus_);
+            return;
+        }
         status_->setText(job_ && !job_->complete ? QStringLiteral("Loading cancelled: showing only a window of %1").arg(job_->title)
                                                  : QStringLiteral("Opening cancelled"));
     });
@@ -340,6 +349,7 @@ void MainWindow::buildDocks()
     detailsDock->setWidget(details_);
     addDockWidget(Qt::RightDockWidgetArea, detailsDock);
     splitDockWidget(summary, detailsDock, Qt::Vertical);
+    connect(timeline_, &TimelineView::replicasRequested, this, &MainWindow::loadReplicas);
     connect(timeline_, &TimelineView::eventSelected, this, [this, detailsDock](int lane, qint64 event) {
         if (lane < 0) {
             details_->clear();
@@ -602,6 +612,27 @@ void MainWindow::open(const QStringList& inputs, const OpenOptions& given)
     session_->open(inputs, options);
 }
 
+bool MainWindow::loadReplicas(int stage)
+{
+    if (!job_ || !job_->partial() || session_->busy())
+        return false;
+    const auto it = job_->stageRanks.find(stage);
+    if (it == job_->stageRanks.end())
+        return false;
+    std::set<int> ranks(job_->loadedRanks.begin(), job_->loadedRanks.end());
+    const size_t before = ranks.size();
+    ranks.insert(it->second.begin(), it->second.end());
+    if (ranks.size() == before)
+        return false;
+    OpenOptions options = job_->options;
+    options.ranks.assign(ranks.begin(), ranks.end());
+    expandAfterLoad_ = stage;
+    lastError_.clear();
+    status_->setText(QStringLiteral("Loading the %1 replicas of stage %2 from their shards ...").arg(it->second.size()).arg(stage));
+    session_->open(job_->inputs, options);
+    return true;
+}
+
 void MainWindow::onLoaded(std::shared_ptr<const Job> job)
 {
     addRecent(job->inputs);
@@ -769,8 +800,10 @@ void MainWindow::updateComparison()
 
 void MainWindow::showJob(std::shared_ptr<const Job> job)
 {
-    // The whole trace after its first frame: the view stays where the user is looking.
-    const bool detailOfShown = job->complete && job_ && !job_->complete && job_->storePath == job->storePath;
+    // The whole trace after its first frame, or more ranks of a job read in
+    // part: the view stays where the user is looking.
+    const bool detailOfShown = job->complete && job_ && job_->storePath == job->storePath &&
+                               (!job_->complete || (job_->partial() && job->options.ranks != job_->options.ranks));
     const auto range = timeline_->visibleRange();
     job_ = std::move(job);
     const Job& j = *job_;
@@ -781,6 +814,28 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     }
     setWindowTitle(j.title + (j.simulated ? QStringLiteral(" [SIMULATED]") : QString()) + QStringLiteral(" - pipescope"));
     timeline_->setModel(j.timeline);
+    {
+        // A job read in part: its stages fold with what the index says of the replicas not loaded.
+        std::map<int, TimelineView::ReplicaSpread> spread;
+        if (j.partial() && j.overview)
+            for (const StageReplicas& st : j.overview->stages) {
+                TimelineView::ReplicaSpread sp;
+                const auto members = j.stageRanks.find(st.stage);
+                sp.replicas = members == j.stageRanks.end() ? st.replicas : static_cast<int>(members->second.size());
+                sp.busyMinNs = st.busyMin;
+                sp.busyMedianNs = st.busyMedian;
+                sp.busyMaxNs = st.busyMax;
+                sp.busiestRank = st.busiestRank;
+                sp.idlestRank = st.idlestRank;
+                sp.iteration = QString::fromStdString(j.overview->iteration);
+                spread[st.stage] = sp;
+            }
+        timeline_->setReplicaSpread(std::move(spread));
+        if (expandAfterLoad_ >= 0 && j.complete) {
+            timeline_->setStageExpanded(expandAfterLoad_, true);
+            expandAfterLoad_ = -1;
+        }
+    }
     details_->setJob(j.trace, j.timeline);
     {
         // The CPU call that launched a kernel is read from the store on a
@@ -846,6 +901,20 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
         Q_EMIT firstFrameShown();
         return;
     }
+    if (j.partial()) {
+        // Said plainly: the analysis and the what-if are of the ranks read.
+        text = QStringLiteral("%1: %2 of %3 ranks loaded (%4)")
+                   .arg(j.title)
+                   .arg(j.loadedRanks.size())
+                   .arg(j.jobRanks)
+                   .arg(j.loadedRanks.size() <= 8 ? QStringLiteral("ranks ") + QString::fromStdString(rankListText(j.loadedRanks))
+                                                  : QStringLiteral("ranks %1 to %2").arg(j.loadedRanks.front()).arg(j.loadedRanks.back()));
+        if (pl.found)
+            text += QStringLiteral("; pp %1, %2 microbatches, %3 schedule").arg(pl.pp).arg(pl.microbatches)
+                        .arg(QString::fromStdString(scheduleName(pl.schedule)));
+        text += QStringLiteral("; the other replicas are summarised from the job index: click a folded stage to load them");
+    }
+    jobStatus_ = text;
     status_->setText(text);
     Q_EMIT jobShown();
 }
@@ -925,6 +994,7 @@ report::ReportOptions MainWindow::reportOptions(QString* modelFile) const
     const PredictionPtr measured = editor_->measuredPredictionShared();
     if (current && current->gpuMemoryBytes)
         o.calibrate.gpuMemoryBytes = current->gpuMemoryBytes;
+    o.calibrate.replicaPace = job_->replicaPace; // a job read in part: its stages' pace across all replicas
     if (!scenario || !measured || !job_->costModel)
         return o;
     // Only what differs from the measured run: an unchanged editor asks nothing besides it.

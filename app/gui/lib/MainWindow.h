@@ -68,6 +68,11 @@ public:
     // A file name for an export, from the job's name: "job-report.html" for
     // "report.html" ("report.html" itself without a job).
     QString defaultFileName(const QString& what) const;
+    // A job read in part (a sharded job too large to read whole): reads the
+    // replicas of a stage that are not loaded yet, with the ranks already
+    // loaded, and shows the stage expanded (a click on its folded row). The
+    // job stays on screen while they load; false when there is nothing to load.
+    bool loadReplicas(int stage);
     // Shows a step (or a bubble) of a rank on the timeline, zoomed to it and selected.
     void showOnTimeline(int rank, qint64 start, qint64 end, bool bubble);
 
@@ -176,6 +181,8 @@ private:
     QDockWidget* compareDock_ = nullptr;
     QAction* stopComparing_ = nullptr;
     QAction* baselineTracks_ = nullptr;
+    int expandAfterLoad_ = -1; // the stage loadReplicas() asked for, expanded once shown
+    QString jobStatus_;        // what the status bar says of the job shown
 };
 
 } // namespace pipescope::gui

@@ -9,6 +9,7 @@
 // phases: a first frame of one window (firstFrame, an incomplete Job), then
 // the whole trace (loaded); each Job is complete for what it covers.
 #include "analysis/Analysis.h"
+#include "analysis/JobSummaries.h"
 #include "model/Trace.h"
 #include "timeline/TimelineModel.h"
 #include "util/AtomicOutput.h"
@@ -20,6 +21,7 @@
 #include <QTemporaryDir>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -41,6 +43,15 @@ struct OpenOptions {
     // window before the whole trace has loaded (see AppSession::loadFirstFrame);
     // 0: always, negative: never.
     int64_t firstFrameAbove = 1'000'000;
+    // The ranks to read (sorted; empty: all of them, but see wholeJobAbove),
+    // like `pipescope analyze --ranks`.
+    std::vector<int> ranks;
+    // A sharded job with more GPU activities than this, or more than the
+    // memory left would hold, is read in part: the pipeline of its busiest
+    // replica (representativeRanks), the other replicas summarised from the
+    // job index until the user asks for them (Job::partial()). Negative: read
+    // whole (within the memory left).
+    int64_t wholeJobAbove = 2'000'000;
 };
 
 // Everything the views show about one job. Shared read-only between views.
@@ -69,6 +80,23 @@ struct Job {
     QString notice;
     // The temporary store's folder when the cache was unusable; removed with the job.
     std::shared_ptr<const QTemporaryDir> scratch;
+
+    // A job read in part (OpenOptions::ranks, or a sharded job too large to
+    // read whole): the ranks read, sorted; empty when every rank was read.
+    std::vector<int> loadedRanks;
+    int jobRanks = 0; // ranks in the whole job
+    // For a sharded job: each stage across all its replicas, from the job
+    // index (analysis/JobSummaries.h), and each staged rank's stage there.
+    std::optional<JobOverview> overview;
+    std::map<int, std::vector<int>> stageRanks; // stage -> its ranks in the whole job
+    // The what-if calibration's pace of each stage against all its replicas,
+    // from the index, when only some were read (CalibrateOptions::replicaPace).
+    std::vector<double> replicaPace;
+    // The index's stages of the ranks read, when they are not whole pipelines
+    // (some replicas of a stage without their pipelines' other stages): the
+    // analysis takes them as given, as it would --stage-map.
+    std::map<int, int> stageMapFromIndex;
+    bool partial() const { return !loadedRanks.empty(); }
 };
 
 class AppSession : public QObject {

@@ -362,6 +362,26 @@ void TimelineView::setStageExpanded(int stage, bool expanded)
     replotBody();
 }
 
+void TimelineView::setReplicaSpread(std::map<int, ReplicaSpread> spread)
+{
+    spread_ = std::move(spread);
+    for (const auto& [stage, sp] : spread_)
+        if (unloadedReplicas(stage) > 0)
+            replicasFolded_ = true; // a stage of many replicas reads as one row, as in a job read whole
+    rebuildRows();
+    replotBody();
+}
+
+int TimelineView::unloadedReplicas(int stage) const
+{
+    const auto it = spread_.find(stage);
+    if (it == spread_.end())
+        return 0;
+    const auto sg = stageGroups_.find(stage);
+    const int loaded = sg == stageGroups_.end() ? 0 : static_cast<int>(sg->second.size());
+    return std::max(0, it->second.replicas - loaded);
+}
+
 int TimelineView::slowestReplica(int stage) const
 {
     const auto it = stageGroups_.find(stage);
@@ -392,7 +412,8 @@ void TimelineView::rebuildRows()
     for (size_t g = 0; g < groups_.size(); ++g) {
         const int stage = groups_[g].stage;
         const auto sg = stageGroups_.find(stage);
-        if (replicasFolded_ && sg != stageGroups_.end() && sg->second.size() > 1 && !isStageExpanded(stage)) {
+        if (replicasFolded_ && sg != stageGroups_.end() && (sg->second.size() > 1 || unloadedReplicas(stage) > 0) &&
+            !isStageExpanded(stage)) {
             if (folded.insert(stage).second)
                 rows_.push_back({Row::StageFold, -1, sg->second.front()});
             continue;
@@ -764,6 +785,24 @@ QString TimelineView::stageFoldToolTip(int row) const
     const std::vector<int>& gs = stageGroups_.at(first.stage);
     const Group& slow = groups_[static_cast<size_t>(gs.front())];
     const Group& fast = groups_[static_cast<size_t>(gs.back())];
+    const int unloaded = unloadedReplicas(first.stage);
+    if (unloaded > 0) {
+        const ReplicaSpread& sp = spread_.at(first.stage);
+        QString t = tr("<b>stage %1: %2 data-parallel replicas, %3 loaded</b>").arg(first.stage).arg(sp.replicas).arg(gs.size());
+        t += tr("<br>drawn: replica %1 (%2 of step or compute time per rank; %3% busy in view)")
+                 .arg(slow.replica)
+                 .arg(qstr(formatDuration(slow.workNs)))
+                 .arg(qRound(slow.busyShare * 100));
+        t += tr("<br>all %1 replicas in %2 (job index): busy %3 min, %4 median, %5 max")
+                 .arg(sp.replicas)
+                 .arg(sp.iteration.toHtmlEscaped())
+                 .arg(qstr(formatDuration(sp.busyMinNs)), qstr(formatDuration(sp.busyMedianNs)),
+                      qstr(formatDuration(sp.busyMaxNs)));
+        if (sp.busiestRank >= 0)
+            t += tr("<br>busiest: rank %1; idlest: rank %2").arg(sp.busiestRank).arg(sp.idlestRank);
+        t += tr("<br><i>click: load the other %1 replicas' kernels from their shards</i>").arg(unloaded);
+        return t;
+    }
     QString t = tr("<b>stage %1: %2 data-parallel replicas folded</b>").arg(first.stage).arg(gs.size());
     t += tr("<br>drawn: replica %1, the slowest (%2 of step or compute time per rank; %3% busy in view)")
              .arg(slow.replica)
@@ -1252,7 +1291,11 @@ bool TimelineView::handleMouse(QEvent* event)
         } else if (d == Drag::Pan && !moved) {
             const int row = rowAt(pos.y());
             if (row >= 0 && rows_[static_cast<size_t>(row)].kind == Row::StageFold) {
-                setStageExpanded(groups_[static_cast<size_t>(rows_[static_cast<size_t>(row)].group)].stage, true);
+                const int stage = groups_[static_cast<size_t>(rows_[static_cast<size_t>(row)].group)].stage;
+                if (unloadedReplicas(stage) > 0)
+                    Q_EMIT replicasRequested(stage);
+                else
+                    setStageExpanded(stage, true);
             } else if (row >= 0 && rows_[static_cast<size_t>(row)].kind == Row::GroupHeader) {
                 const Group& g = groups_[static_cast<size_t>(rows_[static_cast<size_t>(row)].group)];
                 setGroupCollapsed(g.stage, g.replica, !isGroupCollapsed(g.stage, g.replica));
@@ -1438,10 +1481,13 @@ void TimelineBody::draw(QCPPainter* p)
                         drawLane(p, li, spread, prims, true, nullptr);
                 p->setOpacity(1.0);
                 // The busy share and the other replicas are in the tooltip.
+                const int unloaded = v.unloadedReplicas(slow.stage);
                 label = QString::fromUtf8("▸ ") + QStringLiteral("stage %1 · ×%2 · replica %3")
                                                       .arg(slow.stage)
-                                                      .arg(gs.size())
+                                                      .arg(gs.size() + static_cast<size_t>(unloaded))
                                                       .arg(slow.replica);
+                if (unloaded > 0)
+                    label += QStringLiteral(" · %1 not loaded").arg(unloaded);
             } else {
                 TimelineView::Group& g = v.groups_[static_cast<size_t>(r.group)];
                 const bool collapsed = v.isGroupCollapsed(g.stage, g.replica);

@@ -107,6 +107,21 @@ public:
     void setRowDensity(RowDensity density);
     bool replicasFolded() const { return replicasFolded_; }
     void setStageExpanded(int stage, bool expanded);
+    // A job read in part (a sharded job too large to read whole): per stage,
+    // its replicas in the whole job and the spread of their busy time, from
+    // the job index. A stage with replicas not loaded folds into one row even
+    // with one replica loaded; the row says how many are not, its tooltip
+    // gives the spread, and a click asks for them (replicasRequested) instead
+    // of expanding. Empty: every replica is loaded. Kept across setModel().
+    struct ReplicaSpread {
+        int replicas = 0; // in the whole job
+        qint64 busyMinNs = 0, busyMedianNs = 0, busyMaxNs = 0;
+        int busiestRank = -1, idlestRank = -1;
+        QString iteration; // the iteration the figures are of
+    };
+    void setReplicaSpread(std::map<int, ReplicaSpread> spread);
+    // Replicas of the stage in the whole job that are not loaded (0 when all are).
+    int unloadedReplicas(int stage) const;
     bool isStageExpanded(int stage) const { return expandedStages_.count(stage) > 0; }
     // The replica a folded stage shows (-1: the stage has one replica or none).
     int slowestReplica(int stage) const;
@@ -193,6 +208,8 @@ Q_SIGNALS:
     void areaSelected(qint64 fromNs, qint64 toNs, const pipescope::timeline::AreaStats& stats);
     void visibleRangeChanged(qint64 fromNs, qint64 toNs);
     void searchChanged(int hits, int current);
+    // A click on a folded stage whose replicas are not all loaded.
+    void replicasRequested(int stage);
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
@@ -273,6 +290,7 @@ private:
     bool replicasFolded_ = false;
     int rowHeight_ = 18;
     std::set<int> expandedStages_;
+    std::map<int, ReplicaSpread> spread_;
     // A folded stage: its replica groups, slowest first. Built with the groups.
     std::map<int, std::vector<int>> stageGroups_;
     QString stageFoldToolTip(int row) const;

@@ -113,7 +113,9 @@ void WhatIfController::recalibrate(Recalibration request)
     o.layers = request.layers;
     const QString modelFile = request.modelFile;
     requestedRecalibration_ = std::move(request);
-    modelRequest_ = send(worker_->calibrate(trace_, analysis_, o, modelFile), Origin::Model, "layers");
+    // The stages' pace across their replicas is the job's, whatever the layers:
+    // a job read in part keeps the one its index gave.
+    modelRequest_ = send(worker_->calibrate(trace_, analysis_, o, modelFile, baseModel_.replicaPace), Origin::Model, "layers");
 }
 
 std::optional<std::vector<double>> WhatIfController::setStageSpeeds(const QString& text)

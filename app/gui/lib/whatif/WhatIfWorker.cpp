@@ -77,7 +77,7 @@ quint64 WhatIfWorker::setCostModel(whatif::CostModel model)
 }
 
 quint64 WhatIfWorker::calibrate(std::shared_ptr<const Trace> trace, std::shared_ptr<const AnalysisResult> analysis,
-                                whatif::FromMeasuredOptions options, QString modelFile)
+                                whatif::FromMeasuredOptions options, QString modelFile, std::vector<double> replicaPace)
 {
     Request r;
     r.kind = Request::Calibrate;
@@ -85,6 +85,7 @@ quint64 WhatIfWorker::calibrate(std::shared_ptr<const Trace> trace, std::shared_
     r.analysis = std::move(analysis);
     r.measured = std::move(options);
     r.modelFile = std::move(modelFile);
+    r.replicaPace = std::move(replicaPace);
     return post(std::move(r));
 }
 
@@ -150,6 +151,7 @@ void WhatIfWorker::runNext()
             whatif::CalibrateOptions co;
             co.model = md ? &*md : nullptr;
             co.measured = r.measured;
+            co.replicaPace = r.replicaPace;
             r.model = std::make_shared<whatif::CostModel>(whatif::calibrate(*r.trace, *r.analysis, co));
             r.kind = Request::Model;
         }

@@ -41,8 +41,9 @@ public:
     // Calibrates a cost model on the analysis (layer count or model file as
     // in `options`; modelFile: a model description to load, or empty), then
     // starts a session on it (costModelReady first).
+    // replicaPace: CalibrateOptions::replicaPace (a job read in part).
     quint64 calibrate(std::shared_ptr<const Trace> trace, std::shared_ptr<const AnalysisResult> analysis,
-                      whatif::FromMeasuredOptions options, QString modelFile = {});
+                      whatif::FromMeasuredOptions options, QString modelFile = {}, std::vector<double> replicaPace = {});
     quint64 setBoundaries(std::vector<int> boundaries);
     quint64 apply(whatif::ScenarioChanges changes);
     quint64 setScenario(whatif::Scenario scenario);
@@ -89,6 +90,7 @@ private:
         std::shared_ptr<const AnalysisResult> analysis;
         whatif::FromMeasuredOptions measured;
         QString modelFile;
+        std::vector<double> replicaPace;
     };
     quint64 post(Request r);
     void runNext(); // on the session thread
