@@ -108,7 +108,10 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             whatif::Levers levers;
                                             if (r.pipeline.found) {
                                                 try {
-                                                    const whatif::CostModel model = whatif::calibrate(trace, r);
+                                                    // Some ranks of a sharded job: each stage at its slowest replica's pace.
+                                                    whatif::CalibrateOptions co;
+                                                    co.replicaPace = replicaPaceFor(store, ranks);
+                                                    const whatif::CostModel model = whatif::calibrate(trace, r, co);
                                                     if (r.microbatchSpread.uneven)
                                                         study = whatif::studyMicrobatches(model, whatif::measuredScenario(model));
                                                     levers = whatif::rankLevers(model, r);

@@ -439,16 +439,25 @@ struct LoadFilter {
     TimeNs to = std::numeric_limits<TimeNs>::max();
     bool window = false;
     std::vector<int> windowRanks;
+    // A few of the store's ranks (at most a quarter): read rank by rank
+    // through the (rank, ...) indexes instead of scanning whole tables.
+    std::vector<int> fewRanks;
+
+    std::vector<int> ranks; // options.ranks, sorted
 
     bool wantRank(int rank) const
     {
-        return !options.ranks || std::find(options.ranks->begin(), options.ranks->end(), rank) != options.ranks->end();
+        return !options.ranks || std::binary_search(ranks.begin(), ranks.end(), rank);
     }
 };
 
 LoadFilter loadFilter(const LoadOptions& options, const Trace& t)
 {
     LoadFilter f{options};
+    if (options.ranks) {
+        f.ranks = *options.ranks;
+        std::sort(f.ranks.begin(), f.ranks.end());
+    }
     f.from = options.from.value_or(std::numeric_limits<TimeNs>::min());
     f.to = options.to.value_or(std::numeric_limits<TimeNs>::max());
     f.window = options.startsInWindow && (options.from || options.to);
@@ -460,6 +469,18 @@ LoadFilter loadFilter(const LoadOptions& options, const Trace& t)
         std::sort(f.windowRanks.begin(), f.windowRanks.end());
         f.windowRanks.erase(std::unique(f.windowRanks.begin(), f.windowRanks.end()), f.windowRanks.end());
         std::erase_if(f.windowRanks, [&](int r) { return !f.wantRank(r); });
+    } else if (options.ranks) {
+        std::vector<int> held;
+        for (const RankInfo& r : t.ranks)
+            held.push_back(r.rank);
+        for (const StreamInfo& s : t.streams)
+            held.push_back(s.rank);
+        std::sort(held.begin(), held.end());
+        held.erase(std::unique(held.begin(), held.end()), held.end());
+        std::vector<int> wanted = held;
+        std::erase_if(wanted, [&](int r) { return !f.wantRank(r); });
+        if (wanted.size() * 4 <= held.size())
+            f.fewRanks = std::move(wanted);
     }
     return f;
 }
@@ -516,9 +537,23 @@ void scanActivities(sql::Database& db, const LoadFilter& filter, size_t strings,
     // walking the time index with a lookup per row.
     // Rows whose times are not integers are read too, so that the damage
     // check sees them instead of the comparison dropping them.
-    auto st = db.prepare(std::string(kActivityColumns) +
-                         " WHERE (a.end_ns >= ?1 AND a.start_ns < ?2)"
-                         " OR typeof(a.start_ns) != 'integer' OR typeof(a.end_ns) != 'integer'");
+    const char* const overlaps = "((a.end_ns >= ?1 AND a.start_ns < ?2)"
+                                 " OR typeof(a.start_ns) != 'integer' OR typeof(a.end_ns) != 'integer')";
+    if (!filter.fewRanks.empty()) {
+        // A few ranks: each one's rows through the (rank, start_ns) index.
+        auto st = db.prepare(std::string(kActivityColumns) + " WHERE a.rank = ?3 AND " + overlaps);
+        const Check ck{db.path(), "activities", st};
+        const std::vector<int>& ranks = filter.fewRanks;
+        for (size_t k = 0; k < ranks.size(); ++k) {
+            checkpoint(filter.options.work, "loading activities", static_cast<double>(k) / static_cast<double>(ranks.size()));
+            st.reset();
+            st.bind(1, filter.from).bind(2, filter.to).bind(3, static_cast<int64_t>(ranks[k]));
+            while (st.step())
+                readActivity(st, ck, filter, strings, out);
+        }
+        return;
+    }
+    auto st = db.prepare(std::string(kActivityColumns) + " WHERE " + overlaps);
     st.bind(1, filter.from).bind(2, filter.to);
     auto count = db.prepare("SELECT COUNT(*) FROM activities");
     count.step();
@@ -645,29 +680,44 @@ std::vector<CpuRange> readCpuRanges(sql::Database& db, const LoadFilter& filter,
         kinds += ", 2";
     if (filter.options.runtimeCalls)
         kinds += ", 3, 4";
+    // A few ranks: each one's rows through the (rank, tid, start_ns) index;
+    // else one scan of the table.
+    const bool few = !filter.fewRanks.empty();
     auto st = db.prepare("SELECT id, rank, tid, kind, start_ns, end_ns, name_id, domain_id, depth, parent_id, correlation"
-                         " FROM cpu_ranges WHERE kind IN (" + kinds + ") AND end_ns >= ?1 AND start_ns < ?2");
-    st.bind(1, filter.from).bind(2, filter.to);
+                         " FROM cpu_ranges WHERE " + std::string(few ? "rank = ?3 AND " : "") + "kind IN (" + kinds +
+                         ") AND end_ns >= ?1 AND start_ns < ?2");
     const Check ck{db.path(), "cpu_ranges", st};
-    while (st.step()) {
-        CpuRange r;
-        r.id = st.int64(0);
-        r.rank = ck.rank(1);
-        if (!filter.wantRank(r.rank))
-            continue;
-        r.tid = st.int64(2);
-        r.kind = static_cast<CpuRangeKind>(ck.integer(3, "kind", 0, 6));
-        r.start = ck.time(4, "start_ns");
-        r.end = ck.time(5, "end_ns");
-        if (r.end < r.start)
-            damaged(db.path(), "cpu_ranges.end_ns lies before start_ns");
-        r.name = ck.string(6, "name_id", strings);
-        if (!st.isNull(7))
-            r.domain = ck.string(7, "domain_id", strings);
-        r.depth = static_cast<int>(ck.integer(8, "depth", 0, kIntMax));
-        r.parentId = st.optInt64(9);
-        r.correlation = st.optInt64(10);
-        out.push_back(r);
+    auto readRows = [&] {
+        while (st.step()) {
+            CpuRange r;
+            r.id = st.int64(0);
+            r.rank = ck.rank(1);
+            if (!filter.wantRank(r.rank))
+                continue;
+            r.tid = st.int64(2);
+            r.kind = static_cast<CpuRangeKind>(ck.integer(3, "kind", 0, 6));
+            r.start = ck.time(4, "start_ns");
+            r.end = ck.time(5, "end_ns");
+            if (r.end < r.start)
+                damaged(db.path(), "cpu_ranges.end_ns lies before start_ns");
+            r.name = ck.string(6, "name_id", strings);
+            if (!st.isNull(7))
+                r.domain = ck.string(7, "domain_id", strings);
+            r.depth = static_cast<int>(ck.integer(8, "depth", 0, kIntMax));
+            r.parentId = st.optInt64(9);
+            r.correlation = st.optInt64(10);
+            out.push_back(r);
+        }
+    };
+    if (few) {
+        for (int rank : filter.fewRanks) {
+            st.reset();
+            st.bind(1, filter.from).bind(2, filter.to).bind(3, static_cast<int64_t>(rank));
+            readRows();
+        }
+    } else {
+        st.bind(1, filter.from).bind(2, filter.to);
+        readRows();
     }
     auto before = [](const CpuRange& x, const CpuRange& y) {
         return std::tie(x.rank, x.tid, x.start, x.id) < std::tie(y.rank, y.tid, y.start, y.id);

@@ -263,6 +263,50 @@ private slots:
         QCOMPARE(jb.size(), ja.size());
     }
 
+    // A few ranks are read through the stores' rank indexes, many by a scan
+    // of each table: either way, exactly the rows the whole load has of them.
+    void someRanksReadAsTheWholeHasThem()
+    {
+        QTemporaryDir out;
+        const std::string single = path(out, "single.pipescope");
+        importJob(options(job_, single));
+        const std::string folder = path(out, "job");
+        importShard(options(job_, folder), {0, 2, "--shard"});
+        importShard(options(job_, folder), {1, 2, "--shard"});
+        for (const std::string& input : {single, folder}) {
+            Store store(input);
+            LoadOptions all;
+            all.cpuOps = all.runtimeCalls = true;
+            const Trace whole = store.load(all);
+            for (const std::vector<int>& ranks : {std::vector<int>{5}, std::vector<int>{6, 1}, std::vector<int>{0, 1, 2, 3, 4, 5}}) {
+                LoadOptions some = all;
+                some.ranks = ranks;
+                const Trace part = store.load(some);
+                auto wanted = [&](int r) { return std::find(ranks.begin(), ranks.end(), r) != ranks.end(); };
+                std::vector<int64_t> a, b, c, d, e, f;
+                for (const Activity& x : whole.activities)
+                    if (wanted(x.rank))
+                        a.push_back(x.id);
+                for (const Activity& x : part.activities)
+                    b.push_back(x.id);
+                for (const CpuRange& x : whole.cpuRanges)
+                    if (wanted(x.rank))
+                        c.push_back(x.id);
+                for (const CpuRange& x : part.cpuRanges)
+                    d.push_back(x.id);
+                for (const NcclOp& x : whole.ncclOps)
+                    if (wanted(x.rank))
+                        e.push_back(x.id);
+                for (const NcclOp& x : part.ncclOps)
+                    f.push_back(x.id);
+                QVERIFY(!b.empty() && !d.empty() && !f.empty());
+                QCOMPARE(b, a);
+                QCOMPARE(d, c);
+                QCOMPARE(f, e);
+            }
+        }
+    }
+
     void clocksAlignAcrossShards()
     {
         // The odd pipeline's host runs 5 ms ahead: its files' time base says so.

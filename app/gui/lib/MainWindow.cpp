@@ -608,6 +608,7 @@ void MainWindow::open(const QStringList& inputs, const OpenOptions& given)
     else
         commRulesFile_ = options.commRulesFile;
     lastError_.clear();
+    expandAfterLoad_ = -1; // another job: no stage of the last one to expand
     status_->setText(QStringLiteral("Opening %1 ...").arg(inputs.join(QStringLiteral(", "))));
     session_->open(inputs, options);
 }
