@@ -1482,12 +1482,13 @@ void TimelineBody::draw(QCPPainter* p)
                 p->setOpacity(1.0);
                 // The busy share and the other replicas are in the tooltip.
                 const int unloaded = v.unloadedReplicas(slow.stage);
-                label = QString::fromUtf8("▸ ") + QStringLiteral("stage %1 · ×%2 · replica %3")
-                                                      .arg(slow.stage)
-                                                      .arg(gs.size() + static_cast<size_t>(unloaded))
-                                                      .arg(slow.replica);
-                if (unloaded > 0)
-                    label += QStringLiteral(" · %1 not loaded").arg(unloaded);
+                // Replicas not loaded: how many are, in as few words (the tooltip says the rest).
+                label = QString::fromUtf8("▸ ") +
+                        (unloaded > 0 ? QStringLiteral("stage %1 · ×%2 · %3 loaded")
+                                            .arg(slow.stage)
+                                            .arg(gs.size() + static_cast<size_t>(unloaded))
+                                            .arg(gs.size())
+                                      : QStringLiteral("stage %1 · ×%2 · replica %3").arg(slow.stage).arg(gs.size()).arg(slow.replica));
             } else {
                 TimelineView::Group& g = v.groups_[static_cast<size_t>(r.group)];
                 const bool collapsed = v.isGroupCollapsed(g.stage, g.replica);
