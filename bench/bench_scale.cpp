@@ -135,33 +135,6 @@ Measured runCommands(const std::vector<std::pair<std::vector<std::string>, std::
     return s;
 }
 
-// Runs f in a child process; what it prints is kept.
-Measured runHere(const std::function<void()>& f)
-{
-    Measured s;
-    std::fflush(stdout);
-    const auto t0 = Clock::now();
-    const pid_t pid = fork();
-    if (pid == 0) {
-        try {
-            f();
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "bench_scale: %s\n", e.what());
-            std::fflush(stdout);
-            _exit(1);
-        }
-        std::fflush(stdout);
-        _exit(0);
-    }
-    int status = 0;
-    rusage ru{};
-    wait4(pid, &status, 0, &ru);
-    s.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    s.peakMb = static_cast<double>(ru.ru_maxrss) / 1024.0;
-    s.wall = seconds(t0);
-    return s;
-}
-
 void print(const char* what, const Measured& s, double mb, int processes)
 {
     std::printf("  %-34s %7.1f s  %7.0f MB/s per process  peak %6.0f MB%s\n", what, s.wall,
@@ -170,8 +143,48 @@ void print(const char* what, const Measured& s, double mb, int processes)
 
 } // namespace
 
+#ifdef PIPESCOPE_BENCH_APP
+// One app step, as its own process: bench_scale --app-step KIND JOB [RANKS].
+int appStep(const std::string& kind, const std::string& job, const std::string& ranks)
+{
+    const QStringList inputs{QString::fromStdString(job)};
+    OpenOptions o;
+    o.firstFrameAbove = 0;
+    const auto t0 = Clock::now();
+    if (kind == "first") {
+        o.wholeJobAbove = -1; // the first frame of a job read whole (one read in part goes straight to its pipeline)
+        auto first = AppSession::loadFirstFrame(inputs, o, nullptr);
+        std::printf("  %-34s %7.2f s  (%zu activities in its window)\n", "app: first frame ready", seconds(t0),
+                    first ? first->trace->activities.size() : size_t{0});
+        return first ? 0 : 1;
+    }
+    o.firstFrameAbove = -1;
+    o.wholeJobAbove = kind == "whole" ? -1 : 0;
+    if (kind == "ranks") {
+        std::stringstream in(ranks);
+        for (std::string item; std::getline(in, item, ',');)
+            o.ranks.push_back(std::atoi(item.c_str()));
+    }
+    auto j = AppSession::load(inputs, o, nullptr);
+    std::printf("  %-34s %7.2f s  (%zu of %d ranks, %zu activities%s)\n", ("app: " + kind + " ready").c_str(), seconds(t0),
+                j->partial() ? j->loadedRanks.size() : static_cast<size_t>(j->jobRanks), j->jobRanks,
+                j->trace->activities.size(), j->costModel ? ", what-if calibrated" : "");
+    return 0;
+}
+#endif
+
 int main(int argc, char** argv)
 {
+#ifdef PIPESCOPE_BENCH_APP
+    if (argc >= 4 && std::string(argv[1]) == "--app-step") {
+        try {
+            return appStep(argv[2], argv[3], argc > 4 ? argv[4] : "");
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "bench_scale: %s\n", e.what());
+            return 1;
+        }
+    }
+#endif
     std::vector<int> sizes;
     {
         std::stringstream in(argc > 1 ? argv[1] : "32,256,1024");
@@ -223,16 +236,17 @@ int main(int argc, char** argv)
         s = runCommands({{{cli, "report", job.string(), "-o", (dir / "report.html").string()}, {}}});
         std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "report (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
 #ifdef PIPESCOPE_BENCH_APP
-        OpenOptions oo;
-        oo.firstFrameAbove = 0;
-        const QStringList inputs{QString::fromStdString(job.string())};
-        s = runHere([&] {
-            const auto f0 = Clock::now();
-            auto first = AppSession::loadFirstFrame(inputs, oo, nullptr);
-            std::printf("  %-34s %7.2f s  (%zu activities in its window)\n", "app: first frame ready", seconds(f0),
-                        first ? first->trace->activities.size() : size_t{0});
-        });
-        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: first frame, process", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        // Each app step in a process of its own (this program, started again),
+        // so that its peak is the app's alone and not this process's too.
+        const std::string self = fs::read_symlink("/proc/self/exe").string();
+        auto appStep = [&](const char* kind, const char* label, const std::string& rankList = {}) {
+            std::vector<std::string> args{self, "--app-step", kind, job.string()};
+            if (!rankList.empty())
+                args.push_back(rankList);
+            const Measured m = runCommands({{args, {}}}, false);
+            std::printf("  %-34s %7.2f s  peak %6.0f MB%s\n", label, m.wall, m.peakMb, m.ok ? "" : "  FAILED");
+        };
+        appStep("first", "app: first frame, process");
         // Read in part (what the app does with a job over OpenOptions::wholeJobAbove
         // activities): the busiest replica's pipeline, then one stage's replicas
         // on a click; and, for comparison, the whole job.
@@ -244,30 +258,9 @@ int main(int argc, char** argv)
                     stage1.push_back(rs.rank);
         std::sort(stage1.begin(), stage1.end());
         stage1.erase(std::unique(stage1.begin(), stage1.end()), stage1.end());
-        OpenOptions part = oo;
-        part.firstFrameAbove = -1;
-        part.wholeJobAbove = 0;
-        s = runHere([&] {
-            auto one = AppSession::load(inputs, part, nullptr);
-            std::printf("  %-34s %zu of %d ranks, %zu activities\n", "app: one pipeline", one->loadedRanks.size(),
-                        one->jobRanks, one->trace->activities.size());
-        });
-        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: one pipeline loaded", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
-        part.ranks = stage1;
-        s = runHere([&] {
-            auto more = AppSession::load(inputs, part, nullptr);
-            std::printf("  %-34s %zu ranks, %zu activities\n", "app: + stage 1's replicas", more->loadedRanks.size(),
-                        more->trace->activities.size());
-        });
-        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: + stage 1's replicas loaded", s.wall, s.peakMb,
-                    s.ok ? "" : "  FAILED");
-        OpenOptions whole = oo;
-        whole.wholeJobAbove = -1;
-        s = runHere([&] {
-            auto all = AppSession::load(inputs, whole, nullptr);
-            std::printf("  %-34s %zu activities\n", "app: whole job", all->trace->activities.size());
-        });
-        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "app: whole job loaded", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        appStep("pipeline", "app: one pipeline, process");
+        appStep("ranks", "app: + stage 1's replicas, process", rankListText(stage1));
+        appStep("whole", "app: whole job, process");
 #else
         std::printf("  (the app's figures need the desktop app's library: build with Qt 6 and QCustomPlot)\n");
 #endif

@@ -813,6 +813,14 @@ private Q_SLOTS:
         QVERIFY(!w.job()->partial());
         QCOMPARE(w.job()->trace->ranks.size(), size_t(8));
 
+        // Read in part, the pipeline comes first: no first frame of every rank before it.
+        OpenOptions framed;
+        framed.firstFrameAbove = 0;
+        framed.wholeJobAbove = 0;
+        QVERIFY(!AppSession::loadFirstFrame({folder}, framed));
+        framed.wholeJobAbove = -1;
+        QVERIFY(AppSession::loadFirstFrame({folder}, framed));
+
         o.wholeJobAbove = 0;
         QVERIFY(openAndWait(w, {folder}, o));
         const auto job = w.job();

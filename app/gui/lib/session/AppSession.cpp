@@ -395,6 +395,9 @@ std::shared_ptr<const Job> AppSession::loadFirstFrame(const QStringList& inputs,
                 activities += n;
             if (activities <= options.firstFrameAbove && fitsInMemory(activities))
                 return nullptr;
+            // A job read in part shows its pipeline sooner than a window of every rank.
+            if (!ranksToRead(store, options).empty())
+                return nullptr;
             const auto window = firstFrameWindow(store, summary);
             if (!window)
                 return nullptr;

@@ -123,7 +123,8 @@ public:
     // options.firstFrameAbove GPU activities, a Job of one window (complete
     // false): the activities starting in firstFrameWindow(), read through the
     // store's (rank, start_ns) index, analysed and built; no what-if
-    // calibration. nullptr for smaller stores (load() is fast enough there).
+    // calibration. nullptr for smaller stores (load() is fast enough there),
+    // and for a sharded job read in part (its pipeline loads sooner).
     static std::shared_ptr<const Job> loadFirstFrame(const QStringList& inputs, const OpenOptions& options,
                                                      const WorkControl* work = nullptr);
     // The window of a first frame, from the store's summary and its (rank,
