@@ -913,7 +913,8 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
         if (pl.found)
             text += QStringLiteral("; pp %1, %2 microbatches, %3 schedule").arg(pl.pp).arg(pl.microbatches)
                         .arg(QString::fromStdString(scheduleName(pl.schedule)));
-        text += QStringLiteral("; the other replicas are summarised from the job index: click a folded stage to load them");
+        if (j.overview)
+            text += QStringLiteral("; the other replicas are summarised from the job index: click a folded stage to load them");
     }
     jobStatus_ = text;
     status_->setText(text);

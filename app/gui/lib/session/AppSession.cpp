@@ -310,8 +310,12 @@ int64_t activitiesOf(Store& store, const std::vector<int>& ranks)
 // read whole, the pipeline of its busiest replica; else all (empty).
 std::vector<int> ranksToRead(Store& store, const OpenOptions& options)
 {
-    if (!options.ranks.empty())
-        return options.ranks;
+    if (!options.ranks.empty()) {
+        std::vector<int> ranks = options.ranks;
+        std::sort(ranks.begin(), ranks.end());
+        ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+        return ranks;
+    }
     const JobIndex* index = store.jobIndex();
     if (!index)
         return {};
