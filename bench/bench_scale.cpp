@@ -6,7 +6,8 @@
 //   - as 2 srun-style tasks                        (the command started twice with
 //                                                    SLURM_PROCID / SLURM_STEP_NUM_TASKS set as srun sets them),
 // (a sharded import includes the map step: each task analyses its shard),
-// then summarised from the index alone (pipescope info), analysed (pipescope analyze on the sharded job) and opened as the app
+// then summarised from the index alone (pipescope info), analysed (pipescope analyze and report on the sharded job, whole and
+// under a memory budget that reads the pipeline of its busiest replica) and opened as the app
 // opens it (its first frame; one pipeline, as the app reads a job too large to
 // read whole, then one stage's replicas as a click on it loads them; and the
 // whole job). Each step runs in a process
@@ -235,6 +236,13 @@ int main(int argc, char** argv)
         std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "analyze (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
         s = runCommands({{{cli, "report", job.string(), "-o", (dir / "report.html").string()}, {}}});
         std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "report (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        // Under a memory budget the whole job does not fit: analyze and report
+        // read the pipeline of the busiest replica, the rest from the index.
+        const std::vector<std::string> budget{"PIPESCOPE_MEMORY_BUDGET=33554432"};
+        s = runCommands({{{cli, "analyze", job.string(), "--json", "-o", (dir / "analysis-part.json").string()}, budget}});
+        std::printf("  %-34s %7.2f s  peak %6.0f MB%s\n", "analyze, 32 MB budget (1 pipeline)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        s = runCommands({{{cli, "report", job.string(), "-o", (dir / "report-part.html").string()}, budget}});
+        std::printf("  %-34s %7.2f s  peak %6.0f MB%s\n", "report, 32 MB budget (1 pipeline)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
 #ifdef PIPESCOPE_BENCH_APP
         // Each app step in a process of its own (this program, started again),
         // so that its peak is the app's alone and not this process's too.

@@ -39,18 +39,20 @@ std::vector<int> parseRankList(const std::string& text)
     return {ranks.begin(), ranks.end()};
 }
 
-void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, const std::string& input)
+namespace {
+
+void checkMemoryFor(Store& store, const ReadPlan& plan, const std::string& input)
 {
     const StoreSummary s = store.summary();
     int64_t activities = 0;
     std::set<int> rankSet;
     for (const GpuSummary& g : s.gpuSummaries) {
-        if (ranks && !std::binary_search(ranks->begin(), ranks->end(), g.rank))
+        if (!plan.ranks.empty() && !std::binary_search(plan.ranks.begin(), plan.ranks.end(), g.rank))
             continue;
         activities += g.kernels + g.memcpys + g.memsets + g.syncs;
         rankSet.insert(g.rank);
     }
-    if (ranks && rankSet.empty())
+    if (!plan.ranks.empty() && rankSet.empty())
         throw FlagError("--ranks", input + " holds none of these ranks (it holds " +
                                        std::to_string(s.gpuSummaries.size()) + " GPUs, ranks " +
                                        std::to_string(s.gpuSummaries.empty() ? 0 : s.gpuSummaries.front().rank) + " to " +
@@ -59,32 +61,54 @@ void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, 
     const int64_t needed = activities * kAnalysisBytesPerActivity;
     if (!available || needed <= *available)
         return;
-    const std::string which = ranks ? std::to_string(rankSet.size()) + " selected ranks"
-                                    : "all " + std::to_string(rankSet.size()) + " ranks";
+    // Ranks chosen for the job's size: the whole job did not fit either.
+    std::string what;
+    if (plan.chosen)
+        what = "analysing all " + std::to_string(plan.jobRanks) + " ranks (" + formatCount(plan.jobActivities) +
+               " GPU activities) needs about " + formatBytes(plan.jobActivities * kAnalysisBytesPerActivity) +
+               " of memory, and the pipeline of its busiest replica alone (ranks " + rankListShort(plan.ranks) + ", " +
+               formatCount(activities) + " GPU activities) about " + formatBytes(needed);
+    else
+        what = "analysing " +
+               (!plan.ranks.empty() ? std::to_string(rankSet.size()) + " selected ranks" : "all " + std::to_string(rankSet.size()) + " ranks") +
+               " (" + formatCount(activities) + " GPU activities) needs about " + formatBytes(needed) + " of memory";
     // A sharded job's index has each stage's replicas side by side already,
     // and may name the pipeline worth reading alone.
     std::string overview;
     if (const JobIndex* job = store.jobIndex()) {
         overview = "; `pipescope info " + input + "` shows each stage across its replicas from the job index";
-        if (const auto ov = overviewFromIndex(*job))
+        if (const auto ov = overviewFromIndex(*job); ov && !plan.chosen)
             if (const auto b = busiestReplica(*job, *ov); b && !b->pipeline.empty())
                 overview += ", and `--ranks " + rankListText(b->pipeline) + "` reads the pipeline of its busiest replica (rank " +
                             std::to_string(b->rank) + ")";
     }
-    throw Error(input + ": analysing " + which + " (" + formatCount(activities) + " GPU activities) needs about " +
-                formatBytes(needed) + " of memory, and " + formatBytes(*available) +
+    throw Error(input + ": " + what + ", and " + formatBytes(*available) +
                 " is available; analyse fewer ranks with --ranks (e.g. one pipeline's), or run where there is more memory" + overview);
 }
 
-std::vector<double> replicaPaceFor(Store& store, const std::optional<std::vector<int>>& ranks)
+} // namespace
+
+std::optional<std::vector<int>> CommandRead::ranks() const
 {
-    const JobIndex* index = store.jobIndex();
-    if (!index || !ranks)
-        return {};
-    const auto overview = overviewFromIndex(*index);
-    if (!overview)
-        return {};
-    return replicaPaceFromIndex(*index, *overview, *ranks);
+    if (plan.ranks.empty())
+        return std::nullopt;
+    return plan.ranks;
+}
+
+CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const std::string& input)
+{
+    const bool all = ranksFlag == "all";
+    ReadLimits limits; // --ranks all: no limit here; checkMemoryFor checks what the machine has
+    if (!all) {
+        limits.bytesPerActivity = kAnalysisBytesPerActivity;
+        limits.budgetBytes = std::getenv("PIPESCOPE_MEMORY_BUDGET") ? -1 : kCommandBudgetBytes;
+    }
+    const std::vector<int> asked = ranksFlag.empty() || all ? std::vector<int>{} : parseRankList(ranksFlag);
+    CommandRead read;
+    read.plan = planRead(store, asked, limits);
+    checkMemoryFor(store, read.plan, input);
+    read.part = describePart(store, read.plan);
+    return read;
 }
 
 } // namespace pipescope::cli

@@ -2,6 +2,7 @@
 // Reading a large job: the ranks to read (--ranks LIST), and a check, before
 // anything is read, that the machine has the memory the whole read needs,
 // so that a job too large ends with advice instead of the kernel's OOM killer.
+#include "analysis/JobPart.h"
 #include "store/Store.h"
 
 #include <optional>
@@ -18,14 +19,26 @@ std::vector<int> parseRankList(const std::string& text);
 // by bench/bench_scale (the trace, the analysis and the what-if model).
 inline constexpr int64_t kAnalysisBytesPerActivity = 600;
 
-// Throws Error naming the input when analysing the ranks (all: nullopt)
-// would need more memory than availableMemory() (util/Memory.h), with what
-// to do instead.
-void checkMemoryFor(Store& store, const std::optional<std::vector<int>>& ranks, const std::string& input);
+// What a command holds per GPU activity is kAnalysisBytesPerActivity; left
+// to choose, it reads a sharded job whole up to this much memory, and beyond
+// it the pipeline of the job's busiest replica (analysis/JobPart.h).
+// PIPESCOPE_MEMORY_BUDGET (bytes), when set, replaces it.
+inline constexpr int64_t kCommandBudgetBytes = int64_t(2) << 30;
 
-// For a what-if calibrated on some ranks of a sharded job: each stage's pace
-// against all its replicas, from the job index (CalibrateOptions::
-// replicaPace). Empty for a store file, or when every rank is read.
-std::vector<double> replicaPaceFor(Store& store, const std::optional<std::vector<int>>& ranks);
+// What a command reads of a job: --ranks LIST, --ranks all (every rank,
+// whatever the budget), or nothing given (the whole job, or the pipeline
+// of its busiest replica beyond the budget), and what it knows of the rest.
+struct CommandRead {
+    ReadPlan plan;
+    JobPart part;
+    // For LoadOptions::ranks: nullopt when every rank is read.
+    std::optional<std::vector<int>> ranks() const;
+};
+
+// Plans the read and checks, before anything is read, that the machine has
+// the memory it needs: throws Error naming the input, with what to do
+// instead, when it has not (FlagError naming --ranks for a list the job
+// does not hold).
+CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const std::string& input);
 
 } // namespace pipescope::cli

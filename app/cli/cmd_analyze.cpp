@@ -10,6 +10,7 @@
 #include "analysis/AnalysisJson.h"
 #include "analysis/Verdict.h"
 #include "report/AnalysisText.h"
+#include "report/JobPartText.h"
 #include "whatif/Levers.h"
 #include "store/Sqlite.h"
 #include "store/Store.h"
@@ -38,7 +39,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                 app.add_option("--pp", o->pp, "pipeline degree: rank r is stage r / (world / N)")->check(wholeNumber(1));
                                 app.add_option("--stage-map", o->stageMap, "explicit rank:stage list, e.g. 0:0,1:0,2:1,3:1");
                                 app.add_option("--ranks", o->ranks,
-                                               "analyse only these ranks, e.g. 0-3 or 0,256,512,768 (one pipeline of a large job)");
+                                               "analyse only these ranks, e.g. 0-3 or 0,256,512,768 (one pipeline of a large job), or all of them (all; by default a "
+                                               "sharded job beyond 2 GiB is read one pipeline: its busiest replica's)");
                                 app.add_option("--iteration-range", o->iterationRange, "name of the annotation or NVTX range that marks iterations");
                                 app.add_flag("--json", o->json, "print the analysis as JSON (schema pipescope.analysis/2)");
                                 app.add_flag("--hta-compatible", o->hta, "HTA views in HTA's own arithmetic (whole us, last profiler step dropped)");
@@ -55,9 +57,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                     ao.iterationRange = o->iterationRange;
                                     ao.htaCompatible = o->hta;
                                     ao.allIterations = o->all;
-                                    std::optional<std::vector<int>> ranks;
-                                    if (!o->ranks.empty())
-                                        ranks = parseRankList(o->ranks);
+                                    if (!o->ranks.empty() && o->ranks != "all")
+                                        parseRankList(o->ranks); // refused before any work
                                     if (!o->commRules.empty())
                                         ao.commRules = std::make_shared<const CommRules>(CommRules::fromFile(o->commRules));
 
@@ -69,6 +70,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                     std::string cacheKey;
                                     {
                                         Store store(o->file);
+                                        const CommandRead read = planCommandRead(store, o->ranks, o->file);
+                                        const auto ranks = read.ranks();
                                         if (o->cache && o->json) {
                                             nlohmann::json k = toJson(AnalysisResult{}, ao)["options"];
                                             k["stage_map"] = o->stageMap;
@@ -89,13 +92,15 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                                 text = *hit;
                                         }
                                         if (text.empty()) {
-                                            checkMemoryFor(store, ranks, o->file);
                                             LoadOptions lo;
                                             lo.ranks = ranks;
                                             Trace trace = store.load(lo);
                                             ao.autogradSequences = [&store](const std::vector<int64_t>& ids) {
                                                 return store.autogradSequences(ids);
                                             };
+                                            // Ranks that are not whole pipelines take their stages from the index.
+                                            if (ao.stageMap.empty() && !ao.pipelineDegree)
+                                                ao.stageMap = read.part.stageMapFromIndex;
                                             AnalysisResult r;
                                             try {
                                                 r = analyze(trace, ao);
@@ -110,7 +115,7 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                                 try {
                                                     // Some ranks of a sharded job: each stage at its slowest replica's pace.
                                                     whatif::CalibrateOptions co;
-                                                    co.replicaPace = replicaPaceFor(store, ranks);
+                                                    co.replicaPace = read.part.replicaPace;
                                                     const whatif::CostModel model = whatif::calibrate(trace, r, co);
                                                     if (r.microbatchSpread.uneven)
                                                         study = whatif::studyMicrobatches(model, whatif::measuredScenario(model));
@@ -121,6 +126,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                             }
                                             if (o->json) {
                                                 nlohmann::json doc = toJson(r, ao);
+                                                if (read.part.partial())
+                                                    doc["job"] = report::jobPartJson(read.part);
                                                 doc["microbatches"]["cost"] =
                                                     study && study->applies ? whatif::microbatchStudyToJson(*study) : nlohmann::json(nullptr);
                                                 nlohmann::json lv = nlohmann::json::array();
@@ -133,7 +140,7 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                                 text = jsonText(doc, 1) + "\n";
                                             } else {
                                                 std::ostringstream os;
-                                                report::printAnalysisText(os, o->file, r, levers);
+                                                report::printAnalysisText(os, o->file, r, levers, &read.part);
                                                 if (study && study->applies)
                                                     os << "\n" << whatif::microbatchStudyText(*study);
                                                 text = os.str();

@@ -1,6 +1,7 @@
 // pipescope info FILE [--json]
 #include "Command.h"
 #include "analysis/JobSummaries.h"
+#include "report/JobPartText.h"
 #include "util/JsonText.h"
 #include "store/Store.h"
 #include "util/Error.h"
@@ -164,30 +165,8 @@ void printInfo(const std::string& path, const StoreSummary& s)
 // A sharded job's stages across their replicas, from the index alone.
 void printOverview(const JobIndex& job, const std::string& file)
 {
-    const auto ov = overviewFromIndex(job);
-    if (!ov)
-        return;
-    std::cout << "\nStages across replicas in " << ov->iteration
-              << " (from the job index: each shard's analysis of its pipelines; medians over the replicas)\n";
-    TextTable t({">stage", ">replicas", ">iteration", ">busy min", ">busy median", ">busy max", ">busiest", ">idlest",
-                 ">fill/drain", ">wait neighbor", ">p2p", ">dp sync", ">other idle"});
-    for (const StageReplicas& st : ov->stages) {
-        auto cause = [&](BubbleCause c) { return st.idleMedian[static_cast<size_t>(c)]; };
-        const TimeNs other = cause(BubbleCause::HostBound) + cause(BubbleCause::LaunchGap) + cause(BubbleCause::Other);
-        t.add({std::to_string(st.stage), std::to_string(st.replicas), formatDuration(st.windowNs), formatDuration(st.busyMin),
-               formatDuration(st.busyMedian), formatDuration(st.busyMax), "rank " + std::to_string(st.busiestRank),
-               "rank " + std::to_string(st.idlestRank), formatDuration(cause(BubbleCause::FillDrain)),
-               formatDuration(cause(BubbleCause::WaitNeighbor)), formatDuration(cause(BubbleCause::P2pTransfer)),
-               formatDuration(cause(BubbleCause::DpSync)), formatDuration(other)});
-    }
-    std::cout << t.render();
-    if (const auto b = busiestReplica(job, *ov)) {
-        std::cout << "The busiest replica: rank " << b->rank << " (stage " << b->stage << ", busy " << formatDuration(b->busyNs)
-                  << ")";
-        if (!b->pipeline.empty())
-            std::cout << "; its pipeline alone: pipescope analyze " << file << " --ranks " << rankListText(b->pipeline);
-        std::cout << "\n";
-    }
+    if (const auto ov = overviewFromIndex(job))
+        report::printReplicaOverview(std::cout, *ov, busiestReplica(job, *ov), file);
 }
 
 nlohmann::json overviewJson(const JobIndex& job)
@@ -195,19 +174,7 @@ nlohmann::json overviewJson(const JobIndex& job)
     const auto ov = overviewFromIndex(job);
     if (!ov)
         return nullptr;
-    nlohmann::json stages = nlohmann::json::array();
-    for (const StageReplicas& st : ov->stages) {
-        nlohmann::json idle = nlohmann::json::object();
-        for (int c = 0; c < kBubbleCauses; ++c)
-            idle[std::string(toString(static_cast<BubbleCause>(c)))] = st.idleMedian[static_cast<size_t>(c)];
-        stages.push_back({{"stage", st.stage}, {"replicas", st.replicas}, {"window_ns", st.windowNs},
-                          {"busy_min_ns", st.busyMin}, {"busy_median_ns", st.busyMedian}, {"busy_max_ns", st.busyMax},
-                          {"busiest_rank", st.busiestRank}, {"idlest_rank", st.idlestRank}, {"idle_median_ns_by_cause", idle}});
-    }
-    nlohmann::json busiest = nullptr;
-    if (const auto b = busiestReplica(job, *ov))
-        busiest = {{"rank", b->rank}, {"stage", b->stage}, {"busy_ns", b->busyNs}, {"pipeline", b->pipeline}};
-    return {{"iteration", ov->iteration}, {"ranks", ov->ranks}, {"stages", stages}, {"busiest_replica", busiest}};
+    return report::replicaOverviewJson(*ov, busiestReplica(job, *ov));
 }
 
 RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, time span, GPU busy time", 20,

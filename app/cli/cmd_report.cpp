@@ -84,14 +84,12 @@ int runReport(ReportArgs& a)
     Verdict verdict;
     {
         Store store(a.file);
-        std::optional<std::vector<int>> ranks;
-        if (!a.ranks.empty())
-            ranks = parseRankList(a.ranks);
-        checkMemoryFor(store, ranks, a.file);
+        const CommandRead read = planCommandRead(store, a.ranks, a.file);
         LoadOptions lo;
-        lo.ranks = ranks;
+        lo.ranks = read.ranks();
         const Trace trace = store.load(lo);
-        ro.calibrate.replicaPace = replicaPaceFor(store, ranks); // some ranks of a sharded job
+        ro.calibrate.replicaPace = read.part.replicaPace; // some ranks of a sharded job
+        ro.jobPart = &read.part;
         ro.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
         try {
             if (baseline) {
@@ -149,7 +147,8 @@ RegisterCommand reg{{"report", "Write a self-contained HTML report: timeline, id
                              ->check(wholeNumber(0));
                          app.add_flag("--no-whatif", a->noWhatIf, "leave the what-if comparison out");
                          app.add_option("--ranks", a->ranks,
-                                        "report only these ranks, e.g. 0-3 or 0,256,512,768 (one pipeline of a large job)");
+                                        "report only these ranks, e.g. 0-3 or 0,256,512,768 (one pipeline of a large job), or all (by default a "
+                                        "sharded job beyond 2 GiB is read one pipeline: its busiest replica's)");
                          app.add_option("--compare", a->compare,
                                         "a baseline run (store, trace file or folder) to compare this job with, stage by "
                                         "stage, with the check of its prediction for this job (docs/diff.md)");

@@ -70,36 +70,31 @@ int runWhatIfImpl(WhatIfArgs& a)
     const std::vector<double> speeds = stageSpeeds(a); // refused before any work
     const std::vector<LayerRange> frozen = parseLayerRanges(a.freeze);
 
-    std::optional<std::vector<int>> ranks;
-    if (!a.ranks.empty())
-        ranks = parseRankList(a.ranks);
+    if (!a.ranks.empty() && a.ranks != "all")
+        parseRankList(a.ranks); // refused before any work
     Store store(a.file);
-    checkMemoryFor(store, ranks, a.file);
+    const CommandRead read = planCommandRead(store, a.ranks, a.file);
     LoadOptions lo;
-    lo.ranks = ranks;
+    lo.ranks = read.ranks();
     const Trace trace = store.load(lo);
     AnalyzeOptions ao;
     if (a.iteration >= 0)
         ao.iteration = a.iteration;
     if (a.measuredPp > 0)
         ao.pipelineDegree = a.measuredPp;
+    else
+        ao.stageMap = read.part.stageMapFromIndex; // ranks that are not whole pipelines: their stages from the index
     ao.iterationRange = a.iterationRange;
     ao.commRules = a.calibration.commRules;
     ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
     CalibrateOptions co = a.calibration.options(a.gpuMemoryBytes());
     // Some ranks of a sharded job (one pipeline): its index still knows how
     // each stage's slowest replica paces the job.
-    co.replicaPace = replicaPaceFor(store, ranks);
+    co.replicaPace = read.part.replicaPace;
     // Said under the measured run: what the calibration read of the job.
     std::string readLine;
-    if (ranks) {
-        std::set<int> all;
-        for (const GpuSummary& g : store.summary().gpuSummaries)
-            all.insert(g.rank);
-        readLine = "Calibrated on " + std::to_string(ranks->size()) + " of " + std::to_string(all.size()) + " ranks (" +
-                   (ranks->size() <= 8 ? rankListText(*ranks)
-                                       : std::to_string(ranks->front()) + " to " + std::to_string(ranks->back())) +
-                   ")";
+    if (read.part.partial()) {
+        readLine = "Calibrated on " + describeRanksRead(read.part);
         if (!co.replicaPace.empty()) {
             readLine += "; each stage runs at its slowest replica's pace from the job index (";
             for (size_t s = 0; s < co.replicaPace.size(); ++s) {
@@ -109,6 +104,8 @@ int runWhatIfImpl(WhatIfArgs& a)
             }
             readLine += ")";
         }
+        if (read.part.chosen)
+            readLine += "; --ranks all calibrates on every rank";
     }
     CostModel model;
     AnalysisResult analysis;
@@ -291,8 +288,9 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                          app.add_option("--iteration", a->iteration, "Iteration to calibrate on (default: a typical one)")
                              ->check(wholeNumber(0));
                          app.add_option("--ranks", a->ranks,
-                                        "calibrate on these ranks only, e.g. 0,256,512,768 (one pipeline of a large job; "
-                                        "a sharded job's index gives the pace of the replicas not read)");
+                                        "calibrate on these ranks only, e.g. 0,256,512,768 (one pipeline of a large job; a sharded job's index "
+                                        "gives the pace of the replicas not read), or all (by default a sharded job beyond 2 GiB is "
+                                        "read one pipeline: its busiest replica's)");
                          app.add_option("--measured-pp", a->measuredPp, "Pipeline degree of the measured job, if not detected")
                              ->check(wholeNumber(1, 4096));
                          app.add_option("--iteration-range", a->iterationRange,

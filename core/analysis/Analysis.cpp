@@ -317,17 +317,24 @@ AnalysisResult analyze(const Trace& trace, const AnalyzeOptions& options)
         if (r.worldSize)
             out.worldSize = std::max(out.worldSize.value_or(0), *r.worldSize);
     if (out.worldSize && static_cast<int>(ctx.ranks.size()) < *out.worldSize) {
+        // Of the ranks read: a job read in part misses none of those it left.
+        std::vector<int> expected = trace.ranksRead;
+        if (expected.empty())
+            for (int r = 0; r < *out.worldSize; ++r)
+                expected.push_back(r);
         std::string missing;
         int count = 0;
-        for (int r = 0; r < *out.worldSize; ++r)
+        for (int r : expected)
             if (!ctx.rankData(r)) {
                 if (count < 16)
                     missing += (missing.empty() ? "" : ", ") + std::to_string(r);
                 ++count;
             }
-        ctx.warn("missing_ranks", std::to_string(count) + " of " + std::to_string(*out.worldSize)
-                                      + " ranks have no GPU activity in the trace (" + missing + (count > 16 ? ", ..." : "")
-                                      + "); the analysis covers the others");
+        if (count > 0)
+            ctx.warn("missing_ranks", std::to_string(count) + " of " + std::to_string(expected.size())
+                                          + (trace.ranksRead.empty() ? " ranks" : " ranks read (of " + std::to_string(*out.worldSize) + ")")
+                                          + " have no GPU activity in the trace (" + missing + (count > 16 ? ", ..." : "")
+                                          + "); the analysis covers the others");
     }
 
     checkpoint(work, "finding iterations", 0.15);

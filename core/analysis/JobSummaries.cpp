@@ -191,4 +191,11 @@ std::string rankListText(const std::vector<int>& ranks)
     return out;
 }
 
+std::string rankListShort(const std::vector<int>& ranks)
+{
+    if (ranks.size() <= 8)
+        return rankListText(ranks);
+    return std::to_string(ranks.front()) + " to " + std::to_string(ranks.back());
+}
+
 } // namespace pipescope

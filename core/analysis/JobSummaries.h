@@ -68,5 +68,8 @@ std::vector<int> representativeRanks(const JobIndex& index);
 
 // "0,256,512,768"
 std::string rankListText(const std::vector<int>& ranks);
+// For the user: the list up to 8 ranks ("0,256,512,768"), else its ends
+// ("0 to 1023").
+std::string rankListShort(const std::vector<int>& ranks);
 
 } // namespace pipescope

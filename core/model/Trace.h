@@ -193,6 +193,9 @@ struct Trace {
     // (python3)"); threads without one are absent.
     std::map<std::pair<int, int64_t>, std::string> threadNames;
     std::vector<std::string> strings; // indexed by StringId; strings[0] is ""
+    // The ranks read when only some were (LoadOptions::ranks), sorted; empty:
+    // every rank the store holds. The others are not missing from the job.
+    std::vector<int> ranksRead;
 
     const std::string& str(StringId id) const
     {

@@ -1,4 +1,5 @@
 #include "report/AnalysisText.h"
+#include "report/JobPartText.h"
 
 #include "analysis/Verdict.h"
 #include "util/Format.h"
@@ -340,9 +341,12 @@ void printWarnings(std::ostream& os, const AnalysisResult& r)
 
 } // namespace
 
-void printAnalysisText(std::ostream& os, const std::string& file, const AnalysisResult& r, const whatif::Levers& levers)
+void printAnalysisText(std::ostream& os, const std::string& file, const AnalysisResult& r, const whatif::Levers& levers,
+                       const JobPart* part)
 {
     os << "pipescope analyze " << file << "\n\n";
+    if (part)
+        printJobPart(os, *part, file);
     printVerdict(os, r);
     printLevers(os, levers);
     printOverview(os, r);

@@ -1,4 +1,5 @@
 #include "report/Report.h"
+#include "report/JobPartText.h"
 
 #include "Version.h"
 #include "analysis/Analysis.h"
@@ -340,6 +341,50 @@ void idleSection(std::string& out, const Context& c)
         out += td(pct(ratio(v, c.idleSum)));
     out += "</tr></tfoot></table></div>\n";
     fillableTable(out, c);
+    out += "</section>\n";
+}
+
+// A job read in part: which ranks the page covers, and each stage across
+// all its replicas from the job index, with the stragglers it shows.
+void jobPartSection(std::string& out, const JobPart& part)
+{
+    out += "<div class=\"banner nopipe\" id=\"read-in-part\"><strong>Read in part</strong>: " + esc(describeRanksRead(part)) + ". ";
+    if (part.chosen)
+        out += "The whole job (" + esc(formatCount(part.jobActivities)) +
+               " GPU activities) is more than is read at once; <code>pipescope report --ranks all</code> covers every rank. ";
+    out += "The timeline, idle time, imbalance and what-if below are of these ranks";
+    if (part.overview)
+        out += "; the other replicas are summarised from the job index under <a href=\"#replicas\">replicas</a>";
+    out += ".</div>\n";
+    if (!part.overview)
+        return;
+    const JobOverview& ov = *part.overview;
+    out += "<section id=\"replicas\"><h2>Stages across replicas</h2>\n<p class=\"note\">From the job index (each shard's analysis "
+           "of its pipelines), " + esc(ov.iteration) + ": every replica of each stage, the ranks not read included. Busy is compute "
+           "time; idle columns are medians over the replicas.</p>\n"
+           "<div class=\"scroll\"><table id=\"replicas-table\"><thead><tr><th>stage</th><th>replicas</th><th>iteration</th>"
+           "<th>busy min</th><th>busy median</th><th>busy max</th><th>busiest</th><th>idlest</th><th>fill/drain</th>"
+           "<th>wait neighbor</th><th>p2p</th><th>dp sync</th><th>other idle</th></tr></thead><tbody>\n";
+    for (const StageReplicas& st : ov.stages) {
+        auto cause = [&](BubbleCause k) { return st.idleMedian[static_cast<size_t>(k)]; };
+        const TimeNs other = cause(BubbleCause::HostBound) + cause(BubbleCause::LaunchGap) + cause(BubbleCause::Other);
+        out += "<tr>" + td(std::to_string(st.stage)) + td(std::to_string(st.replicas)) + tdDur(st.windowNs) + tdDur(st.busyMin) +
+               tdDur(st.busyMedian) + tdDur(st.busyMax) + td("rank " + std::to_string(st.busiestRank)) +
+               td("rank " + std::to_string(st.idlestRank)) + tdDur(cause(BubbleCause::FillDrain)) +
+               tdDur(cause(BubbleCause::WaitNeighbor)) + tdDur(cause(BubbleCause::P2pTransfer)) +
+               tdDur(cause(BubbleCause::DpSync)) + tdDur(other) + "</tr>\n";
+    }
+    out += "</tbody></table></div>\n";
+    const auto stragglers = indexStragglers(ov);
+    if (stragglers.empty())
+        out += "<p>No replica of any stage is " + esc(formatSignedPercent(kStragglerRatio - 1.0)) +
+               " or more above its stage's median busy time.</p>\n";
+    else {
+        out += "<ul id=\"replica-stragglers\">\n";
+        for (const IndexStraggler& st : stragglers)
+            out += "<li>" + esc(report::indexStragglerText(st)) + "</li>\n";
+        out += "</ul>\n";
+    }
     out += "</section>\n";
 }
 
@@ -765,6 +810,8 @@ json summaryJson(const Context& c)
     for (int ci = 0; ci < kBubbleCauses; ++ci)
         by[causeName(ci)] = c.causeSum[static_cast<size_t>(ci)];
     s["idle_by_cause_ns"] = std::move(by);
+    if (c.options.jobPart && c.options.jobPart->partial())
+        s["job"] = report::jobPartJson(*c.options.jobPart);
     return s;
 }
 
@@ -777,6 +824,8 @@ std::string renderReport(const Trace& trace, const ReportOptions& options, Verdi
     ao.work = options.work;
     ao.autogradSequences = options.autogradSequences;
     ao.commRules = options.commRules;
+    if (options.jobPart)
+        ao.stageMap = options.jobPart->stageMapFromIndex;
     const AnalysisResult r = analyze(trace, ao);
     return renderReport(trace, r, options, verdictOut);
 }
@@ -857,6 +906,8 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
     out += "</style>\n</head>\n<body>\n";
     header(out, c);
     out += "<nav>";
+    if (options.jobPart && options.jobPart->partial() && options.jobPart->overview)
+        out += "<a href=\"#replicas\">replicas</a>";
     if (options.comparison)
         out += "<a href=\"#comparison\">comparison</a>";
     out += "<a href=\"#timeline\">timeline</a><a href=\"#idle\">idle by cause</a>";
@@ -876,6 +927,8 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
         out += "<div class=\"banner nopipe\" id=\"no-pipeline\"><strong>No pipeline found</strong>: " + esc(r.pipeline.reason) +
                ". The generic idle analysis follows; if the job is pipeline-parallel, give the stages with "
                "<code>pipescope analyze --pp N</code> or <code>--stage-map</code>.</div>\n";
+    if (options.jobPart && options.jobPart->partial())
+        jobPartSection(out, *options.jobPart);
     if (options.comparison)
         compareSection(out, *options.comparison);
     timeline(out, c, timelineData, counts);

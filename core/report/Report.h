@@ -6,6 +6,7 @@
 // with inline CSS, JS and data; nothing is loaded from anywhere else.
 // docs/report.md describes every section.
 #include "analysis/Analysis.h"
+#include "analysis/JobPart.h"
 #include "analysis/Verdict.h"
 #include "compare/Diff.h"
 #include "model/Trace.h"
@@ -45,6 +46,11 @@ struct ReportOptions {
     // A baseline run compared with this job (--compare, docs/diff.md): the
     // report gains a comparison section first. Optional; must outlive the call.
     const compare::DiffResult* comparison = nullptr;
+    // A job read in part (analysis/JobPart.h): the page says which ranks it
+    // covers and shows each stage across all its replicas from the job
+    // index; the analysis renderReport() runs takes the index's stages for
+    // ranks that are not whole pipelines. Optional; must outlive the call.
+    const JobPart* jobPart = nullptr;
 };
 
 // The report as one HTML document. Throws Error when the trace holds no GPU

@@ -812,6 +812,17 @@ void linkNcclOps(std::vector<Activity>& activities, const std::vector<NcclOp>& n
 
 Trace Store::load(const LoadOptions& options)
 {
+    Trace t = loadTrace(options);
+    if (options.ranks) {
+        t.ranksRead = *options.ranks;
+        std::sort(t.ranksRead.begin(), t.ranksRead.end());
+        t.ranksRead.erase(std::unique(t.ranksRead.begin(), t.ranksRead.end()), t.ranksRead.end());
+    }
+    return t;
+}
+
+Trace Store::loadTrace(const LoadOptions& options)
+{
     if (shards_)
         return store::detail::shardedLoad(*shards_, options);
     Trace t;

@@ -109,6 +109,7 @@ public:
     const JobIndex* jobIndex() const;
 
 private:
+    Trace loadTrace(const LoadOptions& options);
     void openFile(const std::string& path);
     void openShards(const std::string& folder);
     void readCounts(StoreSummary& s);

@@ -7,6 +7,7 @@
 #include "panels/DetailsPanel.h"
 #include "session/ExportWorker.h"
 #include "MainWindow.h"
+#include "panels/SummaryModel.h"
 #include "panels/SummaryPanel.h"
 #include "views/PipelineView.h"
 #include "views/TimelineView.h"
@@ -825,18 +826,18 @@ private Q_SLOTS:
         QVERIFY(openAndWait(w, {folder}, o));
         const auto job = w.job();
         QVERIFY(job->partial());
-        QCOMPARE(job->loadedRanks, pipeline);
-        QCOMPARE(job->jobRanks, 8);
+        QCOMPARE(job->part.loadedRanks, pipeline);
+        QCOMPARE(job->part.jobRanks, 8);
         std::set<int> read;
         for (const Activity& a : job->trace->activities)
             read.insert(a.rank);
         QCOMPARE(std::vector<int>(read.begin(), read.end()), pipeline);
-        QVERIFY(job->stageMapFromIndex.empty()); // a whole pipeline shows its own stages
+        QVERIFY(job->part.stageMapFromIndex.empty()); // a whole pipeline shows its own stages
         QCOMPARE(job->analysis->pipeline.pp, 4);
         // The what-if is calibrated on the pipeline, at the pace the index gives its stages.
         QVERIFY2(job->costModel.has_value(), qPrintable(job->whatIfError));
-        QCOMPARE(job->replicaPace, replicaPaceFromIndex(index, *overviewFromIndex(index), pipeline));
-        QCOMPARE(job->costModel->replicaPace, job->replicaPace);
+        QCOMPARE(job->part.replicaPace, replicaPaceFromIndex(index, *overviewFromIndex(index), pipeline));
+        QCOMPARE(job->costModel->replicaPace, job->part.replicaPace);
         // Each stage is one folded row, one replica of two loaded.
         TimelineView* t = w.timeline();
         QVERIFY(t->replicasFolded());
@@ -846,20 +847,32 @@ private Q_SLOTS:
         QVERIFY2(status.contains(QStringLiteral("4 of 8 ranks loaded (ranks ") + QString::fromStdString(rankListText(pipeline)) + ")"),
                  qPrintable(status));
         QVERIFY2(status.contains(QStringLiteral("click a folded stage to load them")), qPrintable(status));
+        // The summary says the job's replicas, not only those read.
+        {
+            const SummaryModel* m = w.findChild<SummaryPanel*>()->model();
+            std::map<QString, QString> facts;
+            for (int row = 0; row < m->rowCount(); ++row)
+                facts[m->index(row, 0).data().toString()] = m->index(row, 1).data().toString();
+            QVERIFY2(facts["ranks"].startsWith(QStringLiteral("read in part: 4 of 8 ranks (") + QString::fromStdString(rankListText(pipeline)) +
+                                               "), the pipeline of the busiest replica (rank "),
+                     qPrintable(facts["ranks"]));
+            QVERIFY2(facts["pipeline"].startsWith(QStringLiteral("p=4, dp=2 (1 read), v=1")), qPrintable(facts["pipeline"]));
+            QVERIFY2(facts.count("replicas"), "no replicas row");
+        }
 
         // Stage 1's other replica comes from its shard; the stage shows expanded.
         QSignalSpy shown(&w, &MainWindow::jobShown);
         QVERIFY(w.loadReplicas(1));
         QVERIFY(shown.wait(60000));
         const auto more = w.job();
-        QCOMPARE(more->loadedRanks.size(), size_t(5));
+        QCOMPARE(more->part.loadedRanks.size(), size_t(5));
         std::vector<int> want = pipeline;
-        want.insert(want.end(), job->stageRanks.at(1).begin(), job->stageRanks.at(1).end());
+        want.insert(want.end(), job->part.stageRanks.at(1).begin(), job->part.stageRanks.at(1).end());
         std::sort(want.begin(), want.end());
         want.erase(std::unique(want.begin(), want.end()), want.end());
-        QCOMPARE(more->loadedRanks, want);
+        QCOMPARE(more->part.loadedRanks, want);
         // Not whole pipelines: the stages are the index's.
-        QCOMPARE(more->stageMapFromIndex.size(), size_t(5));
+        QCOMPARE(more->part.stageMapFromIndex.size(), size_t(5));
         QCOMPARE(more->analysis->pipeline.pp, 4);
         QCOMPARE(t->unloadedReplicas(1), 0);
         QCOMPARE(t->unloadedReplicas(0), 1);

@@ -6,7 +6,9 @@
 
 #include "analysis/Analysis.h"
 #include "analysis/AnalysisJson.h"
+#include "analysis/JobPart.h"
 #include "analysis/JobSummaries.h"
+#include "report/JobPartText.h"
 #include "import/Import.h"
 #include "import/ShardedImport.h"
 #include "store/Store.h"
@@ -472,8 +474,92 @@ private slots:
         // The busiest replica (rank 1 or 3, 400) is in a pipeline the index knows.
         const std::vector<int> rep = representativeRanks(index);
         QVERIFY(rep == (std::vector<int>{0, 1}) || rep == (std::vector<int>{2, 3}));
+        // Stage 0's busiest replica (rank 4, 200) is a third over its stage's median (150); stage 1's are even.
+        const std::vector<IndexStraggler> stragglers = indexStragglers(*ov);
+        QCOMPARE(stragglers.size(), size_t(1));
+        QCOMPARE(stragglers[0].rank, 4);
+        QCOMPARE(stragglers[0].stage, 0);
+        QCOMPARE(stragglers[0].busyNs, TimeNs(200));
+        QCOMPARE(stragglers[0].medianNs, TimeNs(150));
+        QCOMPARE(report::indexStragglerText(stragglers[0]),
+                 std::string("straggler across replicas: rank 4 (stage 0) busy 200 ns, +33.3% over its stage's median 150 ns"));
         index.pipelines.clear();
         QVERIFY(representativeRanks(index).empty());
+    }
+
+    void largeJobsAreReadOnePipeline()
+    {
+        QTemporaryDir out;
+        const std::string single = path(out, "single.pipescope");
+        importJob(options(job_, single));
+        const std::string folder = path(out, "job");
+        const JobIndex index = importShardsLocally(options(job_, folder), 2, summariseShard);
+        const std::vector<int> busiest = representativeRanks(index);
+        QCOMPARE(busiest.size(), size_t(4));
+        Store store(folder);
+        const int64_t whole = activitiesOf(store, {}), pipeline = activitiesOf(store, busiest);
+        QVERIFY(pipeline > 0 && pipeline < whole);
+
+        // Within the limits: whole. The count limit or the memory budget passed: the busiest pipeline.
+        ReadLimits limits;
+        limits.bytesPerActivity = 600;
+        ReadPlan plan = planRead(store, {}, limits);
+        QVERIFY(plan.ranks.empty() && !plan.chosen);
+        QCOMPARE(plan.activities, whole);
+        QCOMPARE(plan.jobRanks, 8);
+        limits.budgetBytes = (whole - 1) * 600;
+        plan = planRead(store, {}, limits);
+        QCOMPARE(plan.ranks, busiest);
+        QVERIFY(plan.chosen);
+        QCOMPARE(plan.activities, pipeline);
+        QCOMPARE(plan.jobActivities, whole);
+        limits.budgetBytes = -1;
+        limits.wholeJobAbove = whole - 1;
+        QCOMPARE(planRead(store, {}, limits).ranks, busiest);
+        limits.wholeJobAbove = whole;
+        QVERIFY(planRead(store, {}, limits).ranks.empty());
+
+        // What is said of the rest: a whole pipeline keeps its own stages.
+        JobPart part = describePart(store, planRead(store, {}, {0, 600, -1}));
+        QCOMPARE(part.loadedRanks, busiest);
+        QVERIFY(part.chosen);
+        QCOMPARE(part.jobRanks, 8);
+        QVERIFY(part.stageMapFromIndex.empty());
+        QCOMPARE(part.replicaPace, replicaPaceFromIndex(index, *overviewFromIndex(index), busiest));
+        QVERIFY(part.busiest && part.busiest->pipeline == busiest);
+        QCOMPARE(describeRanksRead(part), "4 of 8 ranks (" + rankListText(busiest) + "), the pipeline of the busiest replica (rank " +
+                                              std::to_string(part.busiest->rank) + ", stage " + std::to_string(part.busiest->stage) + ")");
+        // Ranks asked for, in any order, not whole pipelines: their stages from the index.
+        part = describePart(store, planRead(store, {6, 1, 6}, limits));
+        QCOMPARE(part.loadedRanks, (std::vector<int>{1, 6}));
+        QVERIFY(!part.chosen);
+        QCOMPARE(part.stageMapFromIndex.size(), size_t(2));
+        std::map<int, int> indexStages;
+        for (const ShardRecord& rec : index.records)
+            for (const JobRankSummary& x : rec.rankSummaries)
+                if (x.rank == 1 || x.rank == 6)
+                    indexStages[x.rank] = x.stage.value_or(-1);
+        QCOMPARE(part.stageMapFromIndex, indexStages);
+        QCOMPARE(describeRanksRead(part), std::string("2 of 8 ranks (1,6)"));
+        // Every rank asked for: read whole.
+        QVERIFY(!describePart(store, planRead(store, {7, 6, 5, 4, 3, 2, 1, 0}, limits)).partial());
+
+        // A store file has no index to choose from: read whole, whatever its size.
+        Store file(single);
+        limits.wholeJobAbove = 0;
+        QVERIFY(planRead(file, {}, limits).ranks.empty());
+        QVERIFY(!describePart(file, planRead(file, {}, limits)).overview);
+
+        // Ranks read are not missing from the job.
+        LoadOptions lo;
+        lo.ranks = std::vector<int>{6, 1};
+        const Trace some = store.load(lo);
+        QCOMPARE(some.ranksRead, (std::vector<int>{1, 6}));
+        AnalyzeOptions ao;
+        ao.stageMap = part.stageMapFromIndex;
+        const AnalysisResult r = analyze(some, ao);
+        for (const auto& w : r.warnings)
+            QVERIFY2(w.kind != "missing_ranks", w.message.c_str());
     }
 
     void failedAndStaleShardsAreNamed()
@@ -566,10 +652,55 @@ private slots:
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains("analysing all 8 ranks (") && r.err.contains("is available; analyse fewer ranks with --ranks"),
                  qPrintable(r.err));
-        // The job index names the pipeline to read alone.
-        QVERIFY2(r.err.contains(QRegularExpression("`--ranks (0,2,4,6|1,3,5,7)` reads the pipeline of its busiest replica")),
+        // Even the pipeline of its busiest replica would not fit: both are said.
+        QVERIFY2(r.err.contains(QRegularExpression("and the pipeline of its busiest replica alone \\(ranks (0,2,4,6|1,3,5,7), ")),
                  qPrintable(r.err));
         QVERIFY(!QFile::exists(out.path() + "/r.html"));
+        r = runCliWith({"analyze", job, "--ranks", "0-7"}, {{"PIPESCOPE_MEMORY_BUDGET", "1000000"}});
+        QCOMPARE(r.exitCode, 1);
+        // Ranks asked for: the job index names the pipeline to read alone.
+        QVERIFY2(r.err.contains("analysing 8 selected ranks (") &&
+                     r.err.contains(QRegularExpression("`--ranks (0,2,4,6|1,3,5,7)` reads the pipeline of its busiest replica")),
+                 qPrintable(r.err));
+
+        // Beyond the memory budget a sharded job is read one pipeline, its busiest replica's, and says so.
+        {
+            Store store(job.toStdString());
+            const std::vector<int> busiest = representativeRanks(*store.jobIndex());
+            const int64_t budget = (activitiesOf(store, {}) + activitiesOf(store, busiest)) / 2 * 600;
+            const std::map<QString, QString> env{{"PIPESCOPE_MEMORY_BUDGET", QString::number(budget)}};
+            const QString ranks = QString::fromStdString(rankListText(busiest));
+            r = runCliWith({"analyze", job}, env);
+            QCOMPARE(r.exitCode, 0);
+            QVERIFY2(r.out.contains("Read in part: 4 of 8 ranks (" + ranks + "), the pipeline of the busiest replica (rank ") &&
+                         r.out.contains("--ranks all reads every rank") && r.out.contains("Stages across replicas in ") &&
+                         r.out.contains(" on 4 ranks;") && !r.out.contains("have no GPU activity"),
+                     qPrintable(r.out));
+            r = runCliWith({"analyze", job, "--json"}, env);
+            QCOMPARE(r.exitCode, 0);
+            const auto doc = nlohmann::json::parse(r.out.toStdString());
+            QCOMPARE(doc["job"]["read"].get<std::vector<int>>(), busiest);
+            QCOMPARE(doc["job"]["ranks"].get<int>(), 8);
+            QVERIFY(doc["job"]["chosen"].get<bool>());
+            QCOMPARE(doc["job"]["stages_across_replicas"]["stages"].size(), size_t(4));
+            r = runCliWith({"analyze", job, "--ranks", "all"}, env);
+            QCOMPARE(r.exitCode, 1);
+            QVERIFY2(r.err.contains("analysing all 8 ranks ("), qPrintable(r.err));
+            r = runCliWith({"whatif", job, "--microbatches", "16"}, env);
+            QCOMPARE(r.exitCode, 0);
+            QVERIFY2(r.out.contains("Calibrated on 4 of 8 ranks (" + ranks + "), the pipeline of the busiest replica (rank ") &&
+                         r.out.contains("--ranks all calibrates on every rank"),
+                     qPrintable(r.out));
+            const QString html = out.path() + "/part.html";
+            r = runCliWith({"report", job, "-o", html}, env);
+            QCOMPARE(r.exitCode, 0);
+            QFile f(html);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const QString page = QString::fromUtf8(f.readAll());
+            QVERIFY(page.contains("id=\"read-in-part\"><strong>Read in part</strong>: 4 of 8 ranks (" + ranks + ")"));
+            QVERIFY(page.contains("<table id=\"replicas-table\">"));
+            QVERIFY(page.contains("\"job\":{\"chosen\":true"));
+        }
 
         r = runCliWith({"import", job_, "-o", out.path() + "/local", "--shards", "3"});
         QCOMPARE(r.exitCode, 0);

@@ -617,10 +617,10 @@ bool MainWindow::loadReplicas(int stage)
 {
     if (!job_ || !job_->partial() || session_->busy())
         return false;
-    const auto it = job_->stageRanks.find(stage);
-    if (it == job_->stageRanks.end())
+    const auto it = job_->part.stageRanks.find(stage);
+    if (it == job_->part.stageRanks.end())
         return false;
-    std::set<int> ranks(job_->loadedRanks.begin(), job_->loadedRanks.end());
+    std::set<int> ranks(job_->part.loadedRanks.begin(), job_->part.loadedRanks.end());
     const size_t before = ranks.size();
     ranks.insert(it->second.begin(), it->second.end());
     if (ranks.size() == before)
@@ -818,17 +818,17 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     {
         // A job read in part: its stages fold with what the index says of the replicas not loaded.
         std::map<int, TimelineView::ReplicaSpread> spread;
-        if (j.partial() && j.overview)
-            for (const StageReplicas& st : j.overview->stages) {
+        if (j.partial() && j.part.overview)
+            for (const StageReplicas& st : j.part.overview->stages) {
                 TimelineView::ReplicaSpread sp;
-                const auto members = j.stageRanks.find(st.stage);
-                sp.replicas = members == j.stageRanks.end() ? st.replicas : static_cast<int>(members->second.size());
+                const auto members = j.part.stageRanks.find(st.stage);
+                sp.replicas = members == j.part.stageRanks.end() ? st.replicas : static_cast<int>(members->second.size());
                 sp.busyMinNs = st.busyMin;
                 sp.busyMedianNs = st.busyMedian;
                 sp.busyMaxNs = st.busyMax;
                 sp.busiestRank = st.busiestRank;
                 sp.idlestRank = st.idlestRank;
-                sp.iteration = QString::fromStdString(j.overview->iteration);
+                sp.iteration = QString::fromStdString(j.part.overview->iteration);
                 spread[st.stage] = sp;
             }
         timeline_->setReplicaSpread(std::move(spread));
@@ -866,8 +866,10 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     }
     for (AnalysisPanel* p : panels_)
         p->setResult(j.analysis, j.trace);
-    if (auto* summary = findChild<SummaryPanel*>())
+    if (auto* summary = findChild<SummaryPanel*>()) {
         summary->setLevers(j.levers);
+        summary->setJobPart(std::shared_ptr<const JobPart>(job_, &job_->part));
+    }
     pipeline_->setMeasured(j.analysis);
     updateComparison();
     if (!restoredLayout_ && !jobsShown_++)
@@ -906,14 +908,13 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
         // Said plainly: the analysis and the what-if are of the ranks read.
         text = QStringLiteral("%1: %2 of %3 ranks loaded (%4)")
                    .arg(j.title)
-                   .arg(j.loadedRanks.size())
-                   .arg(j.jobRanks)
-                   .arg(j.loadedRanks.size() <= 8 ? QStringLiteral("ranks ") + QString::fromStdString(rankListText(j.loadedRanks))
-                                                  : QStringLiteral("ranks %1 to %2").arg(j.loadedRanks.front()).arg(j.loadedRanks.back()));
+                   .arg(j.part.loadedRanks.size())
+                   .arg(j.part.jobRanks)
+                   .arg(QStringLiteral("ranks ") + QString::fromStdString(rankListShort(j.part.loadedRanks)));
         if (pl.found)
             text += QStringLiteral("; pp %1, %2 microbatches, %3 schedule").arg(pl.pp).arg(pl.microbatches)
                         .arg(QString::fromStdString(scheduleName(pl.schedule)));
-        if (j.overview)
+        if (j.part.overview)
             text += QStringLiteral("; the other replicas are summarised from the job index: click a folded stage to load them");
     }
     jobStatus_ = text;
@@ -996,7 +997,8 @@ report::ReportOptions MainWindow::reportOptions(QString* modelFile) const
     const PredictionPtr measured = editor_->measuredPredictionShared();
     if (current && current->gpuMemoryBytes)
         o.calibrate.gpuMemoryBytes = current->gpuMemoryBytes;
-    o.calibrate.replicaPace = job_->replicaPace; // a job read in part: its stages' pace across all replicas
+    o.calibrate.replicaPace = job_->part.replicaPace; // a job read in part: its stages' pace across all replicas
+    o.jobPart = &job_->part; // the job outlives the report: the exporter holds it while it writes
     if (!scenario || !measured || !job_->costModel)
         return o;
     // Only what differs from the measured run: an unchanged editor asks nothing besides it.

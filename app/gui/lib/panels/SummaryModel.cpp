@@ -3,6 +3,7 @@
 #include "analysis/Verdict.h"
 #include "util/Format.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace pipescope::gui {
@@ -15,16 +16,39 @@ SummaryModel::SummaryModel(QObject* parent)
 
 void SummaryModel::setResult(std::shared_ptr<const AnalysisResult> result, std::shared_ptr<const Trace> trace)
 {
+    result_ = std::move(result);
+    trace_ = std::move(trace);
+    part_.reset(); // a new job: its part, if any, follows
+    rebuild();
+}
+
+void SummaryModel::setJobPart(std::shared_ptr<const JobPart> part)
+{
+    part_ = part && part->partial() ? std::move(part) : nullptr;
+    rebuild();
+}
+
+void SummaryModel::rebuild()
+{
     std::vector<std::vector<Cell>> rows;
     auto add = [&](const QString& fact, const std::string& value) { rows.push_back({text(fact), text(QString::fromStdString(value))}); };
-    if (result) {
+    if (const AnalysisResult* result = result_.get()) {
         const AnalysisResult& r = *result;
-        const Verdict v = verdict(r, trace.get());
+        const Verdict v = verdict(r, trace_.get());
         add(QStringLiteral("verdict"), v.headline);
-        add(QStringLiteral("ranks"), std::to_string(r.ranks.size()) + (r.worldSize ? " of " + std::to_string(*r.worldSize) : std::string()));
+        if (part_)
+            add(QStringLiteral("ranks"), "read in part: " + describeRanksRead(*part_));
+        else
+            add(QStringLiteral("ranks"), std::to_string(r.ranks.size()) + (r.worldSize ? " of " + std::to_string(*r.worldSize) : std::string()));
         const PipelineStructure& p = r.pipeline;
+        // The job's replicas, not only those read.
+        int jobDp = 0;
+        if (part_ && part_->overview)
+            for (const StageReplicas& st : part_->overview->stages)
+                jobDp = std::max(jobDp, st.replicas);
         if (p.found) {
-            add(QStringLiteral("pipeline"), "p=" + std::to_string(p.pp) + ", dp=" + std::to_string(p.dp) + ", v=" + std::to_string(p.chunks) +
+            const std::string dp = jobDp > p.dp ? std::to_string(jobDp) + " (" + std::to_string(p.dp) + " read)" : std::to_string(p.dp);
+            add(QStringLiteral("pipeline"), "p=" + std::to_string(p.pp) + ", dp=" + dp + ", v=" + std::to_string(p.chunks) +
                                                 ", m=" + std::to_string(p.microbatches));
             char conf[16];
             std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100.0);
@@ -60,6 +84,17 @@ void SummaryModel::setResult(std::shared_ptr<const AnalysisResult> result, std::
         if (const AllToAll& a = r.allToAll; !a.ranks.empty())
             add(QStringLiteral("all-to-all"), formatPercent(a.criticalShare) + " of the critical path; per rank " + formatDuration(a.minNs) +
                                                   " to " + formatDuration(a.maxNs) + " (median " + formatDuration(a.medianNs) + ")");
+        if (part_ && part_->overview) {
+            const auto stragglers = indexStragglers(*part_->overview);
+            std::string replicas = stragglers.empty()
+                                       ? "every stage's busiest replica within " + formatSignedPercent(kStragglerRatio - 1.0) +
+                                             " of its stage's median (job index, " + part_->overview->iteration + ")"
+                                       : "";
+            for (const IndexStraggler& st : stragglers)
+                replicas += (replicas.empty() ? "" : "; ") + ("rank " + std::to_string(st.rank) + " (stage " + std::to_string(st.stage) +
+                                                             ") " + formatSignedPercent(st.relative - 1.0) + " over its stage's median");
+            add(QStringLiteral("replicas"), replicas);
+        }
     }
     setTable({QStringLiteral("fact"), QStringLiteral("value")}, std::move(rows));
 }

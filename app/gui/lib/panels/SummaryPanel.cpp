@@ -102,6 +102,11 @@ SummaryPanel::SummaryPanel(QWidget* parent)
     setResult({}, {});
 }
 
+void SummaryPanel::setJobPart(std::shared_ptr<const JobPart> part)
+{
+    model_->setJobPart(std::move(part));
+}
+
 void SummaryPanel::setResult(std::shared_ptr<const AnalysisResult> result, std::shared_ptr<const Trace> trace)
 {
     result_ = std::move(result);

@@ -4,6 +4,7 @@
 // colours) and the job facts table (SummaryModel: ranks, pp/dp/v/m,
 // schedule with confidence, iteration time, idle by cause, bottleneck).
 #include "panels/AnalysisPanel.h"
+#include "analysis/JobPart.h"
 #include "whatif/Levers.h"
 
 #include <array>
@@ -42,6 +43,8 @@ public:
     // The changes that would help most, priced by the what-if engine (the
     // same list as `pipescope analyze` and the report); empty hides them.
     void setLevers(const whatif::Levers& levers);
+    // A job read in part (SummaryModel::setJobPart); call after setResult.
+    void setJobPart(std::shared_ptr<const JobPart> part);
 
     // The verdict's headline as shown (plain text), and its facts one per line.
     QString verdictText() const;

@@ -222,7 +222,7 @@ void analyseInto(Job& job, std::shared_ptr<const Trace> trace, const OpenOptions
     ao.allIterations = true; // the timeline shows steps and bubbles of every iteration
     ao.work = work;
     ao.autogradSequences = autogradSequencesAt(job.storePath.toStdString());
-    ao.stageMap = job.stageMapFromIndex;
+    ao.stageMap = job.part.stageMapFromIndex;
     if (!options.commRulesFile.isEmpty())
         ao.commRules = std::make_shared<const CommRules>(CommRules::fromFile(options.commRulesFile.toStdString()));
     auto analysis = std::make_shared<AnalysisResult>(analyze(*trace, ao));
@@ -273,20 +273,24 @@ namespace {
 // mapped pages add up to its size (about 270 bytes per activity) while it loads.
 constexpr int64_t kAppBytesPerActivity = 480;
 
+ReadLimits appLimits(const OpenOptions& options)
+{
+    ReadLimits limits;
+    limits.wholeJobAbove = options.wholeJobAbove;
+    limits.bytesPerActivity = kAppBytesPerActivity;
+    return limits;
+}
+
 bool fitsInMemory(int64_t activities)
 {
-    const auto available = availableMemory();
-    return !available || activities * kAppBytesPerActivity <= *available;
+    return pipescope::fitsInMemory(activities, appLimits({}));
 }
 
 // A job too large for the memory left is not read whole: its first frame
 // (a window of it, shown whatever the job's size) stays, and the user is
 // told what the whole would need.
-void checkMemoryForWholeJob(Store& store, const QString& title)
+void checkMemoryForWholeJob(int64_t activities, const QString& title)
 {
-    int64_t activities = 0;
-    for (const auto& [kind, n] : store.summary().activityCounts)
-        activities += n;
     if (fitsInMemory(activities))
         return;
     const int64_t needed = activities * kAppBytesPerActivity;
@@ -297,86 +301,15 @@ void checkMemoryForWholeJob(Store& store, const QString& title)
                 "and for a sharded job `pipescope info` shows each stage across its replicas");
 }
 
-int64_t activitiesOf(Store& store, const std::vector<int>& ranks)
+void checkMemoryForRanks(const ReadPlan& plan, const QString& title)
 {
-    int64_t n = 0;
-    for (const GpuSummary& g : store.summary().gpuSummaries)
-        if (ranks.empty() || std::binary_search(ranks.begin(), ranks.end(), g.rank))
-            n += g.kernels + g.memcpys + g.memsets + g.syncs;
-    return n;
-}
-
-// The ranks load() reads: those asked for; for a sharded job too large to
-// read whole, the pipeline of its busiest replica; else all (empty).
-std::vector<int> ranksToRead(Store& store, const OpenOptions& options)
-{
-    if (!options.ranks.empty()) {
-        std::vector<int> ranks = options.ranks;
-        std::sort(ranks.begin(), ranks.end());
-        ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-        return ranks;
-    }
-    const JobIndex* index = store.jobIndex();
-    if (!index)
-        return {};
-    const int64_t activities = activitiesOf(store, {});
-    if ((options.wholeJobAbove < 0 || activities <= options.wholeJobAbove) && fitsInMemory(activities))
-        return {};
-    std::vector<int> ranks = representativeRanks(*index);
-    std::sort(ranks.begin(), ranks.end());
-    return ranks;
-}
-
-void checkMemoryForRanks(Store& store, const std::vector<int>& ranks, const QString& title)
-{
-    const int64_t activities = activitiesOf(store, ranks);
-    if (activities == 0)
-        throw Error(title.toStdString() + ": the job holds none of the ranks asked for (" + rankListText(ranks) + ")");
-    if (fitsInMemory(activities))
+    if (plan.activities == 0)
+        throw Error(title.toStdString() + ": the job holds none of the ranks asked for (" + rankListShort(plan.ranks) + ")");
+    if (fitsInMemory(plan.activities))
         return;
-    throw Error(title.toStdString() + ": " + std::to_string(ranks.size()) + " ranks (" + formatCount(activities) +
-                " GPU activities) need about " + formatBytes(activities * kAppBytesPerActivity) + " of memory, and " +
+    throw Error(title.toStdString() + ": " + std::to_string(plan.ranks.size()) + " ranks (" + formatCount(plan.activities) +
+                " GPU activities) need about " + formatBytes(plan.activities * kAppBytesPerActivity) + " of memory, and " +
                 formatBytes(availableMemory().value_or(0)) + " is available; load fewer of them");
-}
-
-// What a job read in part knows of the ranks it did not read: from a sharded
-// job's index, each stage across all its replicas.
-void describeReplicas(Job& job, Store& store, const std::vector<int>& ranks)
-{
-    std::set<int> all;
-    for (const GpuSummary& g : store.summary().gpuSummaries)
-        all.insert(g.rank);
-    job.jobRanks = static_cast<int>(all.size());
-    job.loadedRanks = ranks;
-    if (!ranks.empty() && ranks.size() >= all.size() &&
-        std::includes(ranks.begin(), ranks.end(), all.begin(), all.end()))
-        job.loadedRanks.clear(); // asked for every rank
-    const JobIndex* index = store.jobIndex();
-    if (!index)
-        return;
-    job.overview = overviewFromIndex(*index);
-    for (const ShardRecord& r : index->records)
-        for (const JobRankSummary& s : r.rankSummaries)
-            if (s.stage)
-                job.stageRanks[*s.stage].push_back(s.rank);
-    for (auto& [stage, members] : job.stageRanks)
-        std::sort(members.begin(), members.end());
-    if (job.partial() && job.overview)
-        job.replicaPace = replicaPaceFromIndex(*index, *job.overview, job.loadedRanks);
-    if (!job.partial())
-        return;
-    // Ranks that are not whole pipelines cannot show their stages by their
-    // transfers: the index, whose map step saw whole pipelines, says them.
-    std::set<int> covered;
-    for (const std::vector<int>& p : index->pipelines)
-        if (std::all_of(p.begin(), p.end(), [&](int r) { return std::binary_search(ranks.begin(), ranks.end(), r); }))
-            covered.insert(p.begin(), p.end());
-    if (covered.size() == ranks.size())
-        return;
-    for (const auto& [stage, members] : job.stageRanks)
-        for (int r : members)
-            if (std::binary_search(ranks.begin(), ranks.end(), r))
-                job.stageMapFromIndex[r] = stage;
 }
 
 } // namespace
@@ -400,7 +333,7 @@ std::shared_ptr<const Job> AppSession::loadFirstFrame(const QStringList& inputs,
             if (activities <= options.firstFrameAbove && fitsInMemory(activities))
                 return nullptr;
             // A job read in part shows its pipeline sooner than a window of every rank.
-            if (!ranksToRead(store, options).empty())
+            if (!planRead(store, {}, appLimits(options)).ranks.empty())
                 return nullptr;
             const auto window = firstFrameWindow(store, summary);
             if (!window)
@@ -433,17 +366,17 @@ std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const Ope
     {
         // Closed before the analysis: its memory-mapped pages leave the process.
         Store store(job->storePath.toStdString());
-        const std::vector<int> ranks = ranksToRead(store, options);
-        if (ranks.empty())
-            checkMemoryForWholeJob(store, job->title);
+        const ReadPlan plan = planRead(store, options.ranks, appLimits(options));
+        if (plan.ranks.empty())
+            checkMemoryForWholeJob(plan.activities, job->title);
         else
-            checkMemoryForRanks(store, ranks, job->title);
+            checkMemoryForRanks(plan, job->title);
         LoadOptions lo;
         lo.work = work;
-        if (!ranks.empty())
-            lo.ranks = ranks;
+        if (!plan.ranks.empty())
+            lo.ranks = plan.ranks;
         trace = std::make_shared<Trace>(store.load(lo));
-        describeReplicas(*job, store, ranks);
+        job->part = describePart(store, plan);
     }
     analyseInto(*job, trace, options, work);
 
@@ -457,7 +390,7 @@ std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const Ope
         if (options.layers > 0)
             co.measured.layers = options.layers;
         co.measured.measuredBoundaries = options.measuredBoundaries;
-        co.replicaPace = job->replicaPace;
+        co.replicaPace = job->part.replicaPace;
         job->costModel = whatif::calibrate(*job->trace, *job->analysis, co);
         checkpoint(work, "pricing what would help most", -1);
         job->levers = whatif::rankLevers(*job->costModel, *job->analysis);

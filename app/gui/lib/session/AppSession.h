@@ -9,7 +9,7 @@
 // phases: a first frame of one window (firstFrame, an incomplete Job), then
 // the whole trace (loaded); each Job is complete for what it covers.
 #include "analysis/Analysis.h"
-#include "analysis/JobSummaries.h"
+#include "analysis/JobPart.h"
 #include "model/Trace.h"
 #include "timeline/TimelineModel.h"
 #include "util/AtomicOutput.h"
@@ -82,21 +82,9 @@ struct Job {
     std::shared_ptr<const QTemporaryDir> scratch;
 
     // A job read in part (OpenOptions::ranks, or a sharded job too large to
-    // read whole): the ranks read, sorted; empty when every rank was read.
-    std::vector<int> loadedRanks;
-    int jobRanks = 0; // ranks in the whole job
-    // For a sharded job: each stage across all its replicas, from the job
-    // index (analysis/JobSummaries.h), and each staged rank's stage there.
-    std::optional<JobOverview> overview;
-    std::map<int, std::vector<int>> stageRanks; // stage -> its ranks in the whole job
-    // The what-if calibration's pace of each stage against all its replicas,
-    // from the index, when only some were read (CalibrateOptions::replicaPace).
-    std::vector<double> replicaPace;
-    // The index's stages of the ranks read, when they are not whole pipelines
-    // (some replicas of a stage without their pipelines' other stages): the
-    // analysis takes them as given, as it would --stage-map.
-    std::map<int, int> stageMapFromIndex;
-    bool partial() const { return !loadedRanks.empty(); }
+    // read whole): the ranks read and what the job index says of the rest.
+    JobPart part;
+    bool partial() const { return part.partial(); }
 };
 
 class AppSession : public QObject {
