@@ -5,6 +5,7 @@
 #include "util/Memory.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace pipescope {
@@ -118,6 +119,11 @@ std::vector<IndexStraggler> indexStragglers(const JobOverview& overview)
         return a.busyNs - a.medianNs > b.busyNs - b.medianNs;
     });
     return out;
+}
+
+std::string stragglerThresholdText()
+{
+    return std::to_string(static_cast<int>(std::lround((kStragglerRatio - 1.0) * 100.0))) + "%";
 }
 
 std::string describeRanksRead(const JobPart& part)

@@ -90,6 +90,8 @@ struct IndexStraggler {
     double relative = 1.0; // busyNs / medianNs
 };
 std::vector<IndexStraggler> indexStragglers(const JobOverview& overview);
+// The threshold in words: "5%".
+std::string stragglerThresholdText();
 
 // For the user, one line: "4 of 1024 ranks (0,256,512,768), the pipeline of
 // the busiest replica (rank 768, stage 3)"; "" when every rank was read.

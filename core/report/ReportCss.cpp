@@ -30,6 +30,7 @@ tr.differs td:first-child { font-weight: 600; }
 .banner { padding: 10px 14px; border-radius: 6px; margin: 10px 0; font-size: 15px; }
 .banner.simulated { background: #fff4ce; border: 2px solid #bf8700; color: #6b4b00; font-size: 17px; }
 .banner.nopipe { background: #ddf4ff; border: 1px solid #54aeff; }
+.banner code { white-space: nowrap; }
 .kpis { display: flex; flex-wrap: wrap; gap: 10px; margin: 12px 0; }
 .kpi { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; min-width: 150px; }
 .kpi .v { font-size: 22px; font-weight: 600; font-variant-numeric: tabular-nums; }

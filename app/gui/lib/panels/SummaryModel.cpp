@@ -87,7 +87,7 @@ void SummaryModel::rebuild()
         if (part_ && part_->overview) {
             const auto stragglers = indexStragglers(*part_->overview);
             std::string replicas = stragglers.empty()
-                                       ? "every stage's busiest replica within " + formatSignedPercent(kStragglerRatio - 1.0) +
+                                       ? "every stage's busiest replica within " + stragglerThresholdText() +
                                              " of its stage's median (job index, " + part_->overview->iteration + ")"
                                        : "";
             for (const IndexStraggler& st : stragglers)
