@@ -168,7 +168,7 @@ int appStep(const std::string& kind, const std::string& job, const std::string& 
     }
     auto j = AppSession::load(inputs, o, nullptr);
     std::printf("  %-34s %7.2f s  (%zu of %d ranks, %zu activities%s)\n", ("app: " + kind + " ready").c_str(), seconds(t0),
-                j->partial() ? j->loadedRanks.size() : static_cast<size_t>(j->jobRanks), j->jobRanks,
+                j->partial() ? j->part.loadedRanks.size() : static_cast<size_t>(j->part.jobRanks), j->part.jobRanks,
                 j->trace->activities.size(), j->costModel ? ", what-if calibrated" : "");
     return 0;
 }

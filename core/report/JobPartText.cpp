@@ -62,9 +62,11 @@ void printJobPart(std::ostream& os, const JobPart& part, const std::string& file
     if (part.chosen)
         os << "  The whole job (" << formatCount(part.jobActivities)
            << " GPU activities) is more than is read at once; --ranks all reads every rank, --ranks LIST others.\n";
-    os << "  What follows is of these ranks; the other replicas are summarised from the job index.\n";
-    if (!part.overview)
+    if (!part.overview) {
+        os << "  What follows is of these ranks only.\n\n";
         return;
+    }
+    os << "  What follows is of these ranks; the other replicas are summarised from the job index.\n";
     printReplicaOverview(os, *part.overview, part.busiest, file, !part.busiest || part.busiest->pipeline != part.loadedRanks);
     for (const IndexStraggler& s : indexStragglers(*part.overview))
         os << "  " << indexStragglerText(s) << "\n";

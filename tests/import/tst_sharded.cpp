@@ -635,7 +635,12 @@ private slots:
         // A large job is read in part, or refused before it is read when memory would not do.
         r = runCliWith({"analyze", job, "--ranks", "0,2,4,6"});
         QCOMPARE(r.exitCode, 0);
-        QVERIFY2(r.out.contains(" on 4 ranks;"), qPrintable(r.out));
+        QVERIFY2(r.out.contains(" on 4 ranks;") && r.out.contains("Read in part: 4 of 8 ranks (0,2,4,6).\n"), qPrintable(r.out));
+        // A store file has no index to summarise the rest from.
+        r = runCliWith({"analyze", single, "--ranks", "1,0"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.out.contains("Read in part: 2 of 8 ranks (0,1).\n  What follows is of these ranks only.\n\nverdict:"),
+                 qPrintable(r.out));
         // A what-if calibrated on one pipeline, the other's pace from the index.
         r = runCliWith({"whatif", job, "--ranks", "0,2,4,6", "--microbatches", "16"});
         QCOMPARE(r.exitCode, 0);
