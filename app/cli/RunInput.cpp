@@ -1,5 +1,6 @@
 #include "RunInput.h"
 
+#include "RankSelection.h"
 #include "import/Import.h"
 #include "store/JobIndex.h"
 #include "util/Error.h"
@@ -55,7 +56,14 @@ std::unique_ptr<LoadedRun> loadRun(const std::string& input, AnalyzeOptions ao, 
         storePath = io.output;
     }
     Store store(storePath);
-    run->trace = store.load();
+    // A sharded job beyond the budget: the pipeline of its busiest replica, as analyze reads it.
+    const CommandRead read = planCommandRead(store, "", input);
+    run->part = read.part;
+    LoadOptions lo;
+    lo.ranks = read.ranks();
+    run->trace = store.load(lo);
+    if (ao.stageMap.empty() && !ao.pipelineDegree)
+        ao.stageMap = read.part.stageMapFromIndex;
     ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
     try {
         run->analysis = analyze(run->trace, ao);
@@ -68,7 +76,9 @@ std::unique_ptr<LoadedRun> loadRun(const std::string& input, AnalyzeOptions ao, 
         return run;
     }
     try {
-        run->model = whatif::calibrate(run->trace, run->analysis, co);
+        whatif::CalibrateOptions paced = co;
+        paced.replicaPace = read.part.replicaPace;
+        run->model = whatif::calibrate(run->trace, run->analysis, paced);
     } catch (const ValueError&) {
         throw; // a setting the user gave (the layer count, the measured boundaries) is wrong
     } catch (const Error& e) {

@@ -3,6 +3,7 @@
 // per-rank traces: traces are imported into a temporary store, removed when
 // the run is closed. Used by the commands that compare two runs.
 #include "analysis/Analysis.h"
+#include "analysis/JobPart.h"
 #include "store/Store.h"
 #include "whatif/WhatIf.h"
 
@@ -20,6 +21,7 @@ struct LoadedRun {
     AnalysisResult analysis;
     std::optional<whatif::CostModel> model; // when the pipeline calibrates
     std::string modelWhyNot;                // why there is none
+    JobPart part;                           // a sharded job read in part: what was read (analysis/JobPart.h)
 
     LoadedRun() = default;
     LoadedRun(const LoadedRun&) = delete;
@@ -27,7 +29,8 @@ struct LoadedRun {
     ~LoadedRun();
 };
 
-// Opens, analyses and calibrates one run. `label` ("A", "B") prefixes
+// Opens, analyses and calibrates one run; a sharded job beyond the memory
+// budget is read one pipeline, as analyze reads it (RankSelection.h). `label` ("A", "B") prefixes
 // progress. Throws Error naming the input.
 std::unique_ptr<LoadedRun> loadRun(const std::string& input, AnalyzeOptions analyze,
                                    const whatif::CalibrateOptions& calibrate, bool progress);

@@ -3,6 +3,7 @@
 // Two runs of a pipeline job compared stage by stage, with the check of A's
 // prediction for B's configuration against B's measurement (docs/diff.md).
 #include "Command.h"
+#include "report/JobPartText.h"
 #include "NumberChecks.h"
 #include "RunInput.h"
 #include "ScenarioOptions.h"
@@ -87,15 +88,28 @@ int runDiff(DiffArgs& x)
         d.predictionWhyNot += ": " + a->modelWhyNot;
 
     const bool document = x.json || !x.output.empty();
+    const bool partial = a->part.partial() || b->part.partial();
     std::string jsonDoc;
-    if (document)
-        jsonDoc = jsonText(compare::diffToJson(d), 1) + "\n";
+    if (document) {
+        nlohmann::json doc = compare::diffToJson(d);
+        if (partial)
+            doc["read_in_part"] = {{"a", report::jobPartJson(a->part)}, {"b", report::jobPartJson(b->part)}};
+        jsonDoc = jsonText(doc, 1) + "\n";
+    }
     if (!x.output.empty())
         AtomicOutput::writeFile(x.output, jsonDoc);
     if (x.json)
         std::cout << jsonDoc;
-    else
+    else {
+        // Said first: what of a large job the comparison is of.
+        for (const auto& [label, run] : {std::pair{"A", a.get()}, std::pair{"B", b.get()}})
+            if (run->part.partial())
+                std::cout << label << " (" << run->name << "): read in part, " << describeRanksRead(run->part)
+                          << "; the comparison is of these ranks\n";
+        if (partial)
+            std::cout << "\n";
         std::cout << compare::diffText(d);
+    }
     return kExitOk;
 }
 

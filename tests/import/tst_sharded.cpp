@@ -705,6 +705,16 @@ private slots:
             QVERIFY(page.contains("id=\"read-in-part\"><strong>Read in part</strong>: 4 of 8 ranks (" + ranks + ")"));
             QVERIFY(page.contains("<table id=\"replicas-table\">"));
             QVERIFY(page.contains("\"job\":{\"chosen\":true"));
+            // diff reads each run as analyze does, and says so first.
+            r = runCliWith({"diff", job, job}, env);
+            QCOMPARE(r.exitCode, 0);
+            QVERIFY2(r.out.startsWith("A (" + job + "): read in part, 4 of 8 ranks (" + ranks + "), the pipeline of the busiest replica (rank ") &&
+                         r.out.contains("\nB (" + job + "): read in part, 4 of 8 ranks (" + ranks + ")"),
+                     qPrintable(r.out));
+            // A store file has no pipeline to fall back on: beyond the memory available it is refused.
+            r = runCliWith({"diff", job, single}, env);
+            QCOMPARE(r.exitCode, 1);
+            QVERIFY2(r.err.contains(single + ": analysing all 8 ranks ("), qPrintable(r.err));
         }
 
         r = runCliWith({"import", job_, "-o", out.path() + "/local", "--shards", "3"});
