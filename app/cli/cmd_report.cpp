@@ -82,9 +82,12 @@ int runReport(ReportArgs& a)
     }
     std::string html;
     Verdict verdict;
+    std::string readLine; // a job read in part: said beside the file written
     {
         Store store(a.file);
         const CommandRead read = planCommandRead(store, a.ranks, a.file);
+        if (read.part.partial())
+            readLine = "; read in part: " + describeRanksRead(read.part);
         LoadOptions lo;
         lo.ranks = read.ranks();
         const Trace trace = store.load(lo);
@@ -133,7 +136,7 @@ int runReport(ReportArgs& a)
     // One line, as export says what it wrote; on stderr when the page itself went to a terminal or pipe.
     std::error_code ec;
     std::ostream& os = std::filesystem::is_regular_file(a.output, ec) ? std::cout : std::cerr;
-    os << "Wrote " << a.output << " (" << formatBytes(static_cast<int64_t>(html.size())) << "): "
+    os << "Wrote " << a.output << " (" << formatBytes(static_cast<int64_t>(html.size())) << readLine << "): "
        << printable(verdict.headline, 400) << "\n";
     return kExitOk;
 }

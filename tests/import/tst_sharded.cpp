@@ -699,6 +699,8 @@ private slots:
             const QString html = out.path() + "/part.html";
             r = runCliWith({"report", job, "-o", html}, env);
             QCOMPARE(r.exitCode, 0);
+            QVERIFY2(r.out.contains("; read in part: 4 of 8 ranks (" + ranks + "), the pipeline of the busiest replica (rank "),
+                     qPrintable(r.out));
             QFile f(html);
             QVERIFY(f.open(QIODevice::ReadOnly));
             const QString page = QString::fromUtf8(f.readAll());
