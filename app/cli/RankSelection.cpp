@@ -95,7 +95,12 @@ std::optional<std::vector<int>> CommandRead::ranks() const
     return plan.ranks;
 }
 
-CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const std::string& input)
+void checkCommandRead(Store& store, const CommandRead& read, const std::string& input)
+{
+    checkMemoryFor(store, read.plan, input);
+}
+
+CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const std::string& input, bool check)
 {
     const bool all = ranksFlag == "all";
     ReadLimits limits; // --ranks all: no limit here; checkMemoryFor checks what the machine has
@@ -106,7 +111,8 @@ CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const st
     const std::vector<int> asked = ranksFlag.empty() || all ? std::vector<int>{} : parseRankList(ranksFlag);
     CommandRead read;
     read.plan = planRead(store, asked, limits);
-    checkMemoryFor(store, read.plan, input);
+    if (check)
+        checkMemoryFor(store, read.plan, input);
     read.part = describePart(store, read.plan);
     return read;
 }

@@ -35,10 +35,11 @@ struct CommandRead {
     std::optional<std::vector<int>> ranks() const;
 };
 
-// Plans the read and checks, before anything is read, that the machine has
-// the memory it needs: throws Error naming the input, with what to do
-// instead, when it has not (FlagError naming --ranks for a list the job
-// does not hold).
-CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const std::string& input);
+// Plans the read and (check) checks, before anything is read, that the
+// machine has the memory it needs: throws Error naming the input, with what
+// to do instead, when it has not (FlagError naming --ranks for a list the
+// job does not hold). Without check, call checkCommandRead before reading.
+CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const std::string& input, bool check = true);
+void checkCommandRead(Store& store, const CommandRead& read, const std::string& input);
 
 } // namespace pipescope::cli

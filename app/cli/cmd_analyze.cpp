@@ -70,7 +70,8 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                     std::string cacheKey;
                                     {
                                         Store store(o->file);
-                                        const CommandRead read = planCommandRead(store, o->ranks, o->file);
+                                        // Checked for memory only when there is something to read (a cached result is not).
+                                        const CommandRead read = planCommandRead(store, o->ranks, o->file, false);
                                         const auto ranks = read.ranks();
                                         if (o->cache && o->json) {
                                             nlohmann::json k = toJson(AnalysisResult{}, ao)["options"];
@@ -92,6 +93,7 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                                 text = *hit;
                                         }
                                         if (text.empty()) {
+                                            checkCommandRead(store, read, o->file);
                                             LoadOptions lo;
                                             lo.ranks = ranks;
                                             Trace trace = store.load(lo);

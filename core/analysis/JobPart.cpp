@@ -60,6 +60,15 @@ ReadPlan planRead(Store& store, const std::vector<int>& asked, const ReadLimits&
     return plan;
 }
 
+int JobPart::replicas() const
+{
+    int n = 0;
+    if (overview)
+        for (const StageReplicas& st : overview->stages)
+            n = std::max(n, st.replicas);
+    return n;
+}
+
 JobPart describePart(Store& store, const ReadPlan& plan)
 {
     JobPart part;

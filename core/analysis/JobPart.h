@@ -74,6 +74,9 @@ struct JobPart {
     std::optional<BusiestReplica> busiest;
 
     bool partial() const { return !loadedRanks.empty(); }
+    // The job's data-parallel degree: the most replicas of a stage in the
+    // index; 0 when there is no index.
+    int replicas() const;
 };
 
 // Describes reading `plan.ranks` of the store's job.

@@ -150,10 +150,7 @@ void header(std::string& out, const Context& c)
     out += "<dl class=\"facts\">\n";
     if (p.found) {
         fact(out, "stages (pp)", std::to_string(p.pp));
-        int jobDp = 0; // the job's replicas, when only some were read
-        if (part && part->overview)
-            for (const StageReplicas& st : part->overview->stages)
-                jobDp = std::max(jobDp, st.replicas);
+        const int jobDp = part ? part->replicas() : 0; // the job's replicas, when only some were read
         fact(out, "data-parallel replicas", jobDp > p.dp ? std::to_string(p.dp) + " read of " + std::to_string(jobDp) : std::to_string(p.dp));
         fact(out, "chunks per rank (v)", std::to_string(p.chunks));
         fact(out, "microbatches", std::to_string(p.microbatches));

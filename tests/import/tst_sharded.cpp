@@ -524,6 +524,7 @@ private slots:
         QCOMPARE(part.loadedRanks, busiest);
         QVERIFY(part.chosen);
         QCOMPARE(part.jobRanks, 8);
+        QCOMPARE(part.replicas(), 2);
         QVERIFY(part.stageMapFromIndex.empty());
         QCOMPARE(part.replicaPace, replicaPaceFromIndex(index, *overviewFromIndex(index), busiest));
         QVERIFY(part.busiest && part.busiest->pipeline == busiest);
@@ -549,6 +550,7 @@ private slots:
         limits.wholeJobAbove = 0;
         QVERIFY(planRead(file, {}, limits).ranks.empty());
         QVERIFY(!describePart(file, planRead(file, {}, limits)).overview);
+        QCOMPARE(describePart(file, planRead(file, {}, limits)).replicas(), 0);
 
         // Ranks read are not missing from the job.
         LoadOptions lo;

@@ -3,7 +3,6 @@
 #include "analysis/Verdict.h"
 #include "util/Format.h"
 
-#include <algorithm>
 #include <cstdio>
 
 namespace pipescope::gui {
@@ -41,11 +40,7 @@ void SummaryModel::rebuild()
         else
             add(QStringLiteral("ranks"), std::to_string(r.ranks.size()) + (r.worldSize ? " of " + std::to_string(*r.worldSize) : std::string()));
         const PipelineStructure& p = r.pipeline;
-        // The job's replicas, not only those read.
-        int jobDp = 0;
-        if (part_ && part_->overview)
-            for (const StageReplicas& st : part_->overview->stages)
-                jobDp = std::max(jobDp, st.replicas);
+        const int jobDp = part_ ? part_->replicas() : 0; // the job's replicas, not only those read
         if (p.found) {
             const std::string dp = jobDp > p.dp ? std::to_string(jobDp) + " (" + std::to_string(p.dp) + " read)" : std::to_string(p.dp);
             add(QStringLiteral("pipeline"), "p=" + std::to_string(p.pp) + ", dp=" + dp + ", v=" + std::to_string(p.chunks) +
