@@ -1,5 +1,6 @@
 // pipescope info FILE [--json]
 #include "Command.h"
+#include "RankSelection.h"
 #include "analysis/JobSummaries.h"
 #include "report/JobPartText.h"
 #include "util/JsonText.h"
@@ -209,6 +210,16 @@ RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, t
                                                 std::to_string(r.ranks.size()), formatCount(r.records), formatBytes(r.inputBytes)});
                                      std::cout << t.render();
                                      printOverview(*job, *file);
+                                     // What analyze, report and whatif will read of it by default.
+                                     const CommandRead read = planCommandRead(store, "", *file, false);
+                                     const int64_t need = read.plan.jobActivities * kAnalysisBytesPerActivity;
+                                     if (read.plan.chosen)
+                                         std::cout << "analyze, report and whatif read the pipeline of its busiest replica (ranks "
+                                                   << rankListShort(read.plan.ranks) << "): the whole job would need about "
+                                                   << formatBytes(need) << ", beyond their budget; --ranks all reads it whole\n";
+                                     else
+                                         std::cout << "analyze, report and whatif read the whole job (about " << formatBytes(need)
+                                                   << " of memory)\n";
                                  }
                              }
                              return kExitOk;

@@ -677,6 +677,12 @@ private slots:
             const int64_t budget = (activitiesOf(store, {}) + activitiesOf(store, busiest)) / 2 * 600;
             const std::map<QString, QString> env{{"PIPESCOPE_MEMORY_BUDGET", QString::number(budget)}};
             const QString ranks = QString::fromStdString(rankListText(busiest));
+            r = runCliWith({"info", job}, env);
+            QCOMPARE(r.exitCode, 0);
+            QVERIFY2(r.out.contains("analyze, report and whatif read the pipeline of its busiest replica (ranks " + ranks +
+                                    "): the whole job would need about "),
+                     qPrintable(r.out));
+            QVERIFY(runCliWith({"info", job}).out.contains("analyze, report and whatif read the whole job (about "));
             r = runCliWith({"analyze", job}, env);
             QCOMPARE(r.exitCode, 0);
             QVERIFY2(r.out.contains("Read in part: 4 of 8 ranks (" + ranks + "), the pipeline of the busiest replica (rank ") &&
