@@ -43,20 +43,11 @@ namespace {
 
 void checkMemoryFor(Store& store, const ReadPlan& plan, const std::string& input)
 {
-    const StoreSummary s = store.summary();
-    int64_t activities = 0;
-    std::set<int> rankSet;
-    for (const GpuSummary& g : s.gpuSummaries) {
-        if (!plan.ranks.empty() && !std::binary_search(plan.ranks.begin(), plan.ranks.end(), g.rank))
-            continue;
-        activities += g.kernels + g.memcpys + g.memsets + g.syncs;
-        rankSet.insert(g.rank);
-    }
-    if (!plan.ranks.empty() && rankSet.empty())
-        throw FlagError("--ranks", input + " holds none of these ranks (it holds " +
-                                       std::to_string(s.gpuSummaries.size()) + " GPUs, ranks " +
-                                       std::to_string(s.gpuSummaries.empty() ? 0 : s.gpuSummaries.front().rank) + " to " +
-                                       std::to_string(s.gpuSummaries.empty() ? 0 : s.gpuSummaries.back().rank) + ")");
+    const int64_t activities = plan.activities;
+    if (!plan.ranks.empty() && plan.ranksHeld == 0)
+        throw FlagError("--ranks", input + " holds none of these ranks (it holds " + std::to_string(plan.gpus) + " GPUs, ranks " +
+                                       std::to_string(plan.jobRankList.empty() ? 0 : plan.jobRankList.front()) + " to " +
+                                       std::to_string(plan.jobRankList.empty() ? 0 : plan.jobRankList.back()) + ")");
     const auto available = availableMemory();
     const int64_t needed = activities * kAnalysisBytesPerActivity;
     if (!available || needed <= *available)
@@ -70,7 +61,7 @@ void checkMemoryFor(Store& store, const ReadPlan& plan, const std::string& input
                formatCount(activities) + " GPU activities) about " + formatBytes(needed);
     else
         what = "analysing " +
-               (!plan.ranks.empty() ? std::to_string(rankSet.size()) + " selected ranks" : "all " + std::to_string(rankSet.size()) + " ranks") +
+               (!plan.ranks.empty() ? std::to_string(plan.ranksHeld) + " selected ranks" : "all " + std::to_string(plan.jobRanks) + " ranks") +
                " (" + formatCount(activities) + " GPU activities) needs about " + formatBytes(needed) + " of memory";
     // A sharded job's index has each stage's replicas side by side already,
     // and may name the pipeline worth reading alone.
@@ -100,17 +91,21 @@ void checkCommandRead(Store& store, const CommandRead& read, const std::string& 
     checkMemoryFor(store, read.plan, input);
 }
 
-CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const std::string& input, bool check)
+ReadLimits commandLimits(const std::string& ranksFlag)
 {
-    const bool all = ranksFlag == "all";
     ReadLimits limits; // --ranks all: no limit here; checkMemoryFor checks what the machine has
-    if (!all) {
+    if (ranksFlag != "all") {
         limits.bytesPerActivity = kAnalysisBytesPerActivity;
         limits.budgetBytes = std::getenv("PIPESCOPE_MEMORY_BUDGET") ? -1 : kCommandBudgetBytes;
     }
-    const std::vector<int> asked = ranksFlag.empty() || all ? std::vector<int>{} : parseRankList(ranksFlag);
+    return limits;
+}
+
+CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const std::string& input, bool check)
+{
+    const std::vector<int> asked = ranksFlag.empty() || ranksFlag == "all" ? std::vector<int>{} : parseRankList(ranksFlag);
     CommandRead read;
-    read.plan = planRead(store, asked, limits);
+    read.plan = planRead(store, asked, commandLimits(ranksFlag));
     if (check)
         checkMemoryFor(store, read.plan, input);
     read.part = describePart(store, read.plan);

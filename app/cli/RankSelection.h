@@ -25,6 +25,10 @@ inline constexpr int64_t kAnalysisBytesPerActivity = 600;
 // PIPESCOPE_MEMORY_BUDGET (bytes), when set, replaces it.
 inline constexpr int64_t kCommandBudgetBytes = int64_t(2) << 30;
 
+// The limits a command reads a job within, for its --ranks text ("all":
+// none but the machine's).
+ReadLimits commandLimits(const std::string& ranksFlag);
+
 // What a command reads of a job: --ranks LIST, --ranks all (every rank,
 // whatever the budget), or nothing given (the whole job, or the pipeline
 // of its busiest replica beyond the budget), and what it knows of the rest.

@@ -211,11 +211,11 @@ RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, t
                                      std::cout << t.render();
                                      printOverview(*job, *file);
                                      // What analyze, report and whatif will read of it by default.
-                                     const CommandRead read = planCommandRead(store, "", *file, false);
-                                     const int64_t need = read.plan.jobActivities * kAnalysisBytesPerActivity;
-                                     if (read.plan.chosen)
+                                     const ReadPlan plan = planRead(store, {}, commandLimits(""));
+                                     const int64_t need = plan.jobActivities * kAnalysisBytesPerActivity;
+                                     if (plan.chosen)
                                          std::cout << "analyze, report and whatif read the pipeline of its busiest replica (ranks "
-                                                   << rankListShort(read.plan.ranks) << "): the whole job would need about "
+                                                   << rankListShort(plan.ranks) << "): the whole job would need about "
                                                    << formatBytes(need) << ", beyond their budget; --ranks all reads it whole\n";
                                      else
                                          std::cout << "analyze, report and whatif read the whole job (about " << formatBytes(need)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace pipescope {
@@ -30,21 +31,36 @@ bool fitsInMemory(int64_t activities, const ReadLimits& limits)
 
 ReadPlan planRead(Store& store, const std::vector<int>& asked, const ReadLimits& limits)
 {
+    // The store's summary once: each rank's GPU activities.
+    std::map<int, int64_t> perRank;
     ReadPlan plan;
-    std::set<int> all;
     for (const GpuSummary& g : store.summary().gpuSummaries) {
-        all.insert(g.rank);
-        plan.jobActivities += g.kernels + g.memcpys + g.memsets + g.syncs;
+        perRank[g.rank] += g.kernels + g.memcpys + g.memsets + g.syncs;
+        ++plan.gpus;
     }
-    plan.jobRanks = static_cast<int>(all.size());
+    for (const auto& [rank, n] : perRank) {
+        plan.jobRankList.push_back(rank);
+        plan.jobActivities += n;
+    }
+    plan.jobRanks = static_cast<int>(plan.jobRankList.size());
+    auto read = [&](std::vector<int> ranks) {
+        std::sort(ranks.begin(), ranks.end());
+        ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+        plan.ranks = std::move(ranks);
+        plan.activities = 0;
+        plan.ranksHeld = 0;
+        for (int r : plan.ranks)
+            if (const auto it = perRank.find(r); it != perRank.end()) {
+                plan.activities += it->second;
+                ++plan.ranksHeld;
+            }
+    };
+    plan.activities = plan.jobActivities;
+    plan.ranksHeld = plan.jobRanks;
     if (!asked.empty()) {
-        plan.ranks = asked;
-        std::sort(plan.ranks.begin(), plan.ranks.end());
-        plan.ranks.erase(std::unique(plan.ranks.begin(), plan.ranks.end()), plan.ranks.end());
-        plan.activities = activitiesOf(store, plan.ranks);
+        read(asked);
         return plan;
     }
-    plan.activities = plan.jobActivities;
     const JobIndex* index = store.jobIndex();
     if (!index)
         return plan;
@@ -53,10 +69,8 @@ ReadPlan planRead(Store& store, const std::vector<int>& asked, const ReadLimits&
     std::vector<int> ranks = representativeRanks(*index);
     if (ranks.empty())
         return plan;
-    std::sort(ranks.begin(), ranks.end());
-    plan.ranks = std::move(ranks);
+    read(std::move(ranks));
     plan.chosen = true;
-    plan.activities = activitiesOf(store, plan.ranks);
     return plan;
 }
 
@@ -72,14 +86,11 @@ int JobPart::replicas() const
 JobPart describePart(Store& store, const ReadPlan& plan)
 {
     JobPart part;
-    std::set<int> all;
-    for (const GpuSummary& g : store.summary().gpuSummaries)
-        all.insert(g.rank);
-    part.jobRanks = static_cast<int>(all.size());
+    part.jobRanks = plan.jobRanks;
     part.loadedRanks = plan.ranks;
     part.chosen = plan.chosen;
     part.jobActivities = plan.jobActivities;
-    if (std::includes(part.loadedRanks.begin(), part.loadedRanks.end(), all.begin(), all.end()))
+    if (plan.ranksHeld == plan.jobRanks)
         part.loadedRanks.clear(); // every rank
     const JobIndex* index = store.jobIndex();
     if (!index)

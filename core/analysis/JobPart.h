@@ -36,6 +36,9 @@ struct ReadPlan {
     int64_t activities = 0;       // GPU activities of the ranks read
     int64_t jobActivities = 0;    // of the whole job
     int jobRanks = 0;
+    std::vector<int> jobRankList; // the ranks the job holds, sorted
+    int gpus = 0;                 // the GPUs it holds
+    int ranksHeld = 0;            // of `ranks`, those the job holds (jobRanks when every rank is read)
 };
 
 // The ranks to read. `asked` (any order; empty: none asked for) wins. Else a
@@ -79,7 +82,8 @@ struct JobPart {
     int replicas() const;
 };
 
-// Describes reading `plan.ranks` of the store's job.
+// Describes reading `plan.ranks` of the store's job (the plan's counts, and
+// the job index; the store's summary is not read again).
 JobPart describePart(Store& store, const ReadPlan& plan);
 
 // Stragglers the index shows across all replicas of a stage: the busiest

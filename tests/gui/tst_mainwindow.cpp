@@ -858,6 +858,7 @@ private Q_SLOTS:
                      qPrintable(facts["ranks"]));
             QVERIFY2(facts["pipeline"].startsWith(QStringLiteral("p=4, dp=2 (1 read), v=1")), qPrintable(facts["pipeline"]));
             QVERIFY2(facts.count("replicas"), "no replicas row");
+            QCOMPARE(m->index(1, 1).data(Qt::ToolTipRole).toString(), facts["ranks"]); // in full where the dock clips it
         }
 
         // Stage 1's other replica comes from its shard; the stage shows expanded.

@@ -30,7 +30,12 @@ void SummaryModel::setJobPart(std::shared_ptr<const JobPart> part)
 void SummaryModel::rebuild()
 {
     std::vector<std::vector<Cell>> rows;
-    auto add = [&](const QString& fact, const std::string& value) { rows.push_back({text(fact), text(QString::fromStdString(value))}); };
+    // The value in full on hover: the dock is narrow and long values are clipped.
+    auto add = [&](const QString& fact, const std::string& value) {
+        Cell v = text(QString::fromStdString(value));
+        v.toolTip = v.text;
+        rows.push_back({text(fact), std::move(v)});
+    };
     if (const AnalysisResult* result = result_.get()) {
         const AnalysisResult& r = *result;
         const Verdict v = verdict(r, trace_.get());
