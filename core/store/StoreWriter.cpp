@@ -11,6 +11,7 @@
 #include <array>
 #include <cassert>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <iterator>
 #include <limits>
@@ -267,6 +268,8 @@ int64_t StoreWriter::stream(int rank, int device, int64_t streamNo, std::string_
 
 int64_t StoreWriter::addActivity(const ActivityRecord& a)
 {
+    noteTime(a.start);
+    noteTime(a.end);
     bindActivity(insActivity_, 0, a);
     insActivity_.run();
     return db_.lastInsertRowid();
@@ -274,6 +277,8 @@ int64_t StoreWriter::addActivity(const ActivityRecord& a)
 
 int64_t StoreWriter::addCpuRange(const CpuRangeRecord& r)
 {
+    noteTime(r.start);
+    noteTime(r.end);
     bindCpuRange(insCpu_, 0, r);
     insCpu_.run();
     return db_.lastInsertRowid();
@@ -302,16 +307,28 @@ int64_t insertRows(sql::Database& db, sql::Statement& many, sql::Statement& one,
 
 int64_t StoreWriter::addActivities(const std::vector<ActivityRecord>& rows)
 {
+    for (const ActivityRecord& a : rows) {
+        noteTime(a.start);
+        noteTime(a.end);
+    }
     return insertRows(db_, insActivities_, insActivity_, rows, bindActivity);
 }
 
 int64_t StoreWriter::addCpuRanges(const std::vector<CpuRangeRecord>& rows)
 {
+    for (const CpuRangeRecord& r : rows) {
+        noteTime(r.start);
+        noteTime(r.end);
+    }
     return insertRows(db_, insCpuRanges_, insCpu_, rows, bindCpuRange);
 }
 
 int64_t StoreWriter::addNcclOp(const NcclRecord& op)
 {
+    if (op.start)
+        noteTime(*op.start);
+    if (op.end)
+        noteTime(*op.end);
     auto& st = insNccl_;
     st.bind(1, op.rank).bind(2, op.activityId).bind(3, toString(op.kind)).bind(4, op.isP2p ? 1 : 0);
     st.bind(5, op.inNelems).bind(6, op.outNelems).bind(7, op.bytes);
@@ -331,6 +348,7 @@ int64_t StoreWriter::addNcclOp(const NcclRecord& op)
 
 void StoreWriter::addMemoryEvent(const MemoryEvent& e)
 {
+    noteTime(e.ts);
     insMemory_.bind(1, e.rank).bind(2, e.device).bind(3, e.ts).bind(4, e.bytes).bind(5, e.address);
     insMemory_.bind(6, e.totalAllocated).bind(7, e.totalReserved).run();
 }
@@ -500,10 +518,25 @@ void StoreWriter::settled(int rank, int64_t activitiesAfter, int64_t activitiesU
     settled_.push_back({rank, activitiesAfter, activitiesUpTo, cpuRangesAfter, cpuRangesUpTo});
 }
 
+void StoreWriter::noteShift(TimeNs offset)
+{
+    if (offset <= -kMaxTimeNs || offset >= kMaxTimeNs || shifted_ > kMaxTimeNs)
+        timesUnknown_ = true;
+    else
+        shifted_ += offset < 0 ? -offset : offset;
+}
+
+bool StoreWriter::timesSurelyInRange() const
+{
+    return !timesUnknown_ && shifted_ <= kMaxTimeNs && maxTime_ <= kMaxTimeNs - shifted_ &&
+           minTime_ >= -kMaxTimeNs + shifted_;
+}
+
 void StoreWriter::shiftRank(int rank, TimeNs offset)
 {
     if (offset == 0)
         return;
+    noteShift(offset);
     auto run = [&](const char* sqlText) {
         auto st = db_.prepare(sqlText);
         st.bind(1, offset).bind(2, rank).run();
@@ -532,6 +565,11 @@ void StoreWriter::shiftRanks(const std::map<int, TimeNs>& offsets, const Mark& s
     bool any = false;
     {
         auto ins = db_.prepare("INSERT INTO temp.rank_shift(rank, delta) VALUES (?1, ?2)");
+        TimeNs largest = 0; // each row moves once, by its rank's offset
+        for (const auto& [rank, offset] : offsets)
+            if (offset == std::numeric_limits<TimeNs>::min() || std::abs(offset) > largest)
+                largest = offset == std::numeric_limits<TimeNs>::min() ? kMaxTimeNs : std::abs(offset);
+        noteShift(largest);
         for (const auto& [rank, offset] : offsets) {
             if (offset != 0) {
                 ins.bind(1, rank).bind(2, offset).run();
@@ -562,6 +600,8 @@ void StoreWriter::shiftRanks(const std::map<int, TimeNs>& offsets, const Mark& s
 
 void StoreWriter::dropOutOfRangeTimes()
 {
+    if (timesSurelyInRange())
+        return;
     const std::string k = std::to_string(kMaxTimeNs);
     auto bad = [&](const char* column, bool nullable) {
         std::string c = column;
@@ -720,23 +760,28 @@ void RangeNester::walk()
     group_.clear();
 }
 
-void StoreWriter::nestCpuRanges(std::optional<int> rank)
+void StoreWriter::nestCpuRanges(const std::vector<int>* ranks)
 {
-    // The index on (rank, tid, start_ns, end_ns) holds every column needed,
-    // in that order but for the end: ranges of one start are put in
-    // descending end by RangeNester, so SQL sorts nothing. The updates then
+    // One pass in (rank, tid, start_ns, end_ns) order, sorted by SQLite's
+    // sorter (the store's time index holds only some kinds of range): ranges
+    // of one start are put in descending end by RangeNester. The updates then
     // go in row order, page after page.
-    const char* all = "SELECT id, rank, tid, start_ns, end_ns FROM cpu_ranges INDEXED BY cpu_ranges_by_time"
-                      " ORDER BY rank, tid, start_ns, end_ns, id";
-    const char* one = "SELECT id, rank, tid, start_ns, end_ns FROM cpu_ranges INDEXED BY cpu_ranges_by_time"
-                      " WHERE rank = ?1 ORDER BY rank, tid, start_ns, end_ns, id";
-    auto sel = db_.prepare(rank ? one : all);
-    if (rank) {
+    if (ranks && ranks->empty())
+        return;
+    std::string list = "[";
+    if (ranks) {
+        for (int r : *ranks)
+            list += (list.size() > 1 ? "," : "") + std::to_string(r);
         // Start from scratch: rows an importer settled may have parents.
-        auto reset = db_.prepare("UPDATE cpu_ranges SET depth = 0, parent_id = NULL WHERE rank = ?1 AND parent_id IS NOT NULL");
-        reset.bind(1, *rank).run();
-        sel.bind(1, *rank);
+        auto reset = db_.prepare("UPDATE cpu_ranges SET depth = 0, parent_id = NULL"
+                                 " WHERE rank IN (SELECT value FROM json_each(?1)) AND parent_id IS NOT NULL");
+        reset.bind(1, list + "]").run();
     }
+    auto sel = db_.prepare(std::string("SELECT id, rank, tid, start_ns, end_ns FROM cpu_ranges") +
+                           (ranks ? " WHERE rank IN (SELECT value FROM json_each(?1))" : "") +
+                           " ORDER BY rank, tid, start_ns, end_ns, id");
+    if (ranks)
+        sel.bind(1, list + "]");
     RangeNester nester;
     while (sel.step())
         nester.add(sel.int64(1), sel.int64(2), sel.int64(3), sel.int64(4), sel.int64(0));
@@ -986,25 +1031,21 @@ void StoreWriter::finish()
             st.bind(1, g.rank).bind(2, g.name).bind(3, g.desc).bind(4, ranksJson(g.ranks)).bind(5, g.size).run();
         }
     }
-    // Launches are linked before the indexes are built (the updates then
-    // maintain none); ranges are nested after, through cpu_ranges_by_time.
+    // Launches are linked and ranges nested before the indexes are built
+    // (the updates then maintain none).
     // Importers settled most ranks as they added the rows (settled()).
     const bool allUnsettled = settled_.empty();
     const std::vector<int> unsettled = allUnsettled ? std::vector<int>{} : unsettledRanks();
     step("linking launches");
     linkLaunches(allUnsettled ? nullptr : &unsettled);
-    step("indexing");
-    db_.exec(kIndexSql);
     step("nesting ranges");
-    if (allUnsettled) {
-        nestCpuRanges();
-    } else {
-        for (int rank : unsettled)
-            nestCpuRanges(rank);
+    nestCpuRanges(allUnsettled ? nullptr : &unsettled);
+    if (!allUnsettled)
         for (const Settled& s : settled_)
             if (!std::binary_search(unsettled.begin(), unsettled.end(), s.rank))
                 settledClean_.emplace(s.rank, s);
-    }
+    step("indexing");
+    db_.exec(kIndexSql);
     step("summarising");
     summarise();
     auto meta = db_.prepare("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)");

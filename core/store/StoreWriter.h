@@ -7,6 +7,7 @@
 #include "store/Sqlite.h"
 #include "util/AtomicOutput.h"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <map>
@@ -238,7 +239,11 @@ public:
 
     // Direct access for importers that need a query the writer does not offer
     // (e.g. collective matching for clock alignment). Data written so far is visible.
-    sql::Database& database() { return db_; }
+    sql::Database& database()
+    {
+        timesUnknown_ = true;
+        return db_;
+    }
 
     // Optional progress callback for the long steps of finish().
     void setProgress(std::function<void(std::string_view step)> progress) { progress_ = std::move(progress); }
@@ -251,7 +256,8 @@ private:
     void flushDiagnostics();
     // Links the launches of every rank, or of the ranks given (none: nothing).
     void linkLaunches(const std::vector<int>* ranks = nullptr);
-    void nestCpuRanges(std::optional<int> rank = std::nullopt);
+    // Nests the ranges of every rank, or of the ranks given (none: nothing).
+    void nestCpuRanges(const std::vector<int>* ranks = nullptr);
     std::vector<int> unsettledRanks();
     void summarise();
 
@@ -285,6 +291,19 @@ private:
     std::vector<Settled> settled_;
     std::map<int, Settled> settledClean_; // in finish(): the settled ranks it leaves as they are
     std::set<int> droppedRanks_; // ranks that lost rows in dropOutOfRangeTimes()
+    // The extent of every time bound so far and the shifts applied since (the
+    // sum of their sizes): while the one plus the other stays within
+    // kMaxTimeNs, no row can lie outside it, and dropOutOfRangeTimes() need
+    // not read the tables. Unknown once an importer had the database itself.
+    void noteTime(TimeNs t)
+    {
+        minTime_ = std::min(minTime_, t);
+        maxTime_ = std::max(maxTime_, t);
+    }
+    void noteShift(TimeNs offset);
+    bool timesSurelyInRange() const;
+    TimeNs minTime_ = 0, maxTime_ = 0, shifted_ = 0;
+    bool timesUnknown_ = false;
     // An in-memory map's entries as they were before the current input first
     // touched them (nullopt: absent), to put back if the input is discarded.
     // Kept per entry: copying whole maps per input would grow with the job.

@@ -2,9 +2,11 @@
 // version checks, and that reading leaves the file untouched.
 #include "TestSupport.h"
 #include "store/Schema.h"
+#include "store/Sqlite.h"
 #include "store/Store.h"
 #include "store/StoreWriter.h"
 #include "util/Error.h"
+#include "util/Limits.h"
 
 #include <QCryptographicHash>
 #include <QFile>
@@ -476,6 +478,75 @@ private slots:
     }
 
     void missingFile() { QVERIFY_THROWS_EXCEPTION(Error, Store s("/nonexistent/job.pipescope")); }
+
+    // The writer reads the tables for times outside the representable range
+    // only when what it was given, moved by the shifts since, could lie
+    // there: a shift that carries a valid time out of range still drops it.
+    void shiftOutOfRangeDropsTheRow()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        {
+            StoreWriter w(p);
+            auto s = w.stream(0, 0, 7);
+            w.addActivity({0, s, ActivityKind::Kernel, 0, 10, w.intern("near")});
+            w.addActivity({0, s, ActivityKind::Kernel, kMaxTimeNs - 20, kMaxTimeNs - 10, w.intern("far")});
+            w.addCpuRange({0, 1, CpuRangeKind::Annotation, kMaxTimeNs - 30, kMaxTimeNs - 5, w.intern("late")});
+            w.shiftRank(0, 15);
+            w.finish();
+        }
+        Store store(p);
+        Trace t = store.load();
+        QCOMPARE(t.activities.size(), size_t(1));
+        QCOMPARE(t.str(t.activities[0].name), std::string("near"));
+        QCOMPARE(t.activities[0].start, TimeNs(15));
+        QVERIFY(t.cpuRanges.empty());
+        QCOMPARE(t.diagnostics.size(), size_t(1));
+        QCOMPARE(t.diagnostics[0].kind, std::string("bad_value:time_out_of_range"));
+        QCOMPARE(t.diagnostics[0].count, int64_t(2));
+
+        // Unshifted, the same times are valid and kept.
+        auto q = test::path(dir, "kept.pipescope");
+        {
+            StoreWriter w(q);
+            auto s = w.stream(0, 0, 7);
+            w.addActivity({0, s, ActivityKind::Kernel, 0, 10, w.intern("near")});
+            w.addActivity({0, s, ActivityKind::Kernel, kMaxTimeNs - 20, kMaxTimeNs - 10, w.intern("far")});
+            w.finish();
+        }
+        Trace k = Store(q).load();
+        QCOMPARE(k.activities.size(), size_t(2));
+        QVERIFY(k.diagnostics.empty());
+    }
+
+    // The time index holds the ranges readers look up by time (annotations,
+    // NVTX, GPU annotations), and the readers' condition is the index's own,
+    // so that SQLite uses it: were the two to drift apart, every read of a
+    // few ranks would scan the table instead.
+    void timeIndexHoldsWhatReadersLookUp()
+    {
+        QTemporaryDir dir;
+        auto p = test::path(dir, "job.pipescope");
+        writeSmallJob(p, [](StoreWriter& w) {
+            w.addCpuRange({1, 3, CpuRangeKind::GpuAnnotation, 1000, 1100, w.intern("gpu")});
+            w.addCpuRange({1, 3, CpuRangeKind::CpuOp, 990, 1000, w.intern("aten::mm")});
+        });
+        sql::Database db(p, sql::Database::Mode::ReadOnly);
+        auto plan = db.prepare(std::string("EXPLAIN QUERY PLAN SELECT id FROM cpu_ranges WHERE rank = ?1 AND (") +
+                               kCpuRangeKindsByTime + ") AND end_ns >= ?2 AND start_ns < ?3");
+        QVERIFY(plan.step());
+        QVERIFY2(std::string(plan.text(3)).find("USING INDEX cpu_ranges_by_time") != std::string::npos,
+                 std::string(plan.text(3)).c_str());
+        // 4 annotation and NVTX ranges on rank 0, the GPU annotation on rank 1; not the runtime calls or the CPU op.
+        auto held = db.prepare("SELECT COUNT(*) FROM cpu_ranges INDEXED BY cpu_ranges_by_time WHERE rank >= 0 AND " +
+                               std::string(kCpuRangeKindsByTime));
+        QVERIFY(held.step());
+        QCOMPARE(held.int64(0), int64_t(5));
+        // The reader's few-ranks read goes through it and gives those ranges.
+        Trace t = Store(p).load(LoadOptions{.ranks = std::vector<int>{1}});
+        QCOMPARE(t.cpuRanges.size(), size_t(1));
+        QCOMPARE(t.str(t.cpuRanges[0].name), std::string("gpu"));
+    }
 
     void loadWindowAndRanks()
     {
