@@ -5,6 +5,7 @@
 //   - as a sharded job by 2 processes side by side (pipescope import --shards 2),
 //   - as 2 srun-style tasks                        (the command started twice with
 //                                                    SLURM_PROCID / SLURM_STEP_NUM_TASKS set as srun sets them),
+//   - as those tasks with one core each (--jobs 1), task 0 alone and both side by side,
 // (a sharded import includes the map step: each task analyses its shard),
 // then summarised from the index alone (pipescope info), analysed (pipescope analyze and report on the sharded job, whole and
 // under a memory budget that reads the pipeline of its busiest replica) and opened as the app
@@ -41,6 +42,8 @@ using pipescope::gui::OpenOptions;
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 using namespace pipescope;
 namespace fs = std::filesystem;
@@ -225,6 +228,30 @@ int main(int argc, char** argv)
                               "SLURM_LOCALID=" + std::to_string(k)}});
         s = runCommands(tasks);
         print("import as 2 srun tasks", s, mb, 2);
+        // One core per task, as a cluster gives each task its own: task 0
+        // alone, then both side by side. Equal rates per process: no loss
+        // from running side by side (on a machine with a core per task).
+        {
+            const fs::path solo = dir / "solo";
+            auto task = [&](int k, const fs::path& out) {
+                return std::pair<std::vector<std::string>, std::vector<std::string>>{
+                    {cli, "import", traces.string(), "-q", "--jobs", "1", "-o", out.string()},
+                    {"SLURM_PROCID=" + std::to_string(k), "SLURM_STEP_NUM_TASKS=2", "SLURM_NTASKS=2",
+                     "SLURM_LOCALID=" + std::to_string(k)}};
+            };
+            s = runCommands({task(0, solo)});
+            double share = mb / 2;
+            if (std::ifstream rec(solo / "shard-0000-of-0002.json"); rec) {
+                std::stringstream text;
+                text << rec.rdbuf();
+                share = static_cast<double>(nlohmann::json::parse(text.str()).value("input_bytes", int64_t{0})) / 1e6;
+            }
+            print("import, task 0 of 2 alone, --jobs 1", s, share, 1);
+            fs::remove_all(solo);
+            s = runCommands({task(0, solo), task(1, solo)});
+            print("import, 2 tasks side by side, --jobs 1", s, mb, 2);
+            fs::remove_all(solo);
+        }
         const uint64_t index = bytesUnder(job / kJobIndexName);
         std::printf("  %-34s %7.0f MB in shards, index %.1f KB\n", "  sharded job",
                     static_cast<double>(bytesUnder(job) - index) / 1e6, static_cast<double>(index) / 1e3);

@@ -195,6 +195,7 @@ private slots:
     void sameStoreWithAnyNumberOfJobs_data();
     void sameStoreWithAnyNumberOfJobs();
     void workersWaitForTheWriter();
+    void workersStayWithinTheirShareOfBatches();
     void workersStopWhenTheWriterStops();
     void brokenFileFailsTheImport_data();
     void brokenFileFailsTheImport();
@@ -338,6 +339,40 @@ void TestImportJobs::workersWaitForTheWriter()
         for (size_t i = 0; i < files.size(); ++i)
             parse.import(i, writer);
         writer.finish();
+    }
+    compareStores(serial, ahead);
+}
+
+void TestImportJobs::workersStayWithinTheirShareOfBatches()
+{
+    // Files that each fit in their queue (about 4 batches of 8 allowed) and
+    // a writer that starts late: the workers may not parse file after file
+    // ahead of it (all 8 files: about 34 batches). Two workers, 8 batches
+    // each: at most 16 queued over all files, plus up to 8 of the file the
+    // writer is on. The store is the serial import's.
+    QTemporaryDir out;
+    std::vector<std::string> files;
+    for (const QString& name : QDir(job_).entryList(QDir::Files, QDir::Name))
+        files.push_back((job_ + "/" + name).toStdString());
+    QCOMPARE(files.size(), size_t(8));
+    ImportOptions io;
+    io.progress = false;
+    const std::string serial = test::path(out, "serial.pipescope"), ahead = test::path(out, "ahead.pipescope");
+    {
+        StoreWriter writer(serial);
+        for (const auto& f : files)
+            importKineto(f, writer, io);
+        writer.finish();
+    }
+    {
+        StoreWriter writer(ahead);
+        kineto::ParseAhead parse(files, std::vector<bool>(files.size(), true), io, 2, 8);
+        QTest::qWait(300); // time enough to parse every file, were they let
+        for (size_t i = 0; i < files.size(); ++i)
+            parse.import(i, writer);
+        writer.finish();
+        QVERIFY2(parse.peakQueued() <= 24, std::to_string(parse.peakQueued()).c_str());
+        QVERIFY(parse.peakQueued() >= 8);
     }
     compareStores(serial, ahead);
 }

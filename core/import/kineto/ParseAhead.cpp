@@ -25,6 +25,9 @@ ParseAhead::ParseAhead(const std::vector<std::string>& files, const std::vector<
         }
     }
     const size_t n = std::min(order_.size(), static_cast<size_t>(std::max(threads, 1)));
+    queuedCap_ = queuedBatches_ * std::max<size_t>(n, 1);
+    if (!order_.empty())
+        writing_ = &files_[order_.front()];
     workers_.reserve(n);
     try {
         for (size_t k = 0; k < n; ++k)
@@ -80,10 +83,13 @@ void ParseAhead::hand(File& file, RecordBatch& batch)
 {
     {
         std::unique_lock<std::mutex> lock(mutex_);
-        room_.wait(lock, [&] { return stop_ || file.queue.size() < queuedBatches_; });
+        room_.wait(lock, [&] {
+            return stop_ || (file.queue.size() < queuedBatches_ && (queued_ < queuedCap_ || &file == writing_));
+        });
         if (stop_)
             throw Stopped{};
         file.queue.push_back(std::move(batch));
+        peakQueued_ = std::max(peakQueued_, ++queued_);
         // The parser refills a written batch, which has room already.
         batch = RecordBatch{};
         if (!spare_.empty()) {
@@ -100,6 +106,11 @@ ImportedSource ParseAhead::import(size_t i, StoreWriter& writer)
     if (!file.import)
         throw Error(file.path + ": internal error: not a file parsed ahead, or imported twice");
     BatchWriter out(writer, file.path, options_);
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        writing_ = &file;
+    }
+    room_.notify_all(); // its worker may be waiting for room that others' batches hold
     for (;;) {
         RecordBatch batch;
         {
@@ -112,6 +123,7 @@ ImportedSource ParseAhead::import(size_t i, StoreWriter& writer)
             }
             batch = std::move(file.queue.front());
             file.queue.pop_front();
+            --queued_;
         }
         room_.notify_all();
         out.write(batch);
@@ -123,6 +135,12 @@ ImportedSource ParseAhead::import(size_t i, StoreWriter& writer)
     ImportedSource source = file.import->finish(out);
     file.import.reset();
     return source;
+}
+
+size_t ParseAhead::peakQueued()
+{
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peakQueued_;
 }
 
 } // namespace pipescope::kineto
