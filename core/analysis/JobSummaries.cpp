@@ -9,19 +9,11 @@
 
 namespace pipescope {
 
-void summariseShard(const std::string& path, std::vector<JobRankSummary>& ranks)
+namespace {
+
+// Fills the summaries of the ranks an analysis holds.
+void fillSummaries(const AnalysisResult& r, std::map<int, JobRankSummary*>& byRank)
 {
-    AnalysisResult r;
-    {
-        Store store(path);
-        const Trace trace = store.load();
-        AnalyzeOptions ao;
-        ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
-        r = analyze(trace, ao);
-    }
-    std::map<int, JobRankSummary*> byRank;
-    for (auto& s : ranks)
-        byRank[s.rank] = &s;
     for (const RankIdle& idle : r.idle) {
         auto it = byRank.find(idle.rank);
         if (it == byRank.end() || idle.iteration < 0 || static_cast<size_t>(idle.iteration) >= r.iterations.size())
@@ -37,6 +29,60 @@ void summariseShard(const std::string& path, std::vector<JobRankSummary>& ranks)
         ri.busyNs = idle.busyNs;
         ri.idleByCause = idle.byCause;
         s.iterations.push_back(std::move(ri));
+    }
+}
+
+// The groups of ranks the map analyses one at a time: the shard's
+// pipelines, then the ranks in none together.
+std::vector<std::vector<int>> mapGroups(const std::vector<JobRankSummary>& ranks,
+                                        const std::vector<std::vector<int>>& pipelines)
+{
+    std::set<int> left;
+    for (const JobRankSummary& s : ranks)
+        left.insert(s.rank);
+    std::vector<std::vector<int>> groups;
+    for (const auto& p : pipelines) {
+        std::vector<int> g;
+        for (int r : p)
+            if (left.erase(r))
+                g.push_back(r);
+        if (!g.empty())
+            groups.push_back(std::move(g));
+    }
+    if (!left.empty())
+        groups.emplace_back(left.begin(), left.end());
+    return groups;
+}
+
+} // namespace
+
+void summariseShard(const std::string& path, std::vector<JobRankSummary>& ranks,
+                    const std::vector<std::vector<int>>& pipelines)
+{
+    summariseShardAbove(path, ranks, pipelines, kMapWholeAbove);
+}
+
+void summariseShardAbove(const std::string& path, std::vector<JobRankSummary>& ranks,
+                         const std::vector<std::vector<int>>& pipelines, int64_t wholeAbove)
+{
+    std::map<int, JobRankSummary*> byRank;
+    for (auto& s : ranks)
+        byRank[s.rank] = &s;
+    Store store(path);
+    AnalyzeOptions ao;
+    ao.autogradSequences = [&store](const std::vector<int64_t>& ids) { return store.autogradSequences(ids); };
+    int64_t kernels = 0;
+    for (const JobRankSummary& s : ranks)
+        kernels += s.kernels;
+    const std::vector<std::vector<int>> groups = mapGroups(ranks, pipelines);
+    if (kernels <= wholeAbove || groups.size() < 2) {
+        fillSummaries(analyze(store.load(), ao), byRank);
+        return;
+    }
+    for (const std::vector<int>& g : groups) {
+        LoadOptions lo;
+        lo.ranks = g;
+        fillSummaries(analyze(store.load(lo), ao), byRank);
     }
 }
 

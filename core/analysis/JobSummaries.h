@@ -7,6 +7,7 @@
 // by side: the spread that tells a straggler from a slow stage.
 #include "store/JobIndex.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,7 +16,17 @@ namespace pipescope {
 
 // The map: analyses the shard store at path and fills stage and iterations
 // of the ranks it holds. Throws Error when the shard cannot be analysed.
-void summariseShard(const std::string& path, std::vector<JobRankSummary>& ranks);
+// A shard of more than wholeAbove GPU kernels is analysed pipeline by
+// pipeline (pipelines: the ranks of each, as the import plan found them;
+// ranks in none are analysed together), so that the map's memory follows
+// one pipeline, not the shard; each pipeline's ranks get the summaries the
+// whole shard's analysis gives them.
+inline constexpr int64_t kMapWholeAbove = 1'500'000; // about 540 MB of analysis
+void summariseShardAbove(const std::string& path, std::vector<JobRankSummary>& ranks,
+                         const std::vector<std::vector<int>>& pipelines, int64_t wholeAbove);
+// The same with wholeAbove = kMapWholeAbove: a ShardSummariser.
+void summariseShard(const std::string& path, std::vector<JobRankSummary>& ranks,
+                    const std::vector<std::vector<int>>& pipelines);
 
 struct StageReplicas {
     int stage = 0;

@@ -494,7 +494,12 @@ void pipelineFacts(std::vector<std::string>& f, const Evidence& e)
     }
     char conf[16];
     std::snprintf(conf, sizeof conf, "%.0f%%", p.scheduleConfidence * 100.0);
-    f.push_back("pipeline: p=" + std::to_string(p.pp) + ", dp=" + std::to_string(p.dp) + ", v=" + std::to_string(p.chunks) +
+    // Of a job read in part (or whose traces miss ranks), dp counts the
+    // replicas among the ranks analysed, not the job's.
+    std::string dp = std::to_string(p.dp);
+    if (e.r.worldSize && static_cast<size_t>(*e.r.worldSize) > e.r.ranks.size())
+        dp += " among the " + std::to_string(e.r.ranks.size()) + " of " + std::to_string(*e.r.worldSize) + " ranks analysed";
+    f.push_back("pipeline: p=" + std::to_string(p.pp) + ", dp=" + dp + ", v=" + std::to_string(p.chunks) +
                 ", m=" + std::to_string(p.microbatches) + ", schedule " + scheduleName(p.schedule) + " (confidence " + conf +
                 "), ideal bubble " + pct0(im.idealBubbleFraction) + "; " + p.reason);
     if (e.bottleneck)

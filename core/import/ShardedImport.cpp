@@ -279,7 +279,7 @@ ShardPlan planShards(const std::vector<std::string>& files, const std::vector<Tr
     }
     std::vector<size_t> shardOf(files.size(), 0);
     if (anyGroup) {
-        const bool timings = std::any_of(heads.begin(), heads.end(), [](const TraceHead& h) { return h.wholeJobOnly; });
+        const bool timings = std::any_of(heads.begin(), heads.end(), [](const TraceHead& t) { return t.wholeJobOnly; });
         plan.groupedBy = timings ? "pipeline groups (Megatron step timings: one pipeline)"
                                  : "pipeline groups (the process groups in the traces' distributedInfo)";
         // Components of files: by the root of their rank; a file without a rank stands alone.
@@ -524,7 +524,7 @@ ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& 
             if (summarise) {
                 checkpoint(options.work, "summarising the shard", -1);
                 try {
-                    summarise(sub.output, record.rankSummaries);
+                    summarise(sub.output, record.rankSummaries, plan.pipelines);
                 } catch (const Error& e) {
                     for (auto& r : record.rankSummaries) {
                         r.stage.reset();

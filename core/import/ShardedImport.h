@@ -58,9 +58,11 @@ struct ShardPlan {
 ShardPlan planShards(const std::vector<std::string>& files, const std::vector<TraceHead>& heads, int shards);
 
 // The map step, run by each task on its finished shard: fills the analysis
-// summaries of the shard's ranks (analysis/JobSummaries.h, summariseShard).
+// summaries of the shard's ranks (analysis/JobSummaries.h, summariseShard),
+// given the job's pipelines as the plan found them (ShardPlan::pipelines).
 // Optional; a summariser that throws leaves the ranks without them.
-using ShardSummariser = std::function<void(const std::string& shardPath, std::vector<JobRankSummary>& ranks)>;
+using ShardSummariser = std::function<void(const std::string& shardPath, std::vector<JobRankSummary>& ranks,
+                                           const std::vector<std::vector<int>>& pipelines)>;
 
 struct ShardImportResult {
     ShardRecord record;

@@ -19,6 +19,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <limits>
 #include <map>
 
 using namespace pipescope;
@@ -432,6 +433,46 @@ private slots:
         }
     }
 
+    // A shard too large to analyse at once is analysed pipeline by pipeline:
+    // each rank's summary is the one the whole shard's analysis gives it.
+    void mapByPipelineEqualsTheWholeShards()
+    {
+        QTemporaryDir out;
+        const std::string folder = path(out, "job");
+        QVERIFY(importShardsLocally(options(job_, folder), 1, summariseShard).complete());
+        const JobIndex read = readJobIndex(folder);
+        QCOMPARE(read.records.size(), size_t(1));
+        const ShardRecord& rec = read.records[0];
+        QCOMPARE(rec.ranks.size(), size_t(8));
+        QCOMPARE(read.pipelines.size(), size_t(2));
+        const std::string shard = folder + "/" + rec.file;
+
+        std::vector<JobRankSummary> whole = rec.rankSummaries, byPipeline = rec.rankSummaries;
+        for (auto* v : {&whole, &byPipeline})
+            for (JobRankSummary& s : *v) {
+                s.stage.reset();
+                s.iterations.clear();
+            }
+        summariseShardAbove(shard, whole, read.pipelines, std::numeric_limits<int64_t>::max());
+        summariseShardAbove(shard, byPipeline, read.pipelines, 0);
+        for (size_t i = 0; i < whole.size(); ++i) {
+            const JobRankSummary &a = whole[i], &b = byPipeline[i];
+            QVERIFY(a.stage);
+            QCOMPARE(b.stage, a.stage);
+            QCOMPARE(b.iterations.size(), a.iterations.size());
+            QCOMPARE(a.iterations.size(), size_t(3));
+            for (size_t k = 0; k < a.iterations.size(); ++k) {
+                QCOMPARE(b.iterations[k].label, a.iterations[k].label);
+                QCOMPARE(b.iterations[k].windowNs, a.iterations[k].windowNs);
+                QCOMPARE(b.iterations[k].busyNs, a.iterations[k].busyNs);
+                QVERIFY(b.iterations[k].idleByCause == a.iterations[k].idleByCause);
+            }
+        }
+        // The index the import wrote holds the same (the shard is small: analysed whole).
+        for (size_t i = 0; i < whole.size(); ++i)
+            QCOMPARE(rec.rankSummaries[i].iterations[1].busyNs, whole[i].iterations[1].busyNs);
+    }
+
     // A small index, the pace from it worked out by hand.
     void replicaPaceFromASmallIndex()
     {
@@ -687,7 +728,8 @@ private slots:
             QCOMPARE(r.exitCode, 0);
             QVERIFY2(r.out.contains("Read in part: 4 of 8 ranks (" + ranks + "), the pipeline of the busiest replica (rank ") &&
                          r.out.contains("--ranks all reads every rank") && r.out.contains("Stages across replicas in ") &&
-                         r.out.contains(" on 4 ranks;") && !r.out.contains("have no GPU activity"),
+                         r.out.contains(" on 4 ranks;") && !r.out.contains("have no GPU activity") &&
+                         r.out.contains("pipeline: p=4, dp=1 among the 4 of 8 ranks analysed, v=1"),
                      qPrintable(r.out));
             r = runCliWith({"analyze", job, "--json"}, env);
             QCOMPARE(r.exitCode, 0);
