@@ -21,7 +21,7 @@ namespace pipescope {
 // ranks in none are analysed together), so that the map's memory follows
 // one pipeline, not the shard; each pipeline's ranks get the summaries the
 // whole shard's analysis gives them.
-inline constexpr int64_t kMapWholeAbove = 1'500'000; // about 540 MB of analysis
+inline constexpr int64_t kMapWholeAbove = 500'000; // about 180 MB of analysis
 void summariseShardAbove(const std::string& path, std::vector<JobRankSummary>& ranks,
                          const std::vector<std::vector<int>>& pipelines, int64_t wholeAbove);
 // The same with wholeAbove = kMapWholeAbove: a ShardSummariser.

@@ -664,6 +664,17 @@ void readNcclOps(sql::Database& db, const LoadFilter& filter, std::vector<NcclOp
             while (timed.step())
                 readNcclOp(timed, ct, filter, out);
         }
+    } else if (!filter.fewRanks.empty()) {
+        // A few ranks: each one's rows through the (rank, start_ns) index, in
+        // the full load's order (NULL start first, as SQLite sorts NULLs).
+        auto st = db.prepare(std::string(kNcclColumns) + " WHERE rank = ?1 ORDER BY start_ns, id");
+        const Check ck{db.path(), "nccl_ops", st};
+        for (int rank : filter.fewRanks) {
+            st.reset();
+            st.bind(1, static_cast<int64_t>(rank));
+            while (st.step())
+                readNcclOp(st, ck, filter, out);
+        }
     } else {
         auto st = db.prepare(std::string(kNcclColumns) + " ORDER BY rank, start_ns, id");
         const Check ck{db.path(), "nccl_ops", st};
@@ -729,19 +740,37 @@ std::vector<CpuRange> readCpuRanges(sql::Database& db, const LoadFilter& filter,
     return out;
 }
 
-std::vector<ProcessGroup> readProcessGroups(sql::Database& db)
+// The process groups the loaded ranks reported (each rank reports those it
+// joined, with their ranks: a job's default group lists every rank, so one
+// rank's groups hold as many numbers as the job has ranks).
+std::vector<ProcessGroup> readProcessGroups(sql::Database& db, const LoadFilter& filter)
 {
     std::vector<ProcessGroup> out;
-    auto st = db.prepare("SELECT rank, name, desc, ranks, size FROM process_groups ORDER BY rank, name");
+    const bool few = !filter.fewRanks.empty();
+    auto st = db.prepare(std::string("SELECT rank, name, desc, ranks, size FROM process_groups") +
+                         (few ? " WHERE rank = ?1" : "") + " ORDER BY rank, name");
     const Check ck{db.path(), "process_groups", st};
-    while (st.step()) {
-        ProcessGroup g;
-        g.rank = ck.rank(0);
-        g.name = st.string(1);
-        g.desc = st.string(2);
-        g.ranks = parseRanks(st.text(3));
-        g.size = ck.optInt(4, "size", 0, kMaxWorldSize);
-        out.push_back(std::move(g));
+    auto readRows = [&] {
+        while (st.step()) {
+            ProcessGroup g;
+            g.rank = ck.rank(0);
+            if (!filter.wantRank(g.rank))
+                continue;
+            g.name = st.string(1);
+            g.desc = st.string(2);
+            g.ranks = parseRanks(st.text(3));
+            g.size = ck.optInt(4, "size", 0, kMaxWorldSize);
+            out.push_back(std::move(g));
+        }
+    };
+    if (few) {
+        for (int rank : filter.fewRanks) {
+            st.reset();
+            st.bind(1, static_cast<int64_t>(rank));
+            readRows();
+        }
+    } else {
+        readRows();
     }
     return out;
 }
@@ -749,24 +778,37 @@ std::vector<ProcessGroup> readProcessGroups(sql::Database& db)
 std::vector<MemoryEvent> readMemoryEvents(sql::Database& db, int version, const LoadFilter& filter)
 {
     std::vector<MemoryEvent> out;
-    // Schema 1 stores have no totals: read as unknown.
-    auto st = db.prepare(version >= 2 ? "SELECT rank, device, ts_ns, bytes, address, total_allocated, total_reserved"
-                                        " FROM memory_events ORDER BY rank, device, ts_ns"
-                                      : "SELECT rank, device, ts_ns, bytes, address, NULL, NULL"
-                                        " FROM memory_events ORDER BY rank, device, ts_ns");
+    // Schema 1 stores have no totals: read as unknown. A few ranks: each
+    // one's rows through the (rank, device, ts_ns) index.
+    const bool few = !filter.fewRanks.empty();
+    auto st = db.prepare(std::string(version >= 2 ? "SELECT rank, device, ts_ns, bytes, address, total_allocated, total_reserved"
+                                                    " FROM memory_events"
+                                                  : "SELECT rank, device, ts_ns, bytes, address, NULL, NULL FROM memory_events") +
+                         (few ? " WHERE rank = ?1 ORDER BY device, ts_ns" : " ORDER BY rank, device, ts_ns"));
     const Check ck{db.path(), "memory_events", st};
-    while (st.step()) {
-        MemoryEvent e;
-        e.rank = ck.rank(0);
-        if (!filter.wantRank(e.rank))
-            continue;
-        e.device = static_cast<int>(ck.integer(1, "device", std::numeric_limits<int>::min(), kIntMax));
-        e.ts = ck.time(2, "ts_ns");
-        e.bytes = st.int64(3);
-        e.address = st.optInt64(4);
-        e.totalAllocated = st.optInt64(5);
-        e.totalReserved = st.optInt64(6);
-        out.push_back(e);
+    auto readRows = [&] {
+        while (st.step()) {
+            MemoryEvent e;
+            e.rank = ck.rank(0);
+            if (!filter.wantRank(e.rank))
+                continue;
+            e.device = static_cast<int>(ck.integer(1, "device", std::numeric_limits<int>::min(), kIntMax));
+            e.ts = ck.time(2, "ts_ns");
+            e.bytes = st.int64(3);
+            e.address = st.optInt64(4);
+            e.totalAllocated = st.optInt64(5);
+            e.totalReserved = st.optInt64(6);
+            out.push_back(e);
+        }
+    };
+    if (few) {
+        for (int rank : filter.fewRanks) {
+            st.reset();
+            st.bind(1, static_cast<int64_t>(rank));
+            readRows();
+        }
+    } else {
+        readRows();
     }
     return out;
 }
@@ -841,7 +883,7 @@ Trace Store::loadTrace(const LoadOptions& options)
     readNcclOps(db_, filter, t.ncclOps);
     store::detail::linkNcclOps(t.activities, t.ncclOps);
     t.cpuRanges = readCpuRanges(db_, filter, t.strings.size());
-    t.processGroups = readProcessGroups(db_);
+    t.processGroups = readProcessGroups(db_, filter);
     t.memoryEvents = readMemoryEvents(db_, version_, filter);
     t.threadNames = readThreadNames(db_, version_, filter);
     // The mapped pages of a store of gigabytes would count towards the

@@ -306,6 +306,15 @@ private slots:
                 QCOMPARE(b, a);
                 QCOMPARE(d, c);
                 QCOMPARE(f, e);
+                // The process groups the ranks reported, and only theirs.
+                std::vector<std::pair<int, std::string>> g, h;
+                for (const ProcessGroup& x : whole.processGroups)
+                    if (wanted(x.rank))
+                        g.emplace_back(x.rank, x.name);
+                for (const ProcessGroup& x : part.processGroups)
+                    h.emplace_back(x.rank, x.name);
+                QVERIFY(!h.empty());
+                QVERIFY(h == g);
             }
         }
     }
