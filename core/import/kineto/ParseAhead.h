@@ -4,12 +4,13 @@
 // waits when the writer is behind: when its file's queue is full, or when
 // the queues of all files together hold as many batches as the workers may
 // (the file the writer is on excepted, so that it always goes on). Memory
-// stays bounded whatever the size and the number of the files. The writer takes the files in their order and writes each
-// file's batches in the order they were made, so the store is the same as a
-// serial import makes: same rows, ids, diagnostics. A file that cannot be
-// parsed fails when the writer reaches it, after the files before it, as in a
-// serial import. Progress and cancellation are reported on the writing thread
-// (the only one that calls WorkControl::onProgress); workers only read its stop flag.
+// stays bounded whatever the size and the number of the files. The writer
+// takes the files in their order and writes each file's batches in the
+// order they were made, so the store is the same as a serial import makes:
+// same rows, ids, diagnostics. A file that cannot be parsed fails when the
+// writer reaches it, after the files before it, as in a serial import.
+// Progress and cancellation are reported on the writing thread (the only one
+// that calls WorkControl::onProgress); workers only read its stop flag.
 #include "import/Import.h"
 #include "import/kineto/KinetoImport.h"
 
