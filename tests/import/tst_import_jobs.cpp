@@ -349,7 +349,8 @@ void TestImportJobs::workersStayWithinTheirShareOfBatches()
     // a writer that starts late: the workers may not parse file after file
     // ahead of it (all 8 files: about 34 batches). Two workers, 8 batches
     // each: at most 16 queued over all files, plus up to 8 of the file the
-    // writer is on. The store is the serial import's.
+    // writer is on (16 before the writer starts). The store is the serial
+    // import's.
     QTemporaryDir out;
     std::vector<std::string> files;
     for (const QString& name : QDir(job_).entryList(QDir::Files, QDir::Name))
@@ -367,12 +368,14 @@ void TestImportJobs::workersStayWithinTheirShareOfBatches()
     {
         StoreWriter writer(ahead);
         kineto::ParseAhead parse(files, std::vector<bool>(files.size(), true), io, 2, 8);
-        QTest::qWait(300); // time enough to parse every file, were they let
+        // Before the writer starts, the workers fill their share and stop there.
+        QTRY_VERIFY_WITH_TIMEOUT(parse.peakQueued() >= 16, 60000);
+        QTest::qWait(300); // time to parse more files, were they let
+        QCOMPARE(parse.peakQueued(), size_t(16));
         for (size_t i = 0; i < files.size(); ++i)
             parse.import(i, writer);
         writer.finish();
         QVERIFY2(parse.peakQueued() <= 24, std::to_string(parse.peakQueued()).c_str());
-        QVERIFY(parse.peakQueued() >= 8);
     }
     compareStores(serial, ahead);
 }
