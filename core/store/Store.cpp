@@ -485,6 +485,25 @@ LoadFilter loadFilter(const LoadOptions& options, const Trace& t)
     return f;
 }
 
+// Runs read over a statement's rows: once, or for a few ranks
+// (filter.fewRanks) once per rank, the rank bound to parameter rankParam.
+// bind binds the other parameters, anew for each rank (a reset clears them).
+template <typename Bind, typename Read>
+void readByRank(sql::Statement& st, const LoadFilter& filter, int rankParam, const Bind& bind, const Read& read)
+{
+    if (filter.fewRanks.empty()) {
+        bind();
+        read();
+        return;
+    }
+    for (int rank : filter.fewRanks) {
+        st.reset();
+        bind();
+        st.bind(rankParam, static_cast<int64_t>(rank));
+        read();
+    }
+}
+
 constexpr const char* kActivityColumns =
     "SELECT a.id, a.rank, a.stream_id, a.kind, a.start_ns, a.end_ns, a.name_id, a.correlation, a.launch_ns,"
     " a.bytes, a.copy_kind FROM activities a";
@@ -664,22 +683,16 @@ void readNcclOps(sql::Database& db, const LoadFilter& filter, std::vector<NcclOp
             while (timed.step())
                 readNcclOp(timed, ct, filter, out);
         }
-    } else if (!filter.fewRanks.empty()) {
+    } else {
         // A few ranks: each one's rows through the (rank, start_ns) index, in
         // the full load's order (NULL start first, as SQLite sorts NULLs).
-        auto st = db.prepare(std::string(kNcclColumns) + " WHERE rank = ?1 ORDER BY start_ns, id");
+        auto st = db.prepare(std::string(kNcclColumns) +
+                             (filter.fewRanks.empty() ? " ORDER BY rank, start_ns, id" : " WHERE rank = ?1 ORDER BY start_ns, id"));
         const Check ck{db.path(), "nccl_ops", st};
-        for (int rank : filter.fewRanks) {
-            st.reset();
-            st.bind(1, static_cast<int64_t>(rank));
+        readByRank(st, filter, 1, [] {}, [&] {
             while (st.step())
                 readNcclOp(st, ck, filter, out);
-        }
-    } else {
-        auto st = db.prepare(std::string(kNcclColumns) + " ORDER BY rank, start_ns, id");
-        const Check ck{db.path(), "nccl_ops", st};
-        while (st.step())
-            readNcclOp(st, ck, filter, out);
+        });
     }
 }
 
@@ -722,16 +735,7 @@ std::vector<CpuRange> readCpuRanges(sql::Database& db, const LoadFilter& filter,
             out.push_back(r);
         }
     };
-    if (few) {
-        for (int rank : filter.fewRanks) {
-            st.reset();
-            st.bind(1, filter.from).bind(2, filter.to).bind(3, static_cast<int64_t>(rank));
-            readRows();
-        }
-    } else {
-        st.bind(1, filter.from).bind(2, filter.to);
-        readRows();
-    }
+    readByRank(st, filter, 3, [&] { st.bind(1, filter.from).bind(2, filter.to); }, readRows);
     auto before = [](const CpuRange& x, const CpuRange& y) {
         return std::tie(x.rank, x.tid, x.start, x.id) < std::tie(y.rank, y.tid, y.start, y.id);
     };
@@ -763,15 +767,7 @@ std::vector<ProcessGroup> readProcessGroups(sql::Database& db, const LoadFilter&
             out.push_back(std::move(g));
         }
     };
-    if (few) {
-        for (int rank : filter.fewRanks) {
-            st.reset();
-            st.bind(1, static_cast<int64_t>(rank));
-            readRows();
-        }
-    } else {
-        readRows();
-    }
+    readByRank(st, filter, 1, [] {}, readRows);
     return out;
 }
 
@@ -801,15 +797,7 @@ std::vector<MemoryEvent> readMemoryEvents(sql::Database& db, int version, const 
             out.push_back(e);
         }
     };
-    if (few) {
-        for (int rank : filter.fewRanks) {
-            st.reset();
-            st.bind(1, static_cast<int64_t>(rank));
-            readRows();
-        }
-    } else {
-        readRows();
-    }
+    readByRank(st, filter, 1, [] {}, readRows);
     return out;
 }
 

@@ -315,24 +315,38 @@ void TestImportJobs::sameStoreWithAnyNumberOfJobs()
         QVERIFY(count("SELECT COUNT(*) FROM cpu_ranges WHERE parent_id IS NOT NULL AND depth > 0") > 0);
 }
 
+namespace {
+
+// The files of a folder in name order, and their serial import into a store.
+std::vector<std::string> filesOf(const QString& folder)
+{
+    std::vector<std::string> files;
+    for (const QString& name : QDir(folder).entryList(QDir::Files, QDir::Name))
+        files.push_back((folder + "/" + name).toStdString());
+    return files;
+}
+
+void importSerially(const std::vector<std::string>& files, const ImportOptions& io, const std::string& path)
+{
+    StoreWriter writer(path);
+    for (const auto& f : files)
+        importKineto(f, writer, io);
+    writer.finish();
+}
+
+} // namespace
+
 void TestImportJobs::workersWaitForTheWriter()
 {
     // One batch queued per file at most: workers wait for the writer at
     // nearly every batch, yet each file's records arrive whole and in order.
     QTemporaryDir out;
-    std::vector<std::string> files;
-    for (const QString& name : QDir(job_).entryList(QDir::Files, QDir::Name))
-        files.push_back((job_ + "/" + name).toStdString());
+    const std::vector<std::string> files = filesOf(job_);
     QCOMPARE(files.size(), size_t(8));
     ImportOptions io;
     io.progress = false;
     const std::string serial = test::path(out, "serial.pipescope"), ahead = test::path(out, "ahead.pipescope");
-    {
-        StoreWriter writer(serial);
-        for (const auto& f : files)
-            importKineto(f, writer, io);
-        writer.finish();
-    }
+    importSerially(files, io, serial);
     {
         StoreWriter writer(ahead);
         kineto::ParseAhead parse(files, std::vector<bool>(files.size(), true), io, 3, 1);
@@ -352,19 +366,12 @@ void TestImportJobs::workersStayWithinTheirShareOfBatches()
     // writer is on (16 before the writer starts). The store is the serial
     // import's.
     QTemporaryDir out;
-    std::vector<std::string> files;
-    for (const QString& name : QDir(job_).entryList(QDir::Files, QDir::Name))
-        files.push_back((job_ + "/" + name).toStdString());
+    const std::vector<std::string> files = filesOf(job_);
     QCOMPARE(files.size(), size_t(8));
     ImportOptions io;
     io.progress = false;
     const std::string serial = test::path(out, "serial.pipescope"), ahead = test::path(out, "ahead.pipescope");
-    {
-        StoreWriter writer(serial);
-        for (const auto& f : files)
-            importKineto(f, writer, io);
-        writer.finish();
-    }
+    importSerially(files, io, serial);
     {
         StoreWriter writer(ahead);
         kineto::ParseAhead parse(files, std::vector<bool>(files.size(), true), io, 2, 8);
@@ -385,9 +392,7 @@ void TestImportJobs::workersStopWhenTheWriterStops()
     // The writer gives up after the first file (an error, a cancel) while
     // the other workers wait on full queues: destroying the pool ends them.
     QTemporaryDir out;
-    std::vector<std::string> files;
-    for (const QString& name : QDir(job_).entryList(QDir::Files, QDir::Name))
-        files.push_back((job_ + "/" + name).toStdString());
+    const std::vector<std::string> files = filesOf(job_);
     ImportOptions io;
     io.progress = false;
     StoreWriter writer(test::path(out, "job.pipescope"));
