@@ -7,6 +7,7 @@
 #include "util/Limits.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -867,6 +868,19 @@ Trace Store::loadTrace(const LoadOptions& options)
     t.strings = readStrings(db_);
 
     const LoadFilter filter = loadFilter(options, t);
+    if (options.ranks) {
+        // A read of some ranks holds their GPUs and files (and the files'
+        // diagnostics), not every one of the store's.
+        std::erase_if(t.gpus, [&](const GpuInfo& g) { return !filter.wantRank(g.rank); });
+        std::set<int64_t> dropped;
+        std::erase_if(t.sources, [&](const SourceInfo& src) {
+            const bool other = src.rank && !filter.wantRank(*src.rank);
+            if (other)
+                dropped.insert(src.id);
+            return other;
+        });
+        std::erase_if(t.diagnostics, [&](const Diagnostic& d) { return d.sourceId && dropped.count(*d.sourceId); });
+    }
     readActivities(db_, filter, t);
     readNcclOps(db_, filter, t.ncclOps);
     store::detail::linkNcclOps(t.activities, t.ncclOps);

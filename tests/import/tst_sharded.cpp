@@ -315,6 +315,18 @@ private slots:
                     h.emplace_back(x.rank, x.name);
                 QVERIFY(!h.empty());
                 QVERIFY(h == g);
+                // Their GPUs and trace files, not the rest of the job's.
+                std::vector<int> gpuRanks, sourceRanks;
+                for (const GpuInfo& x : part.gpus)
+                    gpuRanks.push_back(x.rank);
+                for (const SourceInfo& x : part.sources)
+                    sourceRanks.push_back(x.rank.value_or(-1));
+                std::sort(gpuRanks.begin(), gpuRanks.end());
+                std::sort(sourceRanks.begin(), sourceRanks.end());
+                std::vector<int> sorted = ranks;
+                std::sort(sorted.begin(), sorted.end());
+                QCOMPARE(gpuRanks, sorted);
+                QCOMPARE(sourceRanks, sorted);
             }
         }
     }
