@@ -685,8 +685,8 @@ void readNcclOps(sql::Database& db, const LoadFilter& filter, std::vector<NcclOp
                 readNcclOp(timed, ct, filter, out);
         }
     } else {
-        // A few ranks: each one's rows through the (rank, start_ns) index, in
-        // the full load's order (NULL start first, as SQLite sorts NULLs).
+        // In (rank, start_ns, id) order, NULL start first as SQLite sorts
+        // NULLs; a few ranks each through the (rank, start_ns) index.
         auto st = db.prepare(std::string(kNcclColumns) +
                              (filter.fewRanks.empty() ? " ORDER BY rank, start_ns, id" : " WHERE rank = ?1 ORDER BY start_ns, id"));
         const Check ck{db.path(), "nccl_ops", st};
