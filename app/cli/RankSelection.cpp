@@ -41,7 +41,7 @@ std::vector<int> parseRankList(const std::string& text)
 
 namespace {
 
-void checkMemoryFor(Store& store, const ReadPlan& plan, const std::string& input)
+void checkMemoryFor(Store& store, const ReadPlan& plan, const std::string& input, const ReadVerb& verb = {})
 {
     const int64_t activities = plan.activities;
     if (!plan.ranks.empty() && plan.ranksHeld == 0)
@@ -55,12 +55,12 @@ void checkMemoryFor(Store& store, const ReadPlan& plan, const std::string& input
     // Ranks chosen for the job's size: the whole job did not fit either.
     std::string what;
     if (plan.chosen)
-        what = "analysing all " + std::to_string(plan.jobRanks) + " ranks (" + formatCount(plan.jobActivities) +
+        what = verb.doing + " all " + std::to_string(plan.jobRanks) + " ranks (" + formatCount(plan.jobActivities) +
                " GPU activities) needs about " + formatBytes(plan.jobActivities * kAnalysisBytesPerActivity) +
                " of memory, and the pipeline of its busiest replica alone (ranks " + rankListShort(plan.ranks) + ", " +
                formatCount(activities) + " GPU activities) about " + formatBytes(needed);
     else
-        what = "analysing " +
+        what = verb.doing + " " +
                (!plan.ranks.empty() ? std::to_string(plan.ranksHeld) + " selected ranks" : "all " + std::to_string(plan.jobRanks) + " ranks") +
                " (" + formatCount(activities) + " GPU activities) needs about " + formatBytes(needed) + " of memory";
     // A sharded job's index has each stage's replicas side by side already,
@@ -74,7 +74,7 @@ void checkMemoryFor(Store& store, const ReadPlan& plan, const std::string& input
                             std::to_string(b->rank) + ")";
     }
     throw Error(input + ": " + what + ", and " + formatBytes(*available) +
-                " is available; analyse fewer ranks with --ranks (e.g. one pipeline's), or run where there is more memory" + overview);
+                " is available; " + verb.doThat + " fewer ranks with --ranks (e.g. one pipeline's), or run where there is more memory" + overview);
 }
 
 } // namespace
@@ -86,9 +86,9 @@ std::optional<std::vector<int>> CommandRead::ranks() const
     return plan.ranks;
 }
 
-void checkCommandRead(Store& store, const CommandRead& read, const std::string& input)
+void checkCommandRead(Store& store, const CommandRead& read, const std::string& input, const ReadVerb& verb)
 {
-    checkMemoryFor(store, read.plan, input);
+    checkMemoryFor(store, read.plan, input, verb);
 }
 
 ReadLimits commandLimits(const std::string& ranksFlag)

@@ -5,6 +5,8 @@
 #include "ScenarioOptions.h"
 #include "analysis/CommRules.h"
 #include "NumberChecks.h"
+#include "RankSelection.h"
+#include "analysis/JobSummaries.h"
 #include "analysis/Analysis.h"
 #include "report/ChromeTrace.h"
 #include "store/Store.h"
@@ -59,6 +61,13 @@ TimeNs parseOffset(const std::string& flag, const std::string& text)
     return *ns;
 }
 
+std::vector<int> sortedRanks(std::vector<int> ranks)
+{
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    return ranks;
+}
+
 int runExport(const ExportArgs& a)
 {
     // Fail on an unwritable output before loading the store.
@@ -70,41 +79,67 @@ int runExport(const ExportArgs& a)
         rules = std::make_shared<const CommRules>(CommRules::fromFile(a.commRules));
 
     Store store(a.file);
-    const Trace trace = store.load();
+    // The ranks asked for must be the job's, before anything is read.
+    if (!a.ranks.empty()) {
+        const StoreSummary summary = store.summary();
+        std::vector<int> known;
+        for (const auto& r : summary.ranks)
+            known.push_back(r.rank);
+        for (const auto& g : summary.gpuSummaries)
+            known.push_back(g.rank);
+        std::sort(known.begin(), known.end());
+        known.erase(std::unique(known.begin(), known.end()), known.end());
+        for (int r : a.ranks)
+            if (!std::binary_search(known.begin(), known.end(), r))
+                throw Error("--ranks: " + a.file + " has no rank " + std::to_string(r) + " (its ranks: " + rankListShort(known) +
+                            "); pick ranks from `pipescope info " + a.file + "`");
+    }
+    // Only what the ranks written need is read. Their stages, idle causes and
+    // transfers come from the analysis of their whole pipelines: a sharded
+    // job's index knows each rank's pipeline, so their pipelines are read; a
+    // store file's are not known before it is analysed, so it is read whole
+    // unless --no-stages leaves the analysis out.
+    std::string readRanks = "all";
+    if (!a.ranks.empty() && a.noStages) {
+        readRanks = rankListText(sortedRanks(a.ranks));
+    } else if (!a.ranks.empty() && store.jobIndex()) {
+        std::vector<int> wanted;
+        for (int r : a.ranks) {
+            const std::vector<int>* pipeline = store.jobIndex()->pipelineOf(r);
+            if (pipeline)
+                wanted.insert(wanted.end(), pipeline->begin(), pipeline->end());
+            else
+                wanted.push_back(r); // its stage comes from the index
+        }
+        readRanks = rankListText(sortedRanks(wanted));
+    }
+    const CommandRead read = planCommandRead(store, readRanks, a.file, false);
+    checkCommandRead(store, read, a.file, {"exporting", "export"});
+    LoadOptions lo;
+    lo.ranks = read.ranks();
+    const Trace trace = store.load(lo);
     if (trace.activities.empty() && trace.cpuRanges.empty())
         throw Error(a.file + ": the store holds no GPU activity and no CPU range; import a trace into it first");
 
     report::ChromeTraceOptions o;
-    const TimeNs origin = report::chromeTraceOrigin(trace);
+    // Times count from the whole job's earliest record, whatever is read.
+    const TimeNs origin = lo.ranks ? store.earliestRecord().value_or(0) : report::chromeTraceOrigin(trace);
+    o.origin = origin;
     if (!a.from.empty())
         o.from = origin + parseOffset("--from", a.from);
     if (!a.to.empty())
         o.to = origin + parseOffset("--to", a.to);
     if (o.from && o.to && *o.to <= *o.from)
         throw Error("--from " + a.from + " --to " + a.to + ": the range is empty; give a --to later than --from");
-    if (!a.ranks.empty()) {
-        std::vector<int> known;
-        for (const auto& r : trace.ranks)
-            known.push_back(r.rank);
-        for (const auto& x : trace.activities)
-            if (std::find(known.begin(), known.end(), x.rank) == known.end())
-                known.push_back(x.rank);
-        std::sort(known.begin(), known.end());
-        for (int r : a.ranks)
-            if (!std::binary_search(known.begin(), known.end(), r)) {
-                std::string list;
-                for (int k : known)
-                    list += (list.empty() ? "" : ",") + std::to_string(k);
-                throw Error("--ranks: " + a.file + " has no rank " + std::to_string(r) + " (its ranks: " + list +
-                            "); pick ranks from `pipescope info " + a.file + "`");
-            }
+    if (!a.ranks.empty())
         o.ranks = a.ranks;
-    }
     if (!a.noStages && !trace.activities.empty()) {
         // Stage numbers and stream roles for the names; a job the analysis cannot read is still exported.
         try {
             AnalyzeOptions ao;
             ao.commRules = rules;
+            // Ranks that are not whole pipelines take their stages from the job index.
+            ao.stageMap = read.part.stageMapFromIndex;
             report::addAnalysis(o, analyze(trace, ao), a.noAnalysisTracks ? nullptr : &trace);
         } catch (const Error&) {
         }

@@ -559,7 +559,7 @@ ChromeTraceStats writeChromeTrace(const Trace& trace, std::ostream& out, const C
     const std::map<int, RankLanes> lanes = planLanes(trace, filter, options.roleOf);
 
     ChromeTraceStats stats;
-    stats.baseTime = chromeTraceOrigin(trace);
+    stats.baseTime = options.origin ? *options.origin : chromeTraceOrigin(trace);
     stats.ranks = static_cast<int64_t>(lanes.size());
     for (const auto& [rank, rl] : lanes)
         stats.lanes += static_cast<int64_t>(rl.gpu.size() + rl.cpu.size());

@@ -38,6 +38,9 @@ struct ChromeTraceOptions {
     std::optional<std::vector<int>> ranks; // every rank when unset
     std::optional<TimeNs> from, to;        // records overlapping [from, to) on the job's clock, as Store::load
     std::map<int, int> stageOf;            // rank -> pipeline stage; process names leave it out when absent
+    // baseTimeNanoseconds: the whole job's earliest record (Store::earliestRecord)
+    // when the trace holds only some of it; unset: chromeTraceOrigin(trace).
+    std::optional<TimeNs> origin;
     std::map<int64_t, std::string> roleOf; // store stream id -> "compute", "communication", "copy", ...
     const WorkControl* work = nullptr;     // progress and cancel every few thousand events (optional)
     // The analysis's own tracks (see above); empty: none are written.

@@ -335,6 +335,40 @@ void Store::readCounts(StoreSummary& s)
     }
 }
 
+std::optional<TimeNs> Store::earliestRecord()
+{
+    std::optional<TimeNs> earliest;
+    auto take = [&earliest](std::optional<TimeNs> t) {
+        if (t && (!earliest || *t < *earliest))
+            earliest = t;
+    };
+    if (shards_) {
+        for (size_t k = 0; k < shards_->stores.size(); ++k)
+            if (Store* shard = shards_->stores[k].get())
+                if (const auto t = shard->earliestRecord())
+                    take(*t + shards_->clockOffset(static_cast<int>(k)));
+        return earliest;
+    }
+    // One seek per rank and table: the time indexes lead with the rank. The
+    // CPU ranges' condition is the time index's own (kCpuRangeKindsByTime).
+    auto activities = db_.prepare("SELECT MIN(start_ns) FROM activities WHERE rank = ?1");
+    auto ranges = db_.prepare(std::string("SELECT MIN(start_ns) FROM cpu_ranges WHERE rank = ?1 AND ") + kCpuRangeKindsByTime);
+    const Check ca{path(), "activities", activities}, cr{path(), "cpu_ranges", ranges};
+    auto ranks = db_.prepare("SELECT rank FROM ranks UNION SELECT rank FROM gpu_summary");
+    while (ranks.step()) {
+        const int64_t rank = ranks.int64(0);
+        activities.reset();
+        activities.bind(1, rank);
+        if (activities.step())
+            take(ca.optTime(0, "start_ns"));
+        ranges.reset();
+        ranges.bind(1, rank);
+        if (ranges.step())
+            take(cr.optTime(0, "start_ns"));
+    }
+    return earliest;
+}
+
 std::optional<TimeNs> Store::activityStart(int rank, int64_t index)
 {
     if (index < 0)

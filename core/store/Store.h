@@ -88,6 +88,13 @@ public:
     // The start of a rank's index-th GPU activity in start order (0-based),
     // read from the (rank, start_ns) index; nullopt past its last.
     std::optional<TimeNs> activityStart(int rank, int64_t index);
+    // The earliest start over the whole job of a GPU activity or of a CPU
+    // range that load() reads by default (annotations, NVTX ranges, GPU
+    // annotations), on the job's aligned clock: what
+    // report::chromeTraceOrigin gives the whole job's trace, read through the
+    // (rank, start) indexes without loading it. nullopt when the job holds
+    // neither.
+    std::optional<TimeNs> earliestRecord();
     // The runtime or driver call that launched an activity (by store id),
     // through its launch link; nullopt when the trace recorded none.
     std::optional<LaunchCall> launchOf(int64_t activityId);

@@ -20,6 +20,7 @@
 #include "report/ChromeTrace.h"
 #include "util/Format.h"
 #include "store/Sqlite.h"
+#include "store/Store.h"
 
 #include <QAction>
 #include <QComboBox>
@@ -859,6 +860,27 @@ private Q_SLOTS:
             QVERIFY2(facts["pipeline"].startsWith(QStringLiteral("p=4, dp=2 (1 read), v=1")), qPrintable(facts["pipeline"]));
             QVERIFY2(facts.count("replicas"), "no replicas row");
             QCOMPARE(m->index(1, 1).data(Qt::ToolTipRole).toString(), facts["ranks"]); // in full where the dock clips it
+        }
+
+        // Its Chrome trace holds the ranks read, timed from the whole job's origin.
+        {
+            QTemporaryDir dir;
+            const QString file = dir.filePath(QStringLiteral("part.json"));
+            QSignalSpy saved(w.exporter(), &ExportWorker::finished);
+            QVERIFY(w.saveChromeTrace(file, MainWindow::TraceRange::WholeStore));
+            QVERIFY(waitForExport(w));
+            QVERIFY2(saved.size() == 1 && saved[0][1].toString().startsWith(QStringLiteral("Chrome trace of the 4 ranks read saved to ")),
+                     qPrintable(saved.isEmpty() ? QString() : saved[0][1].toString()));
+            QFile f(file);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+            Store store(folder.toStdString());
+            QCOMPARE(TimeNs(doc["baseTimeNanoseconds"].toInteger()), *store.earliestRecord());
+            QVERIFY(*store.earliestRecord() <= report::chromeTraceOrigin(*job->trace));
+            std::set<int> pids;
+            for (const auto& e : doc["traceEvents"].toArray())
+                pids.insert(e.toObject()["pid"].toInt());
+            QCOMPARE(std::vector<int>(pids.begin(), pids.end()), pipeline);
         }
 
         // Stage 1's other replica comes from its shard; the stage shows expanded.

@@ -8,6 +8,7 @@
 #include "analysis/AnalysisJson.h"
 #include "analysis/JobPart.h"
 #include "analysis/JobSummaries.h"
+#include "report/ChromeTrace.h"
 #include "report/JobPartText.h"
 #include "import/Import.h"
 #include "import/ShardedImport.h"
@@ -21,6 +22,7 @@
 
 #include <limits>
 #include <map>
+#include <set>
 
 using namespace pipescope;
 using pipescope::test::emitJob;
@@ -104,6 +106,29 @@ class TestSharded : public QObject {
 
     QTemporaryDir data_;
     QString job_; // 4 stages x 2 replicas
+
+    // The job's traces in `traces`, with the odd ranks' (one pipeline's)
+    // time base 5 ms later, as a host whose clock runs ahead writes them.
+    bool oddPipelineLater(const QString& traces) const
+    {
+        QDir().mkpath(traces);
+        for (int r = 0; r < 8; ++r) {
+            QFile in(job_ + QString("/rank-%1.json").arg(r));
+            if (!in.open(QIODevice::ReadOnly))
+                return false;
+            QByteArray text = in.readAll();
+            if (r % 2 == 1) {
+                const QByteArray base = "\"baseTimeNanoseconds\": 1704067200000000000";
+                if (!text.contains(base))
+                    return false;
+                text.replace(base, "\"baseTimeNanoseconds\": 1704067200005000000");
+            }
+            QFile o(traces + QString("/rank-%1.json").arg(r));
+            if (!o.open(QIODevice::WriteOnly) || o.write(text) != text.size())
+                return false;
+        }
+        return true;
+    }
 
 private slots:
     void initTestCase()
@@ -281,6 +306,7 @@ private slots:
             LoadOptions all;
             all.cpuOps = all.runtimeCalls = true;
             const Trace whole = store.load(all);
+            QCOMPARE(store.earliestRecord(), std::optional<TimeNs>(report::chromeTraceOrigin(store.load())));
             for (const std::vector<int>& ranks : {std::vector<int>{5}, std::vector<int>{6, 1}, std::vector<int>{0, 1, 2, 3, 4, 5}}) {
                 LoadOptions some = all;
                 some.ranks = ranks;
@@ -336,20 +362,7 @@ private slots:
         // The odd pipeline's host runs 5 ms ahead: its files' time base says so.
         QTemporaryDir out;
         const QString traces = out.path() + "/traces";
-        QDir().mkpath(traces);
-        for (int r = 0; r < 8; ++r) {
-            QFile in(job_ + QString("/rank-%1.json").arg(r));
-            QVERIFY(in.open(QIODevice::ReadOnly));
-            QByteArray text = in.readAll();
-            if (r % 2 == 1) {
-                const QByteArray base = "\"baseTimeNanoseconds\": 1704067200000000000";
-                QVERIFY(text.contains(base));
-                text.replace(base, "\"baseTimeNanoseconds\": 1704067200005000000");
-            }
-            QFile o(traces + QString("/rank-%1.json").arg(r));
-            QVERIFY(o.open(QIODevice::WriteOnly));
-            o.write(text);
-        }
+        QVERIFY(oddPipelineLater(traces));
         ImportJobOptions o = options(traces, path(out, "single.pipescope"));
         o.alignment = Alignment::Collectives;
         importJob(o);
@@ -368,6 +381,9 @@ private slots:
         QVERIFY(activitiesByRank(one.load()) == activitiesByRank(sharded.load()));
         QCOMPARE(sharded.activityStart(3, 5), one.activityStart(3, 5));
         QCOMPARE(sharded.summary().last, one.summary().last);
+        // The job's origin, read without loading it, moves with the shard.
+        QCOMPARE(sharded.earliestRecord(), std::optional<TimeNs>(report::chromeTraceOrigin(sharded.load())));
+        QCOMPARE(sharded.earliestRecord(), one.earliestRecord());
         const auto ja = nlohmann::json::parse(analysisJson(path(out, "single.pipescope"))), jb = nlohmann::json::parse(analysisJson(o.output));
         for (const auto& [key, value] : ja.items())
             QVERIFY2(jb[key] == value, key.c_str());
@@ -793,6 +809,92 @@ private slots:
         r = runCliWith({"import", job_, "-o", out.path() + "/local", "--shards", "3"});
         QCOMPARE(r.exitCode, 0);
         QVERIFY2(r.out.contains("Imported 3 shards side by side"), qPrintable(r.out));
+#endif
+    }
+
+    void exportReadsOnlyTheRanksAsked()
+    {
+#ifndef PIPESCOPE_CLI
+        QSKIP("the command-line tool is not built");
+#else
+        QTemporaryDir out;
+        const std::string single = path(out, "single.pipescope"), folder = path(out, "job");
+        importJob(options(job_, single));
+        importShard(options(job_, folder), {0, 2, "--shard"});
+        importShard(options(job_, folder), {1, 2, "--shard"});
+        const QString job = QString::fromStdString(folder);
+        auto exported = [&](const QStringList& args, const std::map<QString, QString>& env = {}) {
+            const QString file = out.path() + "/x.json";
+            QFile::remove(file);
+            const test::CliResult r = runCliWith(QStringList{"export"} + args + QStringList{"-o", file}, env);
+            if (r.exitCode != 0)
+                qWarning("%s", qPrintable(r.err));
+            QFile f(file);
+            return f.open(QIODevice::ReadOnly) ? nlohmann::json::parse(f.readAll().toStdString()) : nlohmann::json();
+        };
+        // The events of some ranks, as a set of lines; flow ids are numbered
+        // per file, so they are left out.
+        auto eventsOf = [](const nlohmann::json& doc, const std::vector<int>& ranks) {
+            std::multiset<std::string> lines;
+            for (nlohmann::json e : doc["traceEvents"])
+                if (std::find(ranks.begin(), ranks.end(), e["pid"].get<int>()) != ranks.end()) {
+                    e.erase("id");
+                    lines.insert(e.dump());
+                }
+            return lines;
+        };
+        const nlohmann::json whole = exported({job});
+        QVERIFY(whole.contains("traceEvents"));
+        // Ranks 1 and 3: stages 0 and 1 of one pipeline. Their pipeline is
+        // read (their stages, idle causes and transfers are its analysis's),
+        // not the other, and times count from the job's origin.
+        Store store(folder);
+        const int64_t budget = activitiesOf(store, {1, 3, 5, 7}) * 600 + 1;
+        QVERIFY(budget < activitiesOf(store, {}) * 600);
+        const std::map<QString, QString> env{{"PIPESCOPE_MEMORY_BUDGET", QString::number(budget)}};
+        const nlohmann::json part = exported({job, "--ranks", "3,1"}, env);
+        QVERIFY(part.contains("traceEvents"));
+        QCOMPARE(part["baseTimeNanoseconds"].get<int64_t>(), whole["baseTimeNanoseconds"].get<int64_t>());
+        // As the store file gives them, read whole.
+        const nlohmann::json fromWhole = exported({QString::fromStdString(single), "--ranks", "1,3"});
+        QCOMPARE(fromWhole["baseTimeNanoseconds"].get<int64_t>(), whole["baseTimeNanoseconds"].get<int64_t>());
+        const auto a = eventsOf(fromWhole, {1, 3}), b = eventsOf(part, {1, 3});
+        QVERIFY(a.size() > 100);
+        QVERIFY(a == b);
+        QVERIFY(b.count(R"j({"args":{"name":"rank 3 (stage 1)"},"name":"process_name","ph":"M","pid":3,"tid":0})j") == 1);
+        QCOMPARE(eventsOf(part, {0, 2, 4, 5, 6, 7}).size(), size_t(0));
+        // The whole job does not fit that budget: said before anything is written.
+        test::CliResult r = runCliWith({"export", job, "-o", out.path() + "/all.json"}, env);
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("exporting all 8 ranks (") && r.err.contains("is available; export fewer ranks with --ranks"),
+                 qPrintable(r.err));
+        QVERIFY(!QFile::exists(out.path() + "/all.json"));
+        // A store file names stages from all its ranks, so it is read whole;
+        // without stage names it reads the ranks asked for.
+        r = runCliWith({"export", QString::fromStdString(single), "--ranks", "1,3", "-o", out.path() + "/s.json"}, env);
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("exporting all 8 ranks ("), qPrintable(r.err));
+        const nlohmann::json bare = exported({QString::fromStdString(single), "--ranks", "1,3", "--no-stages"}, env);
+        QCOMPARE(bare["baseTimeNanoseconds"].get<int64_t>(), whole["baseTimeNanoseconds"].get<int64_t>());
+        QVERIFY(bare["traceEvents"].size() > 100);
+        r = runCliWith({"export", job, "--ranks", "1,9", "-o", out.path() + "/n.json"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("--ranks: " + job + " has no rank 9 (its ranks: 0,1,2,3,4,5,6,7)"), qPrintable(r.err));
+
+        // The odd pipeline starts 5 ms after the job: its export alone still
+        // counts from the job's first record, so exports of parts line up.
+        const QString traces = out.path() + "/later", later = out.path() + "/later-job";
+        QVERIFY(oddPipelineLater(traces));
+        importShard(options(traces, later.toStdString()), {0, 2, "--shard"});
+        importShard(options(traces, later.toStdString()), {1, 2, "--shard"});
+        const nlohmann::json odd = exported({later, "--ranks", "3"}), all = exported({later});
+        QVERIFY(odd.contains("traceEvents"));
+        QCOMPARE(odd["baseTimeNanoseconds"].get<int64_t>(), all["baseTimeNanoseconds"].get<int64_t>());
+        double first = std::numeric_limits<double>::max();
+        for (const auto& e : odd["traceEvents"])
+            if (e["ph"] == "X")
+                first = std::min(first, e["ts"].get<double>());
+        QCOMPARE(first, 5000.0);
 #endif
     }
 

@@ -1088,7 +1088,9 @@ void MainWindow::exportChromeTrace(TraceRange range)
     if (!job_)
         return;
     const QString title = range == TraceRange::Visible ? QStringLiteral("Export Chrome trace JSON of the visible range")
-                                                       : QStringLiteral("Export Chrome trace JSON of the whole store");
+                          : job_->partial()
+                              ? QStringLiteral("Export Chrome trace JSON of the %1 ranks read").arg(job_->part.loadedRanks.size())
+                              : QStringLiteral("Export Chrome trace JSON of the whole store");
     const QString path = QFileDialog::getSaveFileName(this, title, defaultFileName(QStringLiteral("trace.json")), QStringLiteral("Chrome trace JSON (*.json)"));
     if (!path.isEmpty())
         saveChromeTrace(path, range);

@@ -90,11 +90,19 @@ void ExportWorker::saveChromeTrace(std::shared_ptr<const Job> job, report::Chrom
         const bool whole = !options.from && !options.to;
         std::shared_ptr<const Trace> trace = job->trace;
         if (whole && !job->complete) {
-            // A first frame holds one window: the whole store is read for this export.
+            // A first frame holds one window: the whole store (or the ranks
+            // of a job read in part) is read for this export.
             Store store(job->storePath.toStdString());
             LoadOptions lo;
             lo.work = &work;
+            if (job->partial())
+                lo.ranks = job->part.loadedRanks;
             trace = std::make_shared<const Trace>(store.load(lo));
+        }
+        if (job->partial() && !options.origin) {
+            // Times count from the whole job's earliest record, as the CLI's export of some ranks.
+            Store store(job->storePath.toStdString());
+            options.origin = store.earliestRecord();
         }
         options.work = &work;
         AtomicOutput out(path.toStdString(), AtomicOutput::Target::FileOrStream);
@@ -107,8 +115,10 @@ void ExportWorker::saveChromeTrace(std::shared_ptr<const Job> job, report::Chrom
         }
         checkpoint(&work, "writing the Chrome trace", 1.0);
         out.commit();
-        return whole ? QStringLiteral("Chrome trace of the whole store saved to %1").arg(path)
-                      : QStringLiteral("Chrome trace of the visible range saved to %1").arg(path);
+        if (!whole)
+            return QStringLiteral("Chrome trace of the visible range saved to %1").arg(path);
+        return job->partial() ? QStringLiteral("Chrome trace of the %1 ranks read saved to %2").arg(job->part.loadedRanks.size()).arg(path)
+                              : QStringLiteral("Chrome trace of the whole store saved to %1").arg(path);
     });
 }
 
