@@ -78,6 +78,12 @@ int runExport(const ExportArgs& a)
     if (!a.commRules.empty())
         rules = std::make_shared<const CommRules>(CommRules::fromFile(a.commRules));
 
+    // Times are checked before anything is read.
+    const std::optional<TimeNs> fromOffset = a.from.empty() ? std::nullopt : std::optional(parseOffset("--from", a.from));
+    const std::optional<TimeNs> toOffset = a.to.empty() ? std::nullopt : std::optional(parseOffset("--to", a.to));
+    if (fromOffset && toOffset && *toOffset <= *fromOffset)
+        throw Error("--from " + a.from + " --to " + a.to + ": the range is empty; give a --to later than --from");
+
     Store store(a.file);
     // The ranks asked for must be the job's, before anything is read.
     if (!a.ranks.empty()) {
@@ -114,7 +120,15 @@ int runExport(const ExportArgs& a)
         readRanks = rankListText(sortedRanks(wanted));
     }
     const CommandRead read = planCommandRead(store, readRanks, a.file, false);
-    checkCommandRead(store, read, a.file, {"exporting", "export"});
+    try {
+        checkCommandRead(store, read, a.file, {"exporting", "export"});
+    } catch (const FlagError&) {
+        throw;
+    } catch (const Error& e) {
+        if (a.ranks.empty() || a.noStages || store.jobIndex())
+            throw;
+        throw Error(std::string(e.what()) + "; --no-stages reads only the ranks asked for (their stages are not named)");
+    }
     LoadOptions lo;
     lo.ranks = read.ranks();
     const Trace trace = store.load(lo);
@@ -125,12 +139,10 @@ int runExport(const ExportArgs& a)
     // Times count from the whole job's earliest record, whatever is read.
     const TimeNs origin = lo.ranks ? store.earliestRecord().value_or(0) : report::chromeTraceOrigin(trace);
     o.origin = origin;
-    if (!a.from.empty())
-        o.from = origin + parseOffset("--from", a.from);
-    if (!a.to.empty())
-        o.to = origin + parseOffset("--to", a.to);
-    if (o.from && o.to && *o.to <= *o.from)
-        throw Error("--from " + a.from + " --to " + a.to + ": the range is empty; give a --to later than --from");
+    if (fromOffset)
+        o.from = origin + *fromOffset;
+    if (toOffset)
+        o.to = origin + *toOffset;
     if (!a.ranks.empty())
         o.ranks = a.ranks;
     if (!a.noStages && !trace.activities.empty()) {
