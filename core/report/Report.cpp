@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace pipescope::report {
 
@@ -190,15 +191,22 @@ void header(std::string& out, const Context& c)
     }
     if (!c.trace.sources.empty()) {
         std::string s = "<ul class=\"sources\">";
+        // In rank order (rank-2 before rank-10), then by path; files of no rank last.
+        std::vector<const SourceInfo*> sources;
+        for (const auto& src : c.trace.sources)
+            sources.push_back(&src);
+        std::stable_sort(sources.begin(), sources.end(), [](const SourceInfo* a, const SourceInfo* b) {
+            return std::make_tuple(!a->rank, a->rank.value_or(0), a->path) < std::make_tuple(!b->rank, b->rank.value_or(0), b->path);
+        });
         size_t shown = 0;
-        for (const auto& src : c.trace.sources) {
+        for (const SourceInfo* src : sources) {
             if (shown++ == 16) {
                 s += "<li>and " + std::to_string(c.trace.sources.size() - 16) + " more</li>";
                 break;
             }
-            s += "<li><code>" + esc(src.path) + "</code> <span class=\"dim\">" + esc(src.format);
-            if (src.rank)
-                s += ", rank " + std::to_string(*src.rank);
+            s += "<li><code>" + esc(src->path) + "</code> <span class=\"dim\">" + esc(src->format);
+            if (src->rank)
+                s += ", rank " + std::to_string(*src->rank);
             s += "</span></li>";
         }
         s += "</ul>";
@@ -245,6 +253,11 @@ void timeline(std::string& out, const Context& c, const json& data, const Timeli
     out += "<p class=\"note\">One lane per rank, grouped by stage. "
            "Steps (F, B, I, W, labelled with their microbatch) on compute, bubbles coloured by cause in the idle gaps, "
            "point-to-point and collective kernels on the thin line below each lane. Times are from the iteration's start.</p>\n";
+    if (const auto f = data.find("folded"); f != data.end())
+        out += "<p class=\"note\" id=\"timeline-replicas\">Replicas folded: of the " + formatCount(f->value("ranks", int64_t(0))) +
+               " ranks in the pipeline, each stage shows two of its data-parallel replicas, the one with the most compute in "
+               "the iteration (the slowest) and the one with the least (the fastest), " + formatCount(f->value("shown", int64_t(0))) +
+               " lanes in all. The tables below list every rank.</p>\n";
     legend(out, c.r.pipeline.found);
     ganttBlock(out, "gantt-measured", data);
     if (counts.folded > 0 || counts.truncated > 0) {

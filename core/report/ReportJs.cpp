@@ -40,7 +40,7 @@ const char* const kReportJs = R"JS(
     this.canvas = root.querySelector('canvas'); this.tip = root.querySelector('.tip');
     this.range = root.querySelector('.range');
     this.causeColor = data.causes.map(function (c) { return v('--c-' + c); });
-    this.labelW = 112; this.axisH = 22; this.mainH = 16; this.commH = 5; this.gapH = 6; this.stageH = 15;
+    this.labelW = data.folded ? 136 : 112; this.axisH = 22; this.mainH = 16; this.commH = 5; this.gapH = 6; this.stageH = 15;
     var y = this.axisH + 4, lastStage = null, self = this;
     var staged = data.lanes.some(function (l) { return l.stage >= 0; }); // no stage headings without a pipeline
     this.lanes = data.lanes.map(function (l) {
@@ -103,12 +103,13 @@ const char* const kReportJs = R"JS(
       var l = lane.l;
       if (lane.stageY >= 0) {
         ctx.fillStyle = '#1d2329'; ctx.font = '600 11px system-ui, sans-serif';
-        ctx.fillText(l.stage >= 0 ? 'stage ' + l.stage : 'outside the pipeline', 6, lane.stageY + 11);
+        ctx.fillText(l.stage >= 0 ? 'stage ' + l.stage + (l.of > 1 ? ' · ' + l.of + ' replicas, the slowest and the fastest drawn' : '')
+                                  : 'outside the pipeline', 6, lane.stageY + 11);
         ctx.strokeStyle = '#c5ccd3'; ctx.beginPath(); ctx.moveTo(0, lane.stageY + 0.5); ctx.lineTo(W, lane.stageY + 0.5); ctx.stroke();
         ctx.font = '11px system-ui, sans-serif';
       }
       ctx.fillStyle = '#1d2329';
-      ctx.fillText('rank ' + l.rank + (l.replica > 0 ? ' · r' + l.replica : ''), 14, lane.y + 12);
+      ctx.fillText('rank ' + l.rank + (l.role ? ' · ' + l.role : l.replica > 0 ? ' · r' + l.replica : ''), 14, lane.y + 12);
       ctx.fillStyle = '#f6f8fa'; ctx.fillRect(self.labelW, lane.y, W - self.labelW - 8, self.mainH);
       // Bubbles first: a folded run of them may span short compute, which then stays visible on top.
       ctx.globalAlpha = 0.75;
@@ -130,7 +131,8 @@ const char* const kReportJs = R"JS(
     if (mx < this.labelW) return null;
     var t = this.t(mx), slack = (this.v1 - this.v0) / (this.width - this.labelW) * 2, d = this.data;
     for (var k = 0; k < this.lanes.length; k++) {
-      var lane = this.lanes[k], l = lane.l, where = 'rank ' + l.rank + (l.stage >= 0 ? ' · stage ' + l.stage : '');
+      var lane = this.lanes[k], l = lane.l, where = 'rank ' + l.rank + (l.stage >= 0 ? ' · stage ' + l.stage : '') +
+          (l.of > 1 ? ' (' + l.role + ' of ' + l.of + ' replicas)' : '');
       if (my >= lane.y - 1 && my <= lane.y + this.mainH + 1) {
         var s = this.find(l.steps, lane.back.steps, t, slack);
         if (s) {

@@ -201,7 +201,8 @@ GatheredRows gatherRankRows(const TimelineModel& model, TimeNs from, TimeNs to)
 
 } // namespace detail
 
-json encodeTimeline(const TimelineModel& model, TimeNs from, TimeNs to, const TimelineLimits& limits, TimelineCounts* countsOut)
+json encodeTimeline(const TimelineModel& model, TimeNs from, TimeNs to, const TimelineLimits& limits, TimelineCounts* countsOut,
+                    const std::set<int>* ranks)
 {
     TimelineCounts counts;
     const TimeNs duration = std::max<TimeNs>(0, to - from);
@@ -212,10 +213,14 @@ json encodeTimeline(const TimelineModel& model, TimeNs from, TimeNs to, const Ti
 
     // The ranks in the model's lane order, and the window's kernels and transfers gathered per rank and row.
     const detail::GatheredRows gathered = detail::gatherRankRows(model, from, to);
-    counts.rowCap = rowCap(limits, gathered.ranks.size());
+    auto wanted = [ranks](int rank) { return !ranks || ranks->count(rank) > 0; };
+    counts.rowCap = rowCap(limits, static_cast<size_t>(std::count_if(gathered.ranks.begin(), gathered.ranks.end(),
+                                                                         [&](const detail::RankRows& r) { return wanted(r.rank); })));
 
     RowEncoder rows(model, from, to, columns, counts.rowCap, doc["names"], counts);
     for (const detail::RankRows& r : gathered.ranks) {
+        if (!wanted(r.rank))
+            continue;
         int64_t truncated = 0;
         json lane{{"rank", r.rank}, {"stage", r.stage}, {"replica", r.replica}};
         lane["steps"] = rows.encode(model, r.steps, Row::Steps, truncated);
@@ -231,11 +236,71 @@ json encodeTimeline(const TimelineModel& model, TimeNs from, TimeNs to, const Ti
     return doc;
 }
 
+namespace {
+
+struct FoldedLane {
+    const char* role = "";
+    int of = 0;
+};
+
+// Replicas folded (TimelineLimits::foldReplicasAbove): the lanes shown, by
+// rank; empty when every rank is shown. Ranks outside the pipeline are shown.
+std::map<int, FoldedLane> foldReplicas(const AnalysisResult& result, const TimelineLimits& limits)
+{
+    const auto& staged = result.pipeline.stageMap;
+    const auto inStages = std::count_if(staged.begin(), staged.end(), [](const StageAssignment& a) { return a.stage >= 0; });
+    if (limits.foldReplicasAbove < 0 || inStages <= limits.foldReplicasAbove)
+        return {};
+    std::map<int, TimeNs> busy;
+    for (const RankIdle& ri : result.idle)
+        if (ri.iteration == result.selectedIteration)
+            busy[ri.rank] = ri.busyNs;
+    std::map<int, std::vector<std::pair<TimeNs, int>>> byStage; // stage -> (busy, rank)
+    for (const StageAssignment& a : staged)
+        if (a.stage >= 0) {
+            const auto b = busy.find(a.rank);
+            byStage[a.stage].emplace_back(b == busy.end() ? 0 : b->second, a.rank);
+        }
+    if (std::none_of(byStage.begin(), byStage.end(), [](const auto& s) { return s.second.size() > 1; }))
+        return {};
+    std::map<int, FoldedLane> shown;
+    for (auto& [stage, replicas] : byStage) {
+        // Most compute first; among equals the lowest rank.
+        std::sort(replicas.begin(), replicas.end(), [](const auto& a, const auto& b) {
+            return a.first != b.first ? a.first > b.first : a.second < b.second;
+        });
+        const int of = static_cast<int>(replicas.size());
+        shown[replicas.front().second] = {of > 1 ? "slowest" : "only", of};
+        if (of > 1) {
+            // The least compute; among equals the lowest rank.
+            auto fastest = std::find_if(replicas.begin(), replicas.end(), [&](const auto& r) { return r.first == replicas.back().first; });
+            if (fastest == replicas.begin())
+                ++fastest; // every replica equal: the next one
+            shown[fastest->second] = {"fastest", of};
+        }
+    }
+    std::set<int> inPipeline;
+    for (const StageAssignment& a : staged)
+        if (a.stage >= 0)
+            inPipeline.insert(a.rank);
+    for (int r : result.ranks)
+        if (!inPipeline.count(r))
+            shown[r] = {"", 0};
+    return shown;
+}
+
+} // namespace
+
 json measuredTimeline(const Trace& trace, const AnalysisResult& result, const TimelineLimits& limits, TimelineCounts* counts)
 {
     if (result.selectedIteration < 0 || static_cast<size_t>(result.selectedIteration) >= result.iterations.size())
         return json(nullptr);
     const Iteration& it = result.iterations[static_cast<size_t>(result.selectedIteration)];
+    const std::map<int, FoldedLane> folded = foldReplicas(result, limits);
+    std::set<int> shown;
+    for (const auto& [rank, lane] : folded)
+        shown.insert(rank);
+    auto wanted = [&](int rank) { return folded.empty() || shown.count(rank) > 0; };
 
     // The model needs only the iteration's activities: a trace of those, with
     // the NCCL records they point to, keeps the build to the window.
@@ -244,7 +309,7 @@ json measuredTimeline(const Trace& trace, const AnalysisResult& result, const Ti
     window.streams = trace.streams;
     window.ranks = trace.ranks;
     for (const Activity& a : trace.activities) {
-        if (a.end <= it.start || a.start >= it.end)
+        if (a.end <= it.start || a.start >= it.end || !wanted(a.rank))
             continue;
         Activity copy = a;
         if (a.ncclIndex >= 0 && static_cast<size_t>(a.ncclIndex) < trace.ncclOps.size()) {
@@ -262,7 +327,7 @@ json measuredTimeline(const Trace& trace, const AnalysisResult& result, const Ti
     timeline::MeasuredOptions mo;
     mo.cpuAnnotations = false;
     const TimelineModel model = timeline::buildMeasured(window, result, mo);
-    json doc = encodeTimeline(model, it.start, it.end, limits, counts);
+    json doc = encodeTimeline(model, it.start, it.end, limits, counts, folded.empty() ? nullptr : &shown);
 
     // Ranks with nothing in the model (no GPU work, no steps) still get their lane, last in their place.
     std::map<int, const StageAssignment*> stageOf;
@@ -271,7 +336,7 @@ json measuredTimeline(const Trace& trace, const AnalysisResult& result, const Ti
     json& lanes = doc["lanes"];
     bool added = false;
     for (int r : result.ranks) {
-        if (std::any_of(lanes.begin(), lanes.end(), [&](const json& l) { return l["rank"].get<int>() == r; }))
+        if (!wanted(r) || std::any_of(lanes.begin(), lanes.end(), [&](const json& l) { return l["rank"].get<int>() == r; }))
             continue;
         const auto f = stageOf.find(r);
         lanes.push_back(json{{"rank", r},
@@ -292,6 +357,16 @@ json measuredTimeline(const Trace& trace, const AnalysisResult& result, const Ti
         };
         std::stable_sort(sorted.begin(), sorted.end(), [&](const json& a, const json& b) { return key(a) < key(b); });
         lanes = json(std::move(sorted));
+    }
+    if (!folded.empty()) {
+        for (json& l : lanes)
+            if (const auto f = folded.find(l["rank"].get<int>()); f != folded.end() && f->second.of > 0) {
+                l["role"] = f->second.role;
+                l["of"] = f->second.of;
+            }
+        const auto inStages = std::count_if(result.pipeline.stageMap.begin(), result.pipeline.stageMap.end(),
+                                            [](const StageAssignment& a) { return a.stage >= 0; });
+        doc["folded"] = {{"ranks", static_cast<int64_t>(inStages)}, {"shown", static_cast<int64_t>(lanes.size())}};
     }
     return doc;
 }

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+
 namespace pipescope::whatif {
 struct Prediction;
 }
@@ -22,6 +24,12 @@ struct TimelineLimits {
     int maxItemsPerLane = 5000;
     // Over all lanes and rows: with many ranks each row gets less (never under 200).
     int64_t maxItemsTotal = 400'000;
+    // The measured timeline of a pipeline of more ranks than this, with a
+    // stage run by several data-parallel replicas, shows each stage by two of
+    // them, as the app folds replicas: the one with the most compute in the
+    // iteration (its slowest) and the one with the least (its fastest).
+    // Negative: every rank.
+    int foldReplicasAbove = 16;
 };
 
 struct TimelineCounts {
@@ -38,8 +46,8 @@ struct TimelineCounts {
 //             bubbles: [[start, duration, cause, count]...],
 //             comm:    [[start, duration, 0 p2p | 1 collective, name, count]...],
 //             busy:    [[start, duration, count]...]}]}
-// One lane per rank that has events anywhere in the model, in the model's
-// order (stage, replica, rank). steps and bubbles are the rank's Steps and
+// One lane per rank that has events anywhere in the model (of `ranks` when
+// given), in the model's order (stage, replica, rank). steps and bubbles are the rank's Steps and
 // Bubbles lanes; comm its point-to-point and collective kernels or
 // transfers, busy its compute kernels (all its streams together). Each row is
 // model.drawList over [from, to) at foldColumns pixels with foldPx 1, so
@@ -48,11 +56,15 @@ struct TimelineCounts {
 // 0, name -1 and how many events it holds. Times are clipped to the window;
 // names (of exact communication blocks) are capped at 2000 distinct.
 nlohmann::json encodeTimeline(const timeline::TimelineModel& model, TimeNs from, TimeNs to, const TimelineLimits& limits,
-                              TimelineCounts* counts = nullptr);
+                              TimelineCounts* counts = nullptr, const std::set<int>* ranks = nullptr);
 
 // The measured timeline of the selected iteration: timeline::buildMeasured
 // over the activities that overlap it (no CPU lanes), then encodeTimeline
-// over the iteration. null when there is no iteration.
+// over the iteration. null when there is no iteration. Replicas folded
+// (TimelineLimits::foldReplicasAbove): only the ranks shown are built and
+// encoded, each lane says "role" ("slowest" or "fastest" of its stage) and
+// "of" (the stage's replicas), and the document says
+// "folded": {"ranks": the ranks in the pipeline, "shown": the lanes}.
 nlohmann::json measuredTimeline(const Trace& trace, const AnalysisResult& result, const TimelineLimits& limits,
                                 TimelineCounts* counts = nullptr);
 

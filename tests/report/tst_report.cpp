@@ -121,6 +121,7 @@ private slots:
     void escaping();
     void comparisonSection();
     void encodeTimeline();
+    void foldedReplicas();
     void pipelineNumbers();
     void stragglerTable();
     void fillableTable();
@@ -281,6 +282,54 @@ void TestReport::fillableTable()
                                 "</td><td class=\"num\">1</td><td class=\"num\">1</td></tr>";
         QVERIFY2(table.find(row) != std::string::npos, (row + "\n" + table).c_str());
     }
+}
+
+void TestReport::foldedReplicas()
+{
+    // 4 stages x 5 replicas (rank = stage * 5 + replica). In stage 1, replica
+    // 3 (rank 8) computes 30% longer and replica 2 (rank 7) 20% shorter; the
+    // other stages' replicas are equal, so the lowest rank is the slowest
+    // and the next the fastest.
+    test::PipelineSpec spec = smallPipeline();
+    spec.replicas = 5;
+    spec.slowdown[{3, 1}] = 1.3;
+    spec.slowdown[{2, 1}] = 0.8;
+    const Trace t = test::pipelineTrace(spec).trace;
+    const AnalysisResult r = analyze(t);
+    QCOMPARE(r.pipeline.pp, 4);
+    auto lanesOf = [](const json& doc) {
+        std::vector<std::tuple<int, int, std::string, int>> out; // rank, stage, role, of
+        for (const json& l : doc["lanes"])
+            out.emplace_back(l["rank"].get<int>(), l["stage"].get<int>(), l.value("role", std::string()), l.value("of", 0));
+        return out;
+    };
+    report::TimelineLimits limits;
+    const json folded = report::measuredTimeline(t, r, limits);
+    const std::vector<std::tuple<int, int, std::string, int>> want{
+        {0, 0, "slowest", 5}, {1, 0, "fastest", 5}, {7, 1, "fastest", 5}, {8, 1, "slowest", 5},
+        {10, 2, "slowest", 5}, {11, 2, "fastest", 5}, {15, 3, "slowest", 5}, {16, 3, "fastest", 5}};
+    QVERIFY(lanesOf(folded) == want);
+    QCOMPARE(folded["folded"], (json{{"ranks", 20}, {"shown", 8}}));
+    // The lanes shown are drawn as they are unfolded.
+    limits.foldReplicasAbove = -1;
+    const json all = report::measuredTimeline(t, r, limits);
+    QCOMPARE(all["lanes"].size(), size_t(20));
+    QVERIFY(!all.contains("folded"));
+    for (const json& l : folded["lanes"])
+        for (const json& m : all["lanes"])
+            if (m["rank"] == l["rank"]) {
+                QCOMPARE(m["steps"], l["steps"]);
+                QCOMPARE(m["bubbles"], l["bubbles"]);
+                QCOMPARE(m["busy"], l["busy"]);
+            }
+    // Up to the threshold every rank has its lane.
+    limits.foldReplicasAbove = 20;
+    QCOMPARE(report::measuredTimeline(t, r, limits)["lanes"].size(), size_t(20));
+    // The page says so.
+    const std::string html = report::renderReport(t, r, report::ReportOptions{});
+    QVERIFY(html.find("<p class=\"note\" id=\"timeline-replicas\">Replicas folded: of the 20 ranks in the pipeline, each stage shows two") !=
+            std::string::npos);
+    QCOMPARE(embedded(html, "gantt-measured-data")["lanes"].size(), size_t(8));
 }
 
 void TestReport::pipelineNumbers()
