@@ -8,7 +8,8 @@
 //   - as those tasks with one core each (--jobs 1), task 0 alone and both side by side,
 // (a sharded import includes the map step: each task analyses its shard),
 // then summarised from the index alone (pipescope info), analysed (pipescope analyze and report on the sharded job, whole and
-// under a memory budget that reads the pipeline of its busiest replica) and opened as the app
+// under a memory budget that reads the pipeline of its busiest replica), one rank exported for Perfetto
+// (pipescope export --ranks, which reads that rank's pipeline) and opened as the app
 // opens it (its first frame; one pipeline, as the app reads a job too large to
 // read whole, then one stage's replicas as a click on it loads them; and the
 // whole job). Each step runs in a process
@@ -262,7 +263,12 @@ int main(int argc, char** argv)
         s = runCommands({{{cli, "analyze", job.string(), "--json", "-o", (dir / "analysis.json").string()}, {}}});
         std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "analyze (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
         s = runCommands({{{cli, "report", job.string(), "-o", (dir / "report.html").string()}, {}}});
-        std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "report (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        std::printf("  %-34s %7.1f s  peak %6.0f MB%s, page %.1f MB\n", "report (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED",
+                    static_cast<double>(bytesUnder(dir / "report.html")) / 1e6);
+        // One rank for Perfetto: its pipeline is read, not the job.
+        s = runCommands({{{cli, "export", job.string(), "--ranks", "1", "-o", (dir / "rank-1.json").string()}, {}}});
+        std::printf("  %-34s %7.2f s  peak %6.0f MB%s\n", "export --ranks 1 (its pipeline read)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        fs::remove(dir / "rank-1.json");
         // Under a memory budget the whole job does not fit: analyze and report
         // read the pipeline of the busiest replica, the rest from the index.
         const std::vector<std::string> budget{"PIPESCOPE_MEMORY_BUDGET=33554432"};
