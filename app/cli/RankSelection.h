@@ -39,15 +39,16 @@ struct CommandRead {
     std::optional<std::vector<int>> ranks() const;
 };
 
-// Plans the read and (check) checks, before anything is read, that the
-// machine has the memory it needs: throws Error naming the input, with what
-// to do instead, when it has not (FlagError naming --ranks for a list the
-// job does not hold). Without check, call checkCommandRead before reading.
 // What the command does with what it reads, in the check's words.
 struct ReadVerb {
     std::string doing = "analysing"; // "analysing all 8 ranks (...) needs about ..."
     std::string doThat = "analyse";  // "analyse fewer ranks with --ranks"
 };
+
+// Plans the read and (check) checks, before anything is read, that the
+// machine has the memory it needs: throws Error naming the input, with what
+// to do instead, when it has not (FlagError naming --ranks for a list the
+// job does not hold). Without check, call checkCommandRead before reading.
 CommandRead planCommandRead(Store& store, const std::string& ranksFlag, const std::string& input, bool check = true);
 void checkCommandRead(Store& store, const CommandRead& read, const std::string& input, const ReadVerb& verb = {});
 

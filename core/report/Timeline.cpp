@@ -270,7 +270,7 @@ std::map<int, FoldedLane> foldReplicas(const AnalysisResult& result, const Timel
             return a.first != b.first ? a.first > b.first : a.second < b.second;
         });
         const int of = static_cast<int>(replicas.size());
-        shown[replicas.front().second] = {of > 1 ? "slowest" : "only", of};
+        shown[replicas.front().second] = {"slowest", of}; // a stage of one replica: no role drawn
         if (of > 1) {
             // The least compute; among equals the lowest rank.
             auto fastest = std::find_if(replicas.begin(), replicas.end(), [&](const auto& r) { return r.first == replicas.back().first; });
@@ -360,7 +360,7 @@ json measuredTimeline(const Trace& trace, const AnalysisResult& result, const Ti
     }
     if (!folded.empty()) {
         for (json& l : lanes)
-            if (const auto f = folded.find(l["rank"].get<int>()); f != folded.end() && f->second.of > 0) {
+            if (const auto f = folded.find(l["rank"].get<int>()); f != folded.end() && f->second.of > 1) {
                 l["role"] = f->second.role;
                 l["of"] = f->second.of;
             }
