@@ -71,6 +71,9 @@ struct Context {
     std::array<TimeNs, kBubbleCauses> causeSum{};
     std::vector<const RankIdle*> idle; // selected iteration, in lane order
     const whatif::Levers* levers = nullptr; // priced by the what-if section's model, when it ran
+    // The timeline's replicas folded: the role of each rank it draws
+    // ("slowest", "fastest"); empty when it draws every rank.
+    std::map<int, std::string> foldedRoles;
 };
 
 void fact(std::string& out, const std::string& name, const std::string& escapedValue)
@@ -324,10 +327,13 @@ void idleSection(std::string& out, const Context& c)
         return;
     }
     out += "<p class=\"note\">Each bar is one rank's iteration window: compute busy time, then its idle time split by cause. "
-           "The causes of a rank add up to its idle time exactly.</p>\n<div class=\"bars\">\n";
-    for (const RankIdle* ri : c.idle) {
+           "The causes of a rank add up to its idle time exactly.</p>\n";
+    // Replicas folded: the timeline's lanes first, every rank folded away below.
+    const bool folded = !c.foldedRoles.empty();
+    auto bar = [&](const RankIdle* ri, const std::string& role) {
         out += "<div class=\"barrow\"><span class=\"bl\">rank " + std::to_string(ri->rank) +
-               (ri->stage >= 0 ? " <span class=\"dim\">s" + std::to_string(ri->stage) + "</span>" : std::string()) +
+               (ri->stage >= 0 ? " <span class=\"dim\">s" + std::to_string(ri->stage) + (role.empty() ? "" : " " + esc(role)) + "</span>"
+                               : std::string()) +
                "</span><span class=\"bar\">";
         auto seg = [&](const std::string& cls, const std::string& label, TimeNs ns) {
             if (ns <= 0 || ri->windowNs <= 0)
@@ -339,7 +345,19 @@ void idleSection(std::string& out, const Context& c)
         for (int ci = 0; ci < kBubbleCauses; ++ci)
             seg("c-" + causeName(ci), causeName(ci), ri->byCause[static_cast<size_t>(ci)]);
         out += "</span><span class=\"bv\">" + pct(ratio(ri->idleNs, ri->windowNs)) + " idle</span></div>\n";
+    };
+    if (folded) {
+        out += "<p class=\"note\" id=\"idle-folded\">Of each stage, its slowest and its fastest replica, as the timeline draws "
+               "them; every rank's bar and row follow, folded.</p>\n<div class=\"bars roles\">\n";
+        for (const RankIdle* ri : c.idle)
+            if (const auto f = c.foldedRoles.find(ri->rank); f != c.foldedRoles.end())
+                bar(ri, f->second);
+        out += "</div>\n<details id=\"idle-every-rank\"><summary>Every rank (" + formatCount(static_cast<int64_t>(c.idle.size())) +
+               "): bars and table</summary>\n";
     }
+    out += "<div class=\"bars\">\n";
+    for (const RankIdle* ri : c.idle)
+        bar(ri, "");
     out += "</div>\n<div class=\"scroll\"><table id=\"idle-table\"><thead><tr><th>rank</th><th>stage</th><th>window</th><th>busy</th>"
            "<th>idle</th><th>idle %</th>";
     for (int ci = 0; ci < kBubbleCauses; ++ci)
@@ -360,6 +378,8 @@ void idleSection(std::string& out, const Context& c)
     for (TimeNs v : c.causeSum)
         out += td(pct(ratio(v, c.idleSum)));
     out += "</tr></tfoot></table></div>\n";
+    if (folded)
+        out += "</details>\n";
     fillableTable(out, c);
     out += "</section>\n";
 }
@@ -558,6 +578,11 @@ void htaSection(std::string& out, const Context& c)
            "and idle time per stream over the whole trace (" +
            std::string(h.htaCompatible ? "HTA's own arithmetic: whole microseconds, last profiler step dropped" : "exact nanoseconds") +
            "), for comparison with HTA's output.</p>\n";
+    // Replicas folded: a row per rank and stream is long; it is folded away as the idle section's.
+    const bool folded = !c.foldedRoles.empty();
+    if (folded)
+        out += "<details id=\"hta-every-rank\"><summary>Every rank (" + formatCount(static_cast<int64_t>(h.temporal.size())) +
+               "): temporal breakdown and idle time per stream</summary>\n";
     if (!h.temporal.empty()) {
         out += "<div class=\"scroll\"><table id=\"hta-temporal\"><thead><tr><th>rank</th><th>kernel time</th><th>idle</th><th>idle %</th>"
                "<th>compute</th><th>compute %</th><th>non-compute</th><th>non-compute %</th><th>comm/comp overlap</th></tr></thead><tbody>\n";
@@ -577,6 +602,8 @@ void htaSection(std::string& out, const Context& c)
                    tdDur(x.kernelWaitNs) + tdDur(x.otherNs) + "</tr>\n";
         out += "</tbody></table></div>\n";
     }
+    if (folded)
+        out += "</details>\n";
     for (const auto& n : h.notes)
         out += "<p class=\"note\">" + esc(n) + "</p>\n";
     out += "</section>\n";
@@ -902,6 +929,10 @@ std::string renderReport(const Trace& trace, const AnalysisResult& analysis, con
     TimelineCounts counts;
     checkpoint(options.work, "writing the report: timeline", -1);
     const json timelineData = measuredTimeline(trace, r, {options.foldColumns, options.maxItemsPerLane}, &counts);
+    if (!timelineData.is_null() && timelineData.contains("folded"))
+        for (const json& l : timelineData["lanes"])
+            if (l.contains("role"))
+                c.foldedRoles[l["rank"].get<int>()] = l["role"].get<std::string>();
 
     const bool pipeline = r.pipeline.found;
     WhatIfOutcome w;

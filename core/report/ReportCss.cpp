@@ -47,6 +47,7 @@ nav { position: sticky; top: 0; background: rgba(255,255,255,.95); border-bottom
       padding-top: 6px; padding-bottom: 6px; }
 nav a { margin-right: 16px; color: var(--accent); text-decoration: none; }
 nav a:hover { text-decoration: underline; }
+details > summary { cursor: pointer; color: var(--accent); margin: 6px 0; }
 table { border-collapse: collapse; margin: 6px 0; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 10px; border-bottom: 1px solid var(--line); text-align: left; white-space: nowrap; }
 th { font-weight: 600; font-size: 12.5px; background: var(--panel); position: sticky; top: 0; }
@@ -71,6 +72,7 @@ table.shares td.w, table.shares th.w { width: 220px; }
 .bars { margin: 8px 0 12px; }
 .barrow { display: flex; align-items: center; gap: 8px; margin: 2px 0; }
 .barrow .bl { width: 90px; font-size: 12.5px; text-align: right; }
+.bars.roles .barrow .bl { width: 150px; }
 .barrow .bar { flex: 1; display: flex; height: 14px; background: var(--panel); border: 1px solid var(--line); max-width: 1100px; }
 .barrow .bar i { display: block; height: 100%; }
 .barrow .bv { width: 90px; font-size: 12.5px; color: var(--dim); font-variant-numeric: tabular-nums; }

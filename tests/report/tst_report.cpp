@@ -330,6 +330,25 @@ void TestReport::foldedReplicas()
     QVERIFY(html.find("<p class=\"note\" id=\"timeline-replicas\">Replicas folded: of the 20 ranks in the pipeline, each stage shows two") !=
             std::string::npos);
     QCOMPARE(embedded(html, "gantt-measured-data")["lanes"].size(), size_t(8));
+    // Idle by cause: the same 8 ranks first, labelled, then every rank folded away.
+    const size_t folds = html.find("<details id=\"idle-every-rank\"><summary>Every rank (20): bars and table</summary>");
+    QVERIFY(folds != std::string::npos);
+    const size_t idle = html.find("<section id=\"idle\">");
+    QVERIFY(idle < folds);
+    const std::string shown = html.substr(idle, folds - idle);
+    QCOMPARE(count(shown, "<div class=\"barrow\">"), size_t(8));
+    QVERIFY(shown.find("rank 8 <span class=\"dim\">s1 slowest</span>") != std::string::npos);
+    QVERIFY(shown.find("rank 7 <span class=\"dim\">s1 fastest</span>") != std::string::npos);
+    QCOMPARE(count(html.substr(folds), "<div class=\"barrow\">"), size_t(20));
+    QVERIFY(html.find("<table id=\"idle-table\">", folds) != std::string::npos);
+    const size_t hta = html.find("<details id=\"hta-every-rank\"><summary>Every rank (20): temporal breakdown");
+    QVERIFY(hta != std::string::npos && html.find("<table id=\"hta-temporal\">", hta) != std::string::npos);
+    QVERIFY(checkTags(html).empty());
+    // Unfolded, no fold in the idle section either.
+    const std::string small = report::renderReport(test::pipelineTrace(smallPipeline()).trace);
+    QVERIFY(small.find("idle-every-rank") == std::string::npos);
+    QVERIFY(small.find("idle-folded") == std::string::npos);
+    QVERIFY(small.find("hta-every-rank") == std::string::npos);
 }
 
 void TestReport::pipelineNumbers()
