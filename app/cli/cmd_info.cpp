@@ -8,8 +8,11 @@
 #include "util/Error.h"
 #include "util/Format.h"
 
+#include <algorithm>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace pipescope::cli {
 namespace {
@@ -87,7 +90,41 @@ std::string offsetText(TimeNs offset, TimeNs timeBase)
     return formatShift(offset);
 }
 
-void printInfo(const std::string& path, const StoreSummary& s)
+// A table of more rows than kRowsWhole shows its first kRowsShown (in rank
+// order) and says how many it left out: a thousand-rank job's tables would
+// otherwise bury its summary. --all lists every row; --json has them all.
+constexpr size_t kRowsWhole = 40;
+constexpr size_t kRowsShown = 16;
+
+class RowLimit {
+public:
+    RowLimit(size_t rows, bool all) : rows_(rows), shown_(all || rows <= kRowsWhole ? rows : kRowsShown) {}
+    bool show(size_t row) const { return row < shown_; }
+    // "  ... and 1,008 more sources (--all lists every one)\n", or "".
+    std::string more(const char* what) const
+    {
+        if (shown_ >= rows_)
+            return "";
+        return "  ... and " + formatCount(static_cast<int64_t>(rows_ - shown_)) + " more " + what + " (--all lists every one)\n";
+    }
+
+private:
+    size_t rows_, shown_;
+};
+
+// Median, least and most of a non-empty list of (value, rank), for a line that
+// stands for a table left out.
+struct Spread {
+    double min = 0, median = 0, max = 0;
+    int minRank = 0, maxRank = 0;
+};
+Spread spreadOf(std::vector<std::pair<double, int>> v)
+{
+    std::sort(v.begin(), v.end());
+    return {v.front().first, v[v.size() / 2].first, v.back().first, v.front().second, v.back().second};
+}
+
+void printInfo(const std::string& path, const StoreSummary& s, bool all)
 {
     auto meta = [&](const char* k) { auto it = s.meta.find(k); return it == s.meta.end() ? std::string("?") : it->second; };
     std::cout << path << "  (store schema " << s.schemaVersion << ", written by " << meta("created_by") << " on "
@@ -98,15 +135,27 @@ void printInfo(const std::string& path, const StoreSummary& s)
 
     std::cout << "\nSources\n";
     TextTable src({">id", "format", ">rank", "path", "time base", ">clock offset", "alignment"});
+    // In rank order (rank-2 before rank-10), then by path; files of no rank last.
+    std::vector<const SourceInfo*> sources;
     for (const auto& x : s.sources)
+        sources.push_back(&x);
+    std::stable_sort(sources.begin(), sources.end(), [](const SourceInfo* a, const SourceInfo* b) {
+        return std::make_tuple(!a->rank, a->rank.value_or(0), a->path) < std::make_tuple(!b->rank, b->rank.value_or(0), b->path);
+    });
+    const RowLimit srcRows(sources.size(), all);
+    for (size_t i = 0; i < sources.size() && srcRows.show(i); ++i) {
+        const SourceInfo& x = *sources[i];
         src.add({std::to_string(x.id), x.format, x.rank ? std::to_string(*x.rank) : "-", x.path,
                  x.timeBase != 0 ? formatEpochTime(x.timeBase) : "-", offsetText(x.clockOffset, x.timeBase),
                  x.alignment});
-    std::cout << src.render();
+    }
+    std::cout << src.render() << srcRows.more("sources");
 
     std::cout << "\nRanks (" << s.ranks.size() << ")\n";
     TextTable ranks({">rank", ">world", "host", ">pid", ">device", "GPU"});
-    for (const auto& r : s.ranks) {
+    const RowLimit rankRows(s.ranks.size(), all);
+    for (size_t i = 0; i < s.ranks.size() && rankRows.show(i); ++i) {
+        const RankInfo& r = s.ranks[i];
         std::string gpu;
         for (const auto& g : s.gpus)
             if (g.rank == r.rank && (!r.device || g.device == *r.device) && !g.name.empty())
@@ -114,18 +163,20 @@ void printInfo(const std::string& path, const StoreSummary& s)
         ranks.add({std::to_string(r.rank), r.worldSize ? std::to_string(*r.worldSize) : "-", r.host.empty() ? "-" : r.host,
                    r.pid ? std::to_string(*r.pid) : "-", r.device ? std::to_string(*r.device) : "-", gpu.empty() ? "-" : gpu});
     }
-    std::cout << ranks.render();
+    std::cout << ranks.render() << rankRows.more("ranks");
 
     std::cout << "\nStreams (" << s.streams.size() << ")\n";
     TextTable streams({">rank", ">device", ">stream", ">kernels", ">memcpy", ">memset", ">sync"});
-    for (const auto& st : s.streams) {
+    const RowLimit streamRows(s.streams.size(), all);
+    for (size_t i = 0; i < s.streams.size() && streamRows.show(i); ++i) {
+        const StreamInfo& st = s.streams[i];
         std::array<int64_t, 4> c{};
         if (auto it = s.streamCounts.find(st.id); it != s.streamCounts.end())
             c = it->second;
         streams.add({std::to_string(st.rank), std::to_string(st.device), std::to_string(st.stream), formatCount(c[0]),
                      formatCount(c[1]), formatCount(c[2]), formatCount(c[3])});
     }
-    std::cout << streams.render();
+    std::cout << streams.render() << streamRows.more("streams");
 
     std::cout << "\nGPU activities:";
     for (const auto& [k, n] : s.activityCounts)
@@ -146,20 +197,55 @@ void printInfo(const std::string& path, const StoreSummary& s)
 
     std::cout << "\nGPU busy time (union of intervals over all streams of a GPU)\n";
     TextTable busy({">rank", ">device", ">kernels", ">kernel span", ">kernel busy", ">busy %", ">busy incl. copies"});
-    for (const auto& g : s.gpuSummaries) {
+    const RowLimit busyRows(s.gpuSummaries.size(), all);
+    std::vector<std::pair<double, int>> busyShare; // kernel busy over kernel span, per GPU with kernels
+    for (size_t i = 0; i < s.gpuSummaries.size(); ++i) {
+        const GpuSummary& g = s.gpuSummaries[i];
         TimeNs span = g.kernelFirst && g.kernelLast ? *g.kernelLast - *g.kernelFirst : 0;
+        if (span > 0)
+            busyShare.emplace_back(double(g.kernelBusy) / double(span), g.rank);
+        if (!busyRows.show(i))
+            continue;
         busy.add({std::to_string(g.rank), std::to_string(g.device), formatCount(g.kernels), formatDuration(span),
                   formatDuration(g.kernelBusy), span > 0 ? formatPercent(double(g.kernelBusy) / double(span)) : "-",
                   formatDuration(g.gpuBusy)});
     }
-    std::cout << busy.render();
+    std::cout << busy.render() << busyRows.more("GPUs");
+    if (!busyRows.more("").empty() && !busyShare.empty()) {
+        const Spread sp = spreadOf(busyShare);
+        std::cout << "  busy % over all " << formatCount(static_cast<int64_t>(busyShare.size())) << " GPUs with kernels: least "
+                  << formatPercent(sp.min) << " (rank " << sp.minRank << "), median " << formatPercent(sp.median) << ", most "
+                  << formatPercent(sp.max) << " (rank " << sp.maxRank << ")\n";
+    }
 
     if (!s.diagnostics.empty()) {
         std::cout << "\nImport diagnostics (records skipped or repaired)\n";
-        TextTable d({"severity", "kind", ">count", "example"});
-        for (const auto& x : s.diagnostics)
-            d.add({std::string(toString(x.severity)), x.kind, formatCount(x.count), x.example});
-        std::cout << d.render();
+        if (all || s.diagnostics.size() <= kRowsWhole) {
+            TextTable d({"severity", "kind", ">count", "example"});
+            for (const auto& x : s.diagnostics)
+                d.add({std::string(toString(x.severity)), x.kind, formatCount(x.count), x.example});
+            std::cout << d.render();
+        } else {
+            // One row per kind, over all the files that reported it.
+            struct Kind {
+                int64_t count = 0, files = 0;
+                std::string example;
+            };
+            std::map<std::pair<int, std::string>, Kind> kinds; // (severity, kind), most severe first
+            for (const auto& x : s.diagnostics) {
+                Kind& k = kinds[{-static_cast<int>(x.severity), x.kind}];
+                k.count += x.count;
+                ++k.files;
+                if (k.example.empty())
+                    k.example = x.example;
+            }
+            TextTable d({"severity", "kind", ">count", ">reports", "example"});
+            for (const auto& [key, k] : kinds)
+                d.add({std::string(toString(static_cast<Severity>(-key.first))), key.second, formatCount(k.count), formatCount(k.files),
+                       k.example});
+            std::cout << d.render() << "  (" << formatCount(static_cast<int64_t>(s.diagnostics.size()))
+                      << " reports, one row per kind; --all lists each)\n";
+        }
     }
 }
 
@@ -184,7 +270,9 @@ RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, t
                          auto asJson = std::make_shared<bool>(false);
                          app.add_option("file", *file, "Store file (.pipescope) or sharded job folder")->required();
                          app.add_flag("--json", *asJson, "Print JSON (schema pipescope.info/1) instead of tables");
-                         return [file, asJson] {
+                         auto all = std::make_shared<bool>(false);
+                         app.add_flag("--all", *all, "List every row of every table (by default a table of more than 40 rows shows 16)");
+                         return [file, asJson, all] {
                              Store store(*file);
                              auto s = store.summary();
                              const JobIndex* job = store.jobIndex();
@@ -201,14 +289,17 @@ RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, t
                                  }
                                  std::cout << jsonText(doc, 2) << "\n";
                              } else {
-                                 printInfo(*file, s);
+                                 printInfo(*file, s, *all);
                                  if (job) {
                                      std::cout << "\nSharded job: " << job->shards << " shards, grouped by " << job->groupedBy << "\n";
                                      TextTable t({">shard", "file", ">ranks", ">records", ">input"});
-                                     for (const ShardRecord& r : job->records)
+                                     const RowLimit shardRows(job->records.size(), *all);
+                                     for (size_t i = 0; i < job->records.size() && shardRows.show(i); ++i) {
+                                         const ShardRecord& r = job->records[i];
                                          t.add({std::to_string(r.index), r.file.empty() ? "-" : r.file,
                                                 std::to_string(r.ranks.size()), formatCount(r.records), formatBytes(r.inputBytes)});
-                                     std::cout << t.render();
+                                     }
+                                     std::cout << t.render() << shardRows.more("shards");
                                      printOverview(*job, *file);
                                      // What analyze, report and whatif will read of it by default.
                                      const ReadPlan plan = planRead(store, {}, commandLimits(""));

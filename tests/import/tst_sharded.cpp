@@ -13,6 +13,7 @@
 #include "import/Import.h"
 #include "import/ShardedImport.h"
 #include "store/Store.h"
+#include "store/StoreWriter.h"
 #include "util/Error.h"
 #include "util/JsonText.h"
 
@@ -897,6 +898,67 @@ private slots:
             if (e["ph"] == "X")
                 first = std::min(first, e["ts"].get<double>());
         QCOMPARE(first, 5000.0);
+#endif
+    }
+
+    void infoOfManyRanksIsShort()
+    {
+#ifndef PIPESCOPE_CLI
+        QSKIP("the command-line tool is not built");
+#else
+        // 48 ranks, a file and a GPU each: every kernel table has 48 rows.
+        // Rank 5's kernels cover 200 of its 3000 ns span, rank 40's all of
+        // it, every other rank's 2000. Each file reports skipped records.
+        QTemporaryDir out;
+        const std::string file = path(out, "many.pipescope");
+        {
+            StoreWriter w(file);
+            const StringId name = w.intern("gemm");
+            for (int r = 0; r < 48; ++r) {
+                const int64_t src = w.addSource({"rank-" + std::to_string(r) + ".json", "kineto", r, 0, ""});
+                RankInfo ri;
+                ri.rank = r;
+                ri.sourceId = src;
+                w.addRank(ri);
+                const int64_t stream = w.stream(r, 0, 7, "");
+                std::vector<std::pair<TimeNs, TimeNs>> kernels{{0, 1000}, {2000, 3000}};
+                if (r == 5)
+                    kernels = {{0, 100}, {2900, 3000}};
+                if (r == 40)
+                    kernels = {{0, 3000}};
+                for (const auto& [a, b] : kernels)
+                    w.addActivity({r, stream, ActivityKind::Kernel, a, b, name, std::nullopt, std::nullopt, std::nullopt, {}, {}});
+                w.diagnostic(src, Severity::Info, "skipped:python_function", "rank-" + std::to_string(r) + ".json: skipped", 2);
+            }
+            w.diagnostic(std::nullopt, Severity::Warning, "repaired:overlap", "two kernels overlapped", 1);
+            w.finish();
+        }
+        const QString store = QString::fromStdString(file);
+        test::CliResult r = runCliWith({"info", store});
+        QCOMPARE(r.exitCode, 0);
+        for (const char* what : {"sources", "ranks", "streams", "GPUs"})
+            QVERIFY2(r.out.contains(QString("  ... and 32 more %1 (--all lists every one)\n").arg(what)), qPrintable(r.out));
+        // Sources in rank order, the first 16.
+        QVERIFY(r.out.indexOf("rank-2.json") < r.out.indexOf("rank-10.json"));
+        QVERIFY(r.out.contains("rank-15.json") && !r.out.contains("rank-16.json"));
+        // What the GPU rows left out would have said.
+        QVERIFY2(r.out.contains("  busy % over all 48 GPUs with kernels: least 6.67% (rank 5), median 66.67%, most 100.00% (rank 40)\n"),
+                 qPrintable(r.out));
+        // One diagnostic row per kind, the most severe first, over every file.
+        QVERIFY2(r.out.contains(QRegularExpression("  warning +repaired:overlap +1 +1  two kernels overlapped\n"
+                                                   "  info +skipped:python_function +96 +48  rank-0.json: skipped\n"
+                                                   "  \\(49 reports, one row per kind; --all lists each\\)\n")),
+                 qPrintable(r.out));
+        r = runCliWith({"info", store, "--all"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.contains("rank-47.json: skipped") && !r.out.contains("--all lists"));
+        QCOMPARE(r.out.count("rank-47.json  "), 1); // the sources table
+        // A small job's tables are whole.
+        const std::string small = path(out, "small.pipescope");
+        importJob(options(job_, small));
+        r = runCliWith({"info", QString::fromStdString(small)});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.contains("Streams (24)") && !r.out.contains("--all lists"));
 #endif
     }
 
