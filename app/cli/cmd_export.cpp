@@ -79,9 +79,10 @@ int runExport(const ExportArgs& a)
         rules = std::make_shared<const CommRules>(CommRules::fromFile(a.commRules));
 
     // Times are checked before anything is read.
-    const std::optional<TimeNs> fromOffset = a.from.empty() ? std::nullopt : std::optional(parseOffset("--from", a.from));
-    const std::optional<TimeNs> toOffset = a.to.empty() ? std::nullopt : std::optional(parseOffset("--to", a.to));
-    if (fromOffset && toOffset && *toOffset <= *fromOffset)
+    // Offsets from the job's origin; -1: not given.
+    const TimeNs fromOffset = a.from.empty() ? -1 : parseOffset("--from", a.from);
+    const TimeNs toOffset = a.to.empty() ? -1 : parseOffset("--to", a.to);
+    if (fromOffset >= 0 && toOffset >= 0 && toOffset <= fromOffset)
         throw Error("--from " + a.from + " --to " + a.to + ": the range is empty; give a --to later than --from");
 
     Store store(a.file);
@@ -139,10 +140,10 @@ int runExport(const ExportArgs& a)
     // Times count from the whole job's earliest record, whatever is read.
     const TimeNs origin = lo.ranks ? store.earliestRecord().value_or(0) : report::chromeTraceOrigin(trace);
     o.origin = origin;
-    if (fromOffset)
-        o.from = origin + *fromOffset;
-    if (toOffset)
-        o.to = origin + *toOffset;
+    if (fromOffset >= 0)
+        o.from = origin + fromOffset;
+    if (toOffset >= 0)
+        o.to = origin + toOffset;
     if (!a.ranks.empty())
         o.ranks = a.ranks;
     if (!a.noStages && !trace.activities.empty()) {

@@ -90,28 +90,6 @@ std::string offsetText(TimeNs offset, TimeNs timeBase)
     return formatShift(offset);
 }
 
-// A table of more rows than kRowsWhole shows its first kRowsShown (in rank
-// order) and says how many it left out: a thousand-rank job's tables would
-// otherwise bury its summary. --all lists every row; --json has them all.
-constexpr size_t kRowsWhole = 40;
-constexpr size_t kRowsShown = 16;
-
-class RowLimit {
-public:
-    RowLimit(size_t rows, bool all) : rows_(rows), shown_(all || rows <= kRowsWhole ? rows : kRowsShown) {}
-    bool show(size_t row) const { return row < shown_; }
-    // "  ... and 1,008 more sources (--all lists every one)\n", or "".
-    std::string more(const char* what) const
-    {
-        if (shown_ >= rows_)
-            return "";
-        return "  ... and " + formatCount(static_cast<int64_t>(rows_ - shown_)) + " more " + what + " (--all lists every one)\n";
-    }
-
-private:
-    size_t rows_, shown_;
-};
-
 // Median, least and most of a non-empty list of (value, rank), for a line that
 // stands for a table left out.
 struct Spread {
@@ -149,7 +127,7 @@ void printInfo(const std::string& path, const StoreSummary& s, bool all)
                  x.timeBase != 0 ? formatEpochTime(x.timeBase) : "-", offsetText(x.clockOffset, x.timeBase),
                  x.alignment});
     }
-    std::cout << src.render() << srcRows.more("sources");
+    std::cout << src.render() << srcRows.more("sources", "--all lists every one");
 
     std::cout << "\nRanks (" << s.ranks.size() << ")\n";
     TextTable ranks({">rank", ">world", "host", ">pid", ">device", "GPU"});
@@ -163,7 +141,7 @@ void printInfo(const std::string& path, const StoreSummary& s, bool all)
         ranks.add({std::to_string(r.rank), r.worldSize ? std::to_string(*r.worldSize) : "-", r.host.empty() ? "-" : r.host,
                    r.pid ? std::to_string(*r.pid) : "-", r.device ? std::to_string(*r.device) : "-", gpu.empty() ? "-" : gpu});
     }
-    std::cout << ranks.render() << rankRows.more("ranks");
+    std::cout << ranks.render() << rankRows.more("ranks", "--all lists every one");
 
     std::cout << "\nStreams (" << s.streams.size() << ")\n";
     TextTable streams({">rank", ">device", ">stream", ">kernels", ">memcpy", ">memset", ">sync"});
@@ -176,7 +154,7 @@ void printInfo(const std::string& path, const StoreSummary& s, bool all)
         streams.add({std::to_string(st.rank), std::to_string(st.device), std::to_string(st.stream), formatCount(c[0]),
                      formatCount(c[1]), formatCount(c[2]), formatCount(c[3])});
     }
-    std::cout << streams.render() << streamRows.more("streams");
+    std::cout << streams.render() << streamRows.more("streams", "--all lists every one");
 
     std::cout << "\nGPU activities:";
     for (const auto& [k, n] : s.activityCounts)
@@ -210,8 +188,8 @@ void printInfo(const std::string& path, const StoreSummary& s, bool all)
                   formatDuration(g.kernelBusy), span > 0 ? formatPercent(double(g.kernelBusy) / double(span)) : "-",
                   formatDuration(g.gpuBusy)});
     }
-    std::cout << busy.render() << busyRows.more("GPUs");
-    if (!busyRows.more("").empty() && !busyShare.empty()) {
+    std::cout << busy.render() << busyRows.more("GPUs", "--all lists every one");
+    if (busyRows.cut() && !busyShare.empty()) {
         const Spread sp = spreadOf(busyShare);
         std::cout << "  busy % over all " << formatCount(static_cast<int64_t>(busyShare.size())) << " GPUs with kernels: least "
                   << formatPercent(sp.min) << " (rank " << sp.minRank << "), median " << formatPercent(sp.median) << ", most "
@@ -299,7 +277,7 @@ RegisterCommand reg{{"info", "Summarise a store: ranks, GPUs, streams, counts, t
                                          t.add({std::to_string(r.index), r.file.empty() ? "-" : r.file,
                                                 std::to_string(r.ranks.size()), formatCount(r.records), formatBytes(r.inputBytes)});
                                      }
-                                     std::cout << t.render() << shardRows.more("shards");
+                                     std::cout << t.render() << shardRows.more("shards", "--all lists every one");
                                      printOverview(*job, *file);
                                      // What analyze, report and whatif will read of it by default.
                                      const ReadPlan plan = planRead(store, {}, commandLimits(""));

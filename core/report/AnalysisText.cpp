@@ -4,9 +4,11 @@
 #include "analysis/Verdict.h"
 #include "util/Format.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 namespace pipescope::report {
@@ -111,9 +113,21 @@ void printPipeline(std::ostream& os, const AnalysisResult& r)
     os << "  schedule: " << scheduleName(p.schedule) << " (confidence " << conf << "): " << p.scheduleEvidence << "\n";
     if (r.imbalance.idealBubbleFraction > 0)
         os << "  ideal bubble fraction (p-1)/(v*m+p-1): " << fmtPct(r.imbalance.idealBubbleFraction) << "\n";
-    os << "  stage map:";
+    if (p.stageMap.size() <= kRowsWhole) {
+        os << "  stage map:";
+        for (const auto& a : p.stageMap)
+            os << " " << a.rank << ":" << (a.stage >= 0 ? std::to_string(a.stage) : "-");
+        os << "\n";
+        return;
+    }
+    // Many ranks: each stage's ranks as runs.
+    std::map<int, std::vector<int>> byStage;
     for (const auto& a : p.stageMap)
-        os << " " << a.rank << ":" << (a.stage >= 0 ? std::to_string(a.stage) : "-");
+        byStage[a.stage].push_back(a.rank);
+    os << "  stage map:";
+    for (const auto& [stage, ranks] : byStage)
+        os << (stage == byStage.begin()->first ? " " : "; ") << (stage >= 0 ? "stage " + std::to_string(stage) : std::string("no stage"))
+           << " ranks " << rankRuns(ranks);
     os << "\n";
 }
 
@@ -127,26 +141,31 @@ void printIdle(std::ostream& os, const AnalysisResult& r)
     TextTable idle = table(head);
     std::array<TimeNs, kBubbleCauses> tot{};
     TimeNs win = 0, idl = 0;
+    const RowLimit rows(static_cast<size_t>(std::count_if(r.idle.begin(), r.idle.end(),
+                                                          [&](const RankIdle& ri) { return ri.iteration == r.selectedIteration; })));
+    size_t row = 0;
     for (const auto& ri : r.idle) {
         if (ri.iteration != r.selectedIteration)
             continue;
-        std::vector<std::string> row{std::to_string(ri.rank), ri.stage >= 0 ? std::to_string(ri.stage) : "-",
-                                     fmtTime(ri.windowNs), fmtTime(ri.busyNs), fmtTime(ri.idleNs),
-                                     fmtPct(ri.windowNs ? static_cast<double>(ri.idleNs) / static_cast<double>(ri.windowNs) : 0)};
+        const bool shown = rows.show(row++);
+        std::vector<std::string> cells{std::to_string(ri.rank), ri.stage >= 0 ? std::to_string(ri.stage) : "-",
+                                       fmtTime(ri.windowNs), fmtTime(ri.busyNs), fmtTime(ri.idleNs),
+                                       fmtPct(ri.windowNs ? static_cast<double>(ri.idleNs) / static_cast<double>(ri.windowNs) : 0)};
         for (int c = 0; c < kBubbleCauses; ++c) {
-            row.push_back(fmtTime(ri.byCause[static_cast<size_t>(c)]));
+            cells.push_back(fmtTime(ri.byCause[static_cast<size_t>(c)]));
             tot[static_cast<size_t>(c)] += ri.byCause[static_cast<size_t>(c)];
         }
         win += ri.windowNs;
         idl += ri.idleNs;
-        idle.add(row);
+        if (shown)
+            idle.add(cells);
     }
     std::vector<std::string> total{"all", "", fmtTime(win), fmtTime(win - idl), fmtTime(idl),
                                    fmtPct(win ? static_cast<double>(idl) / static_cast<double>(win) : 0)};
     for (TimeNs v : tot)
         total.push_back(fmtTime(v));
     idle.add(total);
-    os << idle.render();
+    os << idle.render() << rows.more("ranks, counted in the total", "--json lists all");
 }
 
 // The histogram's non-empty buckets: "<0.1 ms: 2, 0.8-1.6 ms: 1, ...".
@@ -234,18 +253,15 @@ void printMemory(std::ostream& os, const AnalysisResult& r)
     os << "\nMeasured memory (selected iteration; allocator events"
        << (absolute ? "" : "; +: relative to the rank's memory as the iteration began, the trace has no totals") << ")\n";
     TextTable t = table({"rank", "stage", "peak", "start", "end", "reserved", "events"});
-    size_t shown = 0;
-    for (const MeasuredMemory& m : r.memory) {
-        if (++shown > 64)
-            break;
+    const RowLimit rows(r.memory.size());
+    for (size_t i = 0; i < r.memory.size() && rows.show(i); ++i) {
+        const MeasuredMemory& m = r.memory[i];
         auto b = [&](int64_t v) { return (m.absolute ? "" : "+") + formatBytes(v); };
         t.add({std::to_string(m.rank), m.stage >= 0 ? std::to_string(m.stage) : std::string("-"), b(m.peakBytes),
                b(m.startBytes), b(m.endBytes), m.peakReservedBytes ? formatBytes(*m.peakReservedBytes) : std::string("-"),
                std::to_string(m.events)});
     }
-    os << t.render();
-    if (r.memory.size() > 64)
-        os << "  ... " << r.memory.size() - 64 << " more ranks (--json lists all)\n";
+    os << t.render() << rows.more("ranks", "--json lists all");
 }
 
 void printImbalance(std::ostream& os, const AnalysisResult& r)
@@ -256,9 +272,7 @@ void printImbalance(std::ostream& os, const AnalysisResult& r)
     os << "\nImbalance per stage (compute per microbatch)\n";
     TextTable t = table({"stage", "ranks", "busy", "F mean", "F p50", "F p95", "B mean", "B p50", "B p95"});
     for (const auto& s : im.stages) {
-        std::string ranks;
-        for (int x : s.ranks)
-            ranks += (ranks.empty() ? "" : ",") + std::to_string(x);
+        const std::string ranks = rankRuns(s.ranks);
         auto d = [](const Distribution& x, double v) { return x.count ? fmtTime(static_cast<TimeNs>(v)) : std::string("-"); };
         t.add({std::to_string(s.stage), ranks, fmtTime(s.busyNs), d(s.forwardNs, s.forwardNs.mean), d(s.forwardNs, s.forwardNs.p50),
                d(s.forwardNs, s.forwardNs.p95), d(s.backwardNs, s.backwardNs.mean), d(s.backwardNs, s.backwardNs.p50),
@@ -283,10 +297,13 @@ void printOverlap(std::ostream& os, const AnalysisResult& r)
         return;
     os << "\nCompute/communication overlap (selected iteration)\n";
     TextTable t = table({"rank", "communication", "overlapped", "share"});
-    for (const auto& o : im.overlap)
+    const RowLimit rows(im.overlap.size());
+    for (size_t i = 0; i < im.overlap.size() && rows.show(i); ++i) {
+        const auto& o = im.overlap[i];
         t.add({std::to_string(o.rank), fmtTime(o.commNs), fmtTime(o.overlappedNs),
                o.commNs ? fmtPct(static_cast<double>(o.overlappedNs) / static_cast<double>(o.commNs)) : "-"});
-    os << t.render();
+    }
+    os << t.render() << rows.more("ranks", "--json lists all");
 }
 
 void printCriticalPath(std::ostream& os, const AnalysisResult& r)
@@ -314,7 +331,9 @@ void printHta(std::ostream& os, const AnalysisResult& r)
     bool us = h.htaCompatible;
     os << "\nHTA temporal breakdown (" << (us ? "HTA-compatible, us" : "exact, us") << ")\n";
     TextTable t = table({"rank", "kernel_time", "idle", "idle %", "compute", "compute %", "non_compute", "non-compute %", "comm/comp overlap"});
-    for (const auto& x : h.temporal) {
+    const RowLimit rows(h.temporal.size());
+    for (size_t i = 0; i < h.temporal.size() && rows.show(i); ++i) {
+        const auto& x = h.temporal[i];
         auto pct = [&](TimeNs v) { return fmtPct(x.kernelTimeNs ? static_cast<double>(v) / static_cast<double>(x.kernelTimeNs) : 0); };
         char ov[32] = "-";
         if (x.commCompOverlapPct)
@@ -322,12 +341,15 @@ void printHta(std::ostream& os, const AnalysisResult& r)
         t.add({std::to_string(x.rank), fmtUs(x.kernelTimeNs), fmtUs(x.idleTimeNs), pct(x.idleTimeNs), fmtUs(x.computeTimeNs),
                pct(x.computeTimeNs), fmtUs(x.nonComputeTimeNs), pct(x.nonComputeTimeNs), ov});
     }
-    os << t.render();
+    os << t.render() << rows.more("ranks", "--json lists all");
     os << "\nHTA idle time per stream (us)\n";
     TextTable s = table({"rank", "stream", "host wait", "kernel wait", "other"});
-    for (const auto& x : h.idle)
+    const RowLimit streams(h.idle.size());
+    for (size_t i = 0; i < h.idle.size() && streams.show(i); ++i) {
+        const auto& x = h.idle[i];
         s.add({std::to_string(x.rank), std::to_string(x.stream), fmtUs(x.hostWaitNs), fmtUs(x.kernelWaitNs), fmtUs(x.otherNs)});
-    os << s.render();
+    }
+    os << s.render() << streams.more("streams", "--json lists all");
 }
 
 void printWarnings(std::ostream& os, const AnalysisResult& r)

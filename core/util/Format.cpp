@@ -126,6 +126,33 @@ void TextTable::add(std::vector<std::string> row)
     rows_.push_back(std::move(row));
 }
 
+std::string RowLimit::more(const std::string& what, const std::string& how) const
+{
+    if (!cut())
+        return "";
+    return "  ... and " + formatCount(static_cast<int64_t>(rows_ - shown_)) + " more " + what + " (" + how + ")\n";
+}
+
+std::string rankRuns(std::vector<int> ranks, size_t maxRuns)
+{
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    std::string out;
+    size_t runs = 0;
+    for (size_t i = 0; i < ranks.size();) {
+        size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+            ++j;
+        if (runs++ == maxRuns) {
+            out += ", ... (" + std::to_string(ranks.size()) + " ranks)";
+            break;
+        }
+        out += (out.empty() ? "" : ",") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+        i = j + 1;
+    }
+    return out;
+}
+
 std::string TextTable::render(const std::string& indent) const
 {
     std::vector<size_t> width(header_.size(), 0);

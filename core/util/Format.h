@@ -29,6 +29,28 @@ std::string formatEpochTime(int64_t ns);
 // (terminal escapes included) become \xNN and text beyond maxBytes becomes "...".
 std::string printable(std::string_view text, size_t maxBytes = 200);
 
+// A text table of a thousand ranks would bury what the command prints
+// around it: a table of more than kRowsWhole rows shows its first
+// kRowsShown and says how many it left out (the command's --json, or
+// info --all, has them all).
+inline constexpr size_t kRowsWhole = 40;
+inline constexpr size_t kRowsShown = 16;
+class RowLimit {
+public:
+    RowLimit(size_t rows, bool all = false) : rows_(rows), shown_(all || rows <= kRowsWhole ? rows : kRowsShown) {}
+    bool show(size_t row) const { return row < shown_; }
+    bool cut() const { return shown_ < rows_; }
+    // "  ... and 1,008 more ranks (how)\n", or "" when every row is shown.
+    std::string more(const std::string& what, const std::string& how) const;
+
+private:
+    size_t rows_, shown_;
+};
+
+// Ranks as runs, the syntax --ranks reads: "0-255", "0-3,8,12-15"; past
+// maxRuns runs, "0,4,8,12, ... (256 ranks)".
+std::string rankRuns(std::vector<int> ranks, size_t maxRuns = 8);
+
 class TextTable {
 public:
     explicit TextTable(std::vector<std::string> header);

@@ -4,6 +4,8 @@
 // timelines, and the command line (exit codes, unwritable output, the real
 // bundled capture).
 #include "StoreFixture.h"
+#include "report/AnalysisText.h"
+#include "whatif/Levers.h"
 #include "SyntheticTrace.h"
 #include "TestSupport.h"
 #include "report/CompareSection.h"
@@ -20,6 +22,8 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include <set>
@@ -122,6 +126,7 @@ private slots:
     void comparisonSection();
     void encodeTimeline();
     void foldedReplicas();
+    void analysisTextOfManyRanks();
     void pipelineNumbers();
     void stragglerTable();
     void fillableTable();
@@ -349,6 +354,43 @@ void TestReport::foldedReplicas()
     QVERIFY(small.find("idle-every-rank") == std::string::npos);
     QVERIFY(small.find("idle-folded") == std::string::npos);
     QVERIFY(small.find("hta-every-rank") == std::string::npos);
+}
+
+void TestReport::analysisTextOfManyRanks()
+{
+    // 4 stages x 12 replicas: 48 ranks, rank = stage * 12 + replica.
+    test::PipelineSpec spec = smallPipeline();
+    spec.replicas = 12;
+    const Trace t = test::pipelineTrace(spec).trace;
+    const AnalysisResult r = analyze(t);
+    QCOMPARE(r.pipeline.dp, 12);
+    std::ostringstream os;
+    report::printAnalysisText(os, "many.pipescope", r, whatif::Levers{});
+    const std::string text = os.str();
+    QVERIFY2(text.find("  stage map: stage 0 ranks 0-11; stage 1 ranks 12-23; stage 2 ranks 24-35; stage 3 ranks 36-47\n") !=
+                 std::string::npos,
+             text.c_str());
+    // The idle table: 16 ranks, the total over all 48, and what was left out.
+    TimeNs idle = 0;
+    for (const RankIdle& ri : r.idle)
+        if (ri.iteration == r.selectedIteration)
+            idle += ri.idleNs;
+    const size_t table = text.find("Idle time per rank");
+    const size_t total = text.find("\n  all ", table);
+    QVERIFY(table != std::string::npos && total != std::string::npos);
+    QVERIFY(text.find("\n  15 ", table) < total && text.find("\n  16 ", table) > total);
+    QVERIFY(text.find(formatDuration(idle), total) < text.find('\n', total + 1));
+    QVERIFY(text.find("  ... and 32 more ranks, counted in the total (--json lists all)\n", total) != std::string::npos);
+    // Each stage's ranks as runs in the imbalance table.
+    QVERIFY(text.find(" 12-23 ") != std::string::npos);
+    // A pipeline of 20 ranks is printed whole.
+    test::PipelineSpec few = smallPipeline();
+    few.replicas = 5;
+    std::ostringstream small;
+    const Trace ft = test::pipelineTrace(few).trace;
+    report::printAnalysisText(small, "few.pipescope", analyze(ft), whatif::Levers{});
+    QVERIFY(small.str().find("more ranks") == std::string::npos);
+    QVERIFY(small.str().find("  stage map: 0:0 1:0 2:0 3:0 4:0 5:1") != std::string::npos);
 }
 
 void TestReport::pipelineNumbers()

@@ -15,6 +15,24 @@ using namespace pipescope;
 class TstUtil : public QObject {
     Q_OBJECT
 private slots:
+    void rankRunsAndRowLimits()
+    {
+        QCOMPARE(rankRuns({5, 1, 2, 3, 8, 10, 11, 3}), std::string("1-3,5,8,10-11"));
+        QCOMPARE(rankRuns({}), std::string());
+        std::vector<int> strided;
+        for (int r = 0; r < 1024; r += 4)
+            strided.push_back(r);
+        QCOMPARE(rankRuns(strided), std::string("0,4,8,12,16,20,24,28, ... (256 ranks)"));
+        QCOMPARE(rankRuns({0, 1, 2, 3, 5, 7}, 2), std::string("0-3,5, ... (6 ranks)"));
+        // A table of 40 rows is whole; of 41, it shows 16 and says what it left out.
+        QVERIFY(!RowLimit(40).cut());
+        QCOMPARE(RowLimit(40).more("ranks", "x"), std::string());
+        const RowLimit cut(41);
+        QVERIFY(cut.cut() && cut.show(15) && !cut.show(16));
+        QCOMPARE(cut.more("ranks", "--json lists all"), std::string("  ... and 25 more ranks (--json lists all)\n"));
+        QVERIFY(!RowLimit(41, true).cut());
+    }
+
     void demangles()
     {
         QCOMPARE(demangle("_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE").value_or("-"),
