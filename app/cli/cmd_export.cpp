@@ -61,13 +61,6 @@ TimeNs parseOffset(const std::string& flag, const std::string& text)
     return *ns;
 }
 
-std::vector<int> sortedRanks(std::vector<int> ranks)
-{
-    std::sort(ranks.begin(), ranks.end());
-    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-    return ranks;
-}
-
 int runExport(const ExportArgs& a)
 {
     // Fail on an unwritable output before loading the store.
@@ -108,7 +101,7 @@ int runExport(const ExportArgs& a)
     // unless --no-stages leaves the analysis out.
     std::string readRanks = "all";
     if (!a.ranks.empty() && a.noStages) {
-        readRanks = rankListText(sortedRanks(a.ranks));
+        readRanks = rankListText(a.ranks); // the plan sorts them and reads each once
     } else if (!a.ranks.empty() && store.jobIndex()) {
         std::vector<int> wanted;
         for (int r : a.ranks) {
@@ -118,7 +111,7 @@ int runExport(const ExportArgs& a)
             else
                 wanted.push_back(r); // its stage comes from the index
         }
-        readRanks = rankListText(sortedRanks(wanted));
+        readRanks = rankListText(wanted);
     }
     const CommandRead read = planCommandRead(store, readRanks, a.file, false);
     try {
