@@ -55,7 +55,9 @@ FUZZ_EXTERNAL = $(wildcard ../shared/data/external/kineto)
 # tests/fuzz/seeds/<target>: the minimized corpus of earlier runs (libFuzzer -merge=1), kept in the repository.
 FUZZ_TARGETS = kineto:tests/fuzz/seeds/kineto,tests/data/kineto,resources/examples/simulated-1f1b$(if $(FUZZ_EXTERNAL),$(comma)$(FUZZ_EXTERNAL)) \
                nsys:tests/data/nsys/fuzz store:tests/fuzz/seeds/store \
-               model:tests/fuzz/seeds/model,resources/models schedule:tests/fuzz/seeds/schedule
+               model:tests/fuzz/seeds/model,resources/models schedule:tests/fuzz/seeds/schedule \
+               jobindex:tests/fuzz/seeds/jobindex megatron:tests/fuzz/seeds/megatron \
+               prediction:tests/fuzz/seeds/prediction
 fuzz: deps
 	@test -f build/fuzz/CMakeCache.txt || cmake --preset fuzz >/dev/null
 	@cmake --build build/fuzz -j $(JOBS) --target $(foreach t,$(FUZZ_TARGETS),fuzz_$(firstword $(subst :, ,$(t))))

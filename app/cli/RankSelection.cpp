@@ -73,6 +73,10 @@ void checkMemoryFor(Store& store, const ReadPlan& plan, const std::string& input
                 overview += ", and `--ranks " + rankListText(b->pipeline) + "` reads the pipeline of its busiest replica (rank " +
                             std::to_string(b->rank) + ")";
     }
+    if (!verb.ranksFlag) // no --ranks to point at
+        throw Error(input + ": " + what + ", and " + formatBytes(*available) + " is available; run where there is more memory" +
+                    (store.jobIndex() ? "; `pipescope info " + input + "` shows each stage across its replicas from the job index"
+                                      : std::string()));
     throw Error(input + ": " + what + ", and " + formatBytes(*available) +
                 " is available; " + verb.doThat + " fewer ranks with --ranks (e.g. one pipeline's), or run where there is more memory" + overview);
 }

@@ -43,6 +43,7 @@ struct CommandRead {
 struct ReadVerb {
     std::string doing = "analysing"; // "analysing all 8 ranks (...) needs about ..."
     std::string doThat = "analyse";  // "analyse fewer ranks with --ranks"
+    bool ranksFlag = true;           // the command has --ranks to suggest (diff has not)
 };
 
 // Plans the read and (check) checks, before anything is read, that the

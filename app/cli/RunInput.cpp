@@ -3,8 +3,11 @@
 #include "RankSelection.h"
 #include "import/Import.h"
 #include "store/JobIndex.h"
+#include "util/AtomicOutput.h"
 #include "util/Error.h"
+#include "util/StreamInput.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <system_error>
 #include <unistd.h>
@@ -18,6 +21,7 @@ LoadedRun::~LoadedRun()
     if (!scratch.empty()) {
         std::error_code ec;
         fs::remove_all(scratch, ec);
+        AtomicOutput::untrackTemporary(scratchSignal);
     }
 }
 
@@ -46,8 +50,24 @@ std::unique_ptr<LoadedRun> loadRun(const std::string& input, AnalyzeOptions ao, 
     if (!fs::exists(input, ec))
         throw Error(input + ": no such file or folder; give a store, a trace file or a folder of per-rank traces");
     std::string storePath = input;
-    if (!isShardedJob(input) && (fs::is_directory(input, ec) || detectFormat(input) != "store")) {
-        run->scratch = makeScratch();
+    // A pipe is imported (which copies it first): asking its format would read it.
+    if (!isShardedJob(input) &&
+        (fs::is_directory(input, ec) || isStreamInput(input) || detectFormat(input) != "store")) {
+        // Signals wait while the folder is made and registered: one that came
+        // between the two would leave the folder behind.
+        sigset_t block, old;
+        sigemptyset(&block);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP})
+            sigaddset(&block, sig);
+        ::sigprocmask(SIG_BLOCK, &block, &old);
+        try {
+            run->scratch = makeScratch();
+            run->scratchSignal = AtomicOutput::trackTemporary(run->scratch.string());
+        } catch (...) {
+            ::sigprocmask(SIG_SETMASK, &old, nullptr);
+            throw;
+        }
+        ::sigprocmask(SIG_SETMASK, &old, nullptr);
         ImportJobOptions io;
         io.inputs = {input};
         io.output = (run->scratch / "run.pipescope").string();
@@ -57,7 +77,8 @@ std::unique_ptr<LoadedRun> loadRun(const std::string& input, AnalyzeOptions ao, 
     }
     Store store(storePath);
     // A sharded job beyond the budget: the pipeline of its busiest replica, as analyze reads it.
-    const CommandRead read = planCommandRead(store, "", input);
+    const CommandRead read = planCommandRead(store, "", input, false);
+    checkCommandRead(store, read, input, ReadVerb{"comparing", "compare", false});
     run->part = read.part;
     LoadOptions lo;
     lo.ranks = read.ranks();

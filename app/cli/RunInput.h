@@ -17,6 +17,7 @@ namespace pipescope::cli {
 struct LoadedRun {
     std::string name;           // as the user named it
     std::filesystem::path scratch; // the temporary folder of an imported trace, removed on destruction
+    int scratchSignal = -1;        // its AtomicOutput::trackTemporary handle: a signal removes it too
     Trace trace;
     AnalysisResult analysis;
     std::optional<whatif::CostModel> model; // when the pipeline calibrates

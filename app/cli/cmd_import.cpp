@@ -4,6 +4,7 @@
 #include "import/Import.h"
 #include "analysis/JobSummaries.h"
 #include "import/ShardedImport.h"
+#include "store/Sqlite.h"
 #include "util/Error.h"
 #include "util/Format.h"
 #include "util/Limits.h"
@@ -78,7 +79,10 @@ void suggestShards(const ImportJobOptions& o)
     try {
         for (const auto& f : expandTraceInputs(o.inputs, warnings)) {
             std::error_code ec;
-            bytes += std::filesystem::file_size(f, ec);
+            const auto size = std::filesystem::file_size(f, ec);
+            if (ec)
+                return; // a pipe or device: its size is not known before it is read
+            bytes += size;
         }
     } catch (const Error&) {
         return; // the import itself says what is wrong
@@ -103,7 +107,7 @@ TextTable shardTable(const JobIndex& index)
     return t;
 }
 
-void printJobState(const std::string& folder, const JobIndex& index)
+void printJobState(const std::string& folder, const JobIndex& index, int tasksEnded = -1)
 {
     if (index.complete()) {
         std::cout << "The job is complete: " << index.shards << (index.shards == 1 ? " shard" : " shards")
@@ -117,10 +121,34 @@ void printJobState(const std::string& folder, const JobIndex& index)
         }
         std::cout << "Next: pipescope info " << folder << "   or   pipescope analyze " << folder << "\n";
     } else if (index.failed().empty()) {
-        const size_t n = index.missing().size();
+        const size_t n = tasksEnded >= 0 ? static_cast<size_t>(index.shards - tasksEnded) : index.missing().size();
         std::cout << "Waiting for the tasks of " << n << (n == 1 ? " more shard" : " more shards") << "; the last to finish completes "
                   << folder << "/" << kJobIndexName << "\n";
     }
+}
+
+// Records the importers skipped are counted in the store's diagnostics;
+// say so at the end of the import, and always name a skipped iteration
+// marker (ProfilerStep#N): the job then has one iteration fewer.
+void tellSkippedRecords(const std::string& store, bool quiet)
+{
+    sql::Database db(store, sql::Database::Mode::ReadOnly);
+    auto st = db.prepare("SELECT kind, SUM(count), MIN(example) FROM diagnostics WHERE severity = 'warning' OR kind = "
+                         "'skipped:iteration_marker' GROUP BY kind ORDER BY kind");
+    std::string kinds;
+    int64_t total = 0;
+    while (st.step()) {
+        const std::string kind = st.string(0);
+        if (kind == "skipped:iteration_marker") {
+            std::cerr << "pipescope import: warning: " << printable(st.string(2), 400) << "\n";
+            continue;
+        }
+        total += st.int64(1);
+        kinds += (kinds.empty() ? "" : ", ") + printable(kind, 60) + " " + formatCount(st.int64(1));
+    }
+    if (total > 0 && !quiet)
+        std::cerr << "pipescope import: warning: " << formatCount(total) << " problem records (" << kinds
+                  << "); `pipescope info " << store << "` lists them\n";
 }
 
 int runSharded(const ImportJobOptions& o, const ImportArgs& a, std::optional<ShardTask> task)
@@ -142,7 +170,7 @@ int runSharded(const ImportJobOptions& o, const ImportArgs& a, std::optional<Sha
     std::cout << "Imported shard " << task->index << " of " << task->count << " (from " << task->source << ") into "
               << a.output << ": ranks " << rankList(r.record.ranks) << ", " << r.record.inputs.size()
               << (r.record.inputs.size() == 1 ? " file, " : " files, ") << formatCount(r.record.records) << " records\n";
-    printJobState(a.output, r.index);
+    printJobState(a.output, r.index, r.tasksEnded);
     return kExitOk;
 }
 
@@ -177,6 +205,11 @@ int runImport(const ImportArgs& a)
     if (!a.quiet)
         suggestShards(o);
     auto report = importJob(o);
+    try {
+        tellSkippedRecords(a.output, a.quiet);
+    } catch (const Error&) {
+        // The store was written; its diagnostics are for `info` to list.
+    }
     if (a.quiet)
         return kExitOk;
     std::cout << "Imported " << report.files.size() << (report.files.size() == 1 ? " file" : " files") << " into "

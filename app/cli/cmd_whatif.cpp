@@ -22,11 +22,14 @@
 #include "whatif/WhatIfJson.h"
 #include "whatif/WhatIfText.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <set>
+#include <sys/stat.h>
 
 namespace pipescope::cli {
 namespace {
@@ -43,6 +46,7 @@ struct WhatIfArgs : ScenarioArgs {
     int fixStraggler = -1;                           // --fix-straggler: < 0 when not asked
     std::vector<std::string> freeze;                 // --freeze: layer ranges FIRST..LAST
     std::string savePrediction;                      // --save-prediction FILE
+    bool savePredictionGiven = false;                // --save-prediction was given (its path may be empty)
     std::string ranks;                               // --ranks LIST
 };
 
@@ -63,8 +67,48 @@ std::vector<double> stageSpeeds(const WhatIfArgs& a)
     return whatif::parseStageSpeeds(a.stageSpeed);
 }
 
+// Whether two output paths land on one regular file: the same existing file
+// (through hard or symbolic links too), or the same place for a file not
+// yet written. Two names of one terminal or pipe are written in turn, and
+// neither replaces the other.
+bool sameOutputFile(const std::string& x, const std::string& y)
+{
+    struct stat sx{}, sy{};
+    const bool xExists = ::stat(x.c_str(), &sx) == 0, yExists = ::stat(y.c_str(), &sy) == 0;
+    if (xExists && yExists)
+        return sx.st_dev == sy.st_dev && sx.st_ino == sy.st_ino && S_ISREG(sx.st_mode);
+    if (xExists != yExists)
+        return false;
+    if (x == y)
+        return true;
+    namespace fs = std::filesystem;
+    std::error_code ex, ey;
+    const fs::path px = fs::weakly_canonical(fs::absolute(x, ex), ex);
+    const fs::path py = fs::weakly_canonical(fs::absolute(y, ey), ey);
+    return !ex && !ey && px == py;
+}
+
+// --save-prediction, refused before any work: an empty path, the file -o
+// writes (the what-if JSON would replace the prediction, or the other way
+// round), a schedule CSV's order (a saved prediction holds a built-in schedule).
+void checkSavePrediction(const WhatIfArgs& a)
+{
+    if (!a.savePredictionGiven)
+        return;
+    if (a.savePrediction.empty())
+        throw FlagError("--save-prediction", "the path is empty; give the file to save the prediction to");
+    if (!a.output.empty() && sameOutputFile(a.savePrediction, a.output))
+        throw FlagError("--save-prediction", printable(a.savePrediction) +
+                                                 " is also the -o file, and one output would replace the other; give "
+                                                 "them different paths");
+    if (!a.scheduleCsv.empty() && !a.search)
+        throw FlagError("--save-prediction", "a prediction of a schedule CSV's order (--schedule-csv) cannot be saved: a "
+                                             "saved prediction holds a built-in schedule");
+}
+
 int runWhatIfImpl(WhatIfArgs& a)
 {
+    checkSavePrediction(a);
     a.checkExchanges();
     a.calibration.load();
     const std::vector<double> speeds = stageSpeeds(a); // refused before any work
@@ -180,8 +224,16 @@ int runWhatIfImpl(WhatIfArgs& a)
 
     std::vector<Prediction> predictions;
     predictions.push_back(predict(model, base, ro));
-    if (a.changesScenario())
-        predictions.push_back(predict(model, requested, ro));
+    if (a.changesScenario()) {
+        try {
+            predictions.push_back(predict(model, requested, ro));
+        } catch (const Error&) {
+            // With --auto-balance the requested pipeline needs no even split of
+            // its own (its layers may not divide): auto-balance partitions it.
+            if (!a.autoBalance || requested.boundaries)
+                throw;
+        }
+    }
     if (a.autoBalance) {
         BalanceResult b = autoBalance(model, requested, bo);
         b.prediction.label = "auto-balance";
@@ -212,13 +264,27 @@ int runWhatIfImpl(WhatIfArgs& a)
                                          static_cast<TimeNs>(std::llround(a.extraWorkPieceMs * 1e6))));
 
     // --save-prediction: the last prediction (the requested scenario, or its
-    // auto-balanced partition), for `diff --prediction` against the next run.
-    if (!a.savePrediction.empty()) {
-        const Prediction& chosen = predictions.back();
-        compare::writeSavedPrediction(a.savePrediction,
-                                      compare::savePrediction(a.file, compare::jobIdentity(trace, analysis), chosen));
-        std::cerr << "pipescope whatif: saved the prediction \"" << chosen.label << "\" ("
-                  << formatDuration(chosen.iterationNs()) << ") to " << a.savePrediction << "\n";
+    // auto-balanced partition), or with --search the best configuration found
+    // that fits the GPU memory, for `diff --prediction` against the next run.
+    // Saved before any other output, so that a refusal leaves nothing written.
+    if (a.savePredictionGiven) {
+        const compare::JobIdentity id = compare::jobIdentity(trace, analysis);
+        compare::SavedPrediction saved;
+        if (a.search) {
+            const auto best = std::find_if(rows.begin(), rows.end(), [](const SearchRow& r) { return !r.outOfMemory; });
+            if (best == rows.end())
+                throw FlagError("--save-prediction",
+                                rows.empty() ? "the search found no configuration, so there is no best one to save; "
+                                               "nothing was written"
+                                             : "no configuration the search found fits the GPU memory, so there is no "
+                                               "best one to save; nothing was written");
+            saved = compare::savePrediction(a.file, id, *best, model.layerCount(), model.measuredIterationNs);
+        } else {
+            saved = compare::savePrediction(a.file, id, predictions.back());
+        }
+        compare::writeSavedPrediction(a.savePrediction, saved);
+        std::cerr << "pipescope whatif: saved the prediction \"" << printable(saved.label) << "\" ("
+                  << formatDuration(saved.predictedNs) << ") to " << printable(a.savePrediction) << "\n";
     }
 
     const bool simulated = trace.simulated();
@@ -319,16 +385,21 @@ RegisterCommand reg{{"whatif", "Predict another partition, schedule or microbatc
                                         "Freeze layers FIRST..LAST (0-based, inclusive), e.g. 0..3,30..31: no weight "
                                         "gradients, nor any backward before the first trainable layer")
                              ->delimiter(',');
-                         app.add_option("--save-prediction", a->savePrediction,
-                                        "Save the last prediction with this job's identity, to check against the next run: "
-                                        "pipescope diff THIS NEXT --prediction FILE (docs/diff.md)");
+                         CLI::Option* save = app.add_option(
+                             "--save-prediction", a->savePrediction,
+                             "Save the last prediction (with --search: the best configuration found) with this job's "
+                             "identity, to check against the next run: pipescope diff THIS NEXT --prediction FILE "
+                             "(docs/diff.md)");
                          addOutputOptions(app, *a);
                          addExchangesOption(app, *a,
                                             "trace (default: as the analysis and calibration found), blocking (batched "
                                             "exchanges that hold the compute stream), overlapped, or megatron (as "
                                             "Megatron-LM issues them: for interleaved 1F1B overlapped in the steady "
                                             "state, blocking in warm-up and cool-down)");
-                         return [a] { return runWhatIf(*a); };
+                         return [a, save] {
+                             a->savePredictionGiven = save->count() > 0;
+                             return runWhatIf(*a);
+                         };
                      }}};
 
 } // namespace

@@ -108,6 +108,25 @@ int main(int argc, char** argv)
         return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
+    } catch (const CLI::ConversionError& e) {
+        // CLI11 says "Could not convert: --iteration = 99999999999": say
+        // which value of which option, what it takes, and where to look.
+        std::string what = e.what();
+        const std::string prefix = "Could not convert: ";
+        const auto subs = app.get_subcommands();
+        const std::string cmd = subs.empty() ? std::string() : " " + subs.front()->get_name();
+        if (what.rfind(prefix, 0) == 0) {
+            std::string rest = what.substr(prefix.size());
+            if (const size_t eq = rest.find(" = "); eq != std::string::npos)
+                rest = rest.substr(0, eq) + " " + rest.substr(eq + 3);
+            std::cerr << "pipescope" << cmd << ": error: " << printable(rest, 200)
+                      << ": not a value this option takes (a number that fits, e.g. a whole number up to 2147483647); "
+                         "see `pipescope"
+                      << cmd << " --help`\n";
+            return kExitUsage;
+        }
+        app.exit(e);
+        return kExitUsage;
     } catch (const CLI::ParseError& e) {
         if (std::string unknown = unknownCommandMessage(app, argc, argv); !unknown.empty()) {
             std::cerr << unknown << "\n";
@@ -136,7 +155,16 @@ int main(int argc, char** argv)
             std::cerr << "pipescope " << sub->get_name() << ": error: " << printable(e.what(), 4096) << "\n";
             return kExitError;
         } catch (const std::bad_alloc&) {
-            std::cerr << "pipescope " << sub->get_name() << ": error: out of memory\n";
+            // Which input was too large: the command's own arguments name it.
+            std::string inputs;
+            for (const CLI::Option* opt : sub->get_options())
+                if (opt->get_positional() && opt->count() > 0)
+                    for (const std::string& v : opt->results())
+                        inputs += (inputs.empty() ? "" : ", ") + printable(v, 200);
+            std::cerr << "pipescope " << sub->get_name() << ": error: out of memory"
+                      << (inputs.empty() ? std::string() : " reading " + inputs)
+                      << "; run it where there is more memory, or on a smaller part of the input (see `pipescope "
+                      << sub->get_name() << " --help` for --ranks and limits)\n";
             return kExitError;
         } catch (const std::exception& e) {
             std::cerr << "pipescope " << sub->get_name() << ": internal error: " << printable(e.what(), 4096)

@@ -97,8 +97,18 @@ std::vector<RankIter> assignToRanges(const Context& ctx, const RankData& rd, std
 {
     std::sort(marks.begin(), marks.end(), [](const RangeMark& a, const RangeMark& b) { return a.start < b.start; });
     // Keep the outermost ranges: nested or repeated marks of the same iteration collapse.
+    // Ranges that follow each other end to end (as the profiler writes
+    // ProfilerStep#N) may overlap by a fraction of a microsecond once their
+    // times are parsed: such a range is the next iteration, not the same one.
+    constexpr TimeNs kTouching = 1000;
     std::vector<RangeMark> top;
     for (auto& m : marks) {
+        if (!top.empty() && m.start < top.back().end && top.back().end - m.start < kTouching &&
+            m.end > top.back().end + kTouching && m.start > top.back().start) {
+            top.back().end = m.start;
+            top.push_back(m);
+            continue;
+        }
         if (!top.empty() && m.start < top.back().end) {
             top.back().end = std::max(top.back().end, m.end);
             continue;

@@ -353,8 +353,11 @@ RunConfig runConfig(const AnalysisResult& r, const whatif::CostModel* model)
     RunConfig c;
     c.ranks = static_cast<int>(r.ranks.size());
     c.pipeline = r.pipeline.found;
-    if (!c.pipeline)
+    if (!c.pipeline) {
+        // No pipeline: one stage, and every rank holds the whole model.
+        c.dp = std::max(1, c.ranks);
         return c;
+    }
     c.pp = r.pipeline.pp;
     c.dp = r.pipeline.dp;
     c.v = r.pipeline.chunks;

@@ -4,6 +4,7 @@
 // with this shape; importJob() drives them for `pipescope import`.
 #include "model/Types.h"
 #include "store/StoreWriter.h"
+#include "util/Error.h"
 #include "util/Work.h"
 
 #include <functional>
@@ -83,7 +84,14 @@ struct ImportJobReport {
     std::vector<std::string> warnings; // one sentence each, for the user (e.g. an unread write-ahead log)
 };
 
+// Throws FormatError naming what is wrong; NoTraceFound when the files found
+// in folders were all skipped as not traces (notes.json, an empty file).
 ImportJobReport importJob(const ImportJobOptions& options);
+
+class NoTraceFound : public FormatError {
+public:
+    using FormatError::FormatError;
+};
 
 // The trace files the inputs name, folders expanded (sorted by name within
 // each folder); warnings for what a folder holds that cannot be read.

@@ -7,6 +7,7 @@
 #include "import/megatron/MegatronTiming.h"
 #include "import/kineto/ParseAhead.h"
 #include "util/StreamInput.h"
+#include "store/JobIndex.h"
 #include "store/Schema.h"
 #include "util/Error.h"
 #include "util/AtomicOutput.h"
@@ -59,6 +60,10 @@ std::vector<std::string> expandTraceInputs(const std::vector<std::string>& input
             files.push_back(in);
             continue;
         }
+        if (isShardedJob(in))
+            throw Error(in + ": is a pipescope job folder (a sharded import's result), not a folder of traces; open it "
+                             "with `pipescope info " + in + "` or `pipescope analyze " + in +
+                             "`, or import the traces it was made from");
         std::vector<std::string> found;
         for (const auto& entry : fs::directory_iterator(in, ec)) {
             auto name = entry.path().filename().string();
@@ -88,6 +93,11 @@ std::vector<std::string> expandTraceInputs(const std::vector<std::string>& input
 
 std::string detectFormat(const std::string& path)
 {
+    // A FIFO would block the open until a writer comes: streams are spooled
+    // to a file before their format is asked (util/StreamInput.h).
+    if (isStreamInput(path))
+        throw FormatError(path + ": is a pipe or device; its format is read from a copy: import it with "
+                                 "`pipescope import " + path + " -o job.pipescope`, or save it to a file first");
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f)
         throw Error(path + ": cannot open: " + std::strerror(errno));
@@ -333,7 +343,7 @@ std::vector<std::string> detectFormats(const ImportJobOptions& options, const st
     }
     report.files = std::move(kept);
     if (report.files.empty())
-        throw FormatError("no trace among the files found in " + options.inputs.front() +
+        throw NoTraceFound("no trace among the files found in " + options.inputs.front() +
                           "; pass Kineto JSON traces or Nsight Systems SQLite exports");
     return formats;
 }
@@ -383,27 +393,6 @@ int parseAheadWorkers(const ImportJobOptions& options, const std::vector<bool>& 
     return jobs > 1 && std::find(kinetoFiles.begin(), kinetoFiles.end(), true) != kinetoFiles.end() ? jobs : 0;
 }
 
-// Megatron step timings: the job's pipeline degree is the number of rank
-// files imported together (each file knows only its own rank), which must
-// hold ranks 0 to degree - 1 once each.
-int megatronPipelineDegree(const std::vector<std::string>& files, const std::vector<std::string>& formats)
-{
-    int megatronRanks = 0;
-    std::map<int, std::string> seen;
-    for (size_t i = 0; i < files.size(); ++i)
-        if (formats[i] == "megatron-timing") {
-            const int r = megatronTimingRank(files[i]);
-            if (auto [it, fresh] = seen.emplace(r, files[i]); !fresh)
-                throw FormatError(files[i] + " and " + it->second + " both hold pipeline rank " + std::to_string(r) +
-                                  "; import each rank's Megatron timing file once");
-            ++megatronRanks;
-        }
-    if (!seen.empty() && seen.rbegin()->first != megatronRanks - 1)
-        throw FormatError("the Megatron timing files hold pipeline ranks up to " + std::to_string(seen.rbegin()->first) +
-                          " but there are " + std::to_string(megatronRanks) + " of them; import every rank's file together");
-    return megatronRanks;
-}
-
 // Imports the files into the store one by one, in their order.
 class FileImporter {
 public:
@@ -412,7 +401,7 @@ public:
         const std::set<std::string>& named; // the inputs as given
         const std::vector<std::string>& formats;
         const ImportOptions& io;
-        int megatronRanks;
+        const MegatronJobPlan& megatron;
         std::optional<kineto::ParseAhead>& ahead;
         StoreWriter& writer;
         const SpooledInputs* spooled;
@@ -468,8 +457,13 @@ private:
             return s_.ahead ? s_.ahead->import(i, s_.writer) : importKineto(file, s_.writer, s_.io);
         if (format == "nsys")
             return importNsys(file, s_.writer, s_.io);
-        if (format == "megatron-timing")
-            return importMegatronTiming(file, s_.writer, s_.io, s_.megatronRanks);
+        if (format == "megatron-timing") {
+            if (auto skip = s_.megatron.skipped.find(file); skip != s_.megatron.skipped.end()) {
+                warnNow(s_.options, report, skip->second);
+                return std::nullopt;
+            }
+            return importMegatronTiming(file, s_.writer, s_.io, s_.megatron.pipelineDegree);
+        }
 #ifdef PIPESCOPE_HAVE_CAPTURE_IMPORT
         if (format == "capture")
             return importCapture(file, s_.writer, s_.io);
@@ -578,15 +572,15 @@ ImportJobReport importJobFromFiles(const ImportJobOptions& options, const Spoole
     std::optional<kineto::ParseAhead> ahead;
     if (const int workers = parseAheadWorkers(options, kinetoFiles); workers > 0)
         ahead.emplace(report.files, kinetoFiles, io, workers);
-    const int megatronRanks = megatronPipelineDegree(report.files, formats);
+    const MegatronJobPlan megatron = planMegatronJob(options.inputs, report.files, formats, options.rank);
 
-    FileImporter files({options, named, formats, io, megatronRanks, ahead, writer, spooled});
+    FileImporter files({options, named, formats, io, megatron, ahead, writer, spooled});
     files.importAll(report);
     ahead.reset();
     for (auto it = files.skipped.rbegin(); it != files.skipped.rend(); ++it)
         report.files.erase(report.files.begin() + static_cast<std::ptrdiff_t>(*it));
     if (report.sources.empty())
-        throw FormatError("no trace among the files found in " + options.inputs.front() +
+        throw NoTraceFound("no trace among the files found in " + options.inputs.front() +
                           "; pass Kineto JSON traces or Nsight Systems SQLite exports");
     refuseMixedJobs(report);
 

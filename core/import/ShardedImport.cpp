@@ -52,6 +52,9 @@ ShardTask parseShardTask(std::string_view text)
     const auto n = slash == std::string_view::npos ? std::nullopt : parseCount(text.substr(slash + 1));
     if (!k || !n || *n < 1 || *k >= *n)
         throw Error("--shard " + std::string(text) + ": expected K/N with 0 <= K < N, e.g. --shard 0/4 for the first of four tasks");
+    if (*n > kMaxShardTasks)
+        throw Error("--shard " + std::string(text) + ": at most " + std::to_string(kMaxShardTasks) +
+                    " tasks may import one job; start fewer tasks (each imports several ranks)");
     return {*k, *n, "--shard"};
 }
 
@@ -84,6 +87,9 @@ std::optional<ShardTask> shardTaskFromEnvironment(const std::function<const char
         if (*size < 1 || *rank >= *size)
             throw Error(std::string(p.rank) + "=" + std::to_string(*rank) + " is not below " + p.size + "=" +
                         std::to_string(*size) + "; give --shard K/N");
+        if (*size > kMaxShardTasks)
+            throw Error(std::string(p.size) + "=" + std::to_string(*size) + ": at most " + std::to_string(kMaxShardTasks) +
+                        " tasks may import one job; start fewer tasks, or give --shard K/N");
         return ShardTask{*rank, *size, std::string(p.rank) + "/" + p.size};
     }
     return std::nullopt;
@@ -199,6 +205,11 @@ TraceHead readTraceHead(const std::string& path)
     head.bytes = static_cast<int64_t>(fs::file_size(path, ec));
     if (ec)
         head.bytes = 0;
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        head.rank = rankFromFileName(path); // a pipe is not read twice (and would block without a writer)
+        return head;
+    }
     const std::string text = headText(path);
     if (auto info = objectAfter(text, "\"distributedInfo\"")) {
         const auto j = nlohmann::json::parse(*info, nullptr, false);
@@ -329,30 +340,78 @@ ShardPlan planShards(const std::vector<std::string>& files, const std::vector<Tr
 
 namespace {
 
+std::string hostName()
+{
+    char buf[256] = {};
+    return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
+}
+
 // A lock file in the job folder: O_EXCL creation is atomic on local and
-// network file systems alike. A lock older than kStaleSeconds was left by a
-// task that died holding it.
+// network file systems alike (flock is not: Lustre refuses it by default).
+// The file names its owner (host and pid): a lock whose owner on this host is
+// gone is taken over at once, one older than kStaleSeconds (a task that died
+// elsewhere holding it) with a warning naming the owner and its age, and a
+// wait of more than a few seconds is told once with the same facts.
 class FolderLock {
 public:
-    explicit FolderLock(const std::string& folder) : path_((fs::path(folder) / ".job.lock").string())
+    using Warn = std::function<void(const std::string&)>;
+    explicit FolderLock(const std::string& folder, const Warn& warn = {})
+        : path_((fs::path(folder) / ".job.lock").string())
     {
         using namespace std::chrono;
-        const auto until = steady_clock::now() + minutes(10);
+        const auto started = steady_clock::now();
+        const auto until = started + minutes(10);
+        const std::string me = hostName() + " " + std::to_string(::getpid());
+        bool told = false;
+        std::string holder; // the owner seen last, and since when it held the lock
+        auto heldSince = started;
+        auto pause = microseconds(500);
         for (;;) {
             const int fd = ::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
             if (fd >= 0) {
+                const std::string line = me + "\n";
+                [[maybe_unused]] ssize_t n = ::write(fd, line.data(), line.size());
                 ::close(fd);
                 return;
             }
             if (errno != EEXIST)
                 throw Error(path_ + ": cannot make the job's lock file (" + std::strerror(errno) +
                             "); the job folder must be writable by every import task");
-            struct stat st{};
-            if (::stat(path_.c_str(), &st) == 0 && ::time(nullptr) - st.st_mtime > kStaleSeconds)
+            const Owner owner = readOwner();
+            if (owner.pid <= 0 && owner.ageSeconds <= kStaleSeconds) {
+                // Made an instant ago, its owner not yet written.
+                std::this_thread::sleep_for(pause);
+                continue;
+            }
+            if (const std::string who = owner.host + " " + std::to_string(owner.pid); who != holder) {
+                holder = who;
+                heldSince = steady_clock::now();
+            }
+            if (owner.goneHere()) {
                 ::unlink(path_.c_str());
+                continue;
+            }
+            if (owner.ageSeconds > kStaleSeconds) {
+                if (warn)
+                    warn(path_ + ": removed a lock left " + std::to_string(owner.ageSeconds) + " s ago by " +
+                         owner.describe() + ", which no longer holds it");
+                ::unlink(path_.c_str());
+                continue;
+            }
+            // Many tasks queue for the lock, each holding it for milliseconds:
+            // only one holder that keeps it is worth telling of.
+            if (!told && steady_clock::now() - heldSince > seconds(5) && warn) {
+                told = true;
+                warn(path_ + ": waiting for the job's lock, held by " + owner.describe() + " for " +
+                     std::to_string(owner.ageSeconds) + " s; remove the file if no import of this job is running");
+            }
             if (steady_clock::now() > until)
-                throw Error(path_ + ": the job's lock file has been held for 10 minutes; remove it if no import is running");
-            std::this_thread::sleep_for(milliseconds(20));
+                throw Error(path_ + ": the job's lock has been held by " + owner.describe() +
+                            " for 10 minutes; remove the file if no import of this job is running");
+            // Short waits first (a holder keeps the lock for milliseconds),
+            // spread so that many tasks do not retry in step.
+            std::this_thread::sleep_for(pause + microseconds(::getpid() % 997));
+            pause = std::min(pause * 2, duration_cast<microseconds>(milliseconds(20)));
         }
     }
     ~FolderLock() { ::unlink(path_.c_str()); }
@@ -360,27 +419,88 @@ public:
     FolderLock& operator=(const FolderLock&) = delete;
 
 private:
-    static constexpr time_t kStaleSeconds = 120;
+    struct Owner {
+        std::string host;
+        long pid = 0;
+        long ageSeconds = 0;
+        bool goneHere() const
+        {
+            return pid > 0 && host == hostName() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+        }
+        std::string describe() const
+        {
+            return pid > 0 ? "task " + std::to_string(pid) + " on " + (host.empty() ? std::string("an unnamed host") : host)
+                           : std::string("a task that did not name itself");
+        }
+    };
+    Owner readOwner() const
+    {
+        Owner o;
+        struct stat st{};
+        if (::stat(path_.c_str(), &st) == 0)
+            o.ageSeconds = static_cast<long>(::time(nullptr) - st.st_mtime);
+        std::FILE* f = std::fopen(path_.c_str(), "rb");
+        if (!f)
+            return o;
+        char buf[300] = {};
+        const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+        std::fclose(f);
+        const std::string line(buf, n);
+        const size_t space = line.rfind(' ');
+        if (space != std::string::npos) {
+            o.host = printable(line.substr(0, space), 64);
+            o.pid = std::strtol(line.c_str() + space + 1, nullptr, 10);
+        }
+        return o;
+    }
+    static constexpr long kStaleSeconds = 120;
     std::string path_;
 };
 
-JobIndex collectIndex(const std::string& folder, const ShardPlan& plan)
+// Which tasks of the plan have ended, one byte each after a header naming
+// the plan: each task clears its own as it starts (a re-run) and sets it as
+// it ends, under the lock, and counts the others, so finishing costs a task
+// N bytes, not N shard records; the last to end (every byte set) reads the
+// records and writes the index once. Returns the tasks that have ended.
+int markTaskEnded(const std::string& folder, const ShardPlan& plan, int task, bool ended = true)
+{
+    const std::string path = (fs::path(folder) / ".job.ended").string();
+    const std::string header = plan.fingerprint + " " + std::to_string(plan.shards) + "\n";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0)
+        throw Error(path + ": cannot write the job's task list (" + std::strerror(errno) +
+                    "); the job folder must be writable by every import task");
+    std::string bytes(header.size() + static_cast<size_t>(plan.shards), '\0');
+    const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
+    const bool ours = got == static_cast<ssize_t>(bytes.size()) && bytes.compare(0, header.size(), header) == 0;
+    if (!ours) { // another plan's, or none yet
+        bytes.assign(header);
+        bytes.append(static_cast<size_t>(plan.shards), '0');
+    }
+    const char mark = ended ? '1' : '0';
+    bytes[header.size() + static_cast<size_t>(task)] = mark;
+    const bool written = (ours ? ::pwrite(fd, &mark, 1, static_cast<off_t>(header.size() + static_cast<size_t>(task))) == 1
+                               : ::ftruncate(fd, 0) == 0 &&
+                                     ::pwrite(fd, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()));
+    ::close(fd);
+    if (!written)
+        throw Error(path + ": cannot write the job's task list; the job folder must be writable by every import task");
+    return static_cast<int>(std::count(bytes.begin() + static_cast<std::ptrdiff_t>(header.size()), bytes.end(), '1'));
+}
+
+// The plan's index: without records (the job as it starts), or with those of
+// the tasks that ended.
+JobIndex planIndex(const ShardPlan& plan)
 {
     JobIndex index;
     index.plan = plan.fingerprint;
     index.shards = plan.shards;
     index.groupedBy = plan.groupedBy;
     index.pipelines = plan.pipelines;
-    for (int k = 0; k < plan.shards; ++k) {
-        const std::string path = (fs::path(folder) / shardRecordName(k, plan.shards)).string();
-        std::error_code ec;
-        if (!fs::exists(path, ec))
-            continue;
-        if (auto r = readShardRecord(path, plan.fingerprint, plan.shards))
-            index.records.push_back(std::move(*r));
-    }
     return index;
 }
+
+JobIndex collectIndex(const std::string& folder, const ShardPlan& plan) { return withShardRecords(folder, planIndex(plan)); }
 
 void makeJobFolder(const std::string& folder)
 {
@@ -390,12 +510,6 @@ void makeJobFolder(const std::string& folder)
     fs::create_directories(folder, ec);
     if (ec && !fs::is_directory(folder))
         throw Error(folder + ": cannot make the job folder (" + ec.message() + ")");
-}
-
-std::string hostName()
-{
-    char buf[256] = {};
-    return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
 }
 
 int64_t peakRssBytes()
@@ -483,15 +597,16 @@ ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& 
     {
         // An index left by another import (other inputs, another N) is
         // replaced at once: readers must not take the old shards for this job's.
-        FolderLock lock(folder);
+        FolderLock lock(folder, options.warn);
         bool other = true;
         try {
-            const JobIndex old = readJobIndex(folder);
+            const JobIndex old = readJobIndex(folder, false);
             other = old.plan != plan.fingerprint || old.shards != plan.shards;
         } catch (const Error&) {
         }
         if (other)
-            writeJobIndex(folder, collectIndex(folder, plan));
+            writeJobIndex(folder, planIndex(plan));
+        markTaskEnded(folder, plan, task.index, false);
     }
 
     ShardImportResult result;
@@ -502,13 +617,23 @@ ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& 
     std::exception_ptr failure;
     try {
         const auto& mine = plan.files[static_cast<size_t>(task.index)];
+        ImportJobOptions sub = options;
+        sub.inputs = mine;
+        sub.inputsFoundInFolders = true;
+        sub.output = (fs::path(folder) / shardStoreName(task.index, task.count)).string();
         if (!mine.empty()) {
-            ImportJobOptions sub = options;
-            sub.inputs = mine;
-            sub.inputsFoundInFolders = true;
-            sub.output = (fs::path(folder) / shardStoreName(task.index, task.count)).string();
-            result.report = importJob(sub);
-            record.file = shardStoreName(task.index, task.count);
+            bool traces = true;
+            try {
+                result.report = importJob(sub);
+            } catch (const NoTraceFound&) {
+                // Only files that are not traces (notes.json) fell to this
+                // task: skipped with their warnings, as a one-store import does.
+                traces = false;
+            }
+            if (traces)
+                record.file = shardStoreName(task.index, task.count);
+        }
+        if (!record.file.empty()) {
             record.inputs = result.report.files;
             for (const auto& src : result.report.sources) {
                 record.ranks.insert(record.ranks.end(), src.ranks.begin(), src.ranks.end());
@@ -548,7 +673,17 @@ ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& 
     try {
         AtomicOutput::writeFile((fs::path(folder) / shardRecordName(task.index, task.count)).string(),
                                 shardRecordText(record, plan.fingerprint, plan.shards));
-        FolderLock lock(folder);
+        FolderLock lock(folder, options.warn);
+        result.tasksEnded = markTaskEnded(folder, plan, task.index);
+        if (result.tasksEnded < plan.shards) {
+            // Not the last: the index is the last task's to write.
+            result.index = planIndex(plan);
+            result.index.records.push_back(record);
+            if (failure)
+                std::rethrow_exception(failure);
+            result.report.warnings.insert(result.report.warnings.begin(), warnings.begin(), warnings.end());
+            return result;
+        }
         result.index = collectIndex(folder, plan);
         if (result.index.complete() && options.alignment == Alignment::Collectives && plan.shards > 1) {
             try {

@@ -67,11 +67,14 @@ using ShardSummariser = std::function<void(const std::string& shardPath, std::ve
 struct ShardImportResult {
     ShardRecord record;
     ImportJobReport report; // of this task's files
-    JobIndex index;         // as this task left it
+    JobIndex index;         // as this task left it: the whole index from the last task to end,
+                            // the plan and this task's record from the others
+    int tasksEnded = 0;     // tasks of the plan that had ended when this one did (itself included)
 };
 // Imports this task's share of options.inputs into the job folder
-// options.output (made if missing), records the shard, and updates the job
-// index under a lock file. A task that fails records its error (the job
+// options.output (made if missing) and records the shard; the last task to
+// end writes the job index (under a lock file, reading every shard record
+// once). A task that fails records its error (the job
 // stays incomplete, and says so) and throws.
 ShardImportResult importShard(const ImportJobOptions& options, const ShardTask& task,
                               const ShardSummariser& summarise = {});

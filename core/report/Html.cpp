@@ -1,5 +1,6 @@
 #include "report/Html.h"
 
+#include "util/Format.h"
 #include "util/JsonText.h"
 
 namespace pipescope::report {
@@ -8,7 +9,14 @@ std::string htmlEscape(std::string_view text)
 {
     std::string out;
     out.reserve(text.size() + text.size() / 8);
-    for (char c : text) {
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        // A bidirectional control would reorder the page's text after it: shown as its code.
+        if (const int bidi = bidiControlAt(text, i); bidi > 0) {
+            out += printable(text.substr(i, static_cast<size_t>(bidi)));
+            i += static_cast<size_t>(bidi) - 1;
+            continue;
+        }
         switch (c) {
         case '&': out += "&amp;"; break;
         case '<': out += "&lt;"; break;
@@ -37,7 +45,11 @@ std::string scriptJson(const nlohmann::json& value)
             out += "\\u003e";
         else if (c == '&')
             out += "\\u0026";
-        else if (c == '\xE2' && i + 2 < text.size() && text[i + 1] == '\x80' && (text[i + 2] == '\xA8' || text[i + 2] == '\xA9')) {
+        else if (const int bidi = bidiControlAt(text, i); bidi > 0) {
+            // Shown as its code once parsed ("\\u202e" is the text \u202e), never obeyed.
+            out += "\\" + printable(std::string_view(text).substr(i, static_cast<size_t>(bidi)));
+            i += static_cast<size_t>(bidi) - 1;
+        } else if (c == '\xE2' && i + 2 < text.size() && text[i + 1] == '\x80' && (text[i + 2] == '\xA8' || text[i + 2] == '\xA9')) {
             out += text[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
             i += 2;
         } else

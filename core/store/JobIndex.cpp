@@ -1,14 +1,17 @@
 #include "store/JobIndex.h"
 
 #include "util/AtomicOutput.h"
+#include "util/BoundedJson.h"
+#include "util/Format.h"
+#include "util/Limits.h"
 #include "util/Error.h"
 #include "util/JsonText.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <map>
 
 namespace pipescope {
 
@@ -146,14 +149,70 @@ ShardRecord recordFromJson(const json& j)
     return r;
 }
 
-std::string readText(const std::string& path)
+// A job index lists every shard with its ranks' summaries: about a kilobyte a
+// rank, so 256 MiB holds far more than the 65,536 tasks an import may have.
+constexpr size_t kMaxIndexBytes = size_t{256} << 20;
+constexpr size_t kMaxRecordBytes = size_t{64} << 20;
+
+// Shards are aligned by the operations they share, so a shard moved by its
+// offset overlaps the others; an offset that moves it further than this from
+// every other shard was not written by an import.
+constexpr TimeNs kMaxShardGapNs = TimeNs{3600} * 1'000'000'000;
+
+struct Window {
+    TimeNs first = 0, last = 0;
+};
+
+// Each shard's times as its rank summaries give them (before its offset).
+std::map<int, Window> shardWindows(const JobIndex& index)
 {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return {};
-    std::ostringstream os;
-    os << in.rdbuf();
-    return os.str();
+    std::map<int, Window> out;
+    for (const auto& r : index.records)
+        for (const auto& s : r.rankSummaries) {
+            if (!s.first || !s.last)
+                continue;
+            auto [it, fresh] = out.emplace(r.index, Window{*s.first, *s.last});
+            if (!fresh) {
+                it->second.first = std::min(it->second.first, *s.first);
+                it->second.last = std::max(it->second.last, *s.last);
+            }
+        }
+    return out;
+}
+
+void checkClockOffsets(const std::string& path, const JobIndex& index)
+{
+    const auto& off = index.shardClockOffsets;
+    auto damaged = [&](size_t k, const std::string& why) {
+        return FormatError(path + ": the job index is damaged: shard " + std::to_string(k) + "'s clock offset " +
+                           std::to_string(off[k]) + " ns " + why + "; re-run the import");
+    };
+    for (size_t k = 0; k < off.size(); ++k)
+        if (!validTime(off[k]))
+            throw damaged(k, "is outside the times a job can hold (about 146 years either side of the epoch)");
+    const std::map<int, Window> windows = shardWindows(index);
+    for (const auto& [k, w] : windows) {
+        const TimeNs d = static_cast<size_t>(k) < off.size() ? off[static_cast<size_t>(k)] : 0;
+        if (!validTime(w.first) || !validTime(w.last) || !validTime(w.first + d) || !validTime(w.last + d))
+            throw damaged(static_cast<size_t>(k), "moves its records outside the times a job can hold");
+    }
+    // A moved shard must land near the others.
+    for (const auto& [k, w] : windows) {
+        const size_t ks = static_cast<size_t>(k);
+        if (ks >= off.size() || off[ks] == 0 || windows.size() < 2)
+            continue;
+        TimeNs lo = kMaxTimeNs, hi = -kMaxTimeNs;
+        for (const auto& [j, o] : windows)
+            if (j != k) {
+                const TimeNs dj = static_cast<size_t>(j) < off.size() ? off[static_cast<size_t>(j)] : 0;
+                lo = std::min(lo, o.first + dj);
+                hi = std::max(hi, o.last + dj);
+            }
+        if (w.last + off[ks] < lo - kMaxShardGapNs || w.first + off[ks] > hi + kMaxShardGapNs)
+            throw damaged(ks, "moves it more than an hour away from every other shard (" +
+                                  formatDuration(std::min(std::abs(w.last + off[ks] - lo), std::abs(w.first + off[ks] - hi))) +
+                                  ")");
+    }
 }
 
 } // namespace
@@ -161,17 +220,23 @@ std::string readText(const std::string& path)
 std::string shardStoreName(int index, int shards) { return shardBase(index, shards) + ".pipescope"; }
 std::string shardRecordName(int index, int shards) { return shardBase(index, shards) + ".json"; }
 
-JobIndex readJobIndex(const std::string& folder)
+JobIndex readJobIndex(const std::string& folder, bool endedTasks)
 {
     const std::string path = (fs::path(folder) / kJobIndexName).string();
     std::error_code ec;
     if (!fs::exists(path, ec))
         throw FormatError(folder + ": a folder without a job index (" + kJobIndexName +
                           "); open a .pipescope store, or a job folder written by `pipescope import --shards N` or under srun");
-    const std::string text = readText(path);
-    json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-        throw FormatError(path + ": the job index is damaged (not JSON); re-run the import");
+    const std::string advice = "re-run the import";
+    const std::string text = readBoundedFile(path, kMaxIndexBytes, advice);
+    json j;
+    try {
+        j = parseBoundedJson(text, path, kMaxIndexBytes, advice);
+    } catch (const FormatError& e) {
+        throw FormatError(path + ": the job index is damaged (" + std::string(e.what()).substr(path.size() + 2) + ")");
+    }
+    if (!j.is_object())
+        throw FormatError(path + ": the job index is damaged (not a JSON object); re-run the import");
     const std::string format = j.value("format", std::string());
     if (format != kJobFormat) {
         if (format.rfind("pipescope.job/", 0) == 0)
@@ -193,7 +258,7 @@ JobIndex readJobIndex(const std::string& folder)
     } catch (const json::exception& e) {
         throw FormatError(path + ": the job index is damaged (" + std::string(e.what()) + "); re-run the import");
     }
-    if (index.shards < 1 || index.shards > 1 << 20)
+    if (index.shards < 1 || index.shards > kMaxShardTasks)
         throw FormatError(path + ": the job index names " + std::to_string(index.shards) + " shards; re-run the import");
     if (!index.shardClockOffsets.empty() && index.shardClockOffsets.size() != static_cast<size_t>(index.shards))
         throw FormatError(path + ": the job index has " + std::to_string(index.shardClockOffsets.size()) +
@@ -202,6 +267,9 @@ JobIndex readJobIndex(const std::string& folder)
         if (r.index < 0 || r.index >= index.shards)
             throw FormatError(path + ": the job index names shard " + std::to_string(r.index) + " of " +
                               std::to_string(index.shards) + "; re-run the import");
+    checkClockOffsets(path, index);
+    if (endedTasks && !index.complete())
+        return withShardRecords(folder, std::move(index));
     return index;
 }
 
@@ -234,14 +302,34 @@ std::string shardRecordText(const ShardRecord& record, const std::string& plan, 
 
 std::optional<ShardRecord> readShardRecord(const std::string& path, const std::string& plan, int shards)
 {
-    json j = json::parse(readText(path), nullptr, false);
-    if (j.is_discarded() || !j.is_object() || j.value("plan", std::string()) != plan || j.value("shards", 0) != shards)
+    json j;
+    try {
+        j = parseBoundedJson(readBoundedFile(path, kMaxRecordBytes, "re-run its task"), path, kMaxRecordBytes,
+                             "re-run its task");
+    } catch (const FormatError&) {
+        return std::nullopt; // as a missing record: its task is named as not finished
+    }
+    if (!j.is_object() || j.value("plan", std::string()) != plan || j.value("shards", 0) != shards)
         return std::nullopt;
     try {
         return recordFromJson(j);
     } catch (const json::exception&) {
         return std::nullopt;
     }
+}
+
+JobIndex withShardRecords(const std::string& folder, JobIndex index)
+{
+    index.records.clear();
+    for (int k = 0; k < index.shards; ++k) {
+        const std::string path = (fs::path(folder) / shardRecordName(k, index.shards)).string();
+        std::error_code ec;
+        if (!fs::exists(path, ec))
+            continue;
+        if (auto r = readShardRecord(path, index.plan, index.shards); r && r->index == k)
+            index.records.push_back(std::move(*r));
+    }
+    return index;
 }
 
 std::string incompleteJobMessage(const std::string& folder, const JobIndex& index)
@@ -265,7 +353,7 @@ std::string incompleteJobMessage(const std::string& folder, const JobIndex& inde
         msg += std::string(missing.empty() ? "" : ";") + " " + std::to_string(failed.size()) + " of " + n +
                " shards failed (" + list(failed) + ")";
         if (const ShardRecord* r = index.record(failed.front()); r && !r->error.empty())
-            msg += "; shard " + std::to_string(failed.front()) + ": " + r->error;
+            msg += "; shard " + std::to_string(failed.front()) + ": " + printable(r->error, 1000);
     }
     const int first = !missing.empty() ? missing.front() : failed.front();
     msg += ". Re-run the import of those shards (e.g. `pipescope import TRACES -o " + folder + " --shard " +

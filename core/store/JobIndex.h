@@ -16,6 +16,10 @@ namespace pipescope {
 inline constexpr const char* kJobIndexName = "job.json";
 // The index's format; newer ones are refused, as newer stores are.
 inline constexpr const char* kJobFormat = "pipescope.job/1";
+// The most import tasks (shards) one job may have: beyond the 16,384-rank jobs
+// the sharded import is built for, and small enough that a task's share of
+// the index (a byte a task per finished-task count) stays small.
+inline constexpr int kMaxShardTasks = 65'536;
 
 // One iteration of one rank as its shard's analysis saw it (the map step of
 // a sharded import): the iteration's window over the shard's ranks, compute
@@ -86,8 +90,11 @@ bool isShardedJob(const std::string& path);
 std::string shardStoreName(int index, int shards);  // "shard-0003-of-0008.pipescope"
 std::string shardRecordName(int index, int shards); // "shard-0003-of-0008.json"
 
-// Throws FormatError naming the folder when the index is missing, damaged or newer.
-JobIndex readJobIndex(const std::string& folder);
+// Throws FormatError naming the folder when the index is missing, damaged or
+// newer. Only the last task of an import writes the whole index; while it is
+// incomplete, the records of the tasks that did end are read from their shard
+// records (withShardRecords), unless endedTasks is false (the plan alone).
+JobIndex readJobIndex(const std::string& folder, bool endedTasks = true);
 // Written atomically (a reader sees the old index or the new one).
 void writeJobIndex(const std::string& folder, const JobIndex& index);
 
@@ -97,5 +104,9 @@ std::optional<ShardRecord> readShardRecord(const std::string& path, const std::s
 
 // "JOB: 2 of 8 shards are missing (3, 7): ..." with what to do; "" when complete.
 std::string incompleteJobMessage(const std::string& folder, const JobIndex& index);
+// The index with the records of the shards whose tasks ended (their shard
+// records in the folder, of index.plan and index.shards), as the last task
+// writes it: how an incomplete index learns which tasks did finish.
+JobIndex withShardRecords(const std::string& folder, JobIndex index);
 
 } // namespace pipescope

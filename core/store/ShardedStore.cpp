@@ -4,6 +4,7 @@
 #include "store/Schema.h"
 
 #include "util/Error.h"
+#include "util/Format.h"
 #include "util/Work.h"
 
 #include <algorithm>
@@ -23,14 +24,22 @@ void Store::openShards(const std::string& folder)
 {
     auto shards = std::make_unique<store::detail::Shards>();
     shards->folder = folder;
+    shards->guard = AtomicOutput::InputGuard(folder);
     shards->index = readJobIndex(folder);
     if (!shards->index.complete())
         throw FormatError(incompleteJobMessage(folder, shards->index));
     shards->stores.resize(static_cast<size_t>(shards->index.shards));
     version_ = kSchemaVersion;
+    const std::string n = std::to_string(shards->index.shards);
     for (const ShardRecord& r : shards->index.records) {
-        if (r.file.empty())
+        if (r.file.empty()) {
+            if (!r.ranks.empty())
+                throw FormatError(folder + ": the job index is damaged: shard " + std::to_string(r.index) + " of " + n +
+                                  " lists " + std::to_string(r.ranks.size()) +
+                                  " ranks but names no store; re-run the import of that shard with --shard " +
+                                  std::to_string(r.index) + "/" + n);
             continue;
+        }
         const std::string file = (fs::path(folder) / r.file).string();
         std::error_code ec;
         if (!fs::is_regular_file(file, ec)) // not a folder (a job cannot hold a job, or itself)
@@ -44,7 +53,20 @@ void Store::openShards(const std::string& folder)
                               " cannot be read (" + e.what() + "); re-run the import of that shard with --shard " +
                               std::to_string(r.index) + "/" + std::to_string(shards->index.shards));
         }
-        version_ = std::min(version_, shards->stores[static_cast<size_t>(r.index)]->schemaVersion());
+        Store& shard = *shards->stores[static_cast<size_t>(r.index)];
+        version_ = std::min(version_, shard.schemaVersion());
+        // The store must be the one its record describes, not another job's put in its place.
+        std::vector<int> held;
+        auto st = shard.database().prepare("SELECT rank FROM ranks ORDER BY rank");
+        while (st.step())
+            held.push_back(static_cast<int>(st.int64(0)));
+        std::vector<int> listed = r.ranks;
+        std::sort(listed.begin(), listed.end());
+        if (held != listed)
+            throw FormatError(folder + ": shard " + std::to_string(r.index) + " of " + n + " (" + r.file + ") holds ranks " +
+                              rankRuns(held) + " but the job index lists " + rankRuns(listed) +
+                              ": the store is not this job's (replaced or copied from another import); re-run the import "
+                              "of that shard with --shard " + std::to_string(r.index) + "/" + n);
         for (int rank : r.ranks)
             if (auto [it, fresh] = shards->shardOfRank.emplace(rank, r.index); !fresh)
                 throw FormatError(folder + ": rank " + std::to_string(rank) + " is in shards " + std::to_string(it->second) +

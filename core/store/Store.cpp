@@ -4,6 +4,7 @@
 #include "store/detail/Shards.h"
 #include "store/detail/StoreSteps.h"
 #include "util/Error.h"
+#include "util/StreamInput.h"
 #include "util/Limits.h"
 
 #include <algorithm>
@@ -108,6 +109,12 @@ Store::Store(const std::string& path) : path_(path)
         openShards(path);
         return;
     }
+    // A pipe or FIFO would block SQLite's open until a writer comes, and
+    // SQLite cannot read one anyway: it reads a store out of order.
+    if (isStreamInput(path))
+        throw FormatError(path + ": is a pipe or device, not a store file; a store is read out of order, so save it "
+                                 "to a file first (e.g. `cat > job.pipescope`) and open that; traces can be imported "
+                                 "from a pipe with `pipescope import " + path + " -o job.pipescope`");
     openFile(path);
 }
 

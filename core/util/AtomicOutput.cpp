@@ -47,6 +47,7 @@ struct InputId {
     dev_t dev;
     ino_t ino;
     std::string real;
+    bool folder = false; // a job folder: nothing inside it may be written either
 };
 
 std::mutex& inputsMutex()
@@ -72,9 +73,18 @@ uint64_t registerInput(const std::string& path)
     struct stat st{};
     InputId id{0, 0, 0, realPath(path)};
     if (::stat(path.c_str(), &st) == 0) {
-        // Devices and pipes are read, not replaced; only files can be overwritten.
-        if (!S_ISREG(st.st_mode))
+        // Devices and pipes are read, not replaced; only files can be
+        // overwritten. A job folder (one with a job.json) read as a job
+        // protects every file in it: its index, shard records and stores.
+        if (S_ISDIR(st.st_mode)) {
+            // Only a job folder: a folder of traces may take a report of them.
+            struct stat index{};
+            if (id.real.empty() || ::stat((id.real + "/job.json").c_str(), &index) != 0)
+                return 0;
+            id.folder = true;
+        } else if (!S_ISREG(st.st_mode)) {
             return 0;
+        }
         id.dev = st.st_dev;
         id.ino = st.st_ino;
     }
@@ -237,6 +247,16 @@ void AtomicOutput::refuseInput(const std::string& path)
             struct stat now{};
             return in.real.empty() || (::stat(in.real.c_str(), &now) == 0 && now.st_dev == in.dev && now.st_ino == in.ino);
         };
+        if (in.folder) {
+            // Anything that resolves inside the folder (or is the folder).
+            const bool inside = !real.empty() && real.size() >= in.real.size() &&
+                                real.compare(0, in.real.size(), in.real) == 0 &&
+                                (real.size() == in.real.size() || real[in.real.size()] == '/' || in.real == "/");
+            if (inside)
+                throw Error(path + ": cannot write: it lies in job folder " + in.real +
+                            ", an input of this command, and would damage the job; choose an -o path outside it");
+            continue;
+        }
         bool same = (exists && in.ino != 0 && in.dev == st.st_dev && in.ino == st.st_ino && stillTheInput()) ||
                     (!real.empty() && real == in.real);
         if (same)
@@ -300,6 +320,11 @@ AtomicOutput::AtomicOutput(std::string finalPath, Target target) : final_(std::m
 {
     if (final_.empty())
         throw Error("output path is empty; pass one with -o FILE");
+    if (final_ == "-") { // the usual name for standard output
+        if (target == Target::RegularFile)
+            throw Error("-o -: a store cannot be written to standard output (it is written out of order); give a file name");
+        final_ = "/dev/stdout";
+    }
     refuseInput(final_);
     target_ = final_;
     struct stat lst{}, st{};

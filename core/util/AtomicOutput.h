@@ -7,7 +7,9 @@
 // No output is ever written over an input: files being read are registered
 // (an InputGuard while they are open, or protectInput() for the rest of the
 // process) and an output that resolves to one of them (same device and inode,
-// or the same real path) is refused. A command-line run calls
+// or the same real path) is refused. A job folder (one holding job.json)
+// registered as an input protects everything inside it: no output may land
+// there while the job is read. A command-line run calls
 // protectInputsForProcess(), so every file it read stays protected until it
 // exits; a long-lived process (the app) protects a file only while it reads it
 // or keeps it open. A destination
@@ -28,6 +30,7 @@ public:
     };
     // Throws Error naming the path when its folder does not exist or is not
     // writable, when it is an input, or when it cannot hold this kind of output.
+    // "-" is standard output (text only).
     explicit AtomicOutput(std::string finalPath, Target target = Target::RegularFile);
     ~AtomicOutput();
     AtomicOutput(const AtomicOutput&) = delete;

@@ -180,6 +180,29 @@ std::string TextTable::render(const std::string& indent) const
     return out;
 }
 
+int bidiControlAt(std::string_view t, size_t i)
+{
+    auto at = [&](size_t k) { return k < t.size() ? static_cast<unsigned char>(t[k]) : 0u; };
+    if (at(i) == 0xd8 && at(i + 1) == 0x9c)
+        return 2; // U+061C
+    if (at(i) != 0xe2)
+        return 0;
+    const unsigned b1 = at(i + 1), b2 = at(i + 2);
+    if (b1 == 0x80 && (b2 == 0x8e || b2 == 0x8f || (b2 >= 0xaa && b2 <= 0xae)))
+        return 3; // U+200E, U+200F, U+202A..U+202E
+    if (b1 == 0x81 && b2 >= 0xa6 && b2 <= 0xa9)
+        return 3; // U+2066..U+2069
+    return 0;
+}
+
+namespace {
+unsigned codePointAt(std::string_view t, size_t i, size_t len)
+{
+    auto b = [&](size_t k) { return static_cast<unsigned>(static_cast<unsigned char>(t[i + k])); };
+    return len == 2 ? ((b(0) & 0x1f) << 6) | (b(1) & 0x3f) : ((b(0) & 0x0f) << 12) | ((b(1) & 0x3f) << 6) | (b(2) & 0x3f);
+}
+} // namespace
+
 std::string printable(std::string_view text, size_t maxBytes)
 {
     static const char* hex = "0123456789abcdef";
@@ -194,6 +217,16 @@ std::string printable(std::string_view text, size_t maxBytes)
         // C1 controls (U+0080..U+009F) are escapes to some terminals too.
         const bool c1 = c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
                         static_cast<unsigned char>(text[i + 1]) <= 0x9f;
+        // Bidirectional controls (U+061C, U+200E-F, U+202A-E, U+2066-9) reorder
+        // what follows on the screen: a name could hide or fake text after it.
+        if (const int bidi = bidiControlAt(text, i); bidi > 0) {
+            const unsigned cp = codePointAt(text, i, static_cast<size_t>(bidi));
+            char buf[16];
+            std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+            out += buf;
+            i += static_cast<size_t>(bidi) - 1;
+            continue;
+        }
         if (c < 0x20 || c == 0x7f || c1) {
             if (c1)
                 c = static_cast<unsigned char>(text[++i]);

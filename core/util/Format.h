@@ -28,6 +28,11 @@ std::string formatEpochTime(int64_t ns);
 // Text from an input, safe to quote in a message: control characters
 // (terminal escapes included) become \xNN and text beyond maxBytes becomes "...".
 std::string printable(std::string_view text, size_t maxBytes = 200);
+// The length in bytes of the Unicode bidirectional control (U+061C, U+200E,
+// U+200F, U+202A..U+202E, U+2066..U+2069) that starts at text[i], or 0.
+// printable() and the report's HTML show them as \uXXXX: they reorder what
+// follows on a screen, so a trace's name could hide the text after it.
+int bidiControlAt(std::string_view text, size_t i);
 
 // A text table of a thousand ranks would bury what the command prints
 // around it: a table of more than kRowsWhole rows shows its first

@@ -1,7 +1,9 @@
 #include "whatif/ModelDescription.h"
 
+#include "util/BoundedJson.h"
 #include "util/Error.h"
 #include "util/InputFile.h"
+#include "util/Limits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -113,12 +115,22 @@ int ModelDescription::dtypeBytes() const
 
 ModelDescription parseModelDescription(const std::string& text, const std::string& source)
 {
+    // Size and nesting are checked before parsing: "[[[[..." expands a
+    // thousandfold in memory. JSON that fails to parse within the bounds is
+    // parsed again for the parser's own account of where it fails.
     json doc;
+    const std::string advice = "see docs/model-format.md for the model description format";
     try {
-        doc = json::parse(text);
-    } catch (const json::exception& e) {
-        throw FormatError(source + ": not valid JSON (" + std::string(e.what()) +
-                          "); see docs/model-format.md for the model description format");
+        doc = parseBoundedJson(text, source, kMaxDescriptionBytes, advice);
+    } catch (const FormatError&) {
+        if (text.size() > kMaxDescriptionBytes || jsonDepth(text) > kMaxJsonDepth)
+            throw;
+        try {
+            doc = json::parse(text);
+        } catch (const json::exception& e) {
+            throw FormatError(source + ": not valid JSON (" + std::string(e.what()) + "); " + advice);
+        }
+        throw;
     }
     Reader rd(source);
     if (!doc.is_object())

@@ -51,6 +51,7 @@ private slots:
     void noStragglerWhenEqual();
     void stragglerIsComputeNotWaiting();
     void iterationsFromProfilerSteps();
+    void touchingProfilerStepsStaySeparate();
     void iterationsFromPeriodicStructure();
     void singleRankNotPipeline();
     void longCollectiveAcrossGaps();
@@ -460,6 +461,30 @@ void TestAnalysis::iterationsFromProfilerSteps()
     QCOMPARE(analyze(built.trace, o).selectedIteration, 2);
     o.iteration = 3;
     QVERIFY_THROWS_EXCEPTION(Error, analyze(built.trace, o));
+}
+
+// ProfilerStep#N ranges written end to end overlap by a fraction of a
+// microsecond once parsed: each is still its own iteration. Nested marks of
+// one iteration still collapse.
+void TestAnalysis::touchingProfilerStepsStaySeparate()
+{
+    TraceBuilder tb;
+    const TimeNs step = 2'200'000'000;
+    for (int i = 0; i < 4; ++i) {
+        const TimeNs start = i * step;
+        tb.range(0, CpuRangeKind::Annotation, "ProfilerStep#" + std::to_string(i + 1), start, start + step + 400);
+        tb.kernel(0, 7, "sm90_gemm", start + 1'000'000, start + 2'000'000'000);
+    }
+    // A repeated mark of step 1 on another thread, 0.3 us later: the same iteration.
+    tb.range(0, CpuRangeKind::Annotation, "ProfilerStep#1", 300, step - 200, 2);
+    const AnalysisResult r = analyze(tb.build());
+    QCOMPARE(r.iterations.size(), size_t(4));
+    for (size_t i = 0; i < 4; ++i) {
+        QCOMPARE(r.iterations[i].label, "ProfilerStep#" + std::to_string(i + 1));
+        // Each holds its own kernel, and only it.
+        QCOMPARE(r.iterations[i].start, static_cast<TimeNs>(i) * step + 1'000'000);
+        QCOMPARE(r.iterations[i].end, static_cast<TimeNs>(i) * step + 2'000'000'000);
+    }
 }
 
 void TestAnalysis::iterationsFromPeriodicStructure()

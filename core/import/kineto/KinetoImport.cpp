@@ -65,6 +65,14 @@ std::optional<TimeNs> toNanos(const Value& v)
     }
 }
 
+// ProfilerStep#N, the profiler's own iteration ranges (analysis/Iterations.cpp
+// reads iterations from them).
+bool isIterationMarker(std::string_view name)
+{
+    return name.size() > 13 && name.starts_with("ProfilerStep#") &&
+           name.find_first_not_of("0123456789", 13) == std::string_view::npos;
+}
+
 std::optional<int> toInt(std::optional<int64_t> v)
 {
     if (!v || *v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max())
@@ -272,6 +280,19 @@ private:
             it = diags_.emplace(std::string(kind), Diag{s, 0, path_ + ": " + std::string(example)}).first;
         it->second.severity = std::max(it->second.severity, s);
         ++it->second.count;
+    }
+    // A skipped event is one bad record of its kind (a warning), CPU range
+    // or GPU activity alike. When it is an iteration marker (ProfilerStep#N)
+    // the analysis finds one iteration fewer: an info diagnostic names it as
+    // well, so a damaged step does not silently turn two iterations into one
+    // (info, so that the record is counted once among the warnings).
+    void skipped(const Event& e, std::string_view kind, std::string_view example, std::string_view why)
+    {
+        diag(Severity::Warning, kind, example);
+        if (const std::string_view n = e[Field::Name].str(); isIterationMarker(n))
+            diag(Severity::Info, "skipped:iteration_marker",
+                 "the iteration marker \"" + printable(n, 60) + "\" was skipped (" + std::string(why) +
+                     "); iterations are found without it");
     }
     int rank();
     int64_t streamId(int device, int64_t stream);
@@ -636,27 +657,35 @@ void KinetoImporter::complete(const Event& e)
              "python_function events other than nn.Module calls (Python stacks) are not imported");
         return;
     }
+    auto skip = [&](std::string_view kind, std::string_view example, std::string_view why) {
+        skipped(e, kind, example, why);
+    };
     auto start = toNanos(e[Field::Ts]);
     if (!start) {
-        diag(Severity::Warning, e[Field::Ts].present() ? "bad_value:ts" : "missing_field:ts",
-             e[Field::Ts].present() ? "an event whose \"ts\" is not a number of microseconds was skipped"
-                                    : "an event without \"ts\" was skipped");
+        if (e[Field::Ts].present())
+            skip("bad_value:ts", "an event whose \"ts\" is not a number of microseconds was skipped",
+                 "its \"ts\" is not a number of microseconds");
+        else
+            skip("missing_field:ts", "an event without \"ts\" was skipped", "it has no \"ts\"");
         return;
     }
     const Value& durValue = e[Field::Dur];
     auto dur = toNanos(durValue);
     if (!dur) {
-        diag(Severity::Warning, durValue.present() ? "bad_value:dur" : "missing_field:dur",
-             durValue.present() ? "a complete event whose \"dur\" is not a number of microseconds was skipped"
-                                : "a complete (\"X\") event without \"dur\" was skipped");
+        if (durValue.present())
+            skip("bad_value:dur", "a complete event whose \"dur\" is not a number of microseconds was skipped",
+                 "its \"dur\" is not a number of microseconds");
+        else
+            skip("missing_field:dur", "a complete (\"X\") event without \"dur\" was skipped", "it has no \"dur\"");
         return;
     }
     if (*dur < 0) {
-        diag(Severity::Warning, "negative_duration", "an event with a negative \"dur\" was skipped");
+        skip("negative_duration", "an event with a negative \"dur\" was skipped", "its \"dur\" is negative");
         return;
     }
     if (!validTime(*start) || *dur > kMaxTimeNs || !validTime(*start + *dur)) {
-        diag(Severity::Warning, "bad_value:ts", "an event outside the representable time range was skipped");
+        skip("bad_value:ts", "an event outside the representable time range was skipped",
+             "its time lies outside the representable range");
         return;
     }
     TimeNs end = *start + *dur;
@@ -797,7 +826,7 @@ void KinetoImporter::cpuRange(const Event& e, Category cat, TimeNs start, TimeNs
 {
     auto tid = e[Field::Tid].asLenientInt();
     if (!tid) {
-        diag(Severity::Warning, "bad_value:tid", "a CPU event without an integer \"tid\" was skipped");
+        skipped(e, "bad_value:tid", "a CPU event without an integer \"tid\" was skipped", "it has no integer \"tid\"");
         return;
     }
     CpuRangeRecord& r = range_;

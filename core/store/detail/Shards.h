@@ -5,6 +5,7 @@
 // so an id leads back to its shard and row; stream ids are renumbered in
 // (rank, shard id) order, as a single store numbers them in rank-file order.
 #include "store/Store.h"
+#include "util/AtomicOutput.h"
 
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@ inline int64_t localId(int64_t id) { return id & kLocalIdMask; }
 
 struct Shards {
     std::string folder;
+    AtomicOutput::InputGuard guard; // no output replaces a file of the job while it is read
     JobIndex index;
     std::vector<std::unique_ptr<Store>> stores; // by shard index; null for a shard that had no traces
     std::map<int, int> shardOfRank;
