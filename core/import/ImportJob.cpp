@@ -5,6 +5,7 @@
 
 #include "import/kineto/KinetoReader.h"
 #include "import/megatron/MegatronTiming.h"
+#include "import/optable/OpTable.h"
 #include "import/kineto/ParseAhead.h"
 #include "util/StreamInput.h"
 #include "store/JobIndex.h"
@@ -127,7 +128,11 @@ std::string detectFormat(const std::string& path)
             produced = sizeof text - z.avail_out;
             inflateEnd(&z);
         }
-        return looksLikeMegatronTiming(std::string_view(text, produced)) ? "megatron-timing" : "kineto";
+        if (looksLikeMegatronTiming(std::string_view(text, produced)))
+            return "megatron-timing";
+        if (auto table = opTableFormat(path, std::string_view(text, produced)))
+            return *table;
+        return "kineto";
     }
     if (n >= 16 && std::memcmp(head, "SQLite format 3", 16) == 0) {
         // Opened read-only and immutable: detection leaves no -shm or lock beside the input.
@@ -166,6 +171,8 @@ std::string detectFormat(const std::string& path)
             return "kineto";
         break;
     }
+    if (auto table = opTableFormat(path, std::string_view(head, n)))
+        return *table;
     if (hasSuffix(path, ".nsys-rep") || hasSuffix(path, ".qdrep"))
         throw FormatError(path + ": Nsight Systems report files cannot be read directly; export them first with "
                                  "`nsys export --type sqlite " + path + "`");
@@ -464,6 +471,8 @@ private:
             }
             return importMegatronTiming(file, s_.writer, s_.io, s_.megatron.pipelineDegree);
         }
+        if (format == "optable")
+            return importOpTable(file, s_.writer, s_.io);
 #ifdef PIPESCOPE_HAVE_CAPTURE_IMPORT
         if (format == "capture")
             return importCapture(file, s_.writer, s_.io);

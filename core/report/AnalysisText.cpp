@@ -71,8 +71,7 @@ void printLevers(std::ostream& os, const whatif::Levers& levers)
 {
     if (levers.bubbles.empty() && levers.levers.empty())
         return;
-    os << "what would help most (predicted by the what-if engine, against the measured "
-       << formatDuration(levers.measuredNs) << "):\n";
+    os << "what would help most (predicted by the what-if engine, " << whatif::leversBasisText(levers) << "):\n";
     if (!levers.bubbles.empty())
         os << "  " << levers.bubbles << "\n";
     for (const whatif::Lever& l : levers.levers)

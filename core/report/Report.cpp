@@ -112,8 +112,8 @@ void header(std::string& out, const Context& c)
         }
         // The levers, best first, each priced by the what-if engine (the same list as analyze and the app).
         if (c.levers && (!c.levers->bubbles.empty() || !c.levers->levers.empty())) {
-            out += "<div id=\"levers\"><strong>What would help most</strong> (predicted by the what-if engine, against the "
-                   "measured " + esc(formatDuration(c.levers->measuredNs)) + ")";
+            out += "<div id=\"levers\"><strong>What would help most</strong> (predicted by the what-if engine, " +
+                   esc(whatif::leversBasisText(*c.levers)) + ")";
             out += "<ul class=\"note\">";
             if (!c.levers->bubbles.empty())
                 out += "<li>" + esc(c.levers->bubbles) + "</li>";

@@ -219,12 +219,12 @@ void sortDescriptions(Job& job)
 // Sums counts by name, names in the order first seen.
 void addCounts(std::vector<std::pair<std::string, int64_t>>& into, const std::vector<std::pair<std::string, int64_t>>& from)
 {
-    for (const auto& [kind, n] : from) {
-        auto it = std::find_if(into.begin(), into.end(), [&](const auto& e) { return e.first == kind; });
+    for (const auto& entry : from) { // not a structured binding: clang 14 cannot capture one
+        auto it = std::find_if(into.begin(), into.end(), [&](const auto& e) { return e.first == entry.first; });
         if (it == into.end())
-            into.emplace_back(kind, n);
+            into.emplace_back(entry.first, entry.second);
         else
-            it->second += n;
+            it->second += entry.second;
     }
 }
 

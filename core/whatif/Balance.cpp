@@ -435,7 +435,7 @@ BalanceResult autoBalance(const CostModel& model, const Scenario& sc, const Bala
 {
     if (model.layers.empty())
         throw Error("the cost model has no layers");
-    const Schedule schedule = scheduleFor(sc);
+    const Schedule schedule = scheduleFor(model, sc);
     const int S = schedule.stages, L = model.layerCount();
     if (L < S)
         throw ValueError(Setting::Pp, std::to_string(L) + " layers cannot fill " + std::to_string(S) +

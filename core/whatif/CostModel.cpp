@@ -374,6 +374,27 @@ void addExchangeCosts(const CostModel& m, const Schedule& schedule, double scale
     c.p2pBytesPerNs = m.p2pBytesPerNs;
     c.eagerBytes = m.p2pEagerBytes;
     c.launchGapNs = m.launchGapNs;
+    // Each rank's measured gap before a step: as measured at the measured
+    // degree, else the median over the measured ranks for every rank (a
+    // host's per-step cost does not depend on which stage it runs).
+    if (!m.stepGapNs.empty()) {
+        if (schedule.pp == m.measuredPp && static_cast<int>(m.stepGapNs.size()) == schedule.pp) {
+            c.stepGapNs = m.stepGapNs;
+        } else {
+            std::array<TimeNs, 2> typical{};
+            for (size_t k = 0; k < 2; ++k) {
+                std::vector<TimeNs> v;
+                for (const auto& g : m.stepGapNs)
+                    if (g[k] > 0)
+                        v.push_back(g[k]);
+                if (!v.empty()) {
+                    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+                    typical[k] = v[v.size() / 2];
+                }
+            }
+            c.stepGapNs.assign(static_cast<size_t>(schedule.pp), typical);
+        }
+    }
     // Exchanges learnt on Megatron's schedules (1F1B, interleaved) carry to
     // those; another schedule is torch.distributed.pipelining's, which posts
     // each receive before the step that needs it and lets sends overlap

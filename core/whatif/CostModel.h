@@ -10,6 +10,7 @@
 #include "whatif/ModelDescription.h"
 #include "whatif/Replay.h"
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,6 +102,18 @@ struct CostModel {
     double measuredUnits = 0;                  // parameters (or layers) of the measured busiest rank
     double optimizerNsPerParam = 0;
     TimeNs launchGapNs = 0;
+    // [pipeline rank][F, B]: the host's measured gap before a step whose input
+    // was ready before the rank's previous step ended (the median over such
+    // steps: what every step pays for its launch, transfer calls and Python);
+    // 0 where the trace shows too few such steps (launchGapNs holds there).
+    // Empty: launchGapNs everywhere.
+    std::vector<std::array<TimeNs, 2>> stepGapNs;
+    // The order the measured run ran its steps in, per pipeline rank, where
+    // it is not the built-in schedule's (a breadth-first run that starts its
+    // backwards early, an order of the framework's own): the measured
+    // configuration replays it (scheduleFor(model, scenario)). Its kind is the
+    // built-in kind it was read as.
+    std::optional<Schedule> measuredOrder;
     // Exchanges hold the compute stream (ReplayCosts::blockingExchanges), as
     // the measured run showed (MeasuredPipeline::blockingExchanges).
     bool blockingExchanges = false;

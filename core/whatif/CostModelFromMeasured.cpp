@@ -12,7 +12,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <map>
+#include <tuple>
 #include <numeric>
 #include <string>
 
@@ -150,6 +153,213 @@ int virtualStageOf(const MeasuredShape& sh, const PipelineStep& st)
 }
 
 } // namespace
+
+std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, const MeasuredShape& sh)
+{
+    const int S = sh.S, M = sh.m, p = sh.p;
+    if (mp.steps.empty() || p < 1 || M < 1)
+        return {};
+    // The latest end of each (virtual stage, microbatch, kind) over the
+    // replicas: a step's input was surely ready once every replica's producer
+    // had ended.
+    std::vector<TimeNs> producedF(static_cast<size_t>(S) * static_cast<size_t>(M), -1);
+    std::vector<TimeNs> producedB(static_cast<size_t>(S) * static_cast<size_t>(M), -1);
+    std::map<int, std::vector<const PipelineStep*>> byRank;
+    for (const PipelineStep& st : mp.steps) {
+        const int vs = virtualStageOf(sh, st);
+        if (vs < 0 || vs >= S || st.microbatch < 0 || st.microbatch >= M || st.end < st.start)
+            continue;
+        const size_t k = static_cast<size_t>(vs) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch);
+        if (st.kind == StepKind::F)
+            producedF[k] = std::max(producedF[k], st.end);
+        else if (st.kind == StepKind::B || st.kind == StepKind::I)
+            producedB[k] = std::max(producedB[k], st.end);
+        byRank[st.rank].push_back(&st);
+    }
+    // Exchanges that end between two steps hold the second (exchangeGapNs):
+    // their gaps are not the host's per-step cost.
+    std::map<int, std::vector<TimeNs>> exchangeEnds;
+    if (mp.blockingExchanges)
+        for (const MeasuredMessage& msg : mp.messages) {
+            exchangeEnds[msg.srcRank].push_back(msg.sendEnd);
+            exchangeEnds[msg.dstRank].push_back(msg.recvEnd);
+        }
+    for (auto& [r, e] : exchangeEnds)
+        std::sort(e.begin(), e.end());
+    std::vector<std::array<std::vector<TimeNs>, 2>> gaps(static_cast<size_t>(p));
+    for (auto& [rank, steps] : byRank) {
+        if (rank < 0 || static_cast<size_t>(rank) >= mp.stageOfRank.size())
+            continue;
+        const int stage = mp.stageOfRank[static_cast<size_t>(rank)];
+        if (stage < 0 || stage >= p)
+            continue;
+        std::sort(steps.begin(), steps.end(), [](const PipelineStep* a, const PipelineStep* b) { return a->start < b->start; });
+        const auto ends = exchangeEnds.find(rank);
+        for (size_t i = 1; i < steps.size(); ++i) {
+            const PipelineStep& st = *steps[i];
+            const TimeNs prevEnd = steps[i - 1]->end;
+            const TimeNs gap = st.start - prevEnd;
+            if (gap < 0)
+                continue;
+            const int vs = virtualStageOf(sh, st);
+            TimeNs input = 0; // produced on this rank, or by the first stage's data
+            if (st.kind == StepKind::F && vs > 0)
+                input = producedF[static_cast<size_t>(vs - 1) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch)];
+            else if ((st.kind == StepKind::B || st.kind == StepKind::I) && vs < S - 1)
+                input = producedB[static_cast<size_t>(vs + 1) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch)];
+            if (input < 0 || input > prevEnd)
+                continue; // it waited for its input: not the host's gap alone
+            if (ends != exchangeEnds.end()) {
+                auto it = std::lower_bound(ends->second.begin(), ends->second.end(), prevEnd);
+                if (it != ends->second.end() && *it <= st.start)
+                    continue;
+            }
+            gaps[static_cast<size_t>(stage)][st.kind == StepKind::F ? 0 : 1].push_back(gap);
+        }
+    }
+    // A median needs a few steps; fewer say too little of what each step pays.
+    constexpr size_t kMinSteps = 3;
+    std::vector<std::array<TimeNs, 2>> out(static_cast<size_t>(p), std::array<TimeNs, 2>{0, 0});
+    std::vector<std::array<TimeNs, 2>> low = out; // the first quartile: what nearly every step pays
+    bool any = false;
+    for (size_t st = 0; st < gaps.size(); ++st)
+        for (size_t k = 0; k < 2; ++k) {
+            auto& v = gaps[st][k];
+            if (v.size() < kMinSteps)
+                continue;
+            std::sort(v.begin(), v.end());
+            out[st][k] = v[v.size() / 2];
+            low[st][k] = v[v.size() / 4];
+            any = any || out[st][k] > 0;
+        }
+    // A cost only where the trace shows one that nearly every step pays: the
+    // first quartile, summed over a rank's steps, at least 5% of the
+    // iteration. Below that the gaps are launch noise or waits of another
+    // kind (an exchange's partner), and the launch gap stands for them.
+    const double steps = static_cast<double>(S / std::max(1, p)) * static_cast<double>(M);
+    double worst = 0;
+    for (const auto& g : low)
+        worst = std::max(worst, steps * static_cast<double>(g[0] + g[1]));
+    if (!any || mp.iterationNs <= 0 || worst < 0.05 * static_cast<double>(mp.iterationNs))
+        return {};
+    return out;
+}
+
+WaitedInput waitedInputLatency(const MeasuredPipeline& mp, const MeasuredShape& sh,
+                               const std::vector<std::array<TimeNs, 2>>& gaps)
+{
+    const int S = sh.S, M = sh.m, p = sh.p;
+    if (gaps.empty() || mp.steps.empty())
+        return {};
+    std::vector<TimeNs> producedF(static_cast<size_t>(S) * static_cast<size_t>(M), -1);
+    std::vector<TimeNs> producedB(static_cast<size_t>(S) * static_cast<size_t>(M), -1);
+    std::map<int, std::vector<const PipelineStep*>> byRank;
+    for (const PipelineStep& st : mp.steps) {
+        const int vs = virtualStageOf(sh, st);
+        if (vs < 0 || vs >= S || st.microbatch < 0 || st.microbatch >= M || st.end < st.start)
+            continue;
+        const size_t k = static_cast<size_t>(vs) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch);
+        if (st.kind == StepKind::F)
+            producedF[k] = std::max(producedF[k], st.end);
+        else if (st.kind == StepKind::B || st.kind == StepKind::I)
+            producedB[k] = std::max(producedB[k], st.end);
+        byRank[st.rank].push_back(&st);
+    }
+    std::vector<double> beyond, after;
+    for (auto& [rank, steps] : byRank) {
+        if (rank < 0 || static_cast<size_t>(rank) >= mp.stageOfRank.size())
+            continue;
+        const int stage = mp.stageOfRank[static_cast<size_t>(rank)];
+        if (stage < 0 || stage >= p || static_cast<size_t>(stage) >= gaps.size())
+            continue;
+        std::sort(steps.begin(), steps.end(), [](const PipelineStep* a, const PipelineStep* b) { return a->start < b->start; });
+        for (size_t i = 1; i < steps.size(); ++i) {
+            const PipelineStep& st = *steps[i];
+            const int vs = virtualStageOf(sh, st);
+            TimeNs input = -1;
+            if (st.kind == StepKind::F && vs > 0)
+                input = producedF[static_cast<size_t>(vs - 1) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch)];
+            else if ((st.kind == StepKind::B || st.kind == StepKind::I) && vs < S - 1)
+                input = producedB[static_cast<size_t>(vs + 1) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch)];
+            if (input < 0 || input <= steps[i - 1]->end || st.start < input)
+                continue; // not a step that waited for its input
+            const TimeNs gap = gaps[static_cast<size_t>(stage)][st.kind == StepKind::F ? 0 : 1];
+            beyond.push_back(static_cast<double>(st.start - input - gap));
+            after.push_back(static_cast<double>(st.start - input));
+        }
+    }
+    if (beyond.size() < 8)
+        return {};
+    std::sort(beyond.begin(), beyond.end());
+    WaitedInput w;
+    w.medianAfterInputNs = toNs(median(after));
+    w.beyondGapNs = std::max<TimeNs>(0, toNs(beyond[beyond.size() / 10]));
+    return w;
+}
+
+std::optional<Schedule> measuredOrder(const MeasuredPipeline& mp, const MeasuredShape& sh)
+{
+    if (!mp.schedule || *mp.schedule == ScheduleKind::Custom || mp.steps.empty())
+        return std::nullopt;
+    Schedule builtin;
+    try {
+        builtin = makeSchedule(sh.kind, sh.p, sh.v, sh.m);
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    if (builtin.stages != sh.S)
+        return std::nullopt;
+    // One replica's ranks: the lowest global rank of each pipeline stage.
+    std::vector<int> rankOfPipelineRank(static_cast<size_t>(sh.p), -1);
+    for (size_t g = 0; g < mp.stageOfRank.size(); ++g) {
+        const int st = mp.stageOfRank[g];
+        if (st >= 0 && st < sh.p && rankOfPipelineRank[static_cast<size_t>(st)] < 0)
+            rankOfPipelineRank[static_cast<size_t>(st)] = static_cast<int>(g);
+    }
+    std::map<int, std::vector<const PipelineStep*>> byRank;
+    for (const PipelineStep& st : mp.steps)
+        byRank[st.rank].push_back(&st);
+    Schedule order = builtin;
+    for (int r = 0; r < sh.p; ++r) {
+        auto it = byRank.find(rankOfPipelineRank[static_cast<size_t>(r)]);
+        if (it == byRank.end())
+            return std::nullopt;
+        auto& steps = it->second;
+        std::stable_sort(steps.begin(), steps.end(), [](const PipelineStep* a, const PipelineStep* b) { return a->start < b->start; });
+        std::vector<Action> actions;
+        for (const PipelineStep* st : steps) {
+            const int vs = virtualStageOf(sh, *st);
+            if (vs < 0 || vs >= sh.S || builtin.rankOfStage[static_cast<size_t>(vs)] != r || st->microbatch < 0 ||
+                st->microbatch >= sh.m)
+                return std::nullopt;
+            actions.push_back(Action{st->kind, vs, st->microbatch});
+        }
+        // The same steps as the built-in schedule's, in another order.
+        auto key = [](const Action& a) { return std::tuple(a.stage, a.microbatch, static_cast<int>(a.kind)); };
+        auto mine = actions, theirs = builtin.ranks[static_cast<size_t>(r)];
+        std::sort(mine.begin(), mine.end(), [&](const Action& a, const Action& b) { return key(a) < key(b); });
+        std::sort(theirs.begin(), theirs.end(), [&](const Action& a, const Action& b) { return key(a) < key(b); });
+        if (mine.size() != theirs.size() ||
+            !std::equal(mine.begin(), mine.end(), theirs.begin(), [&](const Action& a, const Action& b) { return key(a) == key(b); }))
+            return std::nullopt;
+        order.ranks[static_cast<size_t>(r)] = std::move(actions);
+    }
+    bool same = true;
+    for (int r = 0; r < sh.p && same; ++r) {
+        const auto& a = order.ranks[static_cast<size_t>(r)];
+        const auto& b = builtin.ranks[static_cast<size_t>(r)];
+        for (size_t i = 0; i < a.size() && same; ++i)
+            same = a[i].kind == b[i].kind && a[i].stage == b[i].stage && a[i].microbatch == b[i].microbatch;
+    }
+    if (same)
+        return std::nullopt;
+    try {
+        validateSchedule(order, "the measured order");
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    return order;
+}
 
 StageStepTimes fitStepTimes(const MeasuredPipeline& mp, const MeasuredShape& sh)
 {
@@ -599,6 +809,18 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
         takeModelSizes(c, *model);
 
     fitLinksAndLaunchGap(c, mp, model);
+    if (!(model && model->launchGapUs)) {
+        c.stepGapNs = measuredStepGaps(mp, shape);
+        // A transfer's latency fitted from one message whose receiver waited
+        // holds that receiver's host time too. Longer than the median wait
+        // the steps that waited for their input saw after it, it is not the
+        // link's: what those steps show beyond their host gap (the tenth
+        // percentile: the transfer, not a late host) is taken instead.
+        const WaitedInput w = waitedInputLatency(mp, shape, c.stepGapNs);
+        if (w.medianAfterInputNs && w.beyondGapNs && c.p2pLatencyNs > *w.medianAfterInputNs && !(model && model->p2pLatencyUs))
+            c.p2pLatencyNs = *w.beyondGapNs;
+    }
+    c.measuredOrder = detail::measuredOrder(mp, shape);
     takeMeasuredCollectives(c, mp);
     takeRankStarts(c, mp, p);
     attributeIterationTail(mp, c);

@@ -11,6 +11,15 @@
 namespace pipescope::whatif {
 
 
+std::string leversBasisText(const Levers& l)
+{
+    if (l.baselineNs <= 0 || l.baselineNs == l.measuredNs || l.measuredNs <= 0)
+        return "against the measured " + formatDuration(l.measuredNs);
+    const double error = static_cast<double>(l.baselineNs - l.measuredNs) / static_cast<double>(l.measuredNs);
+    return "against its replay of the measured run, " + formatDuration(l.baselineNs) + " (" + formatSignedPercent(error) +
+           " from the measured " + formatDuration(l.measuredNs) + ")";
+}
+
 std::string leverText(const Lever& l)
 {
     return l.change + ": " + formatDuration(l.predictedNs) + " (" + formatSignedPercent(-l.gain) + ")";
@@ -23,7 +32,6 @@ Levers rankLevers(const CostModel& model, const AnalysisResult& r)
     if (!p.found || !model.measuredIterationNs || *model.measuredIterationNs <= 0 || model.layers.empty())
         return out;
     out.measuredNs = *model.measuredIterationNs;
-    const double measured = static_cast<double>(out.measuredNs);
 
     // Where the bubbles come from: the schedule's own fill/drain, or waiting on a stage.
     {
@@ -56,10 +64,19 @@ Levers rankLevers(const CostModel& model, const AnalysisResult& r)
     }
 
     const Scenario base = measuredScenario(model);
+    // Gains against the replay of the measured run: the same model on both
+    // sides, so its calibration error is not taken for a gain.
+    out.baselineNs = out.measuredNs;
+    try {
+        if (const TimeNs replayed = predict(model, base).iterationNs(); replayed > 0)
+            out.baselineNs = replayed;
+    } catch (const Error&) {
+    }
+    const double baseline = static_cast<double>(out.baselineNs);
     auto add = [&](std::string kind, std::string change, TimeNs predicted) {
         if (predicted <= 0)
             return;
-        const double gain = (measured - static_cast<double>(predicted)) / measured;
+        const double gain = (baseline - static_cast<double>(predicted)) / baseline;
         if (gain < 0.005)
             return;
         out.levers.push_back({std::move(kind), std::move(change), predicted, gain});

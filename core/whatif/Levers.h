@@ -15,7 +15,10 @@ struct Lever {
     std::string kind;   // rebalance, microbatches, interleave, straggler, schedule
     std::string change; // what to do, in words ("interleave v=2 (interleaved-1f1b)")
     TimeNs predictedNs = 0;
-    double gain = 0;    // (measured - predicted) / measured: 0.10 is 10 % faster
+    // (baseline - predicted) / baseline, the baseline being the replay of the
+    // measured run (Levers::baselineNs): 0.10 is 10 % faster. Against the
+    // replay, the model's own error is not counted as a gain.
+    double gain = 0;
 };
 
 struct Levers {
@@ -23,8 +26,16 @@ struct Levers {
     // 1F1B ideal for m=8"); empty without a pipeline.
     std::string bubbles;
     TimeNs measuredNs = 0;
+    // The replay of the measured configuration, which gains are counted
+    // against (measuredNs when it cannot be replayed).
+    TimeNs baselineNs = 0;
     std::vector<Lever> levers; // gain above half a percent, best first
 };
+
+// What the gains are counted against, said once: "against the what-if
+// engine's replay of the measured run, 1.329 s (+2.5% from the measured
+// 1.297 s)", or "against the measured 1.297 s".
+std::string leversBasisText(const Levers& levers);
 
 // Throws nothing: a lever the model cannot price is left out.
 Levers rankLevers(const CostModel& model, const AnalysisResult& analysis);

@@ -44,7 +44,7 @@ MicrobatchStudy studyMicrobatches(const CostModel& model, const Scenario& scenar
     st.p50Size = quantile(st.size, 0.5);
     st.p95Size = quantile(st.size, 0.95);
 
-    const Schedule schedule = scheduleFor(scenario);
+    const Schedule schedule = scheduleFor(model, scenario);
     const Partition partition = partitionFor(model, scenario, schedule.stages);
     Replay replay;
     ReplayOptions fast;

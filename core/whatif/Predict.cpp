@@ -15,9 +15,26 @@ namespace pipescope::whatif {
 
 std::optional<double> Prediction::speedup() const
 {
-    if (!measuredIterationNs || replay.iterationNs <= 0)
+    if (replay.iterationNs <= 0)
+        return std::nullopt;
+    if (baselineNs && *baselineNs > 0)
+        return static_cast<double>(*baselineNs) / static_cast<double>(replay.iterationNs);
+    if (!measuredIterationNs)
         return std::nullopt;
     return static_cast<double>(*measuredIterationNs) / static_cast<double>(replay.iterationNs);
+}
+
+std::optional<TimeNs> measuredReplayNs(const CostModel& model)
+{
+    if (!model.measuredIterationNs)
+        return std::nullopt;
+    try {
+        const Prediction p = predict(model, measuredScenario(model), ReplayOptions{false});
+        if (p.measuredConfiguration && p.iterationNs() > 0)
+            return p.iterationNs();
+    } catch (const Error&) {
+    }
+    return std::nullopt;
 }
 
 std::optional<double> Prediction::calibrationError() const
@@ -210,6 +227,17 @@ Schedule scheduleFor(const Scenario& sc)
     return makeSchedule(sc.schedule, sc.pp, sc.v, sc.microbatches);
 }
 
+Schedule scheduleFor(const CostModel& model, const Scenario& sc)
+{
+    Schedule schedule = scheduleFor(sc);
+    const auto& order = model.measuredOrder;
+    if (!sc.custom && order && order->kind == schedule.kind && order->pp == schedule.pp &&
+        order->stages == schedule.stages && order->microbatches == schedule.microbatches &&
+        order->rankOfStage == schedule.rankOfStage)
+        return *order;
+    return schedule;
+}
+
 Partition partitionFor(const CostModel& model, const Scenario& sc, int stages)
 {
     const int L = model.layerCount();
@@ -240,7 +268,7 @@ Prediction predict(const CostModel& model, const Scenario& sc, const ReplayOptio
 {
     if (model.layers.empty())
         throw Error("the cost model has no layers");
-    Schedule schedule = scheduleFor(sc);
+    Schedule schedule = scheduleFor(model, sc);
     Partition partition = partitionFor(model, sc, schedule.stages);
     Replay replay;
     std::string label = sc.label.empty() ? "requested" : sc.label;

@@ -242,7 +242,6 @@ bool Replay::runBlockingRank(const Schedule& s, const ReplayCosts& costs, const 
                              int r)
 {
     const int S = s.stages, M = s.microbatches;
-    const TimeNs gap = costs.launchGapNs;
     const auto& list = s.ranks[static_cast<size_t>(r)];
     const auto& groups = plan.ranks[static_cast<size_t>(r)];
     size_t& n = next_[static_cast<size_t>(r)];
@@ -275,7 +274,7 @@ bool Replay::runBlockingRank(const Schedule& s, const ReplayCosts& costs, const 
         }
         if (ready < 0)
             return false; // nothing will bring it: the plan does not fit the order
-        const TimeNs hold = afterBatch_[static_cast<size_t>(r)] ? costs.exchangeGapNs : n > 0 ? gap : 0;
+        const TimeNs hold = afterBatch_[static_cast<size_t>(r)] ? costs.exchangeGapNs : n > 0 ? costs.gapBefore(r, a.kind) : 0;
         const TimeNs start = std::max(later(free, hold, "a step", r), ready);
         const TimeNs end = later(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
         rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
@@ -372,6 +371,9 @@ void checkCosts(const Schedule& s, const ReplayCosts& costs)
         checkStage(c);
     checkCost(costs.p2pLatencyNs, "the transfer latency");
     checkCost(costs.launchGapNs, "the launch gap");
+    for (const auto& g : costs.stepGapNs)
+        for (TimeNs x : g)
+            checkCost(x, "a step's host gap");
     checkCost(costs.exchangeGapNs, "the exchange gap");
     checkCost(costs.pipelineSyncNs, "the pipeline-wide collective");
     for (TimeNs t : costs.allReduceNs)
@@ -497,7 +499,6 @@ bool Replay::runPlannedExchanges(const Schedule& s, const ReplayCosts& costs, Re
 void Replay::runOverlapped(const Schedule& s, const ReplayCosts& costs, ReplayResult& out, const ReplayOptions& options)
 {
     const int P = s.pp, S = s.stages, M = s.microbatches;
-    const TimeNs gap = costs.launchGapNs;
     while (!stack_.empty()) {
         const int r = stack_.back();
         stack_.pop_back();
@@ -552,7 +553,7 @@ void Replay::runOverlapped(const Schedule& s, const ReplayCosts& costs, ReplayRe
                     ready = tEnd;
                 }
             }
-            const TimeNs start = std::max(n > 0 ? later(free, gap, "a step", r) : free, ready);
+            const TimeNs start = std::max(n > 0 ? later(free, costs.gapBefore(r, a.kind), "a step", r) : free, ready);
             const TimeNs end = later(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
             rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
                                              start, end});
@@ -592,9 +593,9 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
 
     // Idle time by cause, per rank and summed.
     TimeNs idleTotal = 0;
-    const TimeNs hostGap = blocked ? std::max(costs.launchGapNs, costs.exchangeGapNs) : costs.launchGapNs;
     for (int r = 0; r < P; ++r) {
         RankReplay& rr = out.ranks[static_cast<size_t>(r)];
+        const TimeNs hostGap = blocked ? std::max(costs.hostGapOf(r), costs.exchangeGapNs) : costs.hostGapOf(r);
         detail::classifyIdle(rr, hostGap, iteration, options.timeline);
         for (int c = 0; c < kBubbleCauseCount; ++c) {
             out.bubbleNs[static_cast<size_t>(c)] += rr.bubbleNs[static_cast<size_t>(c)];

@@ -21,6 +21,7 @@
 #include "model/Schedule.h"
 #include "model/Exchanges.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string_view>
@@ -48,6 +49,26 @@ struct ReplayCosts {
     double p2pBytesPerNs = 0.0;         // 0: transfers take only the latency
     int64_t eagerBytes = 0;             // sent before the receiver posts (NCCL's buffer); 0: none
     TimeNs launchGapNs = 0;             // host time between back-to-back steps on a rank
+    // [rank][F, B]: the measured host gap before a step of that kind on the
+    // rank (CostModel::stepGapNs); 0 or empty: launchGapNs.
+    std::vector<std::array<TimeNs, 2>> stepGapNs;
+    // The host time a step of this kind waits on rank r after the rank's previous step.
+    TimeNs gapBefore(int rank, StepKind kind) const
+    {
+        if (rank >= 0 && static_cast<size_t>(rank) < stepGapNs.size()) {
+            const TimeNs g = stepGapNs[static_cast<size_t>(rank)][kind == StepKind::F ? 0 : 1];
+            if (g > 0)
+                return g;
+        }
+        return launchGapNs;
+    }
+    // The largest of them on rank r (idle up to it after a step is host time).
+    TimeNs hostGapOf(int rank) const
+    {
+        if (rank >= 0 && static_cast<size_t>(rank) < stepGapNs.size())
+            return std::max({launchGapNs, stepGapNs[static_cast<size_t>(rank)][0], stepGapNs[static_cast<size_t>(rank)][1]});
+        return launchGapNs;
+    }
     std::vector<TimeNs> allReduceNs;    // [rank] gradient all-reduce at the end (empty: none)
     // Collective over all pipeline ranks after the all-reduce (loss or
     // gradient-norm all-reduce, barrier): starts once every rank has joined.

@@ -17,6 +17,7 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
                                             const BalanceOptions& options)
 {
     const std::vector<ScheduleKind> schedules = space.schedules.empty() ? builtinScheduleKinds() : space.schedules;
+    const std::optional<TimeNs> baseline = measuredReplayNs(model); // speed-ups against it, not the measured run
     const std::vector<int> vs = space.vs.empty() ? std::vector<int>{1, 2, 3, 4} : space.vs;
     std::vector<int> ms = space.microbatches;
     if (ms.empty()) {
@@ -113,6 +114,7 @@ std::vector<SearchRow> searchConfigurations(const CostModel& model, const Scenar
         row.bubbleFraction = b.prediction.replay.bubbleFraction;
         row.peakBytes = b.prediction.peakBytes();
         row.outOfMemory = b.prediction.outOfMemory();
+        b.prediction.baselineNs = baseline;
         row.speedup = b.prediction.speedup();
         row.scenario.recompute = b.prediction.recompute;
         row.recomputeChosen = todoPerStage[k];

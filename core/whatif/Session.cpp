@@ -18,7 +18,7 @@ void Session::rebuild(const Scenario& scenario)
 {
     Prediction next;
     next.label = scenario.label.empty() ? "requested" : scenario.label;
-    next.schedule = scheduleFor(scenario);
+    next.schedule = scheduleFor(model_, scenario);
     next.microbatchOrder = scenario.microbatchOrder;
     next.recompute = scenario.recompute;
     ++scheduleBuilds_;

@@ -58,8 +58,13 @@ struct Prediction {
     // not a speed-up (calibrationError()).
     bool measuredConfiguration = false;
 
+    // The replay of the measured configuration with the same model, which
+    // speedup() is counted against when set (so the model's calibration error
+    // is not taken for a gain); unset: the measured iteration.
+    std::optional<TimeNs> baselineNs;
+
     TimeNs iterationNs() const { return replay.iterationNs; }
-    std::optional<double> speedup() const; // measured / predicted
+    std::optional<double> speedup() const; // baseline (else measured) / predicted
     // (predicted - measured) / measured, for the measured configuration only.
     std::optional<double> calibrationError() const;
     bool outOfMemory() const;
@@ -68,6 +73,11 @@ struct Prediction {
 
 // The configuration the cost model was measured in (pp, v, m, schedule, partition).
 Scenario measuredScenario(const CostModel& model);
+
+// The replay of the measured configuration (what gains are counted against,
+// Prediction::baselineNs); nullopt when the model has no measured run or it
+// cannot be replayed.
+std::optional<TimeNs> measuredReplayNs(const CostModel& model);
 
 // What the user asked to change (command-line flags, the app's editor).
 struct ScenarioChanges {
@@ -93,6 +103,9 @@ Prediction predict(const CostModel& model, const Scenario& scenario, const Repla
 // costs and memory of a prediction whose schedule and partition are set.
 // Throws ValueError when the scenario has more steps than a replay takes (kMaxReplaySteps).
 Schedule scheduleFor(const Scenario& scenario);
+// The same, but the measured run's own order (CostModel::measuredOrder) for
+// a scenario of the measured schedule, degree, chunks and microbatches.
+Schedule scheduleFor(const CostModel& model, const Scenario& scenario);
 // Steps (F, B, I, W of one microbatch on one stage) the scenario's schedule
 // runs per iteration, counted without building it.
 int64_t scenarioSteps(const Scenario& scenario);

@@ -74,6 +74,14 @@ json costModelToJson(const CostModel& m)
                   {"bytes", m.p2pBytes},
                   {"eager_bytes", m.p2pEagerBytes}}},
                 {"launch_gap_ns", m.launchGapNs},
+                // [pipeline rank] {forward, backward}: the measured host gap before a step; null when not modelled.
+                {"step_gaps_ns", m.stepGapNs.empty() ? json(nullptr) : [&] {
+                     json a = json::array();
+                     for (const auto& g : m.stepGapNs)
+                         a.push_back({{"forward", g[0]}, {"backward", g[1]}});
+                     return a;
+                 }()},
+                {"measured_order", m.measuredOrder.has_value()},
                 {"exchanges", {{"blocking", m.blockingExchanges}, {"gap_ns", m.exchangeGapNs}, {"megatron", m.megatronExchanges}, {"shared_links", m.sharedLinks}}},
                 {"pipeline_sync_ns", m.pipelineSyncNs},
                 {"rank_start_ns", m.rankStartNs},
@@ -184,6 +192,8 @@ json predictionToJson(const Prediction& p, const JsonOptions& options)
              {"iteration_ns", p.replay.iterationNs},
              {"measured_iteration_ns", optionalNumber(p.measuredIterationNs)},
              {"speedup", speedup ? json(*speedup) : json(nullptr)},
+             // What speedup is counted against: the replay of the measured run, or (null) the measured iteration.
+             {"baseline_ns", p.baselineNs ? json(*p.baselineNs) : json(nullptr)},
              {"measured_configuration", p.measuredConfiguration},
              {"calibration_error", p.calibrationError() ? json(*p.calibrationError()) : json(nullptr)},
              {"bubble_fraction", p.replay.bubbleFraction},

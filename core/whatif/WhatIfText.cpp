@@ -59,7 +59,7 @@ std::string predictionText(const Prediction& p)
     } else if (p.measuredIterationNs) {
         o << "   (measured " << formatDuration(*p.measuredIterationNs);
         if (auto s = p.speedup())
-            o << ", speed-up " << ratio(*s);
+            o << ", speed-up " << ratio(*s) << (p.baselineNs ? " against the replay of the measured run" : "");
         o << ")";
     }
     o << "\n  bubble     " << formatPercent(p.replay.bubbleFraction) << " of rank time";
@@ -140,6 +140,30 @@ std::string exchangesText(const CostModel& model)
         return {};
     return "exchanges: blocking batches, as Megatron-LM runs them (a step waits for its rank's sends and receives; " +
            formatDuration(model.exchangeGapNs) + " from a batch to the next step)";
+}
+
+std::string stepGapsText(const CostModel& model)
+{
+    std::string out;
+    if (!model.stepGapNs.empty()) {
+        auto range = [&](size_t k) {
+            TimeNs lo = -1, hi = 0;
+            for (const auto& g : model.stepGapNs)
+                if (g[k] > 0) {
+                    lo = lo < 0 ? g[k] : std::min(lo, g[k]);
+                    hi = std::max(hi, g[k]);
+                }
+            if (lo < 0)
+                return formatDuration(model.launchGapNs);
+            return lo == hi ? formatDuration(lo) : formatDuration(lo) + "-" + formatDuration(hi);
+        };
+        out = "host gap before each step, as measured (steps whose input was ready): forward " + range(0) +
+              ", backward " + range(1) + " per rank";
+    }
+    if (model.measuredOrder)
+        out += std::string(out.empty() ? "" : "; ") + "the measured order of steps is replayed (not the built-in " +
+               std::string(toString(model.measuredOrder->kind)) + " order)";
+    return out;
 }
 
 std::string frozenLayersText(const CostModel& model)

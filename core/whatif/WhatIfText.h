@@ -19,6 +19,9 @@ std::string stragglerFixText(const StragglerFix& fix);
 std::string stageSpeedText(const CostModel& model);
 // One line when the replay runs blocking exchanges (docs/whatif.md, "Exchanges"); empty otherwise.
 std::string exchangesText(const CostModel& model);
+// "host gap before each step, as measured: forward 6.9-8.6 ms, backward 0.4-12.4 ms
+// per rank; the measured order of steps is replayed" (empty when neither applies).
+std::string stepGapsText(const CostModel& model);
 std::string noLayersNotice(const CostModel& model);
 // "frozen layers 0..1, 30..31 (4 of 32): ...", or empty when none is frozen.
 std::string frozenLayersText(const CostModel& model);

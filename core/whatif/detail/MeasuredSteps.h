@@ -5,6 +5,8 @@
 #include "analysis/MeasuredPipeline.h"
 #include "whatif/CostModel.h"
 
+#include <array>
+#include <optional>
 #include <vector>
 
 namespace pipescope::whatif::detail {
@@ -27,6 +29,30 @@ struct StageStepTimes {
 // stage and chunk give its virtual stage; steps outside the pipeline or
 // ending before they start are left out).
 StageStepTimes fitStepTimes(const MeasuredPipeline& measured, const MeasuredShape& shape);
+
+// Each pipeline rank's host gap before a forward and before a backward: the
+// median, over its steps whose input had been produced (by every replica)
+// before its previous step ended and with no exchange ending between, of the
+// time from the previous step's end to the step's start. 0 where fewer than
+// three steps show it; empty when no rank does, or when on every rank their
+// first quartile adds up to less than 5% of the iteration over its steps
+// (launch noise, or waits of another kind: CostModel::stepGapNs).
+std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& measured, const MeasuredShape& shape);
+
+// The steps that waited for their input (produced after the rank's previous
+// step ended): the median time from their input's end to their start, and
+// the tenth percentile of what they took beyond their rank's host gap (at
+// least 0). Unset with fewer than eight such steps or without gaps.
+struct WaitedInput {
+    std::optional<TimeNs> medianAfterInputNs, beyondGapNs;
+};
+WaitedInput waitedInputLatency(const MeasuredPipeline& measured, const MeasuredShape& shape,
+                               const std::vector<std::array<TimeNs, 2>>& gaps);
+
+// The order one replica ran its steps in, per pipeline rank, when it holds
+// the built-in schedule's steps in another order (and is a valid schedule);
+// nullopt when it is the built-in order or not a whole one.
+std::optional<Schedule> measuredOrder(const MeasuredPipeline& measured, const MeasuredShape& shape);
 
 // The time after the last step that the measured all-reduce, the
 // pipeline-wide collective (c.pipelineSyncNs) and the optimizer do not

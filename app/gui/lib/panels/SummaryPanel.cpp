@@ -143,7 +143,7 @@ void SummaryPanel::setLevers(const whatif::Levers& levers)
         levers_->hide();
         return;
     }
-    QString text = tr("What would help most (what-if, against the measured %1):").arg(QString::fromStdString(formatDuration(levers.measuredNs)));
+    QString text = tr("What would help most (what-if, %1):").arg(QString::fromStdString(whatif::leversBasisText(levers)));
     if (!levers.bubbles.empty())
         text += QStringLiteral("\n\u2022 ") + QString::fromStdString(levers.bubbles);
     for (const whatif::Lever& l : levers.levers)
