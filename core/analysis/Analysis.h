@@ -203,9 +203,22 @@ struct Straggler {
     // slowest replica, which is late by no more than its excess compute over
     // its peers, computeNs - peerMedianNs (pipeline slack can hide part of it).
     TimeNs costNs = 0;
+    // Iterations in which it was the busiest replica of its stage, of those
+    // analysed with every replica (a straggler is one that persists: more
+    // than half of them, when there are three or more).
+    int slowestIterations = 0;
+    int iterations = 0;
 };
 
 inline constexpr double kStragglerRatio = 1.05;
+
+// A stage whose slowest replica changes from iteration to iteration (the
+// data, not a worker): no straggler is claimed there.
+struct MovingSlowest {
+    int stage = 0;
+    int iterations = 0;                       // analysed with every replica
+    std::vector<std::pair<int, int>> slowest; // (rank, iterations it was the slowest), most first
+};
 
 struct Imbalance {
     std::vector<StageBalance> stages;
@@ -213,6 +226,7 @@ struct Imbalance {
     int bottleneckStage = -1;
     std::vector<RankSpeed> rankSpeed;    // every pipeline rank with steps, in rank order
     std::vector<Straggler> stragglers;   // replicas >= 5% slower than the median of their stage's other replicas, costliest first
+    std::vector<MovingSlowest> movingSlowest; // stages whose slowest replica moves between iterations
     TimeNs iterationNs = 0;
     TimeNs balancedLowerBoundNs = 0;     // mean busy / (1 - ideal bubble fraction)
     double idealBubbleFraction = 0;      // (p-1)/(v*m+p-1)

@@ -142,7 +142,14 @@ json imbalanceJson(const Imbalance& im)
     for (const auto& s : im.stragglers)
         strag.push_back({{"stage", s.stage}, {"rank", s.rank}, {"replica", s.replica}, {"busy_ns", s.busyNs},
                          {"compute_ns", s.computeNs}, {"peer_median_ns", s.peerMedianNs}, {"relative_compute", round4(s.relative)},
-                         {"cost_ns", s.costNs}});
+                         {"cost_ns", s.costNs}, {"slowest_iterations", s.slowestIterations}, {"iterations", s.iterations}});
+    json moving = json::array();
+    for (const auto& m : im.movingSlowest) {
+        json who = json::array();
+        for (const auto& [rank, n] : m.slowest)
+            who.push_back({{"rank", rank}, {"iterations", n}});
+        moving.push_back({{"stage", m.stage}, {"iterations", m.iterations}, {"slowest", who}});
+    }
     json speed = json::array();
     for (const auto& x : im.rankSpeed)
         speed.push_back({{"rank", x.rank}, {"stage", x.stage}, {"replica", x.replica}, {"steps", x.steps},
@@ -153,7 +160,7 @@ json imbalanceJson(const Imbalance& im)
         ov.push_back({{"rank", x.rank}, {"comm_ns", x.commNs}, {"overlapped_ns", x.overlappedNs},
                       {"overlap_fraction", x.commNs > 0 ? json(round4(static_cast<double>(x.overlappedNs) / static_cast<double>(x.commNs))) : json(nullptr)}});
     return {{"stages", st}, {"max_over_mean", round4(im.maxOverMean)}, {"bottleneck_stage", im.bottleneckStage},
-            {"stragglers", strag}, {"rank_speed", speed}, {"iteration_ns", im.iterationNs},
+            {"stragglers", strag}, {"moving_slowest", moving}, {"rank_speed", speed}, {"iteration_ns", im.iterationNs},
             {"balanced_lower_bound_ns", im.balancedLowerBoundNs},
             {"ideal_bubble_fraction", round4(im.idealBubbleFraction)}, {"overlap", ov}};
 }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace pipescope::detail {
@@ -25,6 +26,69 @@ Distribution distributionOf(std::vector<double> v)
     d.p50 = percentile(v, 0.5);
     d.p95 = percentile(v, 0.95);
     return d;
+}
+
+// A straggler is a worker, so it is the slowest of its stage iteration after
+// iteration; a slowest replica that changes with the data is not one. Over
+// the iterations analysed with every replica of a stage (busy time, the union
+// of its compute kernels), a straggler must be the busiest in more than half
+// of them when there are three or more; the stages where none is are named.
+void keepPersistentStragglers(const AnalysisResult& out, Imbalance& im,
+                              const std::map<int, std::vector<const StageAssignment*>>& replicasOf)
+{
+    std::map<std::pair<int, int>, TimeNs> busy; // (iteration, rank)
+    std::set<int> iterations;
+    for (const RankIdle& ri : out.idle) {
+        busy[{ri.iteration, ri.rank}] = ri.busyNs;
+        iterations.insert(ri.iteration);
+    }
+    std::map<int, std::map<int, int>> slowestCount; // stage -> rank -> iterations
+    std::map<int, int> counted;                     // stage -> iterations with every replica
+    for (const auto& [stage, reps] : replicasOf) {
+        if (reps.size() < 2)
+            continue;
+        for (int it : iterations) {
+            int slowest = -1;
+            TimeNs most = -1;
+            bool all = true;
+            for (const StageAssignment* a : reps) {
+                auto b = busy.find({it, a->rank});
+                if (b == busy.end() || b->second <= 0) {
+                    all = false;
+                    break;
+                }
+                if (b->second > most) {
+                    most = b->second;
+                    slowest = a->rank;
+                }
+            }
+            if (!all)
+                continue;
+            ++counted[stage];
+            ++slowestCount[stage][slowest];
+        }
+    }
+    std::set<int> moving;
+    std::vector<Straggler> kept;
+    for (Straggler s : im.stragglers) {
+        s.iterations = counted[s.stage];
+        s.slowestIterations = slowestCount[s.stage][s.rank];
+        if (s.iterations >= 3 && 2 * s.slowestIterations <= s.iterations) {
+            moving.insert(s.stage);
+            continue;
+        }
+        kept.push_back(s);
+    }
+    im.stragglers = std::move(kept);
+    for (int stage : moving) {
+        MovingSlowest m;
+        m.stage = stage;
+        m.iterations = counted[stage];
+        for (const auto& [rank, n] : slowestCount[stage])
+            m.slowest.emplace_back(rank, n);
+        std::stable_sort(m.slowest.begin(), m.slowest.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+        im.movingSlowest.push_back(std::move(m));
+    }
 }
 
 // Each rank's compute against the median of the OTHER replicas of its stage
@@ -86,9 +150,11 @@ void compareReplicas(const AnalysisResult& out, const std::vector<Step>& steps, 
     std::sort(im.rankSpeed.begin(), im.rankSpeed.end(), [](const RankSpeed& a, const RankSpeed& b) { return a.rank < b.rank; });
     std::stable_sort(im.stragglers.begin(), im.stragglers.end(),
                      [](const Straggler& a, const Straggler& b) { return a.costNs > b.costNs; });
+    keepPersistentStragglers(out, im, replicasOf);
 }
 
 } // namespace
+
 
 void measureImbalance(Context& ctx, AnalysisResult& out, const std::vector<Step>& steps)
 {

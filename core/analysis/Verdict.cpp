@@ -516,7 +516,23 @@ void pipelineFacts(std::vector<std::string>& f, const Evidence& e)
         const Straggler& s = im.stragglers[i];
         f.push_back("straggler: rank " + std::to_string(s.rank) + " (stage " + std::to_string(s.stage) + ") computes " +
                     pct0(s.relative - 1.0) + " slower than the other replicas of its stage (" + formatDuration(s.computeNs) +
-                    " vs " + formatDuration(s.peerMedianNs) + "), costing up to " + formatDuration(s.costNs) + " per iteration");
+                    " vs " + formatDuration(s.peerMedianNs) + "), costing up to " + formatDuration(s.costNs) + " per iteration" +
+                    (s.iterations >= 2 ? "; the slowest of its stage in " + std::to_string(s.slowestIterations) + " of " +
+                                             std::to_string(s.iterations) + " iterations"
+                                       : std::string()));
+    }
+    for (size_t i = 0; i < im.movingSlowest.size() && i < 2; ++i) {
+        const MovingSlowest& m = im.movingSlowest[i];
+        std::string who;
+        for (size_t k = 0; k < m.slowest.size() && k < 4; ++k)
+            who += (who.empty() ? "" : ", ") + std::string("rank ") + std::to_string(m.slowest[k].first) + " in " +
+                   std::to_string(m.slowest[k].second);
+        if (m.slowest.size() > 4)
+            who += ", ...";
+        f.push_back("no straggler in stage " + std::to_string(m.stage) + ": its slowest replica changes from iteration to "
+                    "iteration (" + who + " of " + std::to_string(m.iterations) +
+                    "): the work differs with the data, not a worker; equal work per replica (token balancing across "
+                    "data-parallel ranks) is the lever");
     }
 }
 

@@ -45,6 +45,7 @@ private slots:
     void hostStall();
     void criticalPathPairsDirectedMessages();
     void straggler();
+    void stragglerPersistsOrMovesWithTheData();
     void stragglerLeaveOneOut_data();
     void stragglerLeaveOneOut();
     void noStragglerWhenEqual_data();
@@ -438,6 +439,52 @@ void TestAnalysis::stragglerIsComputeNotWaiting()
     }
     QVERIFY(single.imbalance.stragglers.empty());
     QVERIFY(toJson(single, AnalyzeOptions{})["imbalance"]["rank_speed"][0]["relative_compute"].is_null());
+}
+
+// A straggler is the slowest replica of its stage in most iterations; where
+// the slowest changes with the data, none is claimed and the stage is named.
+void TestAnalysis::stragglerPersistsOrMovesWithTheData()
+{
+    PipelineSpec spec;
+    spec.stages = 2;
+    spec.replicas = 2;
+    spec.microbatches = 4;
+    spec.iterations = 4;
+    spec.profilerSteps = true;
+    spec.allReduceNs = 100'000;
+    spec.optimizerNs = 50'000;
+    // Replica 1 of stage 0 slow in every iteration: a straggler, 4 of 4.
+    spec.slowdown[{1, 0}] = 1.2;
+    AnalysisResult r = analyze(pipelineTrace(spec).trace);
+    QCOMPARE(r.iterations.size(), size_t(4));
+    QCOMPARE(r.imbalance.stragglers.size(), size_t(1));
+    QCOMPARE(r.imbalance.stragglers[0].rank, 1);
+    QCOMPARE(r.imbalance.stragglers[0].slowestIterations, 4);
+    QCOMPARE(r.imbalance.stragglers[0].iterations, 4);
+    QVERIFY(r.imbalance.movingSlowest.empty());
+    bool said = false;
+    for (const std::string& f : verdict(r).facts)
+        said = said || f.find("; the slowest of its stage in 4 of 4 iterations") != std::string::npos;
+    QVERIFY(said);
+
+    // The slow replica alternates (as long sequences land on one replica, then the other):
+    // whichever is slow in the iteration analysed is no straggler.
+    spec.slowdown.clear();
+    for (int it = 0; it < 4; ++it)
+        spec.slowdownIn[{it % 2, 0, it}] = 1.2;
+    r = analyze(pipelineTrace(spec).trace);
+    QVERIFY(r.imbalance.stragglers.empty());
+    QCOMPARE(r.imbalance.movingSlowest.size(), size_t(1));
+    const MovingSlowest& m = r.imbalance.movingSlowest[0];
+    QCOMPARE(m.stage, 0);
+    QCOMPARE(m.iterations, 4);
+    QCOMPARE(m.slowest, (std::vector<std::pair<int, int>>{{0, 2}, {1, 2}}));
+    said = false;
+    for (const std::string& f : verdict(r).facts)
+        said = said || f.rfind("no straggler in stage 0: its slowest replica changes from iteration to iteration "
+                               "(rank 0 in 2, rank 1 in 2 of 4)", 0) == 0;
+    QVERIFY(said);
+    QVERIFY(toJson(r, AnalyzeOptions{})["imbalance"]["moving_slowest"][0]["iterations"] == 4);
 }
 
 void TestAnalysis::iterationsFromProfilerSteps()

@@ -182,6 +182,8 @@ struct PipelineSpec {
     bool peers = true;         // NCCL records at all (else bare kernels only)
     // Multiplier of step times per (replica, stage): stragglers and slow stages.
     std::map<std::pair<int, int>, double> slowdown;
+    // The same for one iteration only: (replica, stage, iteration) -> multiplier (data that moves the slowest replica).
+    std::map<std::tuple<int, int, int>, double> slowdownIn;
     // Multiplier of step times per microbatch (uneven microbatches); empty: all 1.
     std::vector<double> microbatchScale;
     // Host stalls: (rank, step index on that rank, iteration) -> the launch of that step
@@ -279,6 +281,8 @@ inline BuiltPipeline pipelineTrace(const PipelineSpec& spec, TraceBuilder* into 
                     double scale = 1.0;
                     if (auto it = spec.slowdown.find({rep, s}); it != spec.slowdown.end())
                         scale = it->second;
+                    if (auto it = spec.slowdownIn.find({rep, s, iter}); it != spec.slowdownIn.end())
+                        scale *= it->second;
                     if (static_cast<size_t>(op.mb) < spec.microbatchScale.size())
                         scale *= spec.microbatchScale[static_cast<size_t>(op.mb)];
                     TimeNs stall = 0;
