@@ -123,6 +123,17 @@ TextTable::TextTable(std::vector<std::string> header)
 void TextTable::add(std::vector<std::string> row)
 {
     row.resize(header_.size());
+    // Cells quote trace names and paths: control and bidirectional
+    // characters are shown as codes, never sent to the terminal.
+    for (std::string& cell : row) {
+        bool plain = true;
+        for (size_t i = 0; i < cell.size() && plain; ++i) {
+            const auto c = static_cast<unsigned char>(cell[i]);
+            plain = c >= 0x20 && c != 0x7f && c != 0xc2 && bidiControlAt(cell, i) == 0;
+        }
+        if (!plain)
+            cell = printable(cell, cell.size());
+    }
     rows_.push_back(std::move(row));
 }
 

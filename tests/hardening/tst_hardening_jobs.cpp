@@ -398,8 +398,15 @@ private slots:
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QVERIFY2(r.out.contains("auto-balance"), qPrintable(r.out));
         QVERIFY(!r.err.contains("give stage boundaries, auto-balance"));
-        // bidirectional controls are shown as their code
+        // bidirectional controls are shown as their code, in messages and in info's tables
         QCOMPARE(QString::fromStdString(printable("a\xE2\x80\xAE" "b\xD8\x9C" "c")), QString("a\\u202eb\\u061cc"));
+        const QString bidi = dir.path() + QString::fromUtf8("/rank-0-\xE2\x80\xAEtxt.json");
+        QVERIFY(QFile::copy(traces_ + "/rank-0.json", bidi));
+        QCOMPARE(cli({"import", "-q", bidi, "-o", dir.path() + "/b.pipescope"}).exitCode, 0);
+        r = cli({"info", dir.path() + "/b.pipescope"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.out.contains("rank-0-\\u202etxt.json") && !r.out.contains(QString::fromUtf8("\xE2\x80\xAE")),
+                 qPrintable(r.out));
     }
 
     // 15. diff of a data-parallel job without a pipeline: every rank a replica.
