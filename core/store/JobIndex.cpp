@@ -237,7 +237,8 @@ JobIndex readJobIndex(const std::string& folder, bool endedTasks)
     }
     if (!j.is_object())
         throw FormatError(path + ": the job index is damaged (not a JSON object); re-run the import");
-    const std::string format = j.value("format", std::string());
+    const auto formatIt = j.find("format");
+    const std::string format = formatIt != j.end() && formatIt->is_string() ? formatIt->get<std::string>() : std::string();
     if (format != kJobFormat) {
         if (format.rfind("pipescope.job/", 0) == 0)
             throw FormatError(path + ": job index format " + format + " is newer than this build reads (" + kJobFormat +
@@ -309,9 +310,11 @@ std::optional<ShardRecord> readShardRecord(const std::string& path, const std::s
     } catch (const FormatError&) {
         return std::nullopt; // as a missing record: its task is named as not finished
     }
-    if (!j.is_object() || j.value("plan", std::string()) != plan || j.value("shards", 0) != shards)
-        return std::nullopt;
+    // Any shape it has, a record that is not this plan's is not read (a
+    // "shards" that is no number is a damaged record, as a missing one).
     try {
+        if (!j.is_object() || j.value("plan", std::string()) != plan || j.value("shards", 0) != shards)
+            return std::nullopt;
         return recordFromJson(j);
     } catch (const json::exception&) {
         return std::nullopt;

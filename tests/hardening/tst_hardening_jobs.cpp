@@ -340,6 +340,17 @@ private slots:
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains(job + "/job.json: the job index is damaged (nested more than 64 levels deep; re-run the import)"),
                  qPrintable(r.err));
+        // Found by fuzz_jobindex: fields of the wrong type are a damaged index or record, not a crash.
+        writeAll(job + "/job.json", "{\"format\": 5}");
+        Run wrong = cli({"info", job});
+        QCOMPARE(wrong.exitCode, 1);
+        QVERIFY2(wrong.err.contains(job + "/job.json: not a pipescope job index; re-run the import"), qPrintable(wrong.err));
+        const QString partial = dir.path() + "/partial";
+        QCOMPARE(cli({"import", "-q", traces_, "--shard", "0/3", "-o", partial}).exitCode, 0);
+        writeAll(partial + "/shard-0001-of-0003.json", "{\"plan\": \"x\", \"shards\": [3]}");
+        wrong = cli({"analyze", partial});
+        QCOMPARE(wrong.exitCode, 1);
+        QVERIFY2(wrong.err.contains("the sharded job is incomplete: 2 of 3 shards are missing (1, 2;"), qPrintable(wrong.err));
         QCOMPARE(jsonDepth("{\"a\": [1, {\"b\": \"[[[[\"}]}"), size_t(3));
         QCOMPARE(jsonDepth(std::string(100, '['), 10), size_t(11));
     }
