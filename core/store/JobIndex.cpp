@@ -71,6 +71,25 @@ std::string shardBase(int index, int shards)
 
 json optTime(const std::optional<TimeNs>& t) { return t ? json(*t) : json(nullptr); }
 
+// Every number of an index or record is a whole number except a task's
+// "seconds": a fraction anywhere else (4.4e57 as a pid) would be converted
+// to an integer out of range. Such a document is damaged.
+bool onlyWholeNumbers(const json& j, const std::string& key = {})
+{
+    if (j.is_number_float())
+        return key == "seconds";
+    if (j.is_object()) {
+        for (const auto& [k, v] : j.items())
+            if (!onlyWholeNumbers(v, k))
+                return false;
+    } else if (j.is_array()) {
+        for (const auto& v : j)
+            if (!onlyWholeNumbers(v, key))
+                return false;
+    }
+    return true;
+}
+
 json recordJson(const ShardRecord& r)
 {
     json ranks = json::array();
@@ -237,6 +256,8 @@ JobIndex readJobIndex(const std::string& folder, bool endedTasks)
     }
     if (!j.is_object())
         throw FormatError(path + ": the job index is damaged (not a JSON object); re-run the import");
+    if (!onlyWholeNumbers(j))
+        throw FormatError(path + ": the job index is damaged (a fraction where a whole number belongs); re-run the import");
     const auto formatIt = j.find("format");
     const std::string format = formatIt != j.end() && formatIt->is_string() ? formatIt->get<std::string>() : std::string();
     if (format != kJobFormat) {
@@ -313,7 +334,8 @@ std::optional<ShardRecord> readShardRecord(const std::string& path, const std::s
     // Any shape it has, a record that is not this plan's is not read (a
     // "shards" that is no number is a damaged record, as a missing one).
     try {
-        if (!j.is_object() || j.value("plan", std::string()) != plan || j.value("shards", 0) != shards)
+        if (!j.is_object() || !onlyWholeNumbers(j) || j.value("plan", std::string()) != plan ||
+            j.value("shards", 0) != shards)
             return std::nullopt;
         return recordFromJson(j);
     } catch (const json::exception&) {

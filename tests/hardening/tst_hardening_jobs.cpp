@@ -345,6 +345,15 @@ private slots:
         Run wrong = cli({"info", job});
         QCOMPARE(wrong.exitCode, 1);
         QVERIFY2(wrong.err.contains(job + "/job.json: not a pipescope job index; re-run the import"), qPrintable(wrong.err));
+        QByteArray fraction = readAll(job_ + "/job.json");
+        QVERIFY(fraction.contains("\"pid\": "));
+        fraction.replace("\"pid\": ", "\"pid\": 4.4e57, \"was_pid\": ");
+        writeAll(job + "/job.json", fraction);
+        wrong = cli({"info", job});
+        QCOMPARE(wrong.exitCode, 1);
+        QVERIFY2(wrong.err.contains(job + "/job.json: the job index is damaged (a fraction where a whole number belongs); "
+                                          "re-run the import"),
+                 qPrintable(wrong.err));
         const QString partial = dir.path() + "/partial";
         QCOMPARE(cli({"import", "-q", traces_, "--shard", "0/3", "-o", partial}).exitCode, 0);
         writeAll(partial + "/shard-0001-of-0003.json", "{\"plan\": \"x\", \"shards\": [3]}");
