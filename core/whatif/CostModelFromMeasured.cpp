@@ -152,6 +152,48 @@ int virtualStageOf(const MeasuredShape& sh, const PipelineStep& st)
     return vs;
 }
 
+// Each rank's steps in start order, and when each step's input was surely
+// ready: the latest end of its producer (the previous virtual stage's
+// forward, the next one's backward) over the replicas.
+struct StepInputs {
+    StepInputs(const MeasuredPipeline& mp, const MeasuredShape& sh) : sh_(sh)
+    {
+        const size_t n = static_cast<size_t>(sh.S) * static_cast<size_t>(sh.m);
+        producedF_.assign(n, -1);
+        producedB_.assign(n, -1);
+        for (const PipelineStep& st : mp.steps) {
+            const int vs = virtualStageOf(sh, st);
+            if (vs < 0 || vs >= sh.S || st.microbatch < 0 || st.microbatch >= sh.m || st.end < st.start)
+                continue;
+            TimeNs* produced = st.kind == StepKind::F ? &producedF_[key(vs, st.microbatch)]
+                               : st.kind == StepKind::B || st.kind == StepKind::I ? &producedB_[key(vs, st.microbatch)]
+                                                                                  : nullptr;
+            if (produced)
+                *produced = std::max(*produced, st.end);
+            byRank[st.rank].push_back(&st);
+        }
+        for (auto& [rank, steps] : byRank)
+            std::sort(steps.begin(), steps.end(), [](const PipelineStep* a, const PipelineStep* b) { return a->start < b->start; });
+    }
+    // When the step's input was ready: 0 for one made on its rank or by the
+    // data loader, -1 when no producer was measured.
+    TimeNs inputReady(const PipelineStep& st) const
+    {
+        const int vs = virtualStageOf(sh_, st);
+        if (st.kind == StepKind::F && vs > 0)
+            return producedF_[key(vs - 1, st.microbatch)];
+        if ((st.kind == StepKind::B || st.kind == StepKind::I) && vs < sh_.S - 1)
+            return producedB_[key(vs + 1, st.microbatch)];
+        return 0;
+    }
+    std::map<int, std::vector<const PipelineStep*>> byRank;
+
+private:
+    size_t key(int vs, int mb) const { return static_cast<size_t>(vs) * static_cast<size_t>(sh_.m) + static_cast<size_t>(mb); }
+    const MeasuredShape& sh_;
+    std::vector<TimeNs> producedF_, producedB_;
+};
+
 } // namespace
 
 std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, const MeasuredShape& sh)
@@ -159,23 +201,7 @@ std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, 
     const int S = sh.S, M = sh.m, p = sh.p;
     if (mp.steps.empty() || p < 1 || M < 1)
         return {};
-    // The latest end of each (virtual stage, microbatch, kind) over the
-    // replicas: a step's input was surely ready once every replica's producer
-    // had ended.
-    std::vector<TimeNs> producedF(static_cast<size_t>(S) * static_cast<size_t>(M), -1);
-    std::vector<TimeNs> producedB(static_cast<size_t>(S) * static_cast<size_t>(M), -1);
-    std::map<int, std::vector<const PipelineStep*>> byRank;
-    for (const PipelineStep& st : mp.steps) {
-        const int vs = virtualStageOf(sh, st);
-        if (vs < 0 || vs >= S || st.microbatch < 0 || st.microbatch >= M || st.end < st.start)
-            continue;
-        const size_t k = static_cast<size_t>(vs) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch);
-        if (st.kind == StepKind::F)
-            producedF[k] = std::max(producedF[k], st.end);
-        else if (st.kind == StepKind::B || st.kind == StepKind::I)
-            producedB[k] = std::max(producedB[k], st.end);
-        byRank[st.rank].push_back(&st);
-    }
+    StepInputs in(mp, sh);
     // Exchanges that end between two steps hold the second (exchangeGapNs):
     // their gaps are not the host's per-step cost.
     std::map<int, std::vector<TimeNs>> exchangeEnds;
@@ -187,13 +213,12 @@ std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, 
     for (auto& [r, e] : exchangeEnds)
         std::sort(e.begin(), e.end());
     std::vector<std::array<std::vector<TimeNs>, 2>> gaps(static_cast<size_t>(p));
-    for (auto& [rank, steps] : byRank) {
+    for (const auto& [rank, steps] : in.byRank) {
         if (rank < 0 || static_cast<size_t>(rank) >= mp.stageOfRank.size())
             continue;
         const int stage = mp.stageOfRank[static_cast<size_t>(rank)];
         if (stage < 0 || stage >= p)
             continue;
-        std::sort(steps.begin(), steps.end(), [](const PipelineStep* a, const PipelineStep* b) { return a->start < b->start; });
         const auto ends = exchangeEnds.find(rank);
         for (size_t i = 1; i < steps.size(); ++i) {
             const PipelineStep& st = *steps[i];
@@ -201,12 +226,7 @@ std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, 
             const TimeNs gap = st.start - prevEnd;
             if (gap < 0)
                 continue;
-            const int vs = virtualStageOf(sh, st);
-            TimeNs input = 0; // produced on this rank, or by the first stage's data
-            if (st.kind == StepKind::F && vs > 0)
-                input = producedF[static_cast<size_t>(vs - 1) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch)];
-            else if ((st.kind == StepKind::B || st.kind == StepKind::I) && vs < S - 1)
-                input = producedB[static_cast<size_t>(vs + 1) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch)];
+            const TimeNs input = in.inputReady(st);
             if (input < 0 || input > prevEnd)
                 continue; // it waited for its input: not the host's gap alone
             if (ends != exchangeEnds.end()) {
@@ -248,40 +268,21 @@ std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, 
 WaitedInput waitedInputLatency(const MeasuredPipeline& mp, const MeasuredShape& sh,
                                const std::vector<std::array<TimeNs, 2>>& gaps)
 {
-    const int S = sh.S, M = sh.m, p = sh.p;
+    const int p = sh.p;
     if (gaps.empty() || mp.steps.empty())
         return {};
-    std::vector<TimeNs> producedF(static_cast<size_t>(S) * static_cast<size_t>(M), -1);
-    std::vector<TimeNs> producedB(static_cast<size_t>(S) * static_cast<size_t>(M), -1);
-    std::map<int, std::vector<const PipelineStep*>> byRank;
-    for (const PipelineStep& st : mp.steps) {
-        const int vs = virtualStageOf(sh, st);
-        if (vs < 0 || vs >= S || st.microbatch < 0 || st.microbatch >= M || st.end < st.start)
-            continue;
-        const size_t k = static_cast<size_t>(vs) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch);
-        if (st.kind == StepKind::F)
-            producedF[k] = std::max(producedF[k], st.end);
-        else if (st.kind == StepKind::B || st.kind == StepKind::I)
-            producedB[k] = std::max(producedB[k], st.end);
-        byRank[st.rank].push_back(&st);
-    }
+    StepInputs in(mp, sh);
     std::vector<double> beyond, after;
-    for (auto& [rank, steps] : byRank) {
+    for (const auto& [rank, steps] : in.byRank) {
         if (rank < 0 || static_cast<size_t>(rank) >= mp.stageOfRank.size())
             continue;
         const int stage = mp.stageOfRank[static_cast<size_t>(rank)];
         if (stage < 0 || stage >= p || static_cast<size_t>(stage) >= gaps.size())
             continue;
-        std::sort(steps.begin(), steps.end(), [](const PipelineStep* a, const PipelineStep* b) { return a->start < b->start; });
         for (size_t i = 1; i < steps.size(); ++i) {
             const PipelineStep& st = *steps[i];
-            const int vs = virtualStageOf(sh, st);
-            TimeNs input = -1;
-            if (st.kind == StepKind::F && vs > 0)
-                input = producedF[static_cast<size_t>(vs - 1) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch)];
-            else if ((st.kind == StepKind::B || st.kind == StepKind::I) && vs < S - 1)
-                input = producedB[static_cast<size_t>(vs + 1) * static_cast<size_t>(M) + static_cast<size_t>(st.microbatch)];
-            if (input < 0 || input <= steps[i - 1]->end || st.start < input)
+            const TimeNs input = in.inputReady(st);
+            if (input <= 0 || input <= steps[i - 1]->end || st.start < input)
                 continue; // not a step that waited for its input
             const TimeNs gap = gaps[static_cast<size_t>(stage)][st.kind == StepKind::F ? 0 : 1];
             beyond.push_back(static_cast<double>(st.start - input - gap));
