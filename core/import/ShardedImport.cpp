@@ -3,6 +3,7 @@
 #include "import/common/ClockAlignment.h"
 #include "import/common/FileNames.h"
 #include "store/Store.h"
+#include "util/BoundedJson.h"
 #include "util/Error.h"
 #include "util/Format.h"
 
@@ -132,24 +133,10 @@ std::optional<std::string_view> objectAfter(std::string_view text, std::string_v
     const size_t open = text.find('{', at + key.size());
     if (open == std::string_view::npos)
         return std::nullopt;
-    int depth = 0;
-    bool inString = false;
-    for (size_t i = open; i < text.size(); ++i) {
-        const char c = text[i];
-        if (inString) {
-            if (c == '\\')
-                ++i;
-            else if (c == '"')
-                inString = false;
-        } else if (c == '"') {
-            inString = true;
-        } else if (c == '{') {
-            ++depth;
-        } else if (c == '}' && --depth == 0) {
-            return text.substr(open, i - open + 1);
-        }
-    }
-    return std::nullopt;
+    const size_t end = jsonValueEnd(text, open);
+    if (end == std::string_view::npos)
+        return std::nullopt; // cut off by the head's end
+    return text.substr(open, end - open);
 }
 
 bool namesPipeline(std::string desc)

@@ -47,6 +47,28 @@ size_t jsonDepth(std::string_view text, size_t limit)
     return deepest;
 }
 
+size_t jsonValueEnd(std::string_view text, size_t open)
+{
+    size_t depth = 0;
+    bool inString = false;
+    for (size_t i = open; i < text.size(); ++i) {
+        const char c = text[i];
+        if (inString) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                inString = false;
+        } else if (c == '"') {
+            inString = true;
+        } else if (c == '{' || c == '[') {
+            ++depth;
+        } else if ((c == '}' || c == ']') && depth > 0 && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return std::string_view::npos;
+}
+
 nlohmann::json parseBoundedJson(std::string_view text, const std::string& what, size_t maxBytes,
                                 const std::string& advice, size_t maxDepth)
 {

@@ -19,6 +19,11 @@ inline constexpr size_t kMaxJsonDepth = 64;
 // limit + 1 as soon as it goes past limit.
 size_t jsonDepth(std::string_view text, size_t limit = kMaxJsonDepth);
 
+// Where the object or array that opens at text[open] ends: the index just
+// past its closing bracket (strings skipped), or npos when it does not end
+// within text. For reading a value out of a file's head.
+size_t jsonValueEnd(std::string_view text, size_t open);
+
 // Parses text as JSON after checking its size and nesting. `what` names the
 // input in errors ("job/job.json: ..."); `advice` says what to do. Throws
 // FormatError for a document too large, too deeply nested or not JSON.

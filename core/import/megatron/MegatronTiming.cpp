@@ -420,25 +420,7 @@ bool looksLikeMegatronTiming(std::string_view head)
         return false;
     // The first record, to its closing brace (an `args` object inside it
     // included), or as much of it as was read.
-    size_t end = i;
-    int depth = 0;
-    bool inString = false;
-    for (; end < head.size(); ++end) {
-        const char c = head[end];
-        if (inString) {
-            if (c == '\\')
-                ++end;
-            else if (c == '"')
-                inString = false;
-        } else if (c == '"') {
-            inString = true;
-        } else if (c == '{') {
-            ++depth;
-        } else if (c == '}' && --depth == 0) {
-            ++end;
-            break;
-        }
-    }
+    const size_t end = jsonValueEnd(head, i);
     const std::string_view first = head.substr(i, std::min(end, head.size()) - i);
     auto has = [&](std::string_view key) { return first.find(key) != std::string_view::npos; };
     if (!has("\"name\"") || !has("\"ph\""))
