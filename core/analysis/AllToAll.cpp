@@ -26,6 +26,19 @@ bool namesAllToAll(std::string_view name)
 
 } // namespace
 
+bool isAllToAll(const Context& ctx, uint32_t activity)
+{
+    const Activity& act = ctx.act(activity);
+    if (const NcclOp* op = ctx.ncclOf(activity))
+        return op->kind == Collective::AllToAll;
+    if (namesAllToAll(ctx.trace.str(act.name)))
+        return true;
+    // DeepEP's dispatch and combine, or a user's rule, say all-to-all.
+    const CommRules& rules = ctx.options.commRules ? *ctx.options.commRules : CommRules::builtIn();
+    auto m = rules.match(ctx.trace.str(act.name));
+    return m && m->op == "AllToAll";
+}
+
 void measureAllToAll(Context& ctx, AnalysisResult& out)
 {
     out.allToAll = {};
@@ -54,16 +67,9 @@ void measureAllToAll(Context& ctx, AnalysisResult& out)
                 break;
             if (act.end <= from || act.start < from)
                 continue;
-            const NcclOp* op = ctx.ncclOf(ai);
-            bool isA2a = op ? op->kind == Collective::AllToAll : namesAllToAll(ctx.trace.str(act.name));
-            if (!op && !isA2a) {
-                // DeepEP's dispatch and combine, or a user's rule, say all-to-all.
-                const CommRules& rules = ctx.options.commRules ? *ctx.options.commRules : CommRules::builtIn();
-                auto m = rules.match(ctx.trace.str(act.name));
-                isA2a = m && m->op == "AllToAll";
-            }
-            if (!isA2a)
+            if (!isAllToAll(ctx, ai))
                 continue;
+            const NcclOp* op = ctx.ncclOf(ai);
             ++r.count;
             if (op && op->bytes)
                 r.bytes += *op->bytes;

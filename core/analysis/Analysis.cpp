@@ -609,9 +609,12 @@ MeasuredPipeline measurePipeline(const Trace& trace, const AnalysisResult& r)
     if (r.worldSize)
         maxRank = std::max(maxRank, *r.worldSize - 1);
     mp.stageOfRank.assign(static_cast<size_t>(maxRank + 1), -1);
+    mp.replicaOfRank.assign(static_cast<size_t>(maxRank + 1), 0);
     for (const auto& a : r.pipeline.stageMap)
-        if (a.rank >= 0 && a.rank <= maxRank)
+        if (a.rank >= 0 && a.rank <= maxRank) {
             mp.stageOfRank[static_cast<size_t>(a.rank)] = a.stage;
+            mp.replicaOfRank[static_cast<size_t>(a.rank)] = a.replica;
+        }
     for (const auto& s : r.steps) {
         if (s.iteration != r.selectedIteration) // a result made with allIterations
             continue;

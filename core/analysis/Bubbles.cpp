@@ -3,8 +3,14 @@
 // idle time. See docs/analysis.md for the rules.
 #include "analysis/detail/BubbleSteps.h"
 #include "analysis/detail/Context.h"
+#include "model/ScheduleShare.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 
 namespace pipescope {
@@ -34,14 +40,26 @@ TimeNs fillableBucketStartNs(int bucket)
 
 namespace pipescope::detail {
 
-void classifyGap(const Gap& gap, std::span<const GapOp> ops, TimeNs launchGap, bool fillRegion, std::vector<GapPart>& parts)
+void classifyGap(const Gap& gap, std::span<const GapOp> ops, TimeNs launchGap, TimeNs& fillBudget, std::vector<GapPart>& parts)
 {
+    auto push = [&](TimeNs s, TimeNs e, BubbleCause c) {
+        if (e <= s)
+            return;
+        if (!parts.empty() && parts.back().end == s && parts.back().cause == c)
+            parts.back().end = e;
+        else
+            parts.push_back({s, e, c});
+    };
     auto emit = [&](TimeNs s, TimeNs e, BubbleCause c) {
         if (e <= s)
             return;
-        if (fillRegion && (c == BubbleCause::WaitNeighbor || c == BubbleCause::Other))
-            c = BubbleCause::FillDrain;
-        parts.push_back({s, e, c});
+        if (fillBudget > 0 && (c == BubbleCause::WaitNeighbor || c == BubbleCause::Other)) {
+            const TimeNs fill = std::min(fillBudget, e - s);
+            fillBudget -= fill;
+            push(s, s + fill, BubbleCause::FillDrain);
+            s += fill;
+        }
+        push(s, e, c);
     };
     const TimeNs a = gap.start, b = gap.end, dep = gap.dependency;
     if (dep > a) {
@@ -77,8 +95,21 @@ void classifyGap(const Gap& gap, std::span<const GapOp> ops, TimeNs launchGap, b
         from = h;
     }
     if (from < b) {
-        bool shortGap = gap.beforeKernel && b - from <= launchGap;
-        emit(from, b, shortGap ? BubbleCause::LaunchGap : BubbleCause::Other);
+        const bool shortGap = gap.beforeKernel && b - from <= launchGap;
+        if (shortGap) {
+            emit(from, b, BubbleCause::LaunchGap);
+        } else if (gap.beforeStep && !gap.nextLaunch) {
+            if (!gap.transfersRecorded) {
+                // Nothing says whether the input was late: the schedule's own idle first.
+                const TimeNs fill = std::min(fillBudget, b - from);
+                fillBudget -= fill;
+                push(from, from + fill, BubbleCause::FillDrain);
+                from += fill;
+            }
+            push(from, b, BubbleCause::StepOverhead);
+        } else {
+            emit(from, b, gap.afterLastStep && !gap.beforeKernel ? BubbleCause::WaitNeighbor : BubbleCause::Other);
+        }
     }
 }
 
@@ -185,6 +216,8 @@ public:
 
     BubbleCause causeOf(uint32_t c)
     {
+        if (isAllToAll(ctx_, c))
+            return BubbleCause::AllToAll;
         auto [it, inserted] = wide_.try_emplace(c, false);
         if (inserted)
             it->second = pipelineWide(c);
@@ -223,15 +256,148 @@ private:
     std::unordered_map<uint32_t, bool> wide_;
 };
 
-// Steps per (iteration, rank): where the rank's fill ends and its drain
-// begins, by the rule the replay uses too (model/Pipeline.h).
-std::map<std::pair<int, int>, FillDrainBounds> fillDrainPhases(const std::vector<Step>& steps)
+// The fill and drain of one rank in one iteration. Where the rank's steps
+// could be replayed (ScheduleShare: its measured order, every step of a
+// kind at the iteration's median cost, free communication), the idle the
+// schedule itself leaves before each step and after the last one is the
+// fill/drain budget of the gap there; measured idle beyond it is waiting on
+// a slower stage, a transfer or overhead. Otherwise the region rule
+// (model/Pipeline.h) decides: gaps before the first backward and after the
+// last forward are fill/drain.
+struct RankShare {
+    FillDrainBounds phases;
+    std::vector<TimeNs> starts;  // the rank's measured step starts, in order
+    std::vector<TimeNs> ends;    // and their ends
+    std::vector<TimeNs> budget;  // [i]: the schedule's idle before step i, while not used
+    std::vector<TimeNs> inputReady; // [i]: when step i's producer (the neighbouring stage's step) ended; -1: unknown
+    // The iteration shows a per-step overhead: steps whose input was there
+    // before their rank was free still began late, by a first quartile
+    // that, over a rank's steps, is at least 5% of the iteration (the cost
+    // model's rule for modelling it, CostModel::stepGapNs). Only then is a
+    // receive's wait past its input's arrival the step's overhead; below it
+    // such waits are an exchange's partner or noise.
+    bool overheadShown = false;
+    TimeNs lastEnd = std::numeric_limits<TimeNs>::min();
+    TimeNs trailing = 0;         // the schedule's idle after the last step, while not used
+    bool known = false;          // budgets from the replay; false: the region rule
+
+    // The step whose first kernel a gap [a, b) ends at: its index, or npos.
+    size_t stepAt(TimeNs a, TimeNs b) const
+    {
+        auto it = std::lower_bound(starts.begin(), starts.end(), a);
+        return it != starts.end() && *it <= b ? static_cast<size_t>(it - starts.begin()) : std::string::npos;
+    }
+};
+
+TimeNs medianOf(std::vector<TimeNs>& v)
 {
-    std::map<std::pair<int, int>, FillDrainBounds> phases;
-    for (const Step& s : steps)
-        phases[{s.iteration, s.rank}].add(s.kind == StepKind::F, s.start, s.end);
-    return phases;
+    if (v.empty())
+        return 0;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
 }
+
+// Sets RankShare::overheadShown for one replica's ranks in an iteration,
+// from the steps of each whose input was ready before the rank was free.
+void markOverhead(std::map<std::pair<int, int>, RankShare>& shares, int iteration, const std::vector<int>& ranks)
+{
+    double worst = 0;
+    TimeNs first = std::numeric_limits<TimeNs>::max(), last = std::numeric_limits<TimeNs>::min();
+    for (int rank : ranks) {
+        const RankShare& sh = shares[{iteration, rank}];
+        std::vector<TimeNs> gaps;
+        for (size_t i = 1; i < sh.starts.size() && i < sh.inputReady.size(); ++i) {
+            const TimeNs prevEnd = sh.ends[i - 1];
+            if (sh.inputReady[i] >= 0 && sh.inputReady[i] <= prevEnd && sh.starts[i] >= prevEnd)
+                gaps.push_back(sh.starts[i] - prevEnd);
+        }
+        if (!sh.starts.empty()) {
+            first = std::min(first, sh.starts.front());
+            last = std::max(last, sh.lastEnd);
+        }
+        if (gaps.size() < 3)
+            continue;
+        std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 4), gaps.end());
+        worst = std::max(worst, static_cast<double>(gaps[gaps.size() / 4]) * static_cast<double>(sh.starts.size()));
+    }
+    const bool shown = last > first && worst >= 0.05 * static_cast<double>(last - first);
+    for (int rank : ranks)
+        shares[{iteration, rank}].overheadShown = shown;
+}
+
+// Per (iteration, rank) of the pipeline.
+std::map<std::pair<int, int>, RankShare> scheduleShares(const PipelineStructure& pipeline, const std::vector<Step>& steps)
+{
+    std::map<std::pair<int, int>, RankShare> shares;
+    std::unordered_map<int, int> replicaOf;
+    for (const StageAssignment& a : pipeline.stageMap)
+        replicaOf[a.rank] = a.replica;
+    // (iteration, replica) -> rank -> its steps
+    std::map<std::pair<int, int>, std::map<int, std::vector<const Step*>>> groups;
+    std::map<int, std::array<std::vector<TimeNs>, 4>> lengths; // iteration -> per kind
+    for (const Step& st : steps) {
+        RankShare& sh = shares[{st.iteration, st.rank}];
+        sh.phases.add(st.kind == StepKind::F, st.start, st.end);
+        sh.lastEnd = std::max(sh.lastEnd, st.end);
+        auto rep = replicaOf.find(st.rank);
+        groups[{st.iteration, rep == replicaOf.end() ? 0 : rep->second}][st.rank].push_back(&st);
+        lengths[st.iteration][static_cast<size_t>(st.kind) & 3].push_back(st.end - st.start);
+    }
+    const ScheduleKind placement = pipeline.schedule.value_or(ScheduleKind::Interleaved1F1B);
+    std::map<int, std::array<TimeNs, 4>> costs;
+    for (auto& [iteration, byKind] : lengths)
+        for (size_t k = 0; k < 4; ++k)
+            costs[iteration][k] = medianOf(byKind[k]);
+    // When each (iteration, replica, chain link) ended: a step's input.
+    auto link = [](const Step& st, int vs, int offset) {
+        const bool forward = st.kind == StepKind::F;
+        return std::tuple<int, int, int>{forward ? 1 : 0, vs + offset, st.microbatch};
+    };
+    std::map<std::pair<int, int>, std::map<std::tuple<int, int, int>, TimeNs>> produced;
+    for (auto& [key, byRank] : groups)
+        for (auto& [rank, list] : byRank)
+            for (const Step* st : list)
+                if (st->kind != StepKind::W) {
+                    TimeNs& e = produced[key][link(*st, virtualStage(placement, pipeline.pp, st->stage, st->chunk), 0)];
+                    e = std::max(e, st->end);
+                }
+    for (auto& [key, byRank] : groups) {
+        const auto& made = produced[key];
+        std::vector<std::vector<Action>> order;
+        std::vector<int> ranks;
+        for (auto& [rank, list] : byRank) {
+            std::sort(list.begin(), list.end(), [](const Step* x, const Step* y) { return x->start < y->start; });
+            std::vector<Action> actions;
+            RankShare& sh = shares[{key.first, rank}];
+            for (const Step* st : list) {
+                const int vs = virtualStage(placement, pipeline.pp, st->stage, st->chunk);
+                actions.push_back({st->kind, vs, st->microbatch});
+                sh.starts.push_back(st->start);
+                sh.ends.push_back(st->end);
+                TimeNs ready = -1;
+                if (st->kind != StepKind::W)
+                    if (auto m = made.find(link(*st, vs, st->kind == StepKind::F ? -1 : 1)); m != made.end())
+                        ready = m->second;
+                sh.inputReady.push_back(ready);
+            }
+            order.push_back(std::move(actions));
+            ranks.push_back(rank);
+        }
+        markOverhead(shares, key.first, ranks);
+        const ScheduleShare replay = scheduleShare(order, costs[key.first]);
+        if (!replay.complete)
+            continue;
+        for (size_t i = 0; i < ranks.size(); ++i) {
+            RankShare& sh = shares[{key.first, ranks[i]}];
+            sh.budget = replay.idleBefore[i];
+            sh.trailing = replay.idleAfter[i];
+            sh.known = true;
+        }
+    }
+    return shares;
+}
+
+constexpr TimeNs kDependencySlackNs = 20'000;
 
 // A rank's communication ops, for finding what each idle gap waited on.
 // Gaps are explained in time order, so the communication ops that overlap a
@@ -248,17 +414,25 @@ public:
     }
 
     // The communication the kernel after gap [a, b) waited for: the end of
-    // the latest op ending in (a, b]; a when none does.
+    // the latest op ending in (a, b + kDependencySlackNs] (one ending after
+    // b must have run in the gap, and be late by at most a hundredth of its
+    // length), at most b; a when none does. The slack takes a receive whose end was recorded a
+    // few microseconds after the step it fed began (timer tables keep
+    // seconds as 32-bit floats) as the step's dependency.
     TimeNs dependencyOf(TimeNs a, TimeNs b) const
     {
-        TimeNs dep = a;
-        auto e1 = std::upper_bound(byEnd_.begin(), byEnd_.end(), b, [&](TimeNs v, uint32_t c) { return v < ctx_.act(c).end; });
-        if (e1 != byEnd_.begin()) {
-            const Activity& g = ctx_.act(*std::prev(e1));
-            if (g.end > a)
-                dep = g.end;
+        auto e = std::upper_bound(byEnd_.begin(), byEnd_.end(), b + kDependencySlackNs,
+                                  [&](TimeNs v, uint32_t c) { return v < ctx_.act(c).end; });
+        while (e != byEnd_.begin()) {
+            const Activity& g = ctx_.act(*--e);
+            if (g.end <= a)
+                break;
+            // One ending after b: a long wait whose end was recorded a
+            // little late (within a hundredth of its length), running in the gap.
+            if (g.end <= b || (g.start < b && g.end - b <= (g.end - g.start) / 100))
+                return std::min(g.end, b);
         }
-        return dep;
+        return a;
     }
 
     // The ops overlapping [a, dep), in start order; the list may hold ops
@@ -330,13 +504,15 @@ public:
     RankGaps(const Context& ctx, const RankData& rd, const P2pSpeeds& speeds, CollectiveCauses& collectives, bool inPipeline)
         : ctx_(ctx), rd_(rd), speeds_(speeds), collectives_(collectives), sweep_(ctx, rd), inPipeline_(inPipeline)
     {
+        for (uint32_t c : rd.comm)
+            hasP2p_ = hasP2p_ || ctx.classOf(c) == WorkClass::P2p;
     }
 
     bool inPipeline() const { return inPipeline_; }
 
     // The rank's idle time in the iteration's window, by cause: the gaps of
     // its compute-busy union inside the window are the idle intervals.
-    IdleParts explainWindow(const Iteration& it, const FillDrainBounds& phases, std::vector<Bubble>* bubbles)
+    IdleParts explainWindow(const Iteration& it, RankShare& share, std::vector<Bubble>* bubbles)
     {
         const TimeNs ws = it.start, we = it.end;
         IdleParts parts;
@@ -353,23 +529,39 @@ public:
         TimeNs covered = ws;
         for (; bi != rd_.busy.end() && bi->start < we; ++bi) {
             if (bi->start > covered)
-                explainGap(parts, phases, covered, bi->start, nextKernelAt(bi->start));
+                explainGap(parts, share, covered, bi->start, nextKernelAt(bi->start));
             covered = std::max(covered, std::min(bi->end, we));
         }
         if (covered < we)
-            explainGap(parts, phases, covered, we, nullptr);
+            explainGap(parts, share, covered, we, nullptr);
         parts.balance();
         return parts;
     }
 
 private:
     // One idle gap [a, b) before compute kernel `next` (none for the trailing gap).
-    void explainGap(IdleParts& parts, const FillDrainBounds& phases, TimeNs a, TimeNs b, const Activity* next)
+    void explainGap(IdleParts& parts, RankShare& share, TimeNs a, TimeNs b, const Activity* next)
     {
-        const bool fillRegion = inPipeline_ && phases.inFillOrDrain(a, b);
         Gap gap;
         gap.start = a;
         gap.end = b;
+        gap.transfersRecorded = hasP2p_;
+        TimeNs budget = 0;
+        TimeNs* left = nullptr; // where the budget's unused part goes back
+        if (inPipeline_) {
+            const size_t step = share.stepAt(a, b);
+            gap.beforeStep = next && step != std::string::npos;
+            gap.afterLastStep = !share.starts.empty() && a >= share.lastEnd;
+            if (!share.known) {
+                budget = share.phases.inFillOrDrain(a, b) ? std::numeric_limits<TimeNs>::max() / 4 : 0;
+            } else if (gap.afterLastStep) {
+                left = &share.trailing;
+            } else if (gap.beforeStep && step < share.budget.size()) {
+                left = &share.budget[step];
+            }
+            if (left)
+                budget = *left;
+        }
         gap.dependency = sweep_.dependencyOf(a, b);
         gap.beforeKernel = next != nullptr;
         if (next)
@@ -381,8 +573,27 @@ private:
                     break;
                 ops_.push_back(gapOp(c));
             }
+        // Step timings without kernel launches (imported timers): a receive
+        // there spans the rank's wait as the timer or importer saw it, so
+        // past the moment the producing step ended and its bytes could have
+        // landed, the step was held by its own overhead, not its input.
+        if (inPipeline_ && share.overheadShown && gap.beforeStep && !gap.nextLaunch && gap.dependency > a) {
+            const size_t step = share.stepAt(a, b);
+            if (step < share.inputReady.size() && share.inputReady[step] >= 0) {
+                TimeNs transfer = 0;
+                for (const GapOp& op : ops_)
+                    transfer = std::max(transfer, op.p2p ? op.transferNs : 0);
+                const TimeNs ready = std::max(a, share.inputReady[step] + transfer);
+                if (ready < gap.dependency) {
+                    gap.dependency = ready;
+                    std::erase_if(ops_, [&](const GapOp& op) { return op.start >= ready; });
+                }
+            }
+        }
         parts_.clear();
-        classifyGap(gap, ops_, ctx_.options.launchGapNs, fillRegion, parts_);
+        classifyGap(gap, ops_, ctx_.options.launchGapNs, budget, parts_);
+        if (left)
+            *left = budget;
         for (const GapPart& p : parts_)
             parts.add(p);
     }
@@ -397,7 +608,7 @@ private:
         if (op.p2p)
             op.transferNs = speeds_.transferNeed(ctx_, c, rd_.rank);
         else
-            op.cause = inPipeline_ ? collectives_.causeOf(c) : BubbleCause::DpSync;
+            op.cause = inPipeline_ ? collectives_.causeOf(c) : isAllToAll(ctx_, c) ? BubbleCause::AllToAll : BubbleCause::DpSync;
         return op;
     }
 
@@ -414,6 +625,7 @@ private:
     CollectiveCauses& collectives_;
     CommSweep sweep_;
     const bool inPipeline_;
+    bool hasP2p_ = false;
     std::vector<GapOp> ops_;     // the gap being explained, reused
     std::vector<GapPart> parts_; // same
 };
@@ -469,7 +681,7 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
 {
     const P2pSpeeds speeds = observeP2pSpeeds(ctx);
     CollectiveCauses collectives(ctx, out.pipeline);
-    const auto phases = fillDrainPhases(steps);
+    auto shares = scheduleShares(out.pipeline, steps);
     // (iteration, stage) -> the replica with the least fillable time so far.
     std::map<std::pair<int, int>, FillableBubbles> fillable;
 
@@ -478,12 +690,13 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
         for (const Iteration& it : out.iterations) {
             if (!takesPart(it, rd.rank))
                 continue;
-            FillDrainBounds ph;
+            RankShare none;
+            RankShare* share = &none;
             if (gaps.inPipeline())
-                if (auto pit = phases.find({it.index, rd.rank}); pit != phases.end())
-                    ph = pit->second;
+                if (auto sit = shares.find({it.index, rd.rank}); sit != shares.end())
+                    share = &sit->second;
             const bool wantBubbles = ctx.options.allIterations || it.index == out.selectedIteration;
-            IdleParts parts = gaps.explainWindow(it, ph, wantBubbles ? &bubbles : nullptr);
+            IdleParts parts = gaps.explainWindow(it, *share, wantBubbles ? &bubbles : nullptr);
             out.idle.push_back(parts.idle);
             if (gaps.inPipeline())
                 keepLeastFillable(fillable, parts);

@@ -23,6 +23,7 @@ std::string_view toString(VerdictKind k)
     case VerdictKind::HostBound: return "host-bound";
     case VerdictKind::CopyBound: return "copy-bound";
     case VerdictKind::Idle: return "idle";
+    case VerdictKind::Straggler: return "straggler";
     }
     return "none";
 }
@@ -70,8 +71,10 @@ PathLimiter limiterOfCause(BubbleCause c)
     case BubbleCause::FillDrain: return PathLimiter::FillDrain;
     case BubbleCause::WaitNeighbor:
     case BubbleCause::P2pTransfer: return PathLimiter::P2p;
-    case BubbleCause::DpSync: return PathLimiter::Collective;
+    case BubbleCause::DpSync:
+    case BubbleCause::AllToAll: return PathLimiter::Collective;
     case BubbleCause::HostBound:
+    case BubbleCause::StepOverhead:
     case BubbleCause::LaunchGap: return PathLimiter::Host;
     case BubbleCause::Other: return PathLimiter::Other;
     }
@@ -410,6 +413,45 @@ void stageImbalanceHeadline(Verdict& v, const Evidence& e)
                  formatDuration(v.lossNs) + " per iteration";
 }
 
+// The straggler that explains the verdict, when one does: a stage imbalance
+// whose bottleneck's excess over the mean stage is no more than one of its
+// replicas' excess over its peers (without that replica the stage would not
+// stand out), or data-parallel waiting while a replica lags. Stragglers are
+// only those that persist across iterations (Imbalance::stragglers).
+const Straggler* explainingStraggler(const Evidence& e, VerdictKind kind)
+{
+    const Imbalance& im = e.r.imbalance;
+    if (im.stragglers.empty())
+        return nullptr;
+    if (kind == VerdictKind::DpSync)
+        return &im.stragglers.front();
+    if (kind != VerdictKind::StageImbalance || !e.bottleneck)
+        return nullptr;
+    TimeNs meanBusy = 0;
+    for (const auto& s : im.stages)
+        meanBusy += s.busyNs;
+    meanBusy /= static_cast<TimeNs>(std::max<size_t>(1, im.stages.size()));
+    const TimeNs stageExcess = e.bottleneck->busyNs - meanBusy;
+    for (const Straggler& s : im.stragglers)
+        if (s.stage == e.bottleneck->stage && s.computeNs - s.peerMedianNs >= stageExcess)
+            return &s;
+    return nullptr;
+}
+
+void stragglerHeadline(Verdict& v, const Straggler& s, bool stageStandsOut)
+{
+    v.kind = VerdictKind::Straggler;
+    v.headline = "rank " + std::to_string(s.rank) + " (stage " + std::to_string(s.stage) + ", replica " +
+                 std::to_string(s.replica) + ") is a straggler: it computes " + times(s.relative) + " its stage's other replicas (" +
+                 formatDuration(s.computeNs) + " vs " + formatDuration(s.peerMedianNs) + ")" +
+                 (s.iterations >= 2 ? ", the slowest of its stage in " + std::to_string(s.slowestIterations) + " of " +
+                                          std::to_string(s.iterations) + " iterations"
+                                    : std::string()) +
+                 "; every replica waits for it at the gradient sync" +
+                 (stageStandsOut ? ", and stage " + std::to_string(s.stage) + " is the busiest only because of it" : std::string());
+    v.lossNs = s.costNs;
+}
+
 void bubbleHeadline(Verdict& v, const Evidence& e)
 {
     const PipelineStructure& p = e.r.pipeline;
@@ -600,7 +642,9 @@ Verdict verdict(const AnalysisResult& r, const Trace* trace)
     Verdict v;
     v.kind = d.kind;
     std::string chunkFact; // the bottleneck's dominant chunk, the first fact when there is one
-    switch (d.kind) {
+    const Straggler* straggler = explainingStraggler(e, d.kind);
+    switch (straggler ? VerdictKind::Straggler : d.kind) {
+    case VerdictKind::Straggler: stragglerHeadline(v, *straggler, d.kind == VerdictKind::StageImbalance); break;
     case VerdictKind::StageImbalance:
         stageImbalanceHeadline(v, e);
         chunkFact = dominantChunk(r, e.bottleneck->stage);
@@ -610,6 +654,8 @@ Verdict verdict(const AnalysisResult& r, const Trace* trace)
     default: limiterHeadline(v, e, d.limiter); break;
     }
     v.facts = supportingFacts(e, trace);
+    if (straggler) // the headline says it
+        std::erase_if(v.facts, [&](const std::string& f) { return f.starts_with("straggler: rank " + std::to_string(straggler->rank) + " "); });
     if (!chunkFact.empty())
         v.facts.insert(v.facts.begin(), chunkFact);
     return v;

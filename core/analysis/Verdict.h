@@ -15,10 +15,10 @@ namespace pipescope {
 
 // What limits the job, as the verdict names it (docs/analysis.md, section 9).
 enum class VerdictKind : uint8_t {
-    None, ComputeBound, StageImbalance, PipelineBubbles, CommunicationBound, DpSync, HostBound, CopyBound, Idle,
+    None, ComputeBound, StageImbalance, PipelineBubbles, CommunicationBound, DpSync, HostBound, CopyBound, Idle, Straggler,
 };
 // "none", "compute-bound", "stage-imbalance", "pipeline-bubbles", "communication-bound", "dp-sync",
-// "host-bound", "copy-bound", "idle"
+// "host-bound", "copy-bound", "idle", "straggler"
 std::string_view toString(VerdictKind k);
 
 struct Verdict {

@@ -6,8 +6,9 @@ namespace pipescope {
 
 namespace {
 
-constexpr std::array<std::string_view, kBubbleCauses> kCause = {"fill_drain", "wait_neighbor", "p2p_transfer", "dp_sync",
-                                                               "host_bound", "launch_gap", "other"};
+constexpr std::array<std::string_view, kBubbleCauses> kCause = {"fill_drain",  "wait_neighbor", "p2p_transfer",
+                                                               "dp_sync",     "all_to_all",    "host_bound",
+                                                               "step_overhead", "launch_gap", "other"};
 
 // Lower case without '-', '_' and ' ', so "ZB-H1", "zb_h1" and "zbh1" name one schedule.
 std::string normalized(std::string_view name)

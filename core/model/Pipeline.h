@@ -18,9 +18,21 @@ namespace pipescope {
 // would do), the timeline and the report all speak these types.
 
 // Why a GPU's compute stream sat idle inside an iteration (docs/analysis.md).
-enum class BubbleCause : uint8_t { FillDrain = 0, WaitNeighbor = 1, P2pTransfer = 2, DpSync = 3, HostBound = 4, LaunchGap = 5, Other = 6 };
-inline constexpr int kBubbleCauses = 7;
-// "fill_drain", "wait_neighbor", "p2p_transfer", "dp_sync", "host_bound", "launch_gap", "other"
+// Other is the last cause: code that meets a cause it does not know shows it as other.
+enum class BubbleCause : uint8_t {
+    FillDrain = 0,
+    WaitNeighbor = 1,
+    P2pTransfer = 2,
+    DpSync = 3,
+    AllToAll = 4,
+    HostBound = 5,
+    StepOverhead = 6,
+    LaunchGap = 7,
+    Other = 8
+};
+inline constexpr int kBubbleCauses = 9;
+// "fill_drain", "wait_neighbor", "p2p_transfer", "dp_sync", "all_to_all", "host_bound", "step_overhead",
+// "launch_gap", "other"
 std::string_view toString(BubbleCause c);
 std::optional<BubbleCause> bubbleCauseFromString(std::string_view name);
 using CauseTotals = std::array<TimeNs, kBubbleCauses>;
@@ -138,6 +150,7 @@ struct MeasuredPipeline {
     std::optional<ScheduleKind> schedule; // unset: no known schedule explains the steps
     double scheduleConfidence = 0.0;
     std::vector<int> stageOfRank;        // indexed by rank; -1 when unmapped
+    std::vector<int> replicaOfRank;      // indexed by rank: its data-parallel replica (pipeline); empty: all 0
     std::vector<PipelineStep> steps;     // one iteration
     std::vector<MeasuredTransfer> transfers;
     std::vector<MeasuredMessage> messages; // matched sends and receives of the iteration

@@ -13,7 +13,8 @@ void printReplicaOverview(std::ostream& os, const JobOverview& ov, const std::op
                  ">fill/drain", ">wait neighbor", ">p2p", ">dp sync", ">other idle"});
     for (const StageReplicas& st : ov.stages) {
         auto cause = [&](BubbleCause c) { return st.idleMedian[static_cast<size_t>(c)]; };
-        const TimeNs other = cause(BubbleCause::HostBound) + cause(BubbleCause::LaunchGap) + cause(BubbleCause::Other);
+        const TimeNs other = cause(BubbleCause::AllToAll) + cause(BubbleCause::HostBound) + cause(BubbleCause::StepOverhead) +
+                            cause(BubbleCause::LaunchGap) + cause(BubbleCause::Other);
         t.add({std::to_string(st.stage), std::to_string(st.replicas), formatDuration(st.windowNs), formatDuration(st.busyMin),
                formatDuration(st.busyMedian), formatDuration(st.busyMax), "rank " + std::to_string(st.busiestRank),
                "rank " + std::to_string(st.idlestRank), formatDuration(cause(BubbleCause::FillDrain)),

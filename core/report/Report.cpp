@@ -412,7 +412,8 @@ void replicasSection(std::string& out, const JobPart& part)
            "<th>wait neighbor</th><th>p2p</th><th>dp sync</th><th>other idle</th></tr></thead><tbody>\n";
     for (const StageReplicas& st : ov.stages) {
         auto cause = [&](BubbleCause k) { return st.idleMedian[static_cast<size_t>(k)]; };
-        const TimeNs other = cause(BubbleCause::HostBound) + cause(BubbleCause::LaunchGap) + cause(BubbleCause::Other);
+        const TimeNs other = cause(BubbleCause::AllToAll) + cause(BubbleCause::HostBound) + cause(BubbleCause::StepOverhead) +
+                            cause(BubbleCause::LaunchGap) + cause(BubbleCause::Other);
         out += "<tr>" + td(std::to_string(st.stage)) + td(std::to_string(st.replicas)) + tdDur(st.windowNs) + tdDur(st.busyMin) +
                tdDur(st.busyMedian) + tdDur(st.busyMax) + td("rank " + std::to_string(st.busiestRank)) +
                td("rank " + std::to_string(st.idlestRank)) + tdDur(cause(BubbleCause::FillDrain)) +

@@ -66,7 +66,8 @@ table.shares td.w, table.shares th.w { width: 220px; }
 .busy { background: var(--busy); }
 .c-fill_drain { background: var(--c-fill_drain); } .c-wait_neighbor { background: var(--c-wait_neighbor); }
 .c-p2p_transfer { background: var(--c-p2p_transfer); } .c-dp_sync { background: var(--c-dp_sync); }
-.c-host_bound { background: var(--c-host_bound); } .c-launch_gap { background: var(--c-launch_gap); }
+.c-all_to_all { background: var(--c-all_to_all); } .c-host_bound { background: var(--c-host_bound); }
+.c-step_overhead { background: var(--c-step_overhead); } .c-launch_gap { background: var(--c-launch_gap); }
 .c-other { background: var(--c-other); }
 .m-p2p { background: var(--m-p2p); } .m-collective { background: var(--m-collective); }
 .bars { margin: 8px 0 12px; }

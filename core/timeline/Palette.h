@@ -28,7 +28,8 @@ constexpr Rgb rgbFromHex(std::string_view hex)
 inline constexpr std::array<std::string_view, 4> kStepHex = {"#4e79a7", "#59a14f", "#76b7b2", "#b6992d"};
 // Indexed by BubbleCause (report: --c-fill_drain ... --c-other).
 inline constexpr std::array<std::string_view, kBubbleCauses> kCauseHex = {"#e15759", "#f28e2b", "#b07aa1", "#9c755f",
-                                                                          "#ff9da7", "#8f8f8f", "#d4c9be"};
+                                                                          "#86bcb6", "#ff9da7", "#d4a6c8",
+                                                                          "#8f8f8f", "#d4c9be"};
 // Indexed by WorkClass: compute (report: --busy), p2p (--m-p2p), collective
 // (--m-collective), memcpy, memset, sync, other.
 inline constexpr std::array<std::string_view, 7> kClassHex = {"#c9ced6", "#8a5cc2", "#17a2b8", "#edc948",

@@ -243,6 +243,12 @@ bool CostModel::unevenFor(int microbatches, MicrobatchOrder order) const
            microbatchSizes->rows() > 0;
 }
 
+bool CostModel::perReplicaFor(int pp, int microbatches, MicrobatchOrder order) const
+{
+    return replicaSizes.size() >= 2 && order != MicrobatchOrder::Equal && pp >= 1 && microbatches >= 1 &&
+           replicaSizes.front().count() >= 1 && replicaSizes.front().rows() > 0;
+}
+
 void CostModel::setMicrobatchTokens(const MicrobatchTokens& t)
 {
     if (t.tokens.empty())

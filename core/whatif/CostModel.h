@@ -170,6 +170,17 @@ struct CostModel {
     // tokens file or a simulated distribution. Unset: all microbatches equal.
     // Applies to scenarios with this many microbatches (docs/whatif.md).
     std::optional<MicrobatchSizes> microbatchSizes;
+    // Data-parallel replicas whose work differs (each holds other sequences):
+    // [replica] each microbatch's measured steps on each stage against the
+    // stage's mean over every replica, so each replica's pipeline replays
+    // with its own work and the iteration waits for the slowest at the
+    // gradient sync (docs/whatif.md, "Data-parallel replicas"). Used in
+    // place of replicaPace by every scenario but equal microbatches; another
+    // microbatch count splits or merges each replica's measured microbatches
+    // (resampledSizes). Empty for dp = 1.
+    std::vector<MicrobatchSizes> replicaSizes;
+    // Whether a scenario of this shape replays each replica (replicaSizes).
+    bool perReplicaFor(int pp, int microbatches, MicrobatchOrder order) const;
     // Sizes from token counts: relative costs tokens / mean; with per-token
     // costs, every layer's forward (backward) becomes mean tokens x ns per token.
     // Throws ValueError(Setting::MicrobatchTokens) for an empty list.

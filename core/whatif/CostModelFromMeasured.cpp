@@ -500,6 +500,62 @@ std::optional<MicrobatchSizes> measuredMicrobatchSizes(const MeasuredPipeline& m
     return std::nullopt;
 }
 
+// Each data-parallel replica's microbatch sizes against the stage's mean
+// over every replica (a replica's tensor-parallel ranks averaged), so that
+// a replica with longer sequences, or a slow GPU, replays slower. Empty for
+// one replica, or when a replica misses a step.
+std::vector<MicrobatchSizes> measuredReplicaSizes(const MeasuredPipeline& mp, const MeasuredShape& sh)
+{
+    const int S = sh.S, m = sh.m;
+    if (mp.dataParallel < 2 || mp.replicaOfRank.empty() || !(int64_t{S} * m <= kMaxReplaySteps) ||
+        mp.dataParallel > 4096)
+        return {};
+    const size_t R = static_cast<size_t>(mp.dataParallel), SM = static_cast<size_t>(S) * static_cast<size_t>(m);
+    // [replica][(vs * m + mb) * 2 + (0: F, 1: backward)]: sum and count
+    std::vector<std::vector<double>> sum(R, std::vector<double>(SM * 2, 0.0)), n = sum;
+    for (const PipelineStep& st : mp.steps) {
+        const int vs = virtualStageOf(sh, st);
+        if (vs < 0 || vs >= S || st.end < st.start || st.microbatch < 0 || st.microbatch >= m || st.rank < 0 ||
+            static_cast<size_t>(st.rank) >= mp.replicaOfRank.size())
+            continue;
+        const int r = mp.replicaOfRank[static_cast<size_t>(st.rank)];
+        if (r < 0 || static_cast<size_t>(r) >= R)
+            continue;
+        // A split backward's I and W add up to its B.
+        const size_t k = (static_cast<size_t>(vs) * static_cast<size_t>(m) + static_cast<size_t>(st.microbatch)) * 2 +
+                         (st.kind == StepKind::F ? 0 : 1);
+        sum[size_t(r)][k] += static_cast<double>(st.end - st.start);
+        if (st.kind != StepKind::W)
+            n[size_t(r)][k] += 1;
+    }
+    std::vector<double> stageMean(static_cast<size_t>(S) * 2, 0.0);
+    for (size_t r = 0; r < R; ++r)
+        for (size_t k = 0; k < SM * 2; ++k) {
+            if (n[r][k] <= 0)
+                return {};
+            stageMean[(k / 2 / static_cast<size_t>(m)) * 2 + k % 2] += sum[r][k] / n[r][k];
+        }
+    for (double& x : stageMean)
+        x /= static_cast<double>(R) * static_cast<double>(m);
+    std::vector<MicrobatchSizes> out(R);
+    for (size_t r = 0; r < R; ++r) {
+        MicrobatchSizes& sz = out[r];
+        sz.source = SizeSource::Trace;
+        for (int s = 0; s < S; ++s) {
+            std::vector<double> fr(static_cast<size_t>(m)), br(static_cast<size_t>(m));
+            for (int mb = 0; mb < m; ++mb) {
+                const size_t k = (static_cast<size_t>(s) * static_cast<size_t>(m) + static_cast<size_t>(mb)) * 2;
+                const double fm = stageMean[size_t(s) * 2], bm = stageMean[size_t(s) * 2 + 1];
+                fr[size_t(mb)] = fm > 0 ? sum[r][k] / n[r][k] / fm : 1.0;
+                br[size_t(mb)] = bm > 0 ? sum[r][k + 1] / n[r][k + 1] / bm : 1.0;
+            }
+            sz.forward.push_back(std::move(fr));
+            sz.backward.push_back(std::move(br));
+        }
+    }
+    return out;
+}
+
 // Stages without measured steps take the mean of the others.
 void fillUnmeasuredStages(std::vector<double>& v_, const char* what)
 {
@@ -839,6 +895,7 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
     c.measuredV = v;
     c.measuredMicrobatches = m;
     c.microbatchSizes = std::move(measuredSizes);
+    c.replicaSizes = measuredReplicaSizes(mp, shape);
     takeMeasuredPeaks(c, mp, p);
     return c;
 }

@@ -273,4 +273,35 @@ MicrobatchTokens loadMicrobatchTokens(const std::string& path)
     return out;
 }
 
+MicrobatchSizes resampledSizes(const MicrobatchSizes& sizes, int count)
+{
+    const int n = sizes.count();
+    if (n == count || n <= 0 || count <= 0)
+        return sizes;
+    auto resample = [&](const std::vector<double>& row) {
+        std::vector<double> out(static_cast<size_t>(count), 0.0);
+        const double step = static_cast<double>(n) / static_cast<double>(count);
+        for (int j = 0; j < count; ++j) {
+            const double from = j * step, to = (j + 1) * step;
+            double sum = 0, covered = 0;
+            for (int k = static_cast<int>(std::floor(from)); k < n && k < to; ++k) {
+                const double overlap = std::min(to, k + 1.0) - std::max(from, static_cast<double>(k));
+                if (overlap <= 0)
+                    continue;
+                sum += row[size_t(k)] * overlap;
+                covered += overlap;
+            }
+            out[size_t(j)] = covered > 0 ? sum / covered : 1.0;
+        }
+        return out;
+    };
+    MicrobatchSizes out;
+    out.source = sizes.source;
+    for (const auto& row : sizes.forward)
+        out.forward.push_back(resample(row));
+    for (const auto& row : sizes.backward)
+        out.backward.push_back(resample(row));
+    return out;
+}
+
 } // namespace pipescope::whatif

@@ -51,6 +51,11 @@ struct MicrobatchSizes {
     double spread() const;
 };
 
+// The same work cut into `count` microbatches (the global batch kept): the
+// new microbatch j covers [j, j + 1) x n / count of the n given ones and
+// takes the mean size over what it covers, weighted by the overlap.
+MicrobatchSizes resampledSizes(const MicrobatchSizes& sizes, int count);
+
 // Position i of the schedule runs microbatch perm[i] of the given ones.
 std::vector<int> microbatchPermutation(const std::vector<double>& size, MicrobatchOrder order);
 

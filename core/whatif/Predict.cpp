@@ -7,6 +7,7 @@
 #include "util/Format.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -137,6 +138,45 @@ Scenario applyChanges(Scenario s, const ScenarioChanges& c)
     return s;
 }
 
+// Data-parallel replicas with work of their own (CostModel::replicaSizes):
+// each replica's pipeline replayed with its own microbatches; the iteration
+// is the slowest's, since every replica waits for it at the gradient sync.
+// Its costs and replay stand for the job. Past kMaxReplicaReplays replicas,
+// those with the most work are replayed.
+void replaySlowestReplica(const CostModel& model, Prediction& p, const ReplayOptions& options, Replay& replay)
+{
+    constexpr size_t kMaxReplicaReplays = 64;
+    const size_t R = model.replicaSizes.size();
+    std::vector<size_t> order(R);
+    std::iota(order.begin(), order.end(), size_t{0});
+    if (R > kMaxReplicaReplays) {
+        std::vector<double> work(R, 0.0);
+        for (size_t r = 0; r < R; ++r)
+            for (double x : model.replicaSizes[r].size())
+                work[r] += x;
+        std::partial_sort(order.begin(), order.begin() + kMaxReplicaReplays, order.end(),
+                          [&](size_t a, size_t b) { return work[a] > work[b]; });
+        order.resize(kMaxReplicaReplays);
+    }
+    CostModel one = model;
+    one.replicaPace.clear(); // each replica's sizes hold its pace
+    one.replicaSizes.clear();
+    ReplayResult result;
+    bool first = true;
+    for (size_t r : order) {
+        one.microbatchSizes = resampledSizes(model.replicaSizes[r], p.schedule.microbatches);
+        ReplayCosts costs = one.replayCosts(p.partition, p.schedule, p.microbatchOrder);
+        addRecomputeCosts(one, p.partition, p.schedule, p.recompute, costs);
+        replay.run(p.schedule, costs, result, options);
+        if (first || result.iterationNs > p.replay.iterationNs) {
+            p.costs = std::move(costs);
+            std::swap(p.replay, result);
+            p.slowestReplica = static_cast<int>(r);
+            first = false;
+        }
+    }
+}
+
 void evaluate(const CostModel& model, Prediction& p, const ReplayOptions& options, Replay& replay)
 {
     const Schedule& schedule = p.schedule;
@@ -159,14 +199,18 @@ void evaluate(const CostModel& model, Prediction& p, const ReplayOptions& option
                 }
             }();
     }
-    p.costs = model.replayCosts(p.partition, schedule, p.microbatchOrder);
-    p.unevenMicrobatches = !p.costs.microbatchCosts.empty();
     // Activation recomputation: the forward again inside each backward.
     p.recompute = recomputePerStage(p.recompute, schedule.stages);
     if (!anyRecompute(p.recompute))
         p.recompute.clear();
-    addRecomputeCosts(model, p.partition, schedule, p.recompute, p.costs);
-    replay.run(schedule, p.costs, p.replay, options);
+    if (model.perReplicaFor(schedule.pp, schedule.microbatches, p.microbatchOrder)) {
+        replaySlowestReplica(model, p, options, replay);
+    } else {
+        p.costs = model.replayCosts(p.partition, schedule, p.microbatchOrder);
+        addRecomputeCosts(model, p.partition, schedule, p.recompute, p.costs);
+        replay.run(schedule, p.costs, p.replay, options);
+    }
+    p.unevenMicrobatches = !p.costs.microbatchCosts.empty();
     std::vector<int64_t> rankParams(static_cast<size_t>(schedule.pp), 0), rankTrainable = rankParams;
     const std::vector<int64_t> params = model.stageParams(p.partition);
     const std::vector<int64_t> trainable = model.stageTrainableParams(p.partition);

@@ -1,4 +1,5 @@
 #include "whatif/Replay.h"
+#include "model/ScheduleShare.h"
 #include "whatif/detail/ReplaySteps.h"
 
 #include "util/Error.h"
@@ -422,13 +423,41 @@ TimeNs endIteration(const ReplayCosts& costs, ReplayResult& out, int P)
 
 } // namespace
 
+namespace {
+
+// The replayed order with every step of a kind at the replay's median
+// cost for it and free communication: the schedule's own idle.
+ScheduleShare scheduleShareOf(const ReplayResult& out)
+{
+    std::vector<std::vector<Action>> order(out.ranks.size());
+    std::array<std::vector<TimeNs>, 4> lengths;
+    for (size_t r = 0; r < out.ranks.size(); ++r)
+        for (const TimedAction& a : out.ranks[r].actions) {
+            order[r].push_back({a.kind, a.stage, a.microbatch});
+            lengths[static_cast<size_t>(a.kind) & 3].push_back(a.end - a.start);
+        }
+    std::array<TimeNs, 4> cost{};
+    for (size_t k = 0; k < 4; ++k)
+        if (!lengths[k].empty()) {
+            auto mid = lengths[k].begin() + static_cast<std::ptrdiff_t>(lengths[k].size() / 2);
+            std::nth_element(lengths[k].begin(), mid, lengths[k].end());
+            cost[k] = *mid;
+        }
+    return scheduleShare(order, cost);
+}
+
+} // namespace
+
 namespace detail {
+
+// The analysis's launch-gap threshold (AnalysisOptions::launchGapNs).
+constexpr TimeNs kLaunchGapNs = 30'000;
 
 // Gaps before a rank's first step that is not a forward, or after its
 // last forward, are the pipeline filling and draining; gaps in between
 // are waits on a neighbour (imbalance or transfers). Up to one launch gap
 // of each is host time.
-void classifyIdle(RankReplay& rr, TimeNs hostGap, TimeNs iterationEnd, bool timeline)
+void classifyIdle(RankReplay& rr, TimeNs hostGap, TimeNs iterationEnd, bool timeline, const std::vector<TimeNs>* fillBudget)
 {
     auto addBubble = [&rr, timeline](TimeNs b, TimeNs e, BubbleCause c) {
         if (e <= b)
@@ -447,13 +476,21 @@ void classifyIdle(RankReplay& rr, TimeNs hostGap, TimeNs iterationEnd, bool time
     for (size_t j = 0; j < acts.size(); ++j) {
         const TimedAction& a = acts[j];
         if (a.start > cursor) {
-            if (j == 0) {
-                addBubble(cursor, a.start, BubbleCause::FillDrain);
-            } else {
+            const bool budgeted = fillBudget && j < fillBudget->size();
+            TimeNs from = cursor;
+            if (j > 0) {
                 const TimeNs host = std::min(a.start - cursor, hostGap);
-                addBubble(cursor, cursor + host, BubbleCause::LaunchGap);
-                addBubble(cursor + host, a.start,
-                          phases.inFillOrDrain(cursor, a.start) ? BubbleCause::FillDrain : BubbleCause::WaitNeighbor);
+                // A host gap longer than a launch is the step's own overhead (the analysis's step_overhead).
+                addBubble(cursor, cursor + host, host > kLaunchGapNs ? BubbleCause::StepOverhead : BubbleCause::LaunchGap);
+                from = cursor + host;
+            }
+            if (budgeted) {
+                const TimeNs fill = std::min(a.start - from, (*fillBudget)[j]);
+                addBubble(from, from + fill, BubbleCause::FillDrain);
+                addBubble(from + fill, a.start, BubbleCause::WaitNeighbor);
+            } else {
+                addBubble(from, a.start,
+                          j == 0 || phases.inFillOrDrain(from, a.start) ? BubbleCause::FillDrain : BubbleCause::WaitNeighbor);
             }
         }
         busy += a.end - a.start;
@@ -464,7 +501,15 @@ void classifyIdle(RankReplay& rr, TimeNs hostGap, TimeNs iterationEnd, bool time
     // finish their cool-down is pipeline drain, as the analysis names it.
     addBubble(rr.syncStart, rr.syncEnd, BubbleCause::FillDrain);
     busy += rr.optimizerEnd - rr.optimizerStart;
-    addBubble(rr.optimizerEnd, iterationEnd, BubbleCause::FillDrain);
+    if (fillBudget && fillBudget->size() > acts.size()) {
+        // The schedule's own drain after the rank's last step (less what the
+        // pipeline-wide collective took); beyond it, the stages still running.
+        const TimeNs drain = std::clamp<TimeNs>(fillBudget->back() - (rr.syncEnd - rr.syncStart), 0, std::max<TimeNs>(0, iterationEnd - rr.optimizerEnd));
+        addBubble(rr.optimizerEnd, rr.optimizerEnd + drain, BubbleCause::FillDrain);
+        addBubble(rr.optimizerEnd + drain, iterationEnd, BubbleCause::WaitNeighbor);
+    } else {
+        addBubble(rr.optimizerEnd, iterationEnd, BubbleCause::FillDrain);
+    }
     rr.busyNs = busy;
 }
 
@@ -591,12 +636,19 @@ void Replay::run(const Schedule& s, const ReplayCosts& costs, ReplayResult& out,
     out.iterationNs = iteration;
     out.bubbleNs.fill(0);
 
-    // Idle time by cause, per rank and summed.
+    // Idle time by cause, per rank and summed; fill/drain is the schedule's
+    // own share, as the analysis names it.
+    ScheduleShare share = scheduleShareOf(out);
     TimeNs idleTotal = 0;
     for (int r = 0; r < P; ++r) {
         RankReplay& rr = out.ranks[static_cast<size_t>(r)];
         const TimeNs hostGap = blocked ? std::max(costs.hostGapOf(r), costs.exchangeGapNs) : costs.hostGapOf(r);
-        detail::classifyIdle(rr, hostGap, iteration, options.timeline);
+        std::vector<TimeNs>* budget = nullptr;
+        if (share.complete && static_cast<size_t>(r) < share.idleBefore.size()) {
+            budget = &share.idleBefore[size_t(r)];
+            budget->push_back(share.idleAfter[size_t(r)]);
+        }
+        detail::classifyIdle(rr, hostGap, iteration, options.timeline, budget);
         for (int c = 0; c < kBubbleCauseCount; ++c) {
             out.bubbleNs[static_cast<size_t>(c)] += rr.bubbleNs[static_cast<size_t>(c)];
             idleTotal += rr.bubbleNs[static_cast<size_t>(c)];

@@ -66,7 +66,30 @@ StragglerFix priceStraggler(const CostModel& model, const AnalysisResult& analys
     {
         CostModel means = model;
         means.replicaPace.clear();
+        means.replicaSizes.clear();
         fix.baseIterationNs = predict(means, base, fast).iterationNs();
+    }
+    if (!model.replicaSizes.empty() && fix.replica >= 0 && static_cast<size_t>(fix.replica) < model.replicaSizes.size()) {
+        // Each replica replays with its own work: the straggler's steps on
+        // its stage run at its peers' median pace instead.
+        fix.slowestReplicaNs = predict(model, base, fast).iterationNs();
+        CostModel m = model;
+        MicrobatchSizes& own = m.replicaSizes[size_t(fix.replica)];
+        const double toPeers = fix.computeNs > 0 ? static_cast<double>(fix.peerMedianNs) / static_cast<double>(fix.computeNs) : 1.0;
+        const ScheduleKind placement = model.measuredSchedule.value_or(ScheduleKind::OneFOneB);
+        for (int c = 0; c < std::max(1, model.measuredV); ++c) {
+            const int vs = virtualStage(placement, p, fix.stage, c);
+            if (vs < 0 || vs >= own.rows())
+                continue;
+            for (double& x : own.forward[size_t(vs)])
+                x *= toPeers;
+            for (double& x : own.backward[size_t(vs)])
+                x *= toPeers;
+        }
+        fix.fixedNs = predict(m, base, fast).iterationNs();
+        fix.gainNs = std::max<TimeNs>(0, fix.slowestReplicaNs - fix.fixedNs);
+        fix.iterationNs = fix.fixedNs;
+        return fix;
     }
     auto replayWith = [&](bool fixed) {
         CostModel m = model;

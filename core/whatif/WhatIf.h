@@ -41,6 +41,9 @@ struct Prediction {
     Partition partition;
     ReplayCosts costs;
     ReplayResult replay;
+    // Replicas replayed one by one (CostModel::replicaSizes): the slowest,
+    // whose costs and replay these are; -1 when one pipeline stands for all.
+    int slowestReplica = -1;
     std::vector<RankMemory> memory;
     int dataParallel = 1;
     std::optional<int64_t> gpuMemoryBytes;

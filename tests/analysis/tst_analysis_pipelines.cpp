@@ -341,7 +341,12 @@ void TestAnalysisPipelines::simulatedSchedules()
     // The simulator counts a transfer during fill/drain as fill/drain, the analysis as
     // p2p_transfer: the predicted fill/drain lies between the two readings.
     const double fillPredicted = pc["fill_drain"].get<double>() / predictedWindow;
-    QVERIFY(share(causeSum(r, {BubbleCause::FillDrain})) < fillPredicted + 0.01);
+    // Both name fill/drain as the schedule's own share (ScheduleShare). DualPipeV's
+    // overlapped forward-backward pairs are read back as two steps one after the
+    // other, which leaves the measured share up to 2 points above the replay's; the
+    // pipeline's idle as a whole is held to 1.5 points above.
+    const double fillSlack = schedule == "dualpipev" ? 0.02 : 0.01;
+    QVERIFY(share(causeSum(r, {BubbleCause::FillDrain})) < fillPredicted + fillSlack);
     QVERIFY(share(causeSum(r, {BubbleCause::FillDrain, BubbleCause::P2pTransfer})) > fillPredicted - 0.01);
     QVERIFY(std::abs(share(causeSum(r, {BubbleCause::DpSync})) - pc["dp_sync"].get<double>() / predictedWindow) < 0.005);
     QVERIFY(share(causeSum(r, {BubbleCause::HostBound, BubbleCause::Other})) < 0.001);

@@ -5,6 +5,7 @@
 #include "analysis/detail/BubbleSteps.h"
 #include "analysis/detail/IterationSteps.h"
 #include "analysis/detail/VerdictSteps.h"
+#include "model/ScheduleShare.h"
 
 #include <QtTest>
 
@@ -29,7 +30,8 @@ std::string describe(const std::vector<GapPart>& parts)
 std::string classified(const Gap& gap, const std::vector<GapOp>& ops, TimeNs launchGap, bool fillRegion)
 {
     std::vector<GapPart> parts;
-    classifyGap(gap, ops, launchGap, fillRegion, parts);
+    TimeNs budget = fillRegion ? 1'000'000 : 0;
+    classifyGap(gap, ops, launchGap, budget, parts);
     return describe(parts);
 }
 
@@ -121,6 +123,11 @@ private slots:
     void gapInFillOrDrain();
     void gapOverCollectives();
     void gapTransferLongerThanTheWait();
+    void gapWithinTheSchedulesShare();
+    void stepOverheadAfterTheInput();
+    void scheduleShareOf1f1b();
+    void scheduleShareOfBreadthFirst();
+    void scheduleShareDeadlock();
     void launchGapThreshold();
     void basisIsTheCriticalPath();
     void basisIsGpuTimeWithoutAPath();
@@ -140,12 +147,13 @@ void TestAnalysisSteps::gapWaitsThenTransfersThenLaunches()
              std::string("other 0-10, wait_neighbor 10-40, p2p_transfer 40-60, host_bound 60-80, launch_gap 80-100"));
 }
 
-// The same gap in the rank's fill or drain: other and waiting on the
-// neighbour are fill/drain; the transfer, the host and the launch keep their causes.
+// The same gap with the schedule's share larger than it: other and waiting
+// on the neighbour are fill/drain (one part); the transfer, the host and the
+// launch keep their causes.
 void TestAnalysisSteps::gapInFillOrDrain()
 {
     QCOMPARE(classified(gap(0, 100, 60, true, 80), {p2p(10, 60, 20)}, 30, true),
-             std::string("fill_drain 0-10, fill_drain 10-40, p2p_transfer 40-60, host_bound 60-80, launch_gap 80-100"));
+             std::string("fill_drain 0-40, p2p_transfer 40-60, host_bound 60-80, launch_gap 80-100"));
 }
 
 // The gap closing the window (no kernel follows) over two overlapping
@@ -283,6 +291,100 @@ void TestAnalysisSteps::representativeIteration()
     QCOMPARE(detail::representativeIteration(lasting({10, 50, 20, 30, 40})), 3);
     // Equal durations keep their order.
     QCOMPARE(detail::representativeIteration(lasting({5, 30, 30, 30})), 2);
+}
+
+// The schedule's own idle before this step is 25 ns: waiting on the
+// neighbour is fill/drain up to it, and beyond it stays waiting; the
+// budget's unused part is what is left for the next gap.
+void TestAnalysisSteps::gapWithinTheSchedulesShare()
+{
+    std::vector<GapPart> parts;
+    TimeNs budget = 25;
+    const std::vector<GapOp> ops = {p2p(10, 60, 20)};
+    classifyGap(gap(0, 100, 60, true, 80), ops, 30, budget, parts);
+    QCOMPARE(describe(parts),
+             std::string("fill_drain 0-25, wait_neighbor 25-40, p2p_transfer 40-60, host_bound 60-80, launch_gap 80-100"));
+    QCOMPARE(budget, TimeNs(0));
+    parts.clear();
+    budget = 500;
+    classifyGap(gap(0, 100, 0, true, std::nullopt), {}, 30, budget, parts);
+    QCOMPARE(describe(parts), std::string("fill_drain 0-100"));
+    QCOMPARE(budget, TimeNs(400));
+}
+
+// Before a step with no launch recorded: the part after its input arrived is
+// the step's overhead. Where the rank's transfers are recorded and none ends
+// in the gap, the input was there all along; where they are not, the
+// schedule's share comes first. The gap that closes the window after the
+// last step waits on the stages still running.
+void TestAnalysisSteps::stepOverheadAfterTheInput()
+{
+    auto run = [](Gap g, TimeNs budget) {
+        std::vector<GapPart> parts;
+        classifyGap(g, {}, 30, budget, parts);
+        return describe(parts);
+    };
+    Gap g = gap(0, 100, 0, true, std::nullopt);
+    g.beforeStep = true;
+    g.transfersRecorded = true;
+    QCOMPARE(run(g, 40), std::string("step_overhead 0-100"));
+    g.transfersRecorded = false;
+    QCOMPARE(run(g, 40), std::string("fill_drain 0-40, step_overhead 40-100"));
+    Gap tail = gap(0, 100, 0, false, std::nullopt);
+    tail.afterLastStep = true;
+    QCOMPARE(run(tail, 30), std::string("fill_drain 0-30, wait_neighbor 30-100"));
+    // Within a launch gap it stays one.
+    QCOMPARE(run(gap(0, 20, 0, true, std::nullopt), 0), std::string("launch_gap 0-20"));
+}
+
+namespace {
+Action act(StepKind k, int stage, int mb) { return Action{k, stage, mb}; }
+}
+
+// 1F1B, p = 2, m = 2, F = 1, B = 2, free communication: rank 0 runs F0 F1
+// B0 B1 and idles 2 before B0 (B0 comes back at 4) and 1 before B1; rank 1
+// runs F0 B0 F1 B1, idles 1 before F0 and 2 after B1 (rank 0 ends at 9).
+// 3 each: (p - 1)(F + B).
+void TestAnalysisSteps::scheduleShareOf1f1b()
+{
+    const std::vector<std::vector<Action>> order = {
+        {act(StepKind::F, 0, 0), act(StepKind::F, 0, 1), act(StepKind::B, 0, 0), act(StepKind::B, 0, 1)},
+        {act(StepKind::F, 1, 0), act(StepKind::B, 1, 0), act(StepKind::F, 1, 1), act(StepKind::B, 1, 1)}};
+    const ScheduleShare s = scheduleShare(order, {1, 2, 0, 0});
+    QVERIFY(s.complete);
+    QCOMPARE(s.idleBefore[0], (std::vector<TimeNs>{0, 0, 2, 1}));
+    QCOMPARE(s.idleBefore[1], (std::vector<TimeNs>{1, 0, 0, 0}));
+    QCOMPARE(s.idleAfter, (std::vector<TimeNs>{0, 2}));
+}
+
+// Breadth-first over two chunks (virtual stages 0..3 on ranks 0 1 0 1),
+// m = 2, F = 1, B = 1: every forward, then every backward. Rank 0 runs
+// 0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1 and rank 1 1F0 1F1 3F0 3F1 3B0 3B1 1B0 1B1.
+// Rank 1 waits 1 before 1F0; rank 0 waits 2 before 2B0 (rank 1 ends 3F1
+// at 5 and 3B0 at 6); rank 1 ends at 9, rank 0 at 10. Each rank idles
+// (p - 1)(F + B) = 2, not the whole forward phase before its first backward.
+void TestAnalysisSteps::scheduleShareOfBreadthFirst()
+{
+    const std::vector<std::vector<Action>> order = {
+        {act(StepKind::F, 0, 0), act(StepKind::F, 0, 1), act(StepKind::F, 2, 0), act(StepKind::F, 2, 1),
+         act(StepKind::B, 2, 0), act(StepKind::B, 2, 1), act(StepKind::B, 0, 0), act(StepKind::B, 0, 1)},
+        {act(StepKind::F, 1, 0), act(StepKind::F, 1, 1), act(StepKind::F, 3, 0), act(StepKind::F, 3, 1),
+         act(StepKind::B, 3, 0), act(StepKind::B, 3, 1), act(StepKind::B, 1, 0), act(StepKind::B, 1, 1)}};
+    const ScheduleShare s = scheduleShare(order, {1, 1, 0, 0});
+    QVERIFY(s.complete);
+    QCOMPARE(s.idleBefore[0], (std::vector<TimeNs>{0, 0, 0, 0, 2, 0, 0, 0}));
+    QCOMPARE(s.idleBefore[1], (std::vector<TimeNs>{1, 0, 0, 0, 0, 0, 0, 0}));
+    QCOMPARE(s.idleAfter, (std::vector<TimeNs>{0, 1}));
+}
+
+// An order whose first step waits on a step behind it: no share.
+void TestAnalysisSteps::scheduleShareDeadlock()
+{
+    const std::vector<std::vector<Action>> order = {{act(StepKind::B, 0, 0), act(StepKind::F, 0, 0)},
+                                                    {act(StepKind::F, 1, 0), act(StepKind::B, 1, 0)}};
+    const ScheduleShare s = scheduleShare(order, {1, 2, 0, 0});
+    QVERIFY(!s.complete);
+    QVERIFY(s.idleBefore.empty());
 }
 
 QTEST_GUILESS_MAIN(TestAnalysisSteps)

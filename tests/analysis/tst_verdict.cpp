@@ -48,15 +48,19 @@ void TestVerdict::realCaptureIsCommunicationBound()
     const AnalysisResult r = analyze(trace);
     const Verdict v = verdict(r);
     QCOMPARE(std::string(toString(v.kind)), std::string("communication-bound"));
-    QCOMPARE(v.headline, std::string("communication-bound: 77% of the critical path (65.012 ms of 84.877 ms) is point-to-point "
+    QCOMPARE(v.headline, std::string("communication-bound: 77% of the critical path (65.013 ms of 84.877 ms) is point-to-point "
                                      "communication, most of it on rank 1 (stage 1)"));
-    QCOMPARE(v.lossNs, TimeNs(65'011'645));
+    QCOMPARE(v.lossNs, TimeNs(65'012'733));
     QVERIFY(v.facts.size() >= 5);
     QCOMPARE(v.facts[0], std::string("iteration 2: 84.877 ms on 4 ranks; critical path in 597 segments"));
-    QCOMPARE(v.facts[1], std::string("the critical path: point-to-point 77%, fill/drain 13%, collectives 6%, compute 3%, host 1%, "
-                                     "copies <1%, other idle <1%"));
+    // The path's idle is no fill/drain of the schedule's own: with steps of a
+    // few microseconds the schedule idles a rank for almost nothing. Its 13%
+    // are idle no operation explains: ranks 1 to 3 before their first
+    // receive was posted, rank 0 between its last step and the loss all-reduce.
+    QCOMPARE(v.facts[1], std::string("the critical path: point-to-point 77%, other idle 13%, collectives 6%, compute 3%, host 1%, "
+                                     "fill/drain <1%, copies <1%"));
     // The loss all-reduce over the four stages is drain (dp = 1: no data-parallel sync).
-    QCOMPARE(v.facts[2], std::string("GPU idle: 98% of GPU time; fill_drain 61 points, wait_neighbor 35 points, p2p_transfer 1 points"));
+    QCOMPARE(v.facts[2], std::string("GPU idle: 98% of GPU time; wait_neighbor 74 points, fill_drain 17 points, other 5 points"));
     QCOMPARE(v.facts[3], std::string("pipeline: p=4, dp=1, v=1, m=8, schedule 1f1b (confidence 100%), ideal bubble 27%; "
                                        "stages from process_group"));
     // Stage 3 is 1.26x the mean, but with compute at 3% of the path it is not what limits the job.

@@ -257,6 +257,158 @@ private slots:
         QVERIFY(QFileInfo(store).size() > 0);
     }
 
+    // diff --fail-if gates CI: 0 when nothing regressed, 3 with one line per
+    // regression, 4 when the runs cannot be gated, 2 for a malformed condition.
+    void diffGateExitCodes()
+    {
+        const QString store = QString(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+        const QString traces = QString(PIPESCOPE_SOURCE_DIR) + "/resources/examples/simulated-1f1b";
+        auto r = runCli({"diff", store, store, "-q", "--fail-if", "iteration>+3%", "--fail-if", "stage>+1%,bubble>+1ms"});
+        QCOMPARE(r.exitCode, 0);
+        QCOMPARE(r.err, QString("pipescope diff: no regression (iteration>+3%, stage>+1%, bubble>+1ms)\n"));
+        QVERIFY(r.out.contains("Stages"));
+
+        r = runCli({"diff", store, traces, "-q", "--fail-if", "iteration>+3%"});
+        QCOMPARE(r.exitCode, 3);
+        QCOMPARE(r.err, QString("pipescope diff: regression: iteration +795.5% (84.877 ms -> 760.085 ms) exceeds +3%\n"));
+        r = runCli({"diff", store, traces, "-q", "--fail-if", "iteration>+1000%,stage[2]>+5%"});
+        QCOMPARE(r.exitCode, 3);
+        QCOMPARE(r.err.count('\n'), 1);
+        QVERIFY2(r.err.startsWith("pipescope diff: regression: stage[2] +"), qPrintable(r.err));
+        // The JSON says the same.
+        r = runCli({"diff", store, traces, "-q", "--json", "--fail-if", "iteration>+3%"});
+        QCOMPARE(r.exitCode, 3);
+        const QJsonObject doc = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        const QJsonObject gate = doc["gate"].toObject();
+        QCOMPARE(gate["passed"].toBool(true), false);
+        QCOMPARE(gate["regressions"].toArray().size(), 1);
+        QCOMPARE(gate["regressions"].toArray()[0].toObject()["b_ns"].toInteger(),
+                 doc["iteration"].toObject()["b_ns"].toInteger());
+
+        // Two stages against four: refused with the reason, exit 4.
+        QTemporaryDir tmp;
+        const QString sim = tmp.path() + "/pp2";
+        r = runCli({"simulate", QString(PIPESCOPE_SOURCE_DIR) + "/resources/models/gpt-32l.json", "--schedule", "1f1b",
+                    "--pp", "2", "--microbatches", "4", "--emit-kineto", sim});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        r = runCli({"diff", store, sim, "-q", "--fail-if", "iteration>+3%"});
+        QCOMPARE(r.exitCode, 4);
+        QCOMPARE(r.err, QString("pipescope diff: error: cannot gate: A has 4 stages and B 2; a baseline gates runs of "
+                                "the same pipeline (save a new one for this job)\n"));
+        // Without --fail-if the same runs still compare.
+        QCOMPARE(runCli({"diff", store, sim, "-q"}).exitCode, 0);
+
+        // A malformed condition: refused before any work, with the accepted forms.
+        r = runCli({"diff", store, store, "--fail-if", "iteration>3"});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.startsWith("--fail-if: 'iteration>3' is not a gate condition: the threshold 3 needs a unit: % (of "
+                                  "the baseline) or ns, us, ms, s; write METRIC>THRESHOLD (or >=), e.g. iteration>+3%"),
+                 qPrintable(r.err));
+        QVERIFY(r.out.isEmpty());
+        r = runCli({"diff", store, store, "--fail-if", "latency>+3%"});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY(r.err.startsWith("--fail-if: 'latency>+3%' is not a gate condition: 'latency' is not a metric; "));
+    }
+
+    // Named baselines: kept with --save-baseline in --baseline-dir or
+    // $PIPESCOPE_BASELINE_DIR, compared with --baseline NAME.
+    void diffNamedBaselines()
+    {
+        const QString store = QString(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+        QTemporaryDir tmp;
+        const QString dir = tmp.path() + "/baselines";
+        auto r = runCli({"diff", "--save-baseline", "main", store, "--baseline-dir", dir});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QString saved = dir + "/main.pipescope";
+        QCOMPARE(QFileInfo(saved).size(), QFileInfo(store).size());
+        QVERIFY(r.out.startsWith("Saved baseline 'main': " + saved + " ("));
+
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("PIPESCOPE_BASELINE_DIR", dir);
+        p.setProcessEnvironment(env);
+        p.start(QString::fromUtf8(PIPESCOPE_CLI), {"diff", "--baseline", "main", store, "--fail-if", "iteration>+3%"});
+        QVERIFY(p.waitForFinished(300000));
+        QCOMPARE(p.exitCode(), 0);
+        QCOMPARE(QString::fromUtf8(p.readAllStandardError()), QString("pipescope diff: no regression (iteration>+3%)\n"));
+
+        // A name that was not saved: the folder's names, exit 1.
+        r = runCli({"diff", "--baseline", "release", store, "--baseline-dir", dir});
+        QCOMPARE(r.exitCode, 1);
+        QCOMPARE(r.err, "pipescope diff: error: --baseline: no baseline 'release' in " + dir + " (no " + dir +
+                            "/release.pipescope); save one with pipescope diff --save-baseline release JOB (saved "
+                            "there: main)\n");
+        // Usage: no folder, a name that is a path, two runs with --baseline.
+        QProcess q;
+        env.remove("PIPESCOPE_BASELINE_DIR");
+        q.setProcessEnvironment(env);
+        q.start(QString::fromUtf8(PIPESCOPE_CLI), {"diff", "--baseline", "main", store});
+        QVERIFY(q.waitForFinished(300000));
+        QCOMPARE(q.exitCode(), 2);
+        QCOMPARE(QString::fromUtf8(q.readAllStandardError()),
+                 QString("pipescope diff: error: --baseline: no baseline folder; give --baseline-dir DIR or set "
+                         "PIPESCOPE_BASELINE_DIR; see `pipescope diff --help`\n"));
+        r = runCli({"diff", "--baseline", "../main", store, "--baseline-dir", dir});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY(r.err.startsWith("--baseline: '../main' is not a baseline name; use up to 100 letters, digits, '.', '_' "
+                                 "and '-' (e.g. main, release-1.2)\n"));
+        r = runCli({"diff", "--baseline", "main", store, store, "--baseline-dir", dir});
+        QCOMPARE(r.exitCode, 2);
+        QCOMPARE(r.err, QString("pipescope diff: error: --baseline NAME takes one run, the new one: pipescope diff "
+                                "--baseline NAME NEW; see `pipescope diff --help`\n"));
+        r = runCli({"diff", store});
+        QCOMPARE(r.exitCode, 2);
+        QCOMPARE(r.err, QString("pipescope diff: error: give two runs, A and B (or --baseline NAME and B); see "
+                                "`pipescope diff --help`\n"));
+        // A file that is not a store or a trace is not saved.
+        const QString notes = writeFile(tmp, "notes.txt", "hello");
+        r = runCli({"diff", "--save-baseline", "notes", notes, "--baseline-dir", dir});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY(!QFileInfo::exists(dir + "/notes.pipescope"));
+    }
+
+    // query: read-only SQL in three formats, one line for bad SQL.
+    void queryFormatsAndErrors()
+    {
+        const QString store = QString(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
+        auto r = runCli({"query", store, "SELECT rank, host FROM ranks ORDER BY rank", "--format", "csv"});
+        QCOMPARE(r.exitCode, 0);
+        QCOMPARE(r.out, QString("rank,host\n0,vm\n1,vm\n2,vm\n3,vm\n"));
+        r = runCli({"query", store, "SELECT rank, COUNT(*) AS kernels FROM activities WHERE kind = 0 GROUP BY rank"});
+        QCOMPARE(r.exitCode, 0);
+        QCOMPARE(r.out, QString("rank  kernels\n   0      440\n   1      704\n   2      488\n   3      812\n(4 rows)\n"));
+        r = runCli({"query", store, "SELECT rank, world_size FROM ranks WHERE rank < 2", "--format", "json"});
+        QCOMPARE(r.exitCode, 0);
+        QCOMPARE(r.out, QString("[\n{\"rank\": 0, \"world_size\": 4},\n{\"rank\": 1, \"world_size\": 4}\n]\n"));
+
+        r = runCli({"query", store, "SELECT * FROM activity"});
+        QCOMPARE(r.exitCode, 1);
+        QCOMPARE(r.err, QString("pipescope query: error: SQL: no such table: activity; the store's tables and columns "
+                                "are in docs/trace-format.md (or SELECT name, sql FROM sqlite_master)\n"));
+        QVERIFY(r.out.isEmpty());
+        r = runCli({"query", store, "ATTACH DATABASE 'x.db' AS x"});
+        QCOMPARE(r.exitCode, 1);
+        QCOMPARE(r.err, QString("pipescope query: error: SQL: only reading is allowed; ATTACH is refused (pipescope "
+                                "query opens the store read-only)\n"));
+        r = runCli({"query", store, "SELECT 1", "--format", "xml"});
+        QCOMPARE(r.exitCode, 2);
+
+        QTemporaryDir tmp;
+        const QString out = tmp.path() + "/ranks.json";
+        r = runCli({"query", store, "SELECT rank FROM ranks", "--format", "json", "-o", out});
+        QCOMPARE(r.exitCode, 0);
+        QCOMPARE(r.out, "Wrote " + out + ": 4 rows\n");
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(QJsonDocument::fromJson(f.readAll()).array().size(), 4);
+        // A failed query writes nothing.
+        r = runCli({"query", store, "SELEC 1", "-o", tmp.path() + "/bad.csv"});
+        QCOMPARE(r.exitCode, 1);
+        QCOMPARE(r.err, QString("pipescope query: error: SQL: near \"SELEC\": syntax error\n"));
+        QVERIFY(!QFileInfo::exists(tmp.path() + "/bad.csv"));
+        QCOMPARE(filesIn(tmp), 1);
+    }
+
     // Time bases print as dates, shifts as durations: no 19-digit numbers.
     void importShowsTimeBasesAsDates()
     {

@@ -50,6 +50,9 @@ struct MegatronSpec {
     int dp = 1;
     TimeNs allReduceNs = 2'000'000;
     std::map<int, double> rankSlowdown; // rank -> factor on its compute time
+    // Replicas holding other sequences: (replica, microbatch) -> factor on
+    // the compute of that microbatch on every stage of that replica.
+    std::map<std::pair<int, int>, double> replicaMicrobatchScale;
     // v = 1: torch.distributed.pipelining's ScheduleGPipe instead of
     // Megatron's 1F1B: every forward, then every backward; before each step a
     // batch with its input's receive, waited for; after it a batch with its
@@ -416,10 +419,12 @@ inline MegatronRun megatronTrace(const MegatronSpec& s)
                         const uint64_t key = (uint64_t(iter) << 40) ^ (uint64_t(g) << 32) ^ (uint64_t(in.chunk) << 24) ^
                                              (uint64_t(in.microbatch) << 8) ^ uint64_t(in.forward);
                         const auto slow = s.rankSlowdown.find(g);
+                        const auto data = s.replicaMicrobatchScale.find({d, in.microbatch});
                         const double share = in.part == 1 ? s.inputShare : in.part == 2 ? 1.0 - s.inputShare : 1.0;
                         const double scale = megatron_detail::wobble(key ^ (uint64_t(in.part) << 4), s.jitter) *
                                              (in.forward ? 1.0 : s.backwardRatio * share) *
-                                             (slow != s.rankSlowdown.end() ? slow->second : 1.0);
+                                             (slow != s.rankSlowdown.end() ? slow->second : 1.0) *
+                                             (data != s.replicaMicrobatchScale.end() ? data->second : 1.0);
                         const TimeNs start = t + s.launchNs;
                         TimeNs k = start;
                         for (const auto& [module, ns] : parts) {

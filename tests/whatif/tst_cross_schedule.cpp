@@ -66,6 +66,8 @@ class TestCrossSchedule : public QObject {
 private slots:
     void predictsTheOtherRun_data();
     void predictsTheOtherRun();
+    void replicasWithTheirOwnData_data();
+    void replicasWithTheirOwnData();
 };
 
 void TestCrossSchedule::predictsTheOtherRun_data()
@@ -133,6 +135,61 @@ void TestCrossSchedule::predictsTheOtherRun()
     qInfo("%s: predicted %.3f ms, the other run %.3f ms (%+.2f%%)", QTest::currentDataTag(),
           static_cast<double>(p.iterationNs()) / 1e6, measured / 1e6, err * 100);
     QVERIFY2(std::abs(err) < 0.03, qPrintable(QString::number(err * 100, 'f', 2) + "%"));
+}
+
+// Four replicas, each microbatch of each replica its own length (other
+// sequences: 0.6x to 1.6x, fixed per replica and microbatch): the measured
+// run, and the same data cut into twice as many microbatches, against the
+// independent model. One pipeline at each stage's slowest replica's pace
+// cannot reproduce them: the slowest replica of the job is the one whose
+// own long microbatches stall its pipeline.
+void TestCrossSchedule::replicasWithTheirOwnData_data()
+{
+    QTest::addColumn<int>("microbatches");
+    QTest::newRow("measured: 1f1b, dp 4, m 8") << 8;
+    QTest::newRow("m 16, same global batch") << 16;
+}
+
+void TestCrossSchedule::replicasWithTheirOwnData()
+{
+    QFETCH(int, microbatches);
+    auto specAt = [](int m) {
+        MegatronSpec s;
+        s.pp = 4;
+        s.dp = 4;
+        s.microbatches = m;
+        s.layerForwardNs = s.layerForwardNs * 8 / m;
+        s.embeddingNs = s.embeddingNs * 8 / m;
+        s.lossNs = s.lossNs * 8 / m;
+        s.activationBytes = s.activationBytes * 8 / m;
+        for (int d = 0; d < s.dp; ++d)
+            for (int k = 0; k < m; ++k) {
+                // The measured microbatch k * 8 / m of replica d: the same sequences.
+                const int measured = k * 8 / m;
+                const uint64_t h = (uint64_t(d) * 2654435761u) ^ (uint64_t(measured) * 40503u);
+                s.replicaMicrobatchScale[{d, k}] = 0.6 + double(h % 1001) / 1000.0;
+            }
+        return s;
+    };
+    const CostModel model = calibrated(megatronTrace(specAt(8)).trace, 16);
+    QCOMPARE(static_cast<int>(model.replicaSizes.size()), 4);
+    const CostModel truth = calibrated(megatronTrace(specAt(microbatches)).trace, 16);
+    ScenarioChanges ch;
+    ch.microbatches = microbatches;
+    const Prediction p = predict(model, applyChanges(measuredScenario(model), ch));
+    const double measured = static_cast<double>(*truth.measuredIterationNs);
+    const double err = static_cast<double>(p.iterationNs()) / measured - 1;
+    qInfo("%s: predicted %.3f ms (replica %d the slowest), the run %.3f ms (%+.2f%%)", QTest::currentDataTag(),
+          static_cast<double>(p.iterationNs()) / 1e6, p.slowestReplica, measured / 1e6, err * 100);
+    QVERIFY2(std::abs(err) < 0.02, qPrintable(QString::number(err * 100, 'f', 2) + "%"));
+    QVERIFY(p.slowestReplica >= 0);
+
+    // The stage-pace model, one pipeline for all, misses it.
+    CostModel paced = model;
+    paced.replicaSizes.clear();
+    const Prediction q = predict(paced, applyChanges(measuredScenario(model), ch));
+    qInfo("one pipeline at each stage's slowest pace: %.3f ms", static_cast<double>(q.iterationNs()) / 1e6);
+    QVERIFY(static_cast<double>(q.iterationNs()) / measured - 1 < -0.05);
 }
 
 QTEST_GUILESS_MAIN(TestCrossSchedule)

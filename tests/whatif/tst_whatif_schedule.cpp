@@ -324,10 +324,15 @@ void TestSchedule::handWorkedWithCommunication()
     QVERIFY(r.transfers[3].backward);
     QCOMPARE(r.transfers[3].srcRank, 1);
     QCOMPARE(r.transfers[3].dstRank, 0);
-    // Rank 0: 75 waiting for the first gradient, 15 between its backwards.
-    QCOMPARE(r.ranks[0].bubbleNs[size_t(BubbleCause::FillDrain)], TimeNs(75'000 + 15'000));
+    // Free communication, the schedule itself idles rank 0 30 before B0 (rank
+    // 1's F1 and B0), rank 1 10 before F0 and 20 after B1: fill/drain. The
+    // rest is waiting on the transfers. Rank 0: 75 waiting for the first
+    // gradient, 15 between its backwards.
+    QCOMPARE(r.ranks[0].bubbleNs[size_t(BubbleCause::FillDrain)], TimeNs(30'000));
+    QCOMPARE(r.ranks[0].bubbleNs[size_t(BubbleCause::WaitNeighbor)], TimeNs(45'000 + 15'000));
     // Rank 1: 25 before its first step, 15 waiting for F1, 50 after its last.
-    QCOMPARE(r.ranks[1].bubbleNs[size_t(BubbleCause::FillDrain)], TimeNs(25'000 + 15'000 + 50'000));
+    QCOMPARE(r.ranks[1].bubbleNs[size_t(BubbleCause::FillDrain)], TimeNs(10'000 + 20'000));
+    QCOMPARE(r.ranks[1].bubbleNs[size_t(BubbleCause::WaitNeighbor)], TimeNs(15'000 + 15'000 + 30'000));
 }
 
 // Transfers on one link queue behind each other while their bytes move: the
@@ -425,7 +430,10 @@ void TestSchedule::rankStartDelaysTheFirstReceive()
     // F0 lands on rank 1 at 14 but rank 1 only starts at 30.
     QCOMPARE(r.ranks[1].actions[0].start, TimeNs(30));
     QCOMPARE(r.ranks[0].actions[1].start, TimeNs(30 + 10 + 20 + 4));
-    QCOMPARE(r.ranks[1].bubbleNs[size_t(BubbleCause::FillDrain)], TimeNs(30 + 24));
+    // Rank 1 idles 30 before F0 and 24 after B0; the schedule's own share is
+    // 10 before F0 (rank 0's F0) and 20 after B0 (rank 0's B0).
+    QCOMPARE(r.ranks[1].bubbleNs[size_t(BubbleCause::FillDrain)], TimeNs(10 + 20));
+    QCOMPARE(r.ranks[1].bubbleNs[size_t(BubbleCause::WaitNeighbor)], TimeNs(20 + 4));
 }
 
 // The all-reduce starts when a rank's last backward ends; the optimizer follows;

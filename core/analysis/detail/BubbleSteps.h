@@ -17,6 +17,9 @@ struct Gap {
     TimeNs end = 0;
     TimeNs dependency = 0;
     bool beforeKernel = false;         // a compute kernel follows (false: the gap closes the window)
+    bool beforeStep = false;           // that kernel begins a pipeline step
+    bool afterLastStep = false;        // the rank's last step of the iteration has ended
+    bool transfersRecorded = false;    // the rank's transfers are in the trace: no transfer ending in the gap means its input was ready
     std::optional<TimeNs> nextLaunch;  // when the host launched that kernel, where known
 };
 
@@ -42,9 +45,15 @@ struct GapPart {
 // started, and transfers after that; a collective takes its cause; what no
 // op covers is "other". After the dependency, the host launching the next
 // kernel late is host-bound; the rest is a launch gap when a kernel follows
-// within `launchGap`, else "other". In a fill or drain region
-// (`fillRegion`), waiting on a neighbour and "other" are fill/drain.
-void classifyGap(const Gap& gap, std::span<const GapOp> ops, TimeNs launchGap, bool fillRegion,
+// within `launchGap`; else, before a step with no launch recorded, the
+// step's own overhead (its input was ready and the rank free; where the
+// rank's transfers are not recorded, after what the fill budget explains);
+// after the rank's last step, waiting on the stages still running; else
+// "other".
+// Waiting on a neighbour and "other" are fill/drain while `fillBudget`
+// lasts: the schedule's own idle before this step (ScheduleShare), taken in
+// time order and reduced by what is used.
+void classifyGap(const Gap& gap, std::span<const GapOp> ops, TimeNs launchGap, TimeNs& fillBudget,
                  std::vector<GapPart>& parts);
 
 } // namespace pipescope::detail

@@ -154,6 +154,9 @@ void traceCriticalPath(Context& ctx, AnalysisResult& out, const std::vector<Step
 void computeHtaViews(Context& ctx, AnalysisResult& out);
 void attributeLayers(Context& ctx, AnalysisResult& out, const std::vector<Step>& selectedSteps);
 void measureAllToAll(Context& ctx, AnalysisResult& out); // after traceCriticalPath
+// A communication activity that is an all-to-all exchange: its NCCL record
+// says so, or (without one) its name or a communication rule does.
+bool isAllToAll(const Context& ctx, uint32_t activity);
 void measureMicrobatchSpread(AnalysisResult& out, const std::vector<Step>& selectedSteps);
 
 // Percentile of a sorted vector (linear interpolation).

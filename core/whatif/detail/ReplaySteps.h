@@ -13,6 +13,12 @@ namespace pipescope::whatif::detail {
 // pipeline-wide collective and after its optimizer until `iterationEnd`,
 // fill and drain. Adds to rr.bubbleNs (and, with `timeline`, rr.bubbles),
 // which the caller clears; sets rr.busyNs (steps and optimizer).
-void classifyIdle(RankReplay& rr, TimeNs hostGap, TimeNs iterationEnd, bool timeline);
+// `fillBudget`, when given, holds the schedule's own idle before each of the
+// rank's actions (ScheduleShare, in the rank's order), then, when it holds
+// one more, after its last: a gap is fill/drain up to it and waiting on a
+// neighbour beyond, as the analysis names measured idle. Without it, the
+// region rule (model/Pipeline.h) decides.
+void classifyIdle(RankReplay& rr, TimeNs hostGap, TimeNs iterationEnd, bool timeline,
+                  const std::vector<TimeNs>* fillBudget = nullptr);
 
 } // namespace pipescope::whatif::detail

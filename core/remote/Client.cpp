@@ -1,0 +1,300 @@
+#include "remote/Client.h"
+
+#include "util/Format.h"
+
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <fcntl.h>
+#include <mutex>
+#include <poll.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace pipescope::remote {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+void writeAll(int fd, std::string_view bytes)
+{
+    while (!bytes.empty()) {
+        const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            throw Error(std::string("the link to the server is closed (") + std::strerror(errno) + ")");
+        }
+        bytes.remove_prefix(static_cast<size_t>(n));
+    }
+}
+
+} // namespace
+
+std::string Client::readPayload()
+{
+    std::vector<char> buf(256 * 1024);
+    for (;;) {
+        if (auto p = reader_.next())
+            return *p;
+        const ssize_t n = ::read(readFd_, buf.data(), buf.size());
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            throw Error(std::string("cannot read from the server (") + std::strerror(errno) + ")");
+        }
+        if (n == 0)
+            throw Error(reader_.midMessage() ? "the server's answer was cut off (the link closed inside a message)"
+                                             : "the server closed the link");
+        bytesReceived_ += n;
+        reader_.feed(buf.data(), static_cast<size_t>(n));
+    }
+}
+
+Response Client::call(RequestType type, const json& params)
+{
+    json req = params.is_object() ? params : json::object();
+    const int64_t id = nextId_++;
+    req["id"] = id;
+    req["type"] = toString(type);
+    const std::string payload = req.dump();
+    if (payload.size() > kMaxRequestBytes)
+        throw Error("a request of " + std::to_string(payload.size()) + " bytes, over the protocol's limit of " + std::to_string(kMaxRequestBytes));
+    const auto t0 = Clock::now();
+    const std::string framed = frame(payload);
+    writeAll(writeFd_, framed);
+    bytesSent_ += static_cast<int64_t>(framed.size());
+    Response r = parseResponse(readPayload());
+    lastSeconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    ++roundTrips_;
+    if (r.id == -1 && !r.ok)
+        throw ServerRefused(r.errorCode, r.errorMessage);
+    if (r.id != id)
+        throw ProtocolError("a response to request " + std::to_string(r.id) + " where " + std::to_string(id) + " was awaited");
+    return r;
+}
+
+json Client::result(RequestType type, const json& params)
+{
+    Response r = call(type, params);
+    if (!r.ok)
+        throw ServerRefused(r.errorCode, r.errorMessage);
+    return std::move(r.result);
+}
+
+json Client::hello()
+{
+    json versions = json::array();
+    for (int v = kOldestProtocolVersion; v <= kProtocolVersion; ++v)
+        versions.push_back(v);
+    return result(RequestType::Hello, {{"versions", versions}, {"client", "pipescope"}});
+}
+
+// ---- child process ---------------------------------------------------------
+
+int ChildProcess::wait()
+{
+    if (toChild >= 0)
+        ::close(toChild);
+    if (fromChild >= 0)
+        ::close(fromChild);
+    toChild = fromChild = -1;
+    if (pid < 0)
+        return -1;
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+ChildProcess::~ChildProcess()
+{
+    if (pid >= 0)
+        wait();
+}
+
+std::unique_ptr<ChildProcess> spawnChild(const std::vector<std::string>& argv, const std::string& stderrPath)
+{
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0)
+        throw Error(std::string("cannot make a pipe (") + std::strerror(errno) + ")");
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+        ::close(in[0]);
+        ::close(in[1]);
+        throw Error(std::string("cannot make a pipe (") + std::strerror(errno) + ")");
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv)
+        args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0)
+        throw Error(std::string("cannot start ") + argv.front() + " (" + std::strerror(errno) + ")");
+    if (pid == 0) {
+        ::dup2(in[0], 0);
+        ::dup2(out[1], 1);
+        if (!stderrPath.empty()) {
+            const int e = ::open(stderrPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (e >= 0)
+                ::dup2(e, 2);
+        }
+        ::execv(args[0], args.data());
+        _exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    auto c = std::make_unique<ChildProcess>();
+    c->pid = pid;
+    c->toChild = in[1];
+    c->fromChild = out[0];
+    return c;
+}
+
+// ---- a slow link -----------------------------------------------------------
+
+struct SlowLink::Direction {
+    int in = -1, out = -1;
+    Options options;
+    std::mutex mutex;
+    std::condition_variable ready;
+    struct Chunk {
+        Clock::time_point at;
+        std::string bytes; // empty: the end
+    };
+    std::deque<Chunk> queue;
+    bool stopping = false;
+    Clock::time_point busyUntil{};
+    std::thread reader, writer;
+
+    void push(Chunk c)
+    {
+        std::lock_guard lock(mutex);
+        queue.push_back(std::move(c));
+        ready.notify_one();
+    }
+
+    void readLoop()
+    {
+        std::vector<char> buf(64 * 1024);
+        for (;;) {
+            {
+                std::lock_guard lock(mutex);
+                if (stopping)
+                    break;
+            }
+            pollfd p{in, POLLIN, 0};
+            const int r = ::poll(&p, 1, 50);
+            if (r == 0 || (r < 0 && errno == EINTR))
+                continue;
+            const ssize_t n = r < 0 ? -1 : ::read(in, buf.data(), buf.size());
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;
+            // The link sends a chunk after those before it, at its rate,
+            // and it arrives one latency later.
+            const auto now = Clock::now();
+            const auto start = std::max(now, busyUntil);
+            const auto sending = options.bytesPerSecond > 0
+                                     ? std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(double(n) / options.bytesPerSecond))
+                                     : Clock::duration::zero();
+            busyUntil = start + sending;
+            push({busyUntil + options.latency, std::string(buf.data(), static_cast<size_t>(n))});
+        }
+        push({Clock::now() + options.latency, {}});
+    }
+
+    void writeLoop()
+    {
+        bool broken = false;
+        for (;;) {
+            Chunk c;
+            {
+                std::unique_lock lock(mutex);
+                ready.wait(lock, [&] { return !queue.empty(); });
+                c = std::move(queue.front());
+                queue.pop_front();
+            }
+            if (c.bytes.empty())
+                break;
+            std::this_thread::sleep_until(c.at);
+            std::string_view rest = c.bytes;
+            while (!broken && !rest.empty()) {
+                const ssize_t n = ::write(out, rest.data(), rest.size());
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n < 0) {
+                    broken = true;
+                    break;
+                }
+                rest.remove_prefix(static_cast<size_t>(n));
+            }
+        }
+        ::close(out);
+        out = -1;
+    }
+
+    void start()
+    {
+        reader = std::thread([this] { readLoop(); });
+        writer = std::thread([this] { writeLoop(); });
+    }
+
+    void stop()
+    {
+        {
+            std::lock_guard lock(mutex);
+            stopping = true;
+        }
+        if (reader.joinable())
+            reader.join();
+        if (writer.joinable())
+            writer.join();
+        if (in >= 0)
+            ::close(in);
+        in = -1;
+    }
+};
+
+SlowLink::SlowLink(int aIn, int bOut, int bIn, int aOut, Options options)
+    : ab_(std::make_unique<Direction>()), ba_(std::make_unique<Direction>())
+{
+    ab_->in = aIn;
+    ab_->out = bOut;
+    ab_->options = options;
+    ba_->in = bIn;
+    ba_->out = aOut;
+    ba_->options = options;
+    ab_->start();
+    ba_->start();
+}
+
+SlowLink::~SlowLink() { stop(); }
+
+void SlowLink::stop()
+{
+    if (ab_)
+        ab_->stop();
+    if (ba_)
+        ba_->stop();
+}
+
+SlowLink::Ends SlowLink::between(int serverIn, int serverOut, Options options)
+{
+    int up[2], down[2];
+    if (::pipe2(up, O_CLOEXEC) != 0 || ::pipe2(down, O_CLOEXEC) != 0)
+        throw Error(std::string("cannot make a pipe (") + std::strerror(errno) + ")");
+    Ends e;
+    e.clientWrite = up[1];
+    e.clientRead = down[0];
+    e.link = std::make_unique<SlowLink>(up[0], serverIn, serverOut, down[1], options);
+    return e;
+}
+
+} // namespace pipescope::remote

@@ -1,0 +1,96 @@
+#pragma once
+// The client side of the remote protocol (docs/remote.md), for the desktop
+// app, the tests and bench_serve: requests over a pair of descriptors (the
+// pipes of `ssh host pipescope serve --stdio JOB`, or a loopback socket),
+// with the bytes and round trips counted for the status bar. Also a server
+// process started with pipes, and a link that adds latency and limits
+// throughput, to measure what a user at the end of a long link would see.
+#include "remote/Protocol.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace pipescope::remote {
+
+// Thrown when the server answers a request with an error response.
+class ServerRefused : public Error {
+public:
+    ServerRefused(std::string code, const std::string& message) : Error(message), code_(std::move(code)) {}
+    const std::string& code() const { return code_; }
+
+private:
+    std::string code_;
+};
+
+class Client {
+public:
+    // Does not own the descriptors.
+    Client(int readFd, int writeFd) : readFd_(readFd), writeFd_(writeFd), reader_(kMaxResponseBytes) {}
+
+    // Sends one request and waits for its response. Throws ProtocolError
+    // for a response that breaks the protocol (or names another id), Error
+    // when the link ends.
+    Response call(RequestType type, const nlohmann::json& params = nlohmann::json::object());
+    // The same, returning the result; throws ServerRefused for an error response.
+    nlohmann::json result(RequestType type, const nlohmann::json& params = nlohmann::json::object());
+    // hello with this build's versions; returns its result.
+    nlohmann::json hello();
+
+    int64_t bytesSent() const { return bytesSent_; }
+    int64_t bytesReceived() const { return bytesReceived_; }
+    int64_t roundTrips() const { return roundTrips_; }
+    double lastRoundTripSeconds() const { return lastSeconds_; }
+
+private:
+    std::string readPayload();
+    int readFd_, writeFd_;
+    FrameReader reader_;
+    int64_t nextId_ = 1;
+    int64_t bytesSent_ = 0, bytesReceived_ = 0, roundTrips_ = 0;
+    double lastSeconds_ = 0;
+};
+
+// A child process with its standard input and output on pipes (its
+// standard error goes to stderrPath, or stays the parent's when empty).
+struct ChildProcess {
+    pid_t pid = -1;
+    int toChild = -1;   // write end: the child's standard input
+    int fromChild = -1; // read end: the child's standard output
+    // Closes our ends and waits; the child's exit status (128 + signal when killed).
+    int wait();
+    ~ChildProcess();
+};
+std::unique_ptr<ChildProcess> spawnChild(const std::vector<std::string>& argv, const std::string& stderrPath = {});
+
+// A link between two descriptor pairs that delays each chunk by `latency`
+// and passes at most `bytesPerSecond` (0: no limit) in each direction, as
+// a wide-area link would. Runs threads until the ends close; stop() (or the
+// destructor) waits for them.
+class SlowLink {
+public:
+    struct Options {
+        std::chrono::microseconds latency{50'000};
+        double bytesPerSecond = 0;
+    };
+    // Relays aIn -> bOut and bIn -> aOut; takes ownership of the four descriptors.
+    SlowLink(int aIn, int bOut, int bIn, int aOut, Options options);
+    ~SlowLink();
+    void stop();
+    // For a client: a pair of descriptors whose other ends are relayed
+    // through a new link to `serverIn`/`serverOut` (a child's pipes).
+    struct Ends {
+        int clientRead = -1, clientWrite = -1;
+        std::unique_ptr<SlowLink> link;
+    };
+    static Ends between(int serverIn, int serverOut, Options options);
+
+private:
+    struct Direction;
+    std::unique_ptr<Direction> ab_, ba_;
+};
+
+} // namespace pipescope::remote

@@ -1,0 +1,358 @@
+#include "remote/Protocol.h"
+
+#include "util/BoundedJson.h"
+#include "util/Format.h"
+#include "util/JsonText.h"
+
+#include <array>
+#include <cstring>
+#include <limits>
+
+namespace pipescope::remote {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::array<std::string_view, 8> kTypeNames{"hello", "index", "analysis", "tiles", "details", "search", "costmodel", "diff"};
+
+// JSON's integers that every client reads exactly (2^53).
+constexpr int64_t kMaxId = int64_t(1) << 53;
+
+[[noreturn]] void bad(const std::string& what) { throw ProtocolError(what); }
+
+} // namespace
+
+std::string_view toString(RequestType type) { return kTypeNames.at(static_cast<size_t>(type)); }
+
+std::optional<RequestType> requestTypeOf(std::string_view name)
+{
+    for (size_t i = 0; i < kTypeNames.size(); ++i)
+        if (kTypeNames[i] == name)
+            return static_cast<RequestType>(i);
+    return std::nullopt;
+}
+
+size_t responseLimit(RequestType type)
+{
+    switch (type) {
+    case RequestType::Hello: return 64 * 1024;
+    case RequestType::Index: return size_t(8) << 20;
+    case RequestType::Analysis: return size_t(32) << 20;
+    case RequestType::Tiles: return size_t(16) << 20;
+    case RequestType::Details: return 256 * 1024;
+    case RequestType::Search: return size_t(1) << 20;
+    case RequestType::CostModel: return size_t(8) << 20;
+    case RequestType::Diff: return size_t(16) << 20;
+    }
+    return 64 * 1024;
+}
+
+std::string frame(std::string_view payload)
+{
+    std::string out;
+    out.reserve(payload.size() + kMaxHeaderBytes);
+    out.append(kMagic).append(" ").append(std::to_string(payload.size())).append("\n");
+    out.append(payload);
+    return out;
+}
+
+// ---- framing ---------------------------------------------------------------
+
+void FrameReader::feed(const char* data, size_t size)
+{
+    buffer_.append(data, size);
+    if (!length_)
+        parseHeader();
+}
+
+void FrameReader::parseHeader()
+{
+    const size_t lf = buffer_.find('\n');
+    // The magic is checked as soon as its bytes are here, so a stream of
+    // something else is refused at once and not after a header's worth.
+    const size_t have = std::min(buffer_.size(), kMagic.size() + 1);
+    if (std::string_view(buffer_).substr(0, have) != std::string(kMagic).append(" ").substr(0, have))
+        bad("not a pipescope remote message (it starts with '" + printable(std::string_view(buffer_).substr(0, 16), 64) +
+            "', expected 'PSR1 <length>')");
+    if (lf == std::string::npos) {
+        if (buffer_.size() > kMaxHeaderBytes)
+            bad("a message header longer than " + std::to_string(kMaxHeaderBytes) + " bytes (expected 'PSR1 <length>')");
+        return;
+    }
+    if (lf + 1 > kMaxHeaderBytes)
+        bad("a message header longer than " + std::to_string(kMaxHeaderBytes) + " bytes (expected 'PSR1 <length>')");
+    const std::string_view digits = std::string_view(buffer_).substr(kMagic.size() + 1, lf - kMagic.size() - 1);
+    if (digits.empty() || digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string_view::npos ||
+        (digits.size() > 1 && digits[0] == '0'))
+        bad("a message length that is not a decimal number ('" + printable(digits, 32) + "')");
+    uint64_t n = 0;
+    for (char c : digits)
+        n = n * 10 + uint64_t(c - '0');
+    if (n > max_)
+        bad("a message of " + std::to_string(n) + " bytes, over the limit of " + std::to_string(max_) + " bytes");
+    if (n < 2)
+        bad("an empty message (a message is one JSON object)");
+    length_ = static_cast<size_t>(n);
+    buffer_.erase(0, lf + 1);
+}
+
+std::optional<std::string> FrameReader::next()
+{
+    if (!length_)
+        parseHeader();
+    if (!length_ || buffer_.size() < *length_)
+        return std::nullopt;
+    std::string payload = buffer_.substr(0, *length_);
+    buffer_.erase(0, *length_);
+    length_.reset();
+    // The next header is read on the next call: a message is answered
+    // before a bad one after it ends the session.
+    return payload;
+}
+
+// ---- requests --------------------------------------------------------------
+
+namespace {
+
+json parseObject(std::string_view payload, const char* what)
+{
+    if (jsonDepth(payload, kMaxRequestDepth) > kMaxRequestDepth)
+        bad(std::string(what) + " nested deeper than " + std::to_string(kMaxRequestDepth) + " levels");
+    json j;
+    try {
+        j = json::parse(payload.begin(), payload.end());
+    } catch (const json::exception& e) {
+        // nlohmann's message names the byte; it quotes no input beyond a token.
+        bad(std::string(what) + " that is not JSON (" + printable(e.what(), 160) + ")");
+    }
+    if (!j.is_object())
+        bad(std::string(what) + " that is not a JSON object");
+    return j;
+}
+
+std::string field(RequestType t, const std::string& key) { return "'" + key + "' of a " + std::string(toString(t)) + " request"; }
+
+int64_t integerIn(const json& v, RequestType t, const std::string& key, int64_t lo, int64_t hi)
+{
+    if (!v.is_number_integer())
+        bad(field(t, key) + " is not a whole number");
+    int64_t x = 0;
+    if (v.is_number_unsigned()) {
+        if (v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+            bad(field(t, key) + " is out of range");
+        x = static_cast<int64_t>(v.get<uint64_t>());
+    } else {
+        x = v.get<int64_t>();
+    }
+    if (x < lo || x > hi)
+        bad(field(t, key) + " is " + std::to_string(x) + ", outside " + std::to_string(lo) + ".." + std::to_string(hi));
+    return x;
+}
+
+void stringOf(const json& v, RequestType t, const std::string& key, size_t minBytes, size_t maxBytes)
+{
+    if (!v.is_string())
+        bad(field(t, key) + " is not a string");
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.size() < minBytes || s.size() > maxBytes)
+        bad(field(t, key) + " has " + std::to_string(s.size()) + " bytes, outside " + std::to_string(minBytes) + ".." +
+            std::to_string(maxBytes));
+    if (s.find('\0') != std::string::npos)
+        bad(field(t, key) + " holds a NUL byte");
+}
+
+void integerList(const json& v, RequestType t, const std::string& key, size_t minItems, size_t maxItems, int64_t lo, int64_t hi)
+{
+    if (!v.is_array())
+        bad(field(t, key) + " is not a list");
+    if (v.size() < minItems || v.size() > maxItems)
+        bad(field(t, key) + " has " + std::to_string(v.size()) + " items, outside " + std::to_string(minItems) + ".." +
+            std::to_string(maxItems));
+    for (const json& x : v)
+        integerIn(x, t, key, lo, hi);
+}
+
+void boolean(const json& v, RequestType t, const std::string& key)
+{
+    if (!v.is_boolean())
+        bad(field(t, key) + " is not true or false");
+}
+
+struct Key {
+    const char* name;
+    bool required;
+};
+
+void onlyKeys(const json& params, RequestType t, std::initializer_list<Key> keys)
+{
+    for (const auto& [k, v] : params.items()) {
+        bool known = false;
+        for (const Key& key : keys)
+            known = known || k == key.name;
+        if (!known)
+            bad("a " + std::string(toString(t)) + " request with an unknown field '" + printable(k, 64) + "'");
+    }
+    for (const Key& key : keys)
+        if (key.required && !params.contains(key.name))
+            bad("a " + std::string(toString(t)) + " request without '" + key.name + "'");
+}
+
+void validate(RequestType t, const json& p)
+{
+    constexpr int64_t kTime = std::numeric_limits<int64_t>::max() / 4; // any trace time, with room to subtract
+    switch (t) {
+    case RequestType::Hello:
+        onlyKeys(p, t, {{"versions", true}, {"client", false}});
+        integerList(p["versions"], t, "versions", 1, 16, 1, 1'000'000);
+        if (p.contains("client"))
+            stringOf(p["client"], t, "client", 0, 256);
+        break;
+    case RequestType::Index:
+    case RequestType::CostModel:
+        onlyKeys(p, t, {});
+        break;
+    case RequestType::Analysis:
+        onlyKeys(p, t, {{"iteration", false}});
+        if (p.contains("iteration"))
+            integerIn(p["iteration"], t, "iteration", 0, 1'000'000);
+        break;
+    case RequestType::Tiles: {
+        onlyKeys(p, t, {{"from_ns", true}, {"to_ns", true}, {"width_px", true}, {"lanes", false}, {"ranks", false}, {"fold_px", false}});
+        const int64_t from = integerIn(p["from_ns"], t, "from_ns", -kTime, kTime);
+        const int64_t to = integerIn(p["to_ns"], t, "to_ns", -kTime, kTime);
+        if (to <= from)
+            bad("a tiles request whose to_ns is not after its from_ns");
+        const int64_t width = integerIn(p["width_px"], t, "width_px", 1, kMaxWidthPx);
+        if (p.contains("lanes")) {
+            integerList(p["lanes"], t, "lanes", 1, kMaxTileLanes, 0, std::numeric_limits<int32_t>::max());
+            if (int64_t(p["lanes"].size()) * width > kMaxTilePixels)
+                bad("a tiles request of " + std::to_string(p["lanes"].size()) + " lanes x " + std::to_string(width) +
+                    " px, over the limit of " + std::to_string(kMaxTilePixels) + " pixels");
+        }
+        if (p.contains("ranks"))
+            integerList(p["ranks"], t, "ranks", 1, 65'536, 0, std::numeric_limits<int32_t>::max());
+        if (p.contains("fold_px")) {
+            const json& f = p["fold_px"];
+            if (!f.is_number() || !(f.get<double>() >= 1.0 && f.get<double>() <= 64.0))
+                bad(field(t, "fold_px") + " is not a number from 1 to 64");
+        }
+        break;
+    }
+    case RequestType::Details:
+        onlyKeys(p, t, {{"lane", true}, {"event", true}});
+        integerIn(p["lane"], t, "lane", 0, std::numeric_limits<int32_t>::max());
+        integerIn(p["event"], t, "event", 0, std::numeric_limits<int64_t>::max());
+        break;
+    case RequestType::Search:
+        onlyKeys(p, t, {{"pattern", true}, {"regex", false}, {"case_sensitive", false}, {"limit", false}});
+        stringOf(p["pattern"], t, "pattern", 1, kMaxPatternBytes);
+        if (p.contains("regex"))
+            boolean(p["regex"], t, "regex");
+        if (p.contains("case_sensitive"))
+            boolean(p["case_sensitive"], t, "case_sensitive");
+        if (p.contains("limit"))
+            integerIn(p["limit"], t, "limit", 1, kMaxSearchHits);
+        break;
+    case RequestType::Diff:
+        onlyKeys(p, t, {{"baseline", true}});
+        stringOf(p["baseline"], t, "baseline", 1, kMaxPathBytes);
+        break;
+    }
+}
+
+} // namespace
+
+Request parseRequest(std::string_view payload)
+{
+    if (payload.size() > kMaxRequestBytes)
+        bad("a request of " + std::to_string(payload.size()) + " bytes, over the limit of " + std::to_string(kMaxRequestBytes) + " bytes");
+    json j = parseObject(payload, "a request");
+    Request r;
+    if (!j.contains("id"))
+        bad("a request without an 'id'");
+    if (!j["id"].is_number_integer() || (j["id"].is_number_unsigned() ? j["id"].get<uint64_t>() > uint64_t(kMaxId)
+                                                                       : (j["id"].get<int64_t>() < 0 || j["id"].get<int64_t>() > kMaxId)))
+        bad("a request whose 'id' is not a whole number from 0 to 2^53");
+    r.id = j["id"].is_number_unsigned() ? static_cast<int64_t>(j["id"].get<uint64_t>()) : j["id"].get<int64_t>();
+    if (!j.contains("type") || !j["type"].is_string())
+        bad("a request without a 'type' string");
+    const auto type = requestTypeOf(j["type"].get_ref<const std::string&>());
+    if (!type)
+        bad("a request of unknown type '" + printable(j["type"].get_ref<const std::string&>(), 64) + "'");
+    r.type = *type;
+    j.erase("id");
+    j.erase("type");
+    validate(r.type, j);
+    r.params = std::move(j);
+    return r;
+}
+
+// ---- responses -------------------------------------------------------------
+
+std::string okResponse(const json& id, RequestType type, const json& result)
+{
+    json r{{"id", id}, {"ok", true}, {"type", toString(type)}, {"result", result}};
+    return jsonText(r);
+}
+
+std::string errorResponse(const json& id, std::optional<RequestType> type, std::string_view code, std::string_view message)
+{
+    json r{{"id", id}, {"ok", false}, {"type", type ? json(toString(*type)) : json(nullptr)},
+           {"error", {{"code", code}, {"message", message}}}};
+    return jsonText(r);
+}
+
+Response parseResponse(std::string_view payload)
+{
+    if (payload.size() > kMaxResponseBytes)
+        bad("a response of " + std::to_string(payload.size()) + " bytes, over the limit of " + std::to_string(kMaxResponseBytes) + " bytes");
+    // Responses nest as deep as the analysis document does.
+    if (jsonDepth(payload, kMaxJsonDepth) > kMaxJsonDepth)
+        bad("a response nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    json j;
+    try {
+        j = json::parse(payload.begin(), payload.end());
+    } catch (const json::exception& e) {
+        bad("a response that is not JSON (" + printable(e.what(), 160) + ")");
+    }
+    if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean() || !j.contains("id"))
+        bad("a response without 'id' and 'ok'");
+    Response r;
+    if (j["id"].is_null())
+        r.id = -1;
+    else if (j["id"].is_number_integer())
+        r.id = j["id"].get<int64_t>();
+    else
+        bad("a response whose 'id' is not a whole number");
+    r.ok = j["ok"].get<bool>();
+    if (j.contains("type") && j["type"].is_string())
+        r.type = j["type"].get<std::string>();
+    if (r.ok) {
+        if (!j.contains("result"))
+            bad("a response without a 'result'");
+        r.result = std::move(j["result"]);
+    } else {
+        const json& e = j.contains("error") ? j["error"] : json();
+        if (!e.is_object() || !e.contains("code") || !e["code"].is_string() || !e.contains("message") || !e["message"].is_string())
+            bad("an error response without 'error.code' and 'error.message'");
+        r.errorCode = e["code"].get<std::string>();
+        r.errorMessage = e["message"].get<std::string>();
+    }
+    if (!r.ok && r.errorCode.empty())
+        bad("an error response with an empty code");
+    return r;
+}
+
+std::string cutName(std::string_view name, size_t maxBytes)
+{
+    if (name.size() <= maxBytes)
+        return std::string(name);
+    size_t n = maxBytes;
+    // Back off continuation bytes so a UTF-8 sequence is not split.
+    while (n > 0 && (static_cast<unsigned char>(name[n]) & 0xC0) == 0x80)
+        --n;
+    return std::string(name.substr(0, n));
+}
+
+} // namespace pipescope::remote
