@@ -93,12 +93,18 @@ void TestStepInference::autogradPairsBackwardsWithForwards_data()
     QTest::addColumn<int>("kind");
     QTest::addColumn<int>("pp");
     QTest::addColumn<int>("v");
+    QTest::addColumn<int>("m");
+    QTest::addColumn<bool>("modules");
     QTest::addColumn<bool>("blocking");
     for (bool blocking : {false, true}) {
         const std::string how = blocking ? " blocking" : "";
-        QTest::newRow(("looped-bfs p4 v2 m4" + how).c_str()) << int(ScheduleKind::LoopedBFS) << 4 << 2 << blocking;
-        QTest::newRow(("interleaved p4 v2 m4" + how).c_str()) << int(ScheduleKind::Interleaved1F1B) << 4 << 2 << blocking;
-        QTest::newRow(("looped-bfs p2 v4 m2" + how).c_str()) << int(ScheduleKind::LoopedBFS) << 2 << 4 << blocking;
+        QTest::newRow(("looped-bfs p4 v2 m4" + how).c_str()) << int(ScheduleKind::LoopedBFS) << 4 << 2 << 4 << false << blocking;
+        QTest::newRow(("interleaved p4 v2 m4" + how).c_str()) << int(ScheduleKind::Interleaved1F1B) << 4 << 2 << 4 << false << blocking;
+        QTest::newRow(("looped-bfs p2 v4 m2" + how).c_str()) << int(ScheduleKind::LoopedBFS) << 2 << 4 << 2 << false << blocking;
+        // Megatron's interleaved order with m = 2p, as PyTorch's profiler
+        // records it: module events and sequence numbers, no step annotations.
+        QTest::newRow(("interleaved p4 v2 m8, modules" + how).c_str())
+            << int(ScheduleKind::Interleaved1F1B) << 4 << 2 << 8 << true << blocking;
     }
 }
 
@@ -107,13 +113,15 @@ void TestStepInference::autogradPairsBackwardsWithForwards()
     QFETCH(int, kind);
     QFETCH(int, pp);
     QFETCH(int, v);
+    QFETCH(int, m);
+    QFETCH(bool, modules);
     QFETCH(bool, blocking);
     CostModel model = CostModel::fromModel(loadModelDescription(PIPESCOPE_SOURCE_DIR "/resources/models/gpt-32l.json"));
     model.blockingExchanges = blocking;
     model.exchangeGapNs = blocking ? kDefaultExchangeGapNs : 0;
     QTemporaryDir dir;
     const test::Outcome o =
-        test::evaluateInference(model, {ScheduleKind(kind), pp, v, pp, 1}, dir.path().toStdString(), false, true);
+        test::evaluateInference(model, {ScheduleKind(kind), pp, v, m, 1}, dir.path().toStdString(), modules, true);
     QVERIFY(o.ran);
     QVERIFY2(o.shape, o.detail.c_str());
     QVERIFY2(o.steps, o.detail.c_str());
