@@ -6,6 +6,7 @@
 #include "panels/ComparePanel.h"
 #include "panels/DetailsPanel.h"
 #include "session/ExportWorker.h"
+#include "session/RecentJobs.h"
 #include "MainWindow.h"
 #include "panels/SummaryModel.h"
 #include "panels/SummaryPanel.h"
@@ -32,6 +33,13 @@
 #include <QJsonObject>
 #include <QLineEdit>
 #include <QScopeGuard>
+#include <QScreen>
+#include <QDir>
+#include <QMenu>
+#include <QSettings>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QTableWidget>
 #include <QApplication>
 #include <QUndoStack>
@@ -93,6 +101,38 @@ bool openAndWait(MainWindow& w, const QStringList& inputs, const OpenOptions& o 
     for (int i = 0; i < 600 && shown.isEmpty() && error.isEmpty(); ++i)
         QTest::qWait(100);
     return !shown.isEmpty();
+}
+
+// A copy of the example store changed by SQL (its analysis cache emptied), kept for the test run.
+QString changedStore(const QString& name, const std::vector<std::string>& statements)
+{
+    static QTemporaryDir dir;
+    const QString p = dir.path() + "/" + name;
+    if (!QFileInfo::exists(p)) {
+        QFile::copy(kStore, p);
+        QFile::setPermissions(p, QFile::ReadOwner | QFile::WriteOwner);
+        sql::Database db(p.toStdString(), sql::Database::Mode::ReadWrite);
+        for (const std::string& s : statements)
+            db.exec(s);
+        db.exec("DELETE FROM cache");
+    }
+    return p;
+}
+
+// A job without a pipeline: the example's rank 0 alone (no what-if).
+QString oneRankStore()
+{
+    std::vector<std::string> sql;
+    for (const char* t : {"activities", "cpu_ranges", "memory_events", "nccl_ops", "ranks"})
+        sql.push_back(std::string("DELETE FROM ") + t + " WHERE rank <> 0");
+    return changedStore("one-rank.pipescope", sql);
+}
+
+// A pipeline without layers: the example without its pipescope/layer ranges.
+QString layerlessStore()
+{
+    return changedStore("layerless.pipescope",
+                        {"DELETE FROM cpu_ranges WHERE name_id IN (SELECT id FROM strings WHERE value LIKE 'pipescope/layer%')"});
 }
 
 int distinctColours(const QImage& image)
@@ -196,6 +236,131 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(e->currentPrediction().has_value(), 10000);
         QVERIFY(e->currentPrediction()->measuredConfiguration);
         QCOMPARE(e->currentPrediction()->measuredIterationNs, w.job()->costModel->measuredIterationNs);
+    }
+
+    // Issue 37, defects 1 and 8: job after job -- a pipeline, a job without a
+    // pipeline, a pipeline without layers, and back -- the Pipeline tab, the
+    // what-if editor's controls, strip and scroll position show nothing of
+    // the job before.
+    void jobSwitchShowsNothingOfTheLastJob()
+    {
+        QTemporaryDir ownCache;
+        qputenv("PIPESCOPE_CACHE_DIR", ownCache.path().toUtf8());
+        const auto restore = qScopeGuard([this] { qputenv("PIPESCOPE_CACHE_DIR", cache_.path().toUtf8()); });
+        MainWindow w(nullptr, false);
+        w.resize(1366, 768);
+        w.show();
+        WhatIfEditor* e = w.whatIfEditor();
+        PipelineView* pv = w.pipelineView();
+        auto* scroll = w.findChild<QScrollArea*>(QStringLiteral("whatif-scroll"));
+        QVERIFY(scroll);
+        auto controlsEmpty = [&] {
+            return e->ppBox()->text().isEmpty() && e->microbatchBox()->text().isEmpty() && e->vBox()->text().isEmpty() &&
+                   e->scheduleBox()->currentText().isEmpty() && !e->ppBox()->isEnabled();
+        };
+
+        // A pipeline job (32 layers, pp 4): a handle selected, the editor scrolled.
+        QVERIFY(openAndWait(w, {kSimulated}));
+        QTRY_VERIFY_WITH_TIMEOUT(pv->prediction() != nullptr, 10000);
+        const auto first = pv->prediction();
+        QCOMPARE(first, e->currentPredictionShared());
+        QCOMPARE(e->scheduleBox()->currentText(), QStringLiteral("1f1b"));
+        w.setView(MainWindow::View::WhatIf);
+        e->layerStrip()->selectHandle(2);
+        QCOMPARE(e->layerStrip()->selectedHandle(), 2);
+        w.resize(700, 500); // small enough to scroll
+        QApplication::processEvents();
+        QVERIFY(scroll->verticalScrollBar()->maximum() > 0);
+        scroll->verticalScrollBar()->setValue(scroll->verticalScrollBar()->maximum());
+        scroll->horizontalScrollBar()->setValue(scroll->horizontalScrollBar()->maximum());
+
+        // A job without a pipeline: no prediction anywhere, no controls of the last job.
+        QVERIFY(openAndWait(w, {oneRankStore()}));
+        QVERIFY(!w.job()->costModel);
+        auto nothingShown = [&] {
+            QVERIFY(!pv->prediction());
+            QVERIFY(!e->currentPredictionShared());
+            QVERIFY(!e->pipelineView()->prediction());
+            QCOMPARE(e->predictedIterationText(), QStringLiteral("No what-if for this job"));
+            QVERIFY2(controlsEmpty(), qPrintable(e->ppBox()->text() + " " + e->scheduleBox()->currentText()));
+            QVERIFY(e->layerStrip()->boundaries().empty());
+            QCOMPARE(e->layerStrip()->selectedHandle(), -1);
+            QVERIFY(!e->layerStrip()->needsLayers()); // no layer count to ask for without a pipeline
+            QVERIFY(!e->balanceButton()->isEnabled());
+            QCOMPARE(scroll->verticalScrollBar()->value(), 0);
+            QCOMPARE(scroll->horizontalScrollBar()->value(), 0);
+        };
+        nothingShown();
+        QTest::qWait(300); // no late answer for the last job changes that
+        nothingShown();
+        if (QTest::currentTestFailed())
+            return;
+
+        // A pipeline without layers: its own prediction (pp 4, 8 microbatches), not the first job's.
+        w.resize(1366, 768);
+        QVERIFY(openAndWait(w, {layerlessStore()}));
+        QTRY_VERIFY_WITH_TIMEOUT(pv->prediction() != nullptr, 10000);
+        QVERIFY(pv->prediction() != first);
+        QCOMPARE(pv->prediction(), e->currentPredictionShared());
+        QCOMPARE(pv->prediction()->measuredIterationNs, w.job()->costModel->measuredIterationNs);
+        QVERIFY(e->layerStrip()->needsLayers());
+        QCOMPARE(e->microbatchBox()->value(), 8);
+        QVERIFY(e->ppBox()->isEnabled());
+        QVERIFY(e->balanceButton()->isEnabled());
+
+        // Back to the first job: its own values again, no handle selected.
+        QVERIFY(openAndWait(w, {kSimulated}));
+        QVERIFY(!pv->prediction() || pv->prediction()->measuredIterationNs == w.job()->costModel->measuredIterationNs);
+        QTRY_VERIFY_WITH_TIMEOUT(pv->prediction() != nullptr, 10000);
+        QCOMPARE(pv->prediction(), e->currentPredictionShared());
+        QCOMPARE(e->ppBox()->value(), w.job()->analysis->pipeline.pp);
+        QCOMPARE(e->microbatchBox()->value(), w.job()->analysis->pipeline.microbatches);
+        QCOMPARE(e->layerStrip()->selectedHandle(), -1);
+    }
+
+    // Issue 37, defect 2: a saved prediction checked for a compare pair stays
+    // with that pair's job; another job opened beside the same baseline is
+    // compared without it.
+    void savedPredictionStaysWithItsJob()
+    {
+        QTemporaryDir dir;
+        MainWindow w(nullptr, false);
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        WhatIfEditor* e = w.whatIfEditor();
+        QTRY_VERIFY_WITH_TIMEOUT(e->currentPrediction().has_value(), 10000);
+        whatif::ScenarioChanges c;
+        c.microbatches = 16;
+        QSignalSpy changed(e, &WhatIfEditor::predictionChanged);
+        e->applyChanges(c);
+        QTRY_VERIFY_WITH_TIMEOUT(e->currentPrediction()->schedule.microbatches == 16, 10000);
+        const QString saved = dir.path() + "/prediction.json";
+        QVERIFY(w.saveCurrentPrediction(saved));
+
+        // B (here the same run again) against A with the saved prediction: checked.
+        w.compareWith({kStore});
+        QTRY_VERIFY_WITH_TIMEOUT(w.comparePanel()->diff() != nullptr, 60000);
+        QVERIFY(w.setSavedPrediction(saved));
+        QTRY_VERIFY_WITH_TIMEOUT(w.comparePanel()->diff()->prediction && w.comparePanel()->diff()->prediction->saved, 10000);
+        QVERIFY2(w.comparePanel()->headline().startsWith(QStringLiteral("Predicted ")), qPrintable(w.comparePanel()->headline()));
+
+        // Another job: compared with the same baseline, without the saved prediction.
+        QVERIFY(openAndWait(w, {oneRankStore()}));
+        QVERIFY(w.baseline());
+        QTRY_VERIFY_WITH_TIMEOUT(w.comparePanel()->diff() && w.comparePanel()->diff()->bName == w.job()->title.toStdString(), 10000);
+        QVERIFY(!w.comparePanel()->diff()->prediction || !w.comparePanel()->diff()->prediction->saved);
+        QVERIFY2(!w.comparePanel()->headline().startsWith(QStringLiteral("Predicted ")), qPrintable(w.comparePanel()->headline()));
+        // And back: the pair's job again is compared without it too, until it is given again.
+        QVERIFY(openAndWait(w, {kStore}));
+        QTRY_VERIFY_WITH_TIMEOUT(w.comparePanel()->diff() && w.comparePanel()->diff()->bName == w.job()->title.toStdString(), 10000);
+        QVERIFY(!w.comparePanel()->diff()->prediction || !w.comparePanel()->diff()->prediction->saved);
+        // A saved prediction given while a job opens is checked against that job.
+        w.open({kStore});
+        QVERIFY(w.setSavedPrediction(saved));
+        QSignalSpy shown(&w, &MainWindow::jobShown);
+        QVERIFY(shown.wait(60000));
+        QVERIFY(w.comparePanel()->diff()->prediction && w.comparePanel()->diff()->prediction->saved);
     }
 
     // The pipeline diagram explains a box on hover and shows it on the
@@ -355,6 +520,170 @@ private Q_SLOTS:
                  qPrintable(QString("%1x%2").arg(w.minimumSizeHint().width()).arg(w.minimumSizeHint().height())));
         QCOMPARE(w.size(), QSize(1366, 768));
         QTRY_VERIFY(w.timeline()->height() > 768 / 2);
+    }
+
+    // Issue 37, defect 4: the layout a user leaves is the layout the next
+    // start shows -- the docks' sizes exactly, start after start -- and a
+    // first start fits the screen.
+    void layoutSurvivesRestarts()
+    {
+        QTemporaryDir dir;
+        QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, dir.path());
+        const QString org = QCoreApplication::organizationName();
+        QCoreApplication::setOrganizationName(QStringLiteral("pipescope-layout-test"));
+        const auto restore = qScopeGuard([org] { QCoreApplication::setOrganizationName(org); });
+        QSettings().clear();
+
+        struct Sizes {
+            QSize window;
+            int bottom = 0, summary = 0, timeline = 0;
+        };
+        auto sizesOf = [](MainWindow& w) {
+            Sizes s;
+            s.window = w.size();
+            s.bottom = w.findChild<QDockWidget*>(QStringLiteral("bubbles"))->height();
+            s.summary = w.findChild<QDockWidget*>(QStringLiteral("summary"))->width();
+            s.timeline = w.timeline()->height();
+            return s;
+        };
+        std::vector<Sizes> shown, left; // as each start shows the window, and as it was closed
+        for (int start = 0; start < 3; ++start) {
+            MainWindow w(nullptr, true);
+            if (start == 0) {
+                // A first start fits the screen it opens on.
+                const QRect avail = QGuiApplication::primaryScreen()->availableGeometry();
+                QVERIFY2(w.width() <= avail.width() && w.height() <= avail.height(),
+                         qPrintable(QString("%1x%2 on %3x%4").arg(w.width()).arg(w.height()).arg(avail.width()).arg(avail.height())));
+                w.resize(1366, 768);
+            }
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            QVERIFY(openAndWait(w, {kStore}));
+            QTest::qWait(50);
+            shown.push_back(sizesOf(w));
+            if (start == 1) {
+                // The user makes the bottom docks taller; the next start keeps that.
+                w.resizeDocks({w.findChild<QDockWidget*>(QStringLiteral("bubbles"))}, {shown.back().bottom + 60}, Qt::Vertical);
+                QApplication::processEvents();
+            }
+            left.push_back(sizesOf(w));
+            w.close();
+        }
+        QVERIFY(left[1].bottom > shown[1].bottom + 20);
+        for (size_t i = 1; i < shown.size(); ++i) {
+            const QString got = QString("start %1: window %2x%3, bottom %4 (left at %5), summary %6 (%7), timeline %8 (%9)")
+                                    .arg(i).arg(shown[i].window.width()).arg(shown[i].window.height())
+                                    .arg(shown[i].bottom).arg(left[i - 1].bottom).arg(shown[i].summary)
+                                    .arg(left[i - 1].summary).arg(shown[i].timeline).arg(left[i - 1].timeline);
+            QCOMPARE(shown[i].window, left[i - 1].window);
+            QVERIFY2(std::abs(shown[i].bottom - left[i - 1].bottom) <= 4, qPrintable(got));
+            QVERIFY2(std::abs(shown[i].summary - left[i - 1].summary) <= 4, qPrintable(got));
+            QVERIFY2(std::abs(shown[i].timeline - left[i - 1].timeline) <= 4, qPrintable(got));
+        }
+    }
+
+    // Issue 37, defect 5: at 1366x768 the What-if tab shows the whole layer
+    // strip and the predicted diagram together without scrolling, never
+    // scrolls sideways, and a click in a number field scrolls nothing.
+    void whatIfFitsALaptopScreen()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(openAndWait(w, {kStore}));
+        WhatIfEditor* e = w.whatIfEditor();
+        QTRY_VERIFY_WITH_TIMEOUT(e->currentPrediction().has_value(), 10000);
+        w.setView(MainWindow::View::WhatIf);
+        QTest::qWait(50);
+        auto* scroll = w.findChild<QScrollArea*>(QStringLiteral("whatif-scroll"));
+        QVERIFY(scroll);
+        QWidget* viewport = scroll->viewport();
+        QCOMPARE(scroll->horizontalScrollBar()->maximum(), 0);
+        auto inView = [&](QWidget* widget) {
+            const QRect r(widget->mapTo(viewport, QPoint(0, 0)), widget->size());
+            return viewport->rect().contains(r);
+        };
+        QVERIFY2(inView(e->layerStrip()), qPrintable(QString("viewport %1x%2, editor %3x%4").arg(viewport->width())
+                                                         .arg(viewport->height()).arg(e->width()).arg(e->height())));
+        QVERIFY2(inView(e->pipelineView()), qPrintable(QString("viewport %1x%2, diagram bottom %3")
+                                                           .arg(viewport->width()).arg(viewport->height())
+                                                           .arg(e->pipelineView()->mapTo(viewport, QPoint(0, e->pipelineView()->height())).y())));
+        // The strip draws every layer inside the tab.
+        const int layers = e->layerStrip()->layerCount();
+        QVERIFY(layers > 0);
+        QVERIFY(e->layerStrip()->edgeX(layers) <= e->layerStrip()->width());
+        const int vertical = scroll->verticalScrollBar()->value();
+        for (QWidget* field : std::initializer_list<QWidget*>{e->ppBox(), e->microbatchBox(), e->gpuMemoryBox()}) {
+            QTest::mouseClick(field, Qt::LeftButton, {}, QPoint(field->width() / 3, field->height() / 2));
+            QCOMPARE(scroll->horizontalScrollBar()->value(), 0);
+            QCOMPARE(scroll->verticalScrollBar()->value(), vertical);
+        }
+    }
+
+    // Issue 37, defect 8: File > Open recent keeps absolute paths and the
+    // options the job was opened with, and reopens it from another folder.
+    void openRecentKeepsPathsAndOptions()
+    {
+        QTemporaryDir dir;
+        QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, dir.path());
+        const QString org = QCoreApplication::organizationName();
+        QCoreApplication::setOrganizationName(QStringLiteral("pipescope-recent-test"));
+        const QString cwd = QDir::currentPath();
+        const auto restore = qScopeGuard([org, cwd] {
+            QCoreApplication::setOrganizationName(org);
+            QDir::setCurrent(cwd);
+        });
+        QSettings().clear();
+        QVERIFY(QDir::setCurrent(QFileInfo(kStore).absolutePath()));
+        MainWindow w(nullptr, false);
+        OpenOptions o;
+        o.measuredBoundaries = {4, 10, 14};
+        o.iteration = 1;
+        QVERIFY(openAndWait(w, {QFileInfo(kStore).fileName()}, o));
+        const QList<RecentJob> recent = recentJobs();
+        QCOMPARE(recent.size(), 1);
+        QCOMPARE(recent[0].inputs.size(), 1);
+        QVERIFY(QFileInfo(recent[0].inputs[0]).isAbsolute());
+        QCOMPARE(QFileInfo(recent[0].inputs[0]).canonicalFilePath(), QFileInfo(kStore).canonicalFilePath());
+        QCOMPARE(recent[0].options.measuredBoundaries, (std::vector<int>{4, 10, 14}));
+        QCOMPARE(recent[0].options.iteration, std::optional<int>(1));
+        QVERIFY2(recent[0].label().contains(QStringLiteral("--measured-boundaries 4,10,14")), qPrintable(recent[0].label()));
+
+        // From another folder, as the menu opens it.
+        QVERIFY(QDir::setCurrent(dir.path()));
+        auto* menu = w.findChild<QMenu*>(QStringLiteral("recent"));
+        QVERIFY(menu && !menu->actions().isEmpty());
+        QSignalSpy shown(&w, &MainWindow::jobShown);
+        menu->actions().first()->trigger();
+        QVERIFY(shown.wait(60000));
+        QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
+        QCOMPARE(w.job()->options.measuredBoundaries, (std::vector<int>{4, 10, 14}));
+        QCOMPARE(w.job()->options.iteration, std::optional<int>(1));
+    }
+
+    // Issue 37, defect 7: an area's statistics give its range from the time
+    // origin, as the axis does, not in epoch nanoseconds; and say what each
+    // total counts.
+    void areaCountsFromTheTimeOrigin()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        const auto model = w.timeline()->model();
+        const qint64 origin = w.timeline()->timeOrigin();
+        QVERIFY(origin > 1'000'000'000); // a clock value, not 0
+        std::vector<int> lanes;
+        for (size_t i = 0; i < model->lanes.size(); ++i)
+            lanes.push_back(int(i));
+        const qint64 from = origin + 1'000'000, to = origin + 3'500'000;
+        Q_EMIT w.timeline()->areaSelected(from, to, model->areaStats(lanes, from, to));
+        const QString text = w.details()->plainText();
+        QVERIFY2(text.contains(QStringLiteral("2.500 ms selected, from 1.000 ms to 3.500 ms (from the start of")), qPrintable(text));
+        QVERIFY2(!text.contains(QString::number(from)), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("the part inside the range")) && text.contains(QStringLiteral("overlaps the range, whole")),
+                 qPrintable(text));
     }
 
     // F11 shows the timeline alone and brings the panels back; View > Reset

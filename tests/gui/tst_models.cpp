@@ -7,6 +7,7 @@
 #include "panels/AnalysisTableModel.h"
 #include "panels/BubblePanel.h"
 #include "panels/BubbleTableModel.h"
+#include "panels/ComparePanel.h"
 #include "panels/FillableModel.h"
 #include "panels/CriticalPathModel.h"
 #include "panels/CriticalPathPanel.h"
@@ -166,6 +167,7 @@ private slots:
     void panelsPaint();
     void bubblePanelJumps();
     void copyTableToClipboard();
+    void compareNotesNeverEmptyOrWrong();
 };
 
 void TestModels::modelsPassTheTester()
@@ -555,6 +557,55 @@ void TestModels::copyTableToClipboard()
     panel.view()->setFocus();
     QTest::keySequence(panel.view(), QKeySequence::Copy);
     QVERIFY(QApplication::clipboard()->text().split('\n')[1].startsWith(QString::fromUtf8("1\t—\t")));
+}
+
+// Issue 37, defect 3: the compare panel's lines under the headline. A saved
+// prediction whose changes A's trace cannot list names what it asked for (or
+// says it changes nothing), never "...: ." with an empty list; and where the
+// partitions are unknown (no layer ranges), the stages' moved work is said
+// beside core's "nothing to predict".
+void TestModels::compareNotesNeverEmptyOrWrong()
+{
+    compare::DiffResult d;
+    d.aName = "A";
+    d.bName = "B";
+    d.a.pipeline = d.b.pipeline = true;
+    d.a.pp = d.b.pp = 4;
+    d.iterationNs = {100'000'000, 90'000'000};
+    compare::PredictionCheck p;
+    p.saved = true;
+    p.savedLabel = "requested";
+    p.predictedNs = 95'000'000;
+    p.measuredNs = 90'000'000;
+    p.scenario.boundaries = std::vector<int>{5, 9, 13};
+    d.prediction = p;
+    QString notes = ComparePanel::notesText(d);
+    QVERIFY2(!notes.contains(QStringLiteral(": .")), qPrintable(notes));
+    QVERIFY2(notes.contains(QString::fromUtf8("The prediction saved on A (“requested”): boundaries 5,9,13 (A's own partition is not in its trace).")),
+             qPrintable(notes));
+    d.prediction->scenario.boundaries.reset();
+    notes = ComparePanel::notesText(d);
+    QVERIFY2(notes.contains(QStringLiteral("(“requested”): no change from A's configuration as its trace records it.")), qPrintable(notes));
+    QVERIFY(ComparePanel::headlineText(d).startsWith(QStringLiteral("Predicted 95.000 ms from run A")));
+
+    // B re-partitioned 4,5,5,4 against A's 5,4,4,5, no layer ranges in either trace.
+    d.prediction.reset();
+    d.predictionWhyNot = "run B has run A's configuration: there is nothing to predict";
+    for (int s = 0; s < 4; ++s) {
+        compare::StageDiff sd;
+        sd.stage = s;
+        const TimeNs a = (s == 0 || s == 3) ? 50'000'000 : 40'000'000;
+        const TimeNs b = (s == 0 || s == 3) ? 40'000'000 : 50'000'000;
+        sd.fbNs = {a, b};
+        d.stages.push_back(sd);
+    }
+    notes = ComparePanel::notesText(d);
+    QVERIFY2(notes.contains(QStringLiteral("Neither trace gives layer ranges, so a changed partition does not show")), qPrintable(notes));
+    QVERIFY2(notes.contains(QStringLiteral("B may have moved layers")), qPrintable(notes));
+    QVERIFY2(notes.contains(QStringLiteral("stage 0 ")) && notes.contains(QStringLiteral("stage 1 ")), qPrintable(notes));
+    // With both partitions known and equal, nothing is added.
+    d.a.layersPerStage = d.b.layersPerStage = {5, 4, 4, 5};
+    QVERIFY(!ComparePanel::notesText(d).contains(QStringLiteral("moved layers")));
 }
 
 QTEST_MAIN(TestModels)

@@ -172,6 +172,14 @@ private slots:
         QVERIFY(!v.shortcutsVisible());
         QTest::keyClick(&v, Qt::Key_Question);
         QVERIFY(v.shortcutsVisible());
+        // Issue 37, defect 8: the list says what the wheel does as it is set, not the other way.
+        v.setWheelMode(TimelineView::WheelMode::Zoom);
+        QVERIFY2(v.shortcutsShown().contains(QStringLiteral("<td>wheel</td><td>zoom at the cursor</td>")), qPrintable(v.shortcutsShown()));
+        v.setWheelMode(TimelineView::WheelMode::Scroll);
+        QVERIFY2(v.shortcutsShown().contains(QStringLiteral("<td>wheel</td><td>scroll the tracks</td>")), qPrintable(v.shortcutsShown()));
+        QVERIFY(v.shortcutsShown().contains(QStringLiteral("<td>Ctrl+wheel</td><td>zoom at the cursor</td>")));
+        QVERIFY(!v.shortcutsShown().contains(QStringLiteral("<td>wheel</td><td>zoom")));
+        v.setWheelMode(TimelineView::WheelMode::Zoom); // the saved setting back to the default
     }
 
     void hitTestAndSelection()

@@ -26,6 +26,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLineEdit>
+#include <QToolButton>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -139,6 +141,7 @@ private slots:
     void paretoPointApplies();
     void microbatchOrderApplies();
     void gpuSpeedsApply();
+    void gpuSpeedsStayShownAndKeepTheHistory();
 };
 
 void TestWhatIfEditor::dragMatchesCliAndUndoRestores()
@@ -641,6 +644,55 @@ void TestWhatIfEditor::gpuSpeedsApply()
     editor.setStageSpeeds(QString());
     QVERIFY(waitFor(changed, [&] { return editor.currentPrediction()->iterationNs() == before; }));
     QVERIFY(editor.costModel().stageSpeed.empty());
+}
+
+// Issue 37, defect 6: speeds typed and applied with Enter stay in the field
+// while they are in effect, and the undo history of the scenario stays.
+void TestWhatIfEditor::gpuSpeedsStayShownAndKeepTheHistory()
+{
+    WhatIfEditor editor;
+    editor.resize(1200, 800);
+    editor.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&editor));
+    QSignalSpy changed(&editor, &WhatIfEditor::predictionChanged);
+    editor.setJob(exampleJob().trace, exampleJob().analysis, exampleModel(16));
+    QVERIFY(waitFor(changed, [&] { return editor.currentPrediction().has_value(); }));
+    const int pp = editor.currentPrediction()->schedule.pp;
+    whatif::ScenarioChanges c;
+    c.boundaries = std::vector<int>{3, 8, 12};
+    auto* undoButton = editor.findChild<QToolButton*>(QStringLiteral("undo"));
+    QVERIFY(undoButton);
+    const int undoWidth = undoButton->width();
+    QVERIFY(!undoButton->isEnabled());
+    editor.applyChanges(c);
+    QVERIFY(waitFor(changed, [&] { return editor.undoStack()->count() == 1; }));
+    // Issue 37, defect 8: the button keeps its width; the step it undoes is its tooltip.
+    QVERIFY(undoButton->isEnabled());
+    QCOMPARE(undoButton->text(), QStringLiteral("Undo"));
+    QCOMPARE(undoButton->width(), undoWidth);
+    QCOMPARE(undoButton->toolTip(), QStringLiteral("Undo Apply changes"));
+
+    QStringList typed;
+    for (int r = 0; r < pp; ++r)
+        typed << (r == 0 ? "0.5" : "1");
+    QLineEdit* field = editor.speedsBox();
+    QVERIFY(field->isEnabled());
+    field->setFocus();
+    QTest::keyClicks(field, typed.join(','));
+    const TimeNs before = editor.currentPrediction()->iterationNs();
+    QTest::keyClick(field, Qt::Key_Return);
+    QVERIFY(waitFor(changed, [&] { return !editor.costModel().stageSpeed.empty() && editor.currentPrediction()->iterationNs() != before; }));
+    QApplication::processEvents();
+    QCOMPARE(field->text(), typed.join(','));                 // what is in effect, not the placeholder
+    QCOMPARE(shownBoundaries(editor), (std::vector<int>{3, 8, 12}));
+    QCOMPARE(editor.undoStack()->count(), 1);                 // the history stays
+    QVERIFY(editor.undoStack()->canUndo());
+
+    // Undo goes back to the measured boundaries, at the speeds in effect.
+    editor.undoStack()->undo();
+    QVERIFY(waitFor(changed, [&] { return shownBoundaries(editor) == std::vector<int>{4, 8, 12}; }));
+    QVERIFY(!editor.costModel().stageSpeed.empty());
+    QCOMPARE(field->text(), typed.join(','));
 }
 
 QTEST_MAIN(TestWhatIfEditor)

@@ -10,6 +10,7 @@
 #include "panels/DetailsPanel.h"
 #include "panels/DiagnosticsPanel.h"
 #include "session/ExportWorker.h"
+#include "session/RecentJobs.h"
 #include "views/PaletteLegend.h"
 #include "panels/HtaPanel.h"
 #include "panels/ImbalancePanel.h"
@@ -49,7 +50,9 @@
 #include <QProgressBar>
 #include <QSettings>
 #include <QStatusBar>
+#include <QScreen>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QTabWidget>
 #include <QToolBar>
 #include <QToolButton>
@@ -67,8 +70,6 @@
 namespace pipescope::gui {
 
 namespace {
-constexpr int kMaxRecent = 10;
-
 QString settingsKey(const char* key) { return QString::fromLatin1(key); }
 } // namespace
 
@@ -77,39 +78,15 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
 {
     setWindowTitle(QStringLiteral("pipescope"));
     setAcceptDrops(true);
-    resize(1400, 900);
+    resize(firstWindowSize());
 
     tabs_ = new QTabWidget(this);
     timeline_ = new TimelineView(tabs_);
-    pipelineTab_ = new QWidget(tabs_);
-    pipeline_ = new PipelineView(pipelineTab_);
-    auto* pipelineLayout = new QVBoxLayout(pipelineTab_);
-    pipelineLayout->setContentsMargins(0, 0, 0, 0);
-    pipelineLayout->setSpacing(0);
-    // The What-if tab's diagram has the same toggles beside its figures.
-    auto* pipelineBar = new QToolBar(pipelineTab_);
-    QAction* ghost = pipelineBar->addAction(QStringLiteral("Prediction as ghost"));
-    ghost->setObjectName(QStringLiteral("pipeline-ghost"));
-    ghost->setCheckable(true);
-    ghost->setToolTip(QStringLiteral("Draw the prediction as a translucent ghost over the measured rows, not underneath"));
-    connect(ghost, &QAction::toggled, pipeline_, [this](bool on) { pipeline_->setMode(on ? PipelineView::Ghost : PipelineView::Stacked); });
-    QAction* path = pipelineBar->addAction(QStringLiteral("Critical path"));
-    path->setObjectName(QStringLiteral("pipeline-critical-path"));
-    path->setCheckable(true);
-    path->setChecked(pipeline_->criticalPathVisible());
-    path->setToolTip(QStringLiteral("Overlay the critical path (of the analysed iteration)"));
-    connect(path, &QAction::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
-    QAction* replicas = pipelineBar->addAction(QStringLiteral("Stack replicas"));
-    replicas->setObjectName(QStringLiteral("pipeline-replicas"));
-    replicas->setCheckable(true);
-    replicas->setToolTip(QStringLiteral("One row per data-parallel replica of each stage, not only the first replica"));
-    connect(replicas, &QAction::toggled, pipeline_, &PipelineView::setReplicasStacked);
-    pipelineLayout->addWidget(pipelineBar);
-    pipelineLayout->addWidget(pipeline_, 1);
-    pipelineLayout->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, pipelineTab_));
+    buildPipelineTab();
     // The editor scrolls inside its tab rather than setting the window's
     // smallest size: the window fits a 1366x768 laptop screen.
     whatIfTab_ = new QScrollArea(tabs_);
+    whatIfTab_->setObjectName(QStringLiteral("whatif-scroll"));
     whatIfTab_->setWidgetResizable(true);
     whatIfTab_->setFrameShape(QFrame::NoFrame);
     editor_ = new WhatIfEditor(whatIfTab_);
@@ -166,10 +143,11 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
         idle();
         // A first frame already shown stays (the whole job may not fit in memory).
         expandAfterLoad_ = -1;
-        if (job_ && !job_->complete)
-            status_->setText(QStringLiteral("Showing only a window of %1: %2").arg(job_->title, message));
-        else if (job_ && job_->partial())
-            status_->setText(jobStatus_); // the job read in part stays as it was
+        pendingPrediction_.reset(); // it was for the job that did not open
+        if (shown_.job && !shown_.job->complete)
+            status_->setText(QStringLiteral("Showing only a window of %1: %2").arg(shown_.job->title, message));
+        else if (shown_.job && shown_.job->partial())
+            status_->setText(shown_.status); // the job read in part stays as it was
         else
             status_->clear();
         showError(message);
@@ -177,11 +155,12 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
     connect(session_, &AppSession::cancelled, this, [this, idle] {
         idle();
         expandAfterLoad_ = -1;
-        if (job_ && job_->complete && job_->partial()) {
-            status_->setText(jobStatus_);
+        pendingPrediction_.reset();
+        if (shown_.job && shown_.job->complete && shown_.job->partial()) {
+            status_->setText(shown_.status);
             return;
         }
-        status_->setText(job_ && !job_->complete ? QStringLiteral("Loading cancelled: showing only a window of %1").arg(job_->title)
+        status_->setText(shown_.job && !shown_.job->complete ? QStringLiteral("Loading cancelled: showing only a window of %1").arg(shown_.job->title)
                                                  : QStringLiteral("Opening cancelled"));
     });
 
@@ -199,23 +178,68 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
     });
     connect(baselineSession_, &AppSession::cancelled, this, idle);
 
-    connect(editor_, &WhatIfEditor::predictionChanged, this, [this] {
-        // Shared, not copied: a drag step replaces the prediction, never changes it.
-        if (auto p = editor_->currentPredictionShared())
-            pipeline_->setPrediction(std::move(p));
-    });
+    // The Pipeline tab shows what the editor shows, "no prediction" included
+    // (a job without a what-if). Shared, not copied: a drag step replaces the
+    // prediction, never changes it.
+    connect(editor_, &WhatIfEditor::predictionChanged, this,
+            [this] { pipeline_->setPrediction(editor_->currentPredictionShared()); });
     // A layer count or model file asked for in the strip re-calibrates inside the editor; nothing is reloaded.
 
     initialState_ = saveState(); // what View > Reset layout goes back to
     if (restoreLayout) {
         QSettings settings;
         restoreGeometry(settings.value(settingsKey("window/geometry")).toByteArray());
-        restoredLayout_ = restoreState(settings.value(settingsKey("window/state")).toByteArray());
+        savedState_ = settings.value(settingsKey("window/state")).toByteArray();
+        restoredLayout_ = !savedState_.isEmpty();
     }
     status_->setText(QStringLiteral("Open a .pipescope store, PyTorch profiler traces or Nsight exports (File > Open, or drop them here)"));
 }
 
 MainWindow::~MainWindow() = default;
+
+// The Pipeline tab: the diagram under its toolbar, its colour key beneath.
+void MainWindow::buildPipelineTab()
+{
+    pipelineTab_ = new QWidget(tabs_);
+    pipeline_ = new PipelineView(pipelineTab_);
+    auto* pipelineLayout = new QVBoxLayout(pipelineTab_);
+    pipelineLayout->setContentsMargins(0, 0, 0, 0);
+    pipelineLayout->setSpacing(0);
+    // The What-if tab's diagram has the same toggles beside its colour key.
+    auto* pipelineBar = new QToolBar(pipelineTab_);
+    QAction* ghost = pipelineBar->addAction(QStringLiteral("Prediction as ghost"));
+    ghost->setObjectName(QStringLiteral("pipeline-ghost"));
+    ghost->setCheckable(true);
+    ghost->setToolTip(QStringLiteral("Draw the prediction as a translucent ghost over the measured rows, not underneath"));
+    connect(ghost, &QAction::toggled, pipeline_, [this](bool on) { pipeline_->setMode(on ? PipelineView::Ghost : PipelineView::Stacked); });
+    QAction* path = pipelineBar->addAction(QStringLiteral("Critical path"));
+    path->setObjectName(QStringLiteral("pipeline-critical-path"));
+    path->setCheckable(true);
+    path->setChecked(pipeline_->criticalPathVisible());
+    path->setToolTip(QStringLiteral("Overlay the critical path (of the analysed iteration)"));
+    connect(path, &QAction::toggled, pipeline_, &PipelineView::setCriticalPathVisible);
+    QAction* replicas = pipelineBar->addAction(QStringLiteral("Stack replicas"));
+    replicas->setObjectName(QStringLiteral("pipeline-replicas"));
+    replicas->setCheckable(true);
+    replicas->setToolTip(QStringLiteral("One row per data-parallel replica of each stage, not only the first replica"));
+    connect(replicas, &QAction::toggled, pipeline_, &PipelineView::setReplicasStacked);
+    pipelineLayout->addWidget(pipelineBar);
+    pipelineLayout->addWidget(pipeline_, 1);
+    pipelineLayout->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, pipelineTab_));
+}
+
+
+QSize MainWindow::firstWindowSize()
+{
+    // 1400x900 where the screen has room, else the screen's available area
+    // less the window frame (a 1366x768 laptop: all of it but the frame).
+    constexpr QSize kPreferred(1400, 900);
+    const QScreen* screen = QGuiApplication::primaryScreen();
+    if (!screen)
+        return kPreferred;
+    const QSize frame(16, 48); // title bar and borders, about, on the common desktops
+    return kPreferred.boundedTo(screen->availableGeometry().size() - frame).expandedTo(QSize(640, 480));
+}
 
 void MainWindow::showProgress(const QString& phase, double fraction)
 {
@@ -228,8 +252,8 @@ void MainWindow::showProgress(const QString& phase, double fraction)
         progress_->setValue(static_cast<int>(fraction * 1000));
     }
     // While a first frame is shown, say that the rest is still coming.
-    status_->setText(job_ && !job_->complete && session_->busy()
-                         ? QStringLiteral("%1: showing a window of the trace; loading the whole trace: %2").arg(job_->title, phase)
+    status_->setText(shown_.job && !shown_.job->complete && session_->busy()
+                         ? QStringLiteral("%1: showing a window of the trace; loading the whole trace: %2").arg(shown_.job->title, phase)
                          : phase);
 }
 
@@ -360,7 +384,7 @@ void MainWindow::buildDocks()
     });
     connect(timeline_, &TimelineView::areaSelected, this,
             [this, detailsDock](qint64, qint64, const timeline::AreaStats& stats) {
-                details_->showArea(stats);
+                details_->showArea(stats, timeline_->timeOrigin(), timeline_->timeOriginName());
                 detailsDock->raise();
             });
     bottomDock_ = bubbles;
@@ -423,11 +447,13 @@ void MainWindow::buildMenus()
                                                "the compared iterations starting together"));
     connect(baselineTracks_, &QAction::toggled, this, [this] { showBaselineTracks(); });
     stopComparing_ = file->addAction(QStringLiteral("S&top comparing"), this, [this] {
-        savedPrediction_.reset();
+        shown_.savedPrediction.reset();
+        pendingPrediction_.reset();
         setBaseline(nullptr);
     });
     stopComparing_->setEnabled(false);
     recentMenu_ = file->addMenu(QStringLiteral("Open &recent"));
+    recentMenu_->setObjectName(QStringLiteral("recent"));
     refreshRecentMenu();
     QMenu* examplesMenu = file->addMenu(QStringLiteral("&Examples"));
     for (const auto& [label, path] : examples())
@@ -442,10 +468,10 @@ void MainWindow::buildMenus()
         if (path.isEmpty())
             return;
         commRulesFile_ = path;
-        if (job_) {
-            OpenOptions o = job_->options;
+        if (shown_.job) {
+            OpenOptions o = shown_.job->options;
             o.commRulesFile = path;
-            open(job_->inputs, o);
+            open(shown_.job->inputs, o);
         } else {
             status_->setText(QStringLiteral("Communication rules from %1 apply to the next job opened").arg(path));
         }
@@ -482,7 +508,22 @@ void MainWindow::buildMenus()
     // and redo win there (a field's value is committed as it changes).
     qApp->installEventFilter(this);
 
-    QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
+    buildViewMenu(menuBar()->addMenu(QStringLiteral("&View")));
+
+    QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
+    help->addAction(QStringLiteral("Keyboard &shortcuts"), this, &MainWindow::showShortcuts);
+    help->addAction(QStringLiteral("&About pipescope"), this, [this] {
+        QMessageBox::about(this, QStringLiteral("About pipescope"),
+                           QStringLiteral("<b>pipescope %1</b><p>Find where a pipeline-parallel training job loses time: "
+                                          "bubbles by cause, stage imbalance, the critical path, and what-if replay "
+                                          "of other partitions, schedules and microbatch counts.</p>")
+                               .arg(QApplication::applicationVersion()));
+    });
+}
+
+// View: the tabs, CPU and baseline tracks, Timeline only, Reset layout, Appearance, the docks.
+void MainWindow::buildViewMenu(QMenu* view)
+{
     auto viewAct = [&](const QString& name, View v, const QString& key) {
         QAction* a = view->addAction(name, this, [this, v] { setView(v); });
         a->setShortcut(QKeySequence(key));
@@ -512,25 +553,14 @@ void MainWindow::buildMenus()
     view->addSeparator();
     for (QDockWidget* d : findChildren<QDockWidget*>())
         view->addAction(d->toggleViewAction());
-
-    QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
-    help->addAction(QStringLiteral("Keyboard &shortcuts"), this, &MainWindow::showShortcuts);
-    help->addAction(QStringLiteral("&About pipescope"), this, [this] {
-        QMessageBox::about(this, QStringLiteral("About pipescope"),
-                           QStringLiteral("<b>pipescope %1</b><p>Find where a pipeline-parallel training job loses time: "
-                                          "bubbles by cause, stage imbalance, the critical path, and what-if replay "
-                                          "of other partitions, schedules and microbatch counts.</p>")
-                               .arg(QApplication::applicationVersion()));
-    });
 }
 
 void MainWindow::showShortcuts()
 {
     QMessageBox box(this);
     box.setWindowTitle(QStringLiteral("Keyboard shortcuts"));
-    box.setText(QStringLiteral(
-        "<table>"
-        "<tr><td><b>Wheel</b></td><td>zoom at the cursor</td></tr>"
+    // The wheel's rows as the timeline's wheel works now (its track menu switches it).
+    box.setText(QStringLiteral("<table>") + TimelineView::wheelText(timeline_->wheelMode()) + QStringLiteral(
         "<tr><td><b>Drag</b></td><td>pan</td></tr>"
         "<tr><td><b>Shift+drag</b></td><td>select a time range (area statistics)</td></tr>"
         "<tr><td><b>W / S</b></td><td>zoom in / out</td></tr>"
@@ -571,32 +601,13 @@ QList<QPair<QString, QString>> MainWindow::examples()
     return out;
 }
 
-QStringList MainWindow::recentFiles()
-{
-    return QSettings().value(settingsKey("recent")).toStringList();
-}
-
-void MainWindow::addRecent(const QStringList& inputs)
-{
-    QStringList recent = recentFiles();
-    const QString entry = inputs.join(QLatin1Char('\n'));
-    recent.removeAll(entry);
-    recent.prepend(entry);
-    while (recent.size() > kMaxRecent)
-        recent.removeLast();
-    QSettings().setValue(settingsKey("recent"), recent);
-    refreshRecentMenu();
-}
-
 void MainWindow::refreshRecentMenu()
 {
     if (!recentMenu_)
         return;
     recentMenu_->clear();
-    for (const QString& entry : recentFiles()) {
-        const QStringList inputs = entry.split(QLatin1Char('\n'));
-        recentMenu_->addAction(inputs.join(QStringLiteral(", ")), this, [this, inputs] { open(inputs); });
-    }
+    for (const RecentJob& job : recentJobs())
+        recentMenu_->addAction(job.label(), this, [this, job] { open(job.inputs, job.options); });
     recentMenu_->setEnabled(!recentMenu_->isEmpty());
 }
 
@@ -615,28 +626,29 @@ void MainWindow::open(const QStringList& inputs, const OpenOptions& given)
 
 bool MainWindow::loadReplicas(int stage)
 {
-    if (!job_ || !job_->partial() || session_->busy())
+    if (!shown_.job || !shown_.job->partial() || session_->busy())
         return false;
-    const auto it = job_->part.stageRanks.find(stage);
-    if (it == job_->part.stageRanks.end())
+    const auto it = shown_.job->part.stageRanks.find(stage);
+    if (it == shown_.job->part.stageRanks.end())
         return false;
-    std::set<int> ranks(job_->part.loadedRanks.begin(), job_->part.loadedRanks.end());
+    std::set<int> ranks(shown_.job->part.loadedRanks.begin(), shown_.job->part.loadedRanks.end());
     const size_t before = ranks.size();
     ranks.insert(it->second.begin(), it->second.end());
     if (ranks.size() == before)
         return false;
-    OpenOptions options = job_->options;
+    OpenOptions options = shown_.job->options;
     options.ranks.assign(ranks.begin(), ranks.end());
     expandAfterLoad_ = stage;
     lastError_.clear();
     status_->setText(QStringLiteral("Loading the %1 replicas of stage %2 from their shards ...").arg(it->second.size()).arg(stage));
-    session_->open(job_->inputs, options);
+    session_->open(shown_.job->inputs, options);
     return true;
 }
 
 void MainWindow::onLoaded(std::shared_ptr<const Job> job)
 {
-    addRecent(job->inputs);
+    rememberRecentJob(job->inputs, job->options);
+    refreshRecentMenu();
     const QString notice = job->notice;
     showJob(std::move(job));
     if (!notice.isEmpty())
@@ -663,10 +675,10 @@ void MainWindow::showOnTimeline(int rank, qint64 start, qint64 end, bool bubble)
 
 QString MainWindow::defaultFileName(const QString& what) const
 {
-    if (!job_)
+    if (!shown_.job)
         return what;
     // "job.pipescope" -> "job-report.html"; a folder of rank files by its name.
-    QString base = QFileInfo(job_->inputs.value(0)).fileName();
+    QString base = QFileInfo(shown_.job->inputs.value(0)).fileName();
     for (const char* ext : {".pipescope", ".json.gz", ".json", ".sqlite"})
         if (base.endsWith(QLatin1String(ext)))
             base.chop(int(qstrlen(ext)));
@@ -679,10 +691,10 @@ QString MainWindow::defaultFileName(const QString& what) const
 void MainWindow::compareWith(const QStringList& baselineInputs, const OpenOptions& options)
 {
     OpenOptions o = options;
-    if (job_) {
+    if (shown_.job) {
         // The baseline is calibrated as the job is (the same layer count and model file).
-        o.layers = job_->options.layers;
-        o.modelFile = job_->options.modelFile;
+        o.layers = shown_.job->options.layers;
+        o.modelFile = shown_.job->options.modelFile;
     }
     if (o.commRulesFile.isEmpty())
         o.commRulesFile = commRulesFile_;
@@ -705,12 +717,19 @@ void MainWindow::setBaseline(std::shared_ptr<const Job> baseline)
 
 bool MainWindow::setSavedPrediction(const QString& path)
 {
+    std::shared_ptr<const compare::SavedPrediction> saved;
     try {
-        savedPrediction_ = std::make_shared<const compare::SavedPrediction>(compare::readSavedPrediction(path.toStdString()));
+        saved = std::make_shared<const compare::SavedPrediction>(compare::readSavedPrediction(path.toStdString()));
     } catch (const std::exception& e) {
         showError(QString::fromStdString(e.what()));
         return false;
     }
+    // It is checked against one job: the one shown, or the one being opened.
+    if (!shown_.job || session_->busy()) {
+        pendingPrediction_ = std::move(saved);
+        return true;
+    }
+    shown_.savedPrediction = std::move(saved);
     updateComparison();
     return true;
 }
@@ -718,14 +737,14 @@ bool MainWindow::setSavedPrediction(const QString& path)
 bool MainWindow::saveCurrentPrediction(const QString& path)
 {
     const PredictionPtr p = editor_->currentPredictionShared();
-    if (!job_ || !job_->analysis || !job_->trace || !p) {
+    if (!shown_.job || !shown_.job->analysis || !shown_.job->trace || !p) {
         showError(QStringLiteral("There is no prediction to save: open a job whose pipeline the what-if engine calibrates"));
         return false;
     }
     try {
         compare::writeSavedPrediction(path.toStdString(),
-                                      compare::savePrediction(job_->title.toStdString(),
-                                                              compare::jobIdentity(*job_->trace, *job_->analysis), *p));
+                                      compare::savePrediction(shown_.job->title.toStdString(),
+                                                              compare::jobIdentity(*shown_.job->trace, *shown_.job->analysis), *p));
     } catch (const std::exception& e) {
         showError(QString::fromStdString(e.what()));
         return false;
@@ -737,10 +756,10 @@ bool MainWindow::saveCurrentPrediction(const QString& path)
 
 void MainWindow::showBaselineTracks()
 {
-    if (!job_ || !job_->timeline)
+    if (!shown_.job || !shown_.job->timeline)
         return;
-    std::shared_ptr<const timeline::TimelineModel> model = job_->timeline;
-    if (baselineTracks_->isChecked() && baseline_ && baseline_->timeline && job_->complete && job_->analysis &&
+    std::shared_ptr<const timeline::TimelineModel> model = shown_.job->timeline;
+    if (baselineTracks_->isChecked() && baseline_ && baseline_->timeline && shown_.job->complete && shown_.job->analysis &&
         baseline_->analysis) {
         // The two compared iterations start together.
         auto startOf = [](const AnalysisResult& r) -> std::optional<TimeNs> {
@@ -749,10 +768,10 @@ void MainWindow::showBaselineTracks()
                     return it.start;
             return std::nullopt;
         };
-        const auto a = startOf(*baseline_->analysis), b = startOf(*job_->analysis);
-        const TimeNs shift = a && b ? *b - *a : job_->timeline->start - baseline_->timeline->start;
+        const auto a = startOf(*baseline_->analysis), b = startOf(*shown_.job->analysis);
+        const TimeNs shift = a && b ? *b - *a : shown_.job->timeline->start - baseline_->timeline->start;
         model = std::make_shared<const timeline::TimelineModel>(
-            timeline::withBaselineTracks(*job_->timeline, *baseline_->timeline, shift, std::string()));
+            timeline::withBaselineTracks(*shown_.job->timeline, *baseline_->timeline, shift, std::string()));
     }
     if (timeline_->model() == model)
         return;
@@ -760,7 +779,7 @@ void MainWindow::showBaselineTracks()
     const qint64 origin = timeline_->timeOrigin();
     const QString originName = timeline_->timeOriginName();
     timeline_->setModel(model);
-    details_->setJob(job_->trace, model);
+    details_->setJob(shown_.job->trace, model);
     timeline_->setTimeOrigin(origin, originName); // the view stays as the user set it
     if (range.second > range.first)
         timeline_->setVisibleRange(range.first, range.second);
@@ -770,7 +789,7 @@ void MainWindow::updateComparison()
 {
     baselineTracks_->setEnabled(baseline_ != nullptr);
     showBaselineTracks();
-    if (!baseline_ || !job_ || !job_->complete || !job_->analysis || !baseline_->analysis) {
+    if (!baseline_ || !shown_.job || !shown_.job->complete || !shown_.job->analysis || !baseline_->analysis) {
         compare_->setDiff(nullptr);
         pipeline_->setBaseline(nullptr, {});
         return;
@@ -778,17 +797,17 @@ void MainWindow::updateComparison()
     // A few milliseconds: both jobs are analysed and calibrated already.
     const compare::RunInput a{baseline_->title.toStdString(), baseline_->trace.get(), baseline_->analysis.get(),
                               baseline_->costModel ? &*baseline_->costModel : nullptr};
-    const compare::RunInput b{job_->title.toStdString(), job_->trace.get(), job_->analysis.get(),
-                              job_->costModel ? &*job_->costModel : nullptr};
+    const compare::RunInput b{shown_.job->title.toStdString(), shown_.job->trace.get(), shown_.job->analysis.get(),
+                              shown_.job->costModel ? &*shown_.job->costModel : nullptr};
     compare::DiffOptions o;
-    o.saved = savedPrediction_.get();
+    o.saved = shown_.savedPrediction.get();
     try {
         compare_->setDiff(std::make_shared<const compare::DiffResult>(compare::diffRuns(a, b, o)));
         pipeline_->setBaseline(baseline_->analysis, baseline_->title);
     } catch (const std::exception& e) {
-        if (savedPrediction_) {
+        if (shown_.savedPrediction) {
             // The saved prediction is another job's: compare without it.
-            savedPrediction_.reset();
+            shown_.savedPrediction.reset();
             showError(QStringLiteral("The saved prediction is not checked: %1").arg(QString::fromStdString(e.what())));
             updateComparison();
             return;
@@ -803,17 +822,67 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
 {
     // The whole trace after its first frame, or more ranks of a job read in
     // part: the view stays where the user is looking.
-    const bool detailOfShown = job->complete && job_ && job_->storePath == job->storePath &&
-                               (!job_->complete || (job_->partial() && job->options.ranks != job_->options.ranks));
+    const bool detailOfShown = job->complete && shown_.job && shown_.job->storePath == job->storePath &&
+                               (!shown_.job->complete || (shown_.job->partial() && job->options.ranks != shown_.job->options.ranks));
     const auto range = timeline_->visibleRange();
-    job_ = std::move(job);
-    const Job& j = *job_;
-    if (!detailOfShown) {
-        // Another job: the last one's search does not carry over.
-        search_->clear();
-        searchHits_->clear();
+    if (detailOfShown) {
+        shown_.job = std::move(job);
+    } else {
+        // Another job: everything held of the last one goes at once.
+        shown_ = ShownJob{std::move(job), nullptr, QString()};
+        forgetShownJob();
     }
+    if (pendingPrediction_)
+        shown_.savedPrediction = std::exchange(pendingPrediction_, nullptr);
+    const Job& j = *shown_.job;
     setWindowTitle(j.title + (j.simulated ? QStringLiteral(" [SIMULATED]") : QString()) + QStringLiteral(" - pipescope"));
+    showJobOnTimeline(j);
+    for (AnalysisPanel* p : panels_)
+        p->setResult(j.analysis, j.trace);
+    if (auto* summary = findChild<SummaryPanel*>()) {
+        summary->setLevers(j.levers);
+        summary->setJobPart(std::shared_ptr<const JobPart>(shown_.job, &shown_.job->part));
+    }
+    pipeline_->setMeasured(j.analysis); // and no prediction until the editor has this job's
+    updateComparison();
+    if (!restoredLayout_ && !jobsShown_++)
+        QTimer::singleShot(0, this, &MainWindow::sizeDocks); // after the panels' first layout
+    editor_->setSourcePath(j.storePath);
+    if (j.costModel)
+        editor_->setJob(j.trace, j.analysis, *j.costModel);
+    else
+        editor_->setUnavailable(j.whatIfError);
+
+    iterations_->clear();
+    iterations_->addItem(QStringLiteral("whole trace"));
+    for (const Iteration& it : j.analysis->iterations)
+        iterations_->addItem(QStringLiteral("%1%2").arg(it.index).arg(
+            it.label.empty() ? QString() : QStringLiteral("  ") + QString::fromStdString(it.label)));
+    if (detailOfShown) {
+        timeline_->setVisibleRange(range.first, range.second);
+    } else if (j.analysis->selectedIteration >= 0) {
+        iterations_->setCurrentIndex(j.analysis->selectedIteration + 1);
+        selectIteration(j.analysis->selectedIteration + 1);
+    } else {
+        timeline_->fitAll();
+    }
+    showJobStatus(j);
+}
+
+void MainWindow::forgetShownJob()
+{
+    // The last job's search does not carry over.
+    search_->clear();
+    searchHits_->clear();
+    // Nor its prediction (the pipeline view waits for this job's), nor where its editor was scrolled to.
+    pipeline_->setPrediction(nullptr);
+    whatIfTab_->horizontalScrollBar()->setValue(0);
+    whatIfTab_->verticalScrollBar()->setValue(0);
+}
+
+// The timeline and the Details panel on a job: its tracks, folded stages and launch links.
+void MainWindow::showJobOnTimeline(const Job& j)
+{
     timeline_->setModel(j.timeline);
     {
         // A job read in part: its stages fold with what the index says of the replicas not loaded.
@@ -838,61 +907,35 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
         }
     }
     details_->setJob(j.trace, j.timeline);
-    {
-        // The CPU call that launched a kernel is read from the store on a
-        // click (the app does not keep every runtime call in memory).
-        struct Lookup {
-            std::string path;
-            std::shared_ptr<const Trace> trace;
-            std::shared_ptr<Store> store;
-            bool failed = false;
-        };
-        auto lookup = std::make_shared<Lookup>(Lookup{j.storePath.toStdString(), j.trace, nullptr, false});
-        auto find = [lookup](int32_t activity) -> std::optional<LaunchCall> {
-            if (!lookup->trace || activity < 0 || static_cast<size_t>(activity) >= lookup->trace->activities.size()
-                || lookup->failed)
-                return std::nullopt;
-            try {
-                if (!lookup->store)
-                    lookup->store = std::make_shared<Store>(lookup->path);
-                return lookup->store->launchOf(lookup->trace->activities[static_cast<size_t>(activity)].id);
-            } catch (const std::exception&) {
-                lookup->failed = true; // the store went away or is damaged: no launch links, nothing else changes
-                return std::nullopt;
-            }
-        };
-        timeline_->setLaunchLookup(find);
-        details_->setLaunchLookup(find);
-    }
-    for (AnalysisPanel* p : panels_)
-        p->setResult(j.analysis, j.trace);
-    if (auto* summary = findChild<SummaryPanel*>()) {
-        summary->setLevers(j.levers);
-        summary->setJobPart(std::shared_ptr<const JobPart>(job_, &job_->part));
-    }
-    pipeline_->setMeasured(j.analysis);
-    updateComparison();
-    if (!restoredLayout_ && !jobsShown_++)
-        QTimer::singleShot(0, this, &MainWindow::sizeDocks); // after the panels' first layout
-    editor_->setSourcePath(j.storePath);
-    if (j.costModel)
-        editor_->setJob(j.trace, j.analysis, *j.costModel);
-    else
-        editor_->setUnavailable(j.whatIfError);
+    // The CPU call that launched a kernel is read from the store on a
+    // click (the app does not keep every runtime call in memory).
+    struct Lookup {
+        std::string path;
+        std::shared_ptr<const Trace> trace;
+        std::shared_ptr<Store> store;
+        bool failed = false;
+    };
+    auto lookup = std::make_shared<Lookup>(Lookup{j.storePath.toStdString(), j.trace, nullptr, false});
+    auto find = [lookup](int32_t activity) -> std::optional<LaunchCall> {
+        if (!lookup->trace || activity < 0 || static_cast<size_t>(activity) >= lookup->trace->activities.size()
+            || lookup->failed)
+            return std::nullopt;
+        try {
+            if (!lookup->store)
+                lookup->store = std::make_shared<Store>(lookup->path);
+            return lookup->store->launchOf(lookup->trace->activities[static_cast<size_t>(activity)].id);
+        } catch (const std::exception&) {
+            lookup->failed = true; // the store went away or is damaged: no launch links, nothing else changes
+            return std::nullopt;
+        }
+    };
+    timeline_->setLaunchLookup(find);
+    details_->setLaunchLookup(find);
+}
 
-    iterations_->clear();
-    iterations_->addItem(QStringLiteral("whole trace"));
-    for (const Iteration& it : j.analysis->iterations)
-        iterations_->addItem(QStringLiteral("%1%2").arg(it.index).arg(
-            it.label.empty() ? QString() : QStringLiteral("  ") + QString::fromStdString(it.label)));
-    if (detailOfShown) {
-        timeline_->setVisibleRange(range.first, range.second);
-    } else if (j.analysis->selectedIteration >= 0) {
-        iterations_->setCurrentIndex(j.analysis->selectedIteration + 1);
-        selectIteration(j.analysis->selectedIteration + 1);
-    } else {
-        timeline_->fitAll();
-    }
+// What the status bar says of the job shown; then jobShown (or firstFrameShown).
+void MainWindow::showJobStatus(const Job& j)
+{
     const auto& pl = j.analysis->pipeline;
     QString text = pl.found ? QStringLiteral("%1: pp %2, dp %3, %4 microbatches, %5 schedule")
                                   .arg(j.title).arg(pl.pp).arg(pl.dp).arg(pl.microbatches)
@@ -917,18 +960,18 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
         if (j.part.overview)
             text += QStringLiteral("; the other replicas are summarised from the job index: click a folded stage to load them");
     }
-    jobStatus_ = text;
+    shown_.status = text;
     status_->setText(text);
     Q_EMIT jobShown();
 }
 
 void MainWindow::selectIteration(int index)
 {
-    if (!job_)
+    if (!shown_.job)
         return;
-    const auto& its = job_->analysis->iterations;
+    const auto& its = shown_.job->analysis->iterations;
     if (index <= 0 || index > static_cast<int>(its.size())) {
-        timeline_->setTimeOrigin(job_->timeline->start, QStringLiteral("the job start"));
+        timeline_->setTimeOrigin(shown_.job->timeline->start, QStringLiteral("the job start"));
         timeline_->fitAll();
         pipeline_->setIteration(-1); // the whole trace: the diagram keeps the analysed iteration
         return;
@@ -963,7 +1006,7 @@ void MainWindow::showError(const QString& message)
 
 bool MainWindow::startExport()
 {
-    if (!job_)
+    if (!shown_.job)
         return false;
     if (exporter_->busy()) {
         showError(QStringLiteral("An export is still being written; wait for it to finish or press Cancel."));
@@ -975,11 +1018,11 @@ bool MainWindow::startExport()
 report::ReportOptions MainWindow::reportOptions(QString* modelFile) const
 {
     report::ReportOptions o;
-    if (!job_)
+    if (!shown_.job)
         return o;
-    o.storePath = job_->storePath.toStdString();
-    o.iteration = job_->analysis->selectedIteration; // as the app analysed it
-    const OpenOptions& opened = job_->options;
+    o.storePath = shown_.job->storePath.toStdString();
+    o.iteration = shown_.job->analysis->selectedIteration; // as the app analysed it
+    const OpenOptions& opened = shown_.job->options;
     if (opened.layers > 0)
         o.calibrate.measured.layers = opened.layers;
     o.calibrate.measured.measuredBoundaries = opened.measuredBoundaries;
@@ -997,9 +1040,9 @@ report::ReportOptions MainWindow::reportOptions(QString* modelFile) const
     const PredictionPtr measured = editor_->measuredPredictionShared();
     if (current && current->gpuMemoryBytes)
         o.calibrate.gpuMemoryBytes = current->gpuMemoryBytes;
-    o.calibrate.replicaPace = job_->part.replicaPace; // a job read in part: its stages' pace across all replicas
-    o.jobPart = &job_->part; // the job outlives the report: the exporter holds it while it writes
-    if (!scenario || !measured || !job_->costModel)
+    o.calibrate.replicaPace = shown_.job->part.replicaPace; // a job read in part: its stages' pace across all replicas
+    o.jobPart = &shown_.job->part; // the job outlives the report: the exporter holds it while it writes
+    if (!scenario || !measured || !shown_.job->costModel)
         return o;
     // Only what differs from the measured run: an unchanged editor asks nothing besides it.
     const whatif::Scenario base = whatif::measuredScenario(editor_->costModel());
@@ -1025,7 +1068,7 @@ bool MainWindow::saveReport(const QString& path)
     report::ReportOptions o = reportOptions(&modelFile);
     status_->setText(QStringLiteral("Saving the report to %1 ...").arg(path));
     showProgress(QStringLiteral("writing the report"), -1);
-    exporter_->saveReport(job_, std::move(o), modelFile, path);
+    exporter_->saveReport(shown_.job, std::move(o), modelFile, path);
     return true;
 }
 
@@ -1034,20 +1077,20 @@ bool MainWindow::saveChromeTrace(const QString& path, TraceRange range)
     if (!startExport())
         return false;
     report::ChromeTraceOptions o;
-    report::addAnalysis(o, *job_->analysis, job_->trace.get());
+    report::addAnalysis(o, *shown_.job->analysis, shown_.job->trace.get());
     if (range == TraceRange::Visible) {
         const auto [from, to] = timeline_->visibleRange();
         o.from = from;
         o.to = to;
     }
     showProgress(QStringLiteral("writing the Chrome trace"), -1);
-    exporter_->saveChromeTrace(job_, std::move(o), path);
+    exporter_->saveChromeTrace(shown_.job, std::move(o), path);
     return true;
 }
 
 void MainWindow::exportReport()
 {
-    if (!job_)
+    if (!shown_.job)
         return;
     const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save HTML report"), defaultFileName(QStringLiteral("report.html")),
                                                       QStringLiteral("HTML (*.html)"));
@@ -1085,11 +1128,11 @@ void MainWindow::exportTimelineImage()
 
 void MainWindow::exportChromeTrace(TraceRange range)
 {
-    if (!job_)
+    if (!shown_.job)
         return;
     const QString title = range == TraceRange::Visible ? QStringLiteral("Export Chrome trace JSON of the visible range")
-                          : job_->partial()
-                              ? QStringLiteral("Export Chrome trace JSON of the %1 ranks read").arg(job_->part.loadedRanks.size())
+                          : shown_.job->partial()
+                              ? QStringLiteral("Export Chrome trace JSON of the %1 ranks read").arg(shown_.job->part.loadedRanks.size())
                               : QStringLiteral("Export Chrome trace JSON of the whole store");
     const QString path = QFileDialog::getSaveFileName(this, title, defaultFileName(QStringLiteral("trace.json")), QStringLiteral("Chrome trace JSON (*.json)"));
     if (!path.isEmpty())
@@ -1124,6 +1167,11 @@ void MainWindow::showEvent(QShowEvent* event)
 {
     QMainWindow::showEvent(event);
     // Docks get their first sizes once the window has its own; a saved layout wins.
+    // The saved layout is restored once the window has its size: restored
+    // before, the docks' saved pixel sizes are fitted to a window that is not
+    // laid out yet, and come back larger on every start.
+    if (!docksSized_ && !savedState_.isEmpty())
+        restoredLayout_ = restoreState(std::exchange(savedState_, QByteArray()));
     if (!docksSized_ && !restoredLayout_)
         sizeDocks();
     docksSized_ = true;

@@ -77,7 +77,7 @@ public:
     void showOnTimeline(int rank, qint64 start, qint64 end, bool bubble);
 
     AppSession* session() const { return session_; }
-    std::shared_ptr<const Job> job() const { return job_; }
+    std::shared_ptr<const Job> job() const { return shown_.job; }
     TimelineView* timeline() const { return timeline_; }
     DetailsPanel* details() const { return details_; }
     PipelineView* pipelineView() const { return pipeline_; }
@@ -100,7 +100,8 @@ public:
     // The last error shown to the user, for tests (the dialog is not modal to them).
     QString lastError() const { return lastError_; }
 
-    static QStringList recentFiles();
+    // The size of a first window (no saved geometry): 1400x900, or less to fit the screen.
+    static QSize firstWindowSize();
     // Bundled examples: (label, path) from the source tree or the installed share/pipescope.
     static QList<QPair<QString, QString>> examples();
 
@@ -122,12 +123,15 @@ protected:
 
 private:
     void buildMenus();
+    void buildPipelineTab();
+    void buildViewMenu(QMenu* view);
     void buildDocks();
     void buildToolBar();
     void showError(const QString& message);
-    void addRecent(const QStringList& inputs);
-    void refreshRecentMenu();
+    void refreshRecentMenu(); // File > Open recent, from session/RecentJobs
     void onLoaded(std::shared_ptr<const Job> job);
+    void showJobOnTimeline(const Job& job);
+    void showJobStatus(const Job& job);
     void selectIteration(int index);
     void exportReport();
     void exportTimelineImage();
@@ -144,9 +148,25 @@ public:
 private:
     void showBaselineTracks();
 
+    // Everything the window holds of the job it shows, in one object: showing
+    // another job replaces it whole (showJob), so nothing of one job -- a
+    // saved prediction checked against it, its status line -- reaches the
+    // next. The views forget their own per-job state at the same moment
+    // (forgetShownJob).
+    struct ShownJob {
+        std::shared_ptr<const Job> job;
+        // A prediction saved on the baseline, checked against this job in compare mode.
+        std::shared_ptr<const compare::SavedPrediction> savedPrediction;
+        QString status; // what the status bar says of the job
+    };
+    void forgetShownJob(); // the views' state of the job shown so far (search, what-if scroll, pipeline prediction)
+
     AppSession* session_ = nullptr;
     ExportWorker* exporter_ = nullptr;
-    std::shared_ptr<const Job> job_;
+    ShownJob shown_;
+    // A saved prediction given while no job is shown or one is being opened
+    // (--prediction, File > Check a saved prediction): it goes to the job shown next.
+    std::shared_ptr<const compare::SavedPrediction> pendingPrediction_;
     QTabWidget* tabs_ = nullptr;
     TimelineView* timeline_ = nullptr;
     QWidget* pipelineTab_ = nullptr; // the pipeline view and its colour key
@@ -172,17 +192,16 @@ private:
     QDockWidget* summaryDock_ = nullptr;
     bool docksSized_ = false;
     bool restoredLayout_ = false;
+    QByteArray savedState_;
     int jobsShown_ = 0;
     QString commRulesFile_; // File > Communication rules (or --comm-rules): kept for every job opened
     AppSession* baselineSession_ = nullptr; // loads the baseline of compare mode
     std::shared_ptr<const Job> baseline_;
-    std::shared_ptr<const compare::SavedPrediction> savedPrediction_;
     ComparePanel* compare_ = nullptr;
     QDockWidget* compareDock_ = nullptr;
     QAction* stopComparing_ = nullptr;
     QAction* baselineTracks_ = nullptr;
     int expandAfterLoad_ = -1; // the stage loadReplicas() asked for, expanded once shown
-    QString jobStatus_;        // what the status bar says of the job shown
 };
 
 } // namespace pipescope::gui

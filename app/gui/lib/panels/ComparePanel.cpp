@@ -5,6 +5,8 @@
 #include "util/Format.h"
 
 #include <QHBoxLayout>
+
+#include <cmath>
 #include <QLabel>
 #include <QTabWidget>
 #include <QTableView>
@@ -64,7 +66,85 @@ QString layersText(const compare::RunConfig& c)
     return parts.join(QLatin1Char(','));
 }
 
+QString boundariesList(const std::vector<int>& b)
+{
+    QStringList parts;
+    for (int x : b)
+        parts << QString::number(x);
+    return parts.join(QLatin1Char(','));
+}
+
+// The stages whose forward + backward work changed by more than a tenth, as "stage 0 −21.7%".
+QStringList changedStages(const compare::DiffResult& d)
+{
+    QStringList out;
+    for (const compare::StageDiff& s : d.stages)
+        if (s.fbNs.a && s.fbNs.b && *s.fbNs.a > 0) {
+            const double change = static_cast<double>(*s.fbNs.b - *s.fbNs.a) / static_cast<double>(*s.fbNs.a);
+            if (std::abs(change) > 0.10)
+                out << QObject::tr("stage %1 %2").arg(s.stage).arg(qs(formatSignedPercent(change)));
+        }
+    return out;
+}
+
 } // namespace
+
+QString ComparePanel::headlineText(const compare::DiffResult& d)
+{
+    if (d.prediction) {
+        const compare::PredictionCheck& p = *d.prediction;
+        return tr("Predicted %1 from run A, measured %2 (%3)")
+            .arg(qs(formatDuration(p.predictedNs)), qs(formatDuration(p.measuredNs)), qs(formatSignedPercent(p.error)));
+    }
+    return tr("Iteration %1 in A, %2 in B (%3)")
+        .arg(qs(d.iterationNs.a ? formatDuration(*d.iterationNs.a) : "—"),
+             qs(d.iterationNs.b ? formatDuration(*d.iterationNs.b) : "—"),
+             d.iterationNs.a && d.iterationNs.b && *d.iterationNs.a > 0
+                 ? qs(formatSignedPercent(static_cast<double>(*d.iterationNs.delta()) / static_cast<double>(*d.iterationNs.a)))
+                 : QStringLiteral("—"));
+}
+
+QString ComparePanel::notesText(const compare::DiffResult& d)
+{
+    QStringList notes;
+    if (d.prediction) {
+        const compare::PredictionCheck& p = *d.prediction;
+        QStringList what;
+        for (const compare::Difference& c : p.changes)
+            what << QStringLiteral("%1 %2 → %3").arg(qs(c.field), qs(c.a), qs(c.b));
+        // A saved scenario whose only change is a partition A's trace does not
+        // give: the partition it asked for, said as such (never an empty list).
+        if (what.isEmpty() && p.scenario.boundaries)
+            what << tr("boundaries %1 (A's own partition is not in its trace)").arg(boundariesList(*p.scenario.boundaries));
+        const QString changes = what.isEmpty() ? tr("no change from A's configuration as its trace records it")
+                                               : what.join(QStringLiteral(", "));
+        if (p.saved)
+            notes << tr("A = %1, B = this job. The prediction saved on A%2: %3.")
+                         .arg(qs(d.aName), p.savedLabel.empty() ? QString() : QStringLiteral(" (\u201c%1\u201d)").arg(qs(p.savedLabel)),
+                              changes);
+        else
+            notes << tr("A = %1, B = this job. A's cost model replayed B's configuration: %2.").arg(qs(d.aName), changes);
+        if (p.calibrationError)
+            notes << tr("A's replay of its own run was %1 off its measurement.").arg(qs(formatSignedPercent(*p.calibrationError)));
+        for (const std::string& n : p.notModelled)
+            notes << (p.saved ? tr("Differs: %1.") : tr("Not modelled: %1.")).arg(qs(n));
+    } else {
+        notes << tr("A = %1, B = this job. No prediction check: %2.").arg(qs(d.aName), qs(d.predictionWhyNot));
+    }
+    // Without layer ranges a partition is unknown, and an unknown one is not A's:
+    // say so where the stages' work moved.
+    if (d.a.pipeline && d.b.pipeline && (d.a.layersPerStage.empty() || d.b.layersPerStage.empty())) {
+        const QStringList moved = changedStages(d);
+        if (!moved.isEmpty())
+            notes << tr("%1, so a changed partition does not show in the configuration; the stages' work changed "
+                        "(%2): B may have moved layers.")
+                         .arg(d.a.layersPerStage.empty() && d.b.layersPerStage.empty() ? tr("Neither trace gives layer ranges")
+                              : d.b.layersPerStage.empty() ? tr("Run B's trace gives no layer ranges")
+                                                           : tr("Run A's trace gives no layer ranges"),
+                              moved.join(QStringLiteral(", ")));
+    }
+    return notes.join(QLatin1Char(' '));
+}
 
 ComparePanel::ComparePanel(QWidget* parent)
     : AnalysisPanel(parent)
@@ -112,6 +192,7 @@ ComparePanel::ComparePanel(QWidget* parent)
 }
 
 QString ComparePanel::headline() const { return headline_->text(); }
+QString ComparePanel::notes() const { return notes_->text(); }
 
 void ComparePanel::setDiff(std::shared_ptr<const compare::DiffResult> diff)
 {
@@ -125,36 +206,8 @@ void ComparePanel::setDiff(std::shared_ptr<const compare::DiffResult> diff)
         return;
     }
     const compare::DiffResult& d = *diff_;
-    if (d.prediction) {
-        const compare::PredictionCheck& p = *d.prediction;
-        headline_->setText(tr("Predicted %1 from run A, measured %2 (%3)")
-                               .arg(qs(formatDuration(p.predictedNs)), qs(formatDuration(p.measuredNs)),
-                                    qs(formatSignedPercent(p.error))));
-        QStringList notes;
-        QStringList what;
-        for (const compare::Difference& c : p.changes)
-            what << QStringLiteral("%1 %2 → %3").arg(qs(c.field), qs(c.a), qs(c.b));
-        if (p.saved)
-            notes << tr("A = %1, B = this job. The prediction saved on A%2: %3.")
-                         .arg(qs(d.aName), p.savedLabel.empty() ? QString() : QStringLiteral(" (\u201c%1\u201d)").arg(qs(p.savedLabel)),
-                              what.join(QStringLiteral(", ")));
-        else
-            notes << tr("A = %1, B = this job. A's cost model replayed B's configuration: %2.").arg(qs(d.aName), what.join(QStringLiteral(", ")));
-        if (p.calibrationError)
-            notes << tr("A's replay of its own run was %1 off its measurement.").arg(qs(formatSignedPercent(*p.calibrationError)));
-        for (const std::string& n : p.notModelled)
-            notes << (p.saved ? tr("Differs: %1.") : tr("Not modelled: %1.")).arg(qs(n));
-        notes_->setText(notes.join(QLatin1Char(' ')));
-    } else {
-        headline_->setText(tr("Iteration %1 in A, %2 in B (%3)")
-                               .arg(qs(d.iterationNs.a ? formatDuration(*d.iterationNs.a) : "—"),
-                                    qs(d.iterationNs.b ? formatDuration(*d.iterationNs.b) : "—"),
-                                    d.iterationNs.a && d.iterationNs.b && *d.iterationNs.a > 0
-                                        ? qs(formatSignedPercent(static_cast<double>(*d.iterationNs.delta()) /
-                                                                 static_cast<double>(*d.iterationNs.a)))
-                                        : QStringLiteral("—")));
-        notes_->setText(tr("A = %1, B = this job. No prediction check: %2.").arg(qs(d.aName), qs(d.predictionWhyNot)));
-    }
+    headline_->setText(headlineText(d));
+    notes_->setText(notesText(d));
 
     {
         std::vector<std::vector<M::Cell>> rows;

@@ -28,6 +28,11 @@ public:
     std::shared_ptr<const compare::DiffResult> diff() const { return diff_; }
     // The one line on top ("predicted 149.3 ms from run A, measured ...").
     QString headline() const;
+    // The lines under it: what was predicted and what it does not cover, or why nothing was.
+    QString notes() const;
+    // Both, for a diff (what the panel shows, and what a test reads).
+    static QString headlineText(const compare::DiffResult& d);
+    static QString notesText(const compare::DiffResult& d);
 
 private:
     std::shared_ptr<const compare::DiffResult> diff_;

@@ -39,6 +39,12 @@ QString causeExplanation(BubbleCause cause)
         return QStringLiteral("The data had been computed but was still crossing the link between stages.");
     case BubbleCause::DpSync:
         return QStringLiteral("Gradient all-reduce over data-parallel replicas, including the wait for the slowest replica.");
+    case BubbleCause::AllToAll:
+        return QStringLiteral("An all-to-all collective (expert or sequence parallelism): the rank exchanged tokens with, "
+                              "and waited for, every other rank of its group.");
+    case BubbleCause::StepOverhead:
+        return QStringLiteral("Before a pipeline step, with no input to wait for and no kernel launched late: the step's own "
+                              "overhead between steps (scheduling, Python, the exchange's bookkeeping).");
     case BubbleCause::HostBound:
         return QStringLiteral("The GPU had nothing queued: the CPU launched the next kernel late (data loading, Python, synchronisation).");
     case BubbleCause::LaunchGap:
@@ -247,9 +253,14 @@ void DetailsPanel::showEvent(int lane, qint64 event, const QString& summary)
     text_->setHtml(html);
 }
 
-void DetailsPanel::showArea(const timeline::AreaStats& s)
+void DetailsPanel::showArea(const timeline::AreaStats& s, qint64 origin, const QString& originName)
 {
-    QString html = QStringLiteral("<p><b>%1 selected</b> (%2 .. %3 ns)</p>").arg(dur(s.to - s.from)).arg(s.from).arg(s.to);
+    // The range counted from the timeline's time origin, as its axis and tooltips count.
+    QString html = QStringLiteral("<p><b>%1 selected</b>, from %2 to %3%4</p>")
+                       .arg(dur(s.to - s.from), dur(s.from - origin), dur(s.to - origin),
+                            originName.isEmpty() ? QString() : QStringLiteral(" (from %1)").arg(originName.toHtmlEscaped()));
+    html += QStringLiteral("<p style='color:#555'>Work by class, steps and idle time: the part inside the range. "
+                           "Kernels and kernels by name: every kernel that overlaps the range, whole.</p>");
     auto section = [&](const QString& title, auto names, const auto& ns, const auto& count) {
         QString rows;
         for (size_t i = 0; i < ns.size(); ++i)

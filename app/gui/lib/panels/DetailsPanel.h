@@ -27,7 +27,9 @@ public:
     void setLaunchLookup(std::function<std::optional<LaunchCall>(int32_t activity)> lookup) { launchLookup_ = std::move(lookup); }
     // summary: the one-glance text the timeline shows on hover (HTML).
     void showEvent(int lane, qint64 event, const QString& summary);
-    void showArea(const timeline::AreaStats& stats);
+    // A dragged time range's statistics; its times counted from `origin` (the
+    // timeline's time origin, named by originName), as the axis counts them.
+    void showArea(const timeline::AreaStats& stats, qint64 origin = 0, const QString& originName = {});
     void clear();
     // The panel's text without markup (tests, copy).
     QString plainText() const;

@@ -151,6 +151,8 @@ void PipelineView::mouseReleaseEvent(QMouseEvent* event)
 
 void PipelineView::setMeasured(std::shared_ptr<const AnalysisResult> measured)
 {
+    if (measured != measured_)
+        prediction_.reset(); // the last run's
     measured_ = std::move(measured);
     iteration_ = -1;
     viewStart_ = viewEnd_ = 0; // another job: its whole iteration

@@ -32,7 +32,10 @@ public:
     explicit PipelineView(QWidget* parent = nullptr);
 
     // Shows the analysis's selected iteration until setIteration picks another.
+    // Another measured run (a job switch) starts without a prediction, on its
+    // whole iteration: a prediction is of one run and never outlives it.
     void setMeasured(std::shared_ptr<const AnalysisResult> measured);
+    std::shared_ptr<const AnalysisResult> measured() const { return measured_; }
     // The measured iteration shown: a position in measured->iterations, or -1
     // for the analysed (selected) one. The critical path is the analysed
     // iteration's only, so it is drawn there only; the prediction stays.
@@ -42,6 +45,7 @@ public:
     // The measured steps the diagram draws: the shown iteration's, on the rows shown.
     std::vector<Step> shownSteps() const;
     void setPrediction(std::shared_ptr<const whatif::Prediction> prediction);
+    std::shared_ptr<const whatif::Prediction> prediction() const { return prediction_; }
     // Compare mode: a baseline run's analysed iteration drawn above the
     // measured one, on the same time axis (each from its own iteration
     // start); null leaves compare mode. `name` titles its rows.

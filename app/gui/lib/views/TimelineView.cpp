@@ -127,7 +127,7 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
 
     legend_ = new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::Work, this);
     shortcuts_ = new QLabel(plot_);
-    shortcuts_->setText(shortcutsText());
+    shortcuts_->setText(shortcutsText(wheelMode_));
     shortcuts_->setStyleSheet(QStringLiteral("QLabel { background: rgba(29,35,41,235); color: white; padding: 10px; border-radius: 6px; }"));
     shortcuts_->hide();
 
@@ -161,11 +161,21 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
 
 TimelineView::~TimelineView() = default;
 
-QString TimelineView::shortcutsText()
+QString TimelineView::wheelText(WheelMode mode)
 {
-    return QStringLiteral(
-        "<b>Timeline shortcuts</b><table>"
-        "<tr><td>wheel</td><td>zoom at the cursor (or scroll: right-click to choose)</td></tr>"
+    return mode == WheelMode::Zoom
+               ? QStringLiteral("<tr><td>wheel</td><td>zoom at the cursor</td></tr>"
+                                "<tr><td>Shift+wheel</td><td>scroll the tracks</td></tr>"
+                                "<tr><td></td><td>(right-click: \u201cWheel scrolls, Ctrl+wheel zooms\u201d, as Nsight Systems)</td></tr>")
+               : QStringLiteral("<tr><td>wheel</td><td>scroll the tracks</td></tr>"
+                                "<tr><td>Ctrl+wheel</td><td>zoom at the cursor</td></tr>"
+                                "<tr><td>Shift+wheel</td><td>pan</td></tr>"
+                                "<tr><td></td><td>(right-click to make the wheel zoom again)</td></tr>");
+}
+
+QString TimelineView::shortcutsText(WheelMode mode)
+{
+    return QStringLiteral("<b>Timeline shortcuts</b><table>") + wheelText(mode) + QStringLiteral(
         "<tr><td>drag</td><td>pan</td></tr>"
         "<tr><td>shift-drag, right-drag</td><td>area statistics</td></tr>"
         "<tr><td>click / double-click</td><td>select / fit the event</td></tr>"
@@ -185,6 +195,7 @@ QString TimelineView::shortcutsText()
 void TimelineView::setShortcutsVisible(bool visible)
 {
     if (visible) {
+        shortcuts_->setText(shortcutsText(wheelMode_)); // the wheel as it is set now
         shortcuts_->adjustSize();
         shortcuts_->move(std::max(0, plot_->width() - shortcuts_->width() - 12), 12);
         shortcuts_->raise();
@@ -193,6 +204,7 @@ void TimelineView::setShortcutsVisible(bool visible)
 }
 
 bool TimelineView::shortcutsVisible() const { return shortcuts_->isVisibleTo(plot_); }
+QString TimelineView::shortcutsShown() const { return shortcuts_->text(); }
 
 // ---- model and rows --------------------------------------------------------
 
@@ -752,6 +764,8 @@ void TimelineView::syncScrollBar()
 void TimelineView::setWheelMode(WheelMode mode)
 {
     wheelMode_ = mode;
+    if (shortcutsVisible())
+        setShortcutsVisible(true); // the list says what the wheel does now
     QSettings().setValue(QStringLiteral("timeline/wheel"), mode == WheelMode::Scroll ? QStringLiteral("scroll") : QStringLiteral("zoom"));
 }
 

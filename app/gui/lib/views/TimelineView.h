@@ -201,7 +201,11 @@ public:
 
     void setShortcutsVisible(bool visible);
     bool shortcutsVisible() const;
-    static QString shortcutsText();
+    // The list `?` shows, the wheel's rows as `mode` makes it work; and
+    // those rows alone (Help > Keyboard shortcuts has them too).
+    static QString shortcutsText(WheelMode mode);
+    static QString wheelText(WheelMode mode);
+    QString shortcutsShown() const; // the text of the list as shown now
 
 Q_SIGNALS:
     void eventSelected(int lane, qint64 event); // -1, -1 when the selection is cleared

@@ -91,7 +91,8 @@ void LayerStrip::setCostModel(const whatif::CostModel& model)
         facts_.push_back({l.forwardNs, l.backwardNs, l.params, l.activationBytes, l.frozen});
     }
     maxCost_ = cost_.empty() ? 0 : *std::max_element(cost_.begin(), cost_.end());
-    needsLayers_ = model.layerSource == whatif::LayerSource::Stages;
+    // No model at all (a job without a what-if) asks for nothing.
+    needsLayers_ = model.layerSource == whatif::LayerSource::Stages && model.measuredPp > 0;
     if (model.measuredPp > 0 && needsLayers_)
         layerCount_->setMinimum(model.measuredPp * std::max(1, model.measuredV));
     dragging_ = -1;
@@ -123,6 +124,16 @@ void LayerStrip::setBoundaries(const std::vector<int>& boundaries)
     boundaries_ = boundaries;
     if (selected_ >= static_cast<int>(boundaries_.size()))
         selected_ = boundaries_.empty() ? -1 : 0;
+    update();
+}
+
+void LayerStrip::forgetPartition()
+{
+    boundaries_.clear();
+    rankOfStage_.clear();
+    pressBoundaries_.clear();
+    dragging_ = -1;
+    selected_ = -1;
     update();
 }
 
@@ -355,7 +366,7 @@ void LayerStrip::paintEvent(QPaintEvent*)
     const int n = layerCount();
     if (n == 0) {
         p.setPen(palette().color(QPalette::PlaceholderText));
-        p.drawText(rect(), Qt::AlignCenter, tr("No job loaded"));
+        p.drawText(rect(), Qt::AlignCenter, tr("No layers to move"));
         return;
     }
     const int cellBottom = height() - kBandH - 2;

@@ -34,6 +34,9 @@ public:
     void setBoundaries(const std::vector<int>& boundaries);
     // Which rank holds each virtual stage (the band colour follows the rank); empty: stage index.
     void setStageRanks(const std::vector<int>& rankOfStage);
+    // Another job: no partition shown, no handle selected, no drag in progress
+    // (the cost model stays until setCostModel gives the next one's).
+    void forgetPartition();
     // Whether the strip lets the user move boundaries (off while nothing can move).
     void setEditable(bool editable);
 

@@ -143,7 +143,7 @@ std::optional<std::vector<double>> WhatIfController::setStageSpeeds(const QStrin
     const std::optional<whatif::Scenario> keep = scenario_ ? std::optional<whatif::Scenario>(*scenario_) : std::nullopt;
     model_ = m;
     emit costModelChanged(false);
-    modelRequest_ = send(worker_->setCostModel(std::move(m)), Origin::Model, "stage-speed");
+    modelRequest_ = send(worker_->setCostModel(std::move(m)), Origin::Speeds, "stage-speed");
     if (keep)
         send(worker_->setScenario(*keep), Origin::Restore, "stage-speed");
     return speeds;
@@ -273,6 +273,13 @@ void WhatIfController::onCostModel(CostModelPtr model, quint64 id)
 {
     if (id < modelRequest_)
         return;
+    const auto asked = pending_.find(id);
+    if (asked != pending_.end() && asked->second.origin == Origin::Speeds) {
+        // The same layers at other speeds: the undo steps and the speeds typed stay.
+        model_ = *model;
+        emit costModelChanged(false);
+        return;
+    }
     model_ = *model;
     baseModel_ = *model;
     if (id == modelRequest_)
@@ -312,6 +319,10 @@ void WhatIfController::recordUndoStep(Origin origin, const QString& undoText, co
         if (haveCommitted_)
             undo_->push(new Command(this, committed_, now, undoText));
         committed_ = now;
+        break;
+    case Origin::Speeds:
+        committed_ = now; // the scenario shown comes back next (Restore), the history stays
+        haveCommitted_ = true;
         break;
     case Origin::Restore:
         committed_ = now;

@@ -33,7 +33,8 @@ class WhatIfController : public QObject {
 public:
     // Who asked for a prediction, which decides what its answer does to the undo history.
     enum class Origin {
-        Model,      // a new cost model (a job, a re-calibration, GPU speeds): the history starts again
+        Model,      // a new cost model (a job, a re-calibration): the history starts again
+        Speeds,     // GPU speeds declared on the same layers: the history stays, its steps still apply
         DragStep,   // one mouse step of a drag: no undo step, the release makes it
         DragCommit, // the release of a drag (or a keyboard move of a boundary)
         Control,    // a control, the command line's changes, a search row, auto-balance

@@ -13,6 +13,7 @@
 #include "whatif/StageSpeeds.h"
 #include "whatif/WhatIfJson.h"
 
+#include <QAction>
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
@@ -350,6 +351,7 @@ void WhatIfEditor::buildUi()
     buildScenarios(tabs);
     buildExport(tabs);
     split->addWidget(tabs);
+    split->setChildrenCollapsible(false); // never a 0-px chart: the editor scrolls instead
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
     root->addWidget(split, 1);
@@ -436,10 +438,8 @@ QHBoxLayout* WhatIfEditor::buildActions()
     search_ = new QPushButton(tr("Search"), this);
     cancel_ = new QPushButton(tr("Cancel"), this);
     cancel_->setEnabled(false);
-    auto* undoBtn = new QToolButton(this);
-    undoBtn->setDefaultAction(undoStack()->createUndoAction(this, tr("Undo")));
-    auto* redoBtn = new QToolButton(this);
-    redoBtn->setDefaultAction(undoStack()->createRedoAction(this, tr("Redo")));
+    QToolButton* undoBtn = historyButton(true);
+    QToolButton* redoBtn = historyButton(false);
     auto* exportBtn = new QToolButton(this);
     buildExportMenu(exportBtn);
     searchRecompute_ = new QCheckBox(tr("with recomputation"), this);
@@ -466,6 +466,30 @@ QHBoxLayout* WhatIfEditor::buildActions()
     connect(search_, &QPushButton::clicked, this, &WhatIfEditor::search);
     connect(cancel_, &QPushButton::clicked, controller_, &WhatIfController::cancelWork);
     return actions;
+}
+
+// Undo or Redo as a button of a fixed width: the step it would take is its
+// tooltip ("Undo Move stage boundary"), so the row never moves as steps change.
+QToolButton* WhatIfEditor::historyButton(bool undo)
+{
+    QUndoStack* stack = undoStack();
+    const QString name = undo ? tr("Undo") : tr("Redo");
+    auto* action = new QAction(name, this);
+    auto refresh = [action, stack, name, undo] {
+        action->setEnabled(undo ? stack->canUndo() : stack->canRedo());
+        const QString step = undo ? stack->undoText() : stack->redoText();
+        action->setToolTip(step.isEmpty() ? name : name + QLatin1Char(' ') + step);
+    };
+    refresh();
+    connect(stack, &QUndoStack::indexChanged, action, refresh);
+    connect(stack, &QUndoStack::cleanChanged, action, refresh);
+    connect(action, &QAction::triggered, stack, undo ? &QUndoStack::undo : &QUndoStack::redo);
+    auto* button = new QToolButton(this);
+    button->setObjectName(undo ? QStringLiteral("undo") : QStringLiteral("redo"));
+    button->setDefaultAction(action);
+    button->setFixedWidth(std::max(button->sizeHint().width(),
+                                   button->fontMetrics().horizontalAdvance(tr("Undo")) + 16));
+    return button;
 }
 
 // Export: the what-if JSON to a file, the Megatron-LM arguments and module lists to the clipboard.
@@ -496,25 +520,28 @@ void WhatIfEditor::buildFigures(QVBoxLayout* root)
     big.setBold(true);
     iteration_->setFont(big);
     speedup_ = new QLabel(this);
-    speedup_->setFont(big);
+    QFont bold = speedup_->font();
+    bold.setBold(true);
+    speedup_->setFont(bold); // the iteration is the headline; the speed-up beside it, a size smaller
     bubbleBar_ = new BubbleBar(this);
     status_ = new QLabel(this);
-    // Figures change on every drag step: their text must never resize the window.
+    // Figures change on every drag step: their text must never resize the
+    // window. The row fits the What-if tab of a 1366x768 screen (beside the
+    // Summary dock) with room to spare.
     iteration_->setFixedWidth(iteration_->fontMetrics().horizontalAdvance(QStringLiteral("Predicted iteration 000.000 ms ")));
     speedup_->setFixedWidth(speedup_->fontMetrics().horizontalAdvance(QStringLiteral("as fast as measured (measured 000.000 ms) ")));
     status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     figures->addWidget(iteration_);
-    figures->addSpacing(16);
+    figures->addSpacing(12);
     figures->addWidget(speedup_);
-    figures->addSpacing(16);
+    figures->addSpacing(12);
     figures->addWidget(new QLabel(tr("Bubble:"), this));
     figures->addWidget(bubbleBar_, 1);
     figures->addWidget(status_);
+    // The diagram's switches sit with its colour key (buildDiagram).
     ghost_ = new QCheckBox(tr("Prediction as ghost"), this);
     criticalPath_ = new QCheckBox(tr("Critical path"), this);
     criticalPath_->setChecked(true);
-    figures->addWidget(ghost_);
-    figures->addWidget(criticalPath_);
     root->addLayout(figures);
     extraResult_ = new QLabel(this);
     extraResult_->setObjectName("extra-work-result");
@@ -545,7 +572,14 @@ void WhatIfEditor::buildDiagram(QSplitter* split)
     diagramLayout->setSpacing(0);
     pipeline_->setParent(diagram);
     diagramLayout->addWidget(pipeline_, 1);
-    diagramLayout->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, diagram));
+    // The colour key (it wraps where the tab is narrow) and the diagram's switches.
+    auto* keyRow = new QHBoxLayout;
+    keyRow->addWidget(new PaletteLegend(PaletteLegend::Steps | PaletteLegend::Causes | PaletteLegend::TranslucentCauses | PaletteLegend::CriticalPath, diagram), 1);
+    ghost_->setParent(diagram);
+    criticalPath_->setParent(diagram);
+    keyRow->addWidget(ghost_, 0, Qt::AlignTop);
+    keyRow->addWidget(criticalPath_, 0, Qt::AlignTop);
+    diagramLayout->addLayout(keyRow);
     split->addWidget(diagram);
 }
 
@@ -742,6 +776,8 @@ void WhatIfEditor::forgetJob()
 {
     clearErrors();
     refreshBusy();
+    forgetControls();
+    strip_->forgetPartition();
     searchTable_->setRowCount(0);
     pareto_->setRows(nullptr, std::nullopt);
     refreshScenarioList();
@@ -767,11 +803,36 @@ void WhatIfEditor::forgetJob()
     }
 }
 
+// The scenario controls show nothing until this job's first prediction
+// (syncControls), and take no input meanwhile: no value of the last job stays.
+void WhatIfEditor::forgetControls()
+{
+    const QSignalBlocker b1(schedule_), b2(v_), b3(m_), b4(pp_), b5(gpu_), b6(recompute_), b7(microbatchOrder_);
+    // The entries added for the last job's CSV schedule or mixed recomputation go too.
+    if (const int custom = schedule_->findData(QString("custom")); custom >= 0)
+        schedule_->removeItem(custom);
+    if (const int mixed = recompute_->findData(QString("per-stage")); mixed >= 0)
+        recompute_->removeItem(mixed);
+    for (QComboBox* box : {schedule_, recompute_, microbatchOrder_})
+        box->setCurrentIndex(-1);
+    for (QAbstractSpinBox* box : std::initializer_list<QAbstractSpinBox*>{v_, m_, pp_, gpu_})
+        box->clear();
+    setControlsEnabled(false);
+}
+
+void WhatIfEditor::setControlsEnabled(bool on)
+{
+    for (QWidget* w : std::initializer_list<QWidget*>{schedule_, v_, m_, pp_, gpu_, recompute_, speeds_})
+        w->setEnabled(on);
+    microbatchOrder_->setEnabled(on && costModel().microbatchSizes.has_value());
+}
+
 void WhatIfEditor::setJob(std::shared_ptr<const Trace> trace, std::shared_ptr<const AnalysisResult> analysis,
                           whatif::CostModel model)
 {
     controller_->setJob(std::move(trace), std::move(analysis), std::move(model));
     forgetJob();
+    extraWork_->setEnabled(true); // Search and Auto-balance: refreshBusy
     pipeline_->setMeasured(controller_->analysis());
     strip_->setEditable(false); // until the session answers
 }
@@ -782,6 +843,9 @@ void WhatIfEditor::setUnavailable(const QString& reason)
     forgetJob();
     strip_->setBoundaries({});
     strip_->setEditable(false);
+    // Nothing to balance, search or add work to until a job has a what-if.
+    for (QWidget* w : std::initializer_list<QWidget*>{balance_, search_, extraWork_})
+        w->setEnabled(false);
     pipeline_->setMeasured(nullptr);
     iteration_->setText(tr("No what-if for this job"));
     showError("general", reason);
@@ -901,9 +965,9 @@ void WhatIfEditor::syncControls()
         return;
     const PredictionPtr current = controller_->current();
     const QSignalBlocker b1(schedule_), b2(v_), b3(m_), b4(pp_), b5(gpu_), b6(recompute_), b7(microbatchOrder_);
+    setControlsEnabled(true);
     microbatchOrder_->setCurrentIndex(
         std::max(0, microbatchOrder_->findData(qs(std::string(toString(scenario->microbatchOrder))))));
-    microbatchOrder_->setEnabled(costModel().microbatchSizes.has_value());
     {
         const std::vector<whatif::Recompute> rc =
             current ? current->recompute : whatif::recomputePerStage(scenario->recompute, 1);

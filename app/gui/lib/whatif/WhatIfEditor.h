@@ -172,6 +172,7 @@ private:
     QGridLayout* buildScenarioControls();
     QHBoxLayout* buildActions();
     void buildExportMenu(QToolButton* button);
+    QToolButton* historyButton(bool undo);
     void buildFigures(QVBoxLayout* root);
     void buildDiagram(QSplitter* split);
     void buildCharts(QTabWidget* tabs);
@@ -191,6 +192,8 @@ private:
     void showError(const QString& setting, const QString& message);
     void clearErrors();
     void forgetJob(); // empties every widget that showed the job so far (setJob, setUnavailable)
+    void forgetControls();
+    void setControlsEnabled(bool on);
     void showHeadline(const PredictionPtr& prediction); // what a drag step updates
     void refreshCharts(const whatif::Prediction& p);    // what waits for the drag's release
     void refreshExtraWork();
