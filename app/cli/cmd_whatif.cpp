@@ -328,6 +328,8 @@ int runWhatIfImpl(WhatIfArgs& a)
         std::cout << "NOTE: the trace is SIMULATED, not a measurement of real hardware.\n";
     if (const std::string notice = noLayersNotice(model); !notice.empty())
         std::cout << "NOTE: " << notice << "\n";
+    if (model.layerSource == LayerSource::Count && !model.stageExtrasNote.empty())
+        std::cout << "NOTE: " << model.stageExtrasNote << "\n";
     if (const std::string speedLine = stageSpeedText(model); !speedLine.empty())
         std::cout << speedLine << "\n";
     if (const std::string frozenLine = frozenLayersText(model); !frozenLine.empty())

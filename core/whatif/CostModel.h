@@ -84,6 +84,10 @@ struct CostModel {
     LayerSource layerSource = LayerSource::Stages;
     LayerCostModel firstStageExtra; // on virtual stage 0
     LayerCostModel lastStageExtra;  // on the last virtual stage
+    // What the extras were taken to be where the trace does not attribute
+    // time to layers (--layers N): one sentence for the user; empty when
+    // nothing was assumed (docs/whatif.md, "Layers from a count").
+    std::string stageExtrasNote;
 
     int64_t p2pBytes = 0;           // activation crossing a boundary, per microbatch
     TimeNs p2pLatencyNs = 0;

@@ -638,6 +638,46 @@ void layersFromTrace(CostModel& c, const std::vector<LayerCost>& traceLayers, co
 
 // Each stage's measured time split over its layers by weight: the options'
 // weights, else the model's layer costs, else equal.
+// Layers from a count alone: the first stage also runs the embedding and the
+// last the output layer and loss, which an even spread would charge to their
+// layers. With three or more virtual stages, a layer costs what it costs on
+// the interior stages (the median of their time per layer, forward plus
+// backward); what the first and last stages take beyond their layers at that
+// cost is their extra, as a weight in layers (0 when they take less). The
+// sentence saying so goes to CostModel::stageExtrasNote.
+void estimateStageExtras(CostModel& c, const Partition& measured, const StageStepTimes& times, int S, double& firstW,
+                         double& lastW)
+{
+    if (S < 3)
+        return;
+    std::vector<double> perLayer;
+    for (int s = 1; s + 1 < S; ++s) {
+        const int n = measured.firstLayer[size_t(s) + 1] - measured.firstLayer[size_t(s)];
+        if (n > 0)
+            perLayer.push_back((times.forward[size_t(s)] + times.backward[size_t(s)]) / n);
+    }
+    if (perLayer.empty())
+        return;
+    std::sort(perLayer.begin(), perLayer.end());
+    const double layer = perLayer.size() % 2 ? perLayer[perLayer.size() / 2]
+                                             : (perLayer[perLayer.size() / 2 - 1] + perLayer[perLayer.size() / 2]) / 2;
+    if (!(layer > 0))
+        return;
+    auto extra = [&](int s) {
+        const int n = measured.firstLayer[size_t(s) + 1] - measured.firstLayer[size_t(s)];
+        const double beyond = (times.forward[size_t(s)] + times.backward[size_t(s)]) / layer - n;
+        return beyond > 0.05 ? beyond : 0.0; // within 5% of a layer: none
+    };
+    firstW = extra(0);
+    lastW = extra(S - 1);
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "no layer ranges: a layer costs the interior stages' median per layer (%s forward + backward); "
+                  "the first stage's extra (embedding) is %.2f layers, the last stage's (output layer and loss) %.2f layers",
+                  formatDuration(static_cast<TimeNs>(std::llround(layer))).c_str(), firstW, lastW);
+    c.stageExtrasNote = buf;
+}
+
 void layersByWeight(CostModel& c, const ModelDescription* model, const FromMeasuredOptions& options,
                     const StageStepTimes& times, int S, double defaultShare)
 {
@@ -662,8 +702,10 @@ void layersByWeight(CostModel& c, const ModelDescription* model, const FromMeasu
         else if (model && l < static_cast<int>(model->layers.size()))
             weight[size_t(l)] = model->layers[size_t(l)].cost;
     }
-    const double firstW = model && model->firstStage && model->firstStageGiven ? model->firstStage->cost : 0.0;
-    const double lastW = model && model->lastStage && model->lastStageGiven ? model->lastStage->cost : 0.0;
+    double firstW = model && model->firstStage && model->firstStageGiven ? model->firstStage->cost : 0.0;
+    double lastW = model && model->lastStage && model->lastStageGiven ? model->lastStage->cost : 0.0;
+    if (!model && options.layerWeights.empty())
+        estimateStageExtras(c, measured, times, S, firstW, lastW);
     c.layers.resize(static_cast<size_t>(L));
     for (int s = 0; s < S; ++s) {
         double total = 0;

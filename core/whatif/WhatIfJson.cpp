@@ -269,6 +269,8 @@ json whatIfDocument(const WhatIfSource& source, const CostModel& model, const st
     doc["predictions"] = std::move(preds);
     doc["search"] = search ? searchToJson(*search) : json(nullptr);
     doc["layer_source"] = std::string(toString(model.layerSource));
+    if (model.layerSource == LayerSource::Count && !model.stageExtrasNote.empty())
+        doc["stage_extras"] = model.stageExtrasNote;
     const std::string notice = noLayersNotice(model);
     doc["notice"] = notice.empty() ? json(nullptr) : json(notice);
     return doc;

@@ -72,6 +72,9 @@ struct MegatronSpec {
     // step's receives are posted without waiting; a step waits for its own
     // receive, and a send is waited for once the next send that way is posted.
     bool overlapP2p = false;
+    // The layer ranges the annotation helper records around each module's
+    // kernels; false: a trace without them (per-layer costs unattributed).
+    bool layerRanges = true;
 };
 
 struct MegatronRun {
@@ -432,7 +435,7 @@ inline MegatronRun megatronTrace(const MegatronSpec& s)
                             const TimeNs launch = k - s.launchNs;
                             tb.kernel(g, 7, in.forward ? "sm90_xmma_gemm_bf16_fprop" : "sm90_xmma_gemm_bf16_dgrad", k, k + len,
                                       launch);
-                            if (in.forward)
+                            if (in.forward && s.layerRanges)
                                 tb.range(g, CpuRangeKind::Nvtx, "pipescope/layer " + module, launch - 100, launch + 1'000);
                             k += len;
                         }

@@ -26,6 +26,8 @@ struct Job {
     int v = 1;
     std::vector<int> chunkLayers;  // empty: even
     bool overlapP2p = false;       // interleaved: Megatron's overlap_p2p_comm (its default there)
+    bool layerRanges = true;       // false: no per-layer ranges in the trace (costs from --layers alone)
+    TimeNs lossNs = 300'000;       // the output layer and loss (a layer's forward is 400 us)
 };
 
 MegatronSpec specFor(const MegatronSpec& base, const Job& j)
@@ -36,15 +38,9 @@ MegatronSpec specFor(const MegatronSpec& base, const Job& j)
     s.zeroBubble = j.schedule == "zb-h1";
     s.overlapP2p = j.overlapP2p;
     s.chunkLayers = j.chunkLayers;
+    s.layerRanges = j.layerRanges;
+    s.lossNs = j.lossNs;
     return s;
-}
-
-CostModel calibrated(const Trace& t, int layers)
-{
-    const AnalysisResult a = analyze(t);
-    CalibrateOptions o;
-    o.measured.layers = layers;
-    return calibrate(t, a, o);
 }
 
 // First layer of each virtual stage after the first.
@@ -55,6 +51,15 @@ std::vector<int> boundariesOf(const std::vector<int>& chunkLayers)
     for (size_t i = 0; i + 1 < chunkLayers.size(); ++i)
         b.push_back(at += chunkLayers[i]);
     return b;
+}
+
+CostModel calibrated(const Trace& t, int layers, const std::vector<int>& measuredBoundaries = {})
+{
+    const AnalysisResult a = analyze(t);
+    CalibrateOptions o;
+    o.measured.layers = layers;
+    o.measured.measuredBoundaries = measuredBoundaries;
+    return calibrate(t, a, o);
 }
 
 } // namespace
@@ -106,6 +111,13 @@ void TestCrossSchedule::predictsTheOtherRun_data()
     const Job uneven2overlap{"interleaved-1f1b", 2, {3, 3, 2, 2, 2, 2, 2, 2}, true};
     QTest::newRow("imbalanced dp2 slow: zb-h1 to interleaved v2 (overlapped)") << 18 << 2 << 5 << unevenZb << uneven2overlap;
     QTest::newRow("imbalanced dp1: gpipe to 1f1b") << 18 << 1 << -1 << unevenGpipe << uneven1f;
+    // No layer ranges, and a head and loss as heavy as 2.25 layers: the first
+    // and last stages' extras estimated from the interior stages' per-layer time.
+    const Job bareHeavy1f{"1f1b", 1, {5, 4, 4, 5}, false, false, 900'000};
+    const Job bareHeavy2{"interleaved-1f1b", 2, {3, 3, 2, 2, 2, 2, 2, 2}, false, false, 900'000};
+    QTest::newRow("no layer ranges, heavy head, dp2: 1f1b to interleaved v2") << 18 << 2 << -1 << bareHeavy1f << bareHeavy2;
+    const Job bareHeavyGpipe{"gpipe", 1, {5, 4, 4, 5}, false, false, 900'000};
+    QTest::newRow("no layer ranges, heavy head: 1f1b to gpipe") << 18 << 1 << -1 << bareHeavy1f << bareHeavyGpipe;
 }
 
 void TestCrossSchedule::predictsTheOtherRun()
@@ -120,9 +132,11 @@ void TestCrossSchedule::predictsTheOtherRun()
     base.dp = dp;
     if (slowRank >= 0)
         base.rankSlowdown[slowRank] = 1.10;
-    const CostModel model = calibrated(megatronTrace(specFor(base, from)).trace, layers);
+    // Without layer ranges the user says where the measured stages split.
+    const CostModel model = calibrated(megatronTrace(specFor(base, from)).trace, layers,
+                                       from.layerRanges ? std::vector<int>{} : boundariesOf(from.chunkLayers));
     const pipescope::test::MegatronRun other = megatronTrace(specFor(base, to));
-    const CostModel truth = calibrated(other.trace, layers);
+    const CostModel truth = calibrated(other.trace, layers, to.layerRanges ? std::vector<int>{} : boundariesOf(to.chunkLayers));
 
     ScenarioChanges ch;
     ch.schedule = to.schedule;
