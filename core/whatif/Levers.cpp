@@ -35,22 +35,29 @@ Levers rankLevers(const CostModel& model, const AnalysisResult& r)
 
     // Where the bubbles come from: the schedule's own fill/drain, or waiting on a stage.
     {
-        TimeNs window = 0, fill = 0, wait = 0;
+        TimeNs window = 0, fill = 0, wait = 0, overhead = 0;
         for (const RankIdle& ri : r.idle)
             if (ri.iteration == r.selectedIteration) {
                 window += ri.windowNs;
                 fill += ri.byCause[static_cast<size_t>(BubbleCause::FillDrain)];
                 wait += ri.byCause[static_cast<size_t>(BubbleCause::WaitNeighbor)];
+                overhead += ri.byCause[static_cast<size_t>(BubbleCause::StepOverhead)];
             }
         if (window > 0) {
             const double fillShare = static_cast<double>(fill) / static_cast<double>(window);
             const double waitShare = static_cast<double>(wait) / static_cast<double>(window);
+            const double overheadShare = static_cast<double>(overhead) / static_cast<double>(window);
             const double ideal = r.imbalance.idealBubbleFraction;
             char buf[256];
             const std::string shape = scheduleName(p.schedule) + " with p=" + std::to_string(p.pp) +
                                       (p.chunks > 1 ? ", v=" + std::to_string(p.chunks) : std::string()) + ", m=" +
                                       std::to_string(p.microbatches);
-            if (waitShare > fillShare && waitShare >= 0.05)
+            if (overheadShare > std::max(waitShare, fillShare) && overheadShare >= 0.05)
+                std::snprintf(buf, sizeof buf,
+                              "bubbles are mostly the steps' own overhead (%.0f%% of rank time: steps that began after their input "
+                              "had arrived), then waiting on a slower stage (%.0f%%) and the schedule's fill/drain (%.0f%%)",
+                              overheadShare * 100.0, waitShare * 100.0, fillShare * 100.0);
+            else if (waitShare > fillShare && waitShare >= 0.05)
                 std::snprintf(buf, sizeof buf, "bubbles are mostly waiting on a slower stage (%.0f%% of rank time), not the schedule's fill/drain (%.0f%%)",
                               waitShare * 100.0, fillShare * 100.0);
             else if (std::abs(fillShare - ideal) <= 0.03)
@@ -152,6 +159,27 @@ Levers rankLevers(const CostModel& model, const AnalysisResult& r)
             const StragglerFix f = priceStraggler(model, r, r.imbalance.stragglers.front().rank);
             add("straggler", "fix the straggler rank " + std::to_string(f.rank) + " (stage " + std::to_string(f.stage) + ")",
                 f.iterationNs);
+        } catch (const Error&) {
+        }
+    }
+    // 6. The per-step overhead the replay models (CostModel::stepGapNs) cut
+    // to a launch gap: CUDA graphs, fewer host synchronisations per step.
+    if (!model.stepGapNs.empty()) {
+        try {
+            CostModel m = model;
+            m.stepGapNs.clear();
+            add("overhead", "cut the per-step overhead (the host gap before each step) to a launch gap", predict(m, base).iterationNs());
+        } catch (const Error&) {
+        }
+    }
+    // 7. Equal work per replica, where the replicas' work differs with their
+    // data: token balancing across data-parallel ranks (as Hydraulis does).
+    if (!model.replicaSizes.empty() && r.imbalance.stragglers.empty()) {
+        try {
+            CostModel m = model;
+            m.replicaSizes.clear();
+            m.replicaPace.clear();
+            add("replicas", "equal work per replica (token balancing across data-parallel ranks)", predict(m, base).iterationNs());
         } catch (const Error&) {
         }
     }

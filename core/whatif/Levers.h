@@ -1,7 +1,8 @@
 #pragma once
 // The changes that would help a measured pipeline most, each priced by the
 // what-if engine (docs/whatif.md, "Levers"): rebalancing the stages, more
-// microbatches, interleaving, fixing a straggler, a zero-bubble schedule.
+// microbatches, interleaving, fixing a straggler, a zero-bubble schedule,
+// cutting the per-step overhead, equal work per data-parallel replica.
 // `analyze`, the report and the app's Summary show the same list, best first.
 #include "analysis/Analysis.h"
 #include "whatif/CostModel.h"
@@ -12,7 +13,7 @@
 namespace pipescope::whatif {
 
 struct Lever {
-    std::string kind;   // rebalance, microbatches, interleave, straggler, schedule
+    std::string kind;   // rebalance, microbatches, interleave, straggler, schedule, overhead, replicas
     std::string change; // what to do, in words ("interleave v=2 (interleaved-1f1b)")
     TimeNs predictedNs = 0;
     // (baseline - predicted) / baseline, the baseline being the replay of the

@@ -9,6 +9,7 @@
 #include "import/megatron/MegatronTiming.h"
 #include "store/Store.h"
 #include "util/Error.h"
+#include "whatif/Levers.h"
 #include "whatif/Replay.h"
 #include "whatif/WhatIf.h"
 
@@ -332,6 +333,11 @@ private slots:
             QVERIFY(measuredOverhead / rankTime > 0.3);
             QVERIFY(replayOverhead > 0.3);
             QVERIFY(measuredFill / rankTime < 0.05);
+            // Cutting that overhead is the lever, priced by the replay.
+            const whatif::Levers levers = whatif::rankLevers(model, r);
+            QVERIFY(!levers.levers.empty());
+            QCOMPARE(levers.levers.front().kind, std::string("overhead"));
+            QVERIFY(levers.levers.front().gain > 0.2);
         }
         // The interleaved run's gaps are launch noise beside its exchanges: not modelled.
         AnalyzeOptions o;

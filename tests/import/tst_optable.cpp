@@ -10,6 +10,7 @@
 #include "import/optable/OpTable.h"
 #include "store/Store.h"
 #include "util/Error.h"
+#include "whatif/Levers.h"
 #include "whatif/WhatIf.h"
 
 #include <QFile>
@@ -289,6 +290,10 @@ private slots:
             QVERIFY(r.imbalance.stragglers.empty());
             QCOMPARE(r.imbalance.movingSlowest.size(), size_t(2));
             QVERIFY(v.kind != VerdictKind::Straggler);
+            // Equal work per replica is the lever the data leaves.
+            const whatif::Levers levers = whatif::rankLevers(model, r);
+            QVERIFY(std::any_of(levers.levers.begin(), levers.levers.end(),
+                                [](const whatif::Lever& l) { return l.kind == "replicas" && l.gain > 0.1; }));
         } else {
             QCOMPARE(std::string(toString(v.kind)), std::string("straggler"));
             QVERIFY(v.headline.starts_with("rank 0 (stage 0, replica 0) is a straggler"));
