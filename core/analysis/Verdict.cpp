@@ -452,6 +452,32 @@ void stragglerHeadline(Verdict& v, const Straggler& s, bool stageStandsOut)
     v.lossNs = s.costNs;
 }
 
+// Per-step overhead that outweighs what the verdict would name: at least
+// kOverheadShare of GPU time idles before steps whose input had arrived
+// (step_overhead), more per rank than the named limiter's loss.
+constexpr double kOverheadShare = 0.2;
+
+bool overheadLeads(const Evidence& e, TimeNs namedLossNs)
+{
+    const TimeNs overhead = e.idle.byCause[ix(BubbleCause::StepOverhead)];
+    return e.idle.windowNs > 0 && share(overhead, e.idle.windowNs) >= kOverheadShare &&
+           overhead / std::max(1, e.idle.ranks) > namedLossNs;
+}
+
+void overheadHeadline(Verdict& v, const Evidence& e, const std::string& instead)
+{
+    const TimeNs overhead = e.idle.byCause[ix(BubbleCause::StepOverhead)];
+    size_t steps = 0;
+    for (const Step& st : e.r.steps)
+        steps += st.iteration == e.r.selectedIteration;
+    v.kind = VerdictKind::HostBound;
+    v.lossNs = overhead / std::max(1, e.idle.ranks);
+    v.headline = "per-step overhead: " + pct0(share(overhead, e.idle.windowNs)) +
+                 " of GPU time idles before steps whose input had already arrived" +
+                 (steps > 0 ? " (" + formatDuration(overhead / static_cast<TimeNs>(steps)) + " per step on average)" : std::string()) +
+                 "; cutting it is worth more than " + instead;
+}
+
 void bubbleHeadline(Verdict& v, const Evidence& e)
 {
     const PipelineStructure& p = e.r.pipeline;
@@ -652,6 +678,12 @@ Verdict verdict(const AnalysisResult& r, const Trace* trace)
     case VerdictKind::PipelineBubbles: bubbleHeadline(v, e); break;
     case VerdictKind::ComputeBound: computeHeadline(v, e); break;
     default: limiterHeadline(v, e, d.limiter); break;
+    }
+    if (!straggler && d.kind != VerdictKind::HostBound && d.kind != VerdictKind::None && overheadLeads(e, v.lossNs)) {
+        const std::string instead = d.kind == VerdictKind::StageImbalance
+                                        ? "balancing the stages (~" + formatDuration(v.lossNs) + " per iteration)"
+                                        : "the " + std::string(toString(d.kind)) + " limiter (~" + formatDuration(v.lossNs) + ")";
+        overheadHeadline(v, e, instead);
     }
     v.facts = supportingFacts(e, trace);
     if (straggler) // the headline says it

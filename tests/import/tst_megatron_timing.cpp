@@ -338,6 +338,10 @@ private slots:
             QVERIFY(!levers.levers.empty());
             QCOMPARE(levers.levers.front().kind, std::string("overhead"));
             QVERIFY(levers.levers.front().gain > 0.2);
+            // And the verdict says so, not "balance the stages".
+            const Verdict v = verdict(r);
+            QCOMPARE(std::string(toString(v.kind)), std::string("host-bound"));
+            QVERIFY2(v.headline.starts_with("per-step overhead: "), v.headline.c_str());
         }
         // The interleaved run's gaps are launch noise beside its exchanges: not modelled.
         AnalyzeOptions o;
