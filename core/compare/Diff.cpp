@@ -170,6 +170,9 @@ std::map<std::pair<int, std::string>, KernelSum> kernelsPerStage(const Trace& t,
     return out;
 }
 
+// A run's layers per stage, or "unknown" where its trace has no layer ranges.
+std::string partitionText(const RunConfig& c) { return c.layersPerStage.empty() ? "unknown" : intList(c.layersPerStage); }
+
 void addDifference(std::vector<Difference>& d, const std::string& field, const std::string& a, const std::string& b)
 {
     if (a != b)
@@ -192,6 +195,8 @@ std::vector<Difference> configDifferences(const RunConfig& a, const RunConfig& b
         addDifference(d, "layers", std::to_string(a.layers), std::to_string(b.layers));
     if (!a.layersPerStage.empty() && !b.layersPerStage.empty())
         addDifference(d, "layers_per_stage", intList(a.layersPerStage), intList(b.layersPerStage));
+    else // a partition the trace does not give is not the other run's: never "the same configuration"
+        d.push_back({"layers_per_stage", partitionText(a), partitionText(b)});
     return d;
 }
 
@@ -244,16 +249,22 @@ std::optional<PredictionCheck> predictionCheck(const RunInput& a, const RunInput
         s.v = 2;
     // B's partition, in A's layers where both have the same ones.
     const bool sameLayers = ca.layers > 0 && ca.layers == cb.layers && a.model->layerSource != whatif::LayerSource::Stages;
+    // Without layer ranges in B's trace (and no boundaries given for it) B's
+    // partition is unknown: the replay assumes one, and says which.
+    const bool bPartitionKnown = !cb.layersPerStage.empty() && b.model && b.model->measuredPartition;
     if (b.model && b.model->measuredPartition && sameLayers &&
         b.model->measuredPartition->stages() == s.pp * s.v)
         s.boundaries = b.model->measuredPartition->boundaries();
     else if (s.pp != base.pp || s.v != base.v)
         s.boundaries.reset(); // re-split evenly
+    if (!bPartitionKnown)
+        check.notModelled.push_back(std::string("B's partition (no layer ranges in its trace; ") +
+                                    (s.boundaries ? "A's assumed)" : "an even split assumed)"));
     if (cb.dp != ca.dp)
         check.notModelled.push_back("data-parallel replicas " + std::to_string(ca.dp) + " -> " + std::to_string(cb.dp));
     if (ca.layers > 0 && cb.layers > 0 && ca.layers != cb.layers)
         check.notModelled.push_back("layers " + std::to_string(ca.layers) + " -> " + std::to_string(cb.layers));
-    if (!sameLayers && !cb.layersPerStage.empty() && ca.layersPerStage != cb.layersPerStage)
+    if (!sameLayers && bPartitionKnown && ca.layersPerStage != cb.layersPerStage)
         check.notModelled.push_back("B's partition (its layers are not A's), replayed with an even split");
 
     addDifference(check.changes, "schedule", std::string(toString(base.schedule)), std::string(toString(s.schedule)));
@@ -263,9 +274,17 @@ std::optional<PredictionCheck> predictionCheck(const RunInput& a, const RunInput
     addDifference(check.changes, "boundaries", base.boundaries ? intList(*base.boundaries) : "even",
                   s.boundaries ? intList(*s.boundaries) : "even");
     if (check.changes.empty()) {
-        whyNot = check.notModelled.empty() ? "run B has run A's configuration: there is nothing to predict"
-                                           : "run B differs from A only in what the what-if engine does not change (" +
-                                                 check.notModelled.front() + ")";
+        if (!bPartitionKnown) {
+            std::string others; // what else differs, that the what-if engine does not change
+            for (size_t i = 1; i < check.notModelled.size(); ++i) // the first is the partition's note
+                others += (others.empty() ? "" : ", ") + check.notModelled[i];
+            whyNot = "run B's partition is unknown (its trace has no layer ranges), and the rest of its configuration is A's" +
+                     (others.empty() ? std::string() : " but for what the what-if engine does not change (" + others + ")") +
+                     ": give B's boundaries (diff --b-measured-boundaries, with --layers) to predict it";
+        } else
+            whyNot = check.notModelled.empty() ? "run B has run A's configuration: there is nothing to predict"
+                                               : "run B differs from A only in what the what-if engine does not change (" +
+                                                     check.notModelled.front() + ")";
         return std::nullopt;
     }
     whatif::ReplayOptions ro;
@@ -324,6 +343,8 @@ PredictionCheck savedCheck(const SavedPrediction& saved, const RunConfig& ca, co
     if (!ca.layersPerStage.empty())
         addDifference(check.changes, "boundaries", intList(boundariesOf(ca.layersPerStage)),
                       saved.boundaries.empty() ? "even" : savedLayers);
+    else if (!saved.boundaries.empty()) // A's own partition is not in its trace
+        check.changes.push_back({"boundaries", "unknown", savedLayers});
     if (saved.recompute != "none")
         check.changes.push_back({"recompute", "none", saved.recompute});
     // What B runs that the saved scenario did not say.
@@ -335,9 +356,11 @@ PredictionCheck savedCheck(const SavedPrediction& saved, const RunConfig& ca, co
     unlike("pp", std::to_string(saved.pp), std::to_string(cb.pp));
     unlike("v", std::to_string(saved.v), std::to_string(cb.v));
     unlike("microbatches", std::to_string(saved.microbatches), std::to_string(cb.microbatches));
-    if (!cb.layersPerStage.empty() && !saved.boundaries.empty()) {
+    if (!cb.layersPerStage.empty() && !saved.boundaries.empty())
         unlike("boundaries", savedLayers, intList(boundariesOf(cb.layersPerStage)));
-    }
+    else if (cb.layersPerStage.empty())
+        check.notModelled.push_back("B's partition is unknown (no layer ranges in its trace): not checked against the "
+                                    "saved scenario's");
     if (cb.dp != ca.dp)
         check.notModelled.push_back("data-parallel replicas " + std::to_string(ca.dp) + " -> " + std::to_string(cb.dp));
     check.predictedNs = saved.predictedNs;

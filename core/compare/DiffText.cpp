@@ -10,6 +10,7 @@ namespace pipescope::compare {
 namespace {
 
 const std::string kNone = "—";
+const std::string kUnknown = "unknown"; // a partition the trace does not give (Difference values too)
 
 std::string dur(const std::optional<TimeNs>& v) { return v ? formatDuration(*v) : kNone; }
 std::string bytes(const std::optional<int64_t>& v) { return v ? formatBytes(*v) : kNone; }
@@ -53,6 +54,8 @@ std::string diffText(const DiffResult& d)
         std::string what;
         for (const Difference& c : p.changes)
             what += (what.empty() ? "" : ", ") + c.field + " " + c.a + " -> " + c.b;
+        if (what.empty()) // a saved scenario that asked for A's own configuration
+            what = "no change from A's configuration as its trace records it";
         if (p.saved)
             os << "  the prediction saved on A" << (p.savedLabel.empty() ? "" : " (\"" + printable(p.savedLabel, 80) + "\")")
                << ": " << what << "\n";
@@ -74,7 +77,7 @@ std::string diffText(const DiffResult& d)
 
     TextTable cfg({"configuration", "A", "B"});
     auto row = [&](const std::string& name, const std::string& a, const std::string& b) {
-        cfg.add({name + (a != b && a != kNone && b != kNone ? " *" : ""), a, b});
+        cfg.add({name + (a != b && a != kNone && b != kNone && a != kUnknown && b != kUnknown ? " *" : ""), a, b});
     };
     row("ranks", std::to_string(d.a.ranks), std::to_string(d.b.ranks));
     if (d.a.pipeline || d.b.pipeline) {
@@ -87,7 +90,7 @@ std::string diffText(const DiffResult& d)
         row("schedule", d.a.pipeline ? scheduleName(d.a.schedule) : kNone, d.b.pipeline ? scheduleName(d.b.schedule) : kNone);
         auto layers = [](const RunConfig& c) {
             if (c.layersPerStage.empty())
-                return c.layers > 0 ? std::to_string(c.layers) : kNone;
+                return c.pipeline ? kUnknown : kNone;
             std::string s;
             for (size_t i = 0; i < c.layersPerStage.size(); ++i)
                 s += (i ? "," : "") + std::to_string(c.layersPerStage[i]);
@@ -95,7 +98,22 @@ std::string diffText(const DiffResult& d)
         };
         row("layers per stage", layers(d.a), layers(d.b));
     }
-    os << cfg.render("") << (d.differences.empty() ? "  (same configuration)\n" : "  (* differs)\n") << "\n";
+    // A partition a trace does not give is unknown, not the other run's: then
+    // the configurations are not said to be the same.
+    bool shown = false; // a difference both traces show
+    for (const Difference& x : d.differences)
+        shown = shown || (x.a != kUnknown && x.b != kUnknown);
+    os << cfg.render("");
+    if (d.differences.empty())
+        os << "  (same configuration)\n";
+    else if (shown)
+        os << "  (* differs)\n";
+    const bool aUnknown = d.a.pipeline && d.a.layersPerStage.empty(), bUnknown = d.b.pipeline && d.b.layersPerStage.empty();
+    if (aUnknown || bUnknown)
+        os << "  (layers per stage unknown: "
+           << (aUnknown && bUnknown ? "neither trace has" : bUnknown ? "B's trace has no" : "A's trace has no")
+           << " layer ranges, so a partition that moved does not show here)\n";
+    os << "\n";
 
     TextTable top({"", ">A", ">B", ">change"});
     top.add({"iteration", dur(d.iterationNs.a), dur(d.iterationNs.b), change(d.iterationNs)});

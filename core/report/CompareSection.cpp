@@ -38,8 +38,8 @@ std::string cellText(const std::string& text, bool num = false)
 
 std::string layersText(const compare::RunConfig& c)
 {
-    if (c.layersPerStage.empty())
-        return c.layers > 0 ? std::to_string(c.layers) : kNone;
+    if (c.layersPerStage.empty()) // no layer ranges in the trace: unknown, not the other run's
+        return c.pipeline ? "unknown" : kNone;
     std::string s;
     for (size_t i = 0; i < c.layersPerStage.size(); ++i)
         s += (i ? "," : "") + std::to_string(c.layersPerStage[i]);
@@ -67,6 +67,8 @@ void compareSection(std::string& out, const compare::DiffResult& d)
         std::string what;
         for (const compare::Difference& c : p.changes)
             what += (what.empty() ? "" : ", ") + c.field + " " + c.a + " → " + c.b;
+        if (what.empty()) // a saved scenario that asked for A's own configuration
+            what = "no change from A's configuration as its trace records it";
         if (p.saved)
             out += "<li>The prediction saved on A" + (p.savedLabel.empty() ? std::string() : " (“" + esc(p.savedLabel) + "”)") +
                    ": " + esc(what) + "</li>";
@@ -89,7 +91,7 @@ void compareSection(std::string& out, const compare::DiffResult& d)
     out += "<div class=\"cols\"><div>\n<table id=\"compare-config\"><thead><tr><th>configuration</th><th>A</th><th>B</th>"
            "</tr></thead><tbody>";
     auto row = [&](const std::string& name, const std::string& a, const std::string& b) {
-        const bool differs = a != b && a != kNone && b != kNone;
+        const bool differs = a != b && a != kNone && b != kNone && a != "unknown" && b != "unknown";
         out += std::string(differs ? "<tr class=\"differs\">" : "<tr>") + cellText(name) + cellText(a, true) +
                cellText(b, true) + "</tr>";
     };

@@ -80,6 +80,7 @@ private slots:
     void oneSlowerGpu();
     void jsonHoldsTheDocumentedFields();
     void savedPredictionIsTheOneChecked();
+    void repartitionedWithoutLayerRanges();
 };
 
 void TestDiff::sameJobDiffersInNothing()
@@ -338,6 +339,84 @@ void TestDiff::savedPredictionIsTheOneChecked()
         named = std::string(e.what()).rfind(junk + ": not a saved prediction", 0) == 0;
     }
     QVERIFY(named);
+}
+
+// Issue 37, defect 3: B re-partitioned 4,5,5,4 against A's 5,4,4,5, neither
+// trace with layer ranges. B's partition is unknown, not A's: the
+// configurations are not said to be the same, and there is no "nothing to
+// predict"; a saved prediction's line names what it asked for.
+void TestDiff::repartitionedWithoutLayerRanges()
+{
+    MegatronSpec sa = base(), sb = base();
+    sa.layers = sb.layers = 18;
+    sa.chunkLayers = {5, 4, 4, 5};
+    sb.chunkLayers = {4, 5, 5, 4};
+    sa.layerRanges = sb.layerRanges = false;
+    const auto a = run(sa), b = run(sb);
+    const DiffResult d = diffRuns(a->input("a"), b->input("b"));
+    QVERIFY(d.a.layersPerStage.empty() && d.b.layersPerStage.empty());
+    QCOMPARE(int(d.differences.size()), 1);
+    QVERIFY(hasDifference(d, "layers_per_stage", "unknown", "unknown"));
+    QCOMPARE(*stage(d, 0).fbNs.a, us(3 * (150 + 5 * 400)));
+    QCOMPARE(*stage(d, 0).fbNs.b, us(3 * (150 + 4 * 400)));
+    QVERIFY(!d.prediction);
+    QCOMPARE(d.predictionWhyNot,
+             std::string("run B's partition is unknown (its trace has no layer ranges), and the rest of its configuration is "
+                         "A's: give B's boundaries (diff --b-measured-boundaries, with --layers) to predict it"));
+    const std::string text = diffText(d);
+    qInfo("%s", text.c_str());
+    const QStringList lines = QString::fromStdString(text).split('\n');
+    QVERIFY(lines.contains("Prediction check: none: " + QString::fromStdString(d.predictionWhyNot)));
+    QVERIFY(text.find("same configuration") == std::string::npos);
+    QVERIFY(text.find("nothing to predict") == std::string::npos);
+    QVERIFY(text.find("(* differs)") == std::string::npos);
+    QVERIFY(lines.contains("  (layers per stage unknown: neither trace has layer ranges, so a partition that moved does "
+                           "not show here)"));
+    QVERIFY(lines.contains("layers per stage  unknown    unknown"));
+
+    // Saved on A: a scenario of A's own configuration, then one that moves layers.
+    SavedPrediction saved;
+    saved.jobName = "a";
+    saved.job = jobIdentity(a->trace, a->analysis);
+    saved.label = "requested";
+    saved.pp = 4;
+    saved.microbatches = 8;
+    saved.predictedNs = *d.iterationNs.a;
+    DiffOptions o;
+    o.saved = &saved;
+    DiffResult ds = diffRuns(a->input("a"), b->input("b"), o);
+    QVERIFY(ds.prediction && ds.prediction->saved);
+    QVERIFY(ds.prediction->changes.empty());
+    QCOMPARE(ds.prediction->notModelled,
+             std::vector<std::string>{"B's partition is unknown (no layer ranges in its trace): not checked against the "
+                                      "saved scenario's"});
+    QStringList savedLines = QString::fromStdString(diffText(ds)).split('\n');
+    QVERIFY2(savedLines.contains("  the prediction saved on A (\"requested\"): no change from A's configuration as its trace "
+                                 "records it"),
+             qPrintable(savedLines.join('\n')));
+    QVERIFY(savedLines.contains("  differs: B's partition is unknown (no layer ranges in its trace): not checked against "
+                                "the saved scenario's"));
+    saved.boundaries = {4, 9, 14};
+    saved.layers = 18;
+    ds = diffRuns(a->input("a"), b->input("b"), o);
+    QCOMPARE(int(ds.prediction->changes.size()), 1);
+    savedLines = QString::fromStdString(diffText(ds)).split('\n');
+    QVERIFY2(savedLines.contains("  the prediction saved on A (\"requested\"): boundaries unknown -> 4,9,14"),
+             qPrintable(savedLines.join('\n')));
+
+    // Given B's partition (and the layer count), B's configuration is predicted.
+    auto model = [](const Run& r, std::vector<int> boundaries) {
+        whatif::CalibrateOptions co;
+        co.measured.layers = 18;
+        co.measured.measuredBoundaries = std::move(boundaries);
+        return whatif::calibrate(r.trace, r.analysis, co);
+    };
+    const whatif::CostModel ma = model(*a, {5, 9, 13}), mb = model(*b, {4, 9, 14});
+    const DiffResult dk = diffRuns({"a", &a->trace, &a->analysis, &ma}, {"b", &b->trace, &b->analysis, &mb});
+    QVERIFY(hasDifference(dk, "layers_per_stage", "5,4,4,5", "4,5,5,4"));
+    QVERIFY2(dk.prediction, dk.predictionWhyNot.c_str());
+    QCOMPARE(*dk.prediction->scenario.boundaries, (std::vector<int>{4, 9, 14}));
+    QVERIFY(dk.prediction->notModelled.empty());
 }
 
 QTEST_GUILESS_MAIN(TestDiff)

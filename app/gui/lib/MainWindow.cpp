@@ -15,6 +15,8 @@
 #include "panels/HtaPanel.h"
 #include "panels/ImbalancePanel.h"
 #include "panels/MicrobatchPanel.h"
+#include "panels/PivotPanel.h"
+#include "panels/QueryPanel.h"
 #include "views/PipelineView.h"
 #include "panels/SummaryPanel.h"
 #include "views/TimelineView.h"
@@ -366,6 +368,12 @@ void MainWindow::buildDocks()
     compare_ = new ComparePanel(this);
     compareDock_ = dock(compare_, QStringLiteral("Compare"), "compare", Qt::BottomDockWidgetArea);
     tabifyDockWidget(diag, compareDock_);
+    // SQL over the job's store and a pivot of its steps (issue 37, item 9).
+    query_ = new QueryPanel(this);
+    QDockWidget* queryDock = dock(query_, QStringLiteral("Query"), "query", Qt::BottomDockWidgetArea);
+    QDockWidget* pivotDock = dock(new PivotPanel(this), QStringLiteral("Pivot"), "pivot", Qt::BottomDockWidgetArea);
+    tabifyDockWidget(compareDock_, queryDock);
+    tabifyDockWidget(queryDock, pivotDock);
     bubbles->raise();
     details_ = new DetailsPanel(this);
     auto* detailsDock = new QDockWidget(QStringLiteral("Details"), this);
@@ -839,6 +847,7 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     showJobOnTimeline(j);
     for (AnalysisPanel* p : panels_)
         p->setResult(j.analysis, j.trace);
+    query_->setStorePath(j.storePath); // another store: the last job's result goes
     if (auto* summary = findChild<SummaryPanel*>()) {
         summary->setLevers(j.levers);
         summary->setJobPart(std::shared_ptr<const JobPart>(shown_.job, &shown_.job->part));

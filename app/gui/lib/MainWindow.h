@@ -34,6 +34,7 @@ class ExportWorker;
 class BubblePanel;
 class DetailsPanel;
 class ComparePanel;
+class QueryPanel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -65,6 +66,7 @@ public:
     // there is none or the file cannot be written.
     bool saveCurrentPrediction(const QString& path);
     ComparePanel* comparePanel() const { return compare_; }
+    QueryPanel* queryPanel() const { return query_; }
     // A file name for an export, from the job's name: "job-report.html" for
     // "report.html" ("report.html" itself without a job).
     QString defaultFileName(const QString& what) const;
@@ -198,6 +200,7 @@ private:
     AppSession* baselineSession_ = nullptr; // loads the baseline of compare mode
     std::shared_ptr<const Job> baseline_;
     ComparePanel* compare_ = nullptr;
+    QueryPanel* query_ = nullptr;
     QDockWidget* compareDock_ = nullptr;
     QAction* stopComparing_ = nullptr;
     QAction* baselineTracks_ = nullptr;

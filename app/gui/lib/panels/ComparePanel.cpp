@@ -58,8 +58,8 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 QString layersText(const compare::RunConfig& c)
 {
-    if (c.layersPerStage.empty())
-        return c.layers > 0 ? QString::number(c.layers) : QStringLiteral("—");
+    if (c.layersPerStage.empty()) // no layer ranges in the trace: unknown, not the other run's (as diff says)
+        return c.pipeline ? QObject::tr("unknown") : QStringLiteral("—");
     QStringList parts;
     for (int n : c.layersPerStage)
         parts << QString::number(n);
@@ -213,7 +213,8 @@ void ComparePanel::setDiff(std::shared_ptr<const compare::DiffResult> diff)
         std::vector<std::vector<M::Cell>> rows;
         auto row = [&](const QString& name, const QString& a, const QString& b) {
             M::Cell n = M::str(name);
-            n.emphasis = a != b && a != QStringLiteral("—") && b != QStringLiteral("—");
+            const QString unknown = QObject::tr("unknown");
+            n.emphasis = a != b && a != QStringLiteral("—") && b != QStringLiteral("—") && a != unknown && b != unknown;
             rows.push_back({n, M::str(a), M::str(b)});
         };
         row(tr("ranks"), QString::number(d.a.ranks), QString::number(d.b.ranks));
