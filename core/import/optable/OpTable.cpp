@@ -383,7 +383,10 @@ struct Layout {
     int pp = 0, dp = 0, tp = 0;
     std::map<int, int> tpOf;                           // rank -> its place among its stage's ranks in its replica
     std::map<std::tuple<int, int, int>, int> rankAt; // (stage, dp, tp) -> rank
-    int worldSize = 0;                                 // highest rank + 1
+    // Ranks 0 .. n - 1 all in the table: n. A table that leaves ranks out
+    // (StragglerAnalysis's SE job lists every second rank of 128) does not
+    // say how many the job had: 0, unknown.
+    int worldSize = 0;
 };
 
 Layout layoutOf(const std::string& path, const Table& t)
@@ -394,8 +397,9 @@ Layout layoutOf(const std::string& path, const Table& t)
         l.pp = std::max(l.pp, place.stage + 1);
         l.dp = std::max(l.dp, place.dp + 1);
         cell[{place.stage, place.dp}].push_back(rank);
-        l.worldSize = rank + 1;
     }
+    if (!t.ranks.empty() && t.ranks.rbegin()->first + 1 == static_cast<int>(t.ranks.size()))
+        l.worldSize = static_cast<int>(t.ranks.size());
     // The highest stage and replica bound the tables below: each must have
     // ranks in every stage and replica under it.
     auto lineOf = [&](auto pick, int value) {
@@ -746,12 +750,14 @@ ImportedSource importOpTable(const std::string& path, StoreWriter& writer, const
     }
     sr.details = details.dump();
     src.sourceId = writer.addSource(sr);
-    src.worldSize = l.worldSize;
+    if (l.worldSize > 0)
+        src.worldSize = l.worldSize;
     for (const auto& [rank, place] : t.ranks) {
         src.ranks.push_back(rank);
         RankInfo ri;
         ri.rank = rank;
-        ri.worldSize = l.worldSize;
+        if (l.worldSize > 0)
+            ri.worldSize = l.worldSize;
         ri.device = rank;
         ri.sourceId = src.sourceId;
         writer.addRank(ri);
