@@ -8,7 +8,12 @@
 // zoom (tiles of the rows on screen). Printed: seconds and bytes moved for
 // each; the same without the link (the server's own time).
 //
-//   bench_serve [RANKS=32] [ITERATIONS=2] [DIR]   (DIR: where the job goes; default /tmp)
+// Both protocols are measured: 2 (hello asks for deflate, the first frame
+// takes the analysis's summary) and 1 (no compression, the whole analysis).
+//
+//   bench_serve [RANKS=32] [ITERATIONS=2] [DIR] [--keep]
+//   (DIR: where the job goes, default /tmp; --keep: leave the job there and
+//   reuse it on the next run instead of writing it again)
 #include "remote/Client.h"
 #include "simulate/KinetoEmitter.h"
 #include "whatif/ModelDescription.h"
@@ -22,6 +27,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -132,7 +138,15 @@ void print(const char* what, const Step& s)
                 double(s.sent + s.received) / 1000.0, (long long)s.sent, (long long)s.received, (long long)s.roundTrips);
 }
 
-void bench(const std::string& job, SlowLink::Options link, const char* title)
+struct Frame {
+    Step first, pan, zoom;
+    bool refused = false; // the analysis was refused (too large for protocol 1)
+};
+
+// The first frame as protocol 2 draws it (hello asking for deflate, index,
+// the analysis's summary, tiles) or as protocol 1 did (no compression, the
+// whole analysis document).
+Frame bench(const std::string& job, SlowLink::Options link, const char* title, bool slim)
 {
     std::printf("%s\n", title);
     Session s = open(job, link);
@@ -141,16 +155,29 @@ void bench(const std::string& job, SlowLink::Options link, const char* title)
     size_t lanes = 0;
     // The whole job at 1,000 px: every lane the limit allows.
     json which = json::array();
-    const Step hello = measure(c, [&] { c.hello(); });
+    Client::HelloOptions ho;
+    ho.compress = slim;
+    if (!slim)
+        ho.versions = {1};
+    json h;
+    const Step hello = measure(c, [&] { h = c.hello(ho); });
     const Step index = measure(c, [&] { ix = c.result(RequestType::Index); });
-    const Step analysis = measure(c, [&] { c.result(RequestType::Analysis); });
+    std::string refused;
+    const Step analysis = measure(c, [&] {
+        try {
+            c.result(RequestType::Analysis, slim ? json{{"parts", "summary"}} : json::object());
+        } catch (const ServerRefused& e) {
+            refused = e.code() + ": " + e.what();
+        }
+    });
     lanes = std::min<size_t>(ix["timeline"]["lanes"].size(), size_t(kMaxTilePixels / 1000));
     for (size_t i = 0; i < lanes; ++i)
         which.push_back(i);
     const Step tiles = measure(c, [&] {
         c.result(RequestType::Tiles, {{"from_ns", ix["timeline"]["start_ns"]}, {"to_ns", ix["timeline"]["end_ns"]}, {"width_px", 1000}, {"lanes", which}});
     });
-    Step first;
+    Frame f;
+    Step& first = f.first;
     for (const Step* x : {&hello, &index, &analysis, &tiles}) {
         first.seconds += x->seconds;
         first.sent += x->sent;
@@ -159,28 +186,46 @@ void bench(const std::string& job, SlowLink::Options link, const char* title)
     }
     print("  hello (the job loaded and analysed)", hello);
     print("  index", index);
-    print("  analysis", analysis);
+    print(slim ? "  analysis, summary" : "  analysis, whole document", analysis);
+    if (!refused.empty())
+        std::printf("    (refused, %s)\n", refused.c_str());
+    f.refused = !refused.empty();
     print("  tiles, whole job at 1,000 px", tiles);
     print("first frame (hello, index, analysis, tiles)", first);
-    std::printf("    (%zu lanes of %zu drawn, %zu ranks loaded of %zu)\n", lanes, ix["timeline"]["lanes"].size(), ix["loaded_ranks"].size(),
-                ix["ranks"].size());
+    std::printf("    (%zu lanes of %zu drawn, %zu ranks loaded of %zu; %.1f KB of JSON inflated from %.1f KB)\n", lanes,
+                ix["timeline"]["lanes"].size(), ix["loaded_ranks"].size(), ix["ranks"].size(), double(c.payloadBytesReceived()) / 1000.0,
+                double(c.bytesReceived()) / 1000.0);
     // The rows on screen: 48 of them, 1,600 px wide.
     json screen = json::array();
     for (size_t i = 0; i < std::min<size_t>(48, ix["timeline"]["lanes"].size()); ++i)
         screen.push_back(i);
     const int64_t from = ix["iterations"].back()["start_ns"].get<int64_t>();
     const int64_t to = ix["iterations"].back()["end_ns"].get<int64_t>();
-    const Step pan = measure(c, [&] {
+    f.pan = measure(c, [&] {
         c.result(RequestType::Tiles, {{"from_ns", from + (to - from) / 10}, {"to_ns", to + (to - from) / 10}, {"width_px", 1600}, {"lanes", screen}});
     });
-    print("pan (tiles of 48 rows, 1,600 px)", pan);
-    const Step zoom = measure(c, [&] {
+    print("pan (tiles of 48 rows, 1,600 px)", f.pan);
+    f.zoom = measure(c, [&] {
         c.result(RequestType::Tiles, {{"from_ns", from + (to - from) / 2}, {"to_ns", from + (to - from) / 2 + (to - from) / 50}, {"width_px", 1600}, {"lanes", screen}});
     });
-    print("zoom x50 (tiles of 48 rows, 1,600 px)", zoom);
+    print("zoom x50 (tiles of 48 rows, 1,600 px)", f.zoom);
+    if (slim) {
+        // What the summary leaves out, on demand: one pipeline's four ranks
+        // over a tenth of the iteration.
+        const json& it = ix["iterations"][h["job"]["selected_iteration"].get<size_t>()];
+        const int64_t a = it["start_ns"].get<int64_t>(), b = it["end_ns"].get<int64_t>();
+        json got;
+        const Step steps = measure(c, [&] {
+            got = c.result(RequestType::Steps, {{"rank_range", {0, 3}}, {"from_ns", a}, {"to_ns", a + (b - a) / 10}});
+        });
+        std::printf("    (%zu steps, %zu bubbles, %zu critical path segments)\n", got["steps"].size(), got["bubbles"].size(),
+                    got["critical_path"].size());
+        print("steps, ranks 0-3, a tenth of the iteration", steps);
+    }
     const Step model = measure(c, [&] { c.result(RequestType::CostModel); });
     print("cost model (for the what-if drag)", model);
     close(s);
+    return f;
 }
 
 } // namespace
@@ -188,29 +233,54 @@ void bench(const std::string& job, SlowLink::Options link, const char* title)
 int main(int argc, char** argv)
 {
     std::signal(SIGPIPE, SIG_IGN);
-    const int ranks = argc > 1 ? std::atoi(argv[1]) : 32;
-    const int iterations = argc > 2 ? std::atoi(argv[2]) : 2;
-    const fs::path base = (argc > 3 ? fs::path(argv[3]) : fs::temp_directory_path()) / ("bench-serve-" + std::to_string(ranks));
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    std::vector<std::string> args;
+    bool keep = false;
+    for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "--keep")
+            keep = true;
+        else
+            args.push_back(argv[i]);
+    const int ranks = args.size() > 0 ? std::atoi(args[0].c_str()) : 32;
+    const int iterations = args.size() > 1 ? std::atoi(args[1].c_str()) : 2;
+    const fs::path base = (args.size() > 2 ? fs::path(args[2]) : fs::temp_directory_path()) /
+                          ("bench-serve-" + std::to_string(ranks) + "x" + std::to_string(iterations));
     if (ranks < 4 || ranks % 4 != 0) {
         std::fprintf(stderr, "bench_serve: RANKS must be a multiple of 4\n");
         return 2;
     }
-    std::error_code ec;
-    fs::remove_all(base, ec);
-    fs::create_directories(base / "traces");
-    const auto t0 = Clock::now();
-    writeTraces(base / "traces", ranks, iterations);
     const std::string job = (base / "job").string();
-    if (!run({PIPESCOPE_CLI, "import", (base / "traces").string(), "--shards", "2", "-q", "-o", job})) {
-        std::fprintf(stderr, "bench_serve: the import failed\n");
-        return 1;
+    std::error_code ec;
+    // --keep: the job stays for the next run, which reads it again.
+    if (keep && fs::exists(base / "job" / "job.json")) {
+        std::printf("%d ranks, %d iterations: the job kept in %s\n", ranks, iterations, job.c_str());
+    } else {
+        fs::remove_all(base, ec);
+        fs::create_directories(base / "traces");
+        auto t0 = Clock::now();
+        writeTraces(base / "traces", ranks, iterations);
+        const double written = since(t0);
+        t0 = Clock::now();
+        if (!run({PIPESCOPE_CLI, "import", (base / "traces").string(), "--shards", "2", "-q", "-o", job})) {
+            std::fprintf(stderr, "bench_serve: the import failed\n");
+            return 1;
+        }
+        std::printf("%d ranks, %d iterations: written in %.1f s, imported as 2 shards in %.1f s\n", ranks, iterations, written, since(t0));
     }
-    std::printf("%d ranks, %d iterations: written and imported as 2 shards in %.1f s\n", ranks, iterations, since(t0));
     SlowLink::Options slow;
     slow.latency = std::chrono::milliseconds(50);
     slow.bytesPerSecond = 20e6;
-    bench(job, slow, "through a link of 50 ms each way and 20 MB/s:");
-    bench(job, SlowLink::Options{std::chrono::microseconds(0), 0}, "through a plain pipe (the server's own time):");
-    fs::remove_all(base, ec);
+    const SlowLink::Options plain{std::chrono::microseconds(0), 0};
+    const Frame two = bench(job, slow, "protocol 2 (deflate, the analysis's summary), through a link of 50 ms each way and 20 MB/s:", true);
+    const Frame twoPlain = bench(job, plain, "protocol 2, through a plain pipe (the server's own time):", true);
+    const Frame one = bench(job, slow, "protocol 1 (no compression, the whole analysis), through the same link:", false);
+    const Frame onePlain = bench(job, plain, "protocol 1, through a plain pipe:", false);
+    std::printf("\n| ranks | protocol | first frame, link | first frame, plain | moved | pan | zoom |\n");
+    for (const auto& [name, link, pipe] : {std::tuple{"2", &two, &twoPlain}, std::tuple{"1", &one, &onePlain}})
+        std::printf("| %d | %s | %.2f s | %.2f s | %.2f MB | %.2f s | %.2f s |%s\n", ranks, name, link->first.seconds, pipe->first.seconds,
+                    double(link->first.sent + link->first.received) / 1e6, link->pan.seconds, link->zoom.seconds,
+                    link->refused ? " (the analysis refused: too large)" : "");
+    if (!keep)
+        fs::remove_all(base, ec);
     return 0;
 }

@@ -160,6 +160,12 @@ struct RankIdle {
     TimeNs busyNs = 0;    // union of compute kernels inside it
     TimeNs idleNs = 0;    // windowNs - busyNs
     std::array<TimeNs, kBubbleCauses> byCause{}; // sums exactly to idleNs
+    // Waiting for inputs beyond the schedule's own share, by the virtual
+    // stage that held them up: following each late input back through the
+    // steps that only waited for theirs, to the first one whose rank was
+    // busy (the slower stage or chunk). Virtual stage order; pipeline ranks
+    // whose steps are labelled only.
+    std::vector<std::pair<int, TimeNs>> waitedOn;
 };
 
 // ---- imbalance -------------------------------------------------------------

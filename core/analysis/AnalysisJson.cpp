@@ -118,6 +118,12 @@ json idleJson(const AnalysisResult& r)
                            {"busy_ns", ri.busyNs}, {"idle_ns", ri.idleNs},
                            {"idle_fraction", ri.windowNs > 0 ? round4(static_cast<double>(ri.idleNs) / static_cast<double>(ri.windowNs)) : 0.0},
                            {"by_cause", causes(ri.byCause)}});
+        if (!ri.waitedOn.empty()) {
+            json w = json::array();
+            for (const auto& [vs, ns] : ri.waitedOn)
+                w.push_back({{"virtual_stage", vs}, {"ns", ns}});
+            perRank.back()["waited_on"] = std::move(w);
+        }
         if (ri.iteration == r.selectedIteration) {
             for (int c = 0; c < kBubbleCauses; ++c)
                 total[static_cast<size_t>(c)] += ri.byCause[static_cast<size_t>(c)];

@@ -277,6 +277,7 @@ struct RankShare {
     // receive's wait past its input's arrival the step's overhead; below it
     // such waits are an exchange's partner or noise.
     bool overheadShown = false;
+    std::map<int, TimeNs> waitedOn; // RankIdle::waitedOn
     TimeNs lastEnd = std::numeric_limits<TimeNs>::min();
     TimeNs trailing = 0;         // the schedule's idle after the last step, while not used
     bool known = false;          // budgets from the replay; false: the region rule
@@ -323,6 +324,57 @@ void markOverhead(std::map<std::pair<int, int>, RankShare>& shares, int iteratio
     const bool shown = last > first && worst >= 0.05 * static_cast<double>(last - first);
     for (int rank : ranks)
         shares[{iteration, rank}].overheadShown = shown;
+}
+
+// RankShare::waitedOn for one replica's ranks in an iteration (their
+// budgets known): each step's wait for its input beyond the schedule's own
+// share goes to the virtual stage that held the input up. The chain is
+// followed back through producers that themselves only waited for their
+// input (their rank was free before it came) to the first that was busy.
+void traceWaits(std::map<std::pair<int, int>, RankShare>& shares, int iteration,
+                const std::map<int, std::vector<const Step*>>& byRank, const std::vector<std::vector<Action>>& order)
+{
+    // (forward?, virtual stage, microbatch) -> (rank, index in its order)
+    std::map<std::tuple<int, int, int>, std::pair<int, size_t>> at;
+    size_t r = 0;
+    for (const auto& entry : byRank) {
+        for (size_t i = 0; i < order[r].size(); ++i)
+            if (order[r][i].kind != StepKind::W)
+                at[{order[r][i].kind == StepKind::F ? 1 : 0, order[r][i].stage, order[r][i].microbatch}] = {entry.first, i};
+        ++r;
+    }
+    r = 0;
+    for (const auto& entry : byRank) {
+        RankShare& sh = shares[{iteration, entry.first}];
+        for (size_t i = 1; i < order[r].size() && i < sh.starts.size() && i < sh.inputReady.size(); ++i) {
+            const Action& a = order[r][i];
+            if (a.kind == StepKind::W || sh.inputReady[i] < 0)
+                continue;
+            const TimeNs own = i < sh.budget.size() ? sh.budget[i] : 0;
+            const TimeNs waited = std::min(sh.starts[i], sh.inputReady[i]) - sh.ends[i - 1] - own;
+            if (waited <= 0)
+                continue;
+            // Back along the chain while each producer only waited for its own input.
+            Action cur = a;
+            int root = -1;
+            for (size_t hops = 0; hops <= at.size(); ++hops) {
+                const bool forward = cur.kind == StepKind::F;
+                auto p = at.find({forward ? 1 : 0, cur.stage + (forward ? -1 : 1), cur.microbatch});
+                if (p == at.end())
+                    break;
+                cur = Action{forward ? StepKind::F : StepKind::B, cur.stage + (forward ? -1 : 1), cur.microbatch};
+                root = cur.stage;
+                const auto [prank, pi] = p->second;
+                const RankShare& ps = shares[{iteration, prank}];
+                const bool producerWaited = pi > 0 && pi < ps.inputReady.size() && ps.inputReady[pi] > ps.ends[pi - 1];
+                if (!producerWaited)
+                    break;
+            }
+            if (root >= 0)
+                sh.waitedOn[root] += waited;
+        }
+        ++r;
+    }
 }
 
 // Per (iteration, rank) of the pipeline.
@@ -393,6 +445,7 @@ std::map<std::pair<int, int>, RankShare> scheduleShares(const PipelineStructure&
             sh.trailing = replay.idleAfter[i];
             sh.known = true;
         }
+        traceWaits(shares, key.first, byRank, order);
     }
     return shares;
 }
@@ -697,6 +750,7 @@ void findBubbles(Context& ctx, AnalysisResult& out, const std::vector<Step>& ste
                     share = &sit->second;
             const bool wantBubbles = ctx.options.allIterations || it.index == out.selectedIteration;
             IdleParts parts = gaps.explainWindow(it, *share, wantBubbles ? &bubbles : nullptr);
+            parts.idle.waitedOn.assign(share->waitedOn.begin(), share->waitedOn.end());
             out.idle.push_back(parts.idle);
             if (gaps.inPipeline())
                 keepLeastFillable(fillable, parts);

@@ -638,6 +638,49 @@ void inputFacts(std::vector<std::string>& f, const AnalysisResult& r, const Trac
         f.push_back("the import reported " + std::to_string(problems) + " problem records (see the diagnostics)");
 }
 
+// Whom the ranks wait on (RankIdle::waitedOn): the virtual stage most
+// waiting leads back to, when it holds at least 2% of GPU time.
+void waitedOnFact(std::vector<std::string>& f, const Evidence& e)
+{
+    const PipelineStructure& p = e.r.pipeline;
+    std::map<int, TimeNs> total;
+    for (const RankIdle& ri : e.r.idle)
+        if (ri.iteration == e.r.selectedIteration)
+            for (const auto& [vs, ns] : ri.waitedOn)
+                total[vs] += ns;
+    if (total.empty() || p.pp <= 0)
+        return;
+    const auto top = std::max_element(total.begin(), total.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (share(top->second, e.idle.windowNs) < 0.02)
+        return;
+    const int vs = top->first, S = p.pp * std::max(1, p.chunks);
+    const bool v = p.schedule && isVShaped(*p.schedule);
+    const int stage = v ? (vs < p.pp ? vs : 2 * p.pp - 1 - vs) : vs % p.pp;
+    const int chunk = v ? (vs < p.pp ? 0 : 1) : vs / p.pp;
+    TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = 0;
+    std::string ranks;
+    int count = 0;
+    for (const RankIdle& ri : e.r.idle)
+        if (ri.iteration == e.r.selectedIteration)
+            for (const auto& [w, ns] : ri.waitedOn)
+                if (w == vs && ns > 0) {
+                    lo = std::min(lo, ns);
+                    hi = std::max(hi, ns);
+                    if (++count <= 6)
+                        ranks += (ranks.empty() ? "" : ", ") + std::to_string(ri.rank);
+                }
+    if (count > 6)
+        ranks += ", ... (" + std::to_string(count) + " ranks)";
+    std::string where = "stage " + std::to_string(stage);
+    if (p.chunks > 1)
+        where = "virtual stage " + std::to_string(vs) + ", stage " + std::to_string(stage) + " chunk " + std::to_string(chunk);
+    if (vs == S - 1)
+        where += ", the last";
+    f.push_back("waiting on a neighbour leads back to " + where + ": " + formatDuration(lo) +
+                (hi > lo ? " to " + formatDuration(hi) : std::string()) + " per iteration on rank" +
+                (ranks.find(',') != std::string::npos ? "s " : " ") + ranks);
+}
+
 std::vector<std::string> supportingFacts(const Evidence& e, const Trace* trace)
 {
     const Iteration& it = e.r.iterations[static_cast<size_t>(e.r.selectedIteration)];
@@ -647,6 +690,7 @@ std::vector<std::string> supportingFacts(const Evidence& e, const Trace* trace)
     f.push_back(basisFact(e.basis));
     f.push_back(idleFact(e.idle, e.idleFrac));
     pipelineFacts(f, e);
+    waitedOnFact(f, e);
     allToAllFact(f, e.r);
     inputFacts(f, e.r, trace);
     return f;

@@ -40,8 +40,10 @@ std::string Client::readPayload()
 {
     std::vector<char> buf(256 * 1024);
     for (;;) {
-        if (auto p = reader_.next())
+        if (auto p = reader_.next()) {
+            payloadBytesReceived_ += static_cast<int64_t>(p->size());
             return *p;
+        }
         const ssize_t n = ::read(readFd_, buf.data(), buf.size());
         if (n < 0) {
             if (errno == EINTR)
@@ -66,7 +68,7 @@ Response Client::call(RequestType type, const json& params)
     if (payload.size() > kMaxRequestBytes)
         throw Error("a request of " + std::to_string(payload.size()) + " bytes, over the protocol's limit of " + std::to_string(kMaxRequestBytes));
     const auto t0 = Clock::now();
-    const std::string framed = frame(payload);
+    const std::string framed = compressing_ && compressRequests_ ? frameDeflated(payload) : frame(payload);
     writeAll(writeFd_, framed);
     bytesSent_ += static_cast<int64_t>(framed.size());
     Response r = parseResponse(readPayload());
@@ -87,12 +89,20 @@ json Client::result(RequestType type, const json& params)
     return std::move(r.result);
 }
 
-json Client::hello()
+json Client::hello(const HelloOptions& options)
 {
     json versions = json::array();
     for (int v = kOldestProtocolVersion; v <= kProtocolVersion; ++v)
         versions.push_back(v);
-    return result(RequestType::Hello, {{"versions", versions}, {"client", "pipescope"}});
+    if (!options.versions.empty())
+        versions = options.versions;
+    json params{{"versions", versions}, {"client", "pipescope"}};
+    if (options.compress)
+        params["compression"] = json::array({kDeflate});
+    json h = result(RequestType::Hello, params);
+    compressing_ = h.contains("compression") && h["compression"] == kDeflate;
+    reader_.allowCompressed(compressing_);
+    return h;
 }
 
 // ---- child process ---------------------------------------------------------

@@ -37,11 +37,26 @@ public:
     Response call(RequestType type, const nlohmann::json& params = nlohmann::json::object());
     // The same, returning the result; throws ServerRefused for an error response.
     nlohmann::json result(RequestType type, const nlohmann::json& params = nlohmann::json::object());
-    // hello with this build's versions; returns its result.
-    nlohmann::json hello();
+    struct HelloOptions {
+        // Ask for deflate (protocol 2): the server's larger responses then
+        // come compressed, and are inflated here within the same bounds.
+        bool compress = true;
+        // The versions offered (empty: every version this build speaks).
+        std::vector<int> versions;
+    };
+    // hello; returns its result. After it, compressing() says whether the
+    // session agreed on compression.
+    nlohmann::json hello(const HelloOptions& options);
+    nlohmann::json hello() { return hello(HelloOptions{}); }
+    bool compressing() const { return compressing_; }
+    // Send requests compressed too (once the session agreed on it); they are
+    // small, so this is off unless asked for.
+    void compressRequests(bool on) { compressRequests_ = on; }
 
+    // Bytes on the wire (compressed, where they were), and the responses' JSON inflated.
     int64_t bytesSent() const { return bytesSent_; }
     int64_t bytesReceived() const { return bytesReceived_; }
+    int64_t payloadBytesReceived() const { return payloadBytesReceived_; }
     int64_t roundTrips() const { return roundTrips_; }
     double lastRoundTripSeconds() const { return lastSeconds_; }
 
@@ -50,7 +65,8 @@ private:
     int readFd_, writeFd_;
     FrameReader reader_;
     int64_t nextId_ = 1;
-    int64_t bytesSent_ = 0, bytesReceived_ = 0, roundTrips_ = 0;
+    int64_t bytesSent_ = 0, bytesReceived_ = 0, roundTrips_ = 0, payloadBytesReceived_ = 0;
+    bool compressing_ = false, compressRequests_ = false;
     double lastSeconds_ = 0;
 };
 

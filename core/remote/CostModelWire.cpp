@@ -260,6 +260,7 @@ json costModelToWire(const CostModel& m)
         {"layer_source", static_cast<int>(m.layerSource)},
         {"first_stage_extra", layerWire(m.firstStageExtra)},
         {"last_stage_extra", layerWire(m.lastStageExtra)},
+        {"stage_extras_note", m.stageExtrasNote},
         {"p2p_bytes", m.p2pBytes},
         {"p2p_latency_ns", m.p2pLatencyNs},
         {"p2p_bytes_per_ns", num(m.p2pBytesPerNs)},
@@ -323,6 +324,8 @@ CostModel costModelFromWire(const json& w)
     m.layerSource = static_cast<LayerSource>(toInt(at(w, p, "layer_source"), "layer_source", 0, static_cast<int>(LayerSource::Trace)));
     m.firstStageExtra = layerFrom(at(w, p, "first_stage_extra"), "first_stage_extra");
     m.lastStageExtra = layerFrom(at(w, p, "last_stage_extra"), "last_stage_extra");
+    if (auto note = w.find("stage_extras_note"); note != w.end())
+        m.stageExtrasNote = toStr(*note, "stage_extras_note");
     m.p2pBytes = toInt(at(w, p, "p2p_bytes"), "p2p_bytes");
     m.p2pLatencyNs = toInt(at(w, p, "p2p_latency_ns"), "p2p_latency_ns");
     m.p2pBytesPerNs = toDouble(at(w, p, "p2p_bytes_per_ns"), "p2p_bytes_per_ns");

@@ -4,7 +4,10 @@
 #include "util/Format.h"
 #include "util/JsonText.h"
 
+#include <zlib.h>
+
 #include <array>
+#include <climits>
 #include <cstring>
 #include <limits>
 
@@ -14,7 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::array<std::string_view, 8> kTypeNames{"hello", "index", "analysis", "tiles", "details", "search", "costmodel", "diff"};
+constexpr std::array<std::string_view, 9> kTypeNames{"hello", "index", "analysis", "tiles", "details", "search", "costmodel", "diff", "steps"};
 
 // JSON's integers that every client reads exactly (2^53).
 constexpr int64_t kMaxId = int64_t(1) << 53;
@@ -44,6 +47,7 @@ size_t responseLimit(RequestType type)
     case RequestType::Search: return size_t(1) << 20;
     case RequestType::CostModel: return size_t(8) << 20;
     case RequestType::Diff: return size_t(16) << 20;
+    case RequestType::Steps: return size_t(16) << 20;
     }
     return 64 * 1024;
 }
@@ -54,6 +58,80 @@ std::string frame(std::string_view payload)
     out.reserve(payload.size() + kMaxHeaderBytes);
     out.append(kMagic).append(" ").append(std::to_string(payload.size())).append("\n");
     out.append(payload);
+    return out;
+}
+
+std::string frameDeflated(std::string_view payload, int level)
+{
+    const std::string z = deflateBytes(payload, level);
+    std::string out;
+    out.reserve(z.size() + kMaxHeaderBytes);
+    out.append(kMagic).append(" ").append(std::to_string(z.size())).append(" z\n");
+    out.append(z);
+    return out;
+}
+
+size_t deflatedBound(size_t n) { return static_cast<size_t>(::compressBound(static_cast<uLong>(n))); }
+
+std::string deflateBytes(std::string_view bytes, int level)
+{
+    std::string out(deflatedBound(bytes.size()), '\0');
+    uLongf size = static_cast<uLongf>(out.size());
+    const int rc = ::compress2(reinterpret_cast<Bytef*>(out.data()), &size, reinterpret_cast<const Bytef*>(bytes.data()),
+                               static_cast<uLong>(bytes.size()), std::clamp(level, 1, 9));
+    if (rc != Z_OK)
+        throw Error("cannot compress a message (zlib error " + std::to_string(rc) + ")");
+    out.resize(static_cast<size_t>(size));
+    return out;
+}
+
+std::string inflateBounded(std::string_view compressed, size_t maxBytes)
+{
+    if (compressed.size() > UINT_MAX)
+        bad("a compressed message of " + std::to_string(compressed.size()) + " bytes, too long to inflate");
+    z_stream zs{};
+    if (::inflateInit(&zs) != Z_OK)
+        throw Error("cannot start zlib to inflate a message");
+    struct End {
+        z_stream* z;
+        ~End() { ::inflateEnd(z); }
+    } end{&zs};
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+    zs.avail_in = static_cast<uInt>(compressed.size());
+    // Room for one byte past the limit: reaching it is the proof of a bomb,
+    // and nothing after it is inflated.
+    const size_t cap = maxBytes + 1;
+    std::string out;
+    size_t produced = 0;
+    auto bomb = [&] {
+        bad("a compressed message of " + std::to_string(compressed.size()) + " bytes that inflates past the limit of " +
+            std::to_string(maxBytes) + " bytes (inflating stopped there)");
+    };
+    for (;;) {
+        if (produced == out.size()) {
+            if (out.size() >= cap)
+                bomb();
+            out.resize(std::min(cap, std::max<size_t>(out.size() * 2, std::min<size_t>(cap, 64 * 1024))));
+        }
+        zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
+        zs.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - produced, UINT_MAX));
+        const int rc = ::inflate(&zs, Z_NO_FLUSH);
+        produced = static_cast<size_t>(zs.next_out - reinterpret_cast<Bytef*>(out.data()));
+        if (produced > maxBytes)
+            bomb();
+        if (rc == Z_STREAM_END) {
+            if (zs.avail_in != 0)
+                bad("a compressed message with " + std::to_string(zs.avail_in) + " bytes after its zlib stream");
+            break;
+        }
+        if (rc == Z_NEED_DICT || rc == Z_DATA_ERROR)
+            bad("a compressed message that is not a zlib stream (" + printable(zs.msg ? zs.msg : "bad data", 80) + ")");
+        if (rc == Z_MEM_ERROR)
+            throw Error("out of memory inflating a message");
+        if (rc == Z_BUF_ERROR || (rc == Z_OK && zs.avail_in == 0 && zs.avail_out != 0))
+            bad("a compressed message whose zlib stream is cut short");
+    }
+    out.resize(produced);
     return out;
 }
 
@@ -82,18 +160,30 @@ void FrameReader::parseHeader()
     }
     if (lf + 1 > kMaxHeaderBytes)
         bad("a message header longer than " + std::to_string(kMaxHeaderBytes) + " bytes (expected 'PSR1 <length>')");
-    const std::string_view digits = std::string_view(buffer_).substr(kMagic.size() + 1, lf - kMagic.size() - 1);
-    if (digits.empty() || digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string_view::npos ||
-        (digits.size() > 1 && digits[0] == '0'))
+    std::string_view digits = std::string_view(buffer_).substr(kMagic.size() + 1, lf - kMagic.size() - 1);
+    const bool z = digits.size() >= 2 && digits.substr(digits.size() - 2) == " z";
+    if (z)
+        digits.remove_suffix(2);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos || (digits.size() > 1 && digits[0] == '0'))
         bad("a message length that is not a decimal number ('" + printable(digits, 32) + "')");
+    if (digits.size() > 10)
+        bad("a message length of more than 10 digits ('" + printable(digits, 32) + "')");
+    if (z && !compressedAllowed_)
+        bad("a compressed message ('PSR1 <length> z') in a session that did not agree on compression in hello");
     uint64_t n = 0;
     for (char c : digits)
         n = n * 10 + uint64_t(c - '0');
-    if (n > max_)
-        bad("a message of " + std::to_string(n) + " bytes, over the limit of " + std::to_string(max_) + " bytes");
+    // A compressed message's bytes are bounded by the most that max_ bytes
+    // can deflate to; what it inflates to is bounded by max_ (next()).
+    const size_t limit = z ? deflatedBound(max_) : max_;
+    if (n > limit)
+        bad(std::string(z ? "a compressed message of " : "a message of ") + std::to_string(n) + " bytes, over the limit of " +
+            std::to_string(limit) + " bytes");
     if (n < 2)
         bad("an empty message (a message is one JSON object)");
     length_ = static_cast<size_t>(n);
+    compressed_ = z;
+    headerBytes_ = lf + 1;
     buffer_.erase(0, lf + 1);
 }
 
@@ -105,7 +195,12 @@ std::optional<std::string> FrameReader::next()
         return std::nullopt;
     std::string payload = buffer_.substr(0, *length_);
     buffer_.erase(0, *length_);
+    lastWireBytes_ = headerBytes_ + *length_;
+    lastCompressed_ = compressed_;
     length_.reset();
+    compressed_ = false;
+    if (lastCompressed_)
+        payload = inflateBounded(payload, max_);
     // The next header is read on the next call: a message is answered
     // before a bad one after it ends the session.
     return payload;
@@ -203,20 +298,63 @@ void validate(RequestType t, const json& p)
     constexpr int64_t kTime = std::numeric_limits<int64_t>::max() / 4; // any trace time, with room to subtract
     switch (t) {
     case RequestType::Hello:
-        onlyKeys(p, t, {{"versions", true}, {"client", false}});
+        onlyKeys(p, t, {{"versions", true}, {"client", false}, {"compression", false}});
         integerList(p["versions"], t, "versions", 1, 16, 1, 1'000'000);
         if (p.contains("client"))
             stringOf(p["client"], t, "client", 0, 256);
+        if (p.contains("compression")) {
+            const json& c = p["compression"];
+            if (!c.is_array() || c.size() > 8)
+                bad(field(t, "compression") + " is not a list of at most 8 names");
+            for (const json& name : c)
+                stringOf(name, t, "compression", 1, 32);
+        }
         break;
     case RequestType::Index:
     case RequestType::CostModel:
         onlyKeys(p, t, {});
         break;
     case RequestType::Analysis:
-        onlyKeys(p, t, {{"iteration", false}});
+        onlyKeys(p, t, {{"iteration", false}, {"parts", false}});
         if (p.contains("iteration"))
             integerIn(p["iteration"], t, "iteration", 0, 1'000'000);
+        if (p.contains("parts") && p["parts"] != "summary" && p["parts"] != "full")
+            bad(field(t, "parts") + " is not \"summary\" or \"full\"");
         break;
+    case RequestType::Steps: {
+        onlyKeys(p, t, {{"iteration", false}, {"ranks", false}, {"rank_range", false}, {"from_ns", false}, {"to_ns", false},
+                        {"parts", false}, {"limit", false}});
+        if (p.contains("iteration"))
+            integerIn(p["iteration"], t, "iteration", 0, 1'000'000);
+        if (p.contains("ranks") && p.contains("rank_range"))
+            bad("a steps request with both 'ranks' and 'rank_range' (one or the other)");
+        if (p.contains("ranks"))
+            integerList(p["ranks"], t, "ranks", 1, 65'536, 0, std::numeric_limits<int32_t>::max());
+        if (p.contains("rank_range")) {
+            integerList(p["rank_range"], t, "rank_range", 2, 2, 0, std::numeric_limits<int32_t>::max());
+            if (p["rank_range"][0].get<int64_t>() > p["rank_range"][1].get<int64_t>())
+                bad("a steps request whose rank_range ends before it starts");
+        }
+        if (p.contains("from_ns") != p.contains("to_ns"))
+            bad("a steps request with one of 'from_ns' and 'to_ns' (both or neither)");
+        if (p.contains("from_ns")) {
+            const int64_t from = integerIn(p["from_ns"], t, "from_ns", -kTime, kTime);
+            const int64_t to = integerIn(p["to_ns"], t, "to_ns", -kTime, kTime);
+            if (to <= from)
+                bad("a steps request whose to_ns is not after its from_ns");
+        }
+        if (p.contains("parts")) {
+            const json& parts = p["parts"];
+            if (!parts.is_array() || parts.empty() || parts.size() > 3)
+                bad(field(t, "parts") + " is not a list of 1 to 3 names");
+            for (const json& x : parts)
+                if (x != "steps" && x != "bubbles" && x != "critical_path")
+                    bad(field(t, "parts") + " names something other than \"steps\", \"bubbles\" and \"critical_path\"");
+        }
+        if (p.contains("limit"))
+            integerIn(p["limit"], t, "limit", 1, kMaxStepItems);
+        break;
+    }
     case RequestType::Tiles: {
         onlyKeys(p, t, {{"from_ns", true}, {"to_ns", true}, {"width_px", true}, {"lanes", false}, {"ranks", false}, {"fold_px", false}});
         const int64_t from = integerIn(p["from_ns"], t, "from_ns", -kTime, kTime);
@@ -294,6 +432,16 @@ std::string okResponse(const json& id, RequestType type, const json& result)
 {
     json r{{"id", id}, {"ok", true}, {"type", toString(type)}, {"result", result}};
     return jsonText(r);
+}
+
+std::string okResponseText(const json& id, RequestType type, std::string_view resultText)
+{
+    // jsonText's object keys are sorted: id, ok, result, type.
+    std::string out;
+    out.reserve(resultText.size() + 64);
+    out.append("{\"id\":").append(jsonText(id)).append(",\"ok\":true,\"result\":").append(resultText);
+    out.append(",\"type\":\"").append(toString(type)).append("\"}");
+    return out;
 }
 
 std::string errorResponse(const json& id, std::optional<RequestType> type, std::string_view code, std::string_view message)

@@ -3,6 +3,7 @@
 #include "Version.h"
 #include "analysis/AnalysisJson.h"
 #include "analysis/JobSummaries.h"
+#include "analysis/Verdict.h"
 #include "compare/Diff.h"
 #include "remote/CostModelWire.h"
 #include "report/JobPartText.h"
@@ -22,6 +23,7 @@
 #include <tuple>
 #include <cstdlib>
 #include <new>
+#include <limits>
 #include <set>
 #include <unistd.h>
 
@@ -117,8 +119,9 @@ void loadRun(Store& store, const std::string& name, const ReadLimits& limits, Ru
     }
 }
 
-// The `analyze --json` document of an analysis (as cmd_analyze writes it).
-json analysisDocument(const RunData& run, const AnalysisResult& r, const AnalyzeOptions& ao)
+// What `analyze --json` adds to toJson's document (as cmd_analyze writes
+// it): the job when it was read in part, the microbatch study and the levers.
+json documentExtras(const RunData& run, const AnalysisResult& r)
 {
     std::optional<whatif::MicrobatchStudy> study;
     whatif::Levers levers;
@@ -134,24 +137,60 @@ json analysisDocument(const RunData& run, const AnalysisResult& r, const Analyze
             // No replay of this pipeline: the analysis alone.
         }
     }
-    json doc = toJson(r, ao);
+    json extras;
     if (run.part.partial())
-        doc["job"] = report::jobPartJson(run.part);
-    doc["microbatches"]["cost"] = study && study->applies ? whatif::microbatchStudyToJson(*study) : json(nullptr);
+        extras["job"] = report::jobPartJson(run.part);
+    extras["cost"] = study && study->applies ? whatif::microbatchStudyToJson(*study) : json(nullptr);
     json lv = json::array();
     for (const whatif::Lever& l : levers.levers)
         lv.push_back({{"kind", l.kind}, {"change", l.change}, {"predicted_iteration_ns", l.predictedNs}, {"gain", l.gain}});
-    doc["levers"] = {{"bubbles", levers.bubbles}, {"measured_iteration_ns", levers.measuredNs}, {"levers", lv}};
-    return doc;
+    extras["levers"] = {{"bubbles", levers.bubbles}, {"measured_iteration_ns", levers.measuredNs}, {"levers", lv}};
+    return extras;
+}
+
+void applyExtras(json& doc, const json& extras)
+{
+    if (extras.contains("job"))
+        doc["job"] = extras["job"];
+    doc["microbatches"]["cost"] = extras["cost"];
+    doc["levers"] = extras["levers"];
+}
+
+// The items of the three big arrays, as toJson writes them (the tests check
+// that a summary and every item give back the whole document).
+json stepItem(const Step& s)
+{
+    return {{"iteration", s.iteration}, {"rank", s.rank}, {"stage", s.stage}, {"chunk", s.chunk}, {"microbatch", s.microbatch},
+            {"kind", std::string(1, toChar(s.kind))}, {"start", s.start}, {"end", s.end}, {"compute_ns", s.computeNs},
+            {"annotated", s.annotated}};
+}
+
+json bubbleItem(const Bubble& b)
+{
+    return {{"iteration", b.iteration}, {"rank", b.rank}, {"start", b.start}, {"end", b.end}, {"cause", toString(b.cause)}};
+}
+
+json segmentItem(const PathSegment& s)
+{
+    return {{"rank", s.rank}, {"stage", s.stage}, {"kind", toString(s.kind)}, {"start", s.start}, {"end", s.end}};
 }
 
 } // namespace
 
+// One iteration's analysis and its documents, made when first asked for.
+struct Server::Analysed {
+    AnalysisResult* result = nullptr; // the run's own analysis, or `own`
+    std::unique_ptr<AnalysisResult> own;
+    AnalyzeOptions options;
+    std::optional<json> extras; // documentExtras
+    std::string full, summary;  // JSON text
+};
+
 struct Server::Loaded {
     RunData run;
     timeline::TimelineModel model;
-    std::string defaultAnalysis;                  // JSON text of the loaded analysis
-    std::map<int, std::string> otherAnalyses;     // iteration -> JSON text
+    Analysed selected;               // the analysed (representative) iteration
+    std::map<int, Analysed> others;  // other iterations asked for
 };
 
 Server::Server(const std::string& jobPath, ServerOptions options)
@@ -198,6 +237,10 @@ Answer Server::handle(std::string_view payload)
         throw ProtocolError("a " + std::string(toString(r.type)) + " request before hello (hello comes first)");
     if (helloDone_ && r.type == RequestType::Hello)
         throw ProtocolError("a second hello in one session");
+    // What protocol 2 added is malformed in a session that agreed on 1.
+    if (helloDone_ && version_ < 2 && (r.type == RequestType::Steps || (r.type == RequestType::Analysis && r.params.contains("parts"))))
+        throw ProtocolError(r.type == RequestType::Steps ? "a steps request in a protocol 1 session (it needs protocol 2)"
+                                                         : "an analysis request with 'parts' in a protocol 1 session (it needs protocol 2)");
     Answer a;
     try {
         json result;
@@ -220,18 +263,24 @@ Answer Server::handle(std::string_view payload)
             }
             version_ = chosen;
             helloDone_ = true;
+            a.mayCompress = false;
             result = hello(r);
             break;
         }
         case RequestType::Index: result = index(); break;
-        case RequestType::Analysis: result = analysisDoc(r); break;
+        case RequestType::Analysis:
+            // The document is kept as text: sent as it is, not parsed again.
+            a.payload = okResponseText(r.id, r.type, analysisText(r));
+            break;
+        case RequestType::Steps: result = steps(r); break;
         case RequestType::Tiles: result = tiles(r); break;
         case RequestType::Details: result = details(r); break;
         case RequestType::Search: result = search(r); break;
         case RequestType::CostModel: result = costModel(r); break;
         case RequestType::Diff: result = diff(r); break;
         }
-        a.payload = okResponse(r.id, r.type, result);
+        if (a.payload.empty())
+            a.payload = okResponse(r.id, r.type, result);
     } catch (const ProtocolError&) {
         throw;
     } catch (const Answer& refused) {
@@ -244,7 +293,11 @@ Answer Server::handle(std::string_view payload)
     if (a.payload.size() > responseLimit(r.type))
         a.payload = errorResponse(r.id, r.type, code::kTooLarge,
                                   "the answer has " + std::to_string(a.payload.size()) + " bytes, over this request's limit of " +
-                                      std::to_string(responseLimit(r.type)) + "; ask for less (fewer lanes, a narrower width)");
+                                      std::to_string(responseLimit(r.type)) + "; ask for less (" +
+                                      (r.type == RequestType::Steps      ? "fewer ranks, a shorter range or a lower limit"
+                                       : r.type == RequestType::Analysis ? "the summary, then steps by rank"
+                                                                         : "fewer lanes, a narrower width") +
+                                      ")");
     return a;
 }
 
@@ -266,8 +319,14 @@ json iterationsJson(const AnalysisResult& a)
 
 } // namespace
 
-json Server::hello(const Request&)
+json Server::hello(const Request& r)
 {
+    // Compression (protocol 2): the first name the client lists that this
+    // server knows; this response itself goes uncompressed.
+    compress_ = false;
+    if (version_ >= 2 && r.params.contains("compression"))
+        for (const json& name : r.params["compression"])
+            compress_ = compress_ || name == kDeflate;
     ensureLoaded();
     const StoreSummary s = store_.summary();
     const JobIndex* job = store_.jobIndex();
@@ -291,10 +350,16 @@ json Server::hello(const Request&)
     json limits{{"request_bytes", kMaxRequestBytes}, {"max_width_px", kMaxWidthPx}, {"max_tile_lanes", kMaxTileLanes},
                 {"max_tile_pixels", kMaxTilePixels}, {"max_search_hits", kMaxSearchHits}, {"max_name_bytes", kMaxNameBytes}};
     json responses = json::object();
-    for (int t = 0; t <= static_cast<int>(RequestType::Diff); ++t)
+    const RequestType last = version_ >= 2 ? RequestType::Steps : RequestType::Diff;
+    for (int t = 0; t <= static_cast<int>(last); ++t)
         responses[std::string(toString(static_cast<RequestType>(t)))] = responseLimit(static_cast<RequestType>(t));
     limits["response_bytes"] = responses;
-    return {{"protocol", version_}, {"server", std::string("pipescope ") + kVersion}, {"job", j}, {"limits", limits}};
+    json out{{"protocol", version_}, {"server", std::string("pipescope ") + kVersion}, {"job", j}, {"limits", limits}};
+    if (version_ >= 2) {
+        out["limits"]["max_step_items"] = kMaxStepItems;
+        out["compression"] = compress_ ? json(kDeflate) : json(nullptr);
+    }
+    return out;
 }
 
 json Server::index()
@@ -338,37 +403,145 @@ json Server::index()
     return j;
 }
 
-json Server::analysisDoc(const Request& r)
+Server::Analysed& Server::analysed(const Request& r)
 {
     ensureLoaded();
     Loaded& l = *loaded_;
-    std::string text;
-    if (!r.params.contains("iteration") || r.params["iteration"].get<int>() == l.run.analysis.selectedIteration) {
-        if (l.defaultAnalysis.empty())
-            l.defaultAnalysis = jsonText(analysisDocument(l.run, l.run.analysis, l.run.options));
-        text = l.defaultAnalysis;
-    } else {
-        const int it = r.params["iteration"].get<int>();
-        if (it >= static_cast<int>(l.run.analysis.iterations.size()))
-            refuse(r, code::kNotFound,
-                   "iteration " + std::to_string(it) + " is not in the job (it has " + std::to_string(l.run.analysis.iterations.size()) +
-                       ", numbered from 0)");
-        if (auto hit = l.otherAnalyses.find(it); hit != l.otherAnalyses.end()) {
-            text = hit->second;
-        } else {
-            AnalyzeOptions ao = l.run.options;
-            ao.iteration = it;
-            ao.autogradSequences = [this](const std::vector<int64_t>& ids) { return store_.autogradSequences(ids); };
-            const AnalysisResult other = analyze(l.run.trace, ao);
-            ao.autogradSequences = nullptr;
-            text = jsonText(analysisDocument(l.run, other, ao));
-            if (l.otherAnalyses.size() >= kMaxCachedAnalyses)
-                l.otherAnalyses.erase(l.otherAnalyses.begin());
-            l.otherAnalyses[it] = text;
-        }
+    if (!l.selected.result) {
+        l.selected.result = &l.run.analysis;
+        l.selected.options = l.run.options;
     }
-    // Parsed back into the response: the document is the analysis's own text.
-    return json::parse(text);
+    if (!r.params.contains("iteration") || r.params["iteration"].get<int>() == l.run.analysis.selectedIteration)
+        return l.selected;
+    const int it = r.params["iteration"].get<int>();
+    if (it >= static_cast<int>(l.run.analysis.iterations.size()))
+        refuse(r, code::kNotFound,
+               "iteration " + std::to_string(it) + " is not in the job (it has " + std::to_string(l.run.analysis.iterations.size()) +
+                   ", numbered from 0)");
+    if (auto hit = l.others.find(it); hit != l.others.end())
+        return hit->second;
+    Analysed a;
+    a.options = l.run.options;
+    a.options.iteration = it;
+    a.options.autogradSequences = [this](const std::vector<int64_t>& ids) { return store_.autogradSequences(ids); };
+    a.own = std::make_unique<AnalysisResult>(analyze(l.run.trace, a.options));
+    a.options.autogradSequences = nullptr;
+    a.result = a.own.get();
+    if (l.others.size() >= kMaxCachedAnalyses)
+        l.others.erase(l.others.begin());
+    return l.others[it] = std::move(a);
+}
+
+const json& Server::extrasOf(Analysed& a)
+{
+    if (!a.extras)
+        a.extras = documentExtras(loaded_->run, *a.result);
+    return *a.extras;
+}
+
+std::string Server::analysisText(const Request& r)
+{
+    Analysed& a = analysed(r);
+    if (r.params.value("parts", std::string("full")) == "full") {
+        if (a.full.empty()) {
+            json doc = toJson(*a.result, a.options);
+            applyExtras(doc, extrasOf(a));
+            a.full = jsonText(doc);
+        }
+        return a.full;
+    }
+    if (a.summary.empty()) {
+        const json& extras = extrasOf(a);
+        // The document without its three big arrays: they are set aside
+        // while toJson writes the rest (no copy of them is made). The
+        // verdict reads them: it is made before, from the whole analysis
+        // (as toJson's verdict section writes it).
+        AnalysisResult& res = *a.result;
+        const Verdict v = verdict(res);
+        struct SetAside {
+            AnalysisResult& r;
+            std::vector<Step> steps;
+            std::vector<Bubble> bubbles;
+            std::vector<PathSegment> segments;
+            explicit SetAside(AnalysisResult& x) : r(x)
+            {
+                steps.swap(r.steps);
+                bubbles.swap(r.bubbles);
+                segments.swap(r.criticalPath.segments);
+            }
+            ~SetAside()
+            {
+                steps.swap(r.steps);
+                bubbles.swap(r.bubbles);
+                segments.swap(r.criticalPath.segments);
+            }
+        } aside(res);
+        json doc = toJson(res, a.options);
+        applyExtras(doc, extras);
+        doc["verdict"] = {{"kind", toString(v.kind)}, {"headline", v.headline}, {"facts", v.facts}, {"loss_ns", v.lossNs}};
+        doc.erase("steps");
+        doc.erase("bubbles");
+        doc["critical_path"].erase("segments");
+        doc["summary"] = {{"steps", aside.steps.size()}, {"bubbles", aside.bubbles.size()},
+                          {"critical_path_segments", aside.segments.size()}};
+        a.summary = jsonText(doc);
+    }
+    return a.summary;
+}
+
+json Server::steps(const Request& r)
+{
+    Analysed& a = analysed(r);
+    const AnalysisResult& res = *a.result;
+    const auto& p = r.params;
+    std::set<int> rankSet;
+    int lo = 0, hi = std::numeric_limits<int>::max();
+    if (p.contains("ranks"))
+        for (const json& v : p["ranks"])
+            rankSet.insert(v.get<int>());
+    if (p.contains("rank_range")) {
+        lo = p["rank_range"][0].get<int>();
+        hi = p["rank_range"][1].get<int>();
+    }
+    const bool byTime = p.contains("from_ns");
+    const TimeNs from = byTime ? p["from_ns"].get<int64_t>() : 0;
+    const TimeNs to = byTime ? p["to_ns"].get<int64_t>() : 0;
+    const int64_t limit = p.value("limit", kDefaultStepItems);
+    auto wanted = [&](const std::string& part) {
+        if (!p.contains("parts"))
+            return true;
+        for (const json& x : p["parts"])
+            if (x == part)
+                return true;
+        return false;
+    };
+    auto keep = [&](int rank, TimeNs start, TimeNs end) {
+        if (rank < lo || rank > hi || (!rankSet.empty() && !rankSet.count(rank)))
+            return false;
+        // Overlapping the range (an item of no length, at its start).
+        return !byTime || (start < to && (end > from || (end == start && start >= from)));
+    };
+    json out{{"iteration", res.selectedIteration}};
+    json total = json::object();
+    bool truncated = false;
+    auto collect = [&](const char* name, const auto& items, auto&& item) {
+        if (!wanted(name))
+            return;
+        json arr = json::array();
+        int64_t n = 0;
+        for (const auto& x : items)
+            if (keep(x.rank, x.start, x.end) && n++ < limit)
+                arr.push_back(item(x));
+        truncated = truncated || n > limit;
+        total[name] = n;
+        out[name] = std::move(arr);
+    };
+    collect("steps", res.steps, stepItem);
+    collect("bubbles", res.bubbles, bubbleItem);
+    collect("critical_path", res.criticalPath.segments, segmentItem);
+    out["total"] = std::move(total);
+    out["truncated"] = truncated;
+    return out;
 }
 
 json Server::tiles(const Request& r)
@@ -614,9 +787,11 @@ SessionResult serveSession(Server& server, int inFd, int outFd)
     SessionResult s;
     FrameReader reader(kMaxRequestBytes);
     std::vector<char> buf(64 * 1024);
-    auto send = [&](const std::string& payload) {
-        const std::string framed = frame(payload);
+    auto send = [&](const std::string& payload, bool compress = false) {
+        // Compressed once hello agreed on it, when it is worth it.
+        const std::string framed = compress && payload.size() >= kCompressAbove ? frameDeflated(payload) : frame(payload);
         s.bytesOut += static_cast<int64_t>(framed.size());
+        s.payloadBytesOut += static_cast<int64_t>(payload.size());
         return writeAll(outFd, framed);
     };
     auto malformed = [&](const std::string& what) {
@@ -646,7 +821,7 @@ SessionResult serveSession(Server& server, int inFd, int outFd)
             while (auto payload = reader.next()) {
                 ++s.requests;
                 const Answer a = server.handle(*payload);
-                if (!send(a.payload)) {
+                if (!send(a.payload, a.mayCompress && server.compressing())) {
                     s.exitCode = 1;
                     s.error = std::string("cannot write to the client (") + std::strerror(errno) + ")";
                     return s;
@@ -656,6 +831,7 @@ SessionResult serveSession(Server& server, int inFd, int outFd)
                     s.error = a.closeReason + "; the session is closed";
                     return s;
                 }
+                reader.allowCompressed(server.compressing());
             }
         } catch (const ProtocolError& e) {
             return malformed(e.what());

@@ -40,6 +40,7 @@ struct ServerOptions {
 // is sent (with `closeReason` as the server's error line).
 struct Answer {
     std::string payload;
+    bool mayCompress = true; // hello's answer goes as it is (the client learns from it whether to inflate)
     bool close = false;
     std::string closeReason;
 };
@@ -63,18 +64,27 @@ public:
     {
         helloDone_ = false;
         version_ = 0;
+        compress_ = false;
     }
+    // The protocol version this session agreed on (0 before hello), and
+    // whether its messages may be compressed (hello agreed on deflate).
+    int version() const { return version_; }
+    bool compressing() const { return compress_; }
 
     // For tests: the loaded timeline (loads the job).
     const timeline::TimelineModel& timelineModel();
 
 private:
     struct Loaded;
+    struct Analysed;
     struct Baseline;
     void ensureLoaded();
     nlohmann::json hello(const Request& r);
     nlohmann::json index();
-    nlohmann::json analysisDoc(const Request& r);
+    Analysed& analysed(const Request& r);
+    const nlohmann::json& extrasOf(Analysed& a);
+    std::string analysisText(const Request& r);
+    nlohmann::json steps(const Request& r);
     nlohmann::json tiles(const Request& r);
     nlohmann::json details(const Request& r);
     nlohmann::json search(const Request& r);
@@ -87,6 +97,7 @@ private:
     Store store_;
     bool helloDone_ = false;
     int version_ = 0;
+    bool compress_ = false;
     std::unique_ptr<Loaded> loaded_;
     std::string loadError_; // why the job could not be loaded, once tried
 };
@@ -96,7 +107,8 @@ struct SessionResult {
     int exitCode = 0;     // 0: the client closed; kExitProtocol: a malformed message; 1: a read or write failed
     std::string error;    // one line for standard error ("" when exitCode is 0)
     int64_t requests = 0;
-    int64_t bytesIn = 0, bytesOut = 0;
+    int64_t bytesIn = 0, bytesOut = 0; // on the wire
+    int64_t payloadBytesOut = 0;       // the responses before compression
 };
 
 // Serves one client: reads messages from inFd and writes the responses to

@@ -6,7 +6,11 @@
 // (costModelFromWire: what a client takes from a server). Each must finish
 // or throw pipescope::Error (ProtocolError, FormatError); a request accepted
 // must have a known type and an id within 0..2^53, and no payload may pass
-// the reader's limit. Seeds: tests/fuzz/seeds/protocol.
+// the reader's limit. The first byte's top bit lets the reader take
+// compressed messages ("PSR1 <len> z", a zlib stream, as after hello agreed
+// on deflate): their inflated payloads are bounded the same way. The rest of
+// the input is also inflated whole within a small bound, and deflated and
+// inflated back. Seeds: tests/fuzz/seeds/protocol.
 #include "remote/CostModelWire.h"
 #include "remote/Protocol.h"
 #include "util/Error.h"
@@ -16,6 +20,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
@@ -27,6 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     const char* bytes = reinterpret_cast<const char*>(data) + 1;
     const size_t n = size - 1;
     FrameReader reader(kMaxRequestBytes);
+    reader.allowCompressed((data[0] & 0x80) != 0);
     try {
         reader.feed(bytes, std::min(split, n));
         for (int round = 0; round < 2; ++round) {
@@ -48,6 +54,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
                 reader.feed(bytes + split, n - split);
         }
     } catch (const Error&) {
+    }
+    // The whole input as a zlib stream: never more than the bound.
+    constexpr size_t kBound = 4096;
+    try {
+        if (inflateBounded(std::string_view(bytes, n), kBound).size() > kBound)
+            std::abort();
+    } catch (const Error&) {
+    }
+    // Deflated and inflated back: the same bytes, and past the bound when longer.
+    {
+        const std::string z = deflateBytes(std::string_view(bytes, n), 1 + data[0] % 9);
+        if (z.size() > deflatedBound(n) || inflateBounded(z, n) != std::string_view(bytes, n))
+            std::abort();
+        if (n > 0) {
+            bool refused = false;
+            try {
+                inflateBounded(z, n - 1);
+            } catch (const ProtocolError&) {
+                refused = true;
+            }
+            if (!refused)
+                std::abort();
+        }
     }
     // The whole input as a cost model sent by a server.
     try {

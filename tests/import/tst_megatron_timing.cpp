@@ -338,6 +338,14 @@ private slots:
             QVERIFY(!levers.levers.empty());
             QCOMPARE(levers.levers.front().kind, std::string("overhead"));
             QVERIFY(levers.levers.front().gain > 0.2);
+            // Ranks 0 to 2 wait mostly behind the last virtual stage, the chunk with the loss.
+            for (const RankIdle& ri : r.idle)
+                if (ri.iteration == iteration && ri.rank <= 2) {
+                    QVERIFY(!ri.waitedOn.empty());
+                    const auto top = std::max_element(ri.waitedOn.begin(), ri.waitedOn.end(),
+                                                      [](const auto& a, const auto& b) { return a.second < b.second; });
+                    QCOMPARE(top->first, 15);
+                }
             // And the verdict says so, not "balance the stages".
             const Verdict v = verdict(r);
             QCOMPARE(std::string(toString(v.kind)), std::string("host-bound"));

@@ -136,11 +136,14 @@ private slots:
         QTest::addColumn<QString>("message");
         QTest::newRow("other magic") << QByteArray("HTTP/1.1 200\n") << "not a pipescope remote message (it starts with 'HTTP/1.1 200\\x0a', expected 'PSR1 <length>')";
         QTest::newRow("oversized") << QByteArray("PSR1 70000\n") << "a message of 70000 bytes, over the limit of 65536 bytes";
-        QTest::newRow("huge length") << QByteArray("PSR1 99999999999\n") << "a message header longer than 16 bytes (expected 'PSR1 <length>')";
+        QTest::newRow("huge length") << QByteArray("PSR1 99999999999\n") << "a message length of more than 10 digits ('99999999999')";
         QTest::newRow("not a number") << QByteArray("PSR1 12a\n") << "a message length that is not a decimal number ('12a')";
         QTest::newRow("leading zero") << QByteArray("PSR1 012\n") << "a message length that is not a decimal number ('012')";
         QTest::newRow("negative") << QByteArray("PSR1 -5\n") << "a message length that is not a decimal number ('-5')";
-        QTest::newRow("long header") << QByteArray("PSR1 1234567890123") << "a message header longer than 16 bytes (expected 'PSR1 <length>')";
+        QTest::newRow("long header") << QByteArray("PSR1 12345678901234") << "a message header longer than 18 bytes (expected 'PSR1 <length>')";
+        QTest::newRow("compressed, not agreed") << QByteArray("PSR1 12 z\n")
+                                                << "a compressed message ('PSR1 <length> z') in a session that did not agree on compression in hello";
+        QTest::newRow("other flag") << QByteArray("PSR1 12 x\n") << "a message length that is not a decimal number ('12 x')";
         QTest::newRow("empty") << QByteArray("PSR1 0\n") << "an empty message (a message is one JSON object)";
     }
     void badFramesAreRefused()
@@ -178,6 +181,16 @@ private slots:
         QTest::newRow("deep") << R"({"id":1,"type":"index","a":[[[[[[[[[[1]]]]]]]]]]})" << "a request nested deeper than 8 levels";
         QTest::newRow("nul path") << QString::fromUtf8("{\"id\":1,\"type\":\"diff\",\"baseline\":\"a\\u0000b\"}") << "'baseline' of a diff request holds a NUL byte";
         QTest::newRow("pattern") << QString(R"({"id":1,"type":"search","pattern":""})") << "'pattern' of a search request has 0 bytes, outside 1..1024";
+        QTest::newRow("parts") << QString(R"({"id":1,"type":"analysis","parts":"steps"})") << "'parts' of a analysis request is not \"summary\" or \"full\"";
+        QTest::newRow("compression") << QString(R"({"id":1,"type":"hello","versions":[2],"compression":"deflate"})")
+                                     << "'compression' of a hello request is not a list of at most 8 names";
+        QTest::newRow("ranks and range") << QString(R"({"id":1,"type":"steps","ranks":[1],"rank_range":[0,3]})")
+                                         << "a steps request with both 'ranks' and 'rank_range' (one or the other)";
+        QTest::newRow("range backwards") << QString(R"({"id":1,"type":"steps","rank_range":[3,0]})") << "a steps request whose rank_range ends before it starts";
+        QTest::newRow("half a range") << QString(R"({"id":1,"type":"steps","from_ns":5})") << "a steps request with one of 'from_ns' and 'to_ns' (both or neither)";
+        QTest::newRow("step parts") << QString(R"({"id":1,"type":"steps","parts":["kernels"]})")
+                                    << "'parts' of a steps request names something other than \"steps\", \"bubbles\" and \"critical_path\"";
+        QTest::newRow("step limit") << QString(R"({"id":1,"type":"steps","limit":0})") << "'limit' of a steps request is 0, outside 1..1000000";
     }
     void badRequestsAreRefused()
     {
@@ -199,7 +212,11 @@ private slots:
         InProcess s(server);
         Client c = s.client();
         const json h = c.hello();
-        QCOMPARE(h["protocol"].get<int>(), 1);
+        QCOMPARE(h["protocol"].get<int>(), 2);
+        QCOMPARE(h["compression"].get<std::string>(), std::string("deflate"));
+        QVERIFY(c.compressing());
+        QCOMPARE(h["limits"]["max_step_items"].get<int64_t>(), int64_t(1'000'000));
+        QCOMPARE(h["limits"]["response_bytes"]["steps"].get<int64_t>(), int64_t(16) << 20);
         const json& job = h["job"];
         QCOMPARE(job["path"].get<std::string>(), fs::canonical(kJob).string());
         QCOMPARE(job["name"].get<std::string>(), std::string("pipeline-1f1b-4stage.pipescope"));
@@ -474,6 +491,326 @@ private slots:
         QCOMPARE(listing(dir), before); // read-only: no file made, none changed
     }
 
+    // ---- protocol 2: the analysis's summary, steps on demand, compression ----
+
+    // The summary is analyze --json's document without its three big arrays,
+    // which it counts; steps gives them back, item for item.
+    void summaryOfTheExample()
+    {
+        Server server(kJob);
+        InProcess s(server);
+        Client c = s.client();
+        c.hello();
+        const json full = c.result(RequestType::Analysis);
+        const json summary = c.result(RequestType::Analysis, {{"parts", "summary"}});
+        QCOMPARE(c.result(RequestType::Analysis, {{"parts", "full"}}), full);
+
+        json expected = full;
+        expected.erase("steps");
+        expected.erase("bubbles");
+        expected["critical_path"].erase("segments");
+        expected["summary"] = {{"steps", 64}, {"bubbles", 937}, {"critical_path_segments", 597}};
+        QVERIFY2(summary == expected, "the summary is not the document less steps, bubbles and critical_path.segments");
+        QCOMPARE(full["steps"].size(), size_t(64));
+        QCOMPARE(full["bubbles"].size(), size_t(937));
+        QCOMPARE(full["critical_path"]["segments"].size(), size_t(597));
+        // What the first frame draws from is all there.
+        std::vector<std::string> keys;
+        for (const auto& [k, v] : summary.items())
+            keys.push_back(k);
+        QCOMPARE(keys, (std::vector<std::string>{"all_to_all", "classification", "critical_path", "fillable_bubbles", "hta", "idle", "imbalance",
+                                                 "iterations", "layer_source", "layers", "levers", "memory", "microbatches", "options", "pipeline",
+                                                 "ranks", "schema", "selected_iteration", "summary", "time_unit", "verdict", "warnings",
+                                                 "world_size"}));
+        QCOMPARE(summary["pipeline"]["pp"].get<int>(), 4);
+        QCOMPARE(summary["pipeline"]["schedule"]["name"].get<std::string>(), std::string("1f1b"));
+        QCOMPARE(summary["selected_iteration"].get<int>(), 2);
+        QCOMPARE(summary["idle"]["per_rank"].size(), size_t(12));
+        QCOMPARE(summary["critical_path"]["by_stage"].size(), size_t(4));
+        QCOMPARE(summary["critical_path"]["by_kind"]["p2p"].get<int64_t>(), int64_t(65011645));
+        QCOMPARE(summary["levers"], full["levers"]);
+        QCOMPARE(summary["verdict"], full["verdict"]);
+        const size_t summaryBytes = summary.dump().size(), fullBytes = full.dump().size();
+        qInfo("summary %zu bytes, whole document %zu bytes", summaryBytes, fullBytes);
+        QVERIFY2(summaryBytes * 4 < fullBytes, std::to_string(summaryBytes).c_str());
+
+        // Every item of every rank over the whole iteration: the document's arrays.
+        const json all = c.result(RequestType::Steps);
+        QCOMPARE(all["iteration"].get<int>(), 2);
+        QCOMPARE(all["steps"], full["steps"]);
+        QCOMPARE(all["bubbles"], full["bubbles"]);
+        QCOMPARE(all["critical_path"], full["critical_path"]["segments"]);
+        QCOMPARE(all["total"], json({{"steps", 64}, {"bubbles", 937}, {"critical_path", 597}}));
+        QCOMPARE(all["truncated"].get<bool>(), false);
+        json rebuilt = summary;
+        rebuilt.erase("summary");
+        rebuilt["steps"] = all["steps"];
+        rebuilt["bubbles"] = all["bubbles"];
+        rebuilt["critical_path"]["segments"] = all["critical_path"];
+        QVERIFY2(rebuilt == full, "the summary and steps do not give back the whole document");
+
+        // Another iteration's summary, and its steps.
+        const json first = c.result(RequestType::Analysis, {{"iteration", 1}, {"parts", "summary"}});
+        QCOMPARE(first["selected_iteration"].get<int>(), 1);
+        const json firstSteps = c.result(RequestType::Steps, {{"iteration", 1}, {"parts", {"steps"}}});
+        QCOMPARE(firstSteps["iteration"].get<int>(), 1);
+        QCOMPARE(int64_t(firstSteps["steps"].size()), first["summary"]["steps"].get<int64_t>());
+        QVERIFY(!firstSteps.contains("bubbles"));
+        for (const json& x : firstSteps["steps"])
+            QCOMPARE(x["iteration"].get<int>(), 1);
+    }
+
+    // steps returns what lies in the ranks and the range asked for, no more
+    // than the limit of each kind.
+    void stepsByRangeBounded()
+    {
+        Server server(kJob);
+        InProcess s(server);
+        Client c = s.client();
+        c.hello();
+        const json full = c.result(RequestType::Analysis);
+        const int64_t start = full["critical_path"]["start"].get<int64_t>(), end = full["critical_path"]["end"].get<int64_t>();
+        const int64_t from = start + (end - start) / 3, to = start + (end - start) / 2;
+        auto inside = [&](const json& x) {
+            const int rank = x["rank"].get<int>();
+            const int64_t a = x["start"].get<int64_t>(), b = x["end"].get<int64_t>();
+            return rank >= 1 && rank <= 2 && a < to && (b > from || (a == b && a >= from));
+        };
+        const json got = c.result(RequestType::Steps, {{"rank_range", {1, 2}}, {"from_ns", from}, {"to_ns", to}});
+        for (const auto& [part, items] : {std::pair{"steps", full["steps"]}, std::pair{"bubbles", full["bubbles"]},
+                                          std::pair{"critical_path", full["critical_path"]["segments"]}}) {
+            json expected = json::array();
+            for (const json& x : items)
+                if (inside(x))
+                    expected.push_back(x);
+            QCOMPARE(got[part], expected);
+            QCOMPARE(got["total"][part].get<size_t>(), expected.size());
+        }
+        qInfo("ranks 1-2, a sixth of the iteration: %zu steps, %zu bubbles, %zu segments", got["steps"].size(), got["bubbles"].size(),
+              got["critical_path"].size());
+        QCOMPARE(got["steps"].size(), size_t(9));
+        QCOMPARE(got["bubbles"].size(), size_t(110));
+        QCOMPARE(got["critical_path"].size(), size_t(34));
+        QCOMPARE(got["truncated"].get<bool>(), false);
+        // A list of ranks is the same as a range of them.
+        QCOMPARE(c.result(RequestType::Steps, {{"ranks", {2, 1}}, {"from_ns", from}, {"to_ns", to}}), got);
+
+        // The limit cuts each kind to its first items; the totals still count them all.
+        const json cut = c.result(RequestType::Steps, {{"rank_range", {1, 2}}, {"from_ns", from}, {"to_ns", to}, {"limit", 5}});
+        QCOMPARE(cut["truncated"].get<bool>(), true);
+        QCOMPARE(cut["total"], got["total"]);
+        QCOMPARE(cut["steps"].size(), size_t(5));
+        QCOMPARE(cut["bubbles"], json(std::vector<json>(got["bubbles"].begin(), got["bubbles"].begin() + 5)));
+        // Ranks the job does not have: nothing; an iteration it does not have: not_found.
+        const json none = c.result(RequestType::Steps, {{"ranks", {900}}});
+        QCOMPARE(none["total"], json({{"steps", 0}, {"bubbles", 0}, {"critical_path", 0}}));
+        const Response missing = c.call(RequestType::Steps, {{"iteration", 7}});
+        QCOMPARE(missing.errorCode, std::string("not_found"));
+        s.finish();
+        QCOMPARE(s.result.exitCode, 0);
+    }
+
+    // What protocol 2 added is malformed in a session that agreed on 1, and
+    // hello's answer there is protocol 1's.
+    void protocolOneSession()
+    {
+        Server server(kJob);
+        InProcess s(server);
+        Client c = s.client();
+        Client::HelloOptions ho;
+        ho.versions = {1};
+        const json h = c.hello(ho);
+        QCOMPARE(h["protocol"].get<int>(), 1);
+        QVERIFY(!h.contains("compression"));
+        QVERIFY(!h["limits"]["response_bytes"].contains("steps"));
+        QVERIFY(!c.compressing());
+        QVERIFY(c.result(RequestType::Analysis).contains("steps"));
+        try {
+            c.call(RequestType::Steps);
+            QFAIL("accepted");
+        } catch (const ServerRefused& e) {
+            QCOMPARE(e.code(), std::string("malformed"));
+        }
+        s.finish();
+        QCOMPARE(s.result.exitCode, kExitProtocol);
+        QCOMPARE(s.result.error, std::string("malformed message: a steps request in a protocol 1 session (it needs protocol 2); the session is closed"));
+    }
+
+    void inflateIsBounded()
+    {
+        const std::string json1k(1000, ' ');
+        QCOMPARE(inflateBounded(deflateBytes(json1k), 1000), json1k);
+        try {
+            inflateBounded(deflateBytes(json1k), 999);
+            QFAIL("accepted");
+        } catch (const ProtocolError& e) {
+            QCOMPARE(QString::fromUtf8(e.what()), QString("a compressed message of %1 bytes that inflates past the limit of 999 bytes (inflating stopped there)")
+                                                      .arg(deflateBytes(json1k).size()));
+        }
+        const std::string z = deflateBytes("{\"id\":1}");
+        for (const auto& [bytes, message] : std::vector<std::pair<std::string, std::string>>{
+                 {z.substr(0, z.size() - 3), "a compressed message whose zlib stream is cut short"},
+                 {z + "xy", "a compressed message with 2 bytes after its zlib stream"},
+                 {"not zlib at all", "a compressed message that is not a zlib stream (incorrect header check)"}}) {
+            try {
+                inflateBounded(bytes, 1000);
+                QFAIL("accepted");
+            } catch (const ProtocolError& e) {
+                QCOMPARE(std::string(e.what()), message);
+            }
+        }
+    }
+
+    // Compressed both ways: the same answers as without, a fraction of the bytes.
+    void compressedRoundTrip()
+    {
+        Server server(kJob);
+        json plainDoc, plainTiles;
+        int64_t plainBytes = 0;
+        const auto& m = server.timelineModel();
+        const json tilesRequest{{"from_ns", m.start}, {"to_ns", m.end}, {"width_px", 1000}};
+        {
+            InProcess s(server);
+            Client c = s.client();
+            Client::HelloOptions ho;
+            ho.compress = false;
+            QVERIFY(c.hello(ho)["compression"].is_null());
+            plainDoc = c.result(RequestType::Analysis);
+            plainTiles = c.result(RequestType::Tiles, tilesRequest);
+            plainBytes = c.bytesReceived();
+            // Uncompressed, the wire has the JSON and two headers.
+            QVERIFY(c.bytesReceived() - c.payloadBytesReceived() <= 2 * int64_t(kMaxHeaderBytes));
+        }
+        server.resetSession();
+        InProcess s(server);
+        Client c = s.client();
+        c.hello();
+        QVERIFY(c.compressing());
+        c.compressRequests(true);
+        QCOMPARE(c.result(RequestType::Analysis), plainDoc);
+        QCOMPARE(c.result(RequestType::Tiles, tilesRequest), plainTiles);
+        qInfo("compressed %lld bytes on the wire for %lld of JSON (uncompressed: %lld)", (long long)c.bytesReceived(),
+              (long long)c.payloadBytesReceived(), (long long)plainBytes);
+        QVERIFY2(c.bytesReceived() * 5 < plainBytes, std::to_string(c.bytesReceived()).c_str());
+        s.finish();
+        QCOMPARE(s.result.exitCode, 0);
+        QCOMPARE(s.result.bytesOut, c.bytesReceived());
+        QCOMPARE(s.result.payloadBytesOut, c.payloadBytesReceived());
+
+        // On the wire: hello's answer as it is, then "PSR1 <len> z" for what is worth compressing.
+        Server again(kJob);
+        InProcess raw(again);
+        raw.writeRaw(request({{"id", 1}, {"type", "hello"}, {"versions", {1, 2}}, {"compression", {"gzip", "deflate"}}}) +
+                     frameDeflated(json({{"id", 2}, {"type", "analysis"}, {"parts", "summary"}}).dump()) +
+                     request({{"id", 3}, {"type", "details"}, {"lane", 0}, {"event", 0}}));
+        const std::string bytes = raw.finish();
+        QCOMPARE(raw.result.exitCode, 0);
+        const size_t h1 = bytes.find('\n');
+        QVERIFY(bytes.rfind("PSR1 ", 0) == 0 && bytes.substr(h1 - 2, 2) != " z");
+        const size_t len1 = std::stoul(bytes.substr(5, h1 - 5));
+        const size_t h2 = bytes.find('\n', h1 + 1 + len1);
+        const std::string header2 = bytes.substr(h1 + 1 + len1, h2 - h1 - len1);
+        QVERIFY2(header2.size() > 7 && header2.substr(header2.size() - 3) == " z\n", header2.c_str());
+        FrameReader reader(kMaxResponseBytes);
+        reader.allowCompressed(true);
+        reader.feed(bytes.data(), bytes.size());
+        std::vector<Response> out;
+        std::vector<bool> compressed;
+        while (auto p = reader.next()) {
+            out.push_back(parseResponse(*p));
+            compressed.push_back(reader.lastCompressed());
+        }
+        QCOMPARE(out.size(), size_t(3));
+        QCOMPARE(out[0].result["compression"].get<std::string>(), std::string("deflate"));
+        QCOMPARE(out[1].result["summary"]["bubbles"].get<int>(), 937);
+        // The details answer is under 1 KiB: sent as it is.
+        QCOMPARE(compressed, (std::vector<bool>{false, true, out[2].result.dump().size() >= kCompressAbove}));
+    }
+
+    // A compressed request that inflates past 64 KiB closes the session, and
+    // the server stops inflating at the limit.
+    void decompressionBombClosesTheSession_data()
+    {
+        QTest::addColumn<QByteArray>("bytes");
+        QTest::addColumn<QString>("line");
+        const std::string hello = request({{"id", 1}, {"type", "hello"}, {"versions", {2}}, {"compression", {"deflate"}}});
+        // 32 MiB of spaces, 32 KB deflated (within the 64 KiB a compressed
+        // request may have); a little over the limit, a few hundred bytes.
+        std::string big = "{\"id\":2,\"type\":\"index\",\"x\":\"" + std::string(size_t(32) << 20, ' ');
+        const std::string bomb = deflateBytes(big, 9);
+        big.clear();
+        big.shrink_to_fit();
+        const std::string small = deflateBytes(std::string(70'000, ' '), 9);
+        QTest::newRow("32 MiB") << QByteArray::fromStdString(hello + "PSR1 " + std::to_string(bomb.size()) + " z\n" + bomb)
+                                    << QString("malformed message: a compressed message of %1 bytes that inflates past the limit of 65536 bytes "
+                                               "(inflating stopped there); the session is closed").arg(bomb.size());
+        QTest::newRow("just over") << QByteArray::fromStdString(hello + "PSR1 " + std::to_string(small.size()) + " z\n" + small)
+                                   << QString("malformed message: a compressed message of %1 bytes that inflates past the limit of 65536 bytes "
+                                              "(inflating stopped there); the session is closed").arg(small.size());
+        QTest::newRow("not zlib") << QByteArray::fromStdString(hello + "PSR1 10 z\n{\"id\":2,..}")
+                                  << "malformed message: a compressed message that is not a zlib stream (incorrect header check); the session is closed";
+        const std::string noDeflate = request({{"id", 1}, {"type", "hello"}, {"versions", {2}}});
+        QTest::newRow("not agreed") << QByteArray::fromStdString(noDeflate + frameDeflated(R"({"id":2,"type":"index"})"))
+                                    << "malformed message: a compressed message ('PSR1 <length> z') in a session that did not agree on compression in "
+                                       "hello; the session is closed";
+        QTest::newRow("too long") << QByteArray::fromStdString(hello + "PSR1 9999999 z\n")
+                                  << QString("malformed message: a compressed message of 9999999 bytes, over the limit of %1 bytes; the session is closed")
+                                         .arg(deflatedBound(kMaxRequestBytes));
+    }
+    void decompressionBombClosesTheSession()
+    {
+        QFETCH(QByteArray, bytes);
+        QFETCH(QString, line);
+        Server server(kJob);
+        InProcess s(server);
+        s.writeRaw(bytes.toStdString());
+        const std::string out = s.finish();
+        QCOMPARE(s.result.exitCode, kExitProtocol);
+        QCOMPARE(QString::fromStdString(s.result.error), line);
+        FrameReader reader(kMaxResponseBytes);
+        reader.allowCompressed(true);
+        reader.feed(out.data(), out.size());
+        std::vector<Response> got;
+        while (auto p = reader.next())
+            got.push_back(parseResponse(*p));
+        QCOMPARE(got.size(), size_t(2)); // hello answered, then the last word
+        QVERIFY(got[0].ok);
+        QCOMPARE(got[1].id, int64_t(-1));
+        QCOMPARE(got[1].errorCode, std::string("malformed"));
+    }
+
+    // The client is bounded the same way: a server's answer that inflates
+    // past 32 MiB is refused without inflating the rest.
+    void clientRefusesABomb()
+    {
+        int toClient[2];
+        QVERIFY(::pipe(toClient) == 0);
+        std::string big(kMaxResponseBytes + 10, ' ');
+        big[0] = '{';
+        const std::string framed = frameDeflated(big, 9);
+        big = {};
+        std::thread writer([&] {
+            (void)!::write(toClient[1], framed.data(), framed.size());
+            ::close(toClient[1]);
+        });
+        FrameReader reader(kMaxResponseBytes);
+        reader.allowCompressed(true);
+        std::string got;
+        char buf[65536];
+        try {
+            for (ssize_t n; (n = ::read(toClient[0], buf, sizeof buf)) > 0;) {
+                reader.feed(buf, size_t(n));
+                if (reader.next())
+                    QFAIL("inflated");
+            }
+            QFAIL("accepted");
+        } catch (const ProtocolError& e) {
+            QVERIFY2(std::string(e.what()).find("inflates past the limit of 33554432 bytes") != std::string::npos, e.what());
+        }
+        writer.join();
+        ::close(toClient[0]);
+    }
+
     // A malformed message ends the session: one line, the client told why, exit 3.
     void malformedClosesTheSession_data()
     {
@@ -521,7 +858,7 @@ private slots:
         QCOMPARE(out.size(), size_t(1));
         QCOMPARE(out[0].errorCode, std::string("version"));
         QCOMPARE(s.result.exitCode, kExitProtocol);
-        QCOMPARE(s.result.error, std::string("the client speaks no protocol version this server speaks (1 to 1); the session is closed"));
+        QCOMPARE(s.result.error, std::string("the client speaks no protocol version this server speaks (1 to 2); the session is closed"));
     }
 
     // ---- the real command ---------------------------------------------------
@@ -578,8 +915,12 @@ private slots:
         const auto t0 = std::chrono::steady_clock::now();
         const json h = c.hello();
         const json ix = c.result(RequestType::Index);
-        const json a = c.result(RequestType::Analysis);
+        const json a = c.result(RequestType::Analysis, {{"parts", "summary"}});
         const json t = c.result(RequestType::Tiles, {{"from_ns", ix["timeline"]["start_ns"]}, {"to_ns", ix["timeline"]["end_ns"]}, {"width_px", 1000}});
+        QVERIFY(c.compressing());
+        QCOMPARE(a["summary"]["steps"].get<int>(), 64);
+        // Compressed, the first frame moves a fraction of its JSON.
+        QVERIFY2(c.bytesReceived() * 2 < c.payloadBytesReceived(), std::to_string(c.bytesReceived()).c_str());
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         QCOMPARE(h["job"]["ranks"].get<int>(), 4);
         QCOMPARE(t["lanes"].size(), ix["timeline"]["lanes"].size());
@@ -587,8 +928,8 @@ private slots:
         // Four round trips of 100 ms at the least.
         QVERIFY2(seconds >= 0.4, std::to_string(seconds).c_str());
         QVERIFY2(seconds < 5.0, std::to_string(seconds).c_str());
-        qInfo("first frame through 50 ms each way, 20 MB/s: %.3f s, %lld round trips, %lld bytes sent, %lld bytes received", seconds,
-              (long long)c.roundTrips(), (long long)c.bytesSent(), (long long)c.bytesReceived());
+        qInfo("first frame through 50 ms each way, 20 MB/s: %.3f s, %lld round trips, %lld bytes sent, %lld bytes received (%lld inflated)",
+              seconds, (long long)c.roundTrips(), (long long)c.bytesSent(), (long long)c.bytesReceived(), (long long)c.payloadBytesReceived());
         // A pan: the next iteration's worth of tiles.
         const auto t1 = std::chrono::steady_clock::now();
         const int64_t before = c.bytesReceived();
