@@ -3,6 +3,7 @@
 // README's pictures are made and how a cluster node without a display can
 // still produce them.
 #include "MainWindow.h"
+#include "session/SavedView.h"
 #include "views/PipelineView.h"
 #include "Version.h"
 #include "views/Theme.h"
@@ -114,6 +115,12 @@ int main(int argc, char** argv)
                                 QStringLiteral("system, light or dark (default: as last chosen in View > Appearance; "
                                                "screenshots: system)"),
                                 QStringLiteral("THEME"));
+    QCommandLineOption atOpt(QStringLiteral("at"),
+                             QStringLiteral("Open the timeline at this range, times as the app writes them (1.25s..1.5s, "
+                                            "250ms..300ms, 1500ns..2000ns), from the job start or with --iteration N from "
+                                            "the start of iteration N (Edit > Copy link writes one)"),
+                             QStringLiteral("START..END"));
+    parser.addOption(atOpt);
     parser.addOption(themeOpt);
     parser.addOptions({compareOpt, predictionOpt, baselineTracksOpt, commRulesOpt, layersOpt, modelOpt, measuredOpt, iterationOpt, shotOpt, viewOpt, boundariesOpt, scheduleOpt, microbatchesOpt, sizeOpt,
                        panelOpt});
@@ -167,7 +174,18 @@ int main(int argc, char** argv)
     }
     const bool changesScenario = changes.boundaries || changes.schedule || changes.microbatches;
 
+    std::optional<QPair<qint64, qint64>> at;
+    if (parser.isSet(atOpt)) {
+        QString error;
+        at = parseTimeRange(parser.value(atOpt), &error);
+        if (!at)
+            return fail(error);
+    }
+
     MainWindow window(nullptr, !screenshot);
+    window.setKeepsViews(!screenshot); // a screenshot draws the same picture whatever was kept
+    if (at)
+        window.setStartRange(*at);
     const QStringList inputs = parser.positionalArguments();
 
     const QString view = parser.value(viewOpt);

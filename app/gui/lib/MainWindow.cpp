@@ -32,6 +32,8 @@
 #include <QAbstractSpinBox>
 #include <QApplication>
 #include <QCheckBox>
+#include <QClipboard>
+#include <QInputDialog>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDir>
@@ -484,6 +486,9 @@ void MainWindow::buildMenus()
             status_->setText(QStringLiteral("Communication rules from %1 apply to the next job opened").arg(path));
         }
     });
+    QAction* saveViewAct = file->addAction(QStringLiteral("Save &view"), this, [this] { saveView(); });
+    saveViewAct->setObjectName(QStringLiteral("save-view"));
+    saveViewAct->setToolTip(QStringLiteral("Keep the range, time origin, pinned tracks, markers and notes beside the job"));
     file->addAction(QStringLiteral("Save HTML &report..."), this, &MainWindow::exportReport);
     file->addAction(QStringLiteral("Export timeline &image (PNG, SVG)..."), this, &MainWindow::exportTimelineImage);
     file->addAction(QStringLiteral("Export &Chrome trace JSON (Perfetto) of the visible range..."), this,
@@ -512,6 +517,34 @@ void MainWindow::buildMenus()
         edit->addAction(QStringLiteral("&Previous search hit"), timeline_, &TimelineView::previousSearchHit);
     previousHit->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F3));
     previousHit->setObjectName(QStringLiteral("previous-hit"));
+    edit->addSeparator();
+    QAction* copyLinkAct = edit->addAction(QStringLiteral("Copy &link"), this, &MainWindow::copyLink);
+    copyLinkAct->setObjectName(QStringLiteral("copy-link"));
+    copyLinkAct->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_L));
+    QAction* markerAct = edit->addAction(QStringLiteral("Add &marker..."), this, [this] {
+        if (!timeline_->model())
+            return;
+        bool ok = false;
+        const QString label = QInputDialog::getText(this, QStringLiteral("Add marker"), QStringLiteral("Label (may be empty):"),
+                                                    QLineEdit::Normal, QString(), &ok);
+        if (ok)
+            addMarkerAtCursor(label);
+    });
+    markerAct->setObjectName(QStringLiteral("add-marker"));
+    markerAct->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M));
+    QAction* noteAct = edit->addAction(QStringLiteral("Add &note on the selected range..."), this, [this] {
+        if (!timeline_->selectedArea()) {
+            status_->setText(QStringLiteral("Select a time range first (shift-drag or right-drag on the timeline)"));
+            return;
+        }
+        bool ok = false;
+        const QString text = QInputDialog::getText(this, QStringLiteral("Add note"), QStringLiteral("Note:"), QLineEdit::Normal,
+                                                   QString(), &ok);
+        if (ok && !text.isEmpty())
+            addNoteOnSelection(text);
+    });
+    noteAct->setObjectName(QStringLiteral("add-note"));
+    noteAct->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_N));
     // A number field would take Ctrl+Z for its own text: the what-if's undo
     // and redo win there (a field's value is committed as it changes).
     qApp->installEventFilter(this);
@@ -581,6 +614,8 @@ void MainWindow::showShortcuts()
         "<tr><td><b>F11</b></td><td>the timeline alone (again: the panels back)</td></tr>"
         "<tr><td><b>Ctrl+Z / Ctrl+Shift+Z</b></td><td>undo / redo a what-if change, from a number field too</td></tr>"
         "<tr><td><b>F3 / Shift+F3</b></td><td>next / previous search hit, from the search box too</td></tr>"
+        "<tr><td><b>Ctrl+Shift+M / N</b></td><td>a labelled marker at the cursor / a note on the selected range</td></tr>"
+        "<tr><td><b>Ctrl+Shift+L</b></td><td>copy a link that opens this range (pipescope-gui JOB --at A..B)</td></tr>"
         "<tr><td><b>?</b></td><td>this list</td></tr></table>"));
     box.exec();
 }
@@ -833,9 +868,12 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     const bool detailOfShown = job->complete && shown_.job && shown_.job->storePath == job->storePath &&
                                (!shown_.job->complete || (shown_.job->partial() && job->options.ranks != shown_.job->options.ranks));
     const auto range = timeline_->visibleRange();
+    // The first time the whole job is on screen, the view kept beside it comes back.
+    const bool firstComplete = job->complete && (!detailOfShown || !shown_.job->complete);
     if (detailOfShown) {
         shown_.job = std::move(job);
     } else {
+        keepView(); // the last job's view stays beside it
         // Another job: everything held of the last one goes at once.
         shown_ = ShownJob{std::move(job), nullptr, QString()};
         forgetShownJob();
@@ -875,7 +913,151 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     } else {
         timeline_->fitAll();
     }
+    if (firstComplete) {
+        restoreView(j);
+        applyStartRange();
+    }
     showJobStatus(j);
+}
+
+QString MainWindow::viewFile() const { return shown_.job ? savedViewPath(shown_.job->inputs) : QString(); }
+
+SavedView MainWindow::currentView() const
+{
+    SavedView v;
+    if (!shown_.job || !shown_.job->timeline || !timeline_->model())
+        return v;
+    const qint64 base = shown_.job->timeline->start; // times count from the job start
+    const auto range = timeline_->visibleRange();
+    v.fromNs = range.first - base;
+    v.toNs = range.second - base;
+    v.originNs = timeline_->timeOrigin() - base;
+    v.originName = timeline_->timeOriginName();
+    for (int lane : timeline_->pinnedTracks())
+        v.pinned << timeline_->laneKey(lane);
+    const auto& markers = timeline_->markers();
+    for (size_t i = 0; i < markers.size(); ++i)
+        v.markers << SavedView::Marker{markers[i] - base, timeline_->markerLabels()[i]};
+    for (const TimelineView::TimeNote& n : timeline_->notes())
+        v.notes << SavedView::Note{n.fromNs - base, n.toNs - base, n.text};
+    v.iteration = std::max(-1, iterations_->currentIndex() - 1);
+    return v;
+}
+
+bool MainWindow::saveView()
+{
+    if (!shown_.job || !shown_.job->complete || !timeline_->model()) {
+        status_->setText(QStringLiteral("No job is shown: there is no view to save"));
+        return false;
+    }
+    QString error;
+    if (!writeSavedView(viewFile(), currentView(), &error)) {
+        status_->setText(error);
+        return false;
+    }
+    status_->setText(QStringLiteral("Saved the view to %1; it comes back when the job is opened again").arg(viewFile()));
+    return true;
+}
+
+bool MainWindow::keepView()
+{
+    if (!keepsViews_ || !shown_.job || !shown_.job->complete || !timeline_->model() || viewFile().isEmpty())
+        return false;
+    QString error;
+    if (writeSavedView(viewFile(), currentView(), &error))
+        return true;
+    viewNotice_ = error; // said with the next job's status line
+    status_->setText(error);
+    return false;
+}
+
+void MainWindow::restoreView(const Job& j)
+{
+    if (!keepsViews_ || !j.timeline || !timeline_->model())
+        return;
+    QString error;
+    const std::optional<SavedView> v = readSavedView(savedViewPath(j.inputs), &error);
+    if (!error.isEmpty())
+        viewNotice_ = error;
+    if (!v)
+        return;
+    const qint64 base = j.timeline->start;
+    const int iterations = static_cast<int>(j.analysis->iterations.size());
+    if (v->iteration < iterations) {
+        iterations_->setCurrentIndex(v->iteration + 1);
+        selectIteration(v->iteration + 1);
+    }
+    if (v->originNs)
+        timeline_->setTimeOrigin(base + *v->originNs,
+                                 v->originName.isEmpty() ? QStringLiteral("the saved time origin") : v->originName);
+    // Exactly the tracks kept pinned (a track the job no longer has is left out).
+    for (int lane : timeline_->pinnedTracks())
+        timeline_->setLanePinned(lane, false);
+    for (const QString& key : v->pinned)
+        timeline_->setLanePinned(timeline_->laneWithKey(key), true);
+    timeline_->clearMarkers();
+    for (const SavedView::Marker& m : v->markers)
+        timeline_->addMarker(base + m.ns, m.label);
+    timeline_->clearNotes();
+    for (const SavedView::Note& n : v->notes)
+        timeline_->addNote(base + n.fromNs, base + n.toNs, n.text);
+    timeline_->setVisibleRange(base + v->fromNs, base + v->toNs);
+}
+
+void MainWindow::applyStartRange()
+{
+    if (!startRange_ || !shown_.job || !shown_.job->timeline)
+        return;
+    const auto range = *std::exchange(startRange_, std::nullopt);
+    const Job& j = *shown_.job;
+    // As the link counts: from the start of the iteration it names, else from the job start.
+    const int it = j.options.iteration.value_or(-1);
+    const bool haveIt = it >= 0 && it < static_cast<int>(j.analysis->iterations.size());
+    iterations_->setCurrentIndex(haveIt ? it + 1 : 0);
+    selectIteration(haveIt ? it + 1 : 0);
+    const qint64 origin = haveIt ? j.analysis->iterations[static_cast<size_t>(it)].start : j.timeline->start;
+    timeline_->setVisibleRange(origin + range.first, origin + range.second);
+}
+
+QString MainWindow::viewLink() const
+{
+    if (!shown_.job || !shown_.job->timeline || !timeline_->model())
+        return {};
+    const auto& its = shown_.job->analysis->iterations;
+    int it = iterations_->currentIndex() - 1;
+    if (it >= static_cast<int>(its.size()))
+        it = -1;
+    const qint64 origin = it >= 0 ? its[static_cast<size_t>(it)].start : shown_.job->timeline->start;
+    const auto range = timeline_->visibleRange();
+    return pipescope::gui::viewLink(shown_.job->inputs, range.first - origin, range.second - origin, it);
+}
+
+void MainWindow::copyLink()
+{
+    const QString link = viewLink();
+    if (link.isEmpty()) {
+        status_->setText(QStringLiteral("No job is shown: there is no link to copy"));
+        return;
+    }
+    QApplication::clipboard()->setText(link);
+    status_->setText(QStringLiteral("Copied: %1").arg(link));
+}
+
+void MainWindow::addMarkerAtCursor(const QString& label)
+{
+    if (!timeline_->model())
+        return;
+    const auto range = timeline_->visibleRange();
+    timeline_->addMarker(timeline_->cursorTime().value_or(range.first + (range.second - range.first) / 2), label);
+}
+
+bool MainWindow::addNoteOnSelection(const QString& text)
+{
+    const auto area = timeline_->selectedArea();
+    if (!area)
+        return false;
+    timeline_->addNote(area->first, area->second, text);
+    return true;
 }
 
 void MainWindow::forgetShownJob()
@@ -969,6 +1151,8 @@ void MainWindow::showJobStatus(const Job& j)
         if (j.part.overview)
             text += QStringLiteral("; the other replicas are summarised from the job index: click a folded stage to load them");
     }
+    if (!viewNotice_.isEmpty()) // one line: the job, then what became of its view file
+        text += QStringLiteral("; ") + std::exchange(viewNotice_, QString());
     shown_.status = text;
     status_->setText(text);
     Q_EMIT jobShown();
@@ -1294,6 +1478,7 @@ void MainWindow::dropEvent(QDropEvent* event)
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
+    keepView();
     QSettings settings;
     settings.setValue(settingsKey("window/geometry"), saveGeometry());
     settings.setValue(settingsKey("window/state"), saveState());

@@ -4,6 +4,7 @@
 // File > Open / Recent / Examples, drag and drop, exports. It only arranges
 // views over one AppSession; all work happens in core and the session layer.
 #include "session/AppSession.h"
+#include "session/SavedView.h"
 
 #include "compare/SavedPrediction.h"
 #include "report/Report.h"
@@ -77,6 +78,31 @@ public:
     bool loadReplicas(int stage);
     // Shows a step (or a bubble) of a rank on the timeline, zoomed to it and selected.
     void showOnTimeline(int rank, qint64 start, qint64 end, bool bubble);
+
+    // Views kept beside the job (session/SavedView.h, docs/app.md "Saved
+    // views and links"): the visible range, time origin, pinned tracks,
+    // markers, notes and the iteration shown, written on close, on a job
+    // switch and by File > Save view, restored when the job is shown again.
+    // Off until set (the app sets it; tests and screenshots draw the same
+    // picture whatever was kept). A damaged or unwritable file costs one
+    // status-bar line.
+    void setKeepsViews(bool on) { keepsViews_ = on; }
+    bool keepsViews() const { return keepsViews_; }
+    QString viewFile() const;      // where the shown job's view is kept ("" for none)
+    SavedView currentView() const; // the shown job's view as it would be saved
+    bool saveView();               // File > Save view: false, with the status line saying why
+    // --at: the next job shown opens at this range, in ns from its start
+    // (with --iteration N, from the start of iteration N), as links write it.
+    void setStartRange(QPair<qint64, qint64> range) { startRange_ = range; }
+    // Edit > Copy link: `pipescope-gui JOB --at A..B [--iteration N]` for the
+    // range shown, counted from the start of the iteration shown (else the job's).
+    QString viewLink() const;
+    void copyLink();
+    // Edit > Add marker...: a labelled marker at the mouse over the tracks,
+    // else at the selected event, else in the middle of the range shown.
+    void addMarkerAtCursor(const QString& label);
+    // Edit > Add note on the selected range...: false when no area is selected.
+    bool addNoteOnSelection(const QString& text);
 
     AppSession* session() const { return session_; }
     std::shared_ptr<const Job> job() const { return shown_.job; }
@@ -161,6 +187,9 @@ private:
         std::shared_ptr<const compare::SavedPrediction> savedPrediction;
         QString status; // what the status bar says of the job
     };
+    void restoreView(const Job& job); // the view kept beside the job, if any
+    void applyStartRange();           // --at, after the kept view
+    bool keepView();                  // writes the shown job's view (on close and job switch)
     void forgetShownJob(); // the views' state of the job shown so far (search, what-if scroll, pipeline prediction)
 
     AppSession* session_ = nullptr;
@@ -204,6 +233,9 @@ private:
     QDockWidget* compareDock_ = nullptr;
     QAction* stopComparing_ = nullptr;
     QAction* baselineTracks_ = nullptr;
+    bool keepsViews_ = false;
+    std::optional<QPair<qint64, qint64>> startRange_; // --at, for the next job shown
+    QString viewNotice_; // a view file that could not be read or written: said once with the job's status
     int expandAfterLoad_ = -1; // the stage loadReplicas() asked for, expanded once shown
 };
 

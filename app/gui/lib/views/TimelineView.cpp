@@ -246,6 +246,8 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
     originName_ = model_ && model_->predicted ? tr("the predicted iteration's start") : tr("the job start");
     plot_->xAxis->setLabel(tr("time from %1").arg(originName_));
     markers_.clear();
+    markerLabels_.clear();
+    notes_.clear();
     // Track labels as wide as the longest needs, within reason.
     if (model_) {
         const QFontMetrics fm(plot_->font());
@@ -269,16 +271,75 @@ void TimelineView::setTimeOrigin(qint64 ns, const QString& what)
     setVisibleRange(range.first, range.second); // the same view, counted from the new origin
 }
 
-void TimelineView::addMarker(qint64 ns)
+void TimelineView::addMarker(qint64 ns, const QString& label)
 {
-    markers_.insert(std::upper_bound(markers_.begin(), markers_.end(), ns), ns);
+    const auto at = std::upper_bound(markers_.begin(), markers_.end(), ns);
+    markerLabels_.insert(markerLabels_.begin() + (at - markers_.begin()), label);
+    markers_.insert(at, ns);
     replotOverlay();
 }
 
 void TimelineView::clearMarkers()
 {
     markers_.clear();
+    markerLabels_.clear();
     replotOverlay();
+}
+
+std::optional<qint64> TimelineView::cursorTime() const
+{
+    // At the mouse when it is over the tracks, else at the selected event's start.
+    const QPoint at = plot_->mapFromGlobal(QCursor::pos());
+    if (model_ && plot_->axisRect()->rect().contains(at))
+        return timeAt(at.x());
+    if (model_ && selected_.valid())
+        return model_->event(selected_.lane, selected_.event).start;
+    return std::nullopt;
+}
+
+void TimelineView::addNote(qint64 fromNs, qint64 toNs, const QString& text)
+{
+    if (toNs < fromNs)
+        std::swap(fromNs, toNs);
+    notes_.push_back({fromNs, toNs, text});
+    replotOverlay();
+}
+
+void TimelineView::clearNotes()
+{
+    notes_.clear();
+    replotOverlay();
+}
+
+std::optional<QPair<qint64, qint64>> TimelineView::selectedArea() const
+{
+    if (!haveArea_)
+        return std::nullopt;
+    return QPair<qint64, qint64>(areaFrom_, areaTo_);
+}
+
+QString TimelineView::laneKey(int lane) const
+{
+    if (!model_ || lane < 0 || static_cast<size_t>(lane) >= model_->lanes.size())
+        return {};
+    const Lane& l = model_->lanes[static_cast<size_t>(lane)];
+    return QStringLiteral("%1/%2/%3/%4/%5/%6%7")
+        .arg(l.rank)
+        .arg(static_cast<int>(l.kind))
+        .arg(l.device)
+        .arg(l.stream)
+        .arg(l.tid)
+        .arg(qstr(l.label), l.baseline ? QStringLiteral("/baseline") : QString());
+}
+
+int TimelineView::laneWithKey(const QString& key) const
+{
+    if (!model_ || key.isEmpty())
+        return -1;
+    for (size_t i = 0; i < model_->lanes.size(); ++i)
+        if (laneKey(static_cast<int>(i)) == key)
+            return static_cast<int>(i);
+    return -1;
 }
 
 void TimelineView::rebuildGroups()
@@ -1177,15 +1238,10 @@ bool TimelineView::handleKey(QKeyEvent* event)
         else
             nextSearchHit();
         return true;
-    case Qt::Key_M: {
-        // At the mouse when it is over the tracks, else at the selected event's start.
-        const QPoint at = plot_->mapFromGlobal(QCursor::pos());
-        if (plot_->axisRect()->rect().contains(at))
-            addMarker(timeAt(at.x()));
-        else if (selected_.valid())
-            addMarker(model_->event(selected_.lane, selected_.event).start);
+    case Qt::Key_M:
+        if (const auto at = cursorTime())
+            addMarker(*at);
         return true;
-    }
     case Qt::Key_Question:
         setShortcutsVisible(!shortcutsVisible());
         return true;
@@ -1773,6 +1829,22 @@ void TimelineOverlay::draw(QCPPainter* p)
     }
     if (!dragRect.isNull())
         p->fillRect(QRectF(dragRect.left(), ar.top(), dragRect.width(), ar.height()), QColor(9, 105, 218, 50));
+    // Notes on time ranges: a band over the tracks, the text at its top.
+    for (const TimelineView::TimeNote& n : v.notes_) {
+        const double x0 = std::max<double>(v.xOf(n.fromNs), ar.left()), x1 = std::min<double>(v.xOf(n.toNs), ar.right());
+        if (x1 < x0)
+            continue;
+        const QColor nc(0xbf, 0x87, 0x00);
+        p->fillRect(QRectF(x0, ar.top(), std::max(1.0, x1 - x0), ar.height()), QColor(nc.red(), nc.green(), nc.blue(), 28));
+        const QFontMetrics fm(mParentPlot->font());
+        const QString t = fm.elidedText(n.text, Qt::ElideRight, std::max(0, int(x1 - x0) - 6));
+        if (!t.isEmpty()) {
+            const QRectF box(x0 + 2, ar.bottom() - fm.height() - 4, fm.horizontalAdvance(t) + 6, fm.height() + 2);
+            p->fillRect(box, viewColors(v.palette()).labelBox);
+            p->setPen(QPen(nc, 1));
+            p->drawText(box, Qt::AlignCenter, t);
+        }
+    }
     // Time markers, and between neighbours the time between them (a ruler).
     if (!v.markers_.empty()) {
         const QColor mc(0xc2, 0x18, 0x5b);
@@ -1782,8 +1854,15 @@ void TimelineOverlay::draw(QCPPainter* p)
         qint64 lastT = 0;
         for (size_t i = 0; i < v.markers_.size(); ++i) {
             const double x = v.xOf(v.markers_[i]);
-            if (x >= ar.left() && x <= ar.right())
+            if (x >= ar.left() && x <= ar.right()) {
                 p->drawLine(QPointF(x, ar.top()), QPointF(x, ar.bottom()));
+                const QString& label = v.markerLabels_[i];
+                if (!label.isEmpty()) { // under the ruler, right of the line
+                    const QRectF box(x + 2, ar.top() + fm.height() + 5, fm.horizontalAdvance(label) + 6, fm.height() + 2);
+                    p->fillRect(box, viewColors(v.palette()).labelBox);
+                    p->drawText(box, Qt::AlignCenter, label);
+                }
+            }
             if (i > 0) {
                 const double x0 = std::max<double>(lastX, ar.left()), x1 = std::min<double>(x, ar.right());
                 if (x1 > x0) {

@@ -158,9 +158,31 @@ public:
     QString timeOriginName() const { return originName_; }
     // Time markers (M adds one at the cursor): vertical lines, each pair of
     // neighbours with the time between them written above (a ruler).
-    void addMarker(qint64 ns);
+    // A marker may carry a label (Edit > Add marker...), written beside its line.
+    void addMarker(qint64 ns, const QString& label = {});
     void clearMarkers();
+    // Where M puts a marker: the mouse over the tracks, else the selected event's start.
+    std::optional<qint64> cursorTime() const;
     const std::vector<qint64>& markers() const { return markers_; }
+    const std::vector<QString>& markerLabels() const { return markerLabels_; } // [i]: of markers()[i]
+    // Notes on time ranges (Edit > Add note on the selected range...): a
+    // band over the tracks with its text at the top. Cleared with the model.
+    struct TimeNote {
+        qint64 fromNs = 0, toNs = 0;
+        QString text;
+        bool operator==(const TimeNote&) const = default;
+    };
+    void addNote(qint64 fromNs, qint64 toNs, const QString& text);
+    void clearNotes();
+    const std::vector<TimeNote>& notes() const { return notes_; }
+    // The dragged area (shift-drag or right-drag), if one is selected.
+    std::optional<QPair<qint64, qint64>> selectedArea() const;
+    // A track's identity that survives another reading of the same job
+    // (rank, kind, device, stream and label), and the lane that has it (-1: none).
+    QString laneKey(int lane) const;
+    int laneWithKey(const QString& key) const;
+    // Pinned tracks in their shown order.
+    std::vector<int> pinnedTracks() const { return pinnedLanes(); }
 
     // The mouse wheel: Zoom (wheel zooms at the cursor, Shift+wheel scrolls
     // the tracks; Perfetto's way) or Scroll (wheel scrolls the tracks,
@@ -283,6 +305,8 @@ private:
     WheelMode wheelMode_ = WheelMode::Zoom;
     void syncScrollBar();
     std::vector<qint64> markers_; // sorted
+    std::vector<QString> markerLabels_; // [i]: of markers_[i]
+    std::vector<TimeNote> notes_;
     ColorBy colorBy_ = ColorBy::Class;
     std::vector<Group> groups_;
     std::vector<Row> rows_;
