@@ -1,19 +1,10 @@
 #include "model/ScheduleShare.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace pipescope {
 
 namespace {
-
-// F and (B or I) of (virtual stage, microbatch): the two chains a pipeline
-// hands from rank to rank. W never feeds another stage.
-uint64_t chainKey(bool forward, int stage, int microbatch)
-{
-    return (static_cast<uint64_t>(forward ? 1 : 0) << 63) | (static_cast<uint64_t>(static_cast<uint32_t>(stage)) << 32)
-           | static_cast<uint32_t>(microbatch);
-}
 
 bool feedsBackward(StepKind k) { return k == StepKind::B || k == StepKind::I; }
 
@@ -23,22 +14,41 @@ ScheduleShare scheduleShare(const std::vector<std::vector<Action>>& ranks, const
 {
     ScheduleShare out;
     const size_t n = ranks.size();
-    // Which chain links were measured at all: a producer that is not waits on nothing.
-    std::unordered_map<uint64_t, TimeNs> ended; // chain key -> end in the replay, once run
-    std::unordered_map<uint64_t, bool> present;
+    // Dense tables over (virtual stage, microbatch): when the F (and the B
+    // or I) of each ended in the replay, -1 while not yet; -2 where the
+    // trace has none, so that a step waiting on it waits on nothing.
+    int stages = 0, microbatches = 0;
+    size_t left = 0;
+    for (const auto& actions : ranks) {
+        left += actions.size();
+        for (const Action& a : actions) {
+            if (a.stage < 0 || a.microbatch < 0)
+                return out; // not a step of a pipeline
+            stages = std::max(stages, a.stage + 1);
+            microbatches = std::max(microbatches, a.microbatch + 1);
+        }
+    }
+    const size_t cells = static_cast<size_t>(stages) * static_cast<size_t>(microbatches);
+    if (cells > (size_t{1} << 28))
+        return out;
+    constexpr TimeNs kAbsent = -2, kPending = -1;
+    std::vector<TimeNs> forwardEnd(cells, kAbsent), backwardEnd(cells, kAbsent);
+    auto cell = [microbatches](int stage, int microbatch) {
+        return static_cast<size_t>(stage) * static_cast<size_t>(microbatches) + static_cast<size_t>(microbatch);
+    };
     for (const auto& actions : ranks)
-        for (const Action& a : actions)
-            if (a.kind == StepKind::F || feedsBackward(a.kind))
-                present[chainKey(a.kind == StepKind::F, a.stage, a.microbatch)] = true;
+        for (const Action& a : actions) {
+            if (a.kind == StepKind::F)
+                forwardEnd[cell(a.stage, a.microbatch)] = kPending;
+            else if (feedsBackward(a.kind))
+                backwardEnd[cell(a.stage, a.microbatch)] = kPending;
+        }
 
     out.idleBefore.resize(n);
     std::vector<size_t> next(n, 0);
     std::vector<TimeNs> free(n, 0);
-    size_t left = 0;
-    for (size_t r = 0; r < n; ++r) {
+    for (size_t r = 0; r < n; ++r)
         out.idleBefore[r].assign(ranks[r].size(), 0);
-        left += ranks[r].size();
-    }
     // Each pass runs, on every rank, the actions whose input is ready; an
     // order that lets no rank move is a deadlock.
     while (left > 0) {
@@ -47,21 +57,24 @@ ScheduleShare scheduleShare(const std::vector<std::vector<Action>>& ranks, const
             while (next[r] < ranks[r].size()) {
                 const Action& a = ranks[r][next[r]];
                 TimeNs ready = 0;
-                if (a.kind == StepKind::F || feedsBackward(a.kind)) {
-                    const bool forward = a.kind == StepKind::F;
-                    const uint64_t input = chainKey(forward, a.stage + (forward ? -1 : 1), a.microbatch);
-                    if (present.count(input)) {
-                        auto e = ended.find(input);
-                        if (e == ended.end())
+                const bool forward = a.kind == StepKind::F;
+                if (forward || feedsBackward(a.kind)) {
+                    const int from = a.stage + (forward ? -1 : 1);
+                    if (from >= 0 && from < stages) {
+                        const TimeNs e = (forward ? forwardEnd : backwardEnd)[cell(from, a.microbatch)];
+                        if (e == kPending)
                             break; // its producer has not run yet
-                        ready = e->second;
+                        if (e >= 0)
+                            ready = e;
                     }
                 }
                 const TimeNs start = std::max(free[r], ready);
                 out.idleBefore[r][next[r]] = start - free[r];
                 free[r] = start + costOfKind[static_cast<size_t>(a.kind) & 3];
-                if (a.kind == StepKind::F || feedsBackward(a.kind))
-                    ended[chainKey(a.kind == StepKind::F, a.stage, a.microbatch)] = free[r];
+                if (forward)
+                    forwardEnd[cell(a.stage, a.microbatch)] = free[r];
+                else if (feedsBackward(a.kind))
+                    backwardEnd[cell(a.stage, a.microbatch)] = free[r];
                 ++next[r];
                 --left;
                 moved = true;

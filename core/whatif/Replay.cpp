@@ -429,6 +429,14 @@ namespace {
 // cost for it and free communication: the schedule's own idle.
 ScheduleShare scheduleShareOf(const ReplayResult& out)
 {
+    // Past this many steps a replay keeps to its memory budget per step
+    // (kReplayBytesPerStep): the region rule names fill and drain instead.
+    constexpr size_t kMaxShareSteps = 1'000'000;
+    size_t steps = 0;
+    for (const RankReplay& rr : out.ranks)
+        steps += rr.actions.size();
+    if (steps > kMaxShareSteps)
+        return {};
     std::vector<std::vector<Action>> order(out.ranks.size());
     std::array<std::vector<TimeNs>, 4> lengths;
     for (size_t r = 0; r < out.ranks.size(); ++r)
