@@ -232,11 +232,14 @@ int runImport(const ImportArgs& a)
     return kExitOk;
 }
 
-RegisterCommand reg{{"import", "Import Kineto JSON or Nsight Systems SQLite traces into one store", 10,
+RegisterCommand reg{{"import",
+                     "Import traces into one store: PyTorch profiler (Kineto) JSON, Nsight Systems SQLite, pipescope "
+                     "captures, Megatron-LM step timings, per-operation timing tables (CSV/TSV)",
+                     10,
                      [](CLI::App& app) -> RunFn {
                          auto a = std::make_shared<ImportArgs>();
                          app.add_option("inputs", a->inputs,
-                                        "Trace files (.json, .json.gz, .sqlite) or directories of per-rank traces")
+                                        "Trace files (.json, .json.gz, .sqlite, .pscap, .csv, .tsv, .csv.gz) or directories of per-rank traces")
                              ->required();
                          app.add_option("-o,--output", a->output, "Store file to write (e.g. job.pipescope)")->required();
                          app.add_option("--align", a->align,
