@@ -14,6 +14,7 @@
 // before files were settled as they were parsed).
 #include "import/Import.h"
 #include "util/Error.h"
+#include "SimulatedJob.h"
 #include "simulate/KinetoEmitter.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
@@ -55,38 +56,11 @@ std::string loadAverage()
     return a.empty() ? "unknown" : a + " " + b + " " + c;
 }
 
-// resources/models/gpt-32l.json, with the layout of the job.
-const char* const kModel = R"({
-  "format": "pipescope.model/1", "name": "gpt-32l", "hidden_size": 4096, "attention_heads": 32,
-  "sequence_length": 2048, "microbatch_size": 1, "vocab_size": 50304, "dtype": "bf16", "gpu_tflops": 400,
-  "layers": [{"name": "decoder", "count": 32}],
-  "communication": {"p2p_latency_us": 20, "p2p_bandwidth_gbps": 25, "allreduce_latency_us": 30,
-                    "allreduce_bandwidth_gbps": 40},
-  "memory": {"gpu_memory_gib": 80, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
-             "optimizer_bytes_per_param": 12, "zero_stage": 1, "reserved_gib": 3},
-  "parallel": {"pp": 4, "dp": 8, "microbatches": 8, "schedule": "1f1b"}
-})";
-
-// Writes the job's rank files into dir; returns their total size in bytes.
+// Writes the job's rank files (32 ranks: pipeline 4, 8 replicas) into dir;
+// returns their total size in bytes.
 uint64_t writeJob(const fs::path& dir, int iterations)
 {
-    using namespace whatif;
-    const ModelDescription md = parseModelDescription(kModel, "bench_import_ranks");
-    CostModel model = CostModel::fromModel(md);
-    model.dataParallel = *md.dp;
-    model.memory.dataParallel = *md.dp;
-    Scenario base;
-    base.label = "simulated";
-    base.pp = *md.pp;
-    base.microbatches = *md.microbatches;
-    ScenarioChanges changes;
-    changes.schedule = *md.schedule;
-    const Prediction prediction = predict(model, applyChanges(base, changes));
-    simulate::KinetoEmitOptions eo;
-    eo.iterations = iterations;
-    eo.modelName = md.name;
-    eo.costModel = &model;
-    const simulate::KinetoEmitSummary s = simulate::emitKineto(prediction, eo, dir.string());
+    const simulate::KinetoEmitSummary s = benchjobs::writeSimulatedJob(dir, 32, iterations);
     uint64_t bytes = 0;
     for (const auto& f : s.files)
         bytes += fs::file_size(f);

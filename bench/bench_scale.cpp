@@ -17,6 +17,7 @@
 //
 //   bench_scale [RANKS=32,256,1024] [ITERATIONS=4] [DIR]   (DIR: where the traces go; default /tmp)
 #include "analysis/JobSummaries.h"
+#include "SimulatedJob.h"
 #include "simulate/KinetoEmitter.h"
 #include "store/JobIndex.h"
 #include "whatif/ModelDescription.h"
@@ -67,35 +68,9 @@ uint64_t bytesUnder(const fs::path& p)
     return n;
 }
 
-std::string modelText(int ranks)
-{
-    return R"({"format": "pipescope.model/1", "name": "gpt-32l", "hidden_size": 4096, "attention_heads": 32,
-  "sequence_length": 2048, "microbatch_size": 1, "vocab_size": 50304, "dtype": "bf16", "gpu_tflops": 400,
-  "layers": [{"name": "decoder", "count": 32}],
-  "communication": {"p2p_latency_us": 20, "p2p_bandwidth_gbps": 25, "allreduce_latency_us": 30, "allreduce_bandwidth_gbps": 40},
-  "memory": {"gpu_memory_gib": 80, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
-             "optimizer_bytes_per_param": 12, "zero_stage": 1, "reserved_gib": 3},
-  "parallel": {"pp": 4, "dp": )" + std::to_string(ranks / 4) + R"(, "microbatches": 8, "schedule": "1f1b"}})";
-}
-
 uint64_t writeJob(const fs::path& dir, int ranks, int iterations)
 {
-    using namespace whatif;
-    const ModelDescription md = parseModelDescription(modelText(ranks), "bench_scale");
-    CostModel model = CostModel::fromModel(md);
-    model.dataParallel = *md.dp;
-    model.memory.dataParallel = *md.dp;
-    Scenario base;
-    base.label = "simulated";
-    base.pp = *md.pp;
-    base.microbatches = *md.microbatches;
-    ScenarioChanges changes;
-    changes.schedule = *md.schedule;
-    simulate::KinetoEmitOptions eo;
-    eo.iterations = iterations;
-    eo.modelName = md.name;
-    eo.costModel = &model;
-    simulate::emitKineto(predict(model, applyChanges(base, changes)), eo, dir.string());
+    benchjobs::writeSimulatedJob(dir, ranks, iterations);
     return bytesUnder(dir);
 }
 

@@ -14,6 +14,7 @@
 //   bench_serve [RANKS=32] [ITERATIONS=2] [DIR] [--keep]
 //   (DIR: where the job goes, default /tmp; --keep: leave the job there and
 //   reuse it on the next run instead of writing it again)
+#include "SimulatedJob.h"
 #include "remote/Client.h"
 #include "simulate/KinetoEmitter.h"
 #include "whatif/ModelDescription.h"
@@ -41,37 +42,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::string modelText(int ranks)
-{
-    return R"({"format": "pipescope.model/1", "name": "gpt-32l", "hidden_size": 4096, "attention_heads": 32,
-  "sequence_length": 2048, "microbatch_size": 1, "vocab_size": 50304, "dtype": "bf16", "gpu_tflops": 400,
-  "layers": [{"name": "decoder", "count": 32}],
-  "communication": {"p2p_latency_us": 20, "p2p_bandwidth_gbps": 25, "allreduce_latency_us": 30, "allreduce_bandwidth_gbps": 40},
-  "memory": {"gpu_memory_gib": 80, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
-             "optimizer_bytes_per_param": 12, "zero_stage": 1, "reserved_gib": 3},
-  "parallel": {"pp": 4, "dp": )" + std::to_string(ranks / 4) + R"(, "microbatches": 8, "schedule": "1f1b"}})";
-}
-
-void writeTraces(const fs::path& dir, int ranks, int iterations)
-{
-    using namespace whatif;
-    const ModelDescription md = parseModelDescription(modelText(ranks), "bench_serve");
-    CostModel model = CostModel::fromModel(md);
-    model.dataParallel = *md.dp;
-    model.memory.dataParallel = *md.dp;
-    Scenario base;
-    base.label = "simulated";
-    base.pp = *md.pp;
-    base.microbatches = *md.microbatches;
-    ScenarioChanges changes;
-    changes.schedule = *md.schedule;
-    simulate::KinetoEmitOptions eo;
-    eo.iterations = iterations;
-    eo.modelName = md.name;
-    eo.costModel = &model;
-    simulate::emitKineto(predict(model, applyChanges(base, changes)), eo, dir.string());
-}
 
 bool run(const std::vector<std::string>& argv)
 {
@@ -258,7 +228,7 @@ int main(int argc, char** argv)
         fs::remove_all(base, ec);
         fs::create_directories(base / "traces");
         auto t0 = Clock::now();
-        writeTraces(base / "traces", ranks, iterations);
+        benchjobs::writeSimulatedJob(base / "traces", ranks, iterations);
         const double written = since(t0);
         t0 = Clock::now();
         if (!run({PIPESCOPE_CLI, "import", (base / "traces").string(), "--shards", "2", "-q", "-o", job})) {
