@@ -132,13 +132,7 @@ static RegisterCommand reg{{"analyze", "Find where the pipeline loses time: step
                                                     doc["job"] = report::jobPartJson(read.part);
                                                 doc["microbatches"]["cost"] =
                                                     study && study->applies ? whatif::microbatchStudyToJson(*study) : nlohmann::json(nullptr);
-                                                nlohmann::json lv = nlohmann::json::array();
-                                                for (const whatif::Lever& l : levers.levers)
-                                                    lv.push_back({{"kind", l.kind}, {"change", l.change},
-                                                                  {"predicted_iteration_ns", l.predictedNs}, {"gain", l.gain}});
-                                                doc["levers"] = {{"bubbles", levers.bubbles},
-                                                                 {"measured_iteration_ns", levers.measuredNs},
-                                                                 {"levers", lv}};
+                                                doc["levers"] = whatif::leversToJson(levers);
                                                 text = jsonText(doc, 1) + "\n";
                                             } else {
                                                 std::ostringstream os;

@@ -141,10 +141,7 @@ json documentExtras(const RunData& run, const AnalysisResult& r)
     if (run.part.partial())
         extras["job"] = report::jobPartJson(run.part);
     extras["cost"] = study && study->applies ? whatif::microbatchStudyToJson(*study) : json(nullptr);
-    json lv = json::array();
-    for (const whatif::Lever& l : levers.levers)
-        lv.push_back({{"kind", l.kind}, {"change", l.change}, {"predicted_iteration_ns", l.predictedNs}, {"gain", l.gain}});
-    extras["levers"] = {{"bubbles", levers.bubbles}, {"measured_iteration_ns", levers.measuredNs}, {"levers", lv}};
+    extras["levers"] = whatif::leversToJson(levers);
     return extras;
 }
 

@@ -1,5 +1,7 @@
 #include "whatif/Levers.h"
 
+#include <nlohmann/json.hpp>
+
 #include "util/Error.h"
 #include "util/Format.h"
 #include "whatif/WhatIf.h"
@@ -185,6 +187,14 @@ Levers rankLevers(const CostModel& model, const AnalysisResult& r)
     }
     std::stable_sort(out.levers.begin(), out.levers.end(), [](const Lever& a, const Lever& b) { return a.gain > b.gain; });
     return out;
+}
+
+nlohmann::json leversToJson(const Levers& levers)
+{
+    nlohmann::json lv = nlohmann::json::array();
+    for (const Lever& l : levers.levers)
+        lv.push_back({{"kind", l.kind}, {"change", l.change}, {"predicted_iteration_ns", l.predictedNs}, {"gain", l.gain}});
+    return {{"bubbles", levers.bubbles}, {"measured_iteration_ns", levers.measuredNs}, {"levers", std::move(lv)}};
 }
 
 } // namespace pipescope::whatif

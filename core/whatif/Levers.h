@@ -7,6 +7,8 @@
 #include "analysis/Analysis.h"
 #include "whatif/CostModel.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <string>
 #include <vector>
 
@@ -40,6 +42,10 @@ std::string leversBasisText(const Levers& levers);
 
 // Throws nothing: a lever the model cannot price is left out.
 Levers rankLevers(const CostModel& model, const AnalysisResult& analysis);
+
+// The `levers` object of `analyze --json` (and of `pipescope serve`'s analysis):
+// {bubbles, measured_iteration_ns, levers: [{kind, change, predicted_iteration_ns, gain}]}.
+nlohmann::json leversToJson(const Levers& levers);
 
 // "interleave v=2 (interleaved-1f1b): 118.2 ms (-10.0%)"
 std::string leverText(const Lever& lever);
