@@ -1,6 +1,7 @@
 #include "remote/Client.h"
 
 #include "util/Format.h"
+#include "util/Work.h"
 
 #include <cerrno>
 #include <condition_variable>
@@ -44,6 +45,14 @@ std::string Client::readPayload()
             payloadBytesReceived_ += static_cast<int64_t>(p->size());
             return *p;
         }
+        if (stop_) {
+            pollfd p{readFd_, POLLIN, 0};
+            const int ready = ::poll(&p, 1, 100);
+            if (stop_->load())
+                throw Cancelled();
+            if (ready == 0 || (ready < 0 && errno == EINTR))
+                continue;
+        }
         const ssize_t n = ::read(readFd_, buf.data(), buf.size());
         if (n < 0) {
             if (errno == EINTR)
@@ -73,6 +82,7 @@ Response Client::call(RequestType type, const json& params)
     bytesSent_ += static_cast<int64_t>(framed.size());
     Response r = parseResponse(readPayload());
     lastSeconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    bestSeconds_ = roundTrips_ == 0 ? lastSeconds_ : std::min(bestSeconds_, lastSeconds_);
     ++roundTrips_;
     if (r.id == -1 && !r.ok)
         throw ServerRefused(r.errorCode, r.errorMessage);
@@ -115,12 +125,27 @@ int ChildProcess::wait()
         ::close(fromChild);
     toChild = fromChild = -1;
     if (pid < 0)
-        return -1;
+        return exitStatus;
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    exitStatus = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return exitStatus;
+}
+
+bool ChildProcess::running()
+{
+    if (pid < 0)
+        return false;
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == 0)
+        return true;
+    if (r == pid)
+        exitStatus = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    pid = -1;
+    return false;
 }
 
 ChildProcess::~ChildProcess()
@@ -143,6 +168,7 @@ std::unique_ptr<ChildProcess> spawnChild(const std::vector<std::string>& argv, c
     for (const auto& a : argv)
         args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    const std::string execFailed = "cannot run " + argv.front() + ": ";
     const pid_t pid = ::fork();
     if (pid < 0)
         throw Error(std::string("cannot start ") + argv.front() + " (" + std::strerror(errno) + ")");
@@ -154,7 +180,13 @@ std::unique_ptr<ChildProcess> spawnChild(const std::vector<std::string>& argv, c
             if (e >= 0)
                 ::dup2(e, 2);
         }
-        ::execv(args[0], args.data());
+        ::execvp(args[0], args.data());
+        // One line on the child's standard error, for whoever shows it (no
+        // allocation after fork: another thread may have held malloc's lock).
+        const char* why = std::strerror(errno);
+        [[maybe_unused]] ssize_t w = ::write(2, execFailed.data(), execFailed.size());
+        w = ::write(2, why, std::strlen(why));
+        w = ::write(2, "\n", 1);
         _exit(127);
     }
     ::close(in[0]);

@@ -7,6 +7,7 @@
 // throughput, to measure what a user at the end of a long link would see.
 #include "remote/Protocol.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -59,6 +60,14 @@ public:
     int64_t payloadBytesReceived() const { return payloadBytesReceived_; }
     int64_t roundTrips() const { return roundTrips_; }
     double lastRoundTripSeconds() const { return lastSeconds_; }
+    // The shortest round trip so far (0 before the first): the link's latency,
+    // without the server's work of the slower requests.
+    double bestRoundTripSeconds() const { return bestSeconds_; }
+
+    // While waiting for a response, look at this flag every 100 ms and throw
+    // Cancelled (util/Work.h) once it is set: a user's Cancel does not wait
+    // for a slow server. Null (the default): wait as long as it takes.
+    void setStop(const std::atomic<bool>* stop) { stop_ = stop; }
 
 private:
     std::string readPayload();
@@ -67,17 +76,22 @@ private:
     int64_t nextId_ = 1;
     int64_t bytesSent_ = 0, bytesReceived_ = 0, roundTrips_ = 0, payloadBytesReceived_ = 0;
     bool compressing_ = false, compressRequests_ = false;
-    double lastSeconds_ = 0;
+    double lastSeconds_ = 0, bestSeconds_ = 0;
+    const std::atomic<bool>* stop_ = nullptr;
 };
 
 // A child process with its standard input and output on pipes (its
 // standard error goes to stderrPath, or stays the parent's when empty).
+// argv[0] without a slash is looked for on PATH, as a shell would.
 struct ChildProcess {
     pid_t pid = -1;
     int toChild = -1;   // write end: the child's standard input
     int fromChild = -1; // read end: the child's standard output
     // Closes our ends and waits; the child's exit status (128 + signal when killed).
     int wait();
+    // Whether it still runs (reaps it when it has ended; exitStatus then holds its status).
+    bool running();
+    int exitStatus = -1;
     ~ChildProcess();
 };
 std::unique_ptr<ChildProcess> spawnChild(const std::vector<std::string>& argv, const std::string& stderrPath = {});

@@ -11,6 +11,8 @@
 #include "panels/DiagnosticsPanel.h"
 #include "session/ExportWorker.h"
 #include "session/RecentJobs.h"
+#include "remote/OpenRemoteDialog.h"
+#include "remote/RemoteLink.h"
 #include "views/PaletteLegend.h"
 #include "panels/HtaPanel.h"
 #include "panels/ImbalancePanel.h"
@@ -114,6 +116,13 @@ MainWindow::MainWindow(QWidget* parent, bool restoreLayout)
     statusBar()->addWidget(status_, 1);
     statusBar()->addPermanentWidget(progress_);
     statusBar()->addPermanentWidget(cancel_);
+    link_ = new QLabel(this);
+    link_->setObjectName(QStringLiteral("link"));
+    link_->setVisible(false);
+    statusBar()->addPermanentWidget(link_);
+    linkTimer_ = new QTimer(this);
+    linkTimer_->setInterval(2000);
+    connect(linkTimer_, &QTimer::timeout, this, &MainWindow::refreshLink);
     // Cancel stops an export in flight first: a load behind it goes on.
     connect(cancel_, &QToolButton::clicked, this, [this] {
         if (exporter_->busy())
@@ -425,6 +434,7 @@ void MainWindow::buildMenus()
         if (!dir.isEmpty())
             open({dir});
     });
+    file->addAction(QStringLiteral("Open r&emote..."), this, &MainWindow::openRemote)->setObjectName(QStringLiteral("open-remote"));
     file->addAction(QStringLiteral("Co&mpare with..."), this, [this] {
         const QString path = QFileDialog::getOpenFileName(
             this, QStringLiteral("Compare with a baseline run"), QString(),
@@ -667,6 +677,36 @@ void MainWindow::open(const QStringList& inputs, const OpenOptions& given)
     session_->open(inputs, options);
 }
 
+void MainWindow::openRemote()
+{
+    const QString address = OpenRemoteDialog::ask(this);
+    if (!address.isEmpty())
+        open({address});
+}
+
+QString MainWindow::linkText() const { return link_->isVisible() || (shown_.job && shown_.job->remote) ? link_->text() : QString(); }
+
+void MainWindow::refreshLink()
+{
+    const auto& j = shown_.job;
+    if (!j || !j->remote) {
+        link_->clear();
+        link_->setVisible(false);
+        linkTimer_->stop();
+        return;
+    }
+    link_->setVisible(true);
+    if (!j->remote->alive()) {
+        linkTimer_->stop();
+        link_->setText(QStringLiteral("ssh %1: link closed").arg(j->remote->address().host));
+        showError(QStringLiteral("%1; what is on screen stays, File > Open recent connects again").arg(j->remote->failure()));
+        return;
+    }
+    link_->setText(j->remote->describe());
+    if (!linkTimer_->isActive())
+        linkTimer_->start();
+}
+
 bool MainWindow::loadReplicas(int stage)
 {
     if (!shown_.job || !shown_.job->partial() || session_->busy())
@@ -905,6 +945,7 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     for (const Iteration& it : j.analysis->iterations)
         iterations_->addItem(QStringLiteral("%1%2").arg(it.index).arg(
             it.label.empty() ? QString() : QStringLiteral("  ") + QString::fromStdString(it.label)));
+    refreshLink();
     if (detailOfShown) {
         timeline_->setVisibleRange(range.first, range.second);
     } else if (j.analysis->selectedIteration >= 0) {
@@ -920,7 +961,8 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     showJobStatus(j);
 }
 
-QString MainWindow::viewFile() const { return shown_.job ? savedViewPath(shown_.job->inputs) : QString(); }
+// A remote job keeps no view: there is no folder of it here to keep one in.
+QString MainWindow::viewFile() const { return shown_.job && !shown_.job->remote ? savedViewPath(shown_.job->inputs) : QString(); }
 
 SavedView MainWindow::currentView() const
 {
@@ -1267,6 +1309,12 @@ bool MainWindow::saveReport(const QString& path)
 
 bool MainWindow::saveChromeTrace(const QString& path, TraceRange range)
 {
+    if (shown_.job && shown_.job->remote) {
+        showError(QStringLiteral("%1: the Chrome trace holds every kernel, and a remote job copies none; run `pipescope export` "
+                                 "where the job lies, or save the HTML report")
+                      .arg(path));
+        return false;
+    }
     if (!startExport())
         return false;
     report::ChromeTraceOptions o;

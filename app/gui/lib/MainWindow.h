@@ -24,6 +24,7 @@ class QScrollArea;
 class QTabWidget;
 class QToolButton;
 class QCheckBox;
+class QTimer;
 
 namespace pipescope::gui {
 
@@ -47,6 +48,10 @@ public:
     ~MainWindow() override;
 
     void open(const QStringList& inputs, const OpenOptions& options = {});
+    // File > Open remote...: asks for a host and a path, opens ssh://host/path.
+    void openRemote();
+    // The status bar's link figures of a remote job ("" for a local one).
+    QString linkText() const;
     // Shows a loaded job in every view (also used by --screenshot and tests).
     void showJob(std::shared_ptr<const Job> job);
     void setView(View view);
@@ -218,6 +223,11 @@ private:
     QProgressBar* progress_ = nullptr;
     QToolButton* cancel_ = nullptr;
     QLabel* status_ = nullptr;
+    // A remote job's link (round trip, bytes moved), refreshed while it is shown;
+    // a link that drops is said once (docs/remote.md, "The app").
+    QLabel* link_ = nullptr;
+    QTimer* linkTimer_ = nullptr;
+    void refreshLink();
     QString lastError_;
     QDockWidget* bottomDock_ = nullptr;
     QDockWidget* summaryDock_ = nullptr;

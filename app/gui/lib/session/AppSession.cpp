@@ -1,4 +1,6 @@
 #include "session/AppSession.h"
+#include "remote/RemoteAddress.h"
+#include "remote/RemoteJob.h"
 #include "store/JobIndex.h"
 #include "util/Format.h"
 #include "util/Memory.h"
@@ -318,6 +320,8 @@ std::shared_ptr<const Job> AppSession::loadFirstFrame(const QStringList& inputs,
 {
     if (options.firstFrameAbove < 0 || !options.ranks.empty())
         return nullptr; // some ranks of a job already shown: the job stays on screen while they load
+    if (!inputs.isEmpty() && RemoteAddress::isRemote(inputs.front()))
+        return nullptr; // the server sends only what is drawn: its first frame is the job
     auto job = prepareJob(inputs, options, work);
     // Import errors went up above; one in the window (a damaged row, an analysis
     // that cannot make sense of a slice) is left for the full load to report.
@@ -361,6 +365,11 @@ std::shared_ptr<const Job> AppSession::loadFirstFrame(const QStringList& inputs,
 
 std::shared_ptr<const Job> AppSession::load(const QStringList& inputs, const OpenOptions& options, const WorkControl* work)
 {
+    if (!inputs.isEmpty() && RemoteAddress::isRemote(inputs.front())) {
+        if (inputs.size() > 1)
+            throw Error("open one remote job at a time (" + inputs.join(QStringLiteral(", ")).toStdString() + ")");
+        return loadRemote(inputs.front(), options, work);
+    }
     auto job = prepareJob(inputs, options, work);
     std::shared_ptr<Trace> trace;
     {

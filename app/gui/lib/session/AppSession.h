@@ -7,7 +7,9 @@
 // Progress and Cancel go through core's WorkControl; one load runs at a time,
 // and a new open() cancels the one in flight. A large store is opened in two
 // phases: a first frame of one window (firstFrame, an incomplete Job), then
-// the whole trace (loaded); each Job is complete for what it covers.
+// the whole trace (loaded); each Job is complete for what it covers. An
+// ssh://host/path input opens a remote job (remote/RemoteJob.h) on the same
+// worker, with the same signals.
 #include "analysis/Analysis.h"
 #include "analysis/JobPart.h"
 #include "model/Trace.h"
@@ -32,6 +34,8 @@ struct StoreSummary;
 } // namespace pipescope
 
 namespace pipescope::gui {
+
+class RemoteLink;
 
 struct OpenOptions {
     int layers = 0;            // like `pipescope whatif --layers N` when the trace names no layers
@@ -85,6 +89,12 @@ struct Job {
     // read whole): the ranks read and what the job index says of the rest.
     JobPart part;
     bool partial() const { return part.partial(); }
+
+    // A remote job (ssh://host/path, remote/RemoteJob.h): the link it was
+    // read through, kept open for the status bar's figures; null for a
+    // local job. Its trace holds no activity (none is copied), storePath is empty.
+    std::shared_ptr<RemoteLink> remote;
+    bool isRemote() const { return remote != nullptr; }
 };
 
 class AppSession : public QObject {

@@ -12,7 +12,11 @@ constexpr int kMaxRecent = 10;
 const QString kKey = QStringLiteral("recentJobs");
 const QString kOldKey = QStringLiteral("recent"); // paths only, one entry a line per input
 
-QString absolute(const QString& path) { return path.isEmpty() ? path : QFileInfo(path).absoluteFilePath(); }
+// A remote job's ssh:// address is kept as it is.
+QString absolute(const QString& path)
+{
+    return path.isEmpty() || path.startsWith(QLatin1String("ssh://")) ? path : QFileInfo(path).absoluteFilePath();
+}
 
 QString intList(const std::vector<int>& v)
 {

@@ -3,7 +3,8 @@
 // QSettings. Each is kept as it was opened: absolute paths (a job opened
 // from the command line in another folder opens again from anywhere) and
 // the options that change what it shows (--layers, --model,
-// --measured-boundaries, --iteration, --comm-rules).
+// --measured-boundaries, --iteration, --comm-rules). A remote job is kept
+// as its ssh://host/path address.
 #include "session/AppSession.h"
 
 #include <QList>
@@ -12,7 +13,7 @@
 namespace pipescope::gui {
 
 struct RecentJob {
-    QStringList inputs;  // absolute paths
+    QStringList inputs;  // absolute paths, or one ssh:// address
     OpenOptions options; // only the options above; the rest as defaulted
     // "a.pipescope" or "a.json, b.json", with the options as on the command line.
     QString label() const;

@@ -1,0 +1,379 @@
+#include "remote/RemoteJob.h"
+
+#include "remote/AnalysisFromJson.h"
+#include "remote/CostModelWire.h"
+#include "remote/RemoteLink.h"
+
+#include "util/Format.h"
+#include "util/Work.h"
+#include "whatif/Levers.h"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+namespace pipescope::gui {
+
+namespace {
+
+using nlohmann::json;
+using remote::RequestType;
+using timeline::LaneKind;
+
+// Pixels of one tiles pass, over all its lanes: the analysed iteration's
+// (fine) and the rest of the job's (coarse). At 40 lanes the iteration gets
+// 50,000 px a lane (as sharp as a local open at nearly every zoom); at
+// 4,000 lanes, 512.
+constexpr int64_t kFinePixels = 2'000'000;
+constexpr int64_t kCoarsePixels = 400'000;
+// Items of one steps request, about (the server's limit is 16 MiB of JSON).
+constexpr int64_t kStepItemsPerRequest = 150'000;
+
+void say(const WorkControl* work, const std::string& phase)
+{
+    if (work)
+        work->checkpoint(phase, -1);
+}
+
+// The analysis document: the summary and every rank's steps (protocol 2), or
+// the whole document at once (protocol 1).
+json readAnalysis(RemoteLink& link, const json& index, const OpenOptions& options, const WorkControl* work)
+{
+    json params = json::object();
+    if (options.iteration)
+        params["iteration"] = *options.iteration;
+    if (link.protocol() < 2)
+        return link.result(RequestType::Analysis, params, work);
+    json summaryParams = params;
+    summaryParams["parts"] = "summary";
+    json doc = link.result(RequestType::Analysis, summaryParams, work);
+    const json counts = doc.value("summary", json::object());
+    const int64_t items = counts.value("steps", int64_t{0}) + counts.value("bubbles", int64_t{0}) +
+                          counts.value("critical_path_segments", int64_t{0});
+    const std::vector<int> ranks = index.at("loaded_ranks").get<std::vector<int>>();
+    const size_t perRequest = std::max<size_t>(
+        1, static_cast<size_t>(kStepItemsPerRequest * static_cast<int64_t>(ranks.size()) / std::max<int64_t>(1, items)));
+    json steps = json::array(), bubbles = json::array(), segments = json::array();
+    for (size_t i = 0; i < ranks.size(); i += perRequest) {
+        say(work, "reading the steps (" + std::to_string(i) + " of " + std::to_string(ranks.size()) + " ranks)");
+        json p = params;
+        p["ranks"] = std::vector<int>(ranks.begin() + static_cast<std::ptrdiff_t>(i),
+                                      ranks.begin() + static_cast<std::ptrdiff_t>(std::min(ranks.size(), i + perRequest)));
+        p["limit"] = remote::kMaxStepItems;
+        json part = link.result(RequestType::Steps, p, work);
+        if (part.value("truncated", false))
+            throw Error(link.address().toString().toStdString() + ": the server cut the steps of ranks it was asked for; "
+                                                                  "this job has too many to show remotely");
+        for (const char* k : {"steps", "bubbles"})
+            for (json& x : part.at(k))
+                (k[0] == 's' ? steps : bubbles).push_back(std::move(x));
+        for (json& x : part.at("critical_path"))
+            segments.push_back(std::move(x));
+    }
+    // The path's segments are in time order in the document; the requests gave them rank by rank.
+    if (ranks.size() > perRequest)
+        std::stable_sort(segments.begin(), segments.end(),
+                         [](const json& a, const json& b) { return a.at("start").get<TimeNs>() < b.at("start").get<TimeNs>(); });
+    return wholeAnalysisDocument(std::move(doc), std::move(steps), std::move(bubbles), std::move(segments));
+}
+
+LaneKind laneKind(const std::string& name)
+{
+    for (int k = 0; k <= static_cast<int>(LaneKind::Memory); ++k)
+        if (timeline::toString(static_cast<LaneKind>(k)) == name)
+            return static_cast<LaneKind>(k);
+    throw FormatError("the server's index: unknown lane kind '" + name + "'");
+}
+
+StreamRole streamRole(const std::string& name)
+{
+    for (int k = 0; k < 4; ++k)
+        if (toString(static_cast<StreamRole>(k)) == name)
+            return static_cast<StreamRole>(k);
+    return StreamRole::Compute;
+}
+
+std::string stepLabel(StepKind kind, int microbatch, int chunk)
+{
+    std::string s(1, toChar(kind));
+    s += std::to_string(microbatch);
+    if (chunk > 0)
+        s += " chunk " + std::to_string(chunk);
+    return s;
+}
+
+class RemoteTimeline {
+public:
+    RemoteTimeline(RemoteLink& link, const json& index, const AnalysisResult& analysis, const WorkControl* work)
+        : link_(link), work_(work)
+    {
+        m_.names = {""};
+        const json& tl = index.at("timeline");
+        start_ = tl.at("start_ns").get<TimeNs>();
+        end_ = tl.at("end_ns").get<TimeNs>();
+        readLanes(tl.at("lanes"), analysis);
+        for (const Iteration& it : analysis.iterations)
+            m_.iterations.push_back({it.index, it.label, it.start, it.end});
+    }
+
+    timeline::TimelineModel build(const AnalysisResult& analysis)
+    {
+        if (!tileLanes_.empty() && end_ > start_) {
+            TimeNs from = start_, to = end_;
+            if (analysis.selectedIteration >= 0 && static_cast<size_t>(analysis.selectedIteration) < analysis.iterations.size()) {
+                const Iteration& it = analysis.iterations[static_cast<size_t>(analysis.selectedIteration)];
+                from = std::clamp(it.start, start_, end_);
+                to = std::clamp(it.end, from, end_);
+            }
+            const int64_t lanes = static_cast<int64_t>(tileLanes_.size());
+            const int coarse = static_cast<int>(std::clamp<int64_t>(kCoarsePixels / lanes, 64, 4096));
+            if (from > start_)
+                pass(start_, from, coarse, 3);
+            if (to > from)
+                pass(from, to, static_cast<int>(std::clamp<int64_t>(kFinePixels / lanes, 512, 65536)), 1);
+            if (end_ > to)
+                pass(to, end_ + 1, coarse, 3);
+        }
+        m_.finalize();
+        return std::move(m_);
+    }
+
+    int droppedMemoryLanes() const { return droppedMemory_; }
+
+private:
+    int32_t intern(const std::string& s)
+    {
+        if (s.empty())
+            return 0;
+        auto [it, added] = interned_.try_emplace(s, static_cast<int32_t>(m_.names.size()));
+        if (added)
+            m_.names.push_back(s);
+        return it->second;
+    }
+
+    void readLanes(const json& lanes, const AnalysisResult& analysis)
+    {
+        std::map<int, std::vector<timeline::Event>> steps, bubbles;
+        for (const Step& s : analysis.steps) {
+            timeline::Event e;
+            e.start = s.start;
+            e.end = s.end;
+            e.code = static_cast<uint8_t>(s.kind);
+            e.microbatch = s.microbatch;
+            e.chunk = static_cast<uint8_t>(std::clamp(s.chunk, 0, 255));
+            e.detail = s.iteration;
+            e.name = intern(stepLabel(s.kind, s.microbatch, s.chunk));
+            steps[s.rank].push_back(e);
+        }
+        for (const Bubble& b : analysis.bubbles) {
+            timeline::Event e;
+            e.start = b.start;
+            e.end = b.end;
+            e.code = static_cast<uint8_t>(b.cause);
+            e.detail = b.iteration;
+            e.name = intern(std::string(toString(b.cause)));
+            bubbles[b.rank].push_back(e);
+        }
+        for (const json& l : lanes) {
+            const LaneKind kind = laneKind(l.at("kind").get<std::string>());
+            const int server = l.at("lane").get<int>();
+            if (kind == LaneKind::Memory) {
+                ++droppedMemory_; // its samples' values are not in the tiles
+                continue;
+            }
+            timeline::Lane lane;
+            lane.kind = kind;
+            lane.rank = l.at("rank").get<int>();
+            lane.stage = l.at("stage").get<int>();
+            lane.replica = l.at("replica").get<int>();
+            lane.label = l.at("label").get<std::string>();
+            if (kind == LaneKind::Kernels) {
+                lane.device = l.value("device", -1);
+                lane.stream = l.value("stream", int64_t{-1});
+                lane.role = streamRole(l.value("role", std::string()));
+            } else if (kind == LaneKind::Cpu) {
+                lane.tid = l.value("tid", int64_t{-1});
+                lane.depth = l.value("depth", 0);
+            }
+            if (kind == LaneKind::Steps)
+                lane.events = std::move(steps[lane.rank]);
+            else if (kind == LaneKind::Bubbles)
+                lane.events = std::move(bubbles[lane.rank]);
+            else {
+                localLane_[server] = m_.lanes.size();
+                tileLanes_.push_back(server);
+            }
+            m_.lanes.push_back(std::move(lane));
+        }
+    }
+
+    // Tiles of every tile lane over [from, to) at `width` pixels a lane.
+    void pass(TimeNs from, TimeNs to, int width, int foldPx)
+    {
+        // Wider than one request allows: consecutive ranges of at most its width each.
+        const int pieces = (width + remote::kMaxWidthPx - 1) / remote::kMaxWidthPx;
+        const int pieceWidth = width / pieces;
+        const size_t lanesPerRequest = static_cast<size_t>(
+            std::clamp<int64_t>(remote::kMaxTilePixels / pieceWidth, 1, static_cast<int64_t>(remote::kMaxTileLanes)));
+        for (int p = 0; p < pieces; ++p) {
+            const TimeNs a = from + (to - from) * p / pieces, b = from + (to - from) * (p + 1) / pieces;
+            if (b <= a)
+                continue;
+            for (size_t i = 0; i < tileLanes_.size(); i += lanesPerRequest) {
+                say(work_, "reading the timeline's tiles");
+                json lanes = json::array();
+                for (size_t k = i; k < std::min(tileLanes_.size(), i + lanesPerRequest); ++k)
+                    lanes.push_back(tileLanes_[k]);
+                const json t = link_.result(RequestType::Tiles,
+                                            {{"from_ns", a}, {"to_ns", b}, {"width_px", pieceWidth}, {"lanes", lanes}, {"fold_px", foldPx}},
+                                            work_);
+                addTiles(t, a, b);
+            }
+        }
+    }
+
+    void addTiles(const json& t, TimeNs from, TimeNs to)
+    {
+        const TimeNs origin = t.at("origin_ns").get<TimeNs>();
+        const json& names = t.at("names");
+        for (const json& lt : t.at("lanes")) {
+            auto local = localLane_.find(lt.at("lane").get<int>());
+            if (local == localLane_.end())
+                throw FormatError("the server's tiles name a lane that was not asked for");
+            timeline::Lane& lane = m_.lanes[local->second];
+            const int codes = lane.kind == LaneKind::Cpu ? timeline::kMaxCodes : 7;
+            for (const json& item : lt.at("items")) {
+                if (!item.is_array() || item.size() != 8)
+                    throw FormatError("the server's tiles: an item that is not [start, end, count, code, busy, event, name, microbatch]");
+                timeline::Event e;
+                e.start = origin + item[0].get<TimeNs>();
+                e.end = origin + item[1].get<TimeNs>();
+                const int64_t count = item[2].get<int64_t>();
+                const int code = item[3].get<int>();
+                // Untrusted values index the views' arrays: out of range, the item is left out.
+                if (code < 0 || code >= codes || e.end < e.start || e.start < from || e.start > to || count < 0)
+                    continue;
+                // An event that runs on past the range is cut there: the next range has the rest.
+                e.end = std::min(e.end, to);
+                e.code = static_cast<uint8_t>(code);
+                e.microbatch = item[7].get<int32_t>();
+                if (count == 1 && item[5].get<int64_t>() >= 0) {
+                    const std::string id = std::to_string(item[6].get<int64_t>());
+                    e.name = names.contains(id) ? intern(names.at(id).get<std::string>()) : 0;
+                } else if (count > 0) {
+                    e.name = intern(formatCount(count) + " events, folded by the server at this resolution");
+                } else {
+                    // Busy time of events that started before the range: the part of them inside it.
+                    e.name = intern("part of an event that started earlier, folded by the server at this resolution");
+                }
+                lane.events.push_back(e);
+            }
+        }
+    }
+
+    RemoteLink& link_;
+    const WorkControl* work_;
+    timeline::TimelineModel m_;
+    TimeNs start_ = 0, end_ = 0;
+    std::vector<int> tileLanes_;          // the server's lane numbers
+    std::map<int, size_t> localLane_;     // server lane -> index in m_.lanes
+    std::unordered_map<std::string, int32_t> interned_;
+    int droppedMemory_ = 0;
+};
+
+std::shared_ptr<const Trace> remoteTrace(const json& hello, const json& index)
+{
+    auto trace = std::make_shared<Trace>();
+    trace->strings = {""};
+    for (int r : index.at("ranks").get<std::vector<int>>()) {
+        RankInfo ri;
+        ri.rank = r;
+        trace->ranks.push_back(ri);
+    }
+    if (hello.at("job").value("simulated", false))
+        trace->meta["simulated"] = "1";
+    return trace;
+}
+
+void calibrateFromServer(RemoteLink& link, Job& job, const WorkControl* work)
+{
+    try {
+        const json wire = link.result(RequestType::CostModel, json::object(), work);
+        job.costModel = remote::costModelFromWire(wire.at("model"));
+        say(work, "pricing what would help most");
+        job.levers = whatif::rankLevers(*job.costModel, *job.analysis);
+    } catch (const remote::ServerRefused& e) {
+        job.whatIfError = QString::fromStdString(e.what());
+    } catch (const FormatError& e) {
+        job.whatIfError = QString::fromStdString(e.what());
+    } catch (const json::exception& e) {
+        job.whatIfError = QStringLiteral("the server's cost model: %1").arg(QString::fromUtf8(e.what()));
+    }
+}
+
+// What a remote open does not apply, in one line (empty when all applied).
+QString notApplied(const OpenOptions& options)
+{
+    QStringList ignored;
+    if (options.layers > 0)
+        ignored << QStringLiteral("--layers");
+    if (!options.modelFile.isEmpty())
+        ignored << QStringLiteral("--model");
+    if (!options.measuredBoundaries.empty())
+        ignored << QStringLiteral("--measured-boundaries");
+    if (!options.commRulesFile.isEmpty())
+        ignored << QStringLiteral("--comm-rules");
+    if (ignored.isEmpty())
+        return {};
+    return QStringLiteral("%1 not applied: the server analyses and calibrates the remote job as `pipescope serve` does")
+        .arg(ignored.join(QStringLiteral(", ")));
+}
+
+} // namespace
+
+std::shared_ptr<const Job> loadRemote(const QString& text, const OpenOptions& options, const WorkControl* work)
+{
+    QString error;
+    const auto address = RemoteAddress::parse(text, &error);
+    if (!address)
+        throw Error(error.toStdString());
+    const auto t0 = std::chrono::steady_clock::now();
+    auto link = RemoteLink::connect(*address, work);
+    auto job = std::make_shared<Job>();
+    job->inputs = {address->toString()};
+    job->title = address->shortName();
+    job->options = options;
+    job->protectedFiles = std::make_shared<const std::vector<AtomicOutput::InputGuard>>();
+    job->remote = link;
+    try {
+        say(work, "reading the job's index");
+        const json index = link->result(RequestType::Index, json::object(), work);
+        say(work, "reading the analysis");
+        auto analysis = std::make_shared<AnalysisResult>(analysisFromJson(readAnalysis(*link, index, options, work)));
+        job->trace = remoteTrace(link->hello(), index);
+        job->simulated = job->trace->simulated();
+        RemoteTimeline timeline(*link, index, *analysis, work);
+        job->timeline = std::make_shared<timeline::TimelineModel>(timeline.build(*analysis));
+        job->analysis = std::move(analysis);
+        say(work, "reading the cost model");
+        calibrateFromServer(*link, *job, work);
+        QStringList notes;
+        if (const json read = link->hello().at("job").value("read", json::object()); read.value("partial", false))
+            notes << QStringLiteral("the server read the job in part: %1").arg(QString::fromStdString(read.value("what", std::string())));
+        if (timeline.droppedMemoryLanes() > 0)
+            notes << QStringLiteral("memory tracks are not shown for a remote job");
+        if (const QString n = notApplied(options); !n.isEmpty())
+            notes << n;
+        job->notice = notes.join(QStringLiteral("; "));
+    } catch (const remote::ServerRefused& e) {
+        throw Error(address->toString().toStdString() + ": the server refused: " + e.what());
+    } catch (const json::exception& e) {
+        throw Error(address->toString().toStdString() + ": the server's answer is not what this app reads (" + e.what() +
+                    "); the server and this pipescope may differ in version");
+    }
+    const RemoteLink::Stats s = link->stats();
+    link->setOpenFigures(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), s.bytesSent + s.bytesReceived);
+    return job;
+}
+
+} // namespace pipescope::gui

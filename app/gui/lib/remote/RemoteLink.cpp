@@ -1,0 +1,193 @@
+#include "remote/RemoteLink.h"
+
+#include "util/Format.h"
+#include "util/Work.h"
+
+#include <QFile>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+namespace pipescope::gui {
+
+using nlohmann::json;
+
+namespace {
+
+// A write to a server that has gone would otherwise end the app with SIGPIPE;
+// the write's error says it instead.
+void ignoreSigpipe()
+{
+    static std::once_flag once;
+    std::call_once(once, [] { std::signal(SIGPIPE, SIG_IGN); });
+}
+
+std::string scratchFile()
+{
+    const char* tmp = std::getenv("TMPDIR");
+    std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/pipescope-ssh-XXXXXX";
+    const int fd = ::mkstemp(path.data());
+    if (fd < 0)
+        return {};
+    ::close(fd);
+    return path;
+}
+
+} // namespace
+
+std::shared_ptr<RemoteLink> RemoteLink::connect(const RemoteAddress& address, const WorkControl* work)
+{
+    ignoreSigpipe();
+    std::shared_ptr<RemoteLink> link(new RemoteLink);
+    link->address_ = address;
+    link->stderrPath_ = scratchFile();
+    std::vector<std::string> argv;
+    for (const QString& a : address.sshCommand())
+        argv.push_back(a.toStdString());
+    try {
+        link->child_ = remote::spawnChild(argv, link->stderrPath_);
+    } catch (const std::exception& e) {
+        throw Error(address.toString().toStdString() + ": " + e.what());
+    }
+    link->client_ = std::make_unique<remote::Client>(link->child_->fromChild, link->child_->toChild);
+    if (work)
+        work->checkpoint("connecting to " + address.host.toStdString() + " (the server reads the job)", -1);
+    std::lock_guard lock(link->mutex_);
+    link->client_->setStop(work ? work->stop : nullptr);
+    try {
+        link->hello_ = link->client_->hello();
+    } catch (const std::exception& e) {
+        link->fail(e);
+    }
+    return link;
+}
+
+RemoteLink::~RemoteLink()
+{
+    if (child_ && child_->pid > 0) {
+        const pid_t pid = child_->pid;
+        // Closing its input ends the session; a server that does not go is stopped.
+        if (child_->toChild >= 0) {
+            ::close(child_->toChild);
+            child_->toChild = -1;
+        }
+        for (int i = 0; i < 20 && child_->running(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (child_->pid > 0)
+            ::kill(pid, SIGTERM);
+        child_->wait();
+    }
+    if (!stderrPath_.empty())
+        ::unlink(stderrPath_.c_str());
+}
+
+QString RemoteLink::stderrLine() const
+{
+    QFile f(QString::fromStdString(stderrPath_));
+    if (stderrPath_.empty() || !f.open(QIODevice::ReadOnly))
+        return {};
+    const QByteArray tail = f.size() > 8192 ? (f.seek(f.size() - 8192), f.readAll()) : f.readAll();
+    const QList<QByteArray> lines = tail.split('\n');
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        QString line = QString::fromUtf8(it->trimmed());
+        if (line.isEmpty())
+            continue;
+        // Untrusted text from the remote side: one line of printable characters.
+        for (QChar& c : line)
+            if (c.category() == QChar::Other_Control)
+                c = QLatin1Char(' ');
+        return line.left(400);
+    }
+    return {};
+}
+
+void RemoteLink::fail(const std::exception& e)
+{
+    // The link is over: close our ends, give ssh a moment to say why, then stop it.
+    if (child_) {
+        if (child_->toChild >= 0) {
+            ::close(child_->toChild);
+            child_->toChild = -1;
+        }
+        const pid_t pid = child_->pid;
+        const bool cancelled = dynamic_cast<const Cancelled*>(&e) != nullptr;
+        for (int i = 0; i < (cancelled ? 0 : 300) && child_->running(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (child_->pid > 0)
+            ::kill(pid, SIGTERM);
+        child_->wait();
+    }
+    if (dynamic_cast<const Cancelled*>(&e)) {
+        failure_ = QStringLiteral("%1: cancelled").arg(address_.toString());
+        throw Cancelled();
+    }
+    QString why = stderrLine();
+    if (why.isEmpty())
+        why = QString::fromStdString(e.what());
+    else if (child_ && child_->exitStatus == 127)
+        why += QStringLiteral(" (is pipescope installed there? PIPESCOPE_REMOTE_COMMAND names its path)");
+    failure_ = QStringLiteral("%1: %2").arg(address_.toString(), why);
+    throw Error(failure_.toStdString());
+}
+
+json RemoteLink::result(remote::RequestType type, const json& params, const WorkControl* work)
+{
+    std::lock_guard lock(mutex_);
+    if (!failure_.isEmpty())
+        throw Error(failure_.toStdString());
+    client_->setStop(work ? work->stop : nullptr);
+    try {
+        return client_->result(type, params);
+    } catch (const remote::ServerRefused&) {
+        throw;
+    } catch (const std::exception& e) {
+        fail(e);
+    }
+}
+
+RemoteLink::Stats RemoteLink::stats() const
+{
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock())
+        return last_;
+    const remote::Client& c = *client_;
+    last_ = {c.lastRoundTripSeconds(), c.bestRoundTripSeconds(), c.bytesSent(), c.bytesReceived(), c.roundTrips(),
+             c.payloadBytesReceived(), c.compressing()};
+    return last_;
+}
+
+bool RemoteLink::alive()
+{
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock())
+        return true; // a request is in flight: it will say
+    if (!failure_.isEmpty())
+        return false;
+    if (child_ && child_->running())
+        return true;
+    QString why = stderrLine();
+    failure_ = QStringLiteral("%1: the link closed%2").arg(address_.toString(), why.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(why));
+    return false;
+}
+
+QString RemoteLink::failure() const
+{
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    return lock.owns_lock() ? failure_ : QString();
+}
+
+QString RemoteLink::describe() const
+{
+    const Stats s = stats();
+    return QStringLiteral("ssh %1: %2 ms round trip, %3 moved in %4 requests")
+        .arg(address_.host)
+        .arg(s.bestSeconds * 1000.0, 0, 'f', s.bestSeconds < 0.01 ? 1 : 0)
+        .arg(QString::fromStdString(formatBytes(s.bytesSent + s.bytesReceived)))
+        .arg(s.roundTrips);
+}
+
+} // namespace pipescope::gui

@@ -1,0 +1,86 @@
+#pragma once
+// The link to a remote job's server: `ssh host pipescope serve --stdio PATH`
+// started with pipes (RemoteAddress::sshCommand), the protocol's client over
+// them (core/remote/Client.h), and ssh's own standard error, kept so that a
+// failure is said in ssh's (or the server's) words in one line. Requests
+// may come from any thread, one at a time. Qt-free but for the address.
+#include "remote/Client.h"
+#include "remote/RemoteAddress.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QString>
+
+#include <memory>
+#include <mutex>
+
+namespace pipescope {
+struct WorkControl;
+}
+
+namespace pipescope::gui {
+
+class RemoteLink {
+public:
+    // Starts ssh and says hello (the server loads the job then, so this
+    // takes as long as that). Throws Error with one line naming the address
+    // and what went wrong (ssh's message: an unknown host, a key refused; the
+    // server's: a path that is not a job), Cancelled when work's stop is set.
+    static std::shared_ptr<RemoteLink> connect(const RemoteAddress& address, const WorkControl* work = nullptr);
+    ~RemoteLink();
+    RemoteLink(const RemoteLink&) = delete;
+    RemoteLink& operator=(const RemoteLink&) = delete;
+
+    // One request; its result. Throws ServerRefused for an error response
+    // (the session goes on), Error with one line when the link fails (the
+    // link is then closed: later requests fail at once with the same line).
+    nlohmann::json result(remote::RequestType type, const nlohmann::json& params = nlohmann::json::object(),
+                          const WorkControl* work = nullptr);
+
+    const RemoteAddress& address() const { return address_; }
+    const nlohmann::json& hello() const { return hello_; }
+    int protocol() const { return hello_.value("protocol", 1); }
+
+    struct Stats {
+        double latestSeconds = 0; // the last request's round trip
+        double bestSeconds = 0;   // the shortest: the link's own latency
+        int64_t bytesSent = 0, bytesReceived = 0, roundTrips = 0;
+        int64_t payloadBytesReceived = 0; // the responses' JSON, inflated
+        bool compressing = false;
+    };
+    Stats stats() const;
+    // Whether the server still runs; once it has ended, why (ssh's or the
+    // server's last line), and the link is closed.
+    bool alive();
+    QString failure() const;
+    // The open's figures (loadRemote sets them): seconds from ssh's start to
+    // a job on screen, and the bytes moved until then.
+    void setOpenFigures(double seconds, int64_t bytes)
+    {
+        openSeconds_ = seconds;
+        openBytes_ = bytes;
+    }
+    double openSeconds() const { return openSeconds_; }
+    int64_t openBytes() const { return openBytes_; }
+    // "ssh host: 12 ms round trip, 240 KB moved in 6 requests" for the status
+    // bar (the round trip: the shortest so far, the link's latency).
+    QString describe() const;
+
+private:
+    RemoteLink() = default;
+    [[noreturn]] void fail(const std::exception& e);
+    QString stderrLine() const;
+
+    RemoteAddress address_;
+    std::unique_ptr<remote::ChildProcess> child_;
+    std::unique_ptr<remote::Client> client_;
+    std::string stderrPath_;
+    nlohmann::json hello_;
+    mutable std::mutex mutex_;
+    QString failure_; // set once the link failed
+    mutable Stats last_;
+    double openSeconds_ = 0;
+    int64_t openBytes_ = 0; // the figures when a request in flight holds the client
+};
+
+} // namespace pipescope::gui
