@@ -15,7 +15,17 @@
 // whole job). Each step runs in a process
 // of its own, so its peak memory is that process's peak resident set.
 //
-//   bench_scale [RANKS=32,256,1024] [ITERATIONS=4] [DIR]   (DIR: where the traces go; default /tmp)
+//   bench_scale [RANKS=32,256,1024] [ITERATIONS=4] [DIR] [--tasks N] [--layers L] [--sharded-only] [--keep]
+//     DIR: where the traces go (default /tmp)
+//     --tasks N: the srun-style import runs N tasks side by side (default 2)
+//     --layers L: layers of the simulated model (default 32; 4 makes small rank traces)
+//     --sharded-only: only the srun-style import (no one-store, --shards 2 or one-core runs)
+//     --keep: leave the job in DIR/pipescope-bench-scale-R/job (for bench_serve --job)
+//
+// Every step's process runs with at most 1,024 open files (RLIMIT_NOFILE), a
+// cluster's usual default, so that a step which holds a file per rank fails
+// here too. PIPESCOPE_BENCH_CLI names the pipescope binary to run (default:
+// the one built beside this benchmark; copy it away before long runs).
 #include "analysis/JobSummaries.h"
 #include "SimulatedJob.h"
 #include "simulate/KinetoEmitter.h"
@@ -54,6 +64,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Open files a step's process may hold: a cluster node's usual soft limit.
+constexpr rlim_t kOpenFiles = 1024;
+
 double seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
 uint64_t bytesUnder(const fs::path& p)
@@ -68,9 +81,9 @@ uint64_t bytesUnder(const fs::path& p)
     return n;
 }
 
-uint64_t writeJob(const fs::path& dir, int ranks, int iterations)
+uint64_t writeJob(const fs::path& dir, int ranks, int iterations, int layers)
 {
-    benchjobs::writeSimulatedJob(dir, ranks, iterations);
+    benchjobs::writeSimulatedJob(dir, ranks, iterations, layers);
     return bytesUnder(dir);
 }
 
@@ -81,7 +94,9 @@ struct Measured {
 };
 
 // Runs the commands side by side, each with its own environment additions; waits for all.
-Measured runCommands(const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>& commands, bool quiet = true)
+// quiet: standard output to `out` (default /dev/null).
+Measured runCommands(const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>& commands, bool quiet = true,
+                     const std::string& out = "/dev/null")
 {
     Measured s;
     std::fflush(stdout);
@@ -90,9 +105,14 @@ Measured runCommands(const std::vector<std::pair<std::vector<std::string>, std::
     for (const auto& [argv, env] : commands) {
         const pid_t pid = fork();
         if (pid == 0) {
+            rlimit files{};
+            if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur > kOpenFiles) {
+                files.rlim_cur = kOpenFiles;
+                ::setrlimit(RLIMIT_NOFILE, &files);
+            }
             for (const auto& e : env)
                 putenv(const_cast<char*>(e.c_str()));
-            if (quiet && !freopen("/dev/null", "w", stdout))
+            if (quiet && !freopen(out.c_str(), "w", stdout))
                 _exit(127);
             std::vector<char*> args;
             for (const auto& a : argv)
@@ -113,6 +133,15 @@ Measured runCommands(const std::vector<std::pair<std::vector<std::string>, std::
     }
     s.wall = seconds(t0);
     return s;
+}
+
+size_t linesIn(const fs::path& p)
+{
+    std::ifstream in(p);
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);)
+        ++n;
+    return n;
 }
 
 void print(const char* what, const Measured& s, double mb, int processes)
@@ -165,49 +194,81 @@ int main(int argc, char** argv)
         }
     }
 #endif
+    std::vector<std::string> positional;
+    int tasks = 2, layers = 32;
+    bool shardedOnly = false, keep = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--tasks" && i + 1 < argc)
+            tasks = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--layers" && i + 1 < argc)
+            layers = std::atoi(argv[++i]);
+        else if (a == "--sharded-only")
+            shardedOnly = true;
+        else if (a == "--keep")
+            keep = true;
+        else
+            positional.push_back(a);
+    }
+    if (layers < 4 || layers % 4 != 0) {
+        std::fprintf(stderr, "bench_scale: --layers must be a multiple of 4\n");
+        return 2;
+    }
     std::vector<int> sizes;
     {
-        std::stringstream in(argc > 1 ? argv[1] : "32,256,1024");
+        std::stringstream in(positional.size() > 0 ? positional[0] : "32,256,1024");
         for (std::string item; std::getline(in, item, ',');)
             sizes.push_back(std::atoi(item.c_str()));
     }
-    const int iterations = argc > 2 ? std::atoi(argv[2]) : 4;
-    const fs::path base = argc > 3 ? fs::path(argv[3]) : fs::temp_directory_path();
-    const std::string cli = PIPESCOPE_CLI;
-    std::printf("bench_scale: 4 stages x R/4 replicas of gpt-32l, 8 microbatches 1F1B, %d iterations; %u cores\n",
-                iterations, std::thread::hardware_concurrency());
+    const int iterations = positional.size() > 1 ? std::atoi(positional[1].c_str()) : 4;
+    const fs::path base = positional.size() > 2 ? fs::path(positional[2]) : fs::temp_directory_path();
+    const std::string cli = std::getenv("PIPESCOPE_BENCH_CLI") ? std::getenv("PIPESCOPE_BENCH_CLI") : PIPESCOPE_CLI;
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    std::printf("bench_scale: 4 stages x R/4 replicas of gpt-%dl, 8 microbatches 1F1B, %d iterations; %u cores; "
+                "at most %d open files per process\n",
+                layers, iterations, cores, static_cast<int>(kOpenFiles));
     for (int ranks : sizes) {
         const fs::path dir = base / ("pipescope-bench-scale-" + std::to_string(ranks));
         fs::remove_all(dir);
         fs::create_directories(dir);
         const fs::path traces = dir / "traces";
         auto t0 = Clock::now();
-        const double mb = static_cast<double>(writeJob(traces, ranks, iterations)) / 1e6;
+        const double mb = static_cast<double>(writeJob(traces, ranks, iterations, layers)) / 1e6;
         std::printf("\n%d ranks: %.0f MB of Kineto JSON (written in %.1f s)\n", ranks, mb, seconds(t0));
 
-        const fs::path one = dir / "one.pipescope";
-        Measured s = runCommands({{{cli, "import", traces.string(), "-q", "-o", one.string()}, {}}});
-        print("import, 1 process, one store", s, mb, 1);
-        std::printf("  %-34s %7.0f MB\n", "  store", static_cast<double>(bytesUnder(one)) / 1e6);
-        fs::remove(one);
+        Measured s;
+        if (!shardedOnly) {
+            const fs::path one = dir / "one.pipescope";
+            s = runCommands({{{cli, "import", traces.string(), "-q", "-o", one.string()}, {}}});
+            print("import, 1 process, one store", s, mb, 1);
+            std::printf("  %-34s %7.0f MB\n", "  store", static_cast<double>(bytesUnder(one)) / 1e6);
+            fs::remove(one);
 
-        const fs::path local = dir / "local";
-        s = runCommands({{{cli, "import", traces.string(), "--shards", "2", "-q", "-o", local.string()}, {}}});
-        print("import --shards 2 (2 processes)", s, mb, 2);
-        fs::remove_all(local);
+            const fs::path local = dir / "local";
+            s = runCommands({{{cli, "import", traces.string(), "--shards", "2", "-q", "-o", local.string()}, {}}});
+            print("import --shards 2 (2 processes)", s, mb, 2);
+            fs::remove_all(local);
+        }
 
+        // As srun starts them: N tasks side by side, each told its place.
+        // More tasks than cores: one parser thread each, as --cpus-per-task=1 would.
         const fs::path job = dir / "job";
-        std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> tasks;
-        for (int k = 0; k < 2; ++k)
-            tasks.push_back({{cli, "import", traces.string(), "-q", "-o", job.string()},
-                             {"SLURM_PROCID=" + std::to_string(k), "SLURM_STEP_NUM_TASKS=2", "SLURM_NTASKS=2",
-                              "SLURM_LOCALID=" + std::to_string(k)}});
-        s = runCommands(tasks);
-        print("import as 2 srun tasks", s, mb, 2);
+        std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> srunTasks;
+        for (int k = 0; k < tasks; ++k) {
+            std::vector<std::string> command{cli, "import", traces.string(), "-q", "-o", job.string()};
+            if (tasks > static_cast<int>(cores))
+                command.insert(command.end(), {"--jobs", "1"});
+            srunTasks.push_back({command,
+                                 {"SLURM_PROCID=" + std::to_string(k), "SLURM_STEP_NUM_TASKS=" + std::to_string(tasks),
+                                  "SLURM_NTASKS=" + std::to_string(tasks), "SLURM_LOCALID=" + std::to_string(k)}});
+        }
+        s = runCommands(srunTasks);
+        print(("import as " + std::to_string(tasks) + " srun tasks" + (tasks > static_cast<int>(cores) ? ", --jobs 1" : "")).c_str(), s, mb,
+              tasks);
         // One core per task, as a cluster gives each task its own: task 0
         // alone, then both side by side. Equal rates per process: no loss
         // from running side by side (on a machine with a core per task).
-        {
+        if (!shardedOnly) {
             const fs::path solo = dir / "solo";
             auto task = [&](int k, const fs::path& out) {
                 return std::pair<std::vector<std::string>, std::vector<std::string>>{
@@ -233,8 +294,13 @@ int main(int argc, char** argv)
                     static_cast<double>(bytesUnder(job) - index) / 1e6, static_cast<double>(index) / 1e3);
         fs::remove_all(traces);
 
-        s = runCommands({{{cli, "info", job.string()}, {}}});
-        std::printf("  %-34s %7.2f s  peak %6.0f MB%s\n", "info (stages from the index)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
+        // What a user reads: the text of info and analyze, kept beside the job.
+        s = runCommands({{{cli, "info", job.string()}, {}}}, true, (dir / "info.txt").string());
+        std::printf("  %-34s %7.2f s  peak %6.0f MB%s, %zu lines\n", "info (stages from the index)", s.wall, s.peakMb, s.ok ? "" : "  FAILED",
+                    linesIn(dir / "info.txt"));
+        s = runCommands({{{cli, "analyze", job.string()}, {}}}, true, (dir / "analyze.txt").string());
+        std::printf("  %-34s %7.1f s  peak %6.0f MB%s, %zu lines\n", "analyze, text", s.wall, s.peakMb, s.ok ? "" : "  FAILED",
+                    linesIn(dir / "analyze.txt"));
         s = runCommands({{{cli, "analyze", job.string(), "--json", "-o", (dir / "analysis.json").string()}, {}}});
         std::printf("  %-34s %7.1f s  peak %6.0f MB%s\n", "analyze (sharded job)", s.wall, s.peakMb, s.ok ? "" : "  FAILED");
         s = runCommands({{{cli, "report", job.string(), "-o", (dir / "report.html").string()}, {}}});
@@ -275,12 +341,19 @@ int main(int argc, char** argv)
         std::sort(stage1.begin(), stage1.end());
         stage1.erase(std::unique(stage1.begin(), stage1.end()), stage1.end());
         appStep("pipeline", "app: one pipeline, process");
-        appStep("ranks", "app: + stage 1's replicas, process", rankListText(stage1));
-        appStep("whole", "app: whole job, process");
+        // A stage's replicas and the whole job grow with the job: left out of a --sharded-only run.
+        if (!shardedOnly) {
+            appStep("ranks", "app: + stage 1's replicas, process", rankListText(stage1));
+            appStep("whole", "app: whole job, process");
+        }
 #else
         std::printf("  (the app's figures need the desktop app's library: build with Qt 6 and QCustomPlot)\n");
 #endif
-        fs::remove_all(dir);
+        if (keep) {
+            std::printf("  (the job kept in %s; info.txt and analyze.txt beside it)\n", job.c_str());
+        } else {
+            fs::remove_all(dir);
+        }
     }
     return 0;
 }

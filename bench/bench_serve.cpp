@@ -11,9 +11,16 @@
 // Both protocols are measured: 2 (hello asks for deflate, the first frame
 // takes the analysis's summary) and 1 (no compression, the whole analysis).
 //
-//   bench_serve [RANKS=32] [ITERATIONS=2] [DIR] [--keep]
+//   bench_serve [RANKS=32] [ITERATIONS=2] [DIR] [--keep] [--layers L] [--job JOB]
 //   (DIR: where the job goes, default /tmp; --keep: leave the job there and
-//   reuse it on the next run instead of writing it again)
+//   reuse it on the next run instead of writing it again; --layers: of the
+//   simulated model, default 32; --job: serve this job instead, e.g. the one
+//   `bench_scale R ... --keep` left)
+//
+// Printed too: the server's peak resident set (VmHWM) after each session.
+// The server runs with at most 1,024 open files, a cluster's usual limit.
+// PIPESCOPE_BENCH_CLI names the pipescope binary (default: the one built
+// beside this benchmark).
 #include "SimulatedJob.h"
 #include "remote/Client.h"
 #include "simulate/KinetoEmitter.h"
@@ -29,6 +36,8 @@
 #include <filesystem>
 #include <string>
 #include <tuple>
+#include <fstream>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -40,6 +49,18 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+std::string cliPath() { return std::getenv("PIPESCOPE_BENCH_CLI") ? std::getenv("PIPESCOPE_BENCH_CLI") : PIPESCOPE_CLI; }
+
+// A process's peak resident set in MB (0 when it cannot be read).
+double peakMbOf(pid_t pid)
+{
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmHWM:", 0) == 0)
+            return std::atof(line.c_str() + 6) / 1024.0;
+    return 0;
+}
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -75,15 +96,17 @@ struct Session {
 Session open(const std::string& job, SlowLink::Options link)
 {
     Session s;
-    s.child = spawnChild({PIPESCOPE_CLI, "serve", "--stdio", job});
+    s.child = spawnChild({cliPath(), "serve", "--stdio", job});
     s.ends = SlowLink::between(s.child->toChild, s.child->fromChild, link);
     s.child->toChild = s.child->fromChild = -1;
     s.client = std::make_unique<Client>(s.ends.clientRead, s.ends.clientWrite);
     return s;
 }
 
-void close(Session& s)
+// Ends the session; returns the server's peak resident set in MB.
+double close(Session& s)
 {
+    const double peak = peakMbOf(s.child->pid);
     ::close(s.ends.clientWrite);
     char buf[256];
     while (::read(s.ends.clientRead, buf, sizeof buf) > 0) {
@@ -91,6 +114,7 @@ void close(Session& s)
     ::close(s.ends.clientRead);
     s.child->wait();
     s.ends.link->stop();
+    return peak;
 }
 
 template <class F>
@@ -110,6 +134,7 @@ void print(const char* what, const Step& s)
 
 struct Frame {
     Step first, pan, zoom;
+    double serverPeakMb = 0;
     bool refused = false; // the analysis was refused (too large for protocol 1)
 };
 
@@ -194,7 +219,8 @@ Frame bench(const std::string& job, SlowLink::Options link, const char* title, b
     }
     const Step model = measure(c, [&] { c.result(RequestType::CostModel); });
     print("cost model (for the what-if drag)", model);
-    close(s);
+    f.serverPeakMb = close(s);
+    std::printf("  (the server's peak resident set: %.0f MB)\n", f.serverPeakMb);
     return f;
 }
 
@@ -204,34 +230,49 @@ int main(int argc, char** argv)
 {
     std::signal(SIGPIPE, SIG_IGN);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    // A cluster node's usual limit of open files, inherited by the server.
+    if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur > 1024) {
+        files.rlim_cur = 1024;
+        ::setrlimit(RLIMIT_NOFILE, &files);
+    }
     std::vector<std::string> args;
     bool keep = false;
+    int layers = 32;
+    std::string given;
     for (int i = 1; i < argc; ++i)
         if (std::string(argv[i]) == "--keep")
             keep = true;
+        else if (std::string(argv[i]) == "--layers" && i + 1 < argc)
+            layers = std::atoi(argv[++i]);
+        else if (std::string(argv[i]) == "--job" && i + 1 < argc)
+            given = argv[++i];
         else
             args.push_back(argv[i]);
     const int ranks = args.size() > 0 ? std::atoi(args[0].c_str()) : 32;
     const int iterations = args.size() > 1 ? std::atoi(args[1].c_str()) : 2;
     const fs::path base = (args.size() > 2 ? fs::path(args[2]) : fs::temp_directory_path()) /
-                          ("bench-serve-" + std::to_string(ranks) + "x" + std::to_string(iterations));
+                          ("bench-serve-" + std::to_string(ranks) + "x" + std::to_string(iterations) +
+                           (layers != 32 ? "-" + std::to_string(layers) + "l" : std::string()));
     if (ranks < 4 || ranks % 4 != 0) {
         std::fprintf(stderr, "bench_serve: RANKS must be a multiple of 4\n");
         return 2;
     }
-    const std::string job = (base / "job").string();
+    const std::string job = given.empty() ? (base / "job").string() : given;
     std::error_code ec;
-    // --keep: the job stays for the next run, which reads it again.
-    if (keep && fs::exists(base / "job" / "job.json")) {
+    if (!given.empty()) {
+        keep = true; // never removed here
+        std::printf("serving %s\n", job.c_str());
+    } else if (keep && fs::exists(base / "job" / "job.json")) {
+        // --keep: the job stays for the next run, which reads it again.
         std::printf("%d ranks, %d iterations: the job kept in %s\n", ranks, iterations, job.c_str());
     } else {
         fs::remove_all(base, ec);
         fs::create_directories(base / "traces");
         auto t0 = Clock::now();
-        benchjobs::writeSimulatedJob(base / "traces", ranks, iterations);
+        benchjobs::writeSimulatedJob(base / "traces", ranks, iterations, layers);
         const double written = since(t0);
         t0 = Clock::now();
-        if (!run({PIPESCOPE_CLI, "import", (base / "traces").string(), "--shards", "2", "-q", "-o", job})) {
+        if (!run({cliPath(), "import", (base / "traces").string(), "--shards", "2", "-q", "-o", job})) {
             std::fprintf(stderr, "bench_serve: the import failed\n");
             return 1;
         }
@@ -245,10 +286,10 @@ int main(int argc, char** argv)
     const Frame twoPlain = bench(job, plain, "protocol 2, through a plain pipe (the server's own time):", true);
     const Frame one = bench(job, slow, "protocol 1 (no compression, the whole analysis), through the same link:", false);
     const Frame onePlain = bench(job, plain, "protocol 1, through a plain pipe:", false);
-    std::printf("\n| ranks | protocol | first frame, link | first frame, plain | moved | pan | zoom |\n");
+    std::printf("\n| ranks | protocol | first frame, link | first frame, plain | moved | pan | zoom | server peak |\n");
     for (const auto& [name, link, pipe] : {std::tuple{"2", &two, &twoPlain}, std::tuple{"1", &one, &onePlain}})
-        std::printf("| %d | %s | %.2f s | %.2f s | %.2f MB | %.2f s | %.2f s |%s\n", ranks, name, link->first.seconds, pipe->first.seconds,
-                    double(link->first.sent + link->first.received) / 1e6, link->pan.seconds, link->zoom.seconds,
+        std::printf("| %d | %s | %.2f s | %.2f s | %.2f MB | %.2f s | %.2f s | %.0f MB |%s\n", ranks, name, link->first.seconds, pipe->first.seconds,
+                    double(link->first.sent + link->first.received) / 1e6, link->pan.seconds, link->zoom.seconds, link->serverPeakMb,
                     link->refused ? " (the analysis refused: too large)" : "");
     if (!keep)
         fs::remove_all(base, ec);

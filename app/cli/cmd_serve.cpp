@@ -138,6 +138,7 @@ int runServe(const ServeArgs& a)
     std::optional<Endpoint> endpoint;
     if (!a.listen.empty())
         endpoint = parseListen(a.listen); // refused before the job is opened
+    remote::preferHugePages();            // may start this program again, before anything is read
     // A client that goes away must not end the server with SIGPIPE mid-write.
     std::signal(SIGPIPE, SIG_IGN);
     remote::Server server(a.job);

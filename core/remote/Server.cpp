@@ -22,10 +22,13 @@
 #include <cstring>
 #include <tuple>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <new>
 #include <limits>
 #include <set>
 #include <unistd.h>
+#include <vector>
 
 namespace pipescope::remote {
 
@@ -199,7 +202,41 @@ Server::Server(const std::string& jobPath, ServerOptions options)
         throw Error(jobPath + ": cannot resolve the path (" + ec.message() + ")");
 }
 
-Server::~Server() = default;
+Server::~Server() { settleWarm(); }
+
+void Server::warmFirstFrame()
+{
+    // The app's next requests are the index and the analysis's summary
+    // (protocol 2): two cores make them while hello's answer travels and
+    // the client asks (one round trip, 100 ms through a 50 ms link). What
+    // fails here is made again, and told, when asked for.
+    if (!loaded_ || !indexText_.empty())
+        return;
+    warming_.push_back(std::async(std::launch::async, [this] {
+        try {
+            indexText_ = jsonText(index());
+        } catch (...) {
+            indexText_.clear();
+        }
+    }));
+    if (version_ >= 2)
+        warming_.push_back(std::async(std::launch::async, [this] {
+            try {
+                Request summary;
+                summary.type = RequestType::Analysis;
+                summary.params = {{"parts", "summary"}};
+                analysisText(summary);
+            } catch (...) {
+            }
+        }));
+}
+
+void Server::settleWarm()
+{
+    for (auto& f : warming_)
+        f.wait();
+    warming_.clear();
+}
 
 void Server::ensureLoaded()
 {
@@ -238,6 +275,7 @@ Answer Server::handle(std::string_view payload)
     if (helloDone_ && version_ < 2 && (r.type == RequestType::Steps || (r.type == RequestType::Analysis && r.params.contains("parts"))))
         throw ProtocolError(r.type == RequestType::Steps ? "a steps request in a protocol 1 session (it needs protocol 2)"
                                                          : "an analysis request with 'parts' in a protocol 1 session (it needs protocol 2)");
+    settleWarm();
     Answer a;
     try {
         json result;
@@ -262,9 +300,14 @@ Answer Server::handle(std::string_view payload)
             helloDone_ = true;
             a.mayCompress = false;
             result = hello(r);
+            warmFirstFrame();
             break;
         }
-        case RequestType::Index: result = index(); break;
+        case RequestType::Index:
+            if (indexText_.empty())
+                indexText_ = jsonText(index());
+            a.payload = okResponseText(r.id, r.type, indexText_);
+            break;
         case RequestType::Analysis:
             // The document is kept as text: sent as it is, not parsed again.
             a.payload = okResponseText(r.id, r.type, analysisText(r));
@@ -834,6 +877,42 @@ SessionResult serveSession(Server& server, int inFd, int outFd)
             return malformed(e.what());
         }
     }
+}
+
+void preferHugePages()
+{
+    constexpr const char* kTunable = "glibc.malloc.hugetlb=1";
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    if (tunables && std::strstr(tunables, "glibc.malloc.hugetlb"))
+        return; // asked already (by us, or by the user's own choice)
+    std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string mode;
+    std::getline(thp, mode);
+    if (mode.find("[madvise]") == std::string::npos)
+        return;
+    std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+    const std::string raw((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    std::vector<std::string> args;
+    for (size_t at = 0; at < raw.size();) {
+        const size_t end = raw.find('\0', at);
+        args.push_back(raw.substr(at, end == std::string::npos ? std::string::npos : end - at));
+        at = end == std::string::npos ? raw.size() : end + 1;
+    }
+    if (args.empty())
+        return;
+    const std::string value = tunables && *tunables ? std::string(tunables) + ":" + kTunable : std::string(kTunable);
+    if (::setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0)
+        return;
+    std::vector<char*> argv;
+    for (auto& a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    // Not re-executed: go on as we are, without the tunable in children's view.
+    if (tunables)
+        ::setenv("GLIBC_TUNABLES", tunables, 1);
+    else
+        ::unsetenv("GLIBC_TUNABLES");
 }
 
 } // namespace pipescope::remote
