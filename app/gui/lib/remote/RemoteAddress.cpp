@@ -102,7 +102,9 @@ QStringList RemoteAddress::sshCommand() const
     if (!user.isEmpty())
         argv << QStringLiteral("-l") << user;
     // "--": nothing after it is read as an option of ssh.
-    argv << QStringLiteral("--") << host << shellQuoted(serve) + QStringLiteral(" serve --stdio ") + shellQuoted(path);
+    // ssh takes an IPv6 address without its brackets.
+    const QString destination = host.startsWith(QLatin1Char('[')) ? host.mid(1, host.size() - 2) : host;
+    argv << QStringLiteral("--") << destination << shellQuoted(serve) + QStringLiteral(" serve --stdio ") + shellQuoted(path);
     return argv;
 }
 

@@ -337,8 +337,12 @@ std::shared_ptr<const Job> loadRemote(const QString& text, const OpenOptions& op
     const auto address = RemoteAddress::parse(text, &error);
     if (!address)
         throw Error(error.toStdString());
-    const auto t0 = std::chrono::steady_clock::now();
-    auto link = RemoteLink::connect(*address, work);
+    return loadRemote(RemoteLink::connect(*address, work), options, work);
+}
+
+std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const OpenOptions& options, const WorkControl* work)
+{
+    const RemoteAddress* address = &link->address();
     auto job = std::make_shared<Job>();
     job->inputs = {address->toString()};
     job->title = address->shortName();
@@ -372,7 +376,8 @@ std::shared_ptr<const Job> loadRemote(const QString& text, const OpenOptions& op
                     "); the server and this pipescope may differ in version");
     }
     const RemoteLink::Stats s = link->stats();
-    link->setOpenFigures(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), s.bytesSent + s.bytesReceived);
+    link->setOpenFigures(std::chrono::duration<double>(std::chrono::steady_clock::now() - link->started()).count(),
+                         s.bytesSent + s.bytesReceived);
     return job;
 }
 

@@ -18,8 +18,13 @@
 
 namespace pipescope::gui {
 
+class RemoteLink;
+
 // Runs on the session's worker thread. Throws Error with one line (the
 // address and ssh's, the server's or the link's words), Cancelled.
 std::shared_ptr<const Job> loadRemote(const QString& address, const OpenOptions& options, const WorkControl* work = nullptr);
+// The same over a link already connected (tests and measurements: a link
+// through remote::SlowLink).
+std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const OpenOptions& options, const WorkControl* work = nullptr);
 
 } // namespace pipescope::gui

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <mutex>
+#include <poll.h>
 #include <thread>
 #include <unistd.h>
 
@@ -39,11 +40,13 @@ std::string scratchFile()
 
 } // namespace
 
-std::shared_ptr<RemoteLink> RemoteLink::connect(const RemoteAddress& address, const WorkControl* work)
+std::shared_ptr<RemoteLink> RemoteLink::connect(const RemoteAddress& address, const WorkControl* work,
+                                                const remote::SlowLink::Options* slow)
 {
     ignoreSigpipe();
     std::shared_ptr<RemoteLink> link(new RemoteLink);
     link->address_ = address;
+    link->started_ = std::chrono::steady_clock::now();
     link->stderrPath_ = scratchFile();
     std::vector<std::string> argv;
     for (const QString& a : address.sshCommand())
@@ -53,7 +56,16 @@ std::shared_ptr<RemoteLink> RemoteLink::connect(const RemoteAddress& address, co
     } catch (const std::exception& e) {
         throw Error(address.toString().toStdString() + ": " + e.what());
     }
-    link->client_ = std::make_unique<remote::Client>(link->child_->fromChild, link->child_->toChild);
+    link->readFd_ = link->child_->fromChild;
+    link->writeFd_ = link->child_->toChild;
+    if (slow) {
+        remote::SlowLink::Ends ends = remote::SlowLink::between(link->child_->toChild, link->child_->fromChild, *slow);
+        link->child_->toChild = link->child_->fromChild = -1; // the slow link owns them now
+        link->slow_ = std::move(ends.link);
+        link->readFd_ = ends.clientRead;
+        link->writeFd_ = ends.clientWrite;
+    }
+    link->client_ = std::make_unique<remote::Client>(link->readFd_, link->writeFd_);
     if (work)
         work->checkpoint("connecting to " + address.host.toStdString() + " (the server reads the job)", -1);
     std::lock_guard lock(link->mutex_);
@@ -68,21 +80,50 @@ std::shared_ptr<RemoteLink> RemoteLink::connect(const RemoteAddress& address, co
 
 RemoteLink::~RemoteLink()
 {
-    if (child_ && child_->pid > 0) {
-        const pid_t pid = child_->pid;
-        // Closing its input ends the session; a server that does not go is stopped.
-        if (child_->toChild >= 0) {
-            ::close(child_->toChild);
-            child_->toChild = -1;
-        }
-        for (int i = 0; i < 20 && child_->running(); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        if (child_->pid > 0)
-            ::kill(pid, SIGTERM);
-        child_->wait();
-    }
+    finish(200);
     if (!stderrPath_.empty())
         ::unlink(stderrPath_.c_str());
+}
+
+void RemoteLink::closeInput()
+{
+    if (writeFd_ >= 0)
+        ::close(writeFd_);
+    if (child_ && child_->toChild == writeFd_)
+        child_->toChild = -1;
+    writeFd_ = -1;
+}
+
+void RemoteLink::finish(int graceMs)
+{
+    // Closing its input ends the session; a server that does not go is stopped.
+    closeInput();
+    if (slow_ && readFd_ >= 0) {
+        // What the link still carries is read (a relay that cannot write would not end).
+        char buf[4096];
+        for (int waited = 0; waited < graceMs + 2000;) {
+            pollfd p{readFd_, POLLIN, 0};
+            const int ready = ::poll(&p, 1, 50);
+            if (ready == 0) {
+                waited += 50;
+                continue;
+            }
+            if (ready < 0 || ::read(readFd_, buf, sizeof buf) <= 0)
+                break;
+        }
+        ::close(readFd_);
+        readFd_ = -1;
+    }
+    if (child_) {
+        for (int i = 0; i < graceMs / 10 && child_->running(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (child_->pid > 0)
+            ::kill(child_->pid, SIGTERM);
+        if (!slow_)
+            readFd_ = -1; // wait() closes the child's pipes
+        child_->wait();
+    }
+    slow_.reset();
 }
 
 QString RemoteLink::stderrLine() const
@@ -108,19 +149,7 @@ QString RemoteLink::stderrLine() const
 void RemoteLink::fail(const std::exception& e)
 {
     // The link is over: close our ends, give ssh a moment to say why, then stop it.
-    if (child_) {
-        if (child_->toChild >= 0) {
-            ::close(child_->toChild);
-            child_->toChild = -1;
-        }
-        const pid_t pid = child_->pid;
-        const bool cancelled = dynamic_cast<const Cancelled*>(&e) != nullptr;
-        for (int i = 0; i < (cancelled ? 0 : 300) && child_->running(); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        if (child_->pid > 0)
-            ::kill(pid, SIGTERM);
-        child_->wait();
-    }
+    finish(dynamic_cast<const Cancelled*>(&e) ? 0 : 3000);
     if (dynamic_cast<const Cancelled*>(&e)) {
         failure_ = QStringLiteral("%1: cancelled").arg(address_.toString());
         throw Cancelled();
@@ -128,7 +157,7 @@ void RemoteLink::fail(const std::exception& e)
     QString why = stderrLine();
     if (why.isEmpty())
         why = QString::fromStdString(e.what());
-    else if (child_ && child_->exitStatus == 127)
+    else if (child_ && child_->exitStatus == 127 && !why.startsWith(QLatin1String("cannot run ")))
         why += QStringLiteral(" (is pipescope installed there? PIPESCOPE_REMOTE_COMMAND names its path)");
     failure_ = QStringLiteral("%1: %2").arg(address_.toString(), why);
     throw Error(failure_.toStdString());

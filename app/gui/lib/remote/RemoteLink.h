@@ -11,6 +11,7 @@
 
 #include <QString>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 
@@ -26,7 +27,10 @@ public:
     // takes as long as that). Throws Error with one line naming the address
     // and what went wrong (ssh's message: an unknown host, a key refused; the
     // server's: a path that is not a job), Cancelled when work's stop is set.
-    static std::shared_ptr<RemoteLink> connect(const RemoteAddress& address, const WorkControl* work = nullptr);
+    // With `slow`, the pipes run through a remote::SlowLink (latency and a
+    // throughput limit), for tests and measurements of a long link.
+    static std::shared_ptr<RemoteLink> connect(const RemoteAddress& address, const WorkControl* work = nullptr,
+                                               const remote::SlowLink::Options* slow = nullptr);
     ~RemoteLink();
     RemoteLink(const RemoteLink&) = delete;
     RemoteLink& operator=(const RemoteLink&) = delete;
@@ -61,6 +65,8 @@ public:
         openBytes_ = bytes;
     }
     double openSeconds() const { return openSeconds_; }
+    // When ssh was started.
+    std::chrono::steady_clock::time_point started() const { return started_; }
     int64_t openBytes() const { return openBytes_; }
     // "ssh host: 12 ms round trip, 240 KB moved in 6 requests" for the status
     // bar (the round trip: the shortest so far, the link's latency).
@@ -70,15 +76,22 @@ private:
     RemoteLink() = default;
     [[noreturn]] void fail(const std::exception& e);
     QString stderrLine() const;
+    void closeInput(); // the server's standard input: the session ends
+    // Ends the child: its input closed, what it still sends read, then it is
+    // waited for (stopped after `graceMs`).
+    void finish(int graceMs);
 
     RemoteAddress address_;
     std::unique_ptr<remote::ChildProcess> child_;
+    std::unique_ptr<remote::SlowLink> slow_;
+    int readFd_ = -1, writeFd_ = -1; // the client's ends: the child's pipes, or the slow link's
     std::unique_ptr<remote::Client> client_;
     std::string stderrPath_;
     nlohmann::json hello_;
     mutable std::mutex mutex_;
     QString failure_; // set once the link failed
     mutable Stats last_;
+    std::chrono::steady_clock::time_point started_;
     double openSeconds_ = 0;
     int64_t openBytes_ = 0; // the figures when a request in flight holds the client
 };

@@ -1,0 +1,405 @@
+// The desktop app on a remote job (issue 38, docs/remote.md "The app"):
+// ssh://host/path opened through a stand-in for ssh that runs the locally
+// built `pipescope serve --stdio` on the bundled example, so the whole path
+// (ssh's command line, the protocol, the Job built from the server's
+// answers) runs without a network. The remote job must give what the local
+// one gives: the same ranks, iterations, steps, bubbles, critical path and
+// what-if predictions; a failing ssh, a refusing server and a link that
+// drops each give one line; --screenshot of a remote job works offscreen.
+#include "MainWindow.h"
+#include "remote/AnalysisFromJson.h"
+#include "remote/OpenRemoteDialog.h"
+#include "remote/RemoteAddress.h"
+#include "remote/RemoteJob.h"
+#include "remote/RemoteLink.h"
+#include "session/AppSession.h"
+#include "session/ExportWorker.h"
+#include "session/RecentJobs.h"
+#include "analysis/AnalysisJson.h"
+#include "whatif/Levers.h"
+#include "whatif/WhatIf.h"
+
+#include <QFile>
+#include <QImage>
+#include <QLineEdit>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <csignal>
+
+using namespace pipescope;
+using namespace pipescope::gui;
+
+namespace {
+
+const QString kJob = QStringLiteral(PIPESCOPE_SOURCE_DIR "/resources/examples/pipeline-1f1b-4stage.pipescope");
+const QString kRemote = QStringLiteral("ssh://localhost") + kJob;
+
+// ssh's stand-in: it notes its arguments and its pid, answers for the hosts
+// below as ssh does, and runs the remote command here (exec keeps the pid:
+// the server is the process whose pid it wrote).
+const char* kFakeSsh = R"(#!/bin/sh
+[ -n "$FAKE_SSH_ARGS" ] && printf '%s\n' "$@" > "$FAKE_SSH_ARGS"
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
+shift
+host=$1
+shift
+case "$host" in
+nosuchhost) echo "ssh: Could not resolve hostname nosuchhost: Name or service not known" >&2; exit 255 ;;
+deniedhost) echo "Warning: Permanently added 'deniedhost' (ED25519) to the list of known hosts." >&2
+            echo "me@deniedhost: Permission denied (publickey)." >&2; exit 255 ;;
+esac
+[ -n "$FAKE_SSH_PIDFILE" ] && echo $$ > "$FAKE_SSH_PIDFILE"
+exec /bin/sh -c "exec $*"
+)";
+
+// Steps, bubbles and segments of the analysed iteration: what the server
+// analyses (the app's own analysis has every iteration's).
+template <class T>
+std::vector<T> ofIteration(const std::vector<T>& all, int iteration)
+{
+    std::vector<T> out;
+    for (const T& x : all)
+        if (x.iteration == iteration)
+            out.push_back(x);
+    return out;
+}
+
+bool sameStep(const Step& a, const Step& b)
+{
+    return a.iteration == b.iteration && a.rank == b.rank && a.stage == b.stage && a.chunk == b.chunk && a.microbatch == b.microbatch &&
+           a.kind == b.kind && a.start == b.start && a.end == b.end && a.computeNs == b.computeNs && a.annotated == b.annotated;
+}
+
+} // namespace
+
+class TestRemoteApp : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir dir_;
+    QString pidFile_, argsFile_;
+
+    QString serverPid() const
+    {
+        QFile f(pidFile_);
+        return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()).trimmed() : QString();
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        std::signal(SIGPIPE, SIG_IGN);
+        QStandardPaths::setTestModeEnabled(true);
+        QVERIFY(dir_.isValid());
+        qputenv("PIPESCOPE_CACHE_DIR", dir_.filePath(QStringLiteral("cache")).toUtf8());
+        const QString ssh = dir_.filePath(QStringLiteral("fake-ssh"));
+        QFile f(ssh);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(kFakeSsh);
+        f.close();
+        QVERIFY(f.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner));
+        pidFile_ = dir_.filePath(QStringLiteral("server.pid"));
+        argsFile_ = dir_.filePath(QStringLiteral("ssh.args"));
+        qputenv("PIPESCOPE_SSH", ssh.toUtf8());
+        qputenv("PIPESCOPE_REMOTE_COMMAND", PIPESCOPE_CLI);
+        qputenv("FAKE_SSH_PIDFILE", pidFile_.toUtf8());
+        qputenv("FAKE_SSH_ARGS", argsFile_.toUtf8());
+    }
+
+    void addresses_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("user");
+        QTest::addColumn<QString>("host");
+        QTest::addColumn<int>("port");
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QStringList>("ssh");
+        const QString fake = qEnvironmentVariable("PIPESCOPE_SSH"), cli = QStringLiteral("'" PIPESCOPE_CLI "'");
+        const QStringList opts{fake, "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"};
+        QTest::newRow("host and path") << "ssh://login.cluster/lustre/run 1/it's" << "" << "login.cluster" << -1 << "/lustre/run 1/it's"
+                                       << (opts + QStringList{"--", "login.cluster", cli + " serve --stdio '/lustre/run 1/it'\\''s'"});
+        QTest::newRow("user and port") << "ssh://me@login:2222/j.pipescope" << "me" << "login" << 2222 << "/j.pipescope"
+                                       << (opts + QStringList{"-p", "2222", "-l", "me", "--", "login", cli + " serve --stdio '/j.pipescope'"});
+        QTest::newRow("home") << "ssh://login/~/runs/job" << "" << "login" << -1 << "~/runs/job"
+                              << (opts + QStringList{"--", "login", cli + " serve --stdio ~/'runs/job'"});
+        QTest::newRow("ipv6") << "ssh://[::1]:22/job" << "" << "[::1]" << 22 << "/job"
+                              << (opts + QStringList{"-p", "22", "--", "::1", cli + " serve --stdio '/job'"});
+    }
+    void addresses()
+    {
+        QFETCH(QString, text);
+        QFETCH(QString, user);
+        QFETCH(QString, host);
+        QFETCH(int, port);
+        QFETCH(QString, path);
+        QFETCH(QStringList, ssh);
+        QString error;
+        const auto a = RemoteAddress::parse(text, &error);
+        QVERIFY2(a, qPrintable(error));
+        QCOMPARE(a->user, user);
+        QCOMPARE(a->host, host);
+        QCOMPARE(a->port, port);
+        QCOMPARE(a->path, path);
+        QCOMPARE(a->sshCommand(), ssh);
+        QCOMPARE(RemoteAddress::parse(a->toString(), nullptr)->toString(), a->toString());
+    }
+
+    // Nothing in an address reaches ssh as an option or the remote shell unquoted.
+    void badAddresses_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("error");
+        const QString tail = QStringLiteral("; write ssh://[user@]host[:port]/path/to/job");
+        QTest::newRow("no path") << "ssh://login" << "ssh://login: no path to the job after the host" + tail;
+        QTest::newRow("option as host") << "ssh://-oProxyCommand=x/job"
+                                        << "ssh://-oProxyCommand=x/job: the host '-oProxyCommand=x' is not a host name (letters, digits and .-_ only)" + tail;
+        QTest::newRow("shell in user") << "ssh://a;b@login/job" << "ssh://a;b@login/job: the user name 'a;b' is not one (letters, digits and .-_ only)" + tail;
+        QTest::newRow("port") << "ssh://login:99999/job" << "ssh://login:99999/job: the port '99999' is not a number from 1 to 65535" + tail;
+        QTest::newRow("not ssh") << "http://login/job" << "http://login/job: not an ssh:// address" + tail;
+    }
+    void badAddresses()
+    {
+        QFETCH(QString, text);
+        QFETCH(QString, error);
+        QString why;
+        QVERIFY(!RemoteAddress::parse(text, &why));
+        QCOMPARE(why, error);
+    }
+
+    // The remote job gives what the local one gives.
+    void sameAsLocal()
+    {
+        const auto local = AppSession::load({kJob}, {});
+        QFile::remove(argsFile_);
+        const auto remote = AppSession::load({kRemote}, {});
+        // ssh ran in batch mode: no password prompt, a missing key fails at once.
+        QFile args(argsFile_);
+        QVERIFY(args.open(QIODevice::ReadOnly));
+        QCOMPARE(QString::fromUtf8(args.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts),
+                 (QStringList{"-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "--", "localhost",
+                              QStringLiteral("'" PIPESCOPE_CLI "' serve --stdio '") + kJob + "'"}));
+
+        QVERIFY(remote->isRemote());
+        QVERIFY(!local->isRemote());
+        QCOMPARE(remote->title, QStringLiteral("localhost:") + kJob);
+        QCOMPARE(remote->inputs, QStringList{kRemote});
+        const AnalysisResult& a = *local->analysis;
+        const AnalysisResult& b = *remote->analysis;
+        QVERIFY(b.ranks == a.ranks);
+        QVERIFY(b.ranks == (std::vector<int>{0, 1, 2, 3}));
+        QCOMPARE(b.selectedIteration, a.selectedIteration);
+        QCOMPARE(b.selectedIteration, 2);
+        QCOMPARE(b.iterations.size(), a.iterations.size());
+        for (size_t i = 0; i < a.iterations.size(); ++i) {
+            QCOMPARE(b.iterations[i].start, a.iterations[i].start);
+            QCOMPARE(b.iterations[i].end, a.iterations[i].end);
+        }
+        const Iteration& it = b.iterations[2];
+        QCOMPARE(it.end - it.start, TimeNs(84'877'485)); // the iteration time the Summary says: 84.877 ms
+        QCOMPARE(b.pipeline.pp, 4);
+        QCOMPARE(b.pipeline.microbatches, a.pipeline.microbatches);
+        QVERIFY(b.pipeline.schedule == a.pipeline.schedule);
+        // Steps, bubbles and the critical path of the analysed iteration, item for item.
+        const auto localSteps = ofIteration(a.steps, 2);
+        QCOMPARE(b.steps.size(), size_t(64));
+        QCOMPARE(b.steps.size(), localSteps.size());
+        for (size_t i = 0; i < b.steps.size(); ++i)
+            QVERIFY2(sameStep(b.steps[i], localSteps[i]), qPrintable(QString::number(i)));
+        QCOMPARE(b.bubbles.size(), ofIteration(a.bubbles, 2).size());
+        QCOMPARE(b.criticalPath.segments.size(), a.criticalPath.segments.size());
+        QVERIFY(b.criticalPath.byKind == a.criticalPath.byKind);
+        QCOMPARE(b.idle.size(), a.idle.size());
+        for (size_t i = 0; i < a.idle.size(); ++i)
+            QVERIFY(b.idle[i].byCause == a.idle[i].byCause);
+        QCOMPARE(b.imbalance.bottleneckStage, a.imbalance.bottleneckStage);
+        QCOMPARE(b.layers.layers.size(), a.layers.layers.size());
+
+        // The what-if: the server's cost model predicts here what the local one does.
+        QVERIFY(local->costModel);
+        QVERIFY2(remote->costModel, qPrintable(remote->whatIfError));
+        for (const auto& [schedule, m] : {std::pair{ScheduleKind::OneFOneB, 8}, std::pair{ScheduleKind::GPipe, 8}, std::pair{ScheduleKind::OneFOneB, 16}}) {
+            whatif::Scenario s = whatif::measuredScenario(*local->costModel);
+            s.schedule = schedule;
+            s.microbatches = m;
+            const TimeNs here = whatif::predict(*local->costModel, s).iterationNs();
+            QCOMPARE(whatif::predict(*remote->costModel, s).iterationNs(), here);
+        }
+        QCOMPARE(whatif::leversToJson(remote->levers).dump(), whatif::leversToJson(local->levers).dump());
+
+        // The timeline: the same lanes (memory tracks aside), steps and bubbles event for event.
+        const auto& lt = *local->timeline;
+        const auto& rt = *remote->timeline;
+        QCOMPARE(rt.lanes.size(), lt.lanes.size());
+        for (size_t i = 0; i < lt.lanes.size(); ++i) {
+            QVERIFY(rt.lanes[i].kind == lt.lanes[i].kind);
+            QCOMPARE(rt.lanes[i].rank, lt.lanes[i].rank);
+            QCOMPARE(rt.lanes[i].label, lt.lanes[i].label);
+            if (lt.lanes[i].kind == timeline::LaneKind::Steps) {
+                QCOMPARE(rt.lanes[i].events.size(), size_t(16));
+                for (const auto& e : rt.lanes[i].events)
+                    QCOMPARE(e.detail, 2);
+            }
+        }
+        // Every kernel of the analysed iteration at least 1/50,000 of it long is there, exact.
+        QCOMPARE(rt.iterations.size(), lt.iterations.size());
+
+        // What moved: 11 round trips (hello, index, the analysis's summary,
+        // the steps, seven of tiles, the cost model), and well under the
+        // bytes of the job's JSON.
+        const RemoteLink::Stats s = remote->remote->stats();
+        QCOMPARE(s.roundTrips, int64_t(11));
+        QVERIFY(s.compressing);
+        QVERIFY2(s.bytesReceived < s.payloadBytesReceived / 3, qPrintable(QString::number(s.bytesReceived)));
+        qInfo("remote open of the example: %.3f s, %lld bytes on the wire (%lld of JSON), %lld round trips",
+              remote->remote->openSeconds(), static_cast<long long>(s.bytesSent + s.bytesReceived),
+              static_cast<long long>(s.payloadBytesReceived), static_cast<long long>(s.roundTrips));
+    }
+
+    // The analysis document read back is the one the server sent.
+    void analysisReadsBack()
+    {
+        const auto local = AppSession::load({kJob}, {});
+        AnalyzeOptions o;
+        const nlohmann::json doc = toJson(*local->analysis, o);
+        const AnalysisResult back = analysisFromJson(doc);
+        QCOMPARE(toJson(back, o).dump(), doc.dump());
+        QVERIFY_THROWS_EXCEPTION(FormatError, analysisFromJson(nlohmann::json{{"schema", "pipescope.analysis/1"}}));
+        nlohmann::json broken = doc;
+        broken["steps"][0].erase("kind");
+        QVERIFY_THROWS_EXCEPTION(FormatError, analysisFromJson(broken));
+    }
+
+    // Through a link of 25 ms each way: the same job, each round trip at least the latency.
+    void throughSlowLink()
+    {
+        remote::SlowLink::Options slow;
+        slow.latency = std::chrono::milliseconds(25);
+        slow.bytesPerSecond = 20e6;
+        auto link = RemoteLink::connect(*RemoteAddress::parse(kRemote, nullptr), nullptr, &slow);
+        const auto remote = loadRemote(link, {});
+        const auto local = AppSession::load({kJob}, {});
+        QCOMPARE(remote->analysis->steps.size(), size_t(64));
+        QCOMPARE(whatif::predict(*remote->costModel, whatif::measuredScenario(*remote->costModel)).iterationNs(),
+                 whatif::predict(*local->costModel, whatif::measuredScenario(*local->costModel)).iterationNs());
+        const RemoteLink::Stats s = link->stats();
+        QCOMPARE(s.roundTrips, int64_t(11));
+        QVERIFY2(s.bestSeconds >= 0.050, qPrintable(QString::number(s.bestSeconds)));
+        QVERIFY(link->describe().startsWith(QStringLiteral("ssh localhost: ")));
+        qInfo("through 25 ms each way and 20 MB/s: open %.3f s, best round trip %.3f s, %lld bytes", link->openSeconds(),
+              s.bestSeconds, static_cast<long long>(s.bytesSent + s.bytesReceived));
+    }
+
+    // ssh's own words, the server's, in one line; never a hang.
+    void failures_data()
+    {
+        QTest::addColumn<QString>("address");
+        QTest::addColumn<QString>("error");
+        QTest::newRow("unknown host") << "ssh://nosuchhost/job"
+                                      << "ssh://nosuchhost/job: ssh: Could not resolve hostname nosuchhost: Name or service not known";
+        QTest::newRow("key refused") << "ssh://deniedhost/job" << "ssh://deniedhost/job: me@deniedhost: Permission denied (publickey).";
+        const QString missing = dir_.filePath(QStringLiteral("nothere.pipescope"));
+        QTest::newRow("not a job") << "ssh://localhost" + missing
+                                   << "ssh://localhost" + missing + ": pipescope serve: error: " + missing + ": no such file";
+        QTest::newRow("bad address") << "ssh://-x/job"
+                                     << "ssh://-x/job: the host '-x' is not a host name (letters, digits and .-_ only); write ssh://[user@]host[:port]/path/to/job";
+    }
+    void failures()
+    {
+        QFETCH(QString, address);
+        QFETCH(QString, error);
+        QString what;
+        try {
+            AppSession::load({address}, {});
+        } catch (const Error& e) {
+            what = QString::fromStdString(e.what());
+        }
+        QCOMPARE(what, error);
+        // The app says the same, loading off the GUI thread.
+        MainWindow w(nullptr, false);
+        QSignalSpy errors(&w, &MainWindow::errorShown);
+        w.open({address});
+        QVERIFY(errors.wait(20000));
+        QCOMPARE(errors.first().first().toString(), error);
+        QVERIFY(!w.job());
+    }
+
+    // The app: the link in the status bar, Open recent keeps the address, and a link that drops is said once.
+    void appShowsTheLink()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1400, 900);
+        w.show();
+        QSignalSpy shown(&w, &MainWindow::jobShown);
+        QFile::remove(pidFile_);
+        w.open({kRemote});
+        QVERIFY(shown.wait(30000));
+        QVERIFY(w.job()->isRemote());
+        QVERIFY2(w.linkText().startsWith(QStringLiteral("ssh localhost: ")), qPrintable(w.linkText()));
+        QVERIFY2(w.linkText().endsWith(QStringLiteral(" moved in 11 requests")), qPrintable(w.linkText()));
+        QCOMPARE(recentJobs().value(0).inputs, QStringList{kRemote});
+        QCOMPARE(w.viewFile(), QString()); // no view is kept beside a remote job
+        QVERIFY(!w.saveChromeTrace(dir_.filePath(QStringLiteral("t.json")), MainWindow::TraceRange::Visible));
+        QVERIFY(w.lastError().contains(QStringLiteral("a remote job copies none")));
+        // The HTML report is written here.
+        const QString report = dir_.filePath(QStringLiteral("remote-report.html"));
+        QSignalSpy exported(w.exporter(), &ExportWorker::finished);
+        QVERIFY(w.saveReport(report));
+        QVERIFY(exported.wait(30000));
+        QVERIFY(QFileInfo(report).size() > 10000);
+
+        const QString pid = serverPid();
+        QVERIFY(!pid.isEmpty());
+        QSignalSpy errors(&w, &MainWindow::errorShown);
+        QCOMPARE(QProcess::execute(QStringLiteral("kill"), {QStringLiteral("-KILL"), pid}), 0);
+        QVERIFY(errors.wait(10000));
+        QCOMPARE(errors.first().first().toString(),
+                 kRemote + QStringLiteral(": the link closed; what is on screen stays, File > Open recent connects again"));
+        QCOMPARE(w.linkText(), QStringLiteral("ssh localhost: link closed"));
+        // A request after the drop fails at once with the same line.
+        QVERIFY_THROWS_EXCEPTION(Error, w.job()->remote->result(remote::RequestType::Index));
+        QVERIFY(w.job()->analysis); // what is on screen stays
+    }
+
+    void openRemoteDialog()
+    {
+        OpenRemoteDialog d;
+        d.hostField()->setText(QStringLiteral("me@login:2222"));
+        d.pathField()->setText(QStringLiteral("~/runs/job"));
+        QCOMPARE(d.address(), QStringLiteral("ssh://me@login:2222/~/runs/job"));
+        d.hostField()->setText(QStringLiteral("-oProxyCommand=x"));
+        QCOMPARE(d.address(), QString());
+    }
+
+    // --screenshot of a remote job, offscreen; a failing one exits 1 with the line.
+    void screenshot()
+    {
+        const QString out = dir_.filePath(QStringLiteral("remote.png"));
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral(PIPESCOPE_GUI), {kRemote, QStringLiteral("--screenshot"), out, QStringLiteral("--view"), QStringLiteral("pipeline")});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        const QString said = QString::fromUtf8(p.readAllStandardOutput()).trimmed();
+        QVERIFY2(said.startsWith(out + QStringLiteral(": 1600x1000 pipeline (ssh localhost: ")), qPrintable(said));
+        QCOMPARE(QImage(out).size(), QSize(1600, 1000));
+
+        p.start(QStringLiteral(PIPESCOPE_GUI), {QStringLiteral("ssh://nosuchhost/job"), QStringLiteral("--screenshot"), out});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 1);
+        QStringList lines;
+        for (const QString& l : QString::fromUtf8(p.readAllStandardError()).split(QLatin1Char('\n')))
+            if (l.startsWith(QLatin1String("pipescope-gui:")))
+                lines << l;
+        QCOMPARE(lines, QStringList{QStringLiteral("pipescope-gui: error: ssh://nosuchhost/job: ssh: Could not resolve hostname "
+                                                   "nosuchhost: Name or service not known")});
+    }
+};
+
+QTEST_MAIN(TestRemoteApp)
+#include "tst_remote_app.moc"
