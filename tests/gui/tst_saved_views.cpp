@@ -5,6 +5,7 @@
 #include "MainWindow.h"
 #include "session/SavedView.h"
 #include "views/TimelineView.h"
+#include "whatif/WhatIfEditor.h"
 
 #include "TestSupport.h"
 
@@ -15,11 +16,16 @@
 #include <QFileInfo>
 #include <QGuiApplication>
 #include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QUndoStack>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <functional>
 
 using namespace pipescope;
 using namespace pipescope::gui;
@@ -39,6 +45,24 @@ bool openAndWait(MainWindow& w, const QStringList& inputs, const OpenOptions& o 
 }
 
 QString statusLine(MainWindow& w) { return w.statusBar()->findChild<QLabel*>()->text(); }
+
+// The editor's prediction once the scenario it was asked for is answered.
+bool waitForPrediction(WhatIfEditor* e, const std::function<bool(const whatif::Prediction&)>& done)
+{
+    for (int i = 0; i < 300; ++i) {
+        if (e->currentPredictionShared() && !e->controller()->restoring() && done(*e->currentPredictionShared()))
+            return true;
+        QTest::qWait(50);
+    }
+    return false;
+}
+
+void writeFile(const QString& path, const QByteArray& bytes)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write(bytes);
+}
 
 // The lanes pinned, as their keys, in order.
 QStringList pinnedKeys(const TimelineView& t)
@@ -181,6 +205,10 @@ private Q_SLOTS:
         QTest::newRow("empty range") << QByteArray(R"({"format": "pipescope-view", "version": 1, "range": {"from": 5, "to": 5}})");
         QTest::newRow("bad marker")
             << QByteArray(R"({"format": "pipescope-view", "version": 1, "range": {"from": 0, "to": 9}, "markers": [{"ns": "x"}]})");
+        QTest::newRow("bad what-if") << QByteArray(
+            R"({"format": "pipescope-view", "version": 2, "range": {"from": 0, "to": 9}, "whatIf": {"layers": "20"}})");
+        QTest::newRow("bad job") << QByteArray(
+            R"({"format": "pipescope-view", "version": 2, "range": {"from": 0, "to": 9}, "job": {"ranks": -1, "activities": 3}})");
         QTest::newRow("fractional ns") << QByteArray(R"({"format": "pipescope-view", "version": 1, "range": {"from": 0.5, "to": 9}})");
     }
 
@@ -215,6 +243,139 @@ private Q_SLOTS:
         QVERIFY(!statusLine(w).contains('\n'));
         w.close(); // no crash, nothing thrown
         QVERIFY(QFileInfo(store + ".view.json").isDir());
+    }
+
+    // Issue 37, item 10: the what-if scenario is kept beside the job with the
+    // view and comes back when the job is opened again, predicting the same.
+    void whatIfScenarioComesBack()
+    {
+        const QString store = copyOfStore("scenario.pipescope");
+        QFile::remove(store + ".view.json");
+        TimeNs predicted = 0;
+        std::vector<int> boundaries;
+        KeptScenario kept;
+        {
+            MainWindow w(nullptr, false);
+            w.setKeepsViews(true);
+            QVERIFY(openAndWait(w, {store}));
+            WhatIfEditor* e = w.whatIfEditor();
+            // The demo: 1f1b, pp 4, 8 microbatches, 20 layers split 4,10,14.
+            QVERIFY(waitForPrediction(e, [](const whatif::Prediction& p) { return p.partition.boundaries() == std::vector<int>{4, 10, 14}; }));
+            QVERIFY(!w.currentView().whatIf); // the job's own scenario is not kept
+            whatif::ScenarioChanges c;
+            c.schedule = "gpipe";
+            c.microbatches = 12;
+            c.boundaries = std::vector<int>{5, 10, 15};
+            e->applyChanges(c);
+            QVERIFY(waitForPrediction(e, [](const whatif::Prediction& p) { return p.schedule.microbatches == 12; }));
+            const TimeNs atReference = e->currentPredictionShared()->iterationNs();
+            e->setStageSpeeds(QStringLiteral("1,1,0.8,1"));
+            // The speeds' session answers with the job's scenario first, then this one comes back.
+            QVERIFY(waitForPrediction(e, [&](const whatif::Prediction& p) {
+                return p.schedule.microbatches == 12 && p.iterationNs() != atReference && e->worker()->pendingRequests() == 0;
+            }));
+            QVERIFY(e->costModel().heterogeneous());
+            e->setExtraWorkMs(2.5);
+            predicted = e->currentPredictionShared()->iterationNs();
+            boundaries = e->currentPredictionShared()->partition.boundaries();
+            QCOMPARE(boundaries, (std::vector<int>{5, 10, 15}));
+            QVERIFY(e->currentPredictionShared()->iterationNs() != e->measuredPredictionShared()->iterationNs());
+            const std::optional<KeptScenario> k = w.currentView().whatIf;
+            QVERIFY(k);
+            kept = *k;
+            QCOMPARE(kept.layers, 20);
+            QCOMPARE(kept.schedule, QStringLiteral("gpipe"));
+            QCOMPARE(kept.pp, 4);
+            QCOMPARE(kept.v, 1);
+            QCOMPARE(kept.microbatches, 12);
+            QCOMPARE(kept.boundaries, (QList<int>{5, 10, 15}));
+            QCOMPARE(kept.stageSpeeds, (QList<double>{1, 1, 0.8, 1}));
+            QCOMPARE(kept.extraWorkMs, 2.5);
+            QCOMPARE(kept.recompute, QStringLiteral("none"));
+            w.close(); // closing keeps the view
+        }
+        QString error;
+        const auto file = readSavedView(store + ".view.json", &error);
+        QVERIFY2(file && file->whatIf, qPrintable(error));
+        QCOMPARE(*file->whatIf, kept);
+        QVERIFY(file->job);
+
+        MainWindow w(nullptr, false);
+        w.setKeepsViews(true);
+        QVERIFY(openAndWait(w, {store}));
+        WhatIfEditor* e = w.whatIfEditor();
+        QCOMPARE(w.currentView().whatIf, std::optional<KeptScenario>(kept)); // while it is on its way too
+        QVERIFY(waitForPrediction(e, [](const whatif::Prediction& p) { return p.schedule.microbatches == 12; }));
+        QCOMPARE(e->currentPredictionShared()->iterationNs(), predicted);
+        QCOMPARE(e->currentPredictionShared()->partition.boundaries(), boundaries);
+        QCOMPARE(e->scheduleBox()->currentData().toString(), QStringLiteral("gpipe"));
+        QCOMPARE(e->microbatchBox()->value(), 12);
+        QCOMPARE(e->speedsBox()->text(), QStringLiteral("1,1,0.8,1"));
+        QCOMPARE(e->extraWorkMs(), 2.5);
+        QCOMPARE(e->undoStack()->count(), 0); // the history starts from it
+        QCOMPARE(w.currentView().whatIf, std::optional<KeptScenario>(kept));
+        QVERIFY2(!statusLine(w).contains("does not fit") && !statusLine(w).contains("ignored"), qPrintable(statusLine(w)));
+    }
+
+    // A kept scenario that does not fit the job is never applied: one line says why.
+    void scenarioThatDoesNotFitIsIgnored_data()
+    {
+        QTest::addColumn<QByteArray>("whatIf");
+        QTest::addColumn<QString>("why");
+        const QByteArray rest = R"("v": 1, "microbatches": 8, "microbatchOrder": "given", "recompute": "none", "stageSpeeds": [], "extraWorkMs": 0)";
+        QTest::newRow("layers") << (R"({"layers": 32, "schedule": "gpipe", "pp": 4, "boundaries": [8, 16, 24], )" + rest + "}")
+                                << QString("(it splits 32 layers; this job's what-if has 20)");
+        QTest::newRow("boundaries") << (R"({"layers": 20, "schedule": "gpipe", "pp": 4, "boundaries": [5, 3, 15], )" + rest + "}")
+                                    << QString("(stage boundaries must increase and be above 0: boundary 2 (3) does not exceed 5)");
+        QTest::newRow("schedule") << (R"({"layers": 20, "schedule": "<b>nope</b>", "pp": 4, "boundaries": [5, 10, 15], )" + rest + "}")
+                                  << QString("(unknown schedule '<b>nope</b>'");
+        QTest::newRow("speeds") << QByteArray(R"({"layers": 20, "schedule": "gpipe", "pp": 4, "boundaries": [5, 10, 15], "v": 1, "microbatches": 8, )"
+                                    R"("microbatchOrder": "given", "recompute": "none", "stageSpeeds": [1, 1], "extraWorkMs": 0})")
+                                << QString("(2 GPU speeds for pp 4)");
+    }
+
+    void scenarioThatDoesNotFitIsIgnored()
+    {
+        QFETCH(QByteArray, whatIf);
+        QFETCH(QString, why);
+        const QString store = copyOfStore("misfit.pipescope");
+        writeFile(store + ".view.json", R"({"format": "pipescope-view", "version": 2, "range": {"from": 1000, "to": 9000000},
+            "markers": [{"ns": 77, "label": "kept"}], "whatIf": )" + whatIf + "}");
+        MainWindow w(nullptr, false);
+        w.setKeepsViews(true);
+        QVERIFY(openAndWait(w, {store}));
+        QVERIFY2(statusLine(w).contains("The saved what-if scenario does not fit this job " + why), qPrintable(statusLine(w)));
+        QVERIFY(statusLine(w).endsWith(" and was ignored"));
+        QVERIFY(!statusLine(w).contains('\n'));
+        QCOMPARE(w.timeline()->markers(), (std::vector<qint64>{w.job()->timeline->start + 77})); // the rest of the view applies
+        WhatIfEditor* e = w.whatIfEditor();
+        QVERIFY(waitForPrediction(e, [](const whatif::Prediction&) { return true; }));
+        QTest::qWait(300);
+        QCOMPARE(e->currentPredictionShared()->partition.boundaries(), (std::vector<int>{4, 10, 14})); // the job's own
+        QCOMPARE(e->currentPredictionShared()->schedule.microbatches, 8);
+        QVERIFY(!w.currentView().whatIf);
+    }
+
+    // A view kept for another job at the same path (the store imported again) is never applied.
+    void viewOfAnotherJobIsIgnored()
+    {
+        const QString store = copyOfStore("other.pipescope");
+        writeFile(store + ".view.json", R"({"format": "pipescope-view", "version": 2, "range": {"from": 1000, "to": 9000000},
+            "markers": [{"ns": 77}], "job": {"ranks": 4, "activities": 12345},
+            "whatIf": {"layers": 20, "schedule": "gpipe", "pp": 4, "v": 1, "microbatches": 12, "boundaries": [5, 10, 15],
+                       "microbatchOrder": "given", "recompute": "none", "stageSpeeds": [], "extraWorkMs": 0}})");
+        MainWindow w(nullptr, false);
+        w.setKeepsViews(true);
+        QVERIFY(openAndWait(w, {store}));
+        const QString activities = QString::number(w.job()->trace->activities.size());
+        QVERIFY2(statusLine(w).endsWith("The saved view other.pipescope.view.json was kept for another job (4 ranks, 12345 GPU "
+                                        "activities; this one has 4 ranks, " + activities + " GPU activities) and was ignored"),
+                 qPrintable(statusLine(w)));
+        QVERIFY(w.timeline()->markers().empty());
+        WhatIfEditor* e = w.whatIfEditor();
+        QVERIFY(waitForPrediction(e, [](const whatif::Prediction&) { return true; }));
+        QTest::qWait(300);
+        QCOMPARE(e->currentPredictionShared()->schedule.microbatches, 8);
     }
 
     void atParsesExactly_data()

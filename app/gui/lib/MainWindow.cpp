@@ -381,6 +381,7 @@ void MainWindow::buildDocks()
     tabifyDockWidget(diag, compareDock_);
     // SQL over the job's store and a pivot of its steps (issue 37, item 9).
     query_ = new QueryPanel(this);
+    connect(query_, &QueryPanel::tracksChanged, this, &MainWindow::showBaselineTracks); // a result drawn as a track
     QDockWidget* queryDock = dock(query_, QStringLiteral("Query"), "query", Qt::BottomDockWidgetArea);
     QDockWidget* pivotDock = dock(new PivotPanel(this), QStringLiteral("Pivot"), "pivot", Qt::BottomDockWidgetArea);
     tabifyDockWidget(compareDock_, queryDock);
@@ -498,7 +499,7 @@ void MainWindow::buildMenus()
     });
     QAction* saveViewAct = file->addAction(QStringLiteral("Save &view"), this, [this] { saveView(); });
     saveViewAct->setObjectName(QStringLiteral("save-view"));
-    saveViewAct->setToolTip(QStringLiteral("Keep the range, time origin, pinned tracks, markers and notes beside the job"));
+    saveViewAct->setToolTip(QStringLiteral("Keep the range, time origin, pinned tracks, markers, notes and the what-if scenario beside the job"));
     file->addAction(QStringLiteral("Save HTML &report..."), this, &MainWindow::exportReport);
     file->addAction(QStringLiteral("Export timeline &image (PNG, SVG)..."), this, &MainWindow::exportTimelineImage);
     file->addAction(QStringLiteral("Export &Chrome trace JSON (Perfetto) of the visible range..."), this,
@@ -856,6 +857,7 @@ void MainWindow::showBaselineTracks()
         model = std::make_shared<const timeline::TimelineModel>(
             timeline::withBaselineTracks(*shown_.job->timeline, *baseline_->timeline, shift, std::string()));
     }
+    model = query_->withQueryTracks(model);
     if (timeline_->model() == model)
         return;
     const auto range = timeline_->visibleRange();
@@ -925,6 +927,7 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
     showJobOnTimeline(j);
     for (AnalysisPanel* p : panels_)
         p->setResult(j.analysis, j.trace);
+    query_->setTimeline(j.timeline);
     query_->setStorePath(j.storePath); // another store: the last job's result goes
     if (auto* summary = findChild<SummaryPanel*>()) {
         summary->setLevers(j.levers);
@@ -983,6 +986,9 @@ SavedView MainWindow::currentView() const
     for (const TimelineView::TimeNote& n : timeline_->notes())
         v.notes << SavedView::Note{n.fromNs - base, n.toNs - base, n.text};
     v.iteration = std::max(-1, iterations_->currentIndex() - 1);
+    if (shown_.job->trace)
+        v.job = jobStamp(*shown_.job->trace);
+    v.whatIf = editor_->keptScenario();
     return v;
 }
 
@@ -1023,6 +1029,10 @@ void MainWindow::restoreView(const Job& j)
         viewNotice_ = error;
     if (!v)
         return;
+    if (const QString other = j.trace ? otherJobNotice(*v, *j.trace, savedViewPath(j.inputs)) : QString(); !other.isEmpty()) {
+        viewNotice_ = other; // never applied
+        return;
+    }
     const qint64 base = j.timeline->start;
     const int iterations = static_cast<int>(j.analysis->iterations.size());
     if (v->iteration < iterations) {
@@ -1044,6 +1054,8 @@ void MainWindow::restoreView(const Job& j)
     for (const SavedView::Note& n : v->notes)
         timeline_->addNote(base + n.fromNs, base + n.toNs, n.text);
     timeline_->setVisibleRange(base + v->fromNs, base + v->toNs);
+    if (QString why; v->whatIf && !editor_->restoreScenario(*v->whatIf, &why))
+        viewNotice_ = QStringLiteral("The saved what-if scenario does not fit this job (%1) and was ignored").arg(why);
 }
 
 void MainWindow::applyStartRange()

@@ -84,6 +84,8 @@ QueryPanel::QueryPanel(QWidget* parent)
     : AnalysisPanel(parent)
     , examples_(new QComboBox(this))
     , run_(new QPushButton(tr("Run"), this))
+    , draw_(new QPushButton(tr("Draw as track"), this))
+    , remove_(new QPushButton(tr("Remove tracks"), this))
     , editor_(new QPlainTextEdit(this))
     , error_(new QLabel(this))
     , status_(new QLabel(this))
@@ -105,6 +107,13 @@ QueryPanel::QueryPanel(QWidget* parent)
     editor_->setTabChangesFocus(true);
     run_->setToolTip(tr("Run the statement (Ctrl+Return)"));
     connect(run_, &QPushButton::clicked, this, &QueryPanel::runEditor);
+    draw_->setToolTip(tr("Draw the result on the timeline: one track per rank (or track value) from its start_ns (or ts) "
+                         "and end_ns (or dur) columns, named by its name column"));
+    remove_->setToolTip(tr("Remove the query tracks from the timeline"));
+    draw_->setEnabled(false);
+    remove_->setEnabled(false);
+    connect(draw_, &QPushButton::clicked, this, &QueryPanel::drawAsTrack);
+    connect(remove_, &QPushButton::clicked, this, &QueryPanel::removeTracks);
     auto* runKey = new QAction(this);
     runKey->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Return), QKeySequence(Qt::CTRL | Qt::Key_Enter)});
     runKey->setShortcutContext(Qt::WidgetWithChildrenShortcut);
@@ -122,6 +131,8 @@ QueryPanel::QueryPanel(QWidget* parent)
     auto* top = new QHBoxLayout;
     top->addWidget(examples_);
     top->addWidget(run_);
+    top->addWidget(draw_);
+    top->addWidget(remove_);
     top->addWidget(status_, 1);
     auto* editorBox = new QWidget(this);
     auto* editorLayout = new QVBoxLayout(editorBox);
@@ -154,13 +165,23 @@ void QueryPanel::setStorePath(const QString& path)
     const bool other = path != storePath_ || path.isEmpty();
     storePath_ = path;
     run_->setEnabled(!path.isEmpty());
-    if (other)
+    if (other) {
         clearResult();
+        if (!tracks_.empty()) {
+            // Another job: its timeline has none of them.
+            tracks_.clear();
+            remove_->setEnabled(false);
+            emit tracksChanged();
+        }
+        tracksDrawn_ = 0;
+    }
 }
 
 void QueryPanel::clearResult()
 {
     model_->clear();
+    last_ = QueryResult{};
+    draw_->setEnabled(false);
     error_->clear();
     error_->setToolTip({});
     error_->hide();
@@ -183,6 +204,8 @@ bool QueryPanel::run(const QString& sql)
     if (editor_->toPlainText() != sql)
         editor_->setPlainText(sql);
     model_->clear();
+    last_ = QueryResult{};
+    draw_->setEnabled(false);
     error_->clear();
     error_->hide();
     if (storePath_.isEmpty()) {
@@ -196,6 +219,8 @@ bool QueryPanel::run(const QString& sql)
         const QuerySummary summary = runQuery(storePath_.toStdString(), sql.toStdString(), collector);
         QApplication::restoreOverrideCursor();
         model_->setQueryResult(collector.result);
+        last_ = std::move(collector.result);
+        draw_->setEnabled(true);
         QString status = summary.rows == 1 ? tr("1 row") : tr("%1 rows").arg(QString::fromStdString(formatCount(summary.rows)));
         if (summary.shards > 0)
             status += tr(" from %n shard(s)", nullptr, summary.shards);
@@ -209,6 +234,54 @@ bool QueryPanel::run(const QString& sql)
         showError(QString::fromStdString(e.what()));
         return false;
     }
+}
+
+bool QueryPanel::drawAsTrack()
+{
+    if (!timeline_) {
+        showError(tr("no timeline to draw on: open a job"));
+        return false;
+    }
+    QString why;
+    const std::optional<QueryTracks> t = buildQueryTracks(last_, *timeline_, tr("query %1").arg(tracksDrawn_ + 1), &why);
+    if (!t) {
+        showError(why);
+        return false;
+    }
+    ++tracksDrawn_;
+    error_->clear();
+    error_->hide();
+    status_->setText(describe(*t));
+    tracks_.push_back(std::make_shared<const QueryTracks>(*t));
+    remove_->setEnabled(true);
+    emit tracksChanged();
+    return true;
+}
+
+void QueryPanel::removeTracks()
+{
+    if (tracks_.empty())
+        return;
+    tracks_.clear();
+    tracksDrawn_ = 0;
+    remove_->setEnabled(false);
+    emit tracksChanged();
+}
+
+std::shared_ptr<const timeline::TimelineModel> QueryPanel::withQueryTracks(std::shared_ptr<const timeline::TimelineModel> base)
+{
+    if (tracks_.empty() || !base) {
+        composedBase_.reset();
+        composed_.reset();
+        return base;
+    }
+    // One copy of the job's model per change of tracks, not per call.
+    if (composed_ && composedBase_ == base && composedTracks_ == tracks_)
+        return composed_;
+    composedBase_ = base;
+    composedTracks_ = tracks_;
+    composed_ = std::make_shared<const timeline::TimelineModel>(gui::withQueryTracks(*base, tracks_));
+    return composed_;
 }
 
 QString QueryPanel::errorText() const { return error_->text(); }

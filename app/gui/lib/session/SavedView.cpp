@@ -1,5 +1,7 @@
 #include "session/SavedView.h"
 
+#include "model/Trace.h"
+
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -16,7 +18,7 @@ namespace pipescope::gui {
 namespace {
 
 constexpr auto kFormat = "pipescope-view";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2; // 2: the job's stamp and the what-if scenario
 constexpr qint64 kMaxViewFileBytes = 4 << 20;
 
 // A folder holding job.json: a sharded job, which nothing is written into.
@@ -43,6 +45,88 @@ bool readNs(const QJsonValue& v, qint64* out)
     return true;
 }
 
+// A whole number in [lo, hi] from JSON.
+bool readInt(const QJsonValue& v, qint64 lo, qint64 hi, qint64* out)
+{
+    return readNs(v, out) && *out >= lo && *out <= hi;
+}
+
+std::optional<JobStamp> jobFromJson(const QJsonValue& v)
+{
+    const QJsonObject o = v.toObject();
+    JobStamp j;
+    if (!v.isObject() || !readInt(o.value(QStringLiteral("ranks")), 0, std::numeric_limits<int>::max(), &j.ranks)
+        || !readInt(o.value(QStringLiteral("activities")), 0, std::numeric_limits<qint64>::max(), &j.activities))
+        return std::nullopt;
+    return j;
+}
+
+// The scenario's fields, each of its JSON type and in range; whether it fits
+// the job is for the editor to say (scenarioFitting).
+std::optional<KeptScenario> scenarioFromJson(const QJsonValue& v)
+{
+    if (!v.isObject())
+        return std::nullopt;
+    const QJsonObject o = v.toObject();
+    KeptScenario k;
+    qint64 layers = 0, pp = 0, chunks = 0, m = 0;
+    constexpr qint64 kMaxInt = std::numeric_limits<int>::max();
+    if (!readInt(o.value(QStringLiteral("layers")), 1, kMaxInt, &layers) || !readInt(o.value(QStringLiteral("pp")), 1, kMaxInt, &pp)
+        || !readInt(o.value(QStringLiteral("v")), 1, kMaxInt, &chunks) || !readInt(o.value(QStringLiteral("microbatches")), 1, kMaxInt, &m)
+        || !o.value(QStringLiteral("schedule")).isString() || !o.value(QStringLiteral("microbatchOrder")).isString()
+        || !o.value(QStringLiteral("recompute")).isString() || !o.value(QStringLiteral("boundaries")).isArray()
+        || !o.value(QStringLiteral("stageSpeeds")).isArray() || !o.value(QStringLiteral("extraWorkMs")).isDouble())
+        return std::nullopt;
+    k.layers = static_cast<int>(layers);
+    k.pp = static_cast<int>(pp);
+    k.v = static_cast<int>(chunks);
+    k.microbatches = static_cast<int>(m);
+    k.schedule = o.value(QStringLiteral("schedule")).toString();
+    k.microbatchOrder = o.value(QStringLiteral("microbatchOrder")).toString();
+    k.recompute = o.value(QStringLiteral("recompute")).toString();
+    k.extraWorkMs = o.value(QStringLiteral("extraWorkMs")).toDouble();
+    for (const QJsonValue& b : o.value(QStringLiteral("boundaries")).toArray()) {
+        qint64 layer = 0;
+        if (!readInt(b, 0, kMaxInt, &layer))
+            return std::nullopt;
+        k.boundaries << static_cast<int>(layer);
+    }
+    for (const QJsonValue& s : o.value(QStringLiteral("stageSpeeds")).toArray()) {
+        if (!s.isDouble())
+            return std::nullopt;
+        k.stageSpeeds << s.toDouble();
+    }
+    if (o.contains(QStringLiteral("gpuMemoryBytes"))) {
+        qint64 bytes = 0;
+        if (!readInt(o.value(QStringLiteral("gpuMemoryBytes")), 1, std::numeric_limits<qint64>::max(), &bytes))
+            return std::nullopt;
+        k.gpuMemoryBytes = bytes;
+    }
+    return k;
+}
+
+QJsonObject scenarioToJson(const KeptScenario& k)
+{
+    QJsonArray boundaries, speeds;
+    for (int b : k.boundaries)
+        boundaries.append(b);
+    for (double s : k.stageSpeeds)
+        speeds.append(s);
+    QJsonObject o{{QStringLiteral("layers"), k.layers},
+                  {QStringLiteral("schedule"), k.schedule},
+                  {QStringLiteral("pp"), k.pp},
+                  {QStringLiteral("v"), k.v},
+                  {QStringLiteral("microbatches"), k.microbatches},
+                  {QStringLiteral("boundaries"), boundaries},
+                  {QStringLiteral("microbatchOrder"), k.microbatchOrder},
+                  {QStringLiteral("recompute"), k.recompute},
+                  {QStringLiteral("stageSpeeds"), speeds},
+                  {QStringLiteral("extraWorkMs"), k.extraWorkMs}};
+    if (k.gpuMemoryBytes)
+        o[QStringLiteral("gpuMemoryBytes")] = *k.gpuMemoryBytes;
+    return o;
+}
+
 std::optional<SavedView> fromJson(const QJsonObject& o, QString* why)
 {
     SavedView v;
@@ -50,7 +134,8 @@ std::optional<SavedView> fromJson(const QJsonObject& o, QString* why)
         *why = QStringLiteral("not a pipescope view");
         return std::nullopt;
     }
-    if (o.value(QStringLiteral("version")).toInt(-1) != kVersion) {
+    const int version = o.value(QStringLiteral("version")).toInt(-1);
+    if (version != 1 && version != kVersion) {
         *why = QStringLiteral("a view of another version");
         return std::nullopt;
     }
@@ -103,6 +188,14 @@ std::optional<SavedView> fromJson(const QJsonObject& o, QString* why)
         return std::nullopt;
     }
     v.iteration = it.isUndefined() ? -1 : it.toInt();
+    if (o.contains(QStringLiteral("job")) && !(v.job = jobFromJson(o.value(QStringLiteral("job"))))) {
+        *why = QStringLiteral("a bad job");
+        return std::nullopt;
+    }
+    if (o.contains(QStringLiteral("whatIf")) && !(v.whatIf = scenarioFromJson(o.value(QStringLiteral("whatIf"))))) {
+        *why = QStringLiteral("a bad what-if scenario");
+        return std::nullopt;
+    }
     return v;
 }
 
@@ -124,6 +217,10 @@ QJsonObject toJson(const SavedView& v)
     o[QStringLiteral("markers")] = markers;
     o[QStringLiteral("notes")] = notes;
     o[QStringLiteral("iteration")] = v.iteration;
+    if (v.job)
+        o[QStringLiteral("job")] = QJsonObject{{QStringLiteral("ranks"), v.job->ranks}, {QStringLiteral("activities"), v.job->activities}};
+    if (v.whatIf)
+        o[QStringLiteral("whatIf")] = scenarioToJson(*v.whatIf);
     return o;
 }
 
@@ -168,6 +265,27 @@ std::optional<qint64> parseTime(const QString& text, QString* error)
 }
 
 } // namespace
+
+std::optional<JobStamp> jobStamp(const Trace& trace)
+{
+    if (!trace.ranksRead.empty())
+        return std::nullopt; // what is read of it changes as more ranks are read
+    return JobStamp{static_cast<qint64>(trace.ranks.size()), static_cast<qint64>(trace.activities.size())};
+}
+
+QString describe(const JobStamp& stamp)
+{
+    return QStringLiteral("%1 rank%2, %3 GPU activities").arg(stamp.ranks).arg(stamp.ranks == 1 ? "" : "s").arg(stamp.activities);
+}
+
+QString otherJobNotice(const SavedView& view, const Trace& trace, const QString& path)
+{
+    const std::optional<JobStamp> shown = jobStamp(trace);
+    if (!view.job || !shown || *view.job == *shown)
+        return {};
+    return QStringLiteral("The saved view %1 was kept for another job (%2; this one has %3) and was ignored")
+        .arg(QFileInfo(path).fileName(), describe(*view.job), describe(*shown));
+}
 
 QString savedViewPath(const QStringList& inputs)
 {

@@ -5,6 +5,8 @@
 // store X.pipescope, J.view.json beside a job folder J (never inside it) --
 // and `pipescope-gui JOB --at A..B --iteration N`, which opens another user
 // at the same place.
+#include "whatif/KeptScenario.h"
+
 #include <QList>
 #include <QPair>
 #include <QString>
@@ -12,7 +14,21 @@
 
 #include <optional>
 
+namespace pipescope {
+struct Trace;
+}
+
 namespace pipescope::gui {
+
+// What tells the job a view was saved for from another one at the same
+// path (a store imported again, a view file copied): its ranks and GPU
+// activities. Only for a job read whole.
+struct JobStamp {
+    qint64 ranks = 0, activities = 0;
+    bool operator==(const JobStamp&) const = default;
+};
+std::optional<JobStamp> jobStamp(const Trace& trace); // nullopt for a job read in part
+QString describe(const JobStamp& stamp);               // "4 ranks, 1234 GPU activities"
 
 struct SavedView {
     // Times are nanoseconds from the job's start (the timeline model's
@@ -34,8 +50,15 @@ struct SavedView {
     };
     QList<Note> notes;
     int iteration = -1; // the iteration shown (position among the job's, as --iteration), -1: the whole trace
+    std::optional<JobStamp> job;         // the job it was saved for (views of version 1 and jobs read in part have none)
+    std::optional<KeptScenario> whatIf;  // the what-if editor's scenario, when it was not the job's own
     bool operator==(const SavedView&) const = default;
 };
+
+// Why `view` read from `path` is not applied to the job of `trace` ("The
+// saved view X was kept for another job (...) and was ignored"); empty when
+// it is the job's, or either side has no stamp.
+QString otherJobNotice(const SavedView& view, const Trace& trace, const QString& path);
 
 // Where the view of a job opened from `inputs` is kept: "" when none can be
 // (several inputs, or a file inside a job folder, which is never written into).

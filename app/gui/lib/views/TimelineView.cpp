@@ -1,4 +1,5 @@
 #include "views/TimelineView.h"
+#include "views/QueryTrack.h"
 #include "views/TimeAxis.h"
 #include "views/QtPalette.h"
 
@@ -208,21 +209,47 @@ QString TimelineView::shortcutsShown() const { return shortcuts_->text(); }
 
 // ---- model and rows --------------------------------------------------------
 
+// Whether one model is the other with tracks added at the end (a query's
+// tracks drawn or removed, the baseline's shown or hidden): the same job.
+static bool tracksAddedOrRemoved(const TimelineModel* a, const TimelineModel* b)
+{
+    if (!a || !b || a->lanes.size() == b->lanes.size())
+        return false;
+    const size_t common = std::min(a->lanes.size(), b->lanes.size());
+    for (size_t i = 0; i < common; ++i) {
+        const Lane &x = a->lanes[i], &y = b->lanes[i];
+        if (x.kind != y.kind || x.rank != y.rank || x.stream != y.stream || x.tid != y.tid || x.depth != y.depth
+            || x.label != y.label || x.baseline != y.baseline || x.events.size() != y.events.size())
+            return false;
+    }
+    return true;
+}
+
 void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
 {
     const size_t oldLanes = model_ ? model_->lanes.size() : 0;
+    // Tracks added to or removed from the same job keep what the user set on the others.
+    const bool sameJob = tracksAddedOrRemoved(model_.get(), model.get());
     model_ = std::move(model);
     const size_t n = model_ ? model_->lanes.size() : 0;
     if (n != oldLanes) {
-        hidden_.assign(n, 0);
-        pinned_.assign(n, 0);
+        const size_t kept = sameJob ? std::min(n, oldLanes) : 0;
+        hidden_.resize(kept);
+        pinned_.resize(kept);
+        order_.resize(kept);
+        hidden_.resize(n, 0);
+        pinned_.resize(n, 0);
         order_.resize(n);
-        for (size_t i = 0; i < n; ++i)
+        for (size_t i = kept; i < n; ++i)
             order_[i] = static_cast<int>(i);
         if (!cpuShown_ && model_)
-            for (size_t i = 0; i < n; ++i)
-                if (model_->lanes[i].kind == LaneKind::Cpu)
+            for (size_t i = kept; i < n; ++i)
+                if (model_->lanes[i].kind == LaneKind::Cpu && !isQueryTrack(model_->lanes[i]))
                     hidden_[i] = 1;
+        // A query's tracks come pinned on top, as Perfetto's debug tracks do.
+        for (size_t i = kept; i < n; ++i)
+            if (isQueryTrack(model_->lanes[i]))
+                pinned_[i] = 1;
         // Another job: replicas fold when it is large, every stage folded.
         std::set<int> ranks, replicas;
         if (model_)
@@ -245,9 +272,11 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
     origin_ = model_ ? model_->start : 0;
     originName_ = model_ && model_->predicted ? tr("the predicted iteration's start") : tr("the job start");
     plot_->xAxis->setLabel(tr("time from %1").arg(originName_));
-    markers_.clear();
-    markerLabels_.clear();
-    notes_.clear();
+    if (!sameJob) {
+        markers_.clear();
+        markerLabels_.clear();
+        notes_.clear();
+    }
     // Track labels as wide as the longest needs, within reason.
     if (model_) {
         const QFontMetrics fm(plot_->font());
@@ -617,7 +646,7 @@ void TimelineView::setCpuLanesShown(bool shown)
     cpuShown_ = shown;
     if (model_)
         for (size_t i = 0; i < model_->lanes.size() && i < hidden_.size(); ++i)
-            if (model_->lanes[i].kind == LaneKind::Cpu)
+            if (model_->lanes[i].kind == LaneKind::Cpu && !isQueryTrack(model_->lanes[i]))
                 hidden_[i] = !shown;
     rebuildRows();
     replotBody();
@@ -707,6 +736,8 @@ void TimelineView::scrollRows(int delta)
 QString TimelineView::laneTitle(int lane) const
 {
     const Lane& l = model_->lanes[static_cast<size_t>(lane)];
+    if (isQueryTrack(l) && l.rank < 0)
+        return qstr(l.label); // a track column's value: no rank
     QString s = l.baseline ? QStringLiteral("baseline r%1 ").arg(l.rank) : QStringLiteral("r%1 ").arg(l.rank);
     if (l.kind == LaneKind::Kernels && l.device >= 0)
         s += QStringLiteral("gpu%1 ").arg(l.device);
@@ -996,7 +1027,10 @@ QString TimelineView::toolTipFor(const TimelineEventRef& ref) const
             lines << QStringLiteral("microbatch %1").arg(e.microbatch);
         break;
     case LaneKind::Cpu:
-        lines << QStringLiteral("CPU thread %1").arg(l.tid);
+        if (isQueryTrack(l))
+            lines << QStringLiteral("%1, row %2 of the result").arg(qstr(l.label).toHtmlEscaped()).arg(e.detail + 1);
+        else
+            lines << QStringLiteral("CPU thread %1").arg(l.tid);
         break;
     case LaneKind::Memory:
         break; // answered above

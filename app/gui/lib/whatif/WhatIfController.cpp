@@ -74,6 +74,8 @@ void WhatIfController::forgetJob()
     current_.reset();
     scenario_.reset();
     haveCommitted_ = false;
+    initial_.reset();
+    restoreRequest_ = 0;
     undo_->clear();
     recalibration_.reset();
     requestedRecalibration_.reset();
@@ -262,6 +264,22 @@ PredictionPtr WhatIfController::savedPrediction(const QString& name) const
     return nullptr;
 }
 
+void WhatIfController::restoreKept(const whatif::Scenario& scenario, std::optional<int64_t> gpuBytes,
+                                   const std::vector<double>& speeds)
+{
+    if (!speeds.empty()) {
+        // As setStageSpeeds: a session on the model at those speeds (its
+        // first answer replaces the job's, which is dropped).
+        model_ = baseModel_;
+        model_.setStageSpeeds(speeds);
+        emit costModelChanged(false);
+        modelRequest_ = send(worker_->setCostModel(model_), Origin::Speeds, "stage-speed");
+    }
+    if (gpuBytes != model_.memory.gpuMemoryBytes)
+        send(worker_->setGpuMemory(gpuBytes), Origin::Restore, "gpu");
+    restoreRequest_ = send(worker_->setScenario(scenario), Origin::Restore, {});
+}
+
 void WhatIfController::restore(const State& state)
 {
     if (current_ && current_->gpuMemoryBytes != state.gpuBytes)
@@ -312,6 +330,7 @@ void WhatIfController::recordUndoStep(Origin origin, const QString& undoText, co
     case Origin::Model:
         committed_ = now;
         haveCommitted_ = true;
+        initial_ = now;
         undo_->clear();
         break;
     case Origin::DragCommit:
@@ -323,6 +342,8 @@ void WhatIfController::recordUndoStep(Origin origin, const QString& undoText, co
     case Origin::Speeds:
         committed_ = now; // the scenario shown comes back next (Restore), the history stays
         haveCommitted_ = true;
+        if (!initial_)
+            initial_ = now; // a kept scenario's speeds came first: the job's own scenario at them
         break;
     case Origin::Restore:
         committed_ = now;
@@ -340,6 +361,8 @@ void WhatIfController::onPrediction(PredictionPtr prediction, quint64 id)
     }
     if (id < modelRequest_ || !scenario_)
         return;
+    if (id == restoreRequest_)
+        restoreRequest_ = 0;
     const Pending asked = takePending(id);
     recordUndoStep(asked.origin, asked.undoText, *prediction);
     current_ = std::move(prediction);
@@ -383,6 +406,8 @@ void WhatIfController::onFailed(const QString& message, const QString& setting, 
     }
     if (id < modelRequest_ && id != searchRequest_)
         return;
+    if (id == restoreRequest_)
+        restoreRequest_ = 0;
     const QString where = errorSetting(setting, id);
     if (id == searchRequest_) {
         searching_ = false;

@@ -93,12 +93,23 @@ public:
     // Keeps the current scenario and its prediction under `name` (replacing one of that name).
     void saveScenario(const QString& name);
     void applyScenario(const QString& name);
+    // A scenario kept beside the job (KeptScenario, already checked against
+    // jobCostModel()) brought back on the job just set: the speeds declared,
+    // the GPU memory and the scenario, as the state the history starts from.
+    void restoreKept(const whatif::Scenario& scenario, std::optional<int64_t> gpuBytes, const std::vector<double>& speeds);
+    // Whether that restore is still on its way.
+    bool restoring() const { return restoreRequest_ != 0; }
 
     WhatIfWorker* worker() const { return worker_; }
     QUndoStack* undoStack() const { return undo_; }
     std::shared_ptr<const Trace> trace() const { return trace_; }
     std::shared_ptr<const AnalysisResult> analysis() const { return analysis_; }
     const whatif::CostModel& costModel() const { return model_; }
+    const whatif::CostModel& jobCostModel() const { return baseModel_; } // before any GPU speeds
+    // The state the last change committed (no drag step), and the one the
+    // job's what-if started from; nullopt before the first answer.
+    std::optional<State> committedState() const { return haveCommitted_ ? std::optional<State>(committed_) : std::nullopt; }
+    std::optional<State> initialState() const { return initial_; }
     // The shown prediction, the measured run's, and the scenario of the shown one (boundaries filled in); null before the first answer.
     PredictionPtr current() const { return current_; }
     PredictionPtr measured() const { return measured_; }
@@ -168,6 +179,8 @@ private:
     ScenarioPtr scenario_;
     State committed_;
     bool haveCommitted_ = false;
+    std::optional<State> initial_;
+    quint64 restoreRequest_ = 0; // restoreKept's scenario, until it is answered
     std::map<quint64, Pending> pending_;
     quint64 modelRequest_ = 0; // answers to older requests belong to a previous job
     quint64 searchRequest_ = 0;

@@ -30,6 +30,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QLocale>
 #include <QMenu>
 #include <QPainter>
 #include <QPlainTextEdit>
@@ -1045,6 +1046,43 @@ void WhatIfEditor::setStageSpeeds(const QString& text)
     for (double x : *speeds)
         shown << QString::number(x, 'g', 3);
     speeds_->setText(shown.join(QLatin1Char(',')));
+}
+
+std::optional<KeptScenario> WhatIfEditor::keptScenario() const
+{
+    if (controller_->restoring())
+        return restoring_;
+    const auto committed = controller_->committedState();
+    if (!committed)
+        return std::nullopt;
+    std::optional<KeptScenario> kept = keepScenario(committed->scenario, committed->gpuBytes, costModel(), extraWorkMs());
+    if (const auto start = controller_->initialState(); kept && start) {
+        std::optional<KeptScenario> own = keepScenario(start->scenario, start->gpuBytes, costModel(), 0);
+        own->stageSpeeds.clear();
+        if (own == kept)
+            return std::nullopt; // nothing changed: the job's own scenario is not kept
+    }
+    return kept;
+}
+
+bool WhatIfEditor::restoreScenario(const KeptScenario& kept, QString* why)
+{
+    if (costModel().layerCount() == 0) {
+        *why = tr("this job has no what-if");
+        return false;
+    }
+    const std::optional<whatif::Scenario> scenario = scenarioFitting(kept, controller_->jobCostModel(), why);
+    if (!scenario)
+        return false;
+    restoring_ = kept;
+    setExtraWorkMs(kept.extraWorkMs);
+    QStringList speeds;
+    for (double s : kept.stageSpeeds)
+        speeds << QString::number(s, 'g', QLocale::FloatingPointShortest);
+    speeds_->setText(speeds.join(QLatin1Char(',')));
+    speeds_->setModified(false);
+    controller_->restoreKept(*scenario, kept.gpuMemoryBytes, std::vector<double>(kept.stageSpeeds.begin(), kept.stageSpeeds.end()));
+    return true;
 }
 
 QString WhatIfEditor::microbatchText() const

@@ -16,6 +16,7 @@
 // control they concern, and the previous prediction stays. During a drag
 // only the strip, the headline figures and the diagram follow each step; the
 // charts and the text below them catch up when the drag is released.
+#include "whatif/KeptScenario.h"
 #include "whatif/LayerStrip.h"
 #include "views/PipelineView.h"
 #include "whatif/WhatIfController.h"
@@ -93,6 +94,16 @@ public:
     // comes from instead of the job's: a layer count or a model file.
     using Recalibration = WhatIfController::Recalibration;
     std::optional<Recalibration> recalibration() const { return controller_->recalibration(); }
+
+    // The scenario shown, as a saved view keeps it beside the job (schedule,
+    // pp, v, microbatches, boundaries, order, recomputation, GPU memory and
+    // speeds, extra work); nullopt while it is still the job's own, without
+    // a what-if, or with a schedule loaded from a CSV file.
+    std::optional<KeptScenario> keptScenario() const;
+    // Brings a kept scenario back on the job just set, as the state its
+    // history starts from. False, with *why in a few words and nothing
+    // applied, when it does not fit the job's what-if.
+    bool restoreScenario(const KeptScenario& kept, QString* why);
 
     // "Extra work / iteration" in ms (0: none) and the line saying what it
     // costs on the shown prediction (empty while none is asked).
@@ -204,6 +215,7 @@ private:
     WhatIfController* controller_;
     QString sourcePath_;
     bool recalibrates_ = true;
+    std::optional<KeptScenario> restoring_; // what keptScenario() says until the restore is answered
 
     LayerStrip* strip_;
     PipelineView* pipeline_;
