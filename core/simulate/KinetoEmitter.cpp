@@ -495,8 +495,9 @@ JobShape checkJobSize(const Prediction& p, const KinetoEmitOptions& options)
     shape.P = s.pp;
     shape.D = std::max(1, p.dataParallel);
     shape.W = shape.P * shape.D;
-    if (shape.W > 4096)
-        throw Error("the simulated job would have more than 4096 ranks; reduce --pp or the data-parallel degree");
+    if (shape.W > kMaxEmittedRanks)
+        throw Error("the simulated job would have more than " + formatCount(kMaxEmittedRanks) +
+                    " ranks; reduce --pp or the data-parallel degree");
     const int64_t emitted = static_cast<int64_t>(s.actionCount()) * options.iterations * shape.D;
     if (emitted > kMaxEmittedSteps)
         throw Error("the simulated traces would hold " + formatCount(emitted) +

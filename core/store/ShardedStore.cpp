@@ -237,12 +237,11 @@ struct TraceMerger::Strings {
     std::unordered_map<std::string, StringId> ids;
 };
 
-TraceMerger::TraceMerger(const StreamIds& streamIds, size_t activities, size_t ncclOps)
+TraceMerger::TraceMerger(const StreamIds& streamIds, size_t /*activities: laid out whole by finish()*/, size_t ncclOps)
     : streamIds_(streamIds), strings_(std::make_unique<Strings>())
 {
     t_.strings.emplace_back();
     strings_->ids.emplace(std::string(), 0);
-    t_.activities.reserve(activities);
     t_.ncclOps.reserve(ncclOps);
 }
 
@@ -267,9 +266,8 @@ void TraceMerger::add(int s, Trace&& part)
         a.name = str(a.name);
         a.ncclIndex = -1;
         a.ncclCount = 0;
-        t.activities.push_back(a);
     }
-    std::vector<Activity>().swap(p.activities);
+    activityParts_.push_back(std::move(p.activities));
     for (auto& op : p.ncclOps) {
         op.id = tagId(s, op.id);
         if (op.activityId)
@@ -295,6 +293,60 @@ void TraceMerger::add(int s, Trace&& part)
         t.threadNames.emplace(k, std::move(v));
 }
 
+namespace {
+
+// The shards' activities as one vector in `before` order. Where each part
+// is in that order and each rank's rows are in one part (the shards of a
+// job hold disjoint ranks), the rank runs are copied in rank order: one
+// pass. Otherwise they are put together and sorted.
+template <typename Before>
+void layOutActivities(std::vector<std::vector<Activity>>& parts, std::vector<Activity>& out, const Before& before)
+{
+    struct Run {
+        int rank;
+        size_t part, begin, end;
+    };
+    std::vector<Run> runs;
+    size_t total = 0;
+    bool byRuns = true;
+    for (size_t k = 0; k < parts.size() && byRuns; ++k) {
+        const auto& p = parts[k];
+        total += p.size();
+        byRuns = std::is_sorted(p.begin(), p.end(), before);
+        for (size_t i = 0; i < p.size();) {
+            size_t j = i + 1;
+            while (j < p.size() && p[j].rank == p[i].rank)
+                ++j;
+            runs.push_back({p[i].rank, k, i, j});
+            i = j;
+        }
+    }
+    std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.rank < b.rank; });
+    for (size_t i = 1; i < runs.size() && byRuns; ++i)
+        byRuns = runs[i - 1].rank != runs[i].rank;
+    out.clear();
+    if (byRuns) {
+        out.reserve(total);
+        for (const Run& r : runs)
+            out.insert(out.end(), parts[r.part].begin() + static_cast<std::ptrdiff_t>(r.begin),
+                       parts[r.part].begin() + static_cast<std::ptrdiff_t>(r.end));
+        parts.clear();
+        return;
+    }
+    total = 0;
+    for (const auto& p : parts)
+        total += p.size();
+    out.reserve(total);
+    for (auto& p : parts) {
+        out.insert(out.end(), p.begin(), p.end());
+        std::vector<Activity>().swap(p);
+    }
+    parts.clear();
+    std::sort(out.begin(), out.end(), before);
+}
+
+} // namespace
+
 Trace TraceMerger::finish()
 {
     Trace t = std::move(t_);
@@ -305,8 +357,7 @@ Trace TraceMerger::finish()
     auto before = [](const Activity& x, const Activity& y) {
         return std::tie(x.rank, x.start, x.end, x.id) < std::tie(y.rank, y.start, y.end, y.id);
     };
-    if (!std::is_sorted(t.activities.begin(), t.activities.end(), before))
-        std::sort(t.activities.begin(), t.activities.end(), before);
+    layOutActivities(activityParts_, t.activities, before);
     std::stable_sort(t.ncclOps.begin(), t.ncclOps.end(), [](const NcclOp& x, const NcclOp& y) {
         if (x.rank != y.rank)
             return x.rank < y.rank;
@@ -376,18 +427,18 @@ StoreSummary shardedSummary(Shards& shards)
 Trace shardedLoad(Shards& shards, const LoadOptions& options)
 {
     const size_t n = shards.stores.size();
+    // The shards that hold the ranks asked for (a stage's replicas: thousands of ranks).
+    std::set<int> holding;
+    if (options.ranks)
+        for (int rank : *options.ranks)
+            if (auto it = shards.shardOfRank.find(rank); it != shards.shardOfRank.end())
+                holding.insert(it->second);
     std::vector<int> wanted;
     for (size_t k = 0; k < n; ++k) {
         if (!shards.stores[k])
             continue;
-        if (options.ranks) {
-            const ShardRecord* r = shards.index.record(static_cast<int>(k));
-            bool any = false;
-            for (int rank : *options.ranks)
-                any = any || (r && std::find(r->ranks.begin(), r->ranks.end(), rank) != r->ranks.end());
-            if (!any)
-                continue;
-        }
+        if (options.ranks && !holding.count(static_cast<int>(k)))
+            continue;
         wanted.push_back(static_cast<int>(k));
     }
     // Stream numbers from every shard's streams; room for the whole job's

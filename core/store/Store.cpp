@@ -8,6 +8,7 @@
 #include "util/Limits.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <tuple>
 #include <filesystem>
@@ -656,8 +657,44 @@ void sortActivities(std::vector<Activity>& activities)
         return x.end < y.end;
     };
     // Importers mostly write in time order; sorting is then a no-op worth skipping.
-    if (!std::is_sorted(activities.begin(), activities.end(), before))
-        std::stable_sort(activities.begin(), activities.end(), before);
+    if (std::is_sorted(activities.begin(), activities.end(), before))
+        return;
+    // An import's parser threads write the ranks' batches interleaved, each
+    // rank's rows in time order: distributing the rows by rank, in the order
+    // read, sorts them in one pass (a stable sort of a shard's million rows
+    // took a fifth of its read). A rank's rows out of time order are then
+    // sorted among themselves, stably: the same order as a stable sort of all.
+    std::vector<int> ranks;
+    for (const Activity& a : activities)
+        if (ranks.empty() || ranks.back() != a.rank)
+            ranks.push_back(a.rank);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    auto slot = [&](int rank) { return static_cast<size_t>(std::lower_bound(ranks.begin(), ranks.end(), rank) - ranks.begin()); };
+    std::vector<size_t> at(ranks.size() + 1, 0);
+    for (const Activity& a : activities)
+        ++at[slot(a.rank) + 1];
+    for (size_t k = 1; k < at.size(); ++k)
+        at[k] += at[k - 1];
+    const std::vector<size_t> begins(at.begin(), at.end());
+    std::vector<Activity> sorted(activities.size());
+    int lastRank = std::numeric_limits<int>::min();
+    size_t lastSlot = 0;
+    for (const Activity& a : activities) {
+        if (a.rank != lastRank) {
+            lastRank = a.rank;
+            lastSlot = slot(a.rank);
+        }
+        sorted[at[lastSlot]++] = a;
+    }
+    std::vector<Activity>().swap(activities); // the rows once, not twice, in memory from here on
+    for (size_t k = 0; k + 1 < begins.size(); ++k) {
+        const auto first = sorted.begin() + static_cast<std::ptrdiff_t>(begins[k]);
+        const auto last = sorted.begin() + static_cast<std::ptrdiff_t>(begins[k + 1]);
+        if (!std::is_sorted(first, last, before))
+            std::stable_sort(first, last, before);
+    }
+    activities = std::move(sorted);
 }
 
 void readActivities(sql::Database& db, const LoadFilter& filter, Trace& t)

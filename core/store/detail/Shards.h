@@ -44,11 +44,14 @@ StreamIds numberStreams(const std::vector<std::pair<int, std::vector<StreamInfo>
 
 // Shard traces made into the trace one store would give, one shard at a
 // time: each is folded in and freed before the next is read, so a load
-// holds the merged trace and one shard's at most.
+// holds the merged trace and one shard's at most. The activities are the
+// exception: each shard's are kept, renumbered, until finish() lays them
+// out in rank order (each rank's rows lie in one shard, already in order):
+// one copy, no sort of the whole job's rows.
 class TraceMerger {
 public:
     // Every shard's streams (for their numbers); room for this many
-    // activities and NCCL operations is made at once (0: as they come).
+    // NCCL operations is made at once (0: as they come).
     TraceMerger(const StreamIds& streamIds, size_t activities, size_t ncclOps);
     ~TraceMerger();
     TraceMerger(const TraceMerger&) = delete;
@@ -60,6 +63,7 @@ private:
     struct Strings;
     const StreamIds& streamIds_;
     Trace t_;
+    std::vector<std::vector<Activity>> activityParts_; // each shard's, in its order
     std::unique_ptr<Strings> strings_;
 };
 StoreSummary mergeSummaries(std::vector<std::pair<int, StoreSummary>> parts);
