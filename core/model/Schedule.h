@@ -29,6 +29,17 @@ struct Schedule {
     std::vector<std::vector<Action>> ranks; // per rank, in execution order
 
     int chunks() const { return pp > 0 ? stages / pp : 0; }
+    // Whether the action's input is made on the rank that runs it: the
+    // previous virtual stage's forward (the next one's backward) runs there,
+    // the last stage's backward follows its own forward, or, for the first
+    // stage's forward, the data loader gives it.
+    bool inputOnRank(const Action& a, int rank) const
+    {
+        const int from = a.kind == StepKind::F ? a.stage - 1 : a.stage + 1;
+        if (from < 0 || from >= stages)
+            return true;
+        return static_cast<size_t>(from) < rankOfStage.size() && rankOfStage[static_cast<size_t>(from)] == rank;
+    }
     size_t actionCount() const;
     std::string name() const { return std::string(toString(kind)); }
 };

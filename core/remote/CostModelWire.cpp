@@ -244,9 +244,11 @@ json costModelToWire(const CostModel& m)
     json layers = json::array();
     for (const auto& l : m.layers)
         layers.push_back(layerWire(l));
-    json gaps = json::array();
+    json gaps = json::array(), localGaps = json::array();
     for (const auto& g : m.stepGapNs)
         gaps.push_back(json::array({g[0], g[1]}));
+    for (const auto& g : m.localStepGapNs)
+        localGaps.push_back(json::array({g[0], g[1]}));
     json frozen = json::array();
     for (const LayerRange& r : m.frozenLayers)
         frozen.push_back(json::array({r.first, r.last}));
@@ -275,6 +277,7 @@ json costModelToWire(const CostModel& m)
         {"optimizer_ns_per_param", num(m.optimizerNsPerParam)},
         {"launch_gap_ns", m.launchGapNs},
         {"step_gap_ns", std::move(gaps)},
+        {"local_step_gap_ns", std::move(localGaps)},
         {"measured_order", m.measuredOrder ? scheduleWire(*m.measuredOrder) : json(nullptr)},
         {"blocking_exchanges", m.blockingExchanges},
         {"exchange_gap_ns", m.exchangeGapNs},
@@ -344,6 +347,13 @@ CostModel costModelFromWire(const json& w)
             bad("step_gap_ns[]", "is not [forward, backward]");
         m.stepGapNs.push_back({toInt(g[0], "step_gap_ns[][0]"), toInt(g[1], "step_gap_ns[][1]")});
     }
+    // Servers before the local gaps send none: every step then pays step_gap_ns.
+    if (w.is_object() && w.contains("local_step_gap_ns"))
+        for (const json& g : arr(w.at("local_step_gap_ns"), "local_step_gap_ns")) {
+            if (!g.is_array() || g.size() != 2)
+                bad("local_step_gap_ns[]", "is not [forward, backward]");
+            m.localStepGapNs.push_back({toInt(g[0], "local_step_gap_ns[][0]"), toInt(g[1], "local_step_gap_ns[][1]")});
+        }
     if (const json& o = at(w, p, "measured_order"); !o.is_null())
         m.measuredOrder = scheduleFrom(o, "measured_order");
     m.blockingExchanges = toBool(at(w, p, "blocking_exchanges"), "blocking_exchanges");

@@ -386,19 +386,27 @@ void addExchangeCosts(const CostModel& m, const Schedule& schedule, double scale
     if (!m.stepGapNs.empty()) {
         if (schedule.pp == m.measuredPp && static_cast<int>(m.stepGapNs.size()) == schedule.pp) {
             c.stepGapNs = m.stepGapNs;
+            if (static_cast<int>(m.localStepGapNs.size()) == schedule.pp)
+                c.localStepGapNs = m.localStepGapNs;
         } else {
-            std::array<TimeNs, 2> typical{};
-            for (size_t k = 0; k < 2; ++k) {
-                std::vector<TimeNs> v;
-                for (const auto& g : m.stepGapNs)
-                    if (g[k] > 0)
-                        v.push_back(g[k]);
-                if (!v.empty()) {
-                    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-                    typical[k] = v[v.size() / 2];
+            // The median over the ranks that measured one; `none` where none did.
+            const auto typical = [](const std::vector<std::array<TimeNs, 2>>& gaps, TimeNs least, TimeNs none) {
+                std::array<TimeNs, 2> t{none, none};
+                for (size_t k = 0; k < 2; ++k) {
+                    std::vector<TimeNs> v;
+                    for (const auto& g : gaps)
+                        if (g[k] >= least)
+                            v.push_back(g[k]);
+                    if (!v.empty()) {
+                        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+                        t[k] = v[v.size() / 2];
+                    }
                 }
-            }
-            c.stepGapNs.assign(static_cast<size_t>(schedule.pp), typical);
+                return t;
+            };
+            c.stepGapNs.assign(static_cast<size_t>(schedule.pp), typical(m.stepGapNs, 1, 0));
+            if (!m.localStepGapNs.empty())
+                c.localStepGapNs.assign(static_cast<size_t>(schedule.pp), typical(m.localStepGapNs, 0, -1));
         }
     }
     // Exchanges learnt on Megatron's schedules (1F1B, interleaved) carry to

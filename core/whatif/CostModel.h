@@ -112,6 +112,11 @@ struct CostModel {
     // 0 where the trace shows too few such steps (launchGapNs holds there).
     // Empty: launchGapNs everywhere.
     std::vector<std::array<TimeNs, 2>> stepGapNs;
+    // [pipeline rank][F, B]: where the trace tells them apart, the gap before
+    // a step whose input the rank made itself (or the data loader: no
+    // receive to post), stepGapNs then being the gap before one whose input
+    // came from another rank; -1 where not told apart. Empty: stepGapNs for all.
+    std::vector<std::array<TimeNs, 2>> localStepGapNs;
     // The order the measured run ran its steps in, per pipeline rank, where
     // it is not the built-in schedule's (a breadth-first run that starts its
     // backwards early, an order of the framework's own): the measured

@@ -161,15 +161,19 @@ struct StepInputs {
         const size_t n = static_cast<size_t>(sh.S) * static_cast<size_t>(sh.m);
         producedF_.assign(n, -1);
         producedB_.assign(n, -1);
+        stageF_.assign(n, -1);
+        stageB_.assign(n, -1);
         for (const PipelineStep& st : mp.steps) {
             const int vs = virtualStageOf(sh, st);
             if (vs < 0 || vs >= sh.S || st.microbatch < 0 || st.microbatch >= sh.m || st.end < st.start)
                 continue;
-            TimeNs* produced = st.kind == StepKind::F ? &producedF_[key(vs, st.microbatch)]
-                               : st.kind == StepKind::B || st.kind == StepKind::I ? &producedB_[key(vs, st.microbatch)]
-                                                                                  : nullptr;
-            if (produced)
-                *produced = std::max(*produced, st.end);
+            const size_t k = key(vs, st.microbatch);
+            const bool f = st.kind == StepKind::F, b = st.kind == StepKind::B || st.kind == StepKind::I;
+            if (f || b) {
+                TimeNs& produced = f ? producedF_[k] : producedB_[k];
+                produced = std::max(produced, st.end);
+                (f ? stageF_ : stageB_)[k] = st.stage;
+            }
             byRank[st.rank].push_back(&st);
         }
         for (auto& [rank, steps] : byRank)
@@ -186,17 +190,42 @@ struct StepInputs {
             return producedB_[key(vs + 1, st.microbatch)];
         return 0;
     }
+    // Where the step's input came from: another pipeline rank, or this one
+    // (a chunk of its own, its own forward before the loss's backward, or
+    // the data loader).
+    enum class Source { Local, Remote, Unknown };
+    Source inputSource(const PipelineStep& st) const
+    {
+        const int vs = virtualStageOf(sh_, st);
+        int producer = st.stage;
+        if (st.kind == StepKind::F && vs > 0)
+            producer = stageF_[key(vs - 1, st.microbatch)];
+        else if ((st.kind == StepKind::B || st.kind == StepKind::I) && vs < sh_.S - 1)
+            producer = stageB_[key(vs + 1, st.microbatch)];
+        if (producer < 0)
+            return Source::Unknown;
+        return producer == st.stage ? Source::Local : Source::Remote;
+    }
+    // When the input could be used: its producer's end, and for one from
+    // another rank `remoteLatency` after it (the trace's measured cost of a
+    // remote input where it times no transfer: remoteInputLatency).
+    TimeNs inputUsable(const PipelineStep& st, TimeNs remoteLatency) const
+    {
+        const TimeNs ready = inputReady(st);
+        return ready > 0 && inputSource(st) == Source::Remote ? ready + remoteLatency : ready;
+    }
     std::map<int, std::vector<const PipelineStep*>> byRank;
 
 private:
     size_t key(int vs, int mb) const { return static_cast<size_t>(vs) * static_cast<size_t>(sh_.m) + static_cast<size_t>(mb); }
     const MeasuredShape& sh_;
     std::vector<TimeNs> producedF_, producedB_;
+    std::vector<int> stageF_, stageB_; // the pipeline rank that produced it
 };
 
 } // namespace
 
-std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, const MeasuredShape& sh)
+MeasuredStepGaps measuredStepGaps(const MeasuredPipeline& mp, const MeasuredShape& sh, TimeNs remoteLatency)
 {
     const int S = sh.S, M = sh.m, p = sh.p;
     if (mp.steps.empty() || p < 1 || M < 1)
@@ -212,7 +241,10 @@ std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, 
         }
     for (auto& [r, e] : exchangeEnds)
         std::sort(e.begin(), e.end());
-    std::vector<std::array<std::vector<TimeNs>, 2>> gaps(static_cast<size_t>(p));
+    // [stage][kind]: every such step's gap, and apart those whose input came
+    // from this rank and from another.
+    using Lists = std::vector<std::array<std::vector<TimeNs>, 2>>;
+    Lists gaps(static_cast<size_t>(p)), localGaps = gaps, remoteGaps = gaps;
     for (const auto& [rank, steps] : in.byRank) {
         if (rank < 0 || static_cast<size_t>(rank) >= mp.stageOfRank.size())
             continue;
@@ -226,7 +258,7 @@ std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, 
             const TimeNs gap = st.start - prevEnd;
             if (gap < 0)
                 continue;
-            const TimeNs input = in.inputReady(st);
+            const TimeNs input = in.inputUsable(st, remoteLatency);
             if (input < 0 || input > prevEnd)
                 continue; // it waited for its input: not the host's gap alone
             if (ends != exchangeEnds.end()) {
@@ -234,24 +266,39 @@ std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, 
                 if (it != ends->second.end() && *it <= st.start)
                     continue;
             }
-            gaps[static_cast<size_t>(stage)][st.kind == StepKind::F ? 0 : 1].push_back(gap);
+            const size_t k = st.kind == StepKind::F ? 0 : 1;
+            gaps[static_cast<size_t>(stage)][k].push_back(gap);
+            const StepInputs::Source source = in.inputSource(st);
+            if (source != StepInputs::Source::Unknown)
+                (source == StepInputs::Source::Local ? localGaps : remoteGaps)[static_cast<size_t>(stage)][k].push_back(gap);
         }
     }
     // A median needs a few steps; fewer say too little of what each step pays.
     constexpr size_t kMinSteps = 3;
-    std::vector<std::array<TimeNs, 2>> out(static_cast<size_t>(p), std::array<TimeNs, 2>{0, 0});
-    std::vector<std::array<TimeNs, 2>> low = out; // the first quartile: what nearly every step pays
-    bool any = false;
+    auto medians = [&](Lists& lists, TimeNs none) {
+        std::vector<std::array<TimeNs, 2>> out(static_cast<size_t>(p), std::array<TimeNs, 2>{none, none});
+        for (size_t st = 0; st < lists.size(); ++st)
+            for (size_t k = 0; k < 2; ++k) {
+                auto& v = lists[st][k];
+                if (v.size() < kMinSteps)
+                    continue;
+                std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+                out[st][k] = v[v.size() / 2];
+            }
+        return out;
+    };
+    std::vector<std::array<TimeNs, 2>> low(static_cast<size_t>(p), std::array<TimeNs, 2>{0, 0}); // the first quartile: what nearly every step pays
     for (size_t st = 0; st < gaps.size(); ++st)
         for (size_t k = 0; k < 2; ++k) {
             auto& v = gaps[st][k];
             if (v.size() < kMinSteps)
                 continue;
-            std::sort(v.begin(), v.end());
-            out[st][k] = v[v.size() / 2];
+            std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 4), v.end());
             low[st][k] = v[v.size() / 4];
-            any = any || out[st][k] > 0;
         }
+    MeasuredStepGaps out;
+    out.all = medians(gaps, 0);
+    const bool any = std::any_of(out.all.begin(), out.all.end(), [](const auto& g) { return g[0] > 0 || g[1] > 0; });
     // A cost only where the trace shows one that nearly every step pays: the
     // first quartile, summed over a rank's steps, at least 5% of the
     // iteration. Below that the gaps are launch noise or waits of another
@@ -262,7 +309,49 @@ std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& mp, 
         worst = std::max(worst, steps * static_cast<double>(g[0] + g[1]));
     if (!any || mp.iterationNs <= 0 || worst < 0.05 * static_cast<double>(mp.iterationNs))
         return {};
+    // Where both kinds of input show enough steps, each pays its own: a step
+    // whose input this rank made posts no receive (the last stage's first
+    // backward, a first stage's forward fed by the data loader).
+    out.local = medians(localGaps, -1);
+    const std::vector<std::array<TimeNs, 2>> remote = medians(remoteGaps, -1);
+    bool split = false;
+    for (size_t st = 0; st < out.all.size(); ++st)
+        for (size_t k = 0; k < 2; ++k)
+            if (out.local[st][k] >= 0 && remote[st][k] >= 0) {
+                out.all[st][k] = remote[st][k];
+                split = true;
+            } else {
+                out.local[st][k] = -1;
+            }
+    if (!split)
+        out.local.clear();
     return out;
+}
+
+std::optional<TimeNs> remoteInputLatency(const MeasuredPipeline& mp, const MeasuredShape& sh)
+{
+    // Only where the messages do not say when their bytes left: none, or
+    // nearly all sends of exactly 1 ns, the instants a timing file implies
+    // (a Megatron timing file times only its first send of an iteration).
+    const auto implied = std::count_if(mp.messages.begin(), mp.messages.end(),
+                                       [](const MeasuredMessage& msg) { return msg.sendEnd - msg.sendStart == 1; });
+    if (4 * static_cast<size_t>(implied) < 3 * mp.messages.size())
+        return std::nullopt;
+    if (mp.steps.empty())
+        return std::nullopt;
+    StepInputs in(mp, sh);
+    std::vector<double> after;
+    for (const auto& [rank, steps] : in.byRank)
+        for (size_t i = 1; i < steps.size(); ++i) {
+            const PipelineStep& st = *steps[i];
+            const TimeNs input = in.inputReady(st);
+            if (in.inputSource(st) != StepInputs::Source::Remote || input <= steps[i - 1]->end || st.start < input)
+                continue; // its input was there before the rank was free
+            after.push_back(static_cast<double>(st.start - input));
+        }
+    if (after.size() < 8)
+        return std::nullopt;
+    return toNs(median(after));
 }
 
 WaitedInput waitedInputLatency(const MeasuredPipeline& mp, const MeasuredShape& sh,
@@ -909,15 +998,34 @@ CostModel CostModel::fromMeasured(const MeasuredPipeline& mp, const ModelDescrip
 
     fitLinksAndLaunchGap(c, mp, model);
     if (!(model && model->launchGapUs)) {
-        c.stepGapNs = measuredStepGaps(mp, shape);
-        // A transfer's latency fitted from one message whose receiver waited
-        // holds that receiver's host time too. Longer than the median wait
-        // the steps that waited for their input saw after it, it is not the
-        // link's: what those steps show beyond their host gap (the tenth
-        // percentile: the transfer, not a late host) is taken instead.
-        const WaitedInput w = waitedInputLatency(mp, shape, c.stepGapNs);
-        if (w.medianAfterInputNs && w.beyondGapNs && c.p2pLatencyNs > *w.medianAfterInputNs && !(model && model->p2pLatencyUs))
-            c.p2pLatencyNs = *w.beyondGapNs;
+        // Where the trace times no transfer and shows a host gap before each
+        // step, a remote input's cost is what the steps that waited for one
+        // show: from its producer's end to their start (the transfer and the
+        // receiver's host work after it). The host gaps are then read off
+        // the steps whose input had come by that measure, and the replay
+        // charges the same two costs. Without such gaps the links are
+        // fitted from the exchanges as elsewhere.
+        std::optional<TimeNs> remote = model && model->p2pLatencyUs ? std::nullopt : remoteInputLatency(mp, shape);
+        MeasuredStepGaps gaps = measuredStepGaps(mp, shape, remote.value_or(0));
+        if (remote && gaps.all.empty()) {
+            remote.reset();
+            gaps = measuredStepGaps(mp, shape);
+        }
+        c.stepGapNs = std::move(gaps.all);
+        c.localStepGapNs = std::move(gaps.local);
+        if (remote) {
+            const double wire = c.p2pBytesPerNs > 0 ? static_cast<double>(c.p2pBytes) / c.p2pBytesPerNs : 0.0;
+            c.p2pLatencyNs = std::max<TimeNs>(0, *remote - toNs(wire));
+        } else {
+            // A transfer's latency fitted from one message whose receiver waited
+            // holds that receiver's host time too. Longer than the median wait
+            // the steps that waited for their input saw after it, it is not the
+            // link's: what those steps show beyond their host gap (the tenth
+            // percentile: the transfer, not a late host) is taken instead.
+            const WaitedInput w = waitedInputLatency(mp, shape, c.stepGapNs);
+            if (w.medianAfterInputNs && w.beyondGapNs && c.p2pLatencyNs > *w.medianAfterInputNs && !(model && model->p2pLatencyUs))
+                c.p2pLatencyNs = *w.beyondGapNs;
+        }
     }
     c.measuredOrder = detail::measuredOrder(mp, shape);
     takeMeasuredCollectives(c, mp);

@@ -170,6 +170,7 @@ Levers rankLevers(const CostModel& model, const AnalysisResult& r)
         try {
             CostModel m = model;
             m.stepGapNs.clear();
+            m.localStepGapNs.clear();
             add("overhead", "cut the per-step overhead (the host gap before each step) to a launch gap", predict(m, base).iterationNs());
         } catch (const Error&) {
         }

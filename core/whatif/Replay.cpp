@@ -275,7 +275,9 @@ bool Replay::runBlockingRank(const Schedule& s, const ReplayCosts& costs, const 
         }
         if (ready < 0)
             return false; // nothing will bring it: the plan does not fit the order
-        const TimeNs hold = afterBatch_[static_cast<size_t>(r)] ? costs.exchangeGapNs : n > 0 ? costs.gapBefore(r, a.kind) : 0;
+        const TimeNs hold = afterBatch_[static_cast<size_t>(r)] ? costs.exchangeGapNs
+                            : n > 0                          ? costs.gapBefore(r, a.kind, s.inputOnRank(a, r))
+                                                             : 0;
         const TimeNs start = std::max(later(free, hold, "a step", r), ready);
         const TimeNs end = later(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
         rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
@@ -375,6 +377,10 @@ void checkCosts(const Schedule& s, const ReplayCosts& costs)
     for (const auto& g : costs.stepGapNs)
         for (TimeNs x : g)
             checkCost(x, "a step's host gap");
+    for (const auto& g : costs.localStepGapNs)
+        for (TimeNs x : g)
+            if (x != -1)
+                checkCost(x, "a step's host gap");
     checkCost(costs.exchangeGapNs, "the exchange gap");
     checkCost(costs.pipelineSyncNs, "the pipeline-wide collective");
     for (TimeNs t : costs.allReduceNs)
@@ -606,7 +612,8 @@ void Replay::runOverlapped(const Schedule& s, const ReplayCosts& costs, ReplayRe
                     ready = tEnd;
                 }
             }
-            const TimeNs start = std::max(n > 0 ? later(free, costs.gapBefore(r, a.kind), "a step", r) : free, ready);
+            const TimeNs start =
+                std::max(n > 0 ? later(free, costs.gapBefore(r, a.kind, s.inputOnRank(a, r)), "a step", r) : free, ready);
             const TimeNs end = later(start, costs.stepNs(a.stage, a.kind, a.microbatch, M), "a step", r);
             rr.actions.push_back(TimedAction{a.kind, a.stage, s.chunkOfStage[static_cast<size_t>(a.stage)], a.microbatch,
                                              start, end});

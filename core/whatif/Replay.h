@@ -52,9 +52,18 @@ struct ReplayCosts {
     // [rank][F, B]: the measured host gap before a step of that kind on the
     // rank (CostModel::stepGapNs); 0 or empty: launchGapNs.
     std::vector<std::array<TimeNs, 2>> stepGapNs;
-    // The host time a step of this kind waits on rank r after the rank's previous step.
-    TimeNs gapBefore(int rank, StepKind kind) const
+    // [rank][F, B]: the gap before a step whose input the rank made itself,
+    // where measured apart (CostModel::localStepGapNs); -1 or empty: stepGapNs.
+    std::vector<std::array<TimeNs, 2>> localStepGapNs;
+    // The host time a step of this kind waits on rank r after the rank's
+    // previous step; `localInput`: its input was made on rank r (or it has none).
+    TimeNs gapBefore(int rank, StepKind kind, bool localInput = false) const
     {
+        if (localInput && rank >= 0 && static_cast<size_t>(rank) < localStepGapNs.size()) {
+            const TimeNs g = localStepGapNs[static_cast<size_t>(rank)][kind == StepKind::F ? 0 : 1];
+            if (g >= 0)
+                return std::max(g, launchGapNs);
+        }
         if (rank >= 0 && static_cast<size_t>(rank) < stepGapNs.size()) {
             const TimeNs g = stepGapNs[static_cast<size_t>(rank)][kind == StepKind::F ? 0 : 1];
             if (g > 0)

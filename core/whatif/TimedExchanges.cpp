@@ -242,7 +242,9 @@ void TimedRun::advance(int r, TimeNs now)
         while (nextWait_[ri] < w.size() && w[nextWait_[ri]].step <= static_cast<int>(n))
             ++nextWait_[ri];
         const Action& a = list[n];
-        const TimeNs hold = afterPost_[ri] ? costs_.exchangeGapNs : n > 0 ? costs_.gapBefore(r, list[n].kind) : 0;
+        const TimeNs hold = afterPost_[ri] ? costs_.exchangeGapNs
+                            : n > 0        ? costs_.gapBefore(r, a.kind, s_.inputOnRank(a, r))
+                                           : 0;
         const TimeNs start = std::max(checkedSum(free, hold, "a step", r), ready);
         const TimeNs end = checkedSum(start, costs_.stepNs(a.stage, a.kind, a.microbatch, M_), "a step", r);
         out_.ranks[ri].actions.push_back(

@@ -81,6 +81,14 @@ json costModelToJson(const CostModel& m)
                          a.push_back({{"forward", g[0]}, {"backward", g[1]}});
                      return a;
                  }()},
+                // [pipeline rank] {forward, backward}: the gap before a step whose input its own rank made,
+                // where measured apart from step_gaps_ns (-1: not told apart); null when not.
+                {"local_step_gaps_ns", m.localStepGapNs.empty() ? json(nullptr) : [&] {
+                     json a = json::array();
+                     for (const auto& g : m.localStepGapNs)
+                         a.push_back({{"forward", g[0]}, {"backward", g[1]}});
+                     return a;
+                 }()},
                 {"measured_order", m.measuredOrder.has_value()},
                 {"exchanges", {{"blocking", m.blockingExchanges}, {"gap_ns", m.exchangeGapNs}, {"megatron", m.megatronExchanges}, {"shared_links", m.sharedLinks}}},
                 {"pipeline_sync_ns", m.pipelineSyncNs},

@@ -283,12 +283,15 @@ private slots:
     }
 
     // The breadth-first sibling run (megatron-pp4-app): every step is
-    // preceded by a 4-13 ms host gap (its README), and its ranks run their
-    // steps in an order of their own. The replay runs that order with each
-    // rank's measured gap before a forward and before a backward, and the one
-    // hand-off the timeline shows (18 ms, the receiver's host gap inside it)
-    // gives way to what the steps that waited for their input took beyond
-    // their gap. It reproduced these iterations 11.7-13.9% short before.
+    // preceded by a 4-13 ms gap (its README), and its ranks run their steps
+    // in an order of their own. The replay runs that order with each rank's
+    // measured gap before a forward and before a backward (apart for steps
+    // whose input the rank made itself: the loss's backward after its
+    // forward, the first stage's forwards fed by the data loader), and a
+    // remote input costs what the steps that waited for one show: from its
+    // producer's end to their start (the README: "about 14 ms" for rank 1's
+    // F of chunk 0, microbatch 1). It reproduced these iterations 11.7-13.9%
+    // short at first, then -2.7 to +6.6% with a 3 ms link.
     void breadthFirstRunReplaysItsGaps()
     {
         PIPESCOPE_REQUIRE_EXTERNAL_DATA();
@@ -308,13 +311,20 @@ private slots:
             std::sort(forwardGaps.begin(), forwardGaps.end());
             const TimeNs typical = forwardGaps[2];
             QVERIFY2(typical > 4'000'000 && typical < 13'000'000, std::to_string(typical).c_str());
-            QVERIFY2(model.p2pLatencyNs < 4'000'000, std::to_string(model.p2pLatencyNs).c_str());
+            QVERIFY2(model.p2pLatencyNs > 9'000'000 && model.p2pLatencyNs < 14'000'000, std::to_string(model.p2pLatencyNs).c_str());
+            // Rank 3's backward of the loss chunk starts as its forward ends,
+            // and rank 0's first forwards run back to back.
+            QCOMPARE(model.localStepGapNs.size(), size_t(4));
+            QVERIFY2(model.localStepGapNs[3][1] >= 0 && model.localStepGapNs[3][1] < 500'000,
+                     std::to_string(model.localStepGapNs[3][1]).c_str());
+            QVERIFY2(model.localStepGapNs[0][0] >= 0 && model.localStepGapNs[0][0] < 500'000,
+                     std::to_string(model.localStepGapNs[0][0]).c_str());
             const whatif::Prediction p = whatif::predict(model, whatif::measuredScenario(model));
             QVERIFY(p.measuredConfiguration);
             const double err = *p.calibrationError();
             qInfo("iteration %d: replayed %.1f ms, measured %.1f ms (%+.1f%%)", iteration, p.iterationNs() / 1e6,
                   *model.measuredIterationNs / 1e6, err * 100);
-            QVERIFY2(std::abs(err) < 0.035, std::to_string(err).c_str());
+            QVERIFY2(std::abs(err) < 0.025, std::to_string(err).c_str());
             // The gaps are the steps' own overhead, in the replay as in the
             // measured run, not the pipeline's fill or drain: that is the
             // schedule's own share, (p - 1)(F + B) per rank at a chunk's
@@ -331,7 +341,9 @@ private slots:
             qInfo("  step_overhead: measured %.1f%%, replayed %.1f%%; fill_drain measured %.1f%%", measuredOverhead / rankTime * 100,
                   replayOverhead * 100, measuredFill / rankTime * 100);
             QVERIFY(measuredOverhead / rankTime > 0.3);
-            QVERIFY(replayOverhead > 0.3);
+            // The replay charges part of what the analysis calls overhead to
+            // the remote input's measured cost.
+            QVERIFY(replayOverhead > 0.25);
             QVERIFY(measuredFill / rankTime < 0.05);
             // Cutting that overhead is the lever, priced by the replay.
             const whatif::Levers levers = whatif::rankLevers(model, r);
@@ -350,6 +362,30 @@ private slots:
             const Verdict v = verdict(r);
             QCOMPARE(std::string(toString(v.kind)), std::string("host-bound"));
             QVERIFY2(v.headline.starts_with("per-step overhead: "), v.headline.c_str());
+        }
+        // Every iteration after the warm-up: the replay of 13 of the 19 within
+        // 2%, of all within 5% (an iteration's own noise: the measured ones
+        // range 1.20-1.43 s), and the typical one (the analysis's default)
+        // within 2%.
+        int within2 = 0;
+        double worst = 0;
+        for (int iteration = 1; iteration < 20; ++iteration) {
+            AnalyzeOptions o;
+            o.iteration = iteration;
+            const AnalysisResult r = analyze(t, o);
+            const whatif::CostModel model = whatif::calibrate(t, r);
+            const double err = *whatif::predict(model, whatif::measuredScenario(model)).calibrationError();
+            within2 += std::abs(err) < 0.02;
+            worst = std::max(worst, std::abs(err));
+        }
+        qInfo("iterations 1-19: %d within 2%%, worst %.1f%%", within2, worst * 100);
+        QVERIFY2(within2 >= 13, std::to_string(within2).c_str());
+        QVERIFY2(worst < 0.05, std::to_string(worst).c_str());
+        {
+            const AnalysisResult r = analyze(t, AnalyzeOptions{});
+            const whatif::CostModel model = whatif::calibrate(t, r);
+            const double err = *whatif::predict(model, whatif::measuredScenario(model)).calibrationError();
+            QVERIFY2(std::abs(err) < 0.02, std::to_string(err).c_str());
         }
         // The interleaved run's gaps are launch noise beside its exchanges: not modelled.
         AnalyzeOptions o;

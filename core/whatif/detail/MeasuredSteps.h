@@ -37,7 +37,26 @@ StageStepTimes fitStepTimes(const MeasuredPipeline& measured, const MeasuredShap
 // three steps show it; empty when no rank does, or when on every rank their
 // first quartile adds up to less than 5% of the iteration over its steps
 // (launch noise, or waits of another kind: CostModel::stepGapNs).
-std::vector<std::array<TimeNs, 2>> measuredStepGaps(const MeasuredPipeline& measured, const MeasuredShape& shape);
+//
+// An input from another rank counts as there `remoteLatency` after its
+// producer ended (remoteInputLatency, where the trace times no transfer).
+// Where a rank and kind show at least three such steps with an input from
+// another rank and three with one of its own (or none: the data loader),
+// `all` holds the first's median and `local` the second's; elsewhere `all`
+// holds the median over every step and `local` -1. `local` is empty when no
+// rank and kind tell the two apart (CostModel::localStepGapNs).
+struct MeasuredStepGaps {
+    std::vector<std::array<TimeNs, 2>> all, local;
+};
+MeasuredStepGaps measuredStepGaps(const MeasuredPipeline& measured, const MeasuredShape& shape, TimeNs remoteLatency = 0);
+
+// Where the trace's messages do not say when their bytes left (none, or at
+// least three in four sends of exactly 1 ns: the instants a timing file
+// implies): the median, over steps whose input came from another rank after
+// the step's rank had finished its previous step, of the time from the
+// input's producer ending to the step starting. Unset with fewer than eight
+// such steps, or where the messages are timed.
+std::optional<TimeNs> remoteInputLatency(const MeasuredPipeline& measured, const MeasuredShape& shape);
 
 // The steps that waited for their input (produced after the rank's previous
 // step ended): the median time from their input's end to their start, and
