@@ -23,11 +23,21 @@ using timeline::LaneKind;
 // Pixels of one tiles pass, over all its lanes: the analysed iteration's
 // (fine) and the rest of the job's (coarse). At 40 lanes the iteration gets
 // 50,000 px a lane (as sharp as a local open at nearly every zoom); at
-// 4,000 lanes, 512.
+// 8,000 lanes, 256 (a lane is a row on screen: 50 of them show at once).
 constexpr int64_t kFinePixels = 2'000'000;
 constexpr int64_t kCoarsePixels = 400'000;
 // Items of one steps request, about (the server's limit is 16 MiB of JSON).
 constexpr int64_t kStepItemsPerRequest = 150'000;
+// The bubble list is fetched up to this many bubbles (about 1.3 MB
+// deflated); beyond, it stays on the server and the bubbles tracks are drawn
+// from tiles like the streams (at 1,024 ranks a job has about 700,000).
+constexpr int64_t kMaxBubblesFetched = 100'000;
+
+struct RemoteAnalysis {
+    json doc;
+    bool bubblesFetched = true;
+    int64_t bubbles = 0; // in the analysed iteration
+};
 
 void say(const WorkControl* work, const std::string& phase)
 {
@@ -35,20 +45,24 @@ void say(const WorkControl* work, const std::string& phase)
         work->checkpoint(phase, -1);
 }
 
-// The analysis document: the summary and every rank's steps (protocol 2), or
-// the whole document at once (protocol 1).
-json readAnalysis(RemoteLink& link, const json& index, const OpenOptions& options, const WorkControl* work)
+// The analysis document: the summary and every rank's steps, critical path
+// and (up to kMaxBubblesFetched) bubbles (protocol 2), or the whole document
+// at once (protocol 1).
+RemoteAnalysis readAnalysis(RemoteLink& link, const json& index, const OpenOptions& options, const WorkControl* work)
 {
     json params = json::object();
     if (options.iteration)
         params["iteration"] = *options.iteration;
     if (link.protocol() < 2)
-        return link.result(RequestType::Analysis, params, work);
+        return {link.result(RequestType::Analysis, params, work)};
     json summaryParams = params;
     summaryParams["parts"] = "summary";
     json doc = link.result(RequestType::Analysis, summaryParams, work);
     const json counts = doc.value("summary", json::object());
-    const int64_t items = counts.value("steps", int64_t{0}) + counts.value("bubbles", int64_t{0}) +
+    RemoteAnalysis out;
+    out.bubbles = counts.value("bubbles", int64_t{0});
+    out.bubblesFetched = out.bubbles <= kMaxBubblesFetched;
+    const int64_t items = counts.value("steps", int64_t{0}) + (out.bubblesFetched ? out.bubbles : 0) +
                           counts.value("critical_path_segments", int64_t{0});
     const std::vector<int> ranks = index.at("loaded_ranks").get<std::vector<int>>();
     const size_t perRequest = std::max<size_t>(
@@ -60,13 +74,17 @@ json readAnalysis(RemoteLink& link, const json& index, const OpenOptions& option
         p["ranks"] = std::vector<int>(ranks.begin() + static_cast<std::ptrdiff_t>(i),
                                       ranks.begin() + static_cast<std::ptrdiff_t>(std::min(ranks.size(), i + perRequest)));
         p["limit"] = remote::kMaxStepItems;
+        if (!out.bubblesFetched)
+            p["parts"] = json::array({"steps", "critical_path"});
         json part = link.result(RequestType::Steps, p, work);
         if (part.value("truncated", false))
             throw Error(link.address().toString().toStdString() + ": the server cut the steps of ranks it was asked for; "
                                                                   "this job has too many to show remotely");
-        for (const char* k : {"steps", "bubbles"})
-            for (json& x : part.at(k))
-                (k[0] == 's' ? steps : bubbles).push_back(std::move(x));
+        for (json& x : part.at("steps"))
+            steps.push_back(std::move(x));
+        if (out.bubblesFetched)
+            for (json& x : part.at("bubbles"))
+                bubbles.push_back(std::move(x));
         for (json& x : part.at("critical_path"))
             segments.push_back(std::move(x));
     }
@@ -74,7 +92,8 @@ json readAnalysis(RemoteLink& link, const json& index, const OpenOptions& option
     if (ranks.size() > perRequest)
         std::stable_sort(segments.begin(), segments.end(),
                          [](const json& a, const json& b) { return a.at("start").get<TimeNs>() < b.at("start").get<TimeNs>(); });
-    return wholeAnalysisDocument(std::move(doc), std::move(steps), std::move(bubbles), std::move(segments));
+    out.doc = wholeAnalysisDocument(std::move(doc), std::move(steps), std::move(bubbles), std::move(segments));
+    return out;
 }
 
 LaneKind laneKind(const std::string& name)
@@ -104,8 +123,8 @@ std::string stepLabel(StepKind kind, int microbatch, int chunk)
 
 class RemoteTimeline {
 public:
-    RemoteTimeline(RemoteLink& link, const json& index, const AnalysisResult& analysis, const WorkControl* work)
-        : link_(link), work_(work)
+    RemoteTimeline(RemoteLink& link, const json& index, const AnalysisResult& analysis, bool bubblesFromTiles, const WorkControl* work)
+        : link_(link), work_(work), bubblesFromTiles_(bubblesFromTiles)
     {
         m_.names = {""};
         const json& tl = index.at("timeline");
@@ -130,7 +149,7 @@ public:
             if (from > start_)
                 pass(start_, from, coarse, 3);
             if (to > from)
-                pass(from, to, static_cast<int>(std::clamp<int64_t>(kFinePixels / lanes, 512, 65536)), 1);
+                pass(from, to, static_cast<int>(std::clamp<int64_t>(kFinePixels / lanes, 256, 65536)), 1);
             if (end_ > to)
                 pass(to, end_ + 1, coarse, 3);
         }
@@ -197,7 +216,7 @@ private:
             }
             if (kind == LaneKind::Steps)
                 lane.events = std::move(steps[lane.rank]);
-            else if (kind == LaneKind::Bubbles)
+            else if (kind == LaneKind::Bubbles && !bubblesFromTiles_)
                 lane.events = std::move(bubbles[lane.rank]);
             else {
                 localLane_[server] = m_.lanes.size();
@@ -241,7 +260,9 @@ private:
             if (local == localLane_.end())
                 throw FormatError("the server's tiles name a lane that was not asked for");
             timeline::Lane& lane = m_.lanes[local->second];
-            const int codes = lane.kind == LaneKind::Cpu ? timeline::kMaxCodes : 7;
+            const int codes = lane.kind == LaneKind::Cpu       ? timeline::kMaxCodes
+                              : lane.kind == LaneKind::Bubbles ? kBubbleCauses
+                                                               : 7;
             for (const json& item : lt.at("items")) {
                 if (!item.is_array() || item.size() != 8)
                     throw FormatError("the server's tiles: an item that is not [start, end, count, code, busy, event, name, microbatch]");
@@ -273,6 +294,7 @@ private:
 
     RemoteLink& link_;
     const WorkControl* work_;
+    bool bubblesFromTiles_ = false;
     timeline::TimelineModel m_;
     TimeNs start_ = 0, end_ = 0;
     std::vector<int> tileLanes_;          // the server's lane numbers
@@ -353,10 +375,11 @@ std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const Op
         say(work, "reading the job's index");
         const json index = link->result(RequestType::Index, json::object(), work);
         say(work, "reading the analysis");
-        auto analysis = std::make_shared<AnalysisResult>(analysisFromJson(readAnalysis(*link, index, options, work)));
+        const RemoteAnalysis fetched = readAnalysis(*link, index, options, work);
+        auto analysis = std::make_shared<AnalysisResult>(analysisFromJson(fetched.doc));
         job->trace = remoteTrace(link->hello(), index);
         job->simulated = job->trace->simulated();
-        RemoteTimeline timeline(*link, index, *analysis, work);
+        RemoteTimeline timeline(*link, index, *analysis, !fetched.bubblesFetched, work);
         job->timeline = std::make_shared<timeline::TimelineModel>(timeline.build(*analysis));
         job->analysis = std::move(analysis);
         say(work, "reading the cost model");
@@ -364,6 +387,10 @@ std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const Op
         QStringList notes;
         if (const json read = link->hello().at("job").value("read", json::object()); read.value("partial", false))
             notes << QStringLiteral("the server read the job in part: %1").arg(QString::fromStdString(read.value("what", std::string())));
+        if (!fetched.bubblesFetched)
+            notes << QStringLiteral("the list of the iteration's %1 bubbles stays on the server: their tracks are drawn from tiles, "
+                                    "their totals per rank and cause are whole")
+                         .arg(QString::fromStdString(formatCount(fetched.bubbles)));
         if (timeline.droppedMemoryLanes() > 0)
             notes << QStringLiteral("memory tracks are not shown for a remote job");
         if (const QString n = notApplied(options); !n.isEmpty())
