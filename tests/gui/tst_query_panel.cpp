@@ -7,6 +7,7 @@
 #include "panels/PivotPanel.h"
 #include "panels/QueryPanel.h"
 #include "panels/StepPivot.h"
+#include "views/TimelineView.h"
 #include "store/Store.h"
 
 #include <QAbstractItemModelTester>
@@ -15,6 +16,7 @@
 #include <QComboBox>
 #include <QDockWidget>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTableView>
@@ -178,6 +180,114 @@ private Q_SLOTS:
         QCOMPARE(panel.model()->rowCount(), 4 * 2 * 8);
         panel.setResult(nullptr, nullptr);
         QCOMPARE(panel.model()->rowCount(), 0);
+    }
+
+    // Issue 37, item 9: the pivot over the steps of an area (time range x
+    // ranks), each step that overlaps it counted whole.
+    void pivotOfAnAreaIsExact()
+    {
+        auto result = std::make_shared<AnalysisResult>();
+        auto step = [](int rank, int stage, StepKind kind, int mb, TimeNs start, TimeNs end) {
+            Step s;
+            s.rank = rank;
+            s.stage = stage;
+            s.kind = kind;
+            s.microbatch = mb;
+            s.start = start;
+            s.end = end;
+            return s;
+        };
+        result->steps = {step(0, 0, StepKind::F, 0, 0, 100'000),        step(0, 0, StepKind::F, 1, 100'000, 300'000),
+                         step(0, 0, StepKind::F, 2, 310'000, 400'000),  step(0, 0, StepKind::B, 0, 400'000, 700'000),
+                         step(1, 1, StepKind::F, 0, 100'000, 150'000),  step(1, 1, StepKind::B, 0, 450'000, 500'000)};
+        PivotPanel panel;
+        QAbstractItemModelTester tester(panel.model());
+        panel.setResult(result, {});
+        QCOMPARE(panel.model()->rowCount(), 4);
+        QVERIFY(!panel.allStepsButton()->isEnabled());
+        // 120-450 µs on rank 0: F 1 and F 2 overlap, F 0 ends before; B 0 starts inside.
+        panel.setArea(StepArea{120'000, 450'000, {0}}, 20'000, QStringLiteral("my origin"));
+        QCOMPARE(lines(*panel.model()), (QStringList{
+                                            QStringLiteral("stage\tkind\tcount\ttotal\tmean\tp50\tp95"),
+                                            QStringLiteral("0\tF\t2\t290.000 µs\t145.000 µs\t90.000 µs\t200.000 µs"),
+                                            QStringLiteral("0\tB\t1\t300.000 µs\t300.000 µs\t300.000 µs\t300.000 µs"),
+                                        }));
+        QCOMPARE(panel.noteText(), QStringLiteral("The steps in the area selected on the timeline: rank 0, 330.000 µs from 100.000 µs to "
+                                                  "430.000 µs (from my origin); each step that overlaps it, whole; duration = step "
+                                                  "end − start; p50 and p95 by nearest rank."));
+        QVERIFY(panel.allStepsButton()->isEnabled());
+        // Both ranks, the range ending where rank 1's B starts: that B is not in it.
+        panel.setArea(StepArea{120'000, 450'000, {0, 1}}, 0, {});
+        QCOMPARE(lines(*panel.model()), (QStringList{
+                                            QStringLiteral("stage\tkind\tcount\ttotal\tmean\tp50\tp95"),
+                                            QStringLiteral("0\tF\t2\t290.000 µs\t145.000 µs\t90.000 µs\t200.000 µs"),
+                                            QStringLiteral("0\tB\t1\t300.000 µs\t300.000 µs\t300.000 µs\t300.000 µs"),
+                                            QStringLiteral("1\tF\t1\t50.000 µs\t50.000 µs\t50.000 µs\t50.000 µs"),
+                                        }));
+        // By microbatch, within the area.
+        panel.groupingBox()->setCurrentIndex(1);
+        QCOMPARE(lines(*panel.model()).mid(1), (QStringList{
+                                                   QStringLiteral("0\tF\t1\t1\t200.000 µs\t200.000 µs\t200.000 µs\t200.000 µs"),
+                                                   QStringLiteral("0\tF\t2\t1\t90.000 µs\t90.000 µs\t90.000 µs\t90.000 µs"),
+                                                   QStringLiteral("0\tB\t0\t1\t300.000 µs\t300.000 µs\t300.000 µs\t300.000 µs"),
+                                                   QStringLiteral("1\tF\t0\t1\t50.000 µs\t50.000 µs\t50.000 µs\t50.000 µs"),
+                                               }));
+        panel.groupingBox()->setCurrentIndex(0);
+        // Outside every step: none, and said.
+        panel.setArea(StepArea{800'000, 900'000, {0, 1}}, 0, {});
+        QCOMPARE(panel.model()->rowCount(), 0);
+        QVERIFY2(panel.noteText().endsWith("No analysed step is in it (the analysis holds the analysed iteration's steps)."),
+                 qPrintable(panel.noteText()));
+        // All steps again.
+        panel.allStepsButton()->click();
+        QCOMPARE(panel.model()->rowCount(), 4);
+        QVERIFY(!panel.model()->area());
+    }
+
+    // In the window: an area dragged on the timeline over rank 1's steps opens the pivot over them.
+    void areaOnTheTimelinePivotsItsSteps()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(openAndWait(w, {kStore}));
+        auto* pivot = w.findChild<PivotPanel*>();
+        TimelineView* t = w.timeline();
+        const auto& lanes = t->model()->lanes;
+        int stepsOfRank1 = -1;
+        for (size_t i = 0; i < lanes.size(); ++i)
+            if (lanes[i].kind == timeline::LaneKind::Steps && lanes[i].rank == 1)
+                stepsOfRank1 = int(i);
+        QVERIFY(stepsOfRank1 >= 0);
+        const AnalysisResult& a = *w.job()->analysis;
+        const Iteration& it = a.iterations[size_t(a.selectedIteration)];
+        const qint64 from = it.start, to = it.start + (it.end - it.start) / 3;
+        t->selectArea(from, to, {stepsOfRank1});
+        QCOMPARE(t->areaRanks(), (std::vector<int>{1}));
+        QCOMPARE(pivot->model()->area(), std::optional<StepArea>(StepArea{from, to, {1}}));
+        // The rows against the steps themselves: rank 1's that overlap the range.
+        std::map<int, std::pair<int64_t, TimeNs>> byKind; // kind -> count, total
+        for (const Step& s : a.steps)
+            if (s.rank == 1 && s.end > from && s.start < to) {
+                ++byKind[int(s.kind)].first;
+                byKind[int(s.kind)].second += s.end - s.start;
+            }
+        QVERIFY(!byKind.empty());
+        const std::vector<PivotRow> rows = pivotSteps(a, PivotBy::StageKind, &*pivot->model()->area());
+        QCOMPARE(rows.size(), byKind.size());
+        for (const PivotRow& r : rows) {
+            QCOMPARE(r.stage, 1);
+            QCOMPARE(r.count, byKind[int(r.kind)].first);
+            QCOMPARE(r.totalNs, byKind[int(r.kind)].second);
+        }
+        QCOMPARE(pivot->model()->rowCount(), int(byKind.size()));
+        QVERIFY2(pivot->noteText().contains("rank 1, "), qPrintable(pivot->noteText()));
+        // Another job: every step again.
+        QTemporaryDir dir;
+        QVERIFY(QFile::copy(kStore, dir.path() + "/again.pipescope"));
+        QVERIFY(openAndWait(w, {dir.path() + "/again.pipescope"}));
+        QVERIFY(!pivot->model()->area());
+        QCOMPARE(pivot->model()->rowCount(), 8);
     }
 
     void nearestRankPercentiles()

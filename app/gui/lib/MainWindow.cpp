@@ -383,11 +383,17 @@ void MainWindow::buildDocks()
     query_ = new QueryPanel(this);
     connect(query_, &QueryPanel::tracksChanged, this, &MainWindow::showBaselineTracks); // a result drawn as a track
     QDockWidget* queryDock = dock(query_, QStringLiteral("Query"), "query", Qt::BottomDockWidgetArea);
-    QDockWidget* pivotDock = dock(new PivotPanel(this), QStringLiteral("Pivot"), "pivot", Qt::BottomDockWidgetArea);
+    auto* pivot = new PivotPanel(this);
+    QDockWidget* pivotDock = dock(pivot, QStringLiteral("Pivot"), "pivot", Qt::BottomDockWidgetArea);
+    // An area selected on the timeline narrows the pivot to its steps; Details' link opens it.
+    connect(timeline_, &TimelineView::areaSelected, pivot, [this, pivot](qint64 from, qint64 to, const timeline::AreaStats&) {
+        pivot->setArea(StepArea{from, to, timeline_->areaRanks()}, timeline_->timeOrigin(), timeline_->timeOriginName());
+    });
     tabifyDockWidget(compareDock_, queryDock);
     tabifyDockWidget(queryDock, pivotDock);
     bubbles->raise();
     details_ = new DetailsPanel(this);
+    connect(details_, &DetailsPanel::pivotRequested, pivotDock, &QDockWidget::raise);
     auto* detailsDock = new QDockWidget(QStringLiteral("Details"), this);
     detailsDock->setObjectName(QStringLiteral("details"));
     detailsDock->setWidget(details_);

@@ -11,6 +11,8 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include <numeric>
+
 namespace pipescope::gui {
 
 namespace {
@@ -64,6 +66,8 @@ DetailsPanel::DetailsPanel(QWidget* parent) : QWidget(parent), text_(new QTextBr
     connect(text_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
         if (url.toString() == QLatin1String("copy:kernels") && !areaTsv_.isEmpty())
             QGuiApplication::clipboard()->setText(areaTsv_);
+        else if (url.toString() == QLatin1String("pivot:steps"))
+            Q_EMIT pivotRequested();
     });
     clear();
 }
@@ -274,6 +278,9 @@ void DetailsPanel::showArea(const timeline::AreaStats& s, qint64 origin, const Q
     };
     section(QStringLiteral("GPU work by class"), [](size_t i) { return qs(toString(WorkClass(i))); }, s.classNs, s.classCount);
     section(QStringLiteral("Steps"), [](size_t i) { return QString(QChar::fromLatin1(toChar(StepKind(i)))); }, s.stepNs, s.stepCount);
+    if (std::accumulate(s.stepCount.begin(), s.stepCount.end(), int64_t(0)) > 0)
+        html += QStringLiteral("<p><a href='pivot:steps'>Pivot these steps</a> (stage × kind × microbatch × iteration: "
+                               "count, total, mean, p50, p95)</p>");
     section(QStringLiteral("Idle by cause"), [](size_t i) { return qs(toString(BubbleCause(i))); }, s.idleNs, s.idleCount);
     if (s.kernels > 0)
         html += QStringLiteral("<p><b>Kernels</b>: %1, sum %2, min %3, avg %4, max %5</p>")

@@ -38,6 +38,10 @@ public:
     // when no area is shown.
     QString areaKernelsTsv() const { return areaTsv_; }
 
+Q_SIGNALS:
+    // "Pivot these steps" under an area's statistics: the Pivot panel has them.
+    void pivotRequested();
+
 private:
     std::shared_ptr<const Trace> trace_;
     std::shared_ptr<const timeline::TimelineModel> model_;

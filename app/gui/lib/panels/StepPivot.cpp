@@ -16,11 +16,18 @@ TimeNs nearestRank(const std::vector<TimeNs>& sorted, double p)
     return sorted[std::min(rank, sorted.size()) - 1];
 }
 
-std::vector<PivotRow> pivotSteps(const AnalysisResult& result, PivotBy by)
+bool inArea(const Step& step, const StepArea& area)
+{
+    return step.end > area.from && step.start < area.to && std::binary_search(area.ranks.begin(), area.ranks.end(), step.rank);
+}
+
+std::vector<PivotRow> pivotSteps(const AnalysisResult& result, PivotBy by, const StepArea* area)
 {
     // (stage, kind, microbatch or iteration or -1) -> step durations
     std::map<std::tuple<int, int, int>, std::vector<TimeNs>> groups;
     for (const Step& s : result.steps) {
+        if (area && !inArea(s, *area))
+            continue;
         const int third = by == PivotBy::StageKindMicrobatch ? s.microbatch
                           : by == PivotBy::StageKindIteration  ? s.iteration
                                                                : -1;

@@ -28,8 +28,19 @@ struct PivotRow {
     TimeNs totalNs = 0, meanNs = 0, p50Ns = 0, p95Ns = 0;
 };
 
+// An area selected on the timeline: the steps of these ranks that overlap
+// [from, to), each counted whole (its own duration, as the area statistics
+// count kernels that overlap the range).
+struct StepArea {
+    TimeNs from = 0, to = 0;
+    std::vector<int> ranks; // sorted
+    bool operator==(const StepArea&) const = default;
+};
+bool inArea(const Step& step, const StepArea& area);
+
 // Rows in (stage, kind, microbatch or iteration) order; none without steps.
-std::vector<PivotRow> pivotSteps(const AnalysisResult& result, PivotBy by);
+// With an area, only the steps in it.
+std::vector<PivotRow> pivotSteps(const AnalysisResult& result, PivotBy by, const StepArea* area = nullptr);
 
 // Nearest-rank percentile (0 < p <= 1) of values sorted ascending; 0 when empty.
 TimeNs nearestRank(const std::vector<TimeNs>& sorted, double p);

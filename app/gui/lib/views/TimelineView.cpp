@@ -1463,8 +1463,45 @@ void TimelineView::finishArea(const QPoint& a, const QPoint& b)
                         lanes.push_back(li);
         }
     }
+    emitArea(std::move(lanes));
+}
+
+void TimelineView::selectArea(qint64 fromNs, qint64 toNs, const std::vector<int>& lanes)
+{
+    if (!model_)
+        return;
+    areaFrom_ = std::min(fromNs, toNs);
+    areaTo_ = std::max(fromNs, toNs);
+    haveArea_ = areaTo_ > areaFrom_;
+    areaRows_.assign(static_cast<size_t>(rowCount()), 0);
+    std::vector<int> valid;
+    for (int lane : lanes) {
+        if (lane < 0 || static_cast<size_t>(lane) >= model_->lanes.size())
+            continue;
+        valid.push_back(lane);
+        if (const int row = rowOfLane(lane); row >= 0)
+            areaRows_[static_cast<size_t>(row)] = 1;
+    }
+    emitArea(std::move(valid));
+}
+
+void TimelineView::emitArea(std::vector<int> lanes)
+{
+    areaLanes_ = lanes;
     replotOverlay();
     Q_EMIT areaSelected(areaFrom_, areaTo_, model_->areaStats(lanes, areaFrom_, areaTo_));
+}
+
+std::vector<int> TimelineView::areaRanks() const
+{
+    std::set<int> ranks;
+    if (model_ && haveArea_)
+        for (int lane : areaLanes_) {
+            const Lane& l = model_->lanes[static_cast<size_t>(lane)];
+            if (!l.baseline && !isQueryTrack(l) && l.rank >= 0)
+                ranks.insert(l.rank);
+        }
+    return {ranks.begin(), ranks.end()};
 }
 
 void TimelineView::showContextMenu(const QPoint& pos)

@@ -177,6 +177,13 @@ public:
     const std::vector<TimeNote>& notes() const { return notes_; }
     // The dragged area (shift-drag or right-drag), if one is selected.
     std::optional<QPair<qint64, qint64>> selectedArea() const;
+    // The ranks of the tracks the last area counted (a collapsed group or a
+    // folded stage counts for its tracks), sorted; query and baseline tracks
+    // name none of the job's ranks and are left out.
+    std::vector<int> areaRanks() const;
+    // Selects [fromNs, toNs) over these lanes as a drag over their rows
+    // would, and emits areaSelected.
+    void selectArea(qint64 fromNs, qint64 toNs, const std::vector<int>& lanes);
     // A track's identity that survives another reading of the same job
     // (rank, kind, device, stream and label), and the lane that has it (-1: none).
     QString laneKey(int lane) const;
@@ -335,6 +342,8 @@ private:
     int selectedLane_ = -1;
     bool haveArea_ = false;
     std::vector<char> areaRows_; // [row]: counted by the area selection, shaded alone
+    std::vector<int> areaLanes_; // the lanes it counted
+    void emitArea(std::vector<int> lanes);
     qint64 areaFrom_ = 0, areaTo_ = 0;
 
     enum class Drag { None, Pan, Area, Maybe } drag_ = Drag::None;
