@@ -98,19 +98,23 @@ std::optional<ShardTask> shardTaskFromEnvironment(const std::function<const char
 
 namespace {
 
+// A trace's head: its first 64 KB, or more while its distributedInfo does
+// not end there (the default group of a 16,384-rank job lists every rank:
+// about 100-250 KB), up to 4 MB.
 constexpr size_t kHeadBytes = 64 << 10;
+constexpr size_t kMaxHeadBytes = 4 << 20;
 
-std::string headText(const std::string& path)
+std::string headText(const std::string& path, size_t bytes)
 {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f)
         return {};
-    std::string raw(kHeadBytes, '\0');
+    std::string raw(bytes, '\0');
     raw.resize(std::fread(raw.data(), 1, raw.size(), f));
     std::fclose(f);
     if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b)
         return raw;
-    std::string text(kHeadBytes, '\0');
+    std::string text(bytes, '\0');
     z_stream z{};
     if (inflateInit2(&z, 15 + 32) != Z_OK)
         return {};
@@ -159,28 +163,110 @@ bool namesPipeline(std::string desc)
     return false;
 }
 
-void readPipelineGroups(const nlohmann::json& config, TraceHead& head)
+void readPipelineGroup(const nlohmann::json& pg, TraceHead& head)
 {
-    auto one = [&](const nlohmann::json& pg) {
-        if (!pg.is_object())
-            return;
-        auto desc = pg.find("pg_desc");
-        auto ranks = pg.find("ranks");
-        if (desc == pg.end() || !desc->is_string() || ranks == pg.end() || !ranks->is_array() || !namesPipeline(*desc))
-            return;
-        std::vector<int> group;
-        for (const auto& r : *ranks)
+    if (!pg.is_object())
+        return;
+    auto desc = pg.find("pg_desc");
+    auto ranks = pg.find("ranks");
+    if (desc == pg.end() || !desc->is_string() || ranks == pg.end() || !ranks->is_array() || !namesPipeline(*desc))
+        return;
+    std::vector<int> group;
+    for (const auto& r : *ranks)
+        if (r.is_number_integer() && r.get<int64_t>() >= 0 && r.get<int64_t>() < (1 << 24))
+            group.push_back(r.get<int>());
+    if (group.size() > 1)
+        head.pipelineGroups.push_back(std::move(group));
+}
+
+// A light walk over JSON text, for the heads of thousands of files: only
+// the pieces that matter are parsed (a pipeline group of 4 ranks), the
+// groups of every rank (the default group, data parallel) only skipped.
+size_t skipSpace(std::string_view t, size_t i)
+{
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
+        ++i;
+    return i;
+}
+
+// The end of the value that starts at t[i]; npos when cut off.
+size_t valueEnd(std::string_view t, size_t i)
+{
+    if (i >= t.size())
+        return std::string_view::npos;
+    if (t[i] == '{' || t[i] == '[')
+        return jsonValueEnd(t, i);
+    if (t[i] == '"') {
+        for (size_t k = i + 1; k < t.size(); ++k) {
+            if (t[k] == '\\')
+                ++k;
+            else if (t[k] == '"')
+                return k + 1;
+        }
+        return std::string_view::npos;
+    }
+    size_t k = i;
+    while (k < t.size() && t[k] != ',' && t[k] != '}' && t[k] != ']' && t[k] != ' ' && t[k] != '\n' && t[k] != '\r' && t[k] != '\t')
+        ++k;
+    return k < t.size() && k > i ? k : std::string_view::npos;
+}
+
+// f(key, value text) for each member of the object t; f(value text) for
+// each element of the array t (key empty). False when t is cut off or not JSON.
+template <typename F>
+bool forEachItem(std::string_view t, F&& f)
+{
+    if (t.empty() || (t[0] != '{' && t[0] != '['))
+        return false;
+    const bool object = t[0] == '{';
+    const char close = object ? '}' : ']';
+    size_t i = skipSpace(t, 1);
+    while (i < t.size() && t[i] != close) {
+        std::string_view key;
+        if (object) {
+            const size_t keyEnd = t[i] == '"' ? valueEnd(t, i) : std::string_view::npos;
+            if (keyEnd == std::string_view::npos)
+                return false;
+            key = t.substr(i + 1, keyEnd - i - 2);
+            i = skipSpace(t, keyEnd);
+            if (i >= t.size() || t[i] != ':')
+                return false;
+            i = skipSpace(t, i + 1);
+        }
+        const size_t end = valueEnd(t, i);
+        if (end == std::string_view::npos)
+            return false;
+        f(key, t.substr(i, end - i));
+        i = skipSpace(t, end);
+        if (i < t.size() && t[i] == ',')
+            i = skipSpace(t, i + 1);
+    }
+    return i < t.size();
+}
+
+// The rank and the pipeline groups of a trace's distributedInfo.
+void readDistributedInfo(std::string_view info, TraceHead& head)
+{
+    forEachItem(info, [&](std::string_view key, std::string_view value) {
+        if (key == "rank") {
+            const auto r = nlohmann::json::parse(value, nullptr, false);
             if (r.is_number_integer() && r.get<int64_t>() >= 0 && r.get<int64_t>() < (1 << 24))
-                group.push_back(r.get<int>());
-        if (group.size() > 1)
-            head.pipelineGroups.push_back(std::move(group));
-    };
-    if (config.is_array())
-        for (const auto& pg : config)
-            one(pg);
-    else if (config.is_object())
-        for (const auto& [name, pg] : config.items())
-            one(pg);
+                head.rank = r.get<int>();
+        } else if (key == "pg_config") {
+            // An array of groups, or an object of them by name.
+            forEachItem(value, [&](std::string_view, std::string_view pg) {
+                bool pipeline = false;
+                forEachItem(pg, [&](std::string_view k, std::string_view v) {
+                    if (k == "pg_desc") {
+                        const auto desc = nlohmann::json::parse(v, nullptr, false);
+                        pipeline = desc.is_string() && namesPipeline(desc.get<std::string>());
+                    }
+                });
+                if (pipeline)
+                    readPipelineGroup(nlohmann::json::parse(pg, nullptr, false), head);
+            });
+        }
+    });
 }
 
 } // namespace
@@ -197,16 +283,15 @@ TraceHead readTraceHead(const std::string& path)
         head.rank = rankFromFileName(path); // a pipe is not read twice (and would block without a writer)
         return head;
     }
-    const std::string text = headText(path);
-    if (auto info = objectAfter(text, "\"distributedInfo\"")) {
-        const auto j = nlohmann::json::parse(*info, nullptr, false);
-        if (j.is_object()) {
-            if (auto r = j.find("rank"); r != j.end() && r->is_number_integer() && r->get<int64_t>() >= 0 &&
-                                         r->get<int64_t>() < (1 << 24))
-                head.rank = r->get<int>();
-            if (auto pg = j.find("pg_config"); pg != j.end())
-                readPipelineGroups(*pg, head);
+    for (size_t bytes = kHeadBytes;; bytes *= 4) {
+        const std::string text = headText(path, bytes);
+        if (auto info = objectAfter(text, "\"distributedInfo\"")) {
+            readDistributedInfo(*info, head);
+            break;
         }
+        // Read further only where distributedInfo begins but is cut off.
+        if (text.size() < bytes || bytes >= kMaxHeadBytes || text.find("\"distributedInfo\"") == std::string::npos)
+            break;
     }
     if (!head.rank)
         head.rank = rankFromFileName(path);

@@ -311,9 +311,6 @@ StoreSummary Store::summary()
     }
     for (int k = 0; k < 4; ++k)
         s.activityCounts.emplace_back(std::string(toString(static_cast<ActivityKind>(k))), totals[k]);
-    auto nccl = db_.prepare("SELECT kind, COUNT(*) FROM nccl_ops GROUP BY kind ORDER BY COUNT(*) DESC, kind");
-    while (nccl.step())
-        s.ncclCounts.emplace_back(nccl.string(0), nccl.int64(1));
     // Counts are written by StoreWriter::summarise(); a hand-edited store with
     // malformed counts is reported, not allowed to escape as an internal error.
     try {
@@ -321,6 +318,15 @@ StoreSummary Store::summary()
     } catch (const std::exception&) {
         throw FormatError(path() + ": the store's count metadata is damaged; re-import the traces");
     }
+    if (s.ncclCounts.empty()) {
+        // A store written before count.nccl_ops: counted from the table.
+        auto nccl = db_.prepare("SELECT kind, COUNT(*) FROM nccl_ops GROUP BY kind");
+        while (nccl.step())
+            s.ncclCounts.emplace_back(nccl.string(0), nccl.int64(1));
+    }
+    // The most frequent first, ties by name.
+    std::sort(s.ncclCounts.begin(), s.ncclCounts.end(),
+              [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
     return s;
 }
 
@@ -333,6 +339,13 @@ void Store::readCounts(StoreSummary& s)
                 if (v.is_array() && v.size() == 4)
                     s.streamCounts[std::stoll(k)] = {v[0].get<int64_t>(), v[1].get<int64_t>(), v[2].get<int64_t>(),
                                                      v[3].get<int64_t>()};
+    }
+    if (auto it = s.meta.find("count.nccl_ops"); it != s.meta.end()) {
+        auto j = nlohmann::json::parse(it->second, nullptr, false);
+        if (!j.is_object())
+            throw FormatError("count.nccl_ops");
+        for (auto& [k, v] : j.items())
+            s.ncclCounts.emplace_back(k, v.get<int64_t>());
     }
     if (auto it = s.meta.find("count.cpu_ranges"); it != s.meta.end()) {
         auto j = nlohmann::json::parse(it->second, nullptr, false);

@@ -935,6 +935,17 @@ std::string streamCountsJson(const store::detail::StreamCounts& perStream)
 }
 
 // CPU ranges per kind name, as JSON object text.
+// NCCL operations per kind: a reader's scan of the table would read every
+// row's page (a collective of 4,096 ranks lists them all: a page a row).
+std::string ncclCountsJson(sql::Database& db)
+{
+    auto nccl = db.prepare("SELECT kind, COUNT(*) FROM nccl_ops GROUP BY kind");
+    nlohmann::json counts = nlohmann::json::object();
+    while (nccl.step())
+        counts[nccl.string(0)] = nccl.int64(1);
+    return counts.dump();
+}
+
 std::string cpuRangeCountsJson(sql::Database& db)
 {
     // Counted here: GROUP BY would sort every row.
@@ -974,6 +985,7 @@ void StoreWriter::summarise()
     // Counts that `pipescope info` shows, so it never scans the big tables.
     setMeta("count.streams", streamCountsJson(perStream));
     setMeta("count.cpu_ranges", cpuRangeCountsJson(db_));
+    setMeta("count.nccl_ops", ncclCountsJson(db_));
     setMeta("count.activities_with_launch", std::to_string(activitiesWithLaunch(db_)));
 }
 
