@@ -7,6 +7,7 @@
 #include "analysis/Verdict.h"
 #include "import/Import.h"
 #include "import/megatron/MegatronTiming.h"
+#include "remote/CostModelWire.h"
 #include "store/Store.h"
 #include "util/Error.h"
 #include "whatif/Levers.h"
@@ -321,6 +322,10 @@ private slots:
                      std::to_string(model.localStepGapNs[0][0]).c_str());
             const whatif::Prediction p = whatif::predict(model, whatif::measuredScenario(model));
             QVERIFY(p.measuredConfiguration);
+            // The app's drag on a remote job replays the model the server sent: the same.
+            const whatif::CostModel sent = remote::costModelFromWire(remote::costModelToWire(model));
+            QCOMPARE(sent.localStepGapNs, model.localStepGapNs);
+            QCOMPARE(whatif::predict(sent, whatif::measuredScenario(sent)).iterationNs(), p.iterationNs());
             const double err = *p.calibrationError();
             qInfo("iteration %d: replayed %.1f ms, measured %.1f ms (%+.1f%%)", iteration, p.iterationNs() / 1e6,
                   *model.measuredIterationNs / 1e6, err * 100);
