@@ -339,6 +339,20 @@ void PipelineView::mousePressEvent(QMouseEvent* event)
     }
 }
 
+// What one paint shares between its pieces: the painter, the rows' geometry
+// and the window of time shown. `y` is where the next section starts.
+struct PipelineView::Frame {
+    QPainter& p;
+    const QFontMetrics fm;
+    QColor text;
+    int plotW = 0, rowH = 0;
+    TimeNs viewStart = 0, viewEnd = 0;
+    double pxPerNs = 0, plotLeft = 0, plotRight = 0;
+    int y = 0;
+    double xOf(TimeNs t) const { return kLabelW + double(t - viewStart) * pxPerNs; }
+    int rowTop(int row) const { return y + row * (rowH + kRowGap); }
+};
+
 void PipelineView::paintEvent(QPaintEvent*)
 {
     QPainter p(this);
@@ -359,215 +373,247 @@ void PipelineView::paintEvent(QPaintEvent*)
     const bool ghost = mode_ == Ghost && !mRows.empty() && pRows > 0;
     const int sections = int(!bRows.empty()) + (ghost ? 1 : int(!mRows.empty()) + int(pRows > 0));
     const int rowsTotal = int(bRows.size()) + (ghost ? int(mRows.size()) : int(mRows.size()) + pRows);
-    const int plotW = plotWidth();
-    const int rowH = std::max(6, (height() - kAxisH - sections * kTitleH) / std::max(1, rowsTotal) - kRowGap);
-    const auto [viewStart, viewEnd] = view();
-    const double pxPerNs = double(plotW) / double(viewEnd - viewStart);
-    auto xOf = [&](TimeNs t) { return kLabelW + double(t - viewStart) * pxPerNs; };
-    const double plotLeft = kLabelW, plotRight = kLabelW + plotW;
-    const QFontMetrics fm(font());
-    const QColor text = palette().color(QPalette::Text);
+    Frame f{p, QFontMetrics(font()), palette().color(QPalette::Text)};
+    f.plotW = plotWidth();
+    f.rowH = std::max(6, (height() - kAxisH - sections * kTitleH) / std::max(1, rowsTotal) - kRowGap);
+    std::tie(f.viewStart, f.viewEnd) = view();
+    f.pxPerNs = double(f.plotW) / double(f.viewEnd - f.viewStart);
+    f.plotLeft = kLabelW;
+    f.plotRight = kLabelW + f.plotW;
 
-    // One box: a step with its microbatch number where it fits, or a bubble.
-    // Boxes outside the window are not drawn (nor hoverable); those across
-    // its edges are cut there.
-    auto box = [&](double x0, double x1, int y, int h, QColor fill, const QString& label, bool outline) {
-        if (x1 < plotLeft || x0 > plotRight) {
-            lastBox_ = QRectF();
-            return;
-        }
-        x0 = std::max(x0, plotLeft);
-        x1 = std::min(x1, plotRight);
-        const QRectF r(x0, y, std::max(1.0, x1 - x0), h);
-        lastBox_ = r;
-        p.fillRect(r, fill);
-        if (outline) {
-            p.setPen(QPen(fill.darker(160), 1));
-            p.drawRect(r);
-        }
-        if (!label.isEmpty() && r.width() >= fm.horizontalAdvance(label) + 2 && h >= fm.height() - 2) {
-            p.setPen(text);
-            p.drawText(r, Qt::AlignCenter, label);
-        }
-        ++painted_;
-    };
+    if (!bRows.empty())
+        paintBaseline(f, *baseIt, bRows);
+    int measuredTop = f.y;
+    if (!mRows.empty())
+        measuredTop = paintMeasured(f, shown, mRows, ghost, !bRows.empty());
+    if (pRows > 0)
+        paintPrediction(f, mRows, ghost, measuredTop);
+    paintTimeAxis(f, span);
+}
 
-    // The box just drawn becomes hoverable (a measured one clickable).
-    using Src = Hit::Source;
-    auto stepHit = [&](Src src, StepKind kind, int microbatch, int chunk, int stage, int rank, TimeNs from, TimeNs length,
-                       qint64 start, qint64 end) {
-        if (!lastBox_.isNull())
-            hits_.push_back({lastBox_, src, false, uint8_t(kind), microbatch, chunk, stage, rank, from, length, start, end});
-    };
-    auto bubbleHit = [&](Src src, BubbleCause cause, int rank, TimeNs from, TimeNs length, qint64 start, qint64 end) {
-        if (!lastBox_.isNull())
-            hits_.push_back({lastBox_, src, true, uint8_t(cause), 0, 0, 0, rank, from, length, start, end});
-    };
-
-    int y = 0;
-    auto title = [&](const QString& t) {
-        p.setPen(text);
-        QFont f = font();
-        f.setBold(true);
-        p.setFont(f);
-        p.drawText(QRect(4, y, width() - 8, kTitleH), Qt::AlignLeft | Qt::AlignVCenter, t);
-        p.setFont(font());
-        y += kTitleH;
-    };
-
-    // One measured run's rows (labels, bubbles, steps) from y, each from its
-    // iteration's start; returns the row of each rank drawn.
-    auto drawRun = [&](const AnalysisResult& run, const Iteration& it, const std::vector<Row>& rows, Src src) {
-        std::map<int, int> rowOfRank;
-        for (size_t i = 0; i < rows.size(); ++i) {
-            rowOfRank[rows[i].rank] = int(i);
-            p.setPen(text);
-            p.drawText(QRect(4, y + int(i) * (rowH + kRowGap), kLabelW - 8, rowH), Qt::AlignLeft | Qt::AlignVCenter,
-                       rows[i].label);
-        }
-        // Only this run's own boxes lead into its trace (the timeline shows this run).
-        const bool own = src == Src::Measured;
-        for (const Bubble& b : run.bubbles) {
-            const auto r = rowOfRank.find(b.rank);
-            if (b.iteration != it.index || r == rowOfRank.end())
-                continue;
-            box(xOf(b.start - it.start), xOf(b.end - it.start), y + r->second * (rowH + kRowGap), rowH,
-                toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
-            bubbleHit(src, b.cause, b.rank, b.start - it.start, b.end - b.start, own ? b.start : 0, own ? b.end : 0);
-        }
-        for (const Step& st : run.steps) {
-            const auto r = rowOfRank.find(st.rank);
-            if (st.iteration != it.index || r == rowOfRank.end())
-                continue;
-            box(xOf(st.start - it.start), xOf(st.end - it.start), y + r->second * (rowH + kRowGap), rowH,
-                toQColor(timeline::microbatchTint(timeline::stepColor(st.kind), st.microbatch)), QString::number(st.microbatch),
-                false);
-            stepHit(src, st.kind, st.microbatch, st.chunk, st.stage, st.rank, st.start - it.start, st.end - st.start,
-                    own ? st.start : 0, own ? st.end : 0);
-        }
-        return rowOfRank;
-    };
-
-    // ---- baseline (compare mode) --------------------------------------------
-    if (!bRows.empty()) {
-        title(tr("baseline %1: %2").arg(baselineName_, QString::fromStdString(formatDuration(baseIt->end - baseIt->start))));
-        drawRun(*baseline_, *baseIt, bRows, Src::Baseline);
-        y += int(bRows.size()) * (rowH + kRowGap);
+// One box: a step with its microbatch number where it fits, or a bubble.
+// Boxes outside the window are not drawn (nor hoverable); those across
+// its edges are cut there. lastBox_ is where it went (null: nowhere).
+void PipelineView::paintBox(Frame& f, double x0, double x1, int y, int h, QColor fill, const QString& label, bool outline)
+{
+    if (x1 < f.plotLeft || x0 > f.plotRight) {
+        lastBox_ = QRectF();
+        return;
     }
-
-    // ---- measured -----------------------------------------------------------
-    int measuredTop = y;
-    if (!mRows.empty()) {
-        const Iteration& it = measured_->iterations[size_t(shown)];
-        const bool analysed = measured_->criticalPath.iteration == it.index && shown == measured_->selectedIteration;
-        const QString which = shown == measured_->selectedIteration ? QString() : tr(" (iteration %1)").arg(it.index);
-        title(ghost ? tr("measured%3 %1, predicted %2 (ghost)")
-                          .arg(QString::fromStdString(formatDuration(it.end - it.start)),
-                               QString::fromStdString(formatDuration(prediction_->iterationNs())), which)
-                    : (bRows.empty() ? tr("measured%2 %1") : tr("this run%2: %1"))
-                          .arg(QString::fromStdString(formatDuration(it.end - it.start)), which));
-        measuredTop = y;
-        const std::map<int, int> rowOfRank = drawRun(*measured_, it, mRows, Src::Measured);
-        if (criticalPath_ && analysed) {
-            const auto hl = toQColor(timeline::rgbFromHex(timeline::kHighlightHex));
-            p.setPen(QPen(hl, 3));
-            for (const PathSegment& seg : measured_->criticalPath.segments) {
-                const auto r = rowOfRank.find(seg.rank);
-                if (r == rowOfRank.end())
-                    continue;
-                const int yy = y + r->second * (rowH + kRowGap) + rowH - 2;
-                const double x0 = std::max(plotLeft, xOf(seg.start - it.start));
-                const double x1 = std::min(plotRight, xOf(seg.end - it.start));
-                if (x1 > x0)
-                    p.drawLine(QPointF(x0, yy), QPointF(x1, yy));
-            }
-        }
-        if (!ghost)
-            y += int(mRows.size()) * (rowH + kRowGap);
+    x0 = std::max(x0, f.plotLeft);
+    x1 = std::min(x1, f.plotRight);
+    const QRectF r(x0, y, std::max(1.0, x1 - x0), h);
+    lastBox_ = r;
+    f.p.fillRect(r, fill);
+    if (outline) {
+        f.p.setPen(QPen(fill.darker(160), 1));
+        f.p.drawRect(r);
     }
+    if (!label.isEmpty() && r.width() >= f.fm.horizontalAdvance(label) + 2 && h >= f.fm.height() - 2) {
+        f.p.setPen(f.text);
+        f.p.drawText(r, Qt::AlignCenter, label);
+    }
+    ++painted_;
+}
 
-    // ---- prediction ---------------------------------------------------------
-    if (pRows > 0) {
+// The box just drawn becomes hoverable (a measured one clickable).
+void PipelineView::addStepHit(Hit::Source src, StepKind kind, int microbatch, int chunk, int stage, int rank, TimeNs from,
+                              TimeNs length, qint64 start, qint64 end)
+{
+    if (!lastBox_.isNull())
+        hits_.push_back({lastBox_, src, false, uint8_t(kind), microbatch, chunk, stage, rank, from, length, start, end});
+}
+
+void PipelineView::addBubbleHit(Hit::Source src, BubbleCause cause, int rank, TimeNs from, TimeNs length, qint64 start, qint64 end)
+{
+    if (!lastBox_.isNull())
+        hits_.push_back({lastBox_, src, true, uint8_t(cause), 0, 0, 0, rank, from, length, start, end});
+}
+
+void PipelineView::paintTitle(Frame& f, const QString& t)
+{
+    f.p.setPen(f.text);
+    QFont bold = font();
+    bold.setBold(true);
+    f.p.setFont(bold);
+    f.p.drawText(QRect(4, f.y, width() - 8, kTitleH), Qt::AlignLeft | Qt::AlignVCenter, t);
+    f.p.setFont(font());
+    f.y += kTitleH;
+}
+
+// One measured run's rows (labels, bubbles, steps) from f.y, each from its
+// iteration's start; returns the row of each rank drawn.
+std::map<int, int> PipelineView::paintRun(Frame& f, const AnalysisResult& run, const Iteration& it, const std::vector<Row>& rows,
+                                          Hit::Source src)
+{
+    std::map<int, int> rowOfRank;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        rowOfRank[rows[i].rank] = int(i);
+        f.p.setPen(f.text);
+        f.p.drawText(QRect(4, f.rowTop(int(i)), kLabelW - 8, f.rowH), Qt::AlignLeft | Qt::AlignVCenter, rows[i].label);
+    }
+    // Only this run's own boxes lead into its trace (the timeline shows this run).
+    const bool own = src == Hit::Source::Measured;
+    for (const Bubble& b : run.bubbles) {
+        const auto r = rowOfRank.find(b.rank);
+        if (b.iteration != it.index || r == rowOfRank.end())
+            continue;
+        paintBox(f, f.xOf(b.start - it.start), f.xOf(b.end - it.start), f.rowTop(r->second), f.rowH,
+                 toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+        addBubbleHit(src, b.cause, b.rank, b.start - it.start, b.end - b.start, own ? b.start : 0, own ? b.end : 0);
+    }
+    for (const Step& st : run.steps) {
+        const auto r = rowOfRank.find(st.rank);
+        if (st.iteration != it.index || r == rowOfRank.end())
+            continue;
+        paintBox(f, f.xOf(st.start - it.start), f.xOf(st.end - it.start), f.rowTop(r->second), f.rowH,
+                 toQColor(timeline::microbatchTint(timeline::stepColor(st.kind), st.microbatch)), QString::number(st.microbatch),
+                 false);
+        addStepHit(src, st.kind, st.microbatch, st.chunk, st.stage, st.rank, st.start - it.start, st.end - st.start,
+                   own ? st.start : 0, own ? st.end : 0);
+    }
+    return rowOfRank;
+}
+
+// The baseline's iteration (compare mode), on top.
+void PipelineView::paintBaseline(Frame& f, const Iteration& baseIt, const std::vector<Row>& bRows)
+{
+    paintTitle(f, tr("baseline %1: %2").arg(baselineName_, QString::fromStdString(formatDuration(baseIt.end - baseIt.start))));
+    paintRun(f, *baseline_, baseIt, bRows, Hit::Source::Baseline);
+    f.y += int(bRows.size()) * (f.rowH + kRowGap);
+}
+
+// The measured iteration shown, with the critical path where it is the
+// analysed one; returns the top of its rows (where a ghost prediction goes).
+int PipelineView::paintMeasured(Frame& f, int shown, const std::vector<Row>& mRows, bool ghost, bool compared)
+{
+    const Iteration& it = measured_->iterations[size_t(shown)];
+    const bool analysed = measured_->criticalPath.iteration == it.index && shown == measured_->selectedIteration;
+    const QString which = shown == measured_->selectedIteration ? QString() : tr(" (iteration %1)").arg(it.index);
+    paintTitle(f, ghost ? tr("measured%3 %1, predicted %2 (ghost)")
+                              .arg(QString::fromStdString(formatDuration(it.end - it.start)),
+                                   QString::fromStdString(formatDuration(prediction_->iterationNs())), which)
+                        : (compared ? tr("this run%2: %1") : tr("measured%2 %1"))
+                              .arg(QString::fromStdString(formatDuration(it.end - it.start)), which));
+    const int measuredTop = f.y;
+    const std::map<int, int> rowOfRank = paintRun(f, *measured_, it, mRows, Hit::Source::Measured);
+    if (criticalPath_ && analysed)
+        paintCriticalPath(f, it, rowOfRank);
+    if (!ghost)
+        f.y += int(mRows.size()) * (f.rowH + kRowGap);
+    return measuredTop;
+}
+
+// The analysed iteration's critical path: a line under each segment's row.
+void PipelineView::paintCriticalPath(Frame& f, const Iteration& it, const std::map<int, int>& rowOfRank)
+{
+    const auto hl = toQColor(timeline::rgbFromHex(timeline::kHighlightHex));
+    f.p.setPen(QPen(hl, 3));
+    for (const PathSegment& seg : measured_->criticalPath.segments) {
+        const auto r = rowOfRank.find(seg.rank);
+        if (r == rowOfRank.end())
+            continue;
+        const int yy = f.rowTop(r->second) + f.rowH - 2;
+        const double x0 = std::max(f.plotLeft, f.xOf(seg.start - it.start));
+        const double x1 = std::min(f.plotRight, f.xOf(seg.end - it.start));
+        if (x1 > x0)
+            f.p.drawLine(QPointF(x0, yy), QPointF(x1, yy));
+    }
+}
+
+// The what-if prediction: rows of its own under the measured ones, or as a
+// ghost over the lower half of the measured rows.
+void PipelineView::paintPrediction(Frame& f, const std::vector<Row>& mRows, bool ghost, int measuredTop)
+{
+    const int pRows = prediction_->schedule.pp;
+    if (!ghost) {
+        paintTitle(f, tr("predicted %1 (%2)")
+                          .arg(QString::fromStdString(formatDuration(prediction_->iterationNs())),
+                               QString::fromStdString(prediction_->schedule.name())));
+    } else {
+        f.y = measuredTop;
+    }
+    for (int r = 0; r < pRows; ++r) {
         if (!ghost) {
-            title(tr("predicted %1 (%2)")
-                      .arg(QString::fromStdString(formatDuration(prediction_->iterationNs())),
-                           QString::fromStdString(prediction_->schedule.name())));
-        } else {
-            y = measuredTop;
+            f.p.setPen(f.text);
+            f.p.drawText(QRect(4, f.rowTop(r), kLabelW - 8, f.rowH), Qt::AlignLeft | Qt::AlignVCenter, tr("stage %1").arg(r));
         }
-        const int alpha = ghost ? 90 : 255;
-        for (int r = 0; r < pRows; ++r) {
-            if (!ghost) {
-                p.setPen(text);
-                p.drawText(QRect(4, y + r * (rowH + kRowGap), kLabelW - 8, rowH), Qt::AlignLeft | Qt::AlignVCenter,
-                           tr("stage %1").arg(r));
-            }
-            if (size_t(r) >= prediction_->replay.ranks.size())
+        if (size_t(r) >= prediction_->replay.ranks.size())
+            continue;
+        // Ghost rows follow the measured rows' order: rank r of the pipeline is stage r.
+        int row = r;
+        if (ghost) {
+            row = -1;
+            for (size_t i = 0; i < mRows.size(); ++i)
+                if (mRows[i].stage == r) {
+                    row = int(i);
+                    break;
+                }
+            if (row < 0)
                 continue;
-            // Ghost rows follow the measured rows' order: rank r of the pipeline is stage r.
-            int row = r;
-            if (ghost) {
-                row = -1;
-                for (size_t i = 0; i < mRows.size(); ++i)
-                    if (mRows[i].stage == r) {
-                        row = int(i);
-                        break;
-                    }
-                if (row < 0)
-                    continue;
-            }
-            const int yy = y + row * (rowH + kRowGap);
-            const int h = ghost ? rowH / 2 : rowH; // the ghost covers the lower half, so both stay readable
-            const int top = ghost ? yy + rowH - h : yy;
-            const whatif::RankReplay& rr = prediction_->replay.ranks[size_t(r)];
-            if (!ghost)
-                for (const whatif::Bubble& b : rr.bubbles) {
-                    box(xOf(b.start), xOf(b.end), top, h, toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
-                    bubbleHit(Src::Predicted, b.cause, -1, b.start, b.end - b.start, 0, 0);
-                }
-            // The iteration's end: the all-reduce and the optimizer step,
-            // work outside the steps (without them the row would end in an
-            // unexplained gap before the fill/drain of faster ranks).
-            if (!ghost) {
-                const std::pair<TimeNs, TimeNs> tail[] = {{rr.allReduceStart, rr.allReduceEnd}, {rr.optimizerStart, rr.optimizerEnd}};
-                for (int k = 0; k < 2; ++k) {
-                    const auto [from, to] = tail[k];
-                    if (to <= from)
-                        continue;
-                    const WorkClass cls = k == 0 ? WorkClass::Collective : WorkClass::Compute;
-                    box(xOf(from), xOf(to), top, h, toQColor(timeline::classColor(cls)), k == 0 ? tr("AR") : tr("opt"), true);
-                    if (!lastBox_.isNull()) {
-                        hits_.push_back({lastBox_, Src::Predicted, false, 0, 0, 0, r, -1, from, to - from, 0, 0});
-                        hits_.back().work = uint8_t(k == 0 ? 2 : 1);
-                    }
-                }
-            }
-            for (const whatif::TimedAction& a : rr.actions) {
-                box(xOf(a.start), xOf(a.end), top, h,
-                    toQColor(timeline::microbatchTint(timeline::stepColor(a.kind), a.microbatch), alpha),
-                    ghost ? QString() : QString::number(a.microbatch), ghost);
-                if (!ghost)
-                    stepHit(Src::Predicted, a.kind, a.microbatch, 0, r, -1, a.start, a.end - a.start, 0, 0);
+        }
+        paintPredictedRank(f, r, f.rowTop(row), ghost);
+    }
+    if (!ghost)
+        f.y += pRows * (f.rowH + kRowGap);
+    else
+        f.y = measuredTop + int(mRows.size()) * (f.rowH + kRowGap);
+}
+
+// One pipeline rank of the prediction in the row at rowY: its bubbles, the
+// iteration's tail and its steps (a ghost: the steps alone, translucent).
+void PipelineView::paintPredictedRank(Frame& f, int r, int rowY, bool ghost)
+{
+    using Src = Hit::Source;
+    const int alpha = ghost ? 90 : 255;
+    const int h = ghost ? f.rowH / 2 : f.rowH; // the ghost covers the lower half, so both stay readable
+    const int top = ghost ? rowY + f.rowH - h : rowY;
+    const whatif::RankReplay& rr = prediction_->replay.ranks[size_t(r)];
+    if (!ghost)
+        for (const whatif::Bubble& b : rr.bubbles) {
+            paintBox(f, f.xOf(b.start), f.xOf(b.end), top, h, toQColor(timeline::causeColor(b.cause), kPipelineBubbleAlpha), {}, false);
+            addBubbleHit(Src::Predicted, b.cause, -1, b.start, b.end - b.start, 0, 0);
+        }
+    // The iteration's end: the all-reduce and the optimizer step, work
+    // outside the steps (without them the row would end in an unexplained
+    // gap before the fill/drain of faster ranks).
+    if (!ghost) {
+        const std::pair<TimeNs, TimeNs> tail[] = {{rr.allReduceStart, rr.allReduceEnd}, {rr.optimizerStart, rr.optimizerEnd}};
+        for (int k = 0; k < 2; ++k) {
+            const auto [from, to] = tail[k];
+            if (to <= from)
+                continue;
+            const WorkClass cls = k == 0 ? WorkClass::Collective : WorkClass::Compute;
+            paintBox(f, f.xOf(from), f.xOf(to), top, h, toQColor(timeline::classColor(cls)), k == 0 ? tr("AR") : tr("opt"), true);
+            if (!lastBox_.isNull()) {
+                hits_.push_back({lastBox_, Src::Predicted, false, 0, 0, 0, r, -1, from, to - from, 0, 0});
+                hits_.back().work = uint8_t(k == 0 ? 2 : 1);
             }
         }
-        if (!ghost)
-            y += pRows * (rowH + kRowGap);
-        else
-            y = measuredTop + int(mRows.size()) * (rowH + kRowGap);
     }
+    for (const whatif::TimedAction& a : rr.actions) {
+        paintBox(f, f.xOf(a.start), f.xOf(a.end), top, h, toQColor(timeline::microbatchTint(timeline::stepColor(a.kind), a.microbatch), alpha),
+                 ghost ? QString() : QString::number(a.microbatch), ghost);
+        if (!ghost)
+            addStepHit(Src::Predicted, a.kind, a.microbatch, 0, r, -1, a.start, a.end - a.start, 0, 0);
+    }
+}
 
-    // ---- time axis ----------------------------------------------------------
-    const int axisY = std::min(y + 2, height() - kAxisH);
-    p.setPen(text);
-    p.drawLine(kLabelW, axisY, kLabelW + plotW, axisY);
-    if (viewEnd - viewStart < span) {
+// The time axis under the rows, with "zoomed" while the window is not the whole span.
+void PipelineView::paintTimeAxis(Frame& f, TimeNs span)
+{
+    QPainter& p = f.p;
+    const int axisY = std::min(f.y + 2, height() - kAxisH);
+    p.setPen(f.text);
+    p.drawLine(kLabelW, axisY, kLabelW + f.plotW, axisY);
+    if (f.viewEnd - f.viewStart < span) {
         p.setPen(palette().color(QPalette::PlaceholderText));
         p.drawText(QRect(4, axisY + 4, kLabelW - 8, kAxisH - 4), Qt::AlignLeft | Qt::AlignTop, tr("zoomed · 0: all"));
-        p.setPen(text);
+        p.setPen(f.text);
     }
-    const double step = niceStep(double(viewEnd - viewStart), std::max(2, plotW / 110));
-    for (double t = std::ceil(double(viewStart) / step) * step; t <= double(viewEnd) + 1; t += step) {
-        const int x = int(std::lround(xOf(TimeNs(t))));
+    const double step = niceStep(double(f.viewEnd - f.viewStart), std::max(2, f.plotW / 110));
+    for (double t = std::ceil(double(f.viewStart) / step) * step; t <= double(f.viewEnd) + 1; t += step) {
+        const int x = int(std::lround(f.xOf(TimeNs(t))));
         p.drawLine(x, axisY, x, axisY + 4);
         const QString label = timeTickLabel(t, step);
         p.drawText(QRect(x - 50, axisY + 4, 100, kAxisH - 4), Qt::AlignHCenter | Qt::AlignTop, label);

@@ -17,6 +17,8 @@
 
 #include <QWidget>
 
+#include <map>
+
 #include <memory>
 #include <optional>
 #include <utility>
@@ -138,6 +140,23 @@ private:
     std::vector<Hit> hits_;
     QRectF lastBox_;
     const Hit* hitAt(const QPointF& pos) const;
+
+    // Painting, piece by piece (paintEvent puts them together): the rows of
+    // the baseline, the measured run and the prediction, then the axis.
+    struct Frame;
+    void paintBox(Frame& f, double x0, double x1, int y, int h, QColor fill, const QString& label, bool outline);
+    void addStepHit(Hit::Source src, StepKind kind, int microbatch, int chunk, int stage, int rank, TimeNs from, TimeNs length,
+                    qint64 start, qint64 end);
+    void addBubbleHit(Hit::Source src, BubbleCause cause, int rank, TimeNs from, TimeNs length, qint64 start, qint64 end);
+    void paintTitle(Frame& f, const QString& title);
+    std::map<int, int> paintRun(Frame& f, const AnalysisResult& run, const Iteration& it, const std::vector<Row>& rows,
+                                Hit::Source src);
+    void paintBaseline(Frame& f, const Iteration& baseIt, const std::vector<Row>& bRows);
+    int paintMeasured(Frame& f, int shown, const std::vector<Row>& mRows, bool ghost, bool compared);
+    void paintCriticalPath(Frame& f, const Iteration& it, const std::map<int, int>& rowOfRank);
+    void paintPrediction(Frame& f, const std::vector<Row>& mRows, bool ghost, int measuredTop);
+    void paintPredictedRank(Frame& f, int rank, int rowY, bool ghost);
+    void paintTimeAxis(Frame& f, TimeNs span);
 };
 
 } // namespace pipescope::gui
