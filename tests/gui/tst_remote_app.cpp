@@ -7,6 +7,8 @@
 // what-if predictions; a failing ssh, a refusing server and a link that
 // drops each give one line; --screenshot of a remote job works offscreen.
 #include "MainWindow.h"
+#include "panels/DetailsPanel.h"
+#include "views/TimelineView.h"
 #include "remote/AnalysisFromJson.h"
 #include "remote/OpenRemoteDialog.h"
 #include "remote/RemoteAddress.h"
@@ -350,6 +352,33 @@ private Q_SLOTS:
         QVERIFY(w.saveReport(report));
         QVERIFY(exported.wait(30000));
         QVERIFY(QFileInfo(report).size() > 10000);
+
+        // A click on a kernel: Details adds what the server says of it (its whole name, its NCCL operation, its launch).
+        const auto local = AppSession::load({kJob}, {});
+        const auto& model = *w.job()->timeline;
+        int lane = -1;
+        int64_t event = -1;
+        for (size_t l = 0; l < model.lanes.size() && lane < 0; ++l)
+            if (model.lanes[l].label == "stream 16 communication" && model.lanes[l].rank == 1)
+                for (size_t e = 0; e < model.lanes[l].events.size() && lane < 0; ++e)
+                    if (w.job()->remote->serverEvent(int(l), int64_t(e)).event >= 0 &&
+                        model.name(model.lanes[l].events[e].name).find("SendRecv") != std::string::npos) {
+                        lane = int(l);
+                        event = int64_t(e);
+                    }
+        QVERIFY(lane >= 0);
+        const auto ref = w.job()->remote->serverEvent(lane, event);
+        QCOMPARE(ref.lane, lane); // the example has no memory track: the lanes are numbered as on the server
+        const timeline::Event& remoteEvent = model.event(lane, event);
+        const timeline::Event& localEvent = local->timeline->event(lane, ref.event);
+        QCOMPARE(remoteEvent.start, localEvent.start);
+        QCOMPARE(model.name(remoteEvent.name), local->timeline->name(localEvent.name));
+        w.timeline()->selectEvent({lane, event});
+        QTRY_VERIFY_WITH_TIMEOUT(w.details()->plainText().contains(QStringLiteral("From the server: ")), 10000);
+        const QString details = w.details()->plainText();
+        QVERIFY2(details.contains(QStringLiteral("From the server: ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)")), qPrintable(details));
+        QVERIFY2(details.contains(QStringLiteral("communication: ")), qPrintable(details));
+        QVERIFY2(details.contains(QStringLiteral("launched by cuLaunchKernelEx")), qPrintable(details));
 
         const QString pid = serverPid();
         QVERIFY(!pid.isEmpty());

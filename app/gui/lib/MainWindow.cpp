@@ -12,7 +12,10 @@
 #include "session/ExportWorker.h"
 #include "session/RecentJobs.h"
 #include "remote/OpenRemoteDialog.h"
+#include "remote/RemoteDetails.h"
 #include "remote/RemoteLink.h"
+#include <QPointer>
+#include <QThreadPool>
 #include "views/PaletteLegend.h"
 #include "panels/HtaPanel.h"
 #include "panels/ImbalancePanel.h"
@@ -407,6 +410,7 @@ void MainWindow::buildDocks()
         }
         details_->showEvent(lane, event, timeline_->toolTipFor(TimelineEventRef{lane, event}));
         detailsDock->raise();
+        askServerDetails(lane, event);
     });
     connect(timeline_, &TimelineView::areaSelected, this,
             [this, detailsDock](qint64, qint64, const timeline::AreaStats& stats) {
@@ -689,6 +693,34 @@ void MainWindow::openRemote()
     const QString address = OpenRemoteDialog::ask(this);
     if (!address.isEmpty())
         open({address});
+}
+
+// A remote job's event: the server says more of it (the whole name, its NCCL
+// operation, the call that launched it) in one details request, off the GUI
+// thread; the Details panel adds it if the event is still the one shown.
+void MainWindow::askServerDetails(int lane, qint64 event)
+{
+    if (!shown_.job || !shown_.job->remote)
+        return;
+    const std::shared_ptr<RemoteLink> link = shown_.job->remote;
+    const RemoteLink::ServerEvent ref = link->serverEvent(lane, event);
+    if (ref.lane < 0)
+        return;
+    const QString summary = timeline_->toolTipFor(TimelineEventRef{lane, event});
+    QPointer<MainWindow> self(this);
+    const auto job = shown_.job;
+    QThreadPool::globalInstance()->start([self, link, ref, lane, event, summary, job] {
+        QString more;
+        try {
+            more = serverDetailsHtml(link->result(remote::RequestType::Details, {{"lane", ref.lane}, {"event", ref.event}}));
+        } catch (const std::exception& e) {
+            more = QStringLiteral("<br>The server could not say more: %1").arg(QString::fromStdString(e.what()).toHtmlEscaped());
+        }
+        QMetaObject::invokeMethod(self, [self, lane, event, summary, more, job] {
+            if (self && self->shown_.job == job && self->timeline_->selectedEvent().lane == lane && self->timeline_->selectedEvent().event == event)
+                self->details_->showEvent(lane, event, summary + more);
+        }, Qt::QueuedConnection);
+    });
 }
 
 QString MainWindow::linkText() const { return link_->isVisible() || (shown_.job && shown_.job->remote) ? link_->text() : QString(); }

@@ -228,6 +228,7 @@ private:
     QLabel* link_ = nullptr;
     QTimer* linkTimer_ = nullptr;
     void refreshLink();
+    void askServerDetails(int lane, qint64 event); // a remote job's event: what the server says of it, in Details
     QString lastError_;
     QDockWidget* bottomDock_ = nullptr;
     QDockWidget* summaryDock_ = nullptr;

@@ -153,7 +153,28 @@ public:
             if (end_ > to)
                 pass(to, end_ + 1, coarse, 3);
         }
+        // The server's event numbers follow the events: sorted as finalize() sorts them (by start, stably).
+        for (size_t l = 0; l < m_.lanes.size(); ++l) {
+            auto& events = m_.lanes[l].events;
+            auto& numbers = serverEvents_[l];
+            if (numbers.size() != events.size() ||
+                std::is_sorted(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.start < b.start; }))
+                continue;
+            std::vector<size_t> order(events.size());
+            for (size_t i = 0; i < order.size(); ++i)
+                order[i] = i;
+            std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return events[a].start < events[b].start; });
+            std::vector<timeline::Event> e2;
+            std::vector<int64_t> n2;
+            for (size_t i : order) {
+                e2.push_back(events[i]);
+                n2.push_back(numbers[i]);
+            }
+            events = std::move(e2);
+            numbers = std::move(n2);
+        }
         m_.finalize();
+        link_.setServerEvents(std::move(serverLanes_), std::move(serverEvents_));
         return std::move(m_);
     }
 
@@ -222,6 +243,9 @@ private:
                 localLane_[server] = m_.lanes.size();
                 tileLanes_.push_back(server);
             }
+            const bool fromTiles = localLane_.count(server) > 0;
+            serverLanes_.push_back(fromTiles ? server : -1);
+            serverEvents_.emplace_back();
             m_.lanes.push_back(std::move(lane));
         }
     }
@@ -278,6 +302,7 @@ private:
                 e.end = std::min(e.end, to);
                 e.code = static_cast<uint8_t>(code);
                 e.microbatch = item[7].get<int32_t>();
+                serverEvents_[local->second].push_back(count == 1 ? item[5].get<int64_t>() : -1);
                 if (count == 1 && item[5].get<int64_t>() >= 0) {
                     const std::string id = std::to_string(item[6].get<int64_t>());
                     e.name = names.contains(id) ? intern(names.at(id).get<std::string>()) : 0;
@@ -299,6 +324,8 @@ private:
     TimeNs start_ = 0, end_ = 0;
     std::vector<int> tileLanes_;          // the server's lane numbers
     std::map<int, size_t> localLane_;     // server lane -> index in m_.lanes
+    std::vector<int> serverLanes_;        // [local lane]: the server's, -1 for lanes built here
+    std::vector<std::vector<int64_t>> serverEvents_; // [local lane][event]: the server's event number, -1 none
     std::unordered_map<std::string, int32_t> interned_;
     int droppedMemory_ = 0;
 };

@@ -209,6 +209,16 @@ QString RemoteLink::failure() const
     return lock.owns_lock() ? failure_ : QString();
 }
 
+RemoteLink::ServerEvent RemoteLink::serverEvent(int lane, int64_t event) const
+{
+    if (lane < 0 || static_cast<size_t>(lane) >= serverLanes_.size() || serverLanes_[static_cast<size_t>(lane)] < 0 || event < 0)
+        return {};
+    const auto& events = serverEvents_[static_cast<size_t>(lane)];
+    if (static_cast<size_t>(event) >= events.size() || events[static_cast<size_t>(event)] < 0)
+        return {};
+    return {serverLanes_[static_cast<size_t>(lane)], events[static_cast<size_t>(event)]};
+}
+
 QString RemoteLink::describe() const
 {
     const Stats s = stats();

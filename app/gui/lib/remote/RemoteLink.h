@@ -65,6 +65,20 @@ public:
         openBytes_ = bytes;
     }
     double openSeconds() const { return openSeconds_; }
+    // The server's lane and event of a timeline event the app built from its
+    // tiles (for a details request); lane -1 for a folded block or an event
+    // the app built itself (steps and bubbles from the analysis).
+    struct ServerEvent {
+        int lane = -1;
+        int64_t event = -1;
+    };
+    ServerEvent serverEvent(int lane, int64_t event) const;
+    // [local lane]: its server lane (-1 none) and each event's server number (-1 none).
+    void setServerEvents(std::vector<int> lanes, std::vector<std::vector<int64_t>> events)
+    {
+        serverLanes_ = std::move(lanes);
+        serverEvents_ = std::move(events);
+    }
     // When ssh was started.
     std::chrono::steady_clock::time_point started() const { return started_; }
     int64_t openBytes() const { return openBytes_; }
@@ -92,6 +106,8 @@ private:
     QString failure_; // set once the link failed
     mutable Stats last_;
     std::chrono::steady_clock::time_point started_;
+    std::vector<int> serverLanes_;
+    std::vector<std::vector<int64_t>> serverEvents_;
     double openSeconds_ = 0;
     int64_t openBytes_ = 0; // the figures when a request in flight holds the client
 };
