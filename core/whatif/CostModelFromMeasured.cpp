@@ -275,29 +275,23 @@ MeasuredStepGaps measuredStepGaps(const MeasuredPipeline& mp, const MeasuredShap
     }
     // A median needs a few steps; fewer say too little of what each step pays.
     constexpr size_t kMinSteps = 3;
-    auto medians = [&](Lists& lists, TimeNs none) {
+    // Each list's element at `at` of its length (1/2: the median), `none` for a short list.
+    auto quantiles = [&](Lists& lists, double at, TimeNs none) {
         std::vector<std::array<TimeNs, 2>> out(static_cast<size_t>(p), std::array<TimeNs, 2>{none, none});
         for (size_t st = 0; st < lists.size(); ++st)
             for (size_t k = 0; k < 2; ++k) {
                 auto& v = lists[st][k];
                 if (v.size() < kMinSteps)
                     continue;
-                std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-                out[st][k] = v[v.size() / 2];
+                const auto i = static_cast<std::ptrdiff_t>(static_cast<double>(v.size()) * at);
+                std::nth_element(v.begin(), v.begin() + i, v.end());
+                out[st][k] = v[static_cast<size_t>(i)];
             }
         return out;
     };
-    std::vector<std::array<TimeNs, 2>> low(static_cast<size_t>(p), std::array<TimeNs, 2>{0, 0}); // the first quartile: what nearly every step pays
-    for (size_t st = 0; st < gaps.size(); ++st)
-        for (size_t k = 0; k < 2; ++k) {
-            auto& v = gaps[st][k];
-            if (v.size() < kMinSteps)
-                continue;
-            std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 4), v.end());
-            low[st][k] = v[v.size() / 4];
-        }
+    const std::vector<std::array<TimeNs, 2>> low = quantiles(gaps, 0.25, 0); // the first quartile: what nearly every step pays
     MeasuredStepGaps out;
-    out.all = medians(gaps, 0);
+    out.all = quantiles(gaps, 0.5, 0);
     const bool any = std::any_of(out.all.begin(), out.all.end(), [](const auto& g) { return g[0] > 0 || g[1] > 0; });
     // A cost only where the trace shows one that nearly every step pays: the
     // first quartile, summed over a rank's steps, at least 5% of the
@@ -312,8 +306,8 @@ MeasuredStepGaps measuredStepGaps(const MeasuredPipeline& mp, const MeasuredShap
     // Where both kinds of input show enough steps, each pays its own: a step
     // whose input this rank made posts no receive (the last stage's first
     // backward, a first stage's forward fed by the data loader).
-    out.local = medians(localGaps, -1);
-    const std::vector<std::array<TimeNs, 2>> remote = medians(remoteGaps, -1);
+    out.local = quantiles(localGaps, 0.5, -1);
+    const std::vector<std::array<TimeNs, 2>> remote = quantiles(remoteGaps, 0.5, -1);
     bool split = false;
     for (size_t st = 0; st < out.all.size(); ++st)
         for (size_t k = 0; k < 2; ++k)
