@@ -6,6 +6,7 @@
 // one gives: the same ranks, iterations, steps, bubbles, critical path and
 // what-if predictions; a failing ssh, a refusing server and a link that
 // drops each give one line; --screenshot of a remote job works offscreen.
+#include "LocalSshd.h"
 #include "MainWindow.h"
 #include "panels/DetailsPanel.h"
 #include "views/TimelineView.h"
@@ -30,7 +31,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <QScopeGuard>
+
 #include <csignal>
+#include <pwd.h>
 
 using namespace pipescope;
 using namespace pipescope::gui;
@@ -391,6 +395,41 @@ private Q_SLOTS:
         // A request after the drop fails at once with the same line.
         QVERIFY_THROWS_EXCEPTION(Error, w.job()->remote->result(remote::RequestType::Index));
         QVERIFY(w.job()->analysis); // what is on screen stays
+    }
+
+    // The system's ssh against a real sshd on 127.0.0.1, with the app's own
+    // command line (BatchMode): the job opens as through the stand-in, and a
+    // key sshd does not know fails at once with ssh's line, no prompt.
+    void throughRealSshd()
+    {
+        QVERIFY(QDir(dir_.path()).mkpath(QStringLiteral("sshd")));
+        LocalSshd sshd(dir_.filePath(QStringLiteral("sshd")));
+        sshd.start();
+        if (!sshd.skip().isEmpty())
+            QSKIP(qPrintable(sshd.skip()));
+        const QByteArray stand = qgetenv("PIPESCOPE_SSH");
+        const auto restore = qScopeGuard([stand] { qputenv("PIPESCOPE_SSH", stand); });
+        qputenv("PIPESCOPE_SSH", sshd.wrapper().toUtf8());
+        const QString address = QStringLiteral("ssh://127.0.0.1") + kJob;
+        const auto remote = AppSession::load({address}, {});
+        const auto local = AppSession::load({kJob}, {});
+        QCOMPARE(remote->analysis->steps.size(), size_t(64));
+        QCOMPARE(remote->analysis->iterations[2].end - remote->analysis->iterations[2].start, TimeNs(84'877'485));
+        QCOMPARE(whatif::predict(*remote->costModel, whatif::measuredScenario(*remote->costModel)).iterationNs(),
+                 whatif::predict(*local->costModel, whatif::measuredScenario(*local->costModel)).iterationNs());
+        QCOMPARE(remote->remote->stats().roundTrips, int64_t(11));
+
+        qputenv("PIPESCOPE_SSH", sshd.wrapper(true).toUtf8());
+        QString what;
+        QElapsedTimer clock;
+        clock.start();
+        try {
+            AppSession::load({address}, {});
+        } catch (const Error& e) {
+            what = QString::fromStdString(e.what());
+        }
+        QCOMPARE(what, address + QStringLiteral(": %1@127.0.0.1: Permission denied (publickey).").arg(QString::fromLocal8Bit(::getpwuid(::geteuid())->pw_name)));
+        QVERIFY2(clock.elapsed() < 20000, qPrintable(QString::number(clock.elapsed())));
     }
 
     void openRemoteDialog()

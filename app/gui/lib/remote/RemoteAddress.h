@@ -1,7 +1,7 @@
 #pragma once
 // A remote job's address, as the user writes it on the command line and in
 // File > Open remote...: ssh://[user@]host[:port]/path/to/job, and the ssh
-// command that serves it (docs/remote.md, "How the app uses it").
+// command that serves it (docs/remote.md, "The app").
 #include <QString>
 #include <QStringList>
 
