@@ -205,17 +205,20 @@ Frame bench(const std::string& job, SlowLink::Options link, const char* title, b
     });
     print("zoom x50 (tiles of 48 rows, 1,600 px)", f.zoom);
     if (slim) {
-        // What the summary leaves out, on demand: one pipeline's four ranks
-        // over a tenth of the iteration.
+        // What the summary leaves out, on demand: four loaded ranks (one
+        // pipeline's) over a tenth of the iteration.
         const json& it = ix["iterations"][h["job"]["selected_iteration"].get<size_t>()];
         const int64_t a = it["start_ns"].get<int64_t>(), b = it["end_ns"].get<int64_t>();
+        json four = json::array();
+        for (size_t i = 0; i < std::min<size_t>(4, ix["loaded_ranks"].size()); ++i)
+            four.push_back(ix["loaded_ranks"][i]);
         json got;
         const Step steps = measure(c, [&] {
-            got = c.result(RequestType::Steps, {{"rank_range", {0, 3}}, {"from_ns", a}, {"to_ns", a + (b - a) / 10}});
+            got = c.result(RequestType::Steps, {{"ranks", four}, {"from_ns", a}, {"to_ns", a + (b - a) / 10}});
         });
         std::printf("    (%zu steps, %zu bubbles, %zu critical path segments)\n", got["steps"].size(), got["bubbles"].size(),
                     got["critical_path"].size());
-        print("steps, ranks 0-3, a tenth of the iteration", steps);
+        print("steps, 4 loaded ranks, a tenth of the iteration", steps);
     }
     const Step model = measure(c, [&] { c.result(RequestType::CostModel); });
     print("cost model (for the what-if drag)", model);

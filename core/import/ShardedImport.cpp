@@ -7,6 +7,7 @@
 #include "util/Error.h"
 #include "util/Format.h"
 
+#include <array>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -128,6 +129,38 @@ std::string headText(const std::string& path, size_t bytes)
     return text;
 }
 
+// The end of the JSON object or array at text[open], npos when cut off: as
+// jsonValueEnd, with long runs of numbers skipped a table lookup a byte.
+size_t containerEnd(std::string_view text, size_t open)
+{
+    static const auto special = [] {
+        std::array<bool, 256> t{};
+        for (unsigned char c : std::string_view("\"{}[]"))
+            t[c] = true;
+        return t;
+    }();
+    const char* p = text.data();
+    const size_t n = text.size();
+    size_t depth = 0;
+    for (size_t i = open; i < n; ++i) {
+        while (i < n && !special[static_cast<unsigned char>(p[i])])
+            ++i;
+        if (i >= n)
+            break;
+        const char c = p[i];
+        if (c == '"') {
+            for (++i; i < n && p[i] != '"'; ++i)
+                if (p[i] == '\\')
+                    ++i;
+        } else if (c == '{' || c == '[') {
+            ++depth;
+        } else if (depth > 0 && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return std::string_view::npos;
+}
+
 // The JSON object that follows `"key":` in text, when it ends within it.
 std::optional<std::string_view> objectAfter(std::string_view text, std::string_view key)
 {
@@ -137,7 +170,7 @@ std::optional<std::string_view> objectAfter(std::string_view text, std::string_v
     const size_t open = text.find('{', at + key.size());
     if (open == std::string_view::npos)
         return std::nullopt;
-    const size_t end = jsonValueEnd(text, open);
+    const size_t end = containerEnd(text, open);
     if (end == std::string_view::npos)
         return std::nullopt; // cut off by the head's end
     return text.substr(open, end - open);
@@ -179,94 +212,61 @@ void readPipelineGroup(const nlohmann::json& pg, TraceHead& head)
         head.pipelineGroups.push_back(std::move(group));
 }
 
-// A light walk over JSON text, for the heads of thousands of files: only
-// the pieces that matter are parsed (a pipeline group of 4 ranks), the
-// groups of every rank (the default group, data parallel) only skipped.
-size_t skipSpace(std::string_view t, size_t i)
+// The heads of thousands of files, each read by every task: the groups of
+// every rank (the default group, data parallel) are skipped, not parsed,
+// in one fast pass; only a pipeline group (a few ranks) is parsed.
+
+// The value after `"key"` and a colon at `at` (where the key's quote
+// starts), as JSON; discarded when it is not there or not JSON.
+nlohmann::json scalarAfter(std::string_view t, size_t at, size_t keyLength)
 {
+    size_t i = at + keyLength;
     while (i < t.size() && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
         ++i;
-    return i;
-}
-
-// The end of the value that starts at t[i]; npos when cut off.
-size_t valueEnd(std::string_view t, size_t i)
-{
-    if (i >= t.size())
-        return std::string_view::npos;
-    if (t[i] == '{' || t[i] == '[')
-        return jsonValueEnd(t, i);
-    if (t[i] == '"') {
-        for (size_t k = i + 1; k < t.size(); ++k) {
-            if (t[k] == '\\')
-                ++k;
-            else if (t[k] == '"')
-                return k + 1;
-        }
-        return std::string_view::npos;
+    if (i >= t.size() || t[i] != ':')
+        return nlohmann::json(nlohmann::json::value_t::discarded);
+    ++i;
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
+        ++i;
+    size_t end = i;
+    if (end < t.size() && t[end] == '"') {
+        for (++end; end < t.size() && t[end] != '"'; ++end)
+            if (t[end] == '\\')
+                ++end;
+        ++end;
+    } else {
+        while (end < t.size() && t[end] != ',' && t[end] != '}' && t[end] != ']' && t[end] != ' ' && t[end] != '\n' && t[end] != '\r')
+            ++end;
     }
-    size_t k = i;
-    while (k < t.size() && t[k] != ',' && t[k] != '}' && t[k] != ']' && t[k] != ' ' && t[k] != '\n' && t[k] != '\r' && t[k] != '\t')
-        ++k;
-    return k < t.size() && k > i ? k : std::string_view::npos;
+    if (end > t.size() || end == i)
+        return nlohmann::json(nlohmann::json::value_t::discarded);
+    return nlohmann::json::parse(t.substr(i, end - i), nullptr, false);
 }
 
-// f(key, value text) for each member of the object t; f(value text) for
-// each element of the array t (key empty). False when t is cut off or not JSON.
-template <typename F>
-bool forEachItem(std::string_view t, F&& f)
-{
-    if (t.empty() || (t[0] != '{' && t[0] != '['))
-        return false;
-    const bool object = t[0] == '{';
-    const char close = object ? '}' : ']';
-    size_t i = skipSpace(t, 1);
-    while (i < t.size() && t[i] != close) {
-        std::string_view key;
-        if (object) {
-            const size_t keyEnd = t[i] == '"' ? valueEnd(t, i) : std::string_view::npos;
-            if (keyEnd == std::string_view::npos)
-                return false;
-            key = t.substr(i + 1, keyEnd - i - 2);
-            i = skipSpace(t, keyEnd);
-            if (i >= t.size() || t[i] != ':')
-                return false;
-            i = skipSpace(t, i + 1);
-        }
-        const size_t end = valueEnd(t, i);
-        if (end == std::string_view::npos)
-            return false;
-        f(key, t.substr(i, end - i));
-        i = skipSpace(t, end);
-        if (i < t.size() && t[i] == ',')
-            i = skipSpace(t, i + 1);
-    }
-    return i < t.size();
-}
-
-// The rank and the pipeline groups of a trace's distributedInfo.
+// The rank and the pipeline groups of a trace's distributedInfo (the
+// object's text, whole): its "rank" and each group whose "pg_desc" names a
+// pipeline (PyTorch's pg_config: an array of flat objects, or an object of them).
 void readDistributedInfo(std::string_view info, TraceHead& head)
 {
-    forEachItem(info, [&](std::string_view key, std::string_view value) {
-        if (key == "rank") {
-            const auto r = nlohmann::json::parse(value, nullptr, false);
-            if (r.is_number_integer() && r.get<int64_t>() >= 0 && r.get<int64_t>() < (1 << 24))
-                head.rank = r.get<int>();
-        } else if (key == "pg_config") {
-            // An array of groups, or an object of them by name.
-            forEachItem(value, [&](std::string_view, std::string_view pg) {
-                bool pipeline = false;
-                forEachItem(pg, [&](std::string_view k, std::string_view v) {
-                    if (k == "pg_desc") {
-                        const auto desc = nlohmann::json::parse(v, nullptr, false);
-                        pipeline = desc.is_string() && namesPipeline(desc.get<std::string>());
-                    }
-                });
-                if (pipeline)
-                    readPipelineGroup(nlohmann::json::parse(pg, nullptr, false), head);
-            });
-        }
-    });
+    constexpr std::string_view kRank = "\"rank\"", kDesc = "\"pg_desc\"";
+    for (size_t at = info.find(kRank); at != std::string_view::npos && !head.rank; at = info.find(kRank, at + 1)) {
+        const auto r = scalarAfter(info, at, kRank.size());
+        if (r.is_number_integer() && r.get<int64_t>() >= 0 && r.get<int64_t>() < (1 << 24))
+            head.rank = r.get<int>();
+    }
+    for (size_t at = info.find(kDesc); at != std::string_view::npos; at = info.find(kDesc, at + 1)) {
+        const auto desc = scalarAfter(info, at, kDesc.size());
+        if (!desc.is_string() || !namesPipeline(desc.get<std::string>()))
+            continue;
+        // The group: the object around its pg_desc (flat: no braces in it before).
+        const size_t open = info.rfind('{', at);
+        if (open == std::string_view::npos || open == 0)
+            continue;
+        const size_t end = containerEnd(info, open);
+        if (end == std::string_view::npos)
+            continue;
+        readPipelineGroup(nlohmann::json::parse(info.substr(open, end - open), nullptr, false), head);
+    }
 }
 
 } // namespace
