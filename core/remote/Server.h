@@ -130,7 +130,8 @@ SessionResult serveSession(Server& server, int inFd, int outFd);
 // same arguments and descriptors) with glibc's malloc told to ask
 // (GLIBC_TUNABLES glibc.malloc.hugetlb=1). Loading a job touches hundreds of
 // MB at once: in 2 MB pages it takes a fifth of the page faults and less
-// time in the kernel and the TLB (1,024 ranks: hello 3.3 s -> 2.4 s).
+// time in the kernel and the TLB (1,024 ranks on 2 cores: a hello 3.3-3.5 s
+// -> 2.1-2.7 s).
 // Returns, doing nothing, where that is already so, where the kernel gives
 // huge pages to all memory or to none, or where the exec fails. Call it
 // first, before anything is read from standard input.
