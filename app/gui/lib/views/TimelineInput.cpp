@@ -39,9 +39,9 @@ using namespace timelineview;
 
 void TimelineView::selectEvent(const TimelineEventRef& ref)
 {
-    selected_ = ref;
+    job_.selected = ref;
     if (ref.valid()) {
-        selectedLane_ = ref.lane;
+        job_.selectedLane = ref.lane;
         revealLane(ref.lane);
     }
     computeArrows();
@@ -71,7 +71,7 @@ void TimelineView::revealLane(int lane)
     const int row = rowOfLane(lane);
     bool scrolled = false;
     if (row >= 0 && laneRect(lane).isEmpty() && row >= stickyRows()) {
-        firstRow_ = clampedFirstRow(row - (visibleRowCount() - stickyRows()) / 2);
+        job_.firstRow = clampedFirstRow(row - (visibleRowCount() - stickyRows()) / 2);
         scrolled = true;
     }
     if (rebuilt || scrolled)
@@ -80,39 +80,39 @@ void TimelineView::revealLane(int lane)
 
 void TimelineView::selectNextEvent()
 {
-    if (!model_ || selectedLane_ < 0)
+    if (!model_ || job_.selectedLane < 0)
         return;
-    const qint64 t = selected_.valid() ? model_->event(selected_.lane, selected_.event).start : visibleRange().first - 1;
-    const int64_t e = model_->nextEvent(selectedLane_, t);
+    const qint64 t = job_.selected.valid() ? model_->event(job_.selected.lane, job_.selected.event).start : visibleRange().first - 1;
+    const int64_t e = model_->nextEvent(job_.selectedLane, t);
     if (e < 0)
         return;
-    selectEvent({selectedLane_, e});
-    centreOn(model_->event(selectedLane_, e).start);
+    selectEvent({job_.selectedLane, e});
+    centreOn(model_->event(job_.selectedLane, e).start);
 }
 
 void TimelineView::selectPreviousEvent()
 {
-    if (!model_ || selectedLane_ < 0)
+    if (!model_ || job_.selectedLane < 0)
         return;
-    const qint64 t = selected_.valid() ? model_->event(selected_.lane, selected_.event).start : visibleRange().second;
-    const int64_t e = model_->previousEvent(selectedLane_, t);
+    const qint64 t = job_.selected.valid() ? model_->event(job_.selected.lane, job_.selected.event).start : visibleRange().second;
+    const int64_t e = model_->previousEvent(job_.selectedLane, t);
     if (e < 0)
         return;
-    selectEvent({selectedLane_, e});
-    centreOn(model_->event(selectedLane_, e).start);
+    selectEvent({job_.selectedLane, e});
+    centreOn(model_->event(job_.selectedLane, e).start);
 }
 
 void TimelineView::computeArrows()
 {
-    arrows_.clear();
-    if (!model_ || !selected_.valid())
+    job_.arrows.clear();
+    if (!model_ || !job_.selected.valid())
         return;
     const TimelineModel& m = *model_;
-    const EventRef ref{selected_.lane, selected_.event};
+    const EventRef ref{job_.selected.lane, job_.selected.event};
     const Lane& l = m.lanes[static_cast<size_t>(ref.lane)];
     const Event& e = m.event(ref.lane, ref.event);
     auto add = [&](SelectionArrow::Kind kind, int fromLane, qint64 fromNs, EventRef to, qint64 toNs) {
-        arrows_.push_back({kind, fromLane, fromNs, to.lane, toNs, to.event});
+        job_.arrows.push_back({kind, fromLane, fromNs, to.lane, toNs, to.event});
     };
     switch (l.kind) {
     case LaneKind::Steps:
@@ -137,13 +137,13 @@ void TimelineView::computeArrows()
             else if (p2pDirection(m, ref) == P2pDirection::Send) // bytes leave at the send's start, land at the receive's end
                 add(SelectionArrow::Kind::Message, ref.lane, e.start, *o, oe.end);
             else
-                arrows_.push_back({SelectionArrow::Kind::Message, o->lane, oe.start, ref.lane, e.end, ref.event});
+                job_.arrows.push_back({SelectionArrow::Kind::Message, o->lane, oe.start, ref.lane, e.end, ref.event});
         }
         if (launchLookup_ && e.activity >= 0) {
             if (auto call = launchLookup_(e.activity)) {
                 const int cpu = cpuLaneAt(m, l.rank, call->tid, call->start);
                 if (cpu >= 0)
-                    arrows_.push_back({SelectionArrow::Kind::Launch, cpu, call->start, ref.lane, e.start, ref.event});
+                    job_.arrows.push_back({SelectionArrow::Kind::Launch, cpu, call->start, ref.lane, e.start, ref.event});
             }
         }
         break;
@@ -157,10 +157,10 @@ void TimelineView::computeArrows()
 
 int TimelineView::setSearch(const QString& pattern, bool regex)
 {
-    hits_.clear();
-    hitTimes_.clear();
-    hitsPerLane_.clear();
-    currentHit_ = -1;
+    job_.hits.clear();
+    job_.hitTimes.clear();
+    job_.hitsPerLane.clear();
+    job_.currentHit = -1;
     searchError_.clear();
     int result = 0;
     if (model_ && !pattern.isEmpty()) {
@@ -171,34 +171,34 @@ int TimelineView::setSearch(const QString& pattern, bool regex)
         } else {
             for (size_t li = 0; li < r.perLane.size(); ++li)
                 for (int64_t e : r.perLane[li])
-                    hits_.push_back({model_->event(static_cast<int>(li), e).start, static_cast<int>(li), e});
-            std::stable_sort(hits_.begin(), hits_.end(), [](const Hit& a, const Hit& b) { return a.start < b.start; });
-            hitTimes_.reserve(hits_.size());
-            for (const Hit& h : hits_)
-                hitTimes_.push_back(h.start);
-            hitsPerLane_ = std::move(r.perLane);
-            result = static_cast<int>(hits_.size());
+                    job_.hits.push_back({model_->event(static_cast<int>(li), e).start, static_cast<int>(li), e});
+            std::stable_sort(job_.hits.begin(), job_.hits.end(), [](const Hit& a, const Hit& b) { return a.start < b.start; });
+            job_.hitTimes.reserve(job_.hits.size());
+            for (const Hit& h : job_.hits)
+                job_.hitTimes.push_back(h.start);
+            job_.hitsPerLane = std::move(r.perLane);
+            result = static_cast<int>(job_.hits.size());
         }
     }
     replotBody();
-    Q_EMIT searchChanged(searchHitCount(), currentHit_);
+    Q_EMIT searchChanged(searchHitCount(), job_.currentHit);
     return result;
 }
 
 void TimelineView::selectHit(int index)
 {
-    if (hits_.empty())
+    if (job_.hits.empty())
         return;
-    currentHit_ = (index % searchHitCount() + searchHitCount()) % searchHitCount();
-    const Hit& h = hits_[static_cast<size_t>(currentHit_)];
+    job_.currentHit = (index % searchHitCount() + searchHitCount()) % searchHitCount();
+    const Hit& h = job_.hits[static_cast<size_t>(job_.currentHit)];
     selectEvent({h.lane, h.event});
     centreOn(h.start);
-    Q_EMIT searchChanged(searchHitCount(), currentHit_);
+    Q_EMIT searchChanged(searchHitCount(), job_.currentHit);
 }
 
-void TimelineView::nextSearchHit() { selectHit(currentHit_ + 1); }
+void TimelineView::nextSearchHit() { selectHit(job_.currentHit + 1); }
 
-void TimelineView::previousSearchHit() { selectHit(currentHit_ < 0 ? -1 : currentHit_ - 1); }
+void TimelineView::previousSearchHit() { selectHit(job_.currentHit < 0 ? -1 : job_.currentHit - 1); }
 
 // ---- input -----------------------------------------------------------------
 
@@ -230,8 +230,8 @@ bool TimelineView::handleKey(QKeyEvent* event)
     case Qt::Key_Down: {
         const int delta = event->key() == Qt::Key_Up ? -1 : 1;
         if (event->modifiers() & Qt::AltModifier) {
-            if (selectedLane_ >= 0)
-                moveLane(selectedLane_, delta);
+            if (job_.selectedLane >= 0)
+                moveLane(job_.selectedLane, delta);
         } else {
             scrollRows(delta);
         }
@@ -264,7 +264,7 @@ bool TimelineView::handleKey(QKeyEvent* event)
         setShortcutsVisible(!shortcutsVisible());
         return true;
     case Qt::Key_Escape:
-        haveArea_ = false;
+        job_.haveArea = false;
         setShortcutsVisible(false);
         selectEvent({});
         return true;
@@ -349,8 +349,8 @@ bool TimelineView::handleMouse(QEvent* event)
             replotOverlay();
         } else {
             const TimelineEventRef h = eventAt(pos);
-            if (!(h == hover_)) {
-                hover_ = h;
+            if (!(h == job_.hover)) {
+                job_.hover = h;
                 replotOverlay();
             }
             // Over a folded block, the tooltip is the group's, not one arbitrary event's.
@@ -389,8 +389,8 @@ bool TimelineView::handleMouse(QEvent* event)
                 setGroupCollapsed(g.stage, g.replica, !isGroupCollapsed(g.stage, g.replica));
             } else {
                 if (row >= 0 && rows_[static_cast<size_t>(row)].kind == Row::LaneRow)
-                    selectedLane_ = rows_[static_cast<size_t>(row)].lane;
-                haveArea_ = false;
+                    job_.selectedLane = rows_[static_cast<size_t>(row)].lane;
+                job_.haveArea = false;
                 selectEvent(eventAt(pos));
             }
         }
@@ -399,7 +399,7 @@ bool TimelineView::handleMouse(QEvent* event)
     case QEvent::MouseButtonDblClick: {
         const TimelineEventRef h = eventAt(pos);
         if (h.valid()) {
-            haveArea_ = false;
+            job_.haveArea = false;
             selectEvent(h);
         }
         fitSelection();
@@ -416,21 +416,21 @@ void TimelineView::finishArea(const QPoint& a, const QPoint& b)
         return;
     const double ax = std::clamp<double>(std::min(a.x(), b.x()), plot_->axisRect()->left(), plot_->axisRect()->right());
     const double bx = std::clamp<double>(std::max(a.x(), b.x()), plot_->axisRect()->left(), plot_->axisRect()->right());
-    areaFrom_ = timeAt(ax);
-    areaTo_ = timeAt(bx);
-    haveArea_ = areaTo_ > areaFrom_;
+    job_.areaFrom = timeAt(ax);
+    job_.areaTo = timeAt(bx);
+    job_.haveArea = job_.areaTo > job_.areaFrom;
     // The lanes of the rows in the slots the drag crossed (pinned and scrolled
     // rows alike, as shown); a collapsed group or folded stage stands for all its lanes.
     const int top = plot_->axisRect()->top(), rh = rowHeight();
     const int s0 = std::max(0, (std::max(std::min(a.y(), b.y()), top) - top) / rh);
     const int s1 = std::min(visibleRowCount(), (std::min(std::max(a.y(), b.y()), plot_->axisRect()->bottom() - 1) - top) / rh);
-    areaRows_.assign(static_cast<size_t>(rowCount()), 0);
+    job_.areaRows.assign(static_cast<size_t>(rowCount()), 0);
     std::vector<int> lanes;
     for (int s = s0; s <= s1; ++s) {
         const int r = rowInSlot(s);
-        if (r < 0 || areaRows_[static_cast<size_t>(r)])
+        if (r < 0 || job_.areaRows[static_cast<size_t>(r)])
             continue;
-        areaRows_[static_cast<size_t>(r)] = 1;
+        job_.areaRows[static_cast<size_t>(r)] = 1;
         const Row& row = rows_[static_cast<size_t>(r)];
         if (row.kind == Row::LaneRow)
             lanes.push_back(row.lane);
@@ -454,33 +454,33 @@ void TimelineView::selectArea(qint64 fromNs, qint64 toNs, const std::vector<int>
 {
     if (!model_)
         return;
-    areaFrom_ = std::min(fromNs, toNs);
-    areaTo_ = std::max(fromNs, toNs);
-    haveArea_ = areaTo_ > areaFrom_;
-    areaRows_.assign(static_cast<size_t>(rowCount()), 0);
+    job_.areaFrom = std::min(fromNs, toNs);
+    job_.areaTo = std::max(fromNs, toNs);
+    job_.haveArea = job_.areaTo > job_.areaFrom;
+    job_.areaRows.assign(static_cast<size_t>(rowCount()), 0);
     std::vector<int> valid;
     for (int lane : lanes) {
         if (lane < 0 || static_cast<size_t>(lane) >= model_->lanes.size())
             continue;
         valid.push_back(lane);
         if (const int row = rowOfLane(lane); row >= 0)
-            areaRows_[static_cast<size_t>(row)] = 1;
+            job_.areaRows[static_cast<size_t>(row)] = 1;
     }
     emitArea(std::move(valid));
 }
 
 void TimelineView::emitArea(std::vector<int> lanes)
 {
-    areaLanes_ = lanes;
+    job_.areaLanes = lanes;
     replotOverlay();
-    Q_EMIT areaSelected(areaFrom_, areaTo_, model_->areaStats(lanes, areaFrom_, areaTo_));
+    Q_EMIT areaSelected(job_.areaFrom, job_.areaTo, model_->areaStats(lanes, job_.areaFrom, job_.areaTo));
 }
 
 std::vector<int> TimelineView::areaRanks() const
 {
     std::set<int> ranks;
-    if (model_ && haveArea_)
-        for (int lane : areaLanes_) {
+    if (model_ && job_.haveArea)
+        for (int lane : job_.areaLanes) {
             const Lane& l = model_->lanes[static_cast<size_t>(lane)];
             if (!l.baseline && !isQueryTrack(l) && l.rank >= 0)
                 ranks.insert(l.rank);
@@ -538,8 +538,8 @@ void TimelineView::showContextMenu(const QPoint& pos)
     });
     menu.addAction(tr("Count time from the job start"), this, [this] { setTimeOrigin(model_->start, tr("the job start")); });
     menu.addAction(tr("Add a time marker here\tM"), this, [this, at] { addMarker(at); });
-    if (!markers_.empty())
-        menu.addAction(tr("Clear %1 time markers").arg(markers_.size()), this, [this] { clearMarkers(); });
+    if (!job_.markers.empty())
+        menu.addAction(tr("Clear %1 time markers").arg(job_.markers.size()), this, [this] { clearMarkers(); });
     menu.addSeparator();
     menu.addAction(tr("Collapse all groups"), this, [this] { setAllGroupsCollapsed(true); });
     menu.addAction(tr("Expand all groups"), this, [this] { setAllGroupsCollapsed(false); });

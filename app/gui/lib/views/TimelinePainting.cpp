@@ -118,7 +118,7 @@ void TimelineBody::draw(QCPPainter* p)
             continue;
         }
         drawLane(p, r.lane, body, prims, false, nullptr);
-        const bool sel = r.lane == v.selectedLane_;
+        const bool sel = r.lane == v.job_.selectedLane;
         p->setPen(sel ? toQColor(kSelectionHex) : text);
         p->drawText(QRect(4, y, v.labelWidth_ - 8, rh), Qt::AlignVCenter | Qt::AlignLeft,
                     fm.elidedText(v.laneTitle(r.lane), Qt::ElideMiddle, v.labelWidth_ - 8));
@@ -144,15 +144,15 @@ void TimelineBody::draw(QCPPainter* p)
                 ++prims;
             }
     // Search hits along the time axis: one mark per pixel column holding a hit.
-    if (!v.hitTimes_.empty()) {
+    if (!v.job_.hitTimes.empty()) {
         const QColor mark = toQColor(kHighlightHex);
         int runStart = -1;
         for (int x = 0; x <= ar.width(); ++x) {
             bool hit = false;
             if (x < ar.width()) {
                 const qint64 t0 = v.timeAt(ar.left() + x), t1 = v.timeAt(ar.left() + x + 1);
-                auto it = std::lower_bound(v.hitTimes_.begin(), v.hitTimes_.end(), t0);
-                hit = it != v.hitTimes_.end() && *it < t1;
+                auto it = std::lower_bound(v.job_.hitTimes.begin(), v.job_.hitTimes.end(), t0);
+                hit = it != v.job_.hitTimes.end() && *it < t1;
             }
             if (hit && runStart < 0)
                 runStart = x;
@@ -225,8 +225,8 @@ void TimelineBody::drawLane(QCPPainter* p, int laneIndex, const QRect& r, int& p
         return;
     }
     m.drawList(laneIndex, range.first, range.second, r.width(), items_);
-    const std::vector<int64_t>* hits = static_cast<size_t>(laneIndex) < v.hitsPerLane_.size() && !v.hitsPerLane_[static_cast<size_t>(laneIndex)].empty()
-                                           ? &v.hitsPerLane_[static_cast<size_t>(laneIndex)]
+    const std::vector<int64_t>* hits = static_cast<size_t>(laneIndex) < v.job_.hitsPerLane.size() && !v.job_.hitsPerLane[static_cast<size_t>(laneIndex)].empty()
+                                           ? &v.job_.hitsPerLane[static_cast<size_t>(laneIndex)]
                                            : nullptr;
     const QFontMetrics fm(mParentPlot->font());
     const int top = r.top() + 2, h = r.height() - 4;
@@ -343,13 +343,13 @@ void TimelineOverlay::draw(QCPPainter* p)
     if (!v.model_)
         return;
     const QRect ar = mParentPlot->axisRect()->rect();
-    if (v.haveArea_) {
+    if (v.job_.haveArea) {
         // Only the rows the statistics count are shaded; the time range is marked over the whole height.
-        const double x0 = v.xOf(v.areaFrom_), x1 = v.xOf(v.areaTo_);
+        const double x0 = v.xOf(v.job_.areaFrom), x1 = v.xOf(v.job_.areaTo);
         const int rh = v.rowHeight();
         for (int slot = 0; slot <= v.visibleRowCount(); ++slot) {
             const int row = v.rowInSlot(slot);
-            if (row < 0 || static_cast<size_t>(row) >= v.areaRows_.size() || !v.areaRows_[static_cast<size_t>(row)])
+            if (row < 0 || static_cast<size_t>(row) >= v.job_.areaRows.size() || !v.job_.areaRows[static_cast<size_t>(row)])
                 continue;
             const int top = ar.top() + slot * rh, bottom = std::min(ar.bottom(), top + rh);
             if (bottom > top)
@@ -362,7 +362,7 @@ void TimelineOverlay::draw(QCPPainter* p)
     if (!dragRect.isNull())
         p->fillRect(QRectF(dragRect.left(), ar.top(), dragRect.width(), ar.height()), QColor(9, 105, 218, 50));
     // Notes on time ranges: a band over the tracks, the text at its top.
-    for (const TimelineView::TimeNote& n : v.notes_) {
+    for (const TimelineView::TimeNote& n : v.job_.notes) {
         const double x0 = std::max<double>(v.xOf(n.fromNs), ar.left()), x1 = std::min<double>(v.xOf(n.toNs), ar.right());
         if (x1 < x0)
             continue;
@@ -378,17 +378,17 @@ void TimelineOverlay::draw(QCPPainter* p)
         }
     }
     // Time markers, and between neighbours the time between them (a ruler).
-    if (!v.markers_.empty()) {
+    if (!v.job_.markers.empty()) {
         const QColor mc(0xc2, 0x18, 0x5b);
         p->setPen(QPen(mc, 1));
         const QFontMetrics fm(mParentPlot->font());
         double lastX = std::numeric_limits<double>::quiet_NaN();
         qint64 lastT = 0;
-        for (size_t i = 0; i < v.markers_.size(); ++i) {
-            const double x = v.xOf(v.markers_[i]);
+        for (size_t i = 0; i < v.job_.markers.size(); ++i) {
+            const double x = v.xOf(v.job_.markers[i]);
             if (x >= ar.left() && x <= ar.right()) {
                 p->drawLine(QPointF(x, ar.top()), QPointF(x, ar.bottom()));
-                const QString& label = v.markerLabels_[i];
+                const QString& label = v.job_.markerLabels[i];
                 if (!label.isEmpty()) { // under the ruler, right of the line
                     const QRectF box(x + 2, ar.top() + fm.height() + 5, fm.horizontalAdvance(label) + 6, fm.height() + 2);
                     p->fillRect(box, viewColors(v.palette()).labelBox);
@@ -398,7 +398,7 @@ void TimelineOverlay::draw(QCPPainter* p)
             if (i > 0) {
                 const double x0 = std::max<double>(lastX, ar.left()), x1 = std::min<double>(x, ar.right());
                 if (x1 > x0) {
-                    const QString d = qstr(formatDuration(v.markers_[i] - lastT));
+                    const QString d = qstr(formatDuration(v.job_.markers[i] - lastT));
                     const int w = fm.horizontalAdvance(d) + 8;
                     const QRectF box((x0 + x1) / 2 - w / 2.0, ar.top() + 1, w, fm.height() + 2);
                     p->drawLine(QPointF(x0, ar.top() + 1 + box.height() / 2), QPointF(x1, ar.top() + 1 + box.height() / 2));
@@ -409,14 +409,14 @@ void TimelineOverlay::draw(QCPPainter* p)
                 }
             }
             lastX = x;
-            lastT = v.markers_[i];
+            lastT = v.job_.markers[i];
         }
     }
-    outline(p, v.hover_, viewColors(v.palette()).hoverOutline, 1);
-    outline(p, v.selected_, toQColor(kSelectionHex), 2);
+    outline(p, v.job_.hover, viewColors(v.palette()).hoverOutline, 1);
+    outline(p, v.job_.selected, toQColor(kSelectionHex), 2);
     // The selection's arrows (see TimelineView::selectionArrows); an end on a
     // track that is not on screen points at the top or bottom edge.
-    for (const SelectionArrow& a : v.arrows_) {
+    for (const SelectionArrow& a : v.job_.arrows) {
         auto yOf = [&](int lane) -> std::optional<double> {
             const QRect r = v.laneRect(lane);
             if (!r.isEmpty())
@@ -424,7 +424,7 @@ void TimelineOverlay::draw(QCPPainter* p)
             const int row = v.rowOfLane(lane);
             if (row < 0)
                 return std::nullopt;
-            return row < v.firstRow_ ? ar.top() + v.stickyRows() * v.rowHeight() + 1.0 : ar.bottom() - 1.0;
+            return row < v.job_.firstRow ? ar.top() + v.stickyRows() * v.rowHeight() + 1.0 : ar.bottom() - 1.0;
         };
         const auto y0 = yOf(a.fromLane), y1 = yOf(a.toLane);
         if (!y0 || !y1)
@@ -451,7 +451,7 @@ void TimelineOverlay::draw(QCPPainter* p)
         const double ang = std::atan2(to.y() - from.y(), to.x() - from.x());
         for (double d : {0.5, -0.5})
             p->drawLine(to, to - QPointF(8 * std::cos(ang + d), 8 * std::sin(ang + d)));
-        if (a.toEvent >= 0 && a.toLane != v.selected_.lane)
+        if (a.toEvent >= 0 && a.toLane != v.job_.selected.lane)
             outline(p, {a.toLane, a.toEvent}, c, 1);
     }
 }

@@ -154,7 +154,7 @@ QString TimelineView::toolTipFor(const TimelineEventRef& ref) const
     if (name.size() > 400)
         name = name.left(400) + QStringLiteral("…");
     QStringList lines;
-    const qint64 rel = e.start - origin_; // from the time origin, as the axis counts
+    const qint64 rel = e.start - job_.origin; // from the time origin, as the axis counts
     if (l.kind == LaneKind::Memory) {
         lines << QStringLiteral("<b>GPU memory in use: %1</b>").arg(qstr(formatBytes(int64_t(e.detail) * kMemoryUnitBytes)));
         lines << QStringLiteral("from %1 for %2 · rank %3 · gpu %4")

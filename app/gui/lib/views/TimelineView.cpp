@@ -90,8 +90,8 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
     vscroll_->setObjectName(QStringLiteral("timelineRows"));
     vscroll_->setToolTip(tr("Scroll the tracks (↑ / ↓, or the wheel with Shift)"));
     connect(vscroll_, &QScrollBar::valueChanged, this, [this](int value) {
-        if (value + stickyRows() != firstRow_)
-            scrollRows(value + stickyRows() - firstRow_);
+        if (value + stickyRows() != job_.firstRow)
+            scrollRows(value + stickyRows() - job_.firstRow);
     });
     wheelMode_ = QSettings().value(QStringLiteral("timeline/wheel")).toString() == QLatin1String("scroll") ? WheelMode::Scroll
                                                                                                         : WheelMode::Zoom;
@@ -214,23 +214,17 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
         replicasFolded_ = static_cast<int>(ranks.size()) > kFoldReplicasAbove && replicas.size() > 1;
         expandedStages_.clear();
     }
-    arrows_.clear();
-    hover_ = selected_ = {};
-    selectedLane_ = -1;
-    haveArea_ = false;
-    hits_.clear();
-    hitTimes_.clear();
-    hitsPerLane_.clear();
-    currentHit_ = -1;
-    firstRow_ = 0;
-    origin_ = model_ ? model_->start : 0;
-    originName_ = model_ && model_->predicted ? tr("the predicted iteration's start") : tr("the job start");
-    plot_->xAxis->setLabel(tr("time from %1").arg(originName_));
-    if (!sameJob) {
-        markers_.clear();
-        markerLabels_.clear();
-        notes_.clear();
+    // What the view held of the last model goes whole.
+    JobState next;
+    if (sameJob) {
+        next.markers = std::move(job_.markers);
+        next.markerLabels = std::move(job_.markerLabels);
+        next.notes = std::move(job_.notes);
     }
+    next.origin = model_ ? model_->start : 0;
+    next.originName = model_ && model_->predicted ? tr("the predicted iteration's start") : tr("the job start");
+    job_ = std::move(next);
+    plot_->xAxis->setLabel(tr("time from %1").arg(job_.originName));
     // Track labels as wide as the longest needs, within reason.
     if (model_) {
         const QFontMetrics fm(plot_->font());
@@ -248,24 +242,24 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
 void TimelineView::setTimeOrigin(qint64 ns, const QString& what)
 {
     const auto range = visibleRange();
-    origin_ = ns;
-    originName_ = what;
+    job_.origin = ns;
+    job_.originName = what;
     plot_->xAxis->setLabel(tr("time from %1").arg(what));
     setVisibleRange(range.first, range.second); // the same view, counted from the new origin
 }
 
 void TimelineView::addMarker(qint64 ns, const QString& label)
 {
-    const auto at = std::upper_bound(markers_.begin(), markers_.end(), ns);
-    markerLabels_.insert(markerLabels_.begin() + (at - markers_.begin()), label);
-    markers_.insert(at, ns);
+    const auto at = std::upper_bound(job_.markers.begin(), job_.markers.end(), ns);
+    job_.markerLabels.insert(job_.markerLabels.begin() + (at - job_.markers.begin()), label);
+    job_.markers.insert(at, ns);
     replotOverlay();
 }
 
 void TimelineView::clearMarkers()
 {
-    markers_.clear();
-    markerLabels_.clear();
+    job_.markers.clear();
+    job_.markerLabels.clear();
     replotOverlay();
 }
 
@@ -275,8 +269,8 @@ std::optional<qint64> TimelineView::cursorTime() const
     const QPoint at = plot_->mapFromGlobal(QCursor::pos());
     if (model_ && plot_->axisRect()->rect().contains(at))
         return timeAt(at.x());
-    if (model_ && selected_.valid())
-        return model_->event(selected_.lane, selected_.event).start;
+    if (model_ && job_.selected.valid())
+        return model_->event(job_.selected.lane, job_.selected.event).start;
     return std::nullopt;
 }
 
@@ -284,21 +278,21 @@ void TimelineView::addNote(qint64 fromNs, qint64 toNs, const QString& text)
 {
     if (toNs < fromNs)
         std::swap(fromNs, toNs);
-    notes_.push_back({fromNs, toNs, text});
+    job_.notes.push_back({fromNs, toNs, text});
     replotOverlay();
 }
 
 void TimelineView::clearNotes()
 {
-    notes_.clear();
+    job_.notes.clear();
     replotOverlay();
 }
 
 std::optional<QPair<qint64, qint64>> TimelineView::selectedArea() const
 {
-    if (!haveArea_)
+    if (!job_.haveArea)
         return std::nullopt;
-    return QPair<qint64, qint64>(areaFrom_, areaTo_);
+    return QPair<qint64, qint64>(job_.areaFrom, job_.areaTo);
 }
 
 QString TimelineView::laneKey(int lane) const
@@ -375,7 +369,7 @@ void TimelineView::rebuildGroups()
 void TimelineView::setRowDensity(RowDensity density)
 {
     rowHeight_ = gui::rowHeight(density);
-    firstRow_ = clampedFirstRow(firstRow_);
+    job_.firstRow = clampedFirstRow(job_.firstRow);
     replotBody();
 }
 
@@ -449,7 +443,7 @@ int TimelineView::slowestReplica(int stage) const
 void TimelineView::rebuildRows()
 {
     // Rows move when groups fold: a selection's shading would cover other rows.
-    areaRows_.clear();
+    job_.areaRows.clear();
     rows_.clear();
     const size_t n = model_ ? model_->lanes.size() : 0;
     rowOfLane_.assign(n, -1);
@@ -483,7 +477,7 @@ void TimelineView::rebuildRows()
                 rows_.push_back({Row::LaneRow, li, static_cast<int>(g)});
             }
     }
-    firstRow_ = clampedFirstRow(firstRow_);
+    job_.firstRow = clampedFirstRow(job_.firstRow);
 }
 
 void TimelineView::setGroupCollapsed(int stage, int replica, bool collapsed)
@@ -617,12 +611,12 @@ int TimelineView::stickyRows() const
 
 int TimelineView::stickyHeaderRow() const
 {
-    if (firstRow_ >= rowCount() || firstRow_ < stickyRows())
+    if (job_.firstRow >= rowCount() || job_.firstRow < stickyRows())
         return -1;
-    const Row& r = rows_[static_cast<size_t>(firstRow_)];
+    const Row& r = rows_[static_cast<size_t>(job_.firstRow)];
     if (r.kind != Row::LaneRow || r.group < 0)
         return -1;
-    for (int h = firstRow_ - 1; h >= 0; --h)
+    for (int h = job_.firstRow - 1; h >= 0; --h)
         if (rows_[static_cast<size_t>(h)].kind == Row::GroupHeader)
             return h;
     return -1;
@@ -638,7 +632,7 @@ int TimelineView::rowInSlot(int slot) const
     if (slot == sticky)
         if (const int h = stickyHeaderRow(); h >= 0)
             return h;
-    const int r = firstRow_ + slot - sticky;
+    const int r = job_.firstRow + slot - sticky;
     return r < rowCount() ? r : -1;
 }
 
@@ -651,7 +645,7 @@ int TimelineView::clampedFirstRow(int first) const
 int TimelineView::rowTop(int row) const
 {
     const int sticky = stickyRows();
-    const int slot = row < sticky ? row : sticky + row - firstRow_;
+    const int slot = row < sticky ? row : sticky + row - job_.firstRow;
     return plot_->axisRect()->top() + slot * rowHeight();
 }
 
@@ -671,8 +665,8 @@ QRect TimelineView::laneRect(int lane) const
         return {};
     const int row = rowOfLane_[static_cast<size_t>(lane)];
     const int sticky = stickyRows();
-    const bool shown = row < sticky || (row >= firstRow_ && row < firstRow_ + visibleRowCount() - sticky &&
-                                        !(row == firstRow_ && stickyHeaderRow() >= 0)); // under the sticky header
+    const bool shown = row < sticky || (row >= job_.firstRow && row < job_.firstRow + visibleRowCount() - sticky &&
+                                        !(row == job_.firstRow && stickyHeaderRow() >= 0)); // under the sticky header
     if (!shown)
         return {};
     const QRect ar = plot_->axisRect()->rect();
@@ -681,9 +675,9 @@ QRect TimelineView::laneRect(int lane) const
 
 void TimelineView::scrollRows(int delta)
 {
-    const int old = firstRow_;
-    firstRow_ = clampedFirstRow(firstRow_ + delta);
-    if (firstRow_ != old)
+    const int old = job_.firstRow;
+    job_.firstRow = clampedFirstRow(job_.firstRow + delta);
+    if (job_.firstRow != old)
         replotBody();
 }
 
@@ -703,12 +697,12 @@ QString TimelineView::laneTitle(int lane) const
 QPair<qint64, qint64> TimelineView::visibleRange() const
 {
     const QCPRange r = plot_->xAxis->range();
-    return {origin_ + std::llround(r.lower), origin_ + std::llround(r.upper)};
+    return {job_.origin + std::llround(r.lower), job_.origin + std::llround(r.upper)};
 }
 
 void TimelineView::setVisibleRange(qint64 fromNs, qint64 toNs)
 {
-    double lo = static_cast<double>(fromNs - origin_), hi = static_cast<double>(toNs - origin_);
+    double lo = static_cast<double>(fromNs - job_.origin), hi = static_cast<double>(toNs - job_.origin);
     if (hi < lo)
         std::swap(lo, hi);
     if (hi - lo < kMinWidthNs) {
@@ -723,7 +717,7 @@ void TimelineView::setVisibleRange(qint64 fromNs, qint64 toNs)
 void TimelineView::fitAll()
 {
     if (!model_ || model_->end <= model_->start) {
-        setVisibleRange(origin_, origin_ + 1000);
+        setVisibleRange(job_.origin, job_.origin + 1000);
         return;
     }
     setVisibleRange(model_->start, model_->end);
@@ -732,11 +726,11 @@ void TimelineView::fitAll()
 void TimelineView::fitSelection()
 {
     qint64 s = 0, e = 0;
-    if (haveArea_) {
-        s = areaFrom_;
-        e = areaTo_;
-    } else if (selected_.valid() && model_) {
-        const Event& ev = model_->event(selected_.lane, selected_.event);
+    if (job_.haveArea) {
+        s = job_.areaFrom;
+        e = job_.areaTo;
+    } else if (job_.selected.valid() && model_) {
+        const Event& ev = model_->event(job_.selected.lane, job_.selected.event);
         const qint64 pad = std::max<qint64>(5, ev.duration() / 20);
         s = ev.start - pad;
         e = ev.end + pad;
@@ -751,9 +745,9 @@ double TimelineView::nsPerPixel() const
     return plot_->xAxis->range().size() / std::max(1, plot_->axisRect()->width());
 }
 
-double TimelineView::xOf(qint64 ns) const { return plot_->xAxis->coordToPixel(static_cast<double>(ns - origin_)); }
+double TimelineView::xOf(qint64 ns) const { return plot_->xAxis->coordToPixel(static_cast<double>(ns - job_.origin)); }
 
-qint64 TimelineView::timeAt(double x) const { return origin_ + std::llround(plot_->xAxis->pixelToCoord(x)); }
+qint64 TimelineView::timeAt(double x) const { return job_.origin + std::llround(plot_->xAxis->pixelToCoord(x)); }
 
 void TimelineView::zoomAbout(double factor, double anchorX)
 {
@@ -803,7 +797,7 @@ void TimelineView::syncScrollBar()
     vscroll_->setRange(0, std::max(0, rowCount() - visible));
     vscroll_->setPageStep(visible - sticky);
     vscroll_->setSingleStep(1);
-    vscroll_->setValue(firstRow_ - sticky);
+    vscroll_->setValue(job_.firstRow - sticky);
     vscroll_->setEnabled(rowCount() > visible);
 }
 

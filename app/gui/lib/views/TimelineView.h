@@ -154,8 +154,8 @@ public:
     // job's start until a job sets another; the main window uses the shown
     // iteration's start). `what` names it under the axis ("iteration 5 start").
     void setTimeOrigin(qint64 ns, const QString& what);
-    qint64 timeOrigin() const { return origin_; }
-    QString timeOriginName() const { return originName_; }
+    qint64 timeOrigin() const { return job_.origin; }
+    QString timeOriginName() const { return job_.originName; }
     // Time markers (M adds one at the cursor): vertical lines, each pair of
     // neighbours with the time between them written above (a ruler).
     // A marker may carry a label (Edit > Add marker...), written beside its line.
@@ -163,8 +163,8 @@ public:
     void clearMarkers();
     // Where M puts a marker: the mouse over the tracks, else the selected event's start.
     std::optional<qint64> cursorTime() const;
-    const std::vector<qint64>& markers() const { return markers_; }
-    const std::vector<QString>& markerLabels() const { return markerLabels_; } // [i]: of markers()[i]
+    const std::vector<qint64>& markers() const { return job_.markers; }
+    const std::vector<QString>& markerLabels() const { return job_.markerLabels; } // [i]: of markers()[i]
     // Notes on time ranges (Edit > Add note on the selected range...): a
     // band over the tracks with its text at the top. Cleared with the model.
     struct TimeNote {
@@ -174,7 +174,7 @@ public:
     };
     void addNote(qint64 fromNs, qint64 toNs, const QString& text);
     void clearNotes();
-    const std::vector<TimeNote>& notes() const { return notes_; }
+    const std::vector<TimeNote>& notes() const { return job_.notes; }
     // The dragged area (shift-drag or right-drag), if one is selected.
     std::optional<QPair<qint64, qint64>> selectedArea() const;
     // The ranks of the tracks the last area counted (a collapsed group or a
@@ -199,7 +199,7 @@ public:
     WheelMode wheelMode() const { return wheelMode_; }
     // The vertical scroll bar beside the tracks (its value is the first row shown).
     QScrollBar* verticalScrollBar() const { return vscroll_; }
-    int firstRow() const { return firstRow_; }
+    int firstRow() const { return job_.firstRow; }
 
     // The tooltip of the folded block under a point (count, busy share,
     // longest, share per class); empty where there is none.
@@ -209,12 +209,12 @@ public:
     // The arrows of the selection: a transfer to its other end, a kernel from
     // the CPU call that launched it, a step to the step that needs its output
     // and from the one it needed, a bubble from what its rank waited for.
-    const std::vector<SelectionArrow>& selectionArrows() const { return arrows_; }
+    const std::vector<SelectionArrow>& selectionArrows() const { return job_.arrows; }
     // Finds the CPU call that launched an activity (index into the trace's
     // activities); unset, kernels get no launch arrow.
     void setLaunchLookup(std::function<std::optional<LaunchCall>(int32_t activity)> lookup) { launchLookup_ = std::move(lookup); }
-    TimelineEventRef selectedEvent() const { return selected_; }
-    int selectedLane() const { return selectedLane_; }
+    TimelineEventRef selectedEvent() const { return job_.selected; }
+    int selectedLane() const { return job_.selectedLane; }
     void selectNextEvent();     // on the selected track, after the selected event
     void selectPreviousEvent();
 
@@ -223,8 +223,8 @@ public:
     // returns the hit count, -1 for a bad pattern (searchError says why).
     int setSearch(const QString& pattern, bool regex = false);
     QString searchError() const { return searchError_; }
-    int searchHitCount() const { return static_cast<int>(hits_.size()); }
-    int currentSearchHit() const { return currentHit_; }
+    int searchHitCount() const { return static_cast<int>(job_.hits.size()); }
+    int currentSearchHit() const { return job_.currentHit; }
     void nextSearchHit();     // selects the hit and brings it into view
     void previousSearchHit();
 
@@ -306,14 +306,9 @@ private:
     QLabel* shortcuts_ = nullptr;
 
     std::shared_ptr<const timeline::TimelineModel> model_;
-    qint64 origin_ = 0; // the axis shows ns relative to this (the time origin), doubles keep full precision
-    QString originName_;
     QScrollBar* vscroll_ = nullptr;
     WheelMode wheelMode_ = WheelMode::Zoom;
     void syncScrollBar();
-    std::vector<qint64> markers_; // sorted
-    std::vector<QString> markerLabels_; // [i]: of markers_[i]
-    std::vector<TimeNote> notes_;
     ColorBy colorBy_ = ColorBy::Class;
     std::vector<Group> groups_;
     std::vector<Row> rows_;
@@ -332,34 +327,49 @@ private:
     // A selected event's track comes on screen: its folded stage expands,
     // its collapsed group opens, the rows scroll to it.
     void revealLane(int lane);
-    std::vector<SelectionArrow> arrows_;
     std::function<std::optional<LaunchCall>(int32_t)> launchLookup_;
-    int firstRow_ = 0;
     int labelWidth_ = 190;
     int lastPrimitives_ = 0;
 
-    TimelineEventRef hover_, selected_;
-    int selectedLane_ = -1;
-    bool haveArea_ = false;
-    std::vector<char> areaRows_; // [row]: counted by the area selection, shaded alone
-    std::vector<int> areaLanes_; // the lanes it counted
     void emitArea(std::vector<int> lanes);
-    qint64 areaFrom_ = 0, areaTo_ = 0;
 
     enum class Drag { None, Pan, Area, Maybe } drag_ = Drag::None;
     QPoint pressPos_, lastPos_;
     Qt::MouseButton pressButton_ = Qt::NoButton;
 
     QString searchError_;
-    std::vector<std::vector<int64_t>> hitsPerLane_;
+
+    // What the view holds of the job shown, replaced whole when another
+    // model comes (setModel), so nothing of the last job's stays: the time
+    // origin, markers and notes, the selection and its arrows, the dragged
+    // area, the search hits and the first row scrolled to. Tracks added to
+    // or removed from the same job (a query's, the baseline's) keep the
+    // markers and notes.
     struct Hit {
         qint64 start;
         int lane;
         qint64 event;
     };
-    std::vector<Hit> hits_; // by start
-    std::vector<qint64> hitTimes_;
-    int currentHit_ = -1;
+    struct JobState {
+        qint64 origin = 0; // the axis shows ns relative to this (the time origin), doubles keep full precision
+        QString originName;
+        std::vector<qint64> markers;       // sorted
+        std::vector<QString> markerLabels; // [i]: of markers[i]
+        std::vector<TimeNote> notes;
+        TimelineEventRef hover, selected;
+        int selectedLane = -1;
+        std::vector<SelectionArrow> arrows;
+        bool haveArea = false;
+        std::vector<char> areaRows; // [row]: counted by the area selection, shaded alone
+        std::vector<int> areaLanes; // the lanes it counted
+        qint64 areaFrom = 0, areaTo = 0;
+        std::vector<std::vector<int64_t>> hitsPerLane;
+        std::vector<Hit> hits; // by start
+        std::vector<qint64> hitTimes;
+        int currentHit = -1;
+        int firstRow = 0;
+    };
+    JobState job_;
 };
 
 } // namespace pipescope::gui
