@@ -33,10 +33,19 @@ constexpr int64_t kStepItemsPerRequest = 150'000;
 // from tiles like the streams (at 1,024 ranks a job has about 700,000).
 constexpr int64_t kMaxBubblesFetched = 100'000;
 
+// The other iterations' steps and bubbles are fetched while there are at most
+// this many iterations (the server keeps eight analyses) and this many of
+// their items: a small job's timeline has every iteration's steps, as a
+// local open's has; a large one's the analysed iteration's (each other
+// iteration costs the server an analysis: at 1,024 ranks about a second).
+constexpr int kMaxIterationsFetched = 8;
+constexpr int64_t kOtherIterationItems = 10'000;
+
 struct RemoteAnalysis {
     json doc;
     bool bubblesFetched = true;
-    int64_t bubbles = 0; // in the analysed iteration
+    bool allIterations = false; // every iteration's steps (else the analysed one's)
+    int64_t bubbles = 0;        // in the analysed iteration
 };
 
 void say(const WorkControl* work, const std::string& phase)
@@ -45,9 +54,38 @@ void say(const WorkControl* work, const std::string& phase)
         work->checkpoint(phase, -1);
 }
 
+// One iteration's steps (and bubbles, and critical path) of every rank, a
+// few hundred ranks a request, appended to the arrays.
+struct StepArrays {
+    json steps = json::array(), bubbles = json::array(), segments = json::array();
+};
+
+void fetchSteps(RemoteLink& link, const std::vector<int>& ranks, const json& params, size_t perRequest, const json& parts,
+                StepArrays& out, const WorkControl* work)
+{
+    for (size_t i = 0; i < ranks.size(); i += perRequest) {
+        say(work, "reading the steps (" + std::to_string(i) + " of " + std::to_string(ranks.size()) + " ranks)");
+        json p = params;
+        p["ranks"] = std::vector<int>(ranks.begin() + static_cast<std::ptrdiff_t>(i),
+                                      ranks.begin() + static_cast<std::ptrdiff_t>(std::min(ranks.size(), i + perRequest)));
+        p["limit"] = remote::kMaxStepItems;
+        p["parts"] = parts;
+        json part = link.result(RequestType::Steps, p, work);
+        if (part.value("truncated", false))
+            throw Error(link.address().toString().toStdString() + ": the server cut the steps of ranks it was asked for; "
+                                                                  "this job has too many to show remotely");
+        for (const char* k : {"steps", "bubbles", "critical_path"})
+            if (part.contains(k))
+                for (json& x : part.at(k))
+                    (k[0] == 's' ? out.steps : k[0] == 'b' ? out.bubbles : out.segments).push_back(std::move(x));
+    }
+}
+
 // The analysis document: the summary and every rank's steps, critical path
 // and (up to kMaxBubblesFetched) bubbles (protocol 2), or the whole document
-// at once (protocol 1).
+// at once (protocol 1). The other iterations' steps and bubbles follow, as a
+// local open has them, while they are few (kOtherIterationItems): the server
+// analyses each on request.
 RemoteAnalysis readAnalysis(RemoteLink& link, const json& index, const OpenOptions& options, const WorkControl* work)
 {
     json params = json::object();
@@ -62,37 +100,39 @@ RemoteAnalysis readAnalysis(RemoteLink& link, const json& index, const OpenOptio
     RemoteAnalysis out;
     out.bubbles = counts.value("bubbles", int64_t{0});
     out.bubblesFetched = out.bubbles <= kMaxBubblesFetched;
-    const int64_t items = counts.value("steps", int64_t{0}) + (out.bubblesFetched ? out.bubbles : 0) +
-                          counts.value("critical_path_segments", int64_t{0});
+    const int64_t stepItems = counts.value("steps", int64_t{0}) + (out.bubblesFetched ? out.bubbles : 0);
+    const int64_t items = stepItems + counts.value("critical_path_segments", int64_t{0});
     const std::vector<int> ranks = index.at("loaded_ranks").get<std::vector<int>>();
     const size_t perRequest = std::max<size_t>(
         1, static_cast<size_t>(kStepItemsPerRequest * static_cast<int64_t>(ranks.size()) / std::max<int64_t>(1, items)));
-    json steps = json::array(), bubbles = json::array(), segments = json::array();
-    for (size_t i = 0; i < ranks.size(); i += perRequest) {
-        say(work, "reading the steps (" + std::to_string(i) + " of " + std::to_string(ranks.size()) + " ranks)");
-        json p = params;
-        p["ranks"] = std::vector<int>(ranks.begin() + static_cast<std::ptrdiff_t>(i),
-                                      ranks.begin() + static_cast<std::ptrdiff_t>(std::min(ranks.size(), i + perRequest)));
-        p["limit"] = remote::kMaxStepItems;
-        if (!out.bubblesFetched)
-            p["parts"] = json::array({"steps", "critical_path"});
-        json part = link.result(RequestType::Steps, p, work);
-        if (part.value("truncated", false))
-            throw Error(link.address().toString().toStdString() + ": the server cut the steps of ranks it was asked for; "
-                                                                  "this job has too many to show remotely");
-        for (json& x : part.at("steps"))
-            steps.push_back(std::move(x));
-        if (out.bubblesFetched)
-            for (json& x : part.at("bubbles"))
-                bubbles.push_back(std::move(x));
-        for (json& x : part.at("critical_path"))
-            segments.push_back(std::move(x));
-    }
+    json parts = out.bubblesFetched ? json::array({"steps", "bubbles", "critical_path"}) : json::array({"steps", "critical_path"});
+    const int selected = doc.at("selected_iteration").get<int>();
+    const int iterations = static_cast<int>(doc.at("iterations").size());
+    std::map<int, StepArrays> byIteration;
+    fetchSteps(link, ranks, params, perRequest, parts, byIteration[selected], work);
     // The path's segments are in time order in the document; the requests gave them rank by rank.
+    json& segments = byIteration[selected].segments;
     if (ranks.size() > perRequest)
         std::stable_sort(segments.begin(), segments.end(),
                          [](const json& a, const json& b) { return a.at("start").get<TimeNs>() < b.at("start").get<TimeNs>(); });
-    out.doc = wholeAnalysisDocument(std::move(doc), std::move(steps), std::move(bubbles), std::move(segments));
+    if (iterations > 1 && iterations <= kMaxIterationsFetched && stepItems * (iterations - 1) <= kOtherIterationItems) {
+        parts.erase(parts.size() - 1); // critical_path: the analysed iteration's only
+        for (int it = 0; it < iterations; ++it)
+            if (it != selected) {
+                json p = params;
+                p["iteration"] = it;
+                fetchSteps(link, ranks, p, perRequest, parts, byIteration[it], work);
+            }
+        out.allIterations = true;
+    }
+    StepArrays all;
+    for (auto& [it, arrays] : byIteration) {
+        for (json& x : arrays.steps)
+            all.steps.push_back(std::move(x));
+        for (json& x : arrays.bubbles)
+            all.bubbles.push_back(std::move(x));
+    }
+    out.doc = wholeAnalysisDocument(std::move(doc), std::move(all.steps), std::move(all.bubbles), std::move(segments));
     return out;
 }
 
@@ -414,6 +454,8 @@ std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const Op
         QStringList notes;
         if (const json read = link->hello().at("job").value("read", json::object()); read.value("partial", false))
             notes << QStringLiteral("the server read the job in part: %1").arg(QString::fromStdString(read.value("what", std::string())));
+        if (!fetched.allIterations && job->analysis->iterations.size() > 1)
+            notes << QStringLiteral("the steps shown are the analysed iteration's (the job's other iterations' stay on the server)");
         if (!fetched.bubblesFetched)
             notes << QStringLiteral("the list of the iteration's %1 bubbles stays on the server: their tracks are drawn from tiles, "
                                     "their totals per rank and cause are whole")
