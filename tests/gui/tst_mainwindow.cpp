@@ -802,6 +802,22 @@ private Q_SLOTS:
         QCOMPARE(QFileInfo(cached).lastModified(), first);
     }
 
+    // A store is a store whatever its name (pipescope import -o job.db): it
+    // opens as it is, never taken for a trace to import.
+    void opensAStoreUnderAnyName()
+    {
+        const QString cached = AppSession::cachedStorePath({kSimulated});
+        MainWindow w(nullptr, false);
+        QVERIFY(openAndWait(w, {kSimulated}));
+        QTemporaryDir dir;
+        const QString renamed = dir.filePath(QStringLiteral("job.db"));
+        QVERIFY(QFile::copy(cached, renamed));
+        QVERIFY(openAndWait(w, {renamed}));
+        QCOMPARE(w.job()->storePath, renamed);
+        QCOMPARE(w.job()->analysis->pipeline.pp, 4);
+        QCOMPARE(w.job()->analysis->pipeline.dp, 2);
+    }
+
     // The import cache is an optimisation: when its folder cannot be made
     // (a file where the folder should be), the trace opens from a temporary
     // store and the status bar says where the cache is and why.

@@ -35,10 +35,18 @@ bool isStore(const QString& path)
     // A sharded job's folder opens as a store does (store/JobIndex.h).
     if (isShardedJob(path.toStdString()))
         return true;
-    if (!path.endsWith(QLatin1String(".pipescope")))
-        return false;
     QFileInfo fi(path);
-    return fi.isFile();
+    if (!fi.isFile())
+        return false;
+    if (path.endsWith(QLatin1String(".pipescope")))
+        return true;
+    // A store under another name (pipescope import -o job.db) is one by its
+    // content, as the command line reads it.
+    try {
+        return detectFormat(path.toStdString()) == "store";
+    } catch (const Error&) {
+        return false;
+    }
 }
 
 QString title(const QStringList& inputs)
