@@ -20,6 +20,12 @@
 //
 // Times in this API are nanoseconds on the model's clock (the trace's, or 0
 // at the start of a replay).
+//
+// The code is in rooms: TimelineView.cpp (the model, tracks and rows, the
+// visible range), TimelineInput.cpp (selection, search, keys, mouse, the
+// dragged area, the track menu), TimelineReadouts.cpp (tooltips) and
+// TimelinePainting.cpp (the two layers of TimelineLayers.h). What the view
+// holds of the job shown is one JobState, replaced whole by setModel.
 #include "store/Store.h"
 #include "timeline/TimelineModel.h"
 #include "views/Theme.h"

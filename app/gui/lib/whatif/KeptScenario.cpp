@@ -68,8 +68,10 @@ std::optional<whatif::Scenario> scenarioFitting(const KeptScenario& kept, const 
             *why = QStringLiteral("it has more steps than a replay takes");
             return std::nullopt;
         }
-        s.boundaries = std::vector<int>(kept.boundaries.begin(), kept.boundaries.end());
-        whatif::partitionFromBoundaries(*s.boundaries, model.layerCount(), stages); // throws for a split that is not one
+        if (!kept.boundaries.isEmpty()) { // none kept: the measured partition, or an even split, as the engine picks
+            s.boundaries = std::vector<int>(kept.boundaries.begin(), kept.boundaries.end());
+            whatif::partitionFromBoundaries(*s.boundaries, model.layerCount(), stages); // throws for a split that is not one
+        }
         if (!kept.stageSpeeds.isEmpty() && kept.stageSpeeds.size() != s.pp) {
             *why = QStringLiteral("%1 GPU speeds for pp %2").arg(kept.stageSpeeds.size()).arg(s.pp);
             return std::nullopt;

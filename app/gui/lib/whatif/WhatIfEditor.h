@@ -16,6 +16,10 @@
 // control they concern, and the previous prediction stays. During a drag
 // only the strip, the headline figures and the diagram follow each step; the
 // charts and the text below them catch up when the drag is released.
+//
+// The code is in rooms: WhatIfEditorLayout.cpp makes the widgets,
+// WhatIfCharts.cpp draws the charts, WhatIfEditor.cpp wires them to the
+// controller and writes the readouts.
 #include "whatif/KeptScenario.h"
 #include "whatif/LayerStrip.h"
 #include "views/PipelineView.h"
