@@ -7,7 +7,10 @@
 // (index, link, nest, summarise). Wall time depends on what else the machine
 // runs: the load average is printed, and CPU seconds beside each run.
 //
-//   bench_import_ranks [ITERATIONS=29] [RUNS=3] [DIR]   (DIR keeps the traces; default: a temp dir, removed)
+//   bench_import_ranks [ITERATIONS=29] [RUNS=3] [DIR] [--ranks R] [--layers L]
+//   (DIR keeps the traces; default: a temp dir, removed. --ranks: the job's
+//   ranks, a multiple of 4, default 32; --layers: of the simulated model,
+//   default 32, 4 for small rank traces)
 //
 // PIPESCOPE_BENCH_SETTLE=N sets ImportJobOptions::settleInMemoryRecords (0:
 // launch links and nesting are all settled by StoreWriter::finish(), as
@@ -56,11 +59,11 @@ std::string loadAverage()
     return a.empty() ? "unknown" : a + " " + b + " " + c;
 }
 
-// Writes the job's rank files (32 ranks: pipeline 4, 8 replicas) into dir;
+// Writes the job's rank files (pipeline 4, ranks / 4 replicas) into dir;
 // returns their total size in bytes.
-uint64_t writeJob(const fs::path& dir, int iterations)
+uint64_t writeJob(const fs::path& dir, int ranks, int iterations, int layers)
 {
-    const simulate::KinetoEmitSummary s = benchjobs::writeSimulatedJob(dir, 32, iterations);
+    const simulate::KinetoEmitSummary s = benchjobs::writeSimulatedJob(dir, ranks, iterations, layers);
     uint64_t bytes = 0;
     for (const auto& f : s.files)
         bytes += fs::file_size(f);
@@ -116,10 +119,25 @@ Run importOnce(const fs::path& dir, const fs::path& store, int jobs)
 
 int main(int argc, char** argv)
 {
-    const int iterations = argc > 1 ? std::atoi(argv[1]) : 29;
-    const int runs = std::max(1, argc > 2 ? std::atoi(argv[2]) : 3);
-    const bool keep = argc > 3;
-    const fs::path dir = keep ? fs::path(argv[3]) : fs::temp_directory_path() / ("pipescope-bench-ranks-" + std::to_string(::getpid()));
+    std::vector<std::string> args;
+    int ranks = 32, layers = 32;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--ranks" && i + 1 < argc)
+            ranks = std::atoi(argv[++i]);
+        else if (a == "--layers" && i + 1 < argc)
+            layers = std::atoi(argv[++i]);
+        else
+            args.push_back(a);
+    }
+    if (ranks < 4 || ranks % 4 != 0 || layers < 4 || layers % 4 != 0) {
+        std::fprintf(stderr, "bench_import_ranks: --ranks and --layers must be multiples of 4\n");
+        return 2;
+    }
+    const int iterations = args.size() > 0 ? std::atoi(args[0].c_str()) : 29;
+    const int runs = std::max(1, args.size() > 1 ? std::atoi(args[1].c_str()) : 3);
+    const bool keep = args.size() > 2;
+    const fs::path dir = keep ? fs::path(args[2]) : fs::temp_directory_path() / ("pipescope-bench-ranks-" + std::to_string(::getpid()));
     const fs::path traces = dir / "traces";
     const fs::path store = dir / "job.pipescope";
     try {
@@ -131,9 +149,9 @@ int main(int argc, char** argv)
         } else {
             fs::create_directories(traces);
             const auto t = Clock::now();
-            bytes = writeJob(traces, iterations);
-            std::printf("wrote a simulated 32-rank job (%d iterations): %.1f MB of JSON in %.1f s (%s)\n", iterations,
-                        double(bytes) / 1e6, seconds(t), traces.c_str());
+            bytes = writeJob(traces, ranks, iterations, layers);
+            std::printf("wrote a simulated %d-rank job (%d layers, %d iterations): %.1f MB of JSON in %.1f s (%s)\n", ranks, layers,
+                        iterations, double(bytes) / 1e6, seconds(t), traces.c_str());
         }
         const double mb = double(bytes) / 1e6;
         const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
