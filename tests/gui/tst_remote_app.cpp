@@ -289,6 +289,27 @@ private Q_SLOTS:
         nlohmann::json broken = doc;
         broken["steps"][0].erase("kind");
         QVERIFY_THROWS_EXCEPTION(FormatError, analysisFromJson(broken));
+        // Numbers the views index with, out of range: refused in one line, never shown.
+        auto refusal = [](const nlohmann::json& d) {
+            try {
+                analysisFromJson(d);
+            } catch (const FormatError& e) {
+                return QString::fromStdString(e.what());
+            }
+            return QString();
+        };
+        broken = doc;
+        broken["steps"][0]["stage"] = 70000;
+        QCOMPARE(refusal(broken), QStringLiteral("the server's analysis: a step of stage 70000, chunk 0, microbatch 0; the session is closed"));
+        broken = doc;
+        broken["selected_iteration"] = 3;
+        QCOMPARE(refusal(broken), QStringLiteral("the server's analysis: the analysed iteration 3 of 3; the session is closed"));
+        broken = doc;
+        broken["bubbles"][5]["iteration"] = -1;
+        QCOMPARE(refusal(broken), QStringLiteral("the server's analysis: iteration -1 of 3; the session is closed"));
+        broken = doc;
+        broken["pipeline"]["chunks"] = 0;
+        QCOMPARE(refusal(broken), QStringLiteral("the server's analysis: a pipeline of pp 4, dp 1, 0 chunks and 8 microbatches; the session is closed"));
     }
 
     // Through the link, 50 ms each way and 20 MB/s: the same job, each round trip at least the latency.

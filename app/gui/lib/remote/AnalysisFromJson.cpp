@@ -284,6 +284,64 @@ void readMemory(const json& j, AnalysisResult& r)
                             optional<int64_t>(m.at("peak_reserved_bytes")), m.at("events").get<int64_t>()});
 }
 
+// The numbers the views use as indices and sizes, in the ranges a local
+// analysis gives them: a server that sends others (a damaged or a hostile one)
+// is refused with one line instead of reaching a view.
+void checkRanges(const AnalysisResult& r)
+{
+    auto fail = [](const std::string& what) { throw FormatError("the server's analysis: " + what + "; the session is closed"); };
+    const int iterations = static_cast<int>(r.iterations.size());
+    const PipelineStructure& p = r.pipeline;
+    constexpr int kMaxRank = 1 << 24, kMaxStages = 1 << 16, kMaxMicrobatches = 1 << 20, kMaxChunks = 256;
+    if (p.pp < 1 || p.pp > kMaxStages || p.dp < 1 || p.dp > kMaxRank || p.chunks < 1 || p.chunks > kMaxChunks ||
+        p.microbatches < 0 || p.microbatches > kMaxMicrobatches)
+        fail("a pipeline of pp " + std::to_string(p.pp) + ", dp " + std::to_string(p.dp) + ", " + std::to_string(p.chunks) +
+             " chunks and " + std::to_string(p.microbatches) + " microbatches");
+    if (r.selectedIteration < -1 || r.selectedIteration >= iterations)
+        fail("the analysed iteration " + std::to_string(r.selectedIteration) + " of " + std::to_string(iterations));
+    auto rank = [&](int x) {
+        if (x < 0 || x >= kMaxRank)
+            fail("rank " + std::to_string(x));
+    };
+    auto iteration = [&](int x) {
+        if (x < 0 || x >= iterations)
+            fail("iteration " + std::to_string(x) + " of " + std::to_string(iterations));
+    };
+    auto span = [&](TimeNs a, TimeNs b) {
+        if (b < a)
+            fail("an item that ends before it starts");
+    };
+    for (int x : r.ranks)
+        rank(x);
+    for (const StageAssignment& a : p.stageMap) {
+        rank(a.rank);
+        if (a.stage < -1 || a.stage >= p.pp * p.chunks || a.replica < 0 || a.replica >= kMaxRank)
+            fail("stage " + std::to_string(a.stage) + " of replica " + std::to_string(a.replica) + " for rank " + std::to_string(a.rank));
+    }
+    for (const Step& s : r.steps) {
+        rank(s.rank);
+        iteration(s.iteration);
+        span(s.start, s.end);
+        if (s.stage < 0 || s.stage >= kMaxStages || s.chunk < 0 || s.chunk >= kMaxChunks || s.microbatch < 0 || s.microbatch >= kMaxMicrobatches)
+            fail("a step of stage " + std::to_string(s.stage) + ", chunk " + std::to_string(s.chunk) + ", microbatch " + std::to_string(s.microbatch));
+    }
+    for (const Bubble& b : r.bubbles) {
+        rank(b.rank);
+        iteration(b.iteration);
+        span(b.start, b.end);
+    }
+    for (const RankIdle& i : r.idle) {
+        rank(i.rank);
+        iteration(i.iteration);
+    }
+    for (const PathSegment& s : r.criticalPath.segments) {
+        rank(s.rank);
+        span(s.start, s.end);
+    }
+    for (const Iteration& it : r.iterations)
+        span(it.start, it.end);
+}
+
 } // namespace
 
 AnalysisResult analysisFromJson(const json& doc)
@@ -315,6 +373,7 @@ AnalysisResult analysisFromJson(const json& doc)
         throw FormatError(std::string("the server's analysis: ") + e.what() +
                           "; the server and this pipescope may differ in version");
     }
+    checkRanges(r);
     return r;
 }
 

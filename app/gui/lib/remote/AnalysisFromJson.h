@@ -13,7 +13,9 @@
 
 namespace pipescope::gui {
 
-// Throws FormatError naming the first field missing or of the wrong type.
+// Throws FormatError naming the first field missing or of the wrong type, or
+// a number out of the range a local analysis gives it (a rank, an iteration,
+// a stage, a chunk or a microbatch the views would index with).
 AnalysisResult analysisFromJson(const nlohmann::json& doc);
 
 // The whole document from the analysis's summary (analysis "parts":

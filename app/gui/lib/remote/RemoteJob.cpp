@@ -266,6 +266,11 @@ private:
             lane.rank = l.at("rank").get<int>();
             lane.stage = l.at("stage").get<int>();
             lane.replica = l.at("replica").get<int>();
+            // The views group and size by these: a server's out of range is refused.
+            if (lane.rank < 0 || lane.rank >= (1 << 24) || lane.stage < -1 || lane.stage >= (1 << 16) || lane.replica < 0 ||
+                lane.replica >= (1 << 24))
+                throw FormatError("the server's index: a lane of rank " + std::to_string(lane.rank) + ", stage " +
+                                  std::to_string(lane.stage) + ", replica " + std::to_string(lane.replica));
             lane.label = l.at("label").get<std::string>();
             if (kind == LaneKind::Kernels) {
                 lane.device = l.value("device", -1);
@@ -465,6 +470,8 @@ std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const Op
         if (const QString n = notApplied(options); !n.isEmpty())
             notes << n;
         job->notice = notes.join(QStringLiteral("; "));
+    } catch (const FormatError& e) {
+        throw Error(address->toString().toStdString() + ": " + e.what());
     } catch (const remote::ServerRefused& e) {
         throw Error(address->toString().toStdString() + ": the server refused: " + e.what());
     } catch (const json::exception& e) {
