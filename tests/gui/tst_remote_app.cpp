@@ -57,6 +57,7 @@ case "$host" in
 nosuchhost) echo "ssh: Could not resolve hostname nosuchhost: Name or service not known" >&2; exit 255 ;;
 deniedhost) echo "Warning: Permanently added 'deniedhost' (ED25519) to the list of known hosts." >&2
             echo "me@deniedhost: Permission denied (publickey)." >&2; exit 255 ;;
+slowhost) exec sleep 60 ;;
 esac
 [ -n "$FAKE_SSH_PIDFILE" ] && echo $$ > "$FAKE_SSH_PIDFILE"
 exec /bin/sh -c "exec $*"
@@ -364,6 +365,24 @@ private Q_SLOTS:
         QVERIFY(errors.wait(20000));
         QCOMPARE(errors.first().first().toString(), error);
         QVERIFY(!w.job());
+    }
+
+    // Cancel stops a remote open that waits on a server that does not answer, at once.
+    void cancelWhileConnecting()
+    {
+        AppSession session;
+        QSignalSpy cancelled(&session, &AppSession::cancelled);
+        QSignalSpy failed(&session, &AppSession::failed);
+        QElapsedTimer clock;
+        clock.start();
+        session.open({QStringLiteral("ssh://slowhost/job")});
+        QTest::qWait(300);
+        QVERIFY(session.busy());
+        session.cancel();
+        QVERIFY(cancelled.wait(5000));
+        QVERIFY2(clock.elapsed() < 3000, qPrintable(QString::number(clock.elapsed())));
+        QCOMPARE(failed.count(), 0);
+        QVERIFY(!session.job());
     }
 
     // The app: the link in the status bar, Open recent keeps the address, and a link that drops is said once.
