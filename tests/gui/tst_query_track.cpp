@@ -14,6 +14,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <map>
+
 using namespace pipescope;
 using namespace pipescope::gui;
 
@@ -144,6 +146,26 @@ private Q_SLOTS:
         QVERIFY(!q->drawAsTrack());
         QCOMPARE(q->errorText(), QStringLiteral("Nothing to draw: query 1: 0 of 1 rows on 0 tracks (1 without a whole-number rank, "
                                                 "start and end)"));
+    }
+
+    // The example made for it: each rank's kernels over 1 ms, one track per rank.
+    void exampleDrawsAsTrack()
+    {
+        MainWindow w(nullptr, false);
+        QVERIFY(openAndWait(w, {kStore}));
+        QueryPanel* q = w.queryPanel();
+        QString sql;
+        for (const auto& [label, text] : QueryPanel::examples())
+            if (label == QStringLiteral("Kernels over 1 ms (Draw as track)"))
+                sql = text;
+        QVERIFY(q->run(sql));
+        QVERIFY(q->drawAsTrack());
+        std::map<int, size_t> blocksPerRank;
+        for (int lane : queryLanes(*w.timeline()))
+            blocksPerRank[w.timeline()->model()->lanes[size_t(lane)].rank] += w.timeline()->model()->lanes[size_t(lane)].events.size();
+        // As `pipescope query` counts them: 19, 24, 26 and 22 kernels over 1 ms on ranks 0-3.
+        QCOMPARE(blocksPerRank, (std::map<int, size_t>{{0, 19}, {1, 24}, {2, 26}, {3, 22}}));
+        QVERIFY2(q->statusText().startsWith(QStringLiteral("query 1: 91 of 91 rows on ")), qPrintable(q->statusText()));
     }
 
     void anotherJobRemovesTheTracks()

@@ -76,6 +76,11 @@ QList<QPair<QString, QString>> QueryPanel::examples()
         {tr("NCCL operations by kind"),
          QStringLiteral("SELECT kind, COUNT(*) AS ops, SUM(bytes) AS bytes, SUM(end_ns - start_ns) AS total_ns\n"
                         "FROM nccl_ops GROUP BY kind ORDER BY total_ns DESC")},
+        {tr("Kernels over 1 ms (Draw as track)"),
+         QStringLiteral("SELECT a.rank, a.start_ns, a.end_ns, s.value AS name\n"
+                        "FROM activities a JOIN strings s ON s.id = a.name_id\n"
+                        "WHERE a.kind = 0 AND a.end_ns - a.start_ns > 1000000\n"
+                        "ORDER BY a.rank, a.start_ns")},
         {tr("Tables of the store"), QStringLiteral("SELECT name, sql FROM sqlite_master WHERE type = 'table'")},
     };
 }
