@@ -53,7 +53,8 @@ struct AnalyzeOptions {
     // Autograd's sequence numbers of the framework ops that launched the given
     // activities, by store id (Store::autogradSequences). Optional: with it,
     // schedules whose kernels and transfers fall alike are told apart by which
-    // forward each backward differentiates. Called at most once per analysis.
+    // forward each backward differentiates, and backward kernels find their
+    // layer (docs/analysis.md section 10). Called at most twice per analysis.
     std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>& activityIds)> autogradSequences;
     // Which kernels are communication beyond NCCL's (--comm-rules FILE and the
     // built-in table, CommRules.h); null: the built-in table.

@@ -136,7 +136,11 @@ struct Unit {
 
 struct KernelAttr {
     int node = -1;      // scope node, -1 unattributed
+    int range = -1;     // the scope range (call) it came from, in RankLayers::scopes
+    TimeNs at = 0;      // when, in that call: the launch, or the forward op that made its autograd node
     int step = -1;      // index into the rank's steps
+    bool backwardOp = false; // launched inside autograd's evaluate_function: backward work in any step
+    int unitByTime = -1;     // set where the module is on the path to the blocks (unitsByTime)
     TimeNs start = 0, dur = 0;
 };
 
@@ -145,6 +149,7 @@ struct RankLayers {
     std::vector<ScopeNode> nodes;
     std::vector<Unit> units;
     std::vector<KernelAttr> kernels;
+    Forest scopes; // the rank's module or layer ranges (calls), keyed by scope node
     std::vector<const Step*> steps; // start order
     std::map<int, int> microbatchesOfChunk;
     TimeNs computeNs = 0;
@@ -286,11 +291,75 @@ void unitsOfBlockList(RankLayers& rl, const std::vector<int>& kids, const IsBloc
     }
 }
 
+// Below the root, the modules beside the path down to the block list (the
+// embedding and the output layer next to the decoder, as Megatron's GPTModel
+// and Hugging Face's *ForCausalLM call them): before or after the blocks by
+// call, each a unit; those holding blocks themselves stay out. Returns the
+// path's modules.
+template <class IsBlock>
+std::vector<int> unitsBesidePath(RankLayers& rl, const ModuleTree& tree, int root, int body, const IsBlock& isBlock,
+                                 std::vector<Role>& role)
+{
+    auto holdsBlocks = [&](int n) {
+        std::vector<int> level{n};
+        for (; !level.empty(); level = nextLevel(tree, level))
+            for (int c : level)
+                if (isBlock(c))
+                    return true;
+        return false;
+    };
+    std::vector<int> path{body};
+    for (int c = body; c != root && rl.nodes[size_t(c)].parent >= 0; c = rl.nodes[size_t(c)].parent) {
+        const int a = rl.nodes[size_t(c)].parent;
+        for (int k : tree.children[size_t(a)]) {
+            if (k == c || holdsBlocks(k))
+                continue;
+            const Role::Kind kind = rl.nodes[size_t(k)].firstCall < rl.nodes[size_t(c)].firstCall ? Role::Before : Role::After;
+            role[size_t(k)] = {kind, rl.addUnit(k, kind)};
+        }
+        path.push_back(a);
+    }
+    return path;
+}
+
+// A kernel whose innermost module is on a path to the block list (work in the
+// model's own forward, such as a loss computed there) belongs to the unit
+// called last before it in the same outermost call, else the first after it.
+void unitsByTime(RankLayers& rl, const std::vector<char>& onPath, const std::vector<Role>& role)
+{
+    struct Call {
+        int64_t tid;
+        TimeNs start;
+        int unit;
+    };
+    std::vector<Call> calls;
+    for (const Forest::Node& n : rl.scopes.nodes)
+        if (const int u = role[size_t(n.key)].unit; u >= 0 && rl.units[size_t(u)].node == n.key)
+            calls.push_back({n.tid, n.start, u});
+    std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) { return std::tie(a.tid, a.start) < std::tie(b.tid, b.start); });
+    for (KernelAttr& k : rl.kernels) {
+        if (k.node < 0 || !onPath[size_t(k.node)] || k.range < 0)
+            continue;
+        int outer = k.range;
+        while (rl.scopes.nodes[size_t(outer)].parent >= 0)
+            outer = rl.scopes.nodes[size_t(outer)].parent;
+        const Forest::Node& o = rl.scopes.nodes[size_t(outer)];
+        auto it = std::upper_bound(calls.begin(), calls.end(), std::make_pair(o.tid, k.at), [](const auto& v, const Call& c) {
+            return std::tie(v.first, v.second) < std::tie(c.tid, c.start);
+        });
+        if (it != calls.begin() && std::prev(it)->tid == o.tid && std::prev(it)->start >= o.start)
+            k.unitByTime = std::prev(it)->unit;
+        else if (it != calls.end() && it->tid == o.tid && it->start < o.end)
+            k.unitByTime = it->unit;
+    }
+}
+
 // The rank's units with the block class known; its kernels then name their unit.
 void assignModuleUnits(const Trace& t, RankLayers& rl, const ModuleTree& tree, const std::string& blockClass)
 {
     auto isBlock = [&](int n) { return moduleClass(t.str(rl.nodes[size_t(n)].name)) == blockClass; };
     std::vector<Role> role(rl.nodes.size());
+    std::vector<char> onPath(rl.nodes.size(), 0);
     TimeNs firstBody = std::numeric_limits<TimeNs>::max();
     std::vector<int> bodyless;
     for (int root : tree.roots) {
@@ -301,6 +370,8 @@ void assignModuleUnits(const Trace& t, RankLayers& rl, const ModuleTree& tree, c
         }
         firstBody = std::min(firstBody, rl.nodes[size_t(root)].firstCall);
         unitsOfBlockList(rl, tree.children[size_t(body)], isBlock, role);
+        for (int n : unitsBesidePath(rl, tree, root, body, isBlock, role))
+            onPath[size_t(n)] = 1;
     }
     // Modules called outside the model (a loss module): before or after it.
     for (int root : bodyless) {
@@ -317,8 +388,9 @@ void assignModuleUnits(const Trace& t, RankLayers& rl, const ModuleTree& tree, c
                 break;
             }
     }
+    unitsByTime(rl, onPath, role);
     for (KernelAttr& k : rl.kernels)
-        k.node = k.node >= 0 ? role[size_t(k.node)].unit : -1;
+        k.node = k.unitByTime >= 0 ? k.unitByTime : k.node >= 0 ? role[size_t(k.node)].unit : -1;
 }
 
 class LayerFinder {
@@ -330,6 +402,8 @@ private:
     bool pickSource();
     std::vector<RankLayers> measureRanks();
     void attributeRank(const RankData& rd, RankLayers& rl);
+    void askSequences(const std::vector<const RankData*>& measured);
+    void backwardBySequences(RankLayers& rl, const std::vector<const std::vector<int64_t>*>& chains);
     void chooseModuleUnits(std::vector<RankLayers>& ranks);
     void chooseAnnotationUnits(RankLayers& rl);
     void backwardByReverseOrder(RankLayers& rl);
@@ -346,6 +420,10 @@ private:
     bool annotations_ = false;
     bool rangesByRank_ = true;
     TimeNs ws_ = 0, we_ = 0;
+    // Without the launch calls and cpu ops in the trace (a store's default
+    // load): activity id -> the sequence numbers of the ops around its
+    // launch, innermost first (AnalyzeOptions::autogradSequences).
+    std::unordered_map<int64_t, std::vector<int64_t>> sequencesOf_;
 };
 
 int LayerFinder::virtualStage(const Step& s) const
@@ -392,9 +470,10 @@ void LayerFinder::attributeRank(const RankData& rd, RankLayers& rl)
         hi = std::upper_bound(lo, t.cpuRanges.end(), rd.rank, [](int rank, const CpuRange& r) { return rank < r.rank; });
     }
 
-    Forest scopes, backwardOps, forwardOps;
+    Forest& scopes = rl.scopes;
+    Forest backwardOps, forwardOps;
     std::unordered_map<StringId, int> nodeOf;
-    std::vector<int64_t> seqs; // forwardOps/backwardOps key -> sequence number
+    std::vector<int64_t> seqs; // forwardOps/backwardOps key -> sequence number, -1 when none
     std::unordered_map<int64_t, std::pair<int64_t, TimeNs>> launchOf; // correlation -> (tid, start)
     for (auto it = lo; it != hi; ++it) {
         const CpuRange& r = *it;
@@ -411,10 +490,13 @@ void LayerFinder::attributeRank(const RankData& rd, RankLayers& rl)
             scopes.nodes.push_back({r.tid, r.start, r.end, -1, n->second});
         } else if ((r.kind == CpuRangeKind::Runtime || r.kind == CpuRangeKind::Driver) && r.correlation) {
             launchOf.try_emplace(*r.correlation, r.tid, r.start);
-        } else if (r.kind == CpuRangeKind::CpuOp && r.correlation) {
+        } else if (r.kind == CpuRangeKind::CpuOp) {
+            // Backward nodes without a number (AccumulateGrad) are kept: their kernels follow the node before.
             const bool backward = t.str(r.name).starts_with(kBackwardOpPrefix);
+            if (!backward && !r.correlation)
+                continue;
             (backward ? backwardOps : forwardOps).nodes.push_back({r.tid, r.start, r.end, -1, static_cast<int>(seqs.size())});
-            seqs.push_back(*r.correlation);
+            seqs.push_back(r.correlation.value_or(-1));
         }
     }
     scopes.finish();
@@ -426,20 +508,34 @@ void LayerFinder::attributeRank(const RankData& rd, RankLayers& rl)
         if (n.start == sn.firstCall && n.parent >= 0 && scopes.nodes[size_t(n.parent)].key != n.key)
             sn.parent = scopes.nodes[size_t(n.parent)].key;
     }
-    // Sequence number -> the module of the last forward op carrying it (ops
-    // that made no autograd node share the number of the next one).
-    std::unordered_map<int64_t, std::pair<TimeNs, int>> scopeOfSeq;
+    // Sequence number -> the last forward op carrying it (ops that made no
+    // autograd node share the number of the next one), with its scope range.
+    std::unordered_map<int64_t, std::pair<TimeNs, int>> originOfSeq;
     for (const Forest::Node& op : forwardOps.nodes) {
         if (backwardOps.innermost(op.tid, op.start) >= 0) // the backward node's own op (XBackward0)
             continue;
         const int s = scopes.innermost(op.tid, op.start);
         if (s < 0)
             continue;
-        auto [e, fresh] = scopeOfSeq.try_emplace(seqs[size_t(op.key)], op.start, scopes.nodes[size_t(s)].key);
+        auto [e, fresh] = originOfSeq.try_emplace(seqs[size_t(op.key)], op.start, s);
         if (!fresh && op.start >= e->second.first)
-            e->second = {op.start, scopes.nodes[size_t(s)].key};
+            e->second = {op.start, s};
     }
+    // The sequence number a backward op answers for: its own, or for a node
+    // without one (AccumulateGrad, which autograd's engine runs right after
+    // the node that produced its gradient) that of the node run before it.
+    auto seqOfBackwardOp = [&](int op) {
+        for (int j = op; j >= 0 && backwardOps.nodes[size_t(j)].tid == backwardOps.nodes[size_t(op)].tid; --j) {
+            const Forest::Node& n = backwardOps.nodes[size_t(j)];
+            if (j != op && n.end > backwardOps.nodes[size_t(op)].start)
+                continue; // an enclosing op (a reentrant backward), not the one before
+            if (seqs[size_t(n.key)] >= 0)
+                return seqs[size_t(n.key)];
+        }
+        return int64_t(-1);
+    };
 
+    std::vector<const std::vector<int64_t>*> chains; // per kernel, with sequencesOf_
     size_t stepAt = 0;
     for (uint32_t k : rd.compute) {
         const Activity& a = ctx_.act(k);
@@ -457,21 +553,96 @@ void LayerFinder::attributeRank(const RankData& rd, RankLayers& rl)
         if (a.correlation)
             if (auto l = launchOf.find(*a.correlation); l != launchOf.end())
                 launch = l->second;
-        int scope = -1;
-        if (launch)
-            scope = scopes.innermost(launch->first, launch->second);
-        else if (a.launchStart)
-            scope = scopes.innermostAnyThread(*a.launchStart);
-        if (scope >= 0) {
-            ka.node = scopes.nodes[size_t(scope)].key;
-        } else if (launch) {
-            const int op = backwardOps.innermost(launch->first, launch->second);
-            if (op >= 0)
-                if (auto s = scopeOfSeq.find(seqs[size_t(backwardOps.nodes[size_t(op)].key)]); s != scopeOfSeq.end())
-                    ka.node = s->second.second;
+        const int op = launch ? backwardOps.innermost(launch->first, launch->second) : -1;
+        ka.backwardOp = op >= 0;
+        if (launch) {
+            ka.range = scopes.innermost(launch->first, launch->second);
+            ka.at = launch->second;
+        } else if (a.launchStart) {
+            ka.range = scopes.innermostAnyThread(*a.launchStart);
+            ka.at = *a.launchStart;
         }
+        // Outside any module (autograd's thread): the forward op that made the node.
+        if (ka.range < 0 && op >= 0)
+            if (auto o = originOfSeq.find(seqOfBackwardOp(op)); o != originOfSeq.end()) {
+                ka.at = o->second.first;
+                ka.range = o->second.second;
+            }
+        if (ka.range >= 0)
+            ka.node = scopes.nodes[size_t(ka.range)].key;
         rl.kernels.push_back(ka);
+        if (!sequencesOf_.empty()) {
+            auto c = sequencesOf_.find(a.id);
+            chains.push_back(c != sequencesOf_.end() ? &c->second : nullptr);
+        }
     }
+    if (!sequencesOf_.empty())
+        backwardBySequences(rl, chains);
+}
+
+// The same through the store (no launch calls or cpu ops loaded): a kernel
+// launched inside a module carries its forward ops' numbers to that module
+// (the last launch carrying a number wins); a kernel launched outside any
+// module whose innermost number one of them carries is that node's backward;
+// one launched with no number around it (AccumulateGrad) in a backward step
+// joins the backward kernel before it there.
+void LayerFinder::backwardBySequences(RankLayers& rl, const std::vector<const std::vector<int64_t>*>& chains)
+{
+    std::unordered_map<int64_t, size_t> originOfSeq; // number -> the kernel launched last in an op carrying it
+    for (size_t i = 0; i < rl.kernels.size(); ++i)
+        if (const KernelAttr& k = rl.kernels[i]; k.range >= 0 && chains[i])
+            for (int64_t s : *chains[i])
+                if (auto [e, fresh] = originOfSeq.try_emplace(s, i); !fresh && k.at >= rl.kernels[e->second].at)
+                    e->second = i;
+    const KernelAttr* before = nullptr; // the last backward kernel attributed by its number, in this step
+    for (size_t i = 0; i < rl.kernels.size(); ++i) {
+        KernelAttr& k = rl.kernels[i];
+        if (before && before->step != k.step)
+            before = nullptr;
+        if (k.range >= 0)
+            continue;
+        if (chains[i] && !chains[i]->empty()) {
+            // In the same step as the op it matches, a forward kernel outside any module (a loss).
+            if (auto o = originOfSeq.find(chains[i]->front()); o != originOfSeq.end() && rl.kernels[o->second].step != k.step) {
+                k.at = rl.kernels[o->second].at;
+                k.range = rl.kernels[o->second].range;
+                k.backwardOp = true;
+                before = &k;
+            }
+        } else if (before && k.step >= 0 && rl.steps[size_t(k.step)]->kind != StepKind::F) {
+            k.at = before->at;
+            k.range = before->range;
+            k.backwardOp = true;
+        }
+        if (k.range >= 0)
+            k.node = rl.scopes.nodes[size_t(k.range)].key;
+    }
+}
+
+// Asks the store once for the sequence numbers around the measured ranks'
+// kernels when the trace holds no launch calls to find them by.
+void LayerFinder::askSequences(const std::vector<const RankData*>& measured)
+{
+    if (!ctx_.options.autogradSequences || annotations_)
+        return;
+    for (const CpuRange& r : ctx_.trace.cpuRanges)
+        if ((r.kind == CpuRangeKind::Runtime || r.kind == CpuRangeKind::Driver) && r.correlation)
+            return;
+    std::vector<int64_t> ids;
+    for (const RankData* rd : measured)
+        for (uint32_t k : rd->compute)
+            if (const Activity& a = ctx_.act(k); a.start >= ws_ && a.start < we_)
+                ids.push_back(a.id);
+    std::vector<std::vector<int64_t>> seqs;
+    try {
+        seqs = ctx_.options.autogradSequences(ids);
+    } catch (const std::exception&) {
+        return; // the store could not be read again: backward by reverse order
+    }
+    if (seqs.size() != ids.size())
+        return;
+    for (size_t i = 0; i < ids.size(); ++i)
+        sequencesOf_[ids[i]] = std::move(seqs[i]);
 }
 
 // The module tree's layers: below the shallowest module whose children repeat
@@ -621,6 +792,10 @@ std::vector<RankLayers> LayerFinder::measureRanks()
     for (const RankData& rd : ctx_.ranks)
         if (rd.stage >= 0 && !rankOfStage.count(rd.stage))
             rankOfStage[rd.stage] = &rd;
+    std::vector<const RankData*> measured;
+    for (const auto& [stage, rd] : rankOfStage)
+        measured.push_back(rd);
+    askSequences(measured);
     std::vector<RankLayers> ranks;
     for (const auto& [stage, rd] : rankOfStage) {
         ranks.emplace_back();
@@ -631,7 +806,8 @@ std::vector<RankLayers> LayerFinder::measureRanks()
 }
 
 // Adds each attributed kernel's time to its unit, by the part of the step it
-// ran in; forward time also votes for the unit's virtual stage.
+// ran in (what autograd launched is backward even where a forward step's
+// boundary took it in); forward time also votes for the unit's virtual stage.
 void LayerFinder::addUnitTimes(RankLayers& rl)
 {
     for (const KernelAttr& k : rl.kernels) {
@@ -643,9 +819,12 @@ void LayerFinder::addUnitTimes(RankLayers& rl)
         if (k.step >= 0) {
             const Step& st = *rl.steps[size_t(k.step)];
             part = static_cast<Part>(st.kind);
-            if (st.kind == StepKind::F)
+            if (st.kind == StepKind::F && !k.backwardOp)
                 u.stageVotes[virtualStage(st)] += k.dur;
         }
+        // Autograd's own launches are backward wherever a step boundary fell.
+        if (k.backwardOp && part == Part::F)
+            part = Part::B;
         u.ns[size_t(part)] += k.dur;
     }
 }
