@@ -43,6 +43,7 @@ inline simulate::KinetoEmitSummary writeSimulatedJob(const std::filesystem::path
     eo.iterations = iterations;
     eo.modelName = md.name;
     eo.costModel = &model;
+    eo.maxSteps = 4'000'000; // 16,384 ranks of 2 iterations: 524,288 steps
     return simulate::emitKineto(predict(model, applyChanges(base, changes)), eo, dir.string());
 }
 

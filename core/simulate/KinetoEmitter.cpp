@@ -499,11 +499,11 @@ JobShape checkJobSize(const Prediction& p, const KinetoEmitOptions& options)
         throw Error("the simulated job would have more than " + formatCount(kMaxEmittedRanks) +
                     " ranks; reduce --pp or the data-parallel degree");
     const int64_t emitted = static_cast<int64_t>(s.actionCount()) * options.iterations * shape.D;
-    if (emitted > kMaxEmittedSteps)
+    if (emitted > options.maxSteps)
         throw Error("the simulated traces would hold " + formatCount(emitted) +
                     " steps (steps x iterations x data-parallel replicas), about " +
                     formatBytes(emitted * kEmittedBytesPerStep) + "; pipescope emits at most " +
-                    formatCount(kMaxEmittedSteps) + " steps, so choose fewer microbatches, iterations or replicas");
+                    formatCount(options.maxSteps) + " steps, so choose fewer microbatches, iterations or replicas");
     return shape;
 }
 

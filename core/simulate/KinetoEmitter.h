@@ -5,6 +5,7 @@
 // top-level "pipescope" object). Timings come from replaying the prediction
 // once per iteration with small seeded jitter: deterministic, yet uneven
 // like a measurement.
+#include "util/Limits.h"
 #include "whatif/WhatIf.h"
 
 #include <cstdint>
@@ -31,6 +32,10 @@ struct KinetoEmitOptions {
     // pipescope_annotate's names). Off: a trace the analysis must read steps
     // from kernel order and point-to-point peers alone.
     bool stepAnnotations = true;
+    // The most steps written (steps x iterations x data-parallel replicas):
+    // `pipescope simulate` keeps kMaxEmittedSteps; the scale benchmarks,
+    // which write jobs of thousands of small ranks, raise it.
+    int64_t maxSteps = kMaxEmittedSteps;
 };
 
 struct KinetoEmitSummary {

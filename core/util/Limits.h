@@ -36,7 +36,7 @@ inline constexpr int64_t kMaxReplaySteps = 10'000'000;
 inline constexpr int64_t kReplayBytesPerStep = 64;       // schedule + timed step + arrival times
 inline constexpr int64_t kMaxTimelineSteps = 500'000;
 inline constexpr int64_t kTimelineBytesPerStep = 2'400; // JSON document in memory: step, transfer, bubble, memory point
-inline constexpr int64_t kMaxEmittedSteps = 600'000;    // steps x iterations x data-parallel replicas
+inline constexpr int64_t kMaxEmittedSteps = 250'000;    // steps x iterations x data-parallel replicas
 inline constexpr int kMaxEmittedRanks = 16'384;         // a simulated job's files, one per rank
 inline constexpr int64_t kEmittedBytesPerStep = 4'600;  // Kineto events of one step, launch and transfer included
 // Steps replayed by one auto-balance refinement and by a whole search.
