@@ -1,11 +1,12 @@
 // `pipescope serve` through a real sshd, as the app runs it: `ssh host
 // pipescope serve --stdio JOB`. The test starts sshd itself on 127.0.0.1
-// (a free high port, as the current user, with a host key, a user key and a
-// configuration made for it in a temporary folder), connects with the
-// system's ssh client and speaks the protocol through it with
-// remote::Client. Every answer must equal a local server's, byte for byte
-// on the wire. Skipped, with the reason, where openssh-server is not
-// installed (scripts/setup-deps.sh --tests installs it).
+// (tests/common/LocalSshd.h: a free high port, as the current user, with a
+// host key, a user key and a configuration made for it in a temporary
+// folder), connects with the system's ssh client and speaks the protocol
+// through it with remote::Client. Every answer must equal a local
+// server's, byte for byte on the wire. Skipped, with the reason, where
+// openssh-server is not installed (scripts/setup-deps.sh --tests installs it).
+#include "LocalSshd.h"
 #include "TestSupport.h"
 
 #include "remote/Client.h"
@@ -15,16 +16,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <pwd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <thread>
+#include <memory>
 #include <unistd.h>
 
 using namespace pipescope;
@@ -35,40 +30,10 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kJob = std::string(PIPESCOPE_SOURCE_DIR) + "/resources/examples/pipeline-1f1b-4stage.pipescope";
-const char* const kSshd = "/usr/sbin/sshd";
-
 std::string readFile(const fs::path& p)
 {
     std::ifstream in(p);
     return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// A port on 127.0.0.1 that nothing listens on now (the kernel's choice).
-int freePort()
-{
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-        port = ntohs(a.sin_port);
-    ::close(fd);
-    return port;
-}
-
-bool accepts(int port)
-{
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    return ok;
 }
 
 // Single quotes for the remote shell.
@@ -123,88 +88,16 @@ class TestServeSsh : public QObject {
     Q_OBJECT
 
     QTemporaryDir dir_;
-    QProcess sshd_;
-    int port_ = -1;
-    std::string key_;
+    std::unique_ptr<LocalSshd> sshd_;
     std::string skip_; // why sshd could not be started here
 
     fs::path at(const char* name) const { return fs::path(dir_.path().toStdString()) / name; }
 
-    bool keygen(const fs::path& key)
-    {
-        QProcess p;
-        p.start("ssh-keygen", {"-q", "-t", "ed25519", "-N", "", "-C", "pipescope-test", "-f", QString::fromStdString(key.string())});
-        return p.waitForFinished(30'000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
-    }
-
-    // sshd on 127.0.0.1:port_, as this user, accepting key_ alone; skip_ says why not.
-    void startSshd()
-    {
-        if (!fs::exists(kSshd)) {
-            skip_ = std::string(kSshd) + " is not installed (openssh-server; scripts/setup-deps.sh --tests installs it)";
-            return;
-        }
-        if (QStandardPaths::findExecutable("ssh").isEmpty() || QStandardPaths::findExecutable("ssh-keygen").isEmpty()) {
-            skip_ = "ssh or ssh-keygen is not installed (openssh-client)";
-            return;
-        }
-        // sshd run by root separates privileges into this folder, which the
-        // package's service makes at boot; a container has none.
-        if (::geteuid() == 0 && !fs::exists("/run/sshd") && ::mkdir("/run/sshd", 0755) != 0) {
-            skip_ = "sshd runs as root here and /run/sshd (its privilege separation folder) cannot be made";
-            return;
-        }
-        const passwd* pw = ::getpwuid(::geteuid());
-        if (!pw) {
-            skip_ = "the current user has no account entry";
-            return;
-        }
-        if (!keygen(at("host_ed25519")) || !keygen(at("user_ed25519"))) {
-            skip_ = "ssh-keygen failed";
-            return;
-        }
-        key_ = at("user_ed25519").string();
-        fs::copy_file(at("user_ed25519.pub"), at("authorized_keys"));
-        port_ = freePort();
-        std::ofstream config(at("sshd_config"));
-        config << "Port " << port_ << "\n"
-               << "ListenAddress 127.0.0.1\n"
-               << "HostKey " << at("host_ed25519").string() << "\n"
-               << "PidFile " << at("sshd.pid").string() << "\n"
-               << "AuthorizedKeysFile " << at("authorized_keys").string() << "\n"
-               << "AllowUsers " << pw->pw_name << "\n"
-               << "PubkeyAuthentication yes\n"
-               << "PasswordAuthentication no\n"
-               << "KbdInteractiveAuthentication no\n"
-               << "PermitRootLogin prohibit-password\n"
-               << "UsePAM no\n"
-               << "StrictModes no\n"
-               << "PrintMotd no\n"
-               << "PrintLastLog no\n"
-               << "X11Forwarding no\n"
-               << "AllowTcpForwarding no\n"
-               << "LogLevel ERROR\n";
-        config.close();
-        sshd_.setStandardErrorFile(QString::fromStdString(at("sshd.log").string()));
-        // -D: stays in the foreground (a child of the test), -e: log to stderr.
-        sshd_.start(kSshd, {"-D", "-e", "-f", QString::fromStdString(at("sshd_config").string())});
-        if (!sshd_.waitForStarted(10'000)) {
-            skip_ = "sshd did not start";
-            return;
-        }
-        for (int i = 0; i < 200 && sshd_.state() == QProcess::Running && !accepts(port_); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        if (sshd_.state() != QProcess::Running || !accepts(port_))
-            QFAIL(("sshd did not listen on 127.0.0.1:" + std::to_string(port_) + ": " + readFile(at("sshd.log"))).c_str());
-    }
-
-    // The ssh command line, its program by its full path (spawnChild does not search PATH).
+    // The ssh command line to the test's sshd (tests/common/LocalSshd.h: its
+    // port, its key, no known hosts, none of the user's configuration).
     std::vector<std::string> sshCommand(const std::string& remote) const
     {
-        // -F /dev/null: the user's own ~/.ssh/config plays no part.
-        return {QStandardPaths::findExecutable("ssh").toStdString(), "-F", "/dev/null", "-p", std::to_string(port_), "-i", key_, "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
-                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-                "127.0.0.1", remote};
+        return {sshd_->wrapper().toStdString(), "-o", "BatchMode=yes", "127.0.0.1", remote};
     }
 
 private slots:
@@ -212,17 +105,12 @@ private slots:
     {
         std::signal(SIGPIPE, SIG_IGN);
         QVERIFY(dir_.isValid());
-        startSshd();
+        sshd_ = std::make_unique<LocalSshd>(dir_.path());
+        sshd_->start();
+        skip_ = sshd_->skip().toStdString();
     }
 
-    void cleanupTestCase()
-    {
-        if (sshd_.state() != QProcess::NotRunning) {
-            sshd_.terminate();
-            if (!sshd_.waitForFinished(10'000))
-                sshd_.kill();
-        }
-    }
+    void cleanupTestCase() { sshd_.reset(); }
 
     // The login itself: a command through sshd, its output back.
     void sshRunsACommand()
