@@ -21,11 +21,25 @@
 // The server runs with at most 1,024 open files, a cluster's usual limit.
 // PIPESCOPE_BENCH_CLI names the pipescope binary (default: the one built
 // beside this benchmark).
+//
+//   bench_serve RANKS ITERATIONS DIR --keep --app [--runs N]
+//   (the app's own path instead, where the app is built: `pipescope-gui
+//   ssh://host/JOB` as remote/RemoteJob.h opens it, through a stand-in ssh
+//   that runs the server here, behind the same link and through a plain
+//   pipe; printed: seconds to the first frame and to the whole job, bytes
+//   and requests, and when each phase began)
 #include "SimulatedJob.h"
 #include "remote/Client.h"
 #include "simulate/KinetoEmitter.h"
 #include "whatif/ModelDescription.h"
 #include "whatif/WhatIf.h"
+
+#ifdef PIPESCOPE_BENCH_APP
+#include "remote/RemoteAddress.h"
+#include "remote/RemoteJob.h"
+#include "remote/RemoteLink.h"
+#include "util/Work.h"
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -227,6 +241,93 @@ Frame bench(const std::string& job, SlowLink::Options link, const char* title, b
     return f;
 }
 
+#ifdef PIPESCOPE_BENCH_APP
+// The app's open of a remote job (remote/RemoteJob.h) through a stand-in for
+// ssh that runs the server here, behind `link`: seconds to the first frame
+// (the Job the app paints first) and to the whole job, bytes, requests, and
+// when each phase began.
+struct AppFrame {
+    double first = 0, whole = 0;
+    int64_t firstBytes = 0, wholeBytes = 0, firstRequests = 0, wholeRequests = 0;
+};
+
+AppFrame appOpen(const std::string& job, SlowLink::Options link, bool verbose)
+{
+    using namespace pipescope::gui;
+    const QString address = QStringLiteral("ssh://localhost") + QString::fromStdString(fs::absolute(job).string());
+    AppFrame f;
+    const auto t0 = Clock::now();
+    std::string last;
+    WorkControl work;
+    work.onProgress = [&](std::string_view phase, double) {
+        // One line a phase (a phase that repeats with a count says it once).
+        std::string p(phase);
+        if (const size_t cut = p.find(" ("); cut != std::string::npos)
+            p.resize(cut);
+        if (verbose && p != last)
+            std::printf("    %6.3f s  %s\n", since(t0), p.c_str());
+        last = p;
+    };
+    auto l = RemoteLink::connect(*RemoteAddress::parse(address, nullptr), &work, &link);
+    auto firstFrame = [&](const std::shared_ptr<const Job>&) {
+        const RemoteLink::Stats s = l->stats();
+        f.first = since(t0);
+        f.firstBytes = s.bytesSent + s.bytesReceived;
+        f.firstRequests = s.roundTrips;
+        if (verbose)
+            std::printf("    %6.3f s  first frame ready\n", f.first);
+    };
+    const auto whole = loadRemote(l, {}, &work, firstFrame);
+    f.whole = since(t0);
+    const RemoteLink::Stats s = l->stats();
+    f.wholeBytes = s.bytesSent + s.bytesReceived;
+    f.wholeRequests = s.roundTrips;
+    if (f.first == 0) {
+        f.first = f.whole;
+        f.firstBytes = f.wholeBytes;
+        f.firstRequests = f.wholeRequests;
+    }
+    if (verbose)
+        std::printf("    %6.3f s  whole job ready (%zu steps, %zu timeline lanes)\n", f.whole, whole->analysis->steps.size(),
+                    whole->timeline->lanes.size());
+    return f;
+}
+
+int appBench(const std::string& job, int runs)
+{
+    // ssh's stand-in: the command after the host, run here.
+    const fs::path ssh = fs::temp_directory_path() / ("bench-serve-ssh-" + std::to_string(::getpid()));
+    {
+        std::ofstream out(ssh);
+        out << "#!/bin/sh\nwhile [ $# -gt 0 ] && [ \"$1\" != \"--\" ]; do shift; done\nshift 2\nexec /bin/sh -c \"exec $*\"\n";
+    }
+    fs::permissions(ssh, fs::perms::owner_all);
+    ::setenv("PIPESCOPE_SSH", ssh.c_str(), 1);
+    ::setenv("PIPESCOPE_REMOTE_COMMAND", cliPath().c_str(), 1);
+    SlowLink::Options slow;
+    slow.latency = std::chrono::milliseconds(50);
+    slow.bytesPerSecond = 20e6;
+    const SlowLink::Options plain{std::chrono::microseconds(0), 0};
+    int rc = 0;
+    try {
+        for (const auto& [title, link] : {std::pair{"through a link of 50 ms each way and 20 MB/s", slow}, std::pair{"through a plain pipe", plain}}) {
+            std::printf("the app's open (pipescope-gui ssh://host/JOB), %s:\n", title);
+            for (int r = 0; r < runs; ++r) {
+                const AppFrame f = appOpen(job, link, r == 0);
+                std::printf("  run %d: first frame %.2f s, %.1f KB in %lld requests; whole job %.2f s, %.1f KB in %lld requests\n", r + 1,
+                            f.first, double(f.firstBytes) / 1000.0, (long long)f.firstRequests, f.whole, double(f.wholeBytes) / 1000.0,
+                            (long long)f.wholeRequests);
+            }
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_serve: %s\n", e.what());
+        rc = 1;
+    }
+    fs::remove(ssh);
+    return rc;
+}
+#endif
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -239,8 +340,8 @@ int main(int argc, char** argv)
         ::setrlimit(RLIMIT_NOFILE, &files);
     }
     std::vector<std::string> args;
-    bool keep = false;
-    int layers = 32;
+    bool keep = false, app = false;
+    int layers = 32, runs = 3;
     std::string given;
     for (int i = 1; i < argc; ++i)
         if (std::string(argv[i]) == "--keep")
@@ -249,6 +350,10 @@ int main(int argc, char** argv)
             layers = std::atoi(argv[++i]);
         else if (std::string(argv[i]) == "--job" && i + 1 < argc)
             given = argv[++i];
+        else if (std::string(argv[i]) == "--app")
+            app = true;
+        else if (std::string(argv[i]) == "--runs" && i + 1 < argc)
+            runs = std::max(1, std::atoi(argv[++i]));
         else
             args.push_back(argv[i]);
     const int ranks = args.size() > 0 ? std::atoi(args[0].c_str()) : 32;
@@ -280,6 +385,17 @@ int main(int argc, char** argv)
             return 1;
         }
         std::printf("%d ranks, %d iterations: written in %.1f s, imported as 2 shards in %.1f s\n", ranks, iterations, written, since(t0));
+    }
+    if (app) {
+#ifdef PIPESCOPE_BENCH_APP
+        const int rc = appBench(job, runs);
+        if (!keep)
+            fs::remove_all(base, ec);
+        return rc;
+#else
+        std::fprintf(stderr, "bench_serve: --app needs the app (Qt 6): this build has none\n");
+        return 2;
+#endif
     }
     SlowLink::Options slow;
     slow.latency = std::chrono::milliseconds(50);

@@ -67,7 +67,7 @@ std::string Client::readPayload()
     }
 }
 
-Response Client::call(RequestType type, const json& params)
+int64_t Client::send(RequestType type, const json& params)
 {
     json req = params.is_object() ? params : json::object();
     const int64_t id = nextId_++;
@@ -76,30 +76,59 @@ Response Client::call(RequestType type, const json& params)
     const std::string payload = req.dump();
     if (payload.size() > kMaxRequestBytes)
         throw Error("a request of " + std::to_string(payload.size()) + " bytes, over the protocol's limit of " + std::to_string(kMaxRequestBytes));
-    const auto t0 = Clock::now();
     const std::string framed = compressing_ && compressRequests_ ? frameDeflated(payload) : frame(payload);
+    while (!inFlight_.empty() && inFlightBytes_ + framed.size() > kMaxRequestBytesInFlight)
+        readOne();
     writeAll(writeFd_, framed);
     bytesSent_ += static_cast<int64_t>(framed.size());
+    inFlight_.push_back({id, Clock::now(), framed.size()});
+    inFlightBytes_ += framed.size();
+    return id;
+}
+
+void Client::readOne()
+{
+    const InFlight awaited = inFlight_.front();
     Response r = parseResponse(readPayload());
-    lastSeconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    inFlight_.pop_front();
+    inFlightBytes_ -= awaited.bytes;
+    lastSeconds_ = std::chrono::duration<double>(Clock::now() - awaited.sent).count();
     bestSeconds_ = roundTrips_ == 0 ? lastSeconds_ : std::min(bestSeconds_, lastSeconds_);
     ++roundTrips_;
     if (r.id == -1 && !r.ok)
         throw ServerRefused(r.errorCode, r.errorMessage);
-    if (r.id != id)
-        throw ProtocolError("a response to request " + std::to_string(r.id) + " where " + std::to_string(id) + " was awaited");
-    return r;
+    if (r.id != awaited.id)
+        throw ProtocolError("a response to request " + std::to_string(r.id) + " where " + std::to_string(awaited.id) + " was awaited");
+    arrived_.emplace(awaited.id, std::move(r));
 }
 
-json Client::result(RequestType type, const json& params)
+Response Client::receive(int64_t id)
 {
-    Response r = call(type, params);
+    for (;;) {
+        if (auto it = arrived_.find(id); it != arrived_.end()) {
+            Response r = std::move(it->second);
+            arrived_.erase(it);
+            return r;
+        }
+        if (inFlight_.empty() || inFlight_.front().id > id)
+            throw Error("no request " + std::to_string(id) + " awaits its answer");
+        readOne();
+    }
+}
+
+Response Client::call(RequestType type, const json& params) { return receive(send(type, params)); }
+
+json Client::resultOf(int64_t id)
+{
+    Response r = receive(id);
     if (!r.ok)
         throw ServerRefused(r.errorCode, r.errorMessage);
     return std::move(r.result);
 }
 
-json Client::hello(const HelloOptions& options)
+json Client::result(RequestType type, const json& params) { return resultOf(send(type, params)); }
+
+int64_t Client::sendHello(const HelloOptions& options)
 {
     json versions = json::array();
     for (int v = kOldestProtocolVersion; v <= kProtocolVersion; ++v)
@@ -109,7 +138,14 @@ json Client::hello(const HelloOptions& options)
     json params{{"versions", versions}, {"client", "pipescope"}};
     if (options.compress)
         params["compression"] = json::array({kDeflate});
-    json h = result(RequestType::Hello, params);
+    return send(RequestType::Hello, params);
+}
+
+json Client::receiveHello(int64_t id)
+{
+    // The answers after hello's may come compressed: the reader learns it
+    // before it reads their headers (it reads one message at a time).
+    json h = resultOf(id);
     compressing_ = h.contains("compression") && h["compression"] == kDeflate;
     reader_.allowCompressed(compressing_);
     return h;

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <sys/types.h>
@@ -38,6 +40,19 @@ public:
     Response call(RequestType type, const nlohmann::json& params = nlohmann::json::object());
     // The same, returning the result; throws ServerRefused for an error response.
     nlohmann::json result(RequestType type, const nlohmann::json& params = nlohmann::json::object());
+    // Pipelining: several requests in flight, their latency paid once. The
+    // server reads requests one after another and answers them in order, so
+    // send() writes a request without waiting and returns its id, and
+    // receive(id) reads the responses up to id's (those before it are kept
+    // for their own receive). While more than kMaxRequestBytesInFlight of
+    // requests wait for answers, send() first reads answers: a pipe holds
+    // 64 KiB, and a server blocked writing an answer nobody reads would leave
+    // a client blocked writing a request nobody reads.
+    static constexpr size_t kMaxRequestBytesInFlight = 32 * 1024;
+    int64_t send(RequestType type, const nlohmann::json& params = nlohmann::json::object());
+    Response receive(int64_t id);
+    // receive(id)'s result; throws ServerRefused for an error response.
+    nlohmann::json resultOf(int64_t id);
     struct HelloOptions {
         // Ask for deflate (protocol 2): the server's larger responses then
         // come compressed, and are inflated here within the same bounds.
@@ -47,14 +62,19 @@ public:
     };
     // hello; returns its result. After it, compressing() says whether the
     // session agreed on compression.
-    nlohmann::json hello(const HelloOptions& options);
+    nlohmann::json hello(const HelloOptions& options) { return receiveHello(sendHello(options)); }
     nlohmann::json hello() { return hello(HelloOptions{}); }
+    // hello in two halves, so that requests valid in every version (index)
+    // can follow it before its answer comes.
+    int64_t sendHello(const HelloOptions& options);
+    nlohmann::json receiveHello(int64_t id);
     bool compressing() const { return compressing_; }
     // Send requests compressed too (once the session agreed on it); they are
     // small, so this is off unless asked for.
     void compressRequests(bool on) { compressRequests_ = on; }
 
-    // Bytes on the wire (compressed, where they were), and the responses' JSON inflated.
+    // Bytes on the wire (compressed, where they were), and the responses' JSON
+    // inflated; roundTrips() counts the requests answered.
     int64_t bytesSent() const { return bytesSent_; }
     int64_t bytesReceived() const { return bytesReceived_; }
     int64_t payloadBytesReceived() const { return payloadBytesReceived_; }
@@ -71,6 +91,15 @@ public:
 
 private:
     std::string readPayload();
+    void readOne(); // the oldest request's answer, into arrived_
+    struct InFlight {
+        int64_t id;
+        std::chrono::steady_clock::time_point sent;
+        size_t bytes;
+    };
+    std::deque<InFlight> inFlight_;
+    std::map<int64_t, Response> arrived_;
+    size_t inFlightBytes_ = 0;
     int readFd_, writeFd_;
     FrameReader reader_;
     int64_t nextId_ = 1;

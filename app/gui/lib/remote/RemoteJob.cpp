@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <unordered_map>
 
 namespace pipescope::gui {
@@ -60,17 +61,28 @@ struct StepArrays {
     json steps = json::array(), bubbles = json::array(), segments = json::array();
 };
 
-void fetchSteps(RemoteLink& link, const std::vector<int>& ranks, const json& params, size_t perRequest, const json& parts,
-                StepArrays& out, const WorkControl* work)
+// The steps requests of one iteration, sent down a pipeline; their answers
+// are read later (readSteps).
+std::vector<int64_t> sendSteps(RemoteLink::Pipeline& pipe, const std::vector<int>& ranks, const json& params, size_t perRequest,
+                               const json& parts)
 {
+    std::vector<int64_t> ids;
     for (size_t i = 0; i < ranks.size(); i += perRequest) {
-        say(work, "reading the steps (" + std::to_string(i) + " of " + std::to_string(ranks.size()) + " ranks)");
         json p = params;
         p["ranks"] = std::vector<int>(ranks.begin() + static_cast<std::ptrdiff_t>(i),
                                       ranks.begin() + static_cast<std::ptrdiff_t>(std::min(ranks.size(), i + perRequest)));
         p["limit"] = remote::kMaxStepItems;
         p["parts"] = parts;
-        json part = link.result(RequestType::Steps, p, work);
+        ids.push_back(pipe.send(RequestType::Steps, p));
+    }
+    return ids;
+}
+
+void readSteps(RemoteLink& link, RemoteLink::Pipeline& pipe, const std::vector<int64_t>& ids, StepArrays& out, const WorkControl* work)
+{
+    for (size_t i = 0; i < ids.size(); ++i) {
+        say(work, "reading the steps (" + std::to_string(i) + " of " + std::to_string(ids.size()) + " requests)");
+        json part = pipe.result(ids[i]);
         if (part.value("truncated", false))
             throw Error(link.address().toString().toStdString() + ": the server cut the steps of ranks it was asked for; "
                                                                   "this job has too many to show remotely");
@@ -81,23 +93,20 @@ void fetchSteps(RemoteLink& link, const std::vector<int>& ranks, const json& par
     }
 }
 
-// The analysis document: the summary and every rank's steps, critical path
-// and (up to kMaxBubblesFetched) bubbles (protocol 2), or the whole document
-// at once (protocol 1). The other iterations' steps and bubbles follow, as a
-// local open has them, while they are few (kOtherIterationItems): the server
-// analyses each on request.
-RemoteAnalysis readAnalysis(RemoteLink& link, const json& index, const OpenOptions& options, const WorkControl* work)
+// The analysis's steps requests, sent once its summary says how many items
+// there are: every rank's steps, critical path and (up to
+// kMaxBubblesFetched) bubbles; the other iterations' steps and bubbles too,
+// as a local open has them, while they are few (kOtherIterationItems): the
+// server analyses each on request.
+struct StepRequests {
+    std::map<int, std::vector<int64_t>> byIteration;
+    int selected = 0;
+    bool multipleRequests = false;
+};
+
+StepRequests sendStepRequests(RemoteLink::Pipeline& pipe, const json& summary, const json& index, const json& params, RemoteAnalysis& out)
 {
-    json params = json::object();
-    if (options.iteration)
-        params["iteration"] = *options.iteration;
-    if (link.protocol() < 2)
-        return {link.result(RequestType::Analysis, params, work)};
-    json summaryParams = params;
-    summaryParams["parts"] = "summary";
-    json doc = link.result(RequestType::Analysis, summaryParams, work);
-    const json counts = doc.value("summary", json::object());
-    RemoteAnalysis out;
+    const json counts = summary.value("summary", json::object());
     out.bubbles = counts.value("bubbles", int64_t{0});
     out.bubblesFetched = out.bubbles <= kMaxBubblesFetched;
     const int64_t stepItems = counts.value("steps", int64_t{0}) + (out.bubblesFetched ? out.bubbles : 0);
@@ -106,25 +115,36 @@ RemoteAnalysis readAnalysis(RemoteLink& link, const json& index, const OpenOptio
     const size_t perRequest = std::max<size_t>(
         1, static_cast<size_t>(kStepItemsPerRequest * static_cast<int64_t>(ranks.size()) / std::max<int64_t>(1, items)));
     json parts = out.bubblesFetched ? json::array({"steps", "bubbles", "critical_path"}) : json::array({"steps", "critical_path"});
-    const int selected = doc.at("selected_iteration").get<int>();
-    const int iterations = static_cast<int>(doc.at("iterations").size());
-    std::map<int, StepArrays> byIteration;
-    fetchSteps(link, ranks, params, perRequest, parts, byIteration[selected], work);
-    // The path's segments are in time order in the document; the requests gave them rank by rank.
-    json& segments = byIteration[selected].segments;
-    if (ranks.size() > perRequest)
-        std::stable_sort(segments.begin(), segments.end(),
-                         [](const json& a, const json& b) { return a.at("start").get<TimeNs>() < b.at("start").get<TimeNs>(); });
+    StepRequests r;
+    r.selected = summary.at("selected_iteration").get<int>();
+    r.multipleRequests = ranks.size() > perRequest;
+    const int iterations = static_cast<int>(summary.at("iterations").size());
+    r.byIteration[r.selected] = sendSteps(pipe, ranks, params, perRequest, parts);
     if (iterations > 1 && iterations <= kMaxIterationsFetched && stepItems * (iterations - 1) <= kOtherIterationItems) {
         parts.erase(parts.size() - 1); // critical_path: the analysed iteration's only
         for (int it = 0; it < iterations; ++it)
-            if (it != selected) {
+            if (it != r.selected) {
                 json p = params;
                 p["iteration"] = it;
-                fetchSteps(link, ranks, p, perRequest, parts, byIteration[it], work);
+                r.byIteration[it] = sendSteps(pipe, ranks, p, perRequest, parts);
             }
         out.allIterations = true;
     }
+    return r;
+}
+
+// The whole analysis document: the summary with the steps' answers.
+void readStepAnswers(RemoteLink& link, RemoteLink::Pipeline& pipe, const StepRequests& requests, json summary, RemoteAnalysis& out,
+                     const WorkControl* work)
+{
+    std::map<int, StepArrays> byIteration;
+    for (const auto& [it, ids] : requests.byIteration)
+        readSteps(link, pipe, ids, byIteration[it], work);
+    // The path's segments are in time order in the document; the requests gave them rank by rank.
+    json& segments = byIteration[requests.selected].segments;
+    if (requests.multipleRequests)
+        std::stable_sort(segments.begin(), segments.end(),
+                         [](const json& a, const json& b) { return a.at("start").get<TimeNs>() < b.at("start").get<TimeNs>(); });
     StepArrays all;
     for (auto& [it, arrays] : byIteration) {
         for (json& x : arrays.steps)
@@ -132,8 +152,7 @@ RemoteAnalysis readAnalysis(RemoteLink& link, const json& index, const OpenOptio
         for (json& x : arrays.bubbles)
             all.bubbles.push_back(std::move(x));
     }
-    out.doc = wholeAnalysisDocument(std::move(doc), std::move(all.steps), std::move(all.bubbles), std::move(segments));
-    return out;
+    out.doc = wholeAnalysisDocument(std::move(summary), std::move(all.steps), std::move(all.bubbles), std::move(segments));
 }
 
 LaneKind laneKind(const std::string& name)
@@ -161,38 +180,83 @@ std::string stepLabel(StepKind kind, int microbatch, int chunk)
     return s;
 }
 
+// The timeline: its lanes from the index; steps and bubbles from the
+// analysis; every other lane (and the bubbles when their list stays on the
+// server) from tiles, whose requests go down the open's pipeline beside the
+// analysis's and are read when their answers come.
 class RemoteTimeline {
 public:
-    RemoteTimeline(RemoteLink& link, const json& index, const AnalysisResult& analysis, bool bubblesFromTiles, const WorkControl* work)
-        : link_(link), work_(work), bubblesFromTiles_(bubblesFromTiles)
+    RemoteTimeline(RemoteLink& link, const json& index, const WorkControl* work) : link_(link), work_(work)
     {
         m_.names = {""};
         const json& tl = index.at("timeline");
         start_ = tl.at("start_ns").get<TimeNs>();
         end_ = tl.at("end_ns").get<TimeNs>();
-        readLanes(tl.at("lanes"), analysis);
-        for (const Iteration& it : analysis.iterations)
-            m_.iterations.push_back({it.index, it.label, it.start, it.end});
+        readLanes(tl.at("lanes"));
     }
 
-    timeline::TimelineModel build(const AnalysisResult& analysis)
+    // The tiles of the streams and CPU lanes (and, with bubblesFromTiles,
+    // of the bubbles lanes): the analysed iteration [from, to) sharp, the
+    // rest of the job coarser.
+    void sendTiles(RemoteLink::Pipeline& pipe, TimeNs from, TimeNs to, bool bubbles)
     {
-        if (!tileLanes_.empty() && end_ > start_) {
-            TimeNs from = start_, to = end_;
-            if (analysis.selectedIteration >= 0 && static_cast<size_t>(analysis.selectedIteration) < analysis.iterations.size()) {
-                const Iteration& it = analysis.iterations[static_cast<size_t>(analysis.selectedIteration)];
-                from = std::clamp(it.start, start_, end_);
-                to = std::clamp(it.end, from, end_);
-            }
-            const int64_t lanes = static_cast<int64_t>(tileLanes_.size());
-            const int coarse = static_cast<int>(std::clamp<int64_t>(kCoarsePixels / lanes, 64, 4096));
-            if (from > start_)
-                pass(start_, from, coarse, 3);
-            if (to > from)
-                pass(from, to, static_cast<int>(std::clamp<int64_t>(kFinePixels / lanes, 256, 65536)), 1);
-            if (end_ > to)
-                pass(to, end_ + 1, coarse, 3);
+        std::vector<int> lanes;
+        for (const auto& [server, local] : bubbles ? bubbleLanes_ : streamLanes_) {
+            localLane_[server] = local;
+            serverLanes_[local] = server;
+            lanes.push_back(server);
         }
+        if (lanes.empty() || end_ <= start_)
+            return;
+        // The widths follow the streams' lane count (the bubbles', when tiled, add theirs).
+        const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(streamLanes_.size()));
+        from = std::clamp(from, start_, end_);
+        to = std::clamp(to, from, end_);
+        const int coarse = static_cast<int>(std::clamp<int64_t>(kCoarsePixels / count, 64, 4096));
+        if (from > start_)
+            pass(pipe, lanes, start_, from, coarse, 3);
+        if (to > from)
+            pass(pipe, lanes, from, to, static_cast<int>(std::clamp<int64_t>(kFinePixels / count, 256, 65536)), 1);
+        if (end_ > to)
+            pass(pipe, lanes, to, end_ + 1, coarse, 3);
+    }
+
+    void readTiles(RemoteLink::Pipeline& pipe)
+    {
+        for (size_t i = 0; i < passes_.size(); ++i) {
+            say(work_, "reading the timeline's tiles (" + std::to_string(i) + " of " + std::to_string(passes_.size()) + ")");
+            addTiles(pipe.result(passes_[i].id), passes_[i].from, passes_[i].to);
+        }
+        passes_.clear();
+    }
+
+    timeline::TimelineModel build(const AnalysisResult& analysis, bool bubblesFromTiles)
+    {
+        for (const Step& s : analysis.steps) {
+            timeline::Event e;
+            e.start = s.start;
+            e.end = s.end;
+            e.code = static_cast<uint8_t>(s.kind);
+            e.microbatch = s.microbatch;
+            e.chunk = static_cast<uint8_t>(std::clamp(s.chunk, 0, 255));
+            e.detail = s.iteration;
+            e.name = intern(stepLabel(s.kind, s.microbatch, s.chunk));
+            if (auto l = stepsLane_.find(s.rank); l != stepsLane_.end())
+                m_.lanes[l->second].events.push_back(e);
+        }
+        if (!bubblesFromTiles)
+            for (const Bubble& b : analysis.bubbles) {
+                timeline::Event e;
+                e.start = b.start;
+                e.end = b.end;
+                e.code = static_cast<uint8_t>(b.cause);
+                e.detail = b.iteration;
+                e.name = intern(std::string(toString(b.cause)));
+                if (auto l = bubblesLane_.find(b.rank); l != bubblesLane_.end())
+                    m_.lanes[l->second].events.push_back(e);
+            }
+        for (const timeline::IterationMark& it : iterationsOf(analysis))
+            m_.iterations.push_back(it);
         // The server's event numbers follow the events: sorted as finalize() sorts them (by start, stably).
         for (size_t l = 0; l < m_.lanes.size(); ++l) {
             auto& events = m_.lanes[l].events;
@@ -221,6 +285,14 @@ public:
     int droppedMemoryLanes() const { return droppedMemory_; }
 
 private:
+    static std::vector<timeline::IterationMark> iterationsOf(const AnalysisResult& analysis)
+    {
+        std::vector<timeline::IterationMark> out;
+        for (const Iteration& it : analysis.iterations)
+            out.push_back({it.index, it.label, it.start, it.end});
+        return out;
+    }
+
     int32_t intern(const std::string& s)
     {
         if (s.empty())
@@ -231,29 +303,8 @@ private:
         return it->second;
     }
 
-    void readLanes(const json& lanes, const AnalysisResult& analysis)
+    void readLanes(const json& lanes)
     {
-        std::map<int, std::vector<timeline::Event>> steps, bubbles;
-        for (const Step& s : analysis.steps) {
-            timeline::Event e;
-            e.start = s.start;
-            e.end = s.end;
-            e.code = static_cast<uint8_t>(s.kind);
-            e.microbatch = s.microbatch;
-            e.chunk = static_cast<uint8_t>(std::clamp(s.chunk, 0, 255));
-            e.detail = s.iteration;
-            e.name = intern(stepLabel(s.kind, s.microbatch, s.chunk));
-            steps[s.rank].push_back(e);
-        }
-        for (const Bubble& b : analysis.bubbles) {
-            timeline::Event e;
-            e.start = b.start;
-            e.end = b.end;
-            e.code = static_cast<uint8_t>(b.cause);
-            e.detail = b.iteration;
-            e.name = intern(std::string(toString(b.cause)));
-            bubbles[b.rank].push_back(e);
-        }
         for (const json& l : lanes) {
             const LaneKind kind = laneKind(l.at("kind").get<std::string>());
             const int server = l.at("lane").get<int>();
@@ -280,23 +331,22 @@ private:
                 lane.tid = l.value("tid", int64_t{-1});
                 lane.depth = l.value("depth", 0);
             }
+            const size_t local = m_.lanes.size();
             if (kind == LaneKind::Steps)
-                lane.events = std::move(steps[lane.rank]);
-            else if (kind == LaneKind::Bubbles && !bubblesFromTiles_)
-                lane.events = std::move(bubbles[lane.rank]);
-            else {
-                localLane_[server] = m_.lanes.size();
-                tileLanes_.push_back(server);
-            }
-            const bool fromTiles = localLane_.count(server) > 0;
-            serverLanes_.push_back(fromTiles ? server : -1);
+                stepsLane_.emplace(lane.rank, local);
+            else if (kind == LaneKind::Bubbles) {
+                bubblesLane_.emplace(lane.rank, local);
+                bubbleLanes_.emplace_back(server, local);
+            } else
+                streamLanes_.emplace_back(server, local);
+            serverLanes_.push_back(-1); // set when its tiles are asked for
             serverEvents_.emplace_back();
             m_.lanes.push_back(std::move(lane));
         }
     }
 
-    // Tiles of every tile lane over [from, to) at `width` pixels a lane.
-    void pass(TimeNs from, TimeNs to, int width, int foldPx)
+    // Tiles of some lanes over [from, to) at `width` pixels a lane, sent.
+    void pass(RemoteLink::Pipeline& pipe, const std::vector<int>& lanes, TimeNs from, TimeNs to, int width, int foldPx)
     {
         // Wider than one request allows: consecutive ranges of at most its width each.
         const int pieces = (width + remote::kMaxWidthPx - 1) / remote::kMaxWidthPx;
@@ -307,15 +357,13 @@ private:
             const TimeNs a = from + (to - from) * p / pieces, b = from + (to - from) * (p + 1) / pieces;
             if (b <= a)
                 continue;
-            for (size_t i = 0; i < tileLanes_.size(); i += lanesPerRequest) {
-                say(work_, "reading the timeline's tiles");
-                json lanes = json::array();
-                for (size_t k = i; k < std::min(tileLanes_.size(), i + lanesPerRequest); ++k)
-                    lanes.push_back(tileLanes_[k]);
-                const json t = link_.result(RequestType::Tiles,
-                                            {{"from_ns", a}, {"to_ns", b}, {"width_px", pieceWidth}, {"lanes", lanes}, {"fold_px", foldPx}},
-                                            work_);
-                addTiles(t, a, b);
+            for (size_t i = 0; i < lanes.size(); i += lanesPerRequest) {
+                json some = json::array();
+                for (size_t k = i; k < std::min(lanes.size(), i + lanesPerRequest); ++k)
+                    some.push_back(lanes[k]);
+                passes_.push_back({pipe.send(RequestType::Tiles,
+                                             {{"from_ns", a}, {"to_ns", b}, {"width_px", pieceWidth}, {"lanes", some}, {"fold_px", foldPx}}),
+                                   a, b});
             }
         }
     }
@@ -364,10 +412,15 @@ private:
 
     RemoteLink& link_;
     const WorkControl* work_;
-    bool bubblesFromTiles_ = false;
     timeline::TimelineModel m_;
     TimeNs start_ = 0, end_ = 0;
-    std::vector<int> tileLanes_;          // the server's lane numbers
+    std::vector<std::pair<int, size_t>> streamLanes_, bubbleLanes_; // (server lane, local lane) of the lanes tiles may draw
+    std::map<int, size_t> stepsLane_, bubblesLane_;                  // rank -> local lane
+    struct Pass {
+        int64_t id;
+        TimeNs from, to;
+    };
+    std::vector<Pass> passes_; // tiles requests sent, answers not yet read
     std::map<int, size_t> localLane_;     // server lane -> index in m_.lanes
     std::vector<int> serverLanes_;        // [local lane]: the server's, -1 for lanes built here
     std::vector<std::vector<int64_t>> serverEvents_; // [local lane][event]: the server's event number, -1 none
@@ -389,15 +442,12 @@ std::shared_ptr<const Trace> remoteTrace(const json& hello, const json& index)
     return trace;
 }
 
-void calibrateFromServer(RemoteLink& link, Job& job, const WorkControl* work)
+void calibrateFromWire(const json& wire, Job& job, const WorkControl* work)
 {
     try {
-        const json wire = link.result(RequestType::CostModel, json::object(), work);
         job.costModel = remote::costModelFromWire(wire.at("model"));
         say(work, "pricing what would help most");
         job.levers = whatif::rankLevers(*job.costModel, *job.analysis);
-    } catch (const remote::ServerRefused& e) {
-        job.whatIfError = QString::fromStdString(e.what());
     } catch (const FormatError& e) {
         job.whatIfError = QString::fromStdString(e.what());
     } catch (const json::exception& e) {
@@ -434,7 +484,8 @@ std::shared_ptr<const Job> loadRemote(const QString& text, const OpenOptions& op
     return loadRemote(RemoteLink::connect(*address, work), options, work);
 }
 
-std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const OpenOptions& options, const WorkControl* work)
+std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const OpenOptions& options, const WorkControl* work,
+                                      [[maybe_unused]] const RemoteFirstFrame& firstFrame)
 {
     const RemoteAddress* address = &link->address();
     auto job = std::make_shared<Job>();
@@ -445,17 +496,61 @@ std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const Op
     job->remote = link;
     try {
         say(work, "reading the job's index");
-        const json index = link->result(RequestType::Index, json::object(), work);
-        say(work, "reading the analysis");
-        const RemoteAnalysis fetched = readAnalysis(*link, index, options, work);
+        const json index = link->index().is_object() ? link->index() : link->result(RequestType::Index, json::object(), work);
+        // Every request of the open goes down one pipeline: the analysis's
+        // summary, the cost model and the tiles at once, the steps as soon
+        // as the summary says how many there are. One round trip's latency
+        // for all, where one after another paid it a dozen times.
+        RemoteTimeline timeline(*link, index, work);
+        RemoteAnalysis fetched;
+        json params = json::object();
+        if (options.iteration)
+            params["iteration"] = *options.iteration;
+        json wire;
+        std::optional<remote::ServerRefused> noModel;
+        {
+            auto pipe = link->pipeline(work);
+            say(work, "reading the analysis");
+            json summaryParams = params;
+            if (link->protocol() >= 2)
+                summaryParams["parts"] = "summary";
+            const int64_t summaryId = pipe.send(RequestType::Analysis, summaryParams);
+            const int64_t modelId = pipe.send(RequestType::CostModel);
+            // The analysed iteration, sharp: the one asked for, else the server's.
+            const int selected = options.iteration ? *options.iteration : link->hello().at("job").value("selected_iteration", -1);
+            TimeNs from = 0, to = 0;
+            for (const json& it : index.value("iterations", json::array()))
+                if (it.value("index", -2) == selected) {
+                    from = it.at("start_ns").get<TimeNs>();
+                    to = it.at("end_ns").get<TimeNs>();
+                }
+            timeline.sendTiles(pipe, from, to, false);
+            json summary = pipe.result(summaryId);
+            if (link->protocol() < 2) {
+                fetched.doc = std::move(summary);
+            } else {
+                const StepRequests steps = sendStepRequests(pipe, summary, index, params, fetched);
+                if (!fetched.bubblesFetched)
+                    timeline.sendTiles(pipe, from, to, true);
+                readStepAnswers(*link, pipe, steps, std::move(summary), fetched, work);
+            }
+            timeline.readTiles(pipe);
+            say(work, "reading the cost model");
+            try {
+                wire = pipe.result(modelId);
+            } catch (const remote::ServerRefused& e) {
+                noModel = e;
+            }
+        }
         auto analysis = std::make_shared<AnalysisResult>(analysisFromJson(fetched.doc));
         job->trace = remoteTrace(link->hello(), index);
         job->simulated = job->trace->simulated();
-        RemoteTimeline timeline(*link, index, *analysis, !fetched.bubblesFetched, work);
-        job->timeline = std::make_shared<timeline::TimelineModel>(timeline.build(*analysis));
+        job->timeline = std::make_shared<timeline::TimelineModel>(timeline.build(*analysis, !fetched.bubblesFetched));
         job->analysis = std::move(analysis);
-        say(work, "reading the cost model");
-        calibrateFromServer(*link, *job, work);
+        if (noModel)
+            job->whatIfError = QString::fromStdString(noModel->what());
+        else
+            calibrateFromWire(wire, *job, work);
         QStringList notes;
         if (const json read = link->hello().at("job").value("read", json::object()); read.value("partial", false))
             notes << QStringLiteral("the server read the job in part: %1").arg(QString::fromStdString(read.value("what", std::string())));

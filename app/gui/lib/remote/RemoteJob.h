@@ -16,6 +16,8 @@
 // the Chrome trace export and re-calibration need the job itself.
 #include "session/AppSession.h"
 
+#include <functional>
+
 namespace pipescope::gui {
 
 class RemoteLink;
@@ -25,6 +27,10 @@ class RemoteLink;
 std::shared_ptr<const Job> loadRemote(const QString& address, const OpenOptions& options, const WorkControl* work = nullptr);
 // The same over a link already connected (tests and measurements: a link
 // through remote::SlowLink).
-std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const OpenOptions& options, const WorkControl* work = nullptr);
+// With `firstFrame`, the first frame's Job is handed to it as soon as it is
+// built (complete false), before the rest is fetched.
+using RemoteFirstFrame = std::function<void(std::shared_ptr<const Job>)>;
+std::shared_ptr<const Job> loadRemote(std::shared_ptr<RemoteLink> link, const OpenOptions& options, const WorkControl* work = nullptr,
+                                      const RemoteFirstFrame& firstFrame = {});
 
 } // namespace pipescope::gui

@@ -71,7 +71,15 @@ std::shared_ptr<RemoteLink> RemoteLink::connect(const RemoteAddress& address, co
     std::lock_guard lock(link->mutex_);
     link->client_->setStop(work ? work->stop : nullptr);
     try {
-        link->hello_ = link->client_->hello();
+        // The index is valid in every protocol version: it goes with hello.
+        const int64_t hello = link->client_->sendHello({});
+        const int64_t index = link->client_->send(remote::RequestType::Index);
+        link->hello_ = link->client_->receiveHello(hello);
+        try {
+            link->index_ = link->client_->resultOf(index);
+        } catch (const remote::ServerRefused&) {
+            link->index_ = nullptr;
+        }
     } catch (const std::exception& e) {
         link->fail(e);
     }
@@ -175,6 +183,39 @@ json RemoteLink::result(remote::RequestType type, const json& params, const Work
         throw;
     } catch (const std::exception& e) {
         fail(e);
+    }
+}
+
+RemoteLink::Pipeline::Pipeline(RemoteLink& link, const WorkControl* work) : link_(link), lock_(link.mutex_)
+{
+    if (!link_.failure_.isEmpty())
+        throw Error(link_.failure_.toStdString());
+    link_.client_->setStop(work ? work->stop : nullptr);
+}
+
+int64_t RemoteLink::Pipeline::send(remote::RequestType type, const json& params)
+{
+    if (!link_.failure_.isEmpty())
+        throw Error(link_.failure_.toStdString());
+    try {
+        return link_.client_->send(type, params);
+    } catch (const remote::ServerRefused&) {
+        throw;
+    } catch (const std::exception& e) {
+        link_.fail(e);
+    }
+}
+
+json RemoteLink::Pipeline::result(int64_t id)
+{
+    if (!link_.failure_.isEmpty())
+        throw Error(link_.failure_.toStdString());
+    try {
+        return link_.client_->resultOf(id);
+    } catch (const remote::ServerRefused&) {
+        throw;
+    } catch (const std::exception& e) {
+        link_.fail(e);
     }
 }
 

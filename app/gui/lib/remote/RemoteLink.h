@@ -41,6 +41,26 @@ public:
     nlohmann::json result(remote::RequestType type, const nlohmann::json& params = nlohmann::json::object(),
                           const WorkControl* work = nullptr);
 
+    // Several requests in flight at once, answered in order (remote::Client's
+    // send and receive): their round trips' latency is paid once. Holds the
+    // link while it lives: requests from other threads wait for it to go.
+    // Failures as result() says.
+    class Pipeline {
+    public:
+        int64_t send(remote::RequestType type, const nlohmann::json& params = nlohmann::json::object());
+        nlohmann::json result(int64_t id);
+
+    private:
+        friend class RemoteLink;
+        Pipeline(RemoteLink& link, const WorkControl* work);
+        RemoteLink& link_;
+        std::unique_lock<std::mutex> lock_;
+    };
+    Pipeline pipeline(const WorkControl* work = nullptr) { return Pipeline(*this, work); }
+    // The index, asked for with hello (one round trip for both); null when
+    // the server refused it (ask again to hear why).
+    const nlohmann::json& index() const { return index_; }
+
     const RemoteAddress& address() const { return address_; }
     const nlohmann::json& hello() const { return hello_; }
     int protocol() const { return hello_.value("protocol", 1); }
@@ -101,7 +121,7 @@ private:
     int readFd_ = -1, writeFd_ = -1; // the client's ends: the child's pipes, or the slow link's
     std::unique_ptr<remote::Client> client_;
     std::string stderrPath_;
-    nlohmann::json hello_;
+    nlohmann::json hello_, index_;
     mutable std::mutex mutex_;
     QString failure_; // set once the link failed
     mutable Stats last_;
