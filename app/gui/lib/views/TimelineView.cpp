@@ -239,6 +239,36 @@ void TimelineView::setModel(std::shared_ptr<const TimelineModel> model)
     fitAll();
 }
 
+void TimelineView::refineModel(std::shared_ptr<const TimelineModel> model)
+{
+    if (!model_ || !model || model->lanes.size() != model_->lanes.size()) {
+        setModel(std::move(model));
+        return;
+    }
+    const std::shared_ptr<const TimelineModel> old = std::exchange(model_, std::move(model));
+    TimelineEventRef selected;
+    if (job_.selected.valid()) {
+        const Event& e = old->event(job_.selected.lane, job_.selected.event);
+        const auto& events = model_->lanes[static_cast<size_t>(job_.selected.lane)].events;
+        auto it = std::lower_bound(events.begin(), events.end(), e.start, [](const Event& x, TimeNs t) { return x.start < t; });
+        for (; it != events.end() && it->start == e.start && !selected.valid(); ++it)
+            if (it->end == e.end && model_->name(it->name) == old->name(e.name))
+                selected = {job_.selected.lane, static_cast<qint64>(it - events.begin())};
+    }
+    const bool lost = job_.selected.valid() && !selected.valid();
+    job_.selected = selected;
+    job_.hover = {};
+    job_.hits.clear();
+    job_.hitTimes.clear();
+    job_.hitsPerLane.clear();
+    job_.currentHit = -1;
+    computeArrows();
+    replotBody();
+    replotOverlay();
+    if (lost)
+        Q_EMIT eventSelected(-1, -1);
+}
+
 void TimelineView::setTimeOrigin(qint64 ns, const QString& what)
 {
     const auto range = visibleRange();

@@ -82,6 +82,12 @@ public:
     // Shows a model (null clears) and fits all of it. Collapsed groups,
     // hidden and pinned tracks survive when the new model has the same lanes.
     void setModel(std::shared_ptr<const timeline::TimelineModel> model);
+    // The same job's model with other events on some lanes (a remote job's
+    // tiles fetched again for the range on screen): the range, rows, tracks,
+    // markers, notes and area stay; the selection follows its event (same
+    // start, end and name) or goes; the search hits go (search again).
+    // A model with other lanes is shown as setModel shows it.
+    void refineModel(std::shared_ptr<const timeline::TimelineModel> model);
     std::shared_ptr<const timeline::TimelineModel> model() const { return model_; }
 
     void setVisibleRange(qint64 fromNs, qint64 toNs); // widened to at least 10 ns
