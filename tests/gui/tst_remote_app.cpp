@@ -15,6 +15,7 @@
 #include "remote/RemoteAddress.h"
 #include "remote/RemoteJob.h"
 #include "remote/RemoteLink.h"
+#include "remote/RemoteTiles.h"
 #include "session/AppSession.h"
 #include "session/ExportWorker.h"
 #include "session/RecentJobs.h"
@@ -447,6 +448,79 @@ private Q_SLOTS:
         // A request after the drop fails at once with the same line.
         QVERIFY_THROWS_EXCEPTION(Error, w.job()->remote->result(remote::RequestType::Index));
         QVERIFY(w.job()->analysis); // what is on screen stays
+    }
+
+    // A zoom asks the server for the tiles of the rows and range on screen
+    // at the view's width: a block folded in the first frame opens into the
+    // events the local open shows there, exact, for a few KB.
+    void zoomFetchesTiles()
+    {
+        MainWindow w(nullptr, false);
+        w.resize(1400, 900);
+        w.show();
+        QSignalSpy shown(&w, &MainWindow::jobShown);
+        w.open({kRemote});
+        QVERIFY(shown.wait(30000));
+        auto* tiles = w.findChild<RemoteTiles*>();
+        QVERIFY(tiles);
+        const auto first = w.timeline()->model();
+        const auto link = w.job()->remote;
+        // The widest block the server folded in the analysed iteration, on a track on screen.
+        const Iteration& it = w.job()->analysis->iterations[2];
+        int lane = -1;
+        timeline::Event block;
+        for (size_t l = 0; l < first->lanes.size(); ++l)
+            if (link->serverLanes()[l] >= 0 && !w.timeline()->laneRect(int(l)).isEmpty())
+                for (size_t e = 0; e < first->lanes[l].events.size(); ++e) {
+                    const timeline::Event& x = first->lanes[l].events[e];
+                    if (x.start >= it.start && x.end <= it.end && link->serverEvent(int(l), int64_t(e)).event < 0 &&
+                        first->name(x.name).find("events, folded") != std::string::npos && x.duration() > block.duration()) {
+                        lane = int(l);
+                        block = x;
+                    }
+                }
+        QVERIFY(lane >= 0);
+        const qint64 from = block.start - block.duration(), to = block.end + block.duration();
+        const int width = w.timeline()->laneRect(lane).width();
+        auto exact = [&](const timeline::TimelineModel& m, bool remote) {
+            std::vector<std::tuple<TimeNs, TimeNs, std::string>> out;
+            for (const timeline::DrawItem& d : m.drawList(lane, from, to, width))
+                if (d.count == 1 && d.event >= 0 && (!remote || link->serverEvent(lane, d.event).event >= 0))
+                    out.emplace_back(d.start, d.end, m.name(m.event(lane, d.event).name));
+            return out;
+        };
+        const size_t before = exact(*first, true).size();
+        const RemoteLink::Stats s0 = link->stats();
+        QSignalSpy refined(tiles, &RemoteTiles::refined);
+        w.timeline()->setVisibleRange(from, to);
+        QVERIFY(refined.wait(10000));
+        const auto zoomed = w.timeline()->model();
+        QVERIFY(zoomed != first);
+        QCOMPARE(zoomed->lanes.size(), first->lanes.size());
+        QCOMPARE(w.timeline()->visibleRange().first, from); // the view did not move
+        const auto local = AppSession::load({kJob}, {});
+        const auto here = exact(*local->timeline, false);
+        const auto there = exact(*zoomed, true);
+        QVERIFY2(there.size() > before, qPrintable(QStringLiteral("%1 exact before, %2 after").arg(before).arg(there.size())));
+        QCOMPARE(there.size(), here.size());
+        // The same blocks, start and end; names as tiles carry them (cut to 256 bytes).
+        for (size_t i = 0; i < here.size(); ++i) {
+            QCOMPARE(std::get<0>(there[i]), std::get<0>(here[i]));
+            QCOMPARE(std::get<1>(there[i]), std::get<1>(here[i]));
+            QCOMPARE(std::get<2>(there[i]), std::get<2>(here[i]).substr(0, std::get<2>(there[i]).size()));
+            QVERIFY(std::get<2>(there[i]).size() == std::get<2>(here[i]).size() || std::get<2>(there[i]).size() >= 250);
+        }
+        const RemoteLink::Stats s1 = link->stats();
+        QCOMPARE(tiles->fetches(), 1);
+        QVERIFY2(s1.bytesSent + s1.bytesReceived - s0.bytesSent - s0.bytesReceived < 20000,
+                 qPrintable(QString::number(s1.bytesSent + s1.bytesReceived - s0.bytesSent - s0.bytesReceived)));
+        qInfo("zoom to %lld ns: %zu exact blocks before, %zu after (the local open: %zu), %lld bytes moved in %lld requests", (long long)(to - from),
+              before, there.size(), here.size(), (long long)(s1.bytesSent + s1.bytesReceived - s0.bytesSent - s0.bytesReceived),
+              (long long)(s1.roundTrips - s0.roundTrips));
+        // A small pan stays within what was fetched: nothing is asked.
+        w.timeline()->setVisibleRange(from + (to - from) / 4, to + (to - from) / 4);
+        QTest::qWait(RemoteTiles::kPauseMs * 3);
+        QCOMPARE(tiles->fetches(), 1);
     }
 
     // The system's ssh against a real sshd on 127.0.0.1, with the app's own

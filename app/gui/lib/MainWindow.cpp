@@ -14,6 +14,7 @@
 #include "remote/OpenRemoteDialog.h"
 #include "remote/RemoteDetails.h"
 #include "remote/RemoteLink.h"
+#include "remote/RemoteTiles.h"
 #include <QPointer>
 #include <QThreadPool>
 #include "views/PaletteLegend.h"
@@ -723,6 +724,43 @@ void MainWindow::askServerDetails(int lane, qint64 event)
     });
 }
 
+// A remote job's timeline follows the view: after a zoom, a pan or a scroll,
+// the tiles of the rows and range on screen are asked for again
+// (remote/RemoteTiles.h) and the view is given the refined model.
+void MainWindow::followViewWithTiles()
+{
+    delete tiles_;
+    tiles_ = nullptr;
+    if (!shown_.job || !shown_.job->remote || !shown_.job->timeline)
+        return;
+    tiles_ = new RemoteTiles(shown_.job, this);
+    auto ask = [this] {
+        const auto model = timeline_->model();
+        if (!tiles_ || !model)
+            return;
+        std::vector<int> lanes;
+        int width = 0;
+        for (int l = 0; l < static_cast<int>(model->lanes.size()); ++l)
+            if (const QRect r = timeline_->laneRect(l); !r.isEmpty()) {
+                lanes.push_back(l);
+                width = r.width();
+            }
+        const auto range = timeline_->visibleRange();
+        tiles_->viewChanged(range.first, range.second, width, std::move(lanes));
+    };
+    connect(timeline_, &TimelineView::visibleRangeChanged, tiles_, ask);
+    connect(timeline_->verticalScrollBar(), &QScrollBar::valueChanged, tiles_, ask);
+    connect(tiles_, &RemoteTiles::refined, this, [this](std::shared_ptr<const timeline::TimelineModel> model) {
+        // With the baseline's or a query's tracks beside the job's, that picture stays.
+        if (!shown_.job || !timeline_->model() || timeline_->model()->lanes.size() != model->lanes.size())
+            return;
+        timeline_->refineModel(model);
+        details_->setJob(shown_.job->trace, model);
+        if (!search_->text().isEmpty())
+            timeline_->setSearch(search_->text(), regex_->isChecked());
+    });
+}
+
 QString MainWindow::linkText() const { return link_->isVisible() || (shown_.job && shown_.job->remote) ? link_->text() : QString(); }
 
 void MainWindow::refreshLink()
@@ -987,6 +1025,7 @@ void MainWindow::showJob(std::shared_ptr<const Job> job)
         iterations_->addItem(QStringLiteral("%1%2").arg(it.index).arg(
             it.label.empty() ? QString() : QStringLiteral("  ") + QString::fromStdString(it.label)));
     refreshLink();
+    followViewWithTiles();
     if (detailOfShown) {
         timeline_->setVisibleRange(range.first, range.second);
     } else if (j.analysis->selectedIteration >= 0) {

@@ -37,6 +37,7 @@ class BubblePanel;
 class DetailsPanel;
 class ComparePanel;
 class QueryPanel;
+class RemoteTiles;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -229,6 +230,8 @@ private:
     QTimer* linkTimer_ = nullptr;
     void refreshLink();
     void askServerDetails(int lane, qint64 event); // a remote job's event: what the server says of it, in Details
+    RemoteTiles* tiles_ = nullptr; // a remote job's tiles, asked again for the view
+    void followViewWithTiles();
     QString lastError_;
     QDockWidget* bottomDock_ = nullptr;
     QDockWidget* summaryDock_ = nullptr;

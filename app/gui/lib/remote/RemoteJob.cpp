@@ -279,6 +279,8 @@ public:
         }
         m_.finalize();
         link_.setServerEvents(std::move(serverLanes_), std::move(serverEvents_));
+        windows_.resize(m_.lanes.size());
+        link_.setTileWindows(std::move(windows_));
         return std::move(m_);
     }
 
@@ -340,6 +342,7 @@ private:
             } else
                 streamLanes_.emplace_back(server, local);
             serverLanes_.push_back(-1); // set when its tiles are asked for
+            windows_.emplace_back();
             serverEvents_.emplace_back();
             m_.lanes.push_back(std::move(lane));
         }
@@ -361,6 +364,8 @@ private:
                 json some = json::array();
                 for (size_t k = i; k < std::min(lanes.size(), i + lanesPerRequest); ++k)
                     some.push_back(lanes[k]);
+                for (const json& l : some)
+                    windows_[localLane_.at(l.get<int>())].push_back({a, b, double(foldPx) * double(b - a) / pieceWidth});
                 passes_.push_back({pipe.send(RequestType::Tiles,
                                              {{"from_ns", a}, {"to_ns", b}, {"width_px", pieceWidth}, {"lanes", some}, {"fold_px", foldPx}}),
                                    a, b});
@@ -421,6 +426,7 @@ private:
         TimeNs from, to;
     };
     std::vector<Pass> passes_; // tiles requests sent, answers not yet read
+    std::vector<std::vector<RemoteLink::TileWindow>> windows_; // [local lane]
     std::map<int, size_t> localLane_;     // server lane -> index in m_.lanes
     std::vector<int> serverLanes_;        // [local lane]: the server's, -1 for lanes built here
     std::vector<std::vector<int64_t>> serverEvents_; // [local lane][event]: the server's event number, -1 none

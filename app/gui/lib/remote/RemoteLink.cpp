@@ -156,6 +156,8 @@ QString RemoteLink::stderrLine() const
 
 void RemoteLink::fail(const std::exception& e)
 {
+    // A server that had ended (killed, or the link dropped) is said as alive() says it.
+    const bool gone = child_ && !child_->running();
     // The link is over: close our ends, give ssh a moment to say why, then stop it.
     finish(dynamic_cast<const Cancelled*>(&e) ? 0 : 3000);
     if (dynamic_cast<const Cancelled*>(&e)) {
@@ -164,7 +166,7 @@ void RemoteLink::fail(const std::exception& e)
     }
     QString why = stderrLine();
     if (why.isEmpty())
-        why = QString::fromStdString(e.what());
+        why = gone ? QStringLiteral("the link closed") : QString::fromStdString(e.what());
     else if (child_ && child_->exitStatus == 127 && !why.startsWith(QLatin1String("cannot run ")))
         why += QStringLiteral(" (is pipescope installed there? PIPESCOPE_REMOTE_COMMAND names its path)");
     failure_ = QStringLiteral("%1: %2").arg(address_.toString(), why);

@@ -99,6 +99,17 @@ public:
         serverLanes_ = std::move(lanes);
         serverEvents_ = std::move(events);
     }
+    // What the tiles of each local lane cover (remote/RemoteTiles.h asks
+    // again where the view needs finer): a time range and the narrowest
+    // event it draws alone (events narrower were folded by the server).
+    struct TileWindow {
+        int64_t from = 0, to = 0;
+        double foldNs = 0;
+    };
+    void setTileWindows(std::vector<std::vector<TileWindow>> windows) { tileWindows_ = std::move(windows); }
+    const std::vector<std::vector<TileWindow>>& tileWindows() const { return tileWindows_; }
+    const std::vector<int>& serverLanes() const { return serverLanes_; }
+    const std::vector<std::vector<int64_t>>& serverEventNumbers() const { return serverEvents_; }
     // When ssh was started.
     std::chrono::steady_clock::time_point started() const { return started_; }
     int64_t openBytes() const { return openBytes_; }
@@ -128,6 +139,7 @@ private:
     std::chrono::steady_clock::time_point started_;
     std::vector<int> serverLanes_;
     std::vector<std::vector<int64_t>> serverEvents_;
+    std::vector<std::vector<TileWindow>> tileWindows_;
     double openSeconds_ = 0;
     int64_t openBytes_ = 0; // the figures when a request in flight holds the client
 };
