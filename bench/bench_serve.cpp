@@ -38,6 +38,7 @@
 #include "remote/RemoteAddress.h"
 #include "remote/RemoteJob.h"
 #include "remote/RemoteLink.h"
+#include "remote/RemoteTiles.h"
 #include "util/Work.h"
 #endif
 
@@ -247,8 +248,8 @@ Frame bench(const std::string& job, SlowLink::Options link, const char* title, b
 // (the Job the app paints first) and to the whole job, bytes, requests, and
 // when each phase began.
 struct AppFrame {
-    double first = 0, whole = 0;
-    int64_t firstBytes = 0, wholeBytes = 0, firstRequests = 0, wholeRequests = 0;
+    double first = 0, whole = 0, zoom = 0, zoomRefine = 0;
+    int64_t firstBytes = 0, wholeBytes = 0, firstRequests = 0, wholeRequests = 0, zoomBytes = 0;
 };
 
 AppFrame appOpen(const std::string& job, SlowLink::Options link, bool verbose)
@@ -290,6 +291,32 @@ AppFrame appOpen(const std::string& job, SlowLink::Options link, bool verbose)
     if (verbose)
         std::printf("    %6.3f s  whole job ready (%zu steps, %zu timeline lanes)\n", f.whole, whole->analysis->steps.size(),
                     whole->timeline->lanes.size());
+    // A zoom x50 into the analysed iteration, 48 rows of tiles at 1,600 px,
+    // as the timeline asks it (remote/RemoteTiles.h: half a screen more each
+    // side, one pixel's fold), and the model refined with them.
+    std::vector<int> rows;
+    for (size_t i = 0; i < l->serverLanes().size() && rows.size() < 48; ++i)
+        if (l->serverLanes()[i] >= 0)
+            rows.push_back(static_cast<int>(i));
+    const Iteration& it = whole->analysis->iterations[static_cast<size_t>(std::max(0, whole->analysis->selectedIteration))];
+    const TimeNs span = (it.end - it.start) / 50, a = it.start + (it.end - it.start) / 2 - span / 2;
+    const TimeNs from = a - span / 2, to = a + span + span / 2;
+    const auto z0 = Clock::now();
+    const int64_t moved0 = l->stats().bytesSent + l->stats().bytesReceived;
+    std::vector<json> tiles;
+    {
+        auto pipe = l->pipeline();
+        json lanes = json::array();
+        for (int r : rows)
+            lanes.push_back(l->serverLanes()[static_cast<size_t>(r)]);
+        tiles.push_back(pipe.result(pipe.send(RequestType::Tiles, {{"from_ns", from}, {"to_ns", to}, {"width_px", 3200}, {"lanes", lanes}, {"fold_px", 1}})));
+    }
+    const auto z1 = Clock::now();
+    const auto refined = RemoteTiles::refine(*whole->timeline, l->serverEventNumbers(), l->tileWindows(), l->serverLanes(), tiles, from, to,
+                                             double(to - from) / 3200);
+    f.zoom = since(z0);
+    f.zoomRefine = std::chrono::duration<double>(Clock::now() - z1).count();
+    f.zoomBytes = l->stats().bytesSent + l->stats().bytesReceived - moved0;
     return f;
 }
 
@@ -314,9 +341,10 @@ int appBench(const std::string& job, int runs)
             std::printf("the app's open (pipescope-gui ssh://host/JOB), %s:\n", title);
             for (int r = 0; r < runs; ++r) {
                 const AppFrame f = appOpen(job, link, r == 0);
-                std::printf("  run %d: first frame %.2f s, %.1f KB in %lld requests; whole job %.2f s, %.1f KB in %lld requests\n", r + 1,
-                            f.first, double(f.firstBytes) / 1000.0, (long long)f.firstRequests, f.whole, double(f.wholeBytes) / 1000.0,
-                            (long long)f.wholeRequests);
+                std::printf("  run %d: first frame %.2f s, %.1f KB in %lld requests; whole job %.2f s, %.1f KB in %lld requests; "
+                            "zoom x50 (48 rows) %.3f s, of which the model refined %.3f s, %.1f KB\n",
+                            r + 1, f.first, double(f.firstBytes) / 1000.0, (long long)f.firstRequests, f.whole, double(f.wholeBytes) / 1000.0,
+                            (long long)f.wholeRequests, f.zoom, f.zoomRefine, double(f.zoomBytes) / 1000.0);
             }
         }
     } catch (const std::exception& e) {
