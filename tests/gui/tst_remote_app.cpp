@@ -490,6 +490,14 @@ private Q_SLOTS:
             return out;
         };
         const size_t before = exact(*first, true).size();
+        // A step selected before the zoom stays selected, with its details.
+        int stepsLane = -1;
+        for (size_t l = 0; l < first->lanes.size() && stepsLane < 0; ++l)
+            if (first->lanes[l].kind == timeline::LaneKind::Steps && !first->lanes[l].events.empty())
+                stepsLane = int(l);
+        QVERIFY(stepsLane >= 0);
+        w.timeline()->selectEvent({stepsLane, 0});
+        QVERIFY(w.details()->plainText().contains(QStringLiteral("F0")));
         const RemoteLink::Stats s0 = link->stats();
         QSignalSpy refined(tiles, &RemoteTiles::refined);
         w.timeline()->setVisibleRange(from, to);
@@ -498,6 +506,8 @@ private Q_SLOTS:
         QVERIFY(zoomed != first);
         QCOMPARE(zoomed->lanes.size(), first->lanes.size());
         QCOMPARE(w.timeline()->visibleRange().first, from); // the view did not move
+        QCOMPARE(w.timeline()->selectedEvent(), (TimelineEventRef{stepsLane, 0}));
+        QVERIFY(w.details()->plainText().contains(QStringLiteral("F0")));
         const auto local = AppSession::load({kJob}, {});
         const auto here = exact(*local->timeline, false);
         const auto there = exact(*zoomed, true);

@@ -755,7 +755,12 @@ void MainWindow::followViewWithTiles()
         if (!shown_.job || !timeline_->model() || timeline_->model()->lanes.size() != model->lanes.size())
             return;
         timeline_->refineModel(model);
+        // Details reads the new model's events; the selected one (if it is still there) is shown again.
         details_->setJob(shown_.job->trace, model);
+        if (const TimelineEventRef sel = timeline_->selectedEvent(); sel.valid()) {
+            details_->showEvent(sel.lane, sel.event, timeline_->toolTipFor(sel));
+            askServerDetails(sel.lane, sel.event);
+        }
         if (!search_->text().isEmpty())
             timeline_->setSearch(search_->text(), regex_->isChecked());
     });
