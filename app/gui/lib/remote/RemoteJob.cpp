@@ -27,6 +27,8 @@ using timeline::LaneKind;
 // 8,000 lanes, 256 (a lane is a row on screen: 50 of them show at once).
 constexpr int64_t kFinePixels = 2'000'000;
 constexpr int64_t kCoarsePixels = 400'000;
+// Lanes of one tiles request, at most (see RemoteTimeline::pass).
+constexpr int64_t kLanesPerTilesRequest = 1024;
 // Items of one steps request, about (the server's limit is 16 MiB of JSON).
 constexpr int64_t kStepItemsPerRequest = 150'000;
 // The bubble list is fetched up to this many bubbles (about 1.3 MB
@@ -354,8 +356,11 @@ private:
         // Wider than one request allows: consecutive ranges of at most its width each.
         const int pieces = (width + remote::kMaxWidthPx - 1) / remote::kMaxWidthPx;
         const int pieceWidth = width / pieces;
+        // At most kLanesPerTilesRequest lanes a request (about 6 KB of lane
+        // numbers): the client keeps 32 KiB of requests in flight, so that
+        // many small ones keep the server busy while the answers stream back.
         const size_t lanesPerRequest = static_cast<size_t>(
-            std::clamp<int64_t>(remote::kMaxTilePixels / pieceWidth, 1, static_cast<int64_t>(remote::kMaxTileLanes)));
+            std::clamp<int64_t>(remote::kMaxTilePixels / pieceWidth, 1, kLanesPerTilesRequest));
         for (int p = 0; p < pieces; ++p) {
             const TimeNs a = from + (to - from) * p / pieces, b = from + (to - from) * (p + 1) / pieces;
             if (b <= a)
