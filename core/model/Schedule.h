@@ -32,9 +32,12 @@ struct Schedule {
     // Whether the action's input is made on the rank that runs it: the
     // previous virtual stage's forward (the next one's backward) runs there,
     // the last stage's backward follows its own forward, or, for the first
-    // stage's forward, the data loader gives it.
+    // stage's forward, the data loader gives it. A weight gradient (W) needs
+    // only its own stage's input gradient.
     bool inputOnRank(const Action& a, int rank) const
     {
+        if (a.kind == StepKind::W)
+            return true;
         const int from = a.kind == StepKind::F ? a.stage - 1 : a.stage + 1;
         if (from < 0 || from >= stages)
             return true;

@@ -17,6 +17,7 @@ class TestSchedule : public QObject {
     Q_OBJECT
 private slots:
     void fillDrainRule();
+    void inputOnRank();
     void everyBuiltinIsValid_data();
     void everyBuiltinIsValid();
     void bubbleClosedForm_data();
@@ -586,4 +587,23 @@ void TestSchedule::fillDrainRule()
 }
 
 QTEST_GUILESS_MAIN(TestSchedule)
+// Whose work feeds a step: the replay's host gap before a step whose input its
+// own rank made (CostModel::localStepGapNs) hangs on this.
+void TestSchedule::inputOnRank()
+{
+    const Schedule s = makeSchedule(ScheduleKind::Interleaved1F1B, 2, 2, 4); // stages 0,1,2,3 on ranks 0,1,0,1
+    QCOMPARE(s.rankOfStage, (std::vector<int>{0, 1, 0, 1}));
+    QVERIFY(s.inputOnRank(Action{StepKind::F, 0, 0}, 0));  // the data loader
+    QVERIFY(!s.inputOnRank(Action{StepKind::F, 1, 0}, 1)); // stage 0's forward, on rank 0
+    QVERIFY(!s.inputOnRank(Action{StepKind::F, 2, 0}, 0)); // stage 1's, on rank 1
+    QVERIFY(s.inputOnRank(Action{StepKind::B, 3, 0}, 1));  // the loss: its own forward
+    QVERIFY(!s.inputOnRank(Action{StepKind::B, 2, 0}, 0)); // stage 3's backward, on rank 1
+    QVERIFY(s.inputOnRank(Action{StepKind::W, 1, 0}, 1));  // its own input gradient
+    const Schedule v = makeSchedule(ScheduleKind::ZeroBubbleV, 2, 2, 4); // V: stages 0,1 | 2,3 on ranks 0,1,1,0
+    QCOMPARE(v.rankOfStage, (std::vector<int>{0, 1, 1, 0}));
+    QVERIFY(v.inputOnRank(Action{StepKind::F, 2, 0}, 1));  // the turn of the V stays on rank 1
+    QVERIFY(v.inputOnRank(Action{StepKind::I, 1, 0}, 1));
+    QVERIFY(!v.inputOnRank(Action{StepKind::I, 2, 0}, 1));
+}
+
 #include "tst_whatif_schedule.moc"
