@@ -21,29 +21,6 @@ namespace {
 
 constexpr TimeNs kUs = 1'000;
 
-StringId intern(Trace& t, const std::string& s)
-{
-    for (size_t i = 0; i < t.strings.size(); ++i)
-        if (t.strings[i] == s)
-            return static_cast<StringId>(i);
-    t.strings.push_back(s);
-    return static_cast<StringId>(t.strings.size() - 1);
-}
-
-void addRange(Trace& t, int rank, int64_t tid, CpuRangeKind kind, const std::string& name, TimeNs start, TimeNs end,
-              std::optional<int64_t> correlation = std::nullopt)
-{
-    CpuRange r;
-    r.rank = rank;
-    r.tid = tid;
-    r.kind = kind;
-    r.name = intern(t, name);
-    r.start = start;
-    r.end = end;
-    r.correlation = correlation;
-    t.cpuRanges.push_back(r);
-}
-
 // How a forward kernel's launch is wrapped in ops, as PyTorch records them.
 enum class OpChain {
     Embedding, // aten::embedding (EmbeddingBackward0)

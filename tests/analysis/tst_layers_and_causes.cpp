@@ -21,29 +21,6 @@ TimeNs cause(const AnalysisResult& r, int rank, BubbleCause c)
     return ri ? ri->byCause[static_cast<size_t>(c)] : -1;
 }
 
-StringId intern(Trace& t, const std::string& s)
-{
-    for (size_t i = 0; i < t.strings.size(); ++i)
-        if (t.strings[i] == s)
-            return static_cast<StringId>(i);
-    t.strings.push_back(s);
-    return static_cast<StringId>(t.strings.size() - 1);
-}
-
-void addRange(Trace& t, int rank, int64_t tid, CpuRangeKind kind, const std::string& name, TimeNs start, TimeNs end,
-              std::optional<int64_t> correlation = std::nullopt)
-{
-    CpuRange r;
-    r.rank = rank;
-    r.tid = tid;
-    r.kind = kind;
-    r.name = intern(t, name);
-    r.start = start;
-    r.end = end;
-    r.correlation = correlation;
-    t.cpuRanges.push_back(r);
-}
-
 void sortRanges(Trace& t)
 {
     std::stable_sort(t.cpuRanges.begin(), t.cpuRanges.end(),

@@ -17,6 +17,31 @@
 
 namespace pipescope::test {
 
+// For traces built by hand without a TraceBuilder: a string's id (added
+// once), and one CPU range.
+inline StringId intern(Trace& t, const std::string& s)
+{
+    for (size_t i = 0; i < t.strings.size(); ++i)
+        if (t.strings[i] == s)
+            return static_cast<StringId>(i);
+    t.strings.push_back(s);
+    return static_cast<StringId>(t.strings.size() - 1);
+}
+
+inline void addRange(Trace& t, int rank, int64_t tid, CpuRangeKind kind, const std::string& name, TimeNs start, TimeNs end,
+              std::optional<int64_t> correlation = std::nullopt)
+{
+    CpuRange r;
+    r.rank = rank;
+    r.tid = tid;
+    r.kind = kind;
+    r.name = intern(t, name);
+    r.start = start;
+    r.end = end;
+    r.correlation = correlation;
+    t.cpuRanges.push_back(r);
+}
+
 class TraceBuilder {
 public:
     TraceBuilder() { trace_.strings.push_back(""); }

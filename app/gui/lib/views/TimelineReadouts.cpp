@@ -36,14 +36,21 @@ using namespace timelineview;
 
 // ---- events ----------------------------------------------------------------
 
-TimelineEventRef TimelineView::eventAt(const QPoint& pos, int tolerancePx) const
+int TimelineView::laneAtPoint(const QPoint& pos) const
 {
     if (!model_ || pos.x() < plot_->axisRect()->left() || pos.x() >= plot_->axisRect()->right())
-        return {};
+        return -1;
     const int row = rowAt(pos.y());
     if (row < 0 || rows_[static_cast<size_t>(row)].kind != Row::LaneRow)
+        return -1;
+    return rows_[static_cast<size_t>(row)].lane;
+}
+
+TimelineEventRef TimelineView::eventAt(const QPoint& pos, int tolerancePx) const
+{
+    const int lane = laneAtPoint(pos);
+    if (lane < 0)
         return {};
-    const int lane = rows_[static_cast<size_t>(row)].lane;
     const qint64 t = timeAt(pos.x());
     const qint64 tol = std::llround(tolerancePx * nsPerPixel());
     const int64_t e = model_->hitTest(lane, t, tol);
@@ -88,12 +95,9 @@ QString TimelineView::stageFoldToolTip(int row) const
 
 QString TimelineView::foldedToolTipAt(const QPoint& pos) const
 {
-    if (!model_ || pos.x() < plot_->axisRect()->left() || pos.x() >= plot_->axisRect()->right())
+    const int lane = laneAtPoint(pos);
+    if (lane < 0)
         return {};
-    const int row = rowAt(pos.y());
-    if (row < 0 || rows_[static_cast<size_t>(row)].kind != Row::LaneRow)
-        return {};
-    const int lane = rows_[static_cast<size_t>(row)].lane;
     const auto range = visibleRange();
     const double x = pos.x() - plot_->axisRect()->left();
     const std::vector<DrawItem> items = model_->drawList(lane, range.first, range.second, plot_->axisRect()->width());

@@ -292,6 +292,8 @@ private:
     int rowInSlot(int slot) const; // -1: nothing there
     int clampedFirstRow(int first) const;
     int rowAt(int y) const;
+    // The lane under a point of the plot area; -1 outside it or on a header row.
+    int laneAtPoint(const QPoint& pos) const;
     int rowTop(int row) const;
     int rowHeight() const { return rowHeight_; }
     void applyPlotColors(); // the axis and background from the palette (a theme change)
